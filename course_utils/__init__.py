@@ -1,0 +1,9 @@
+"""course_utils: the helper package of the attention course.
+
+A notebook starts with ``from course_utils import setup, check`` and ``setup(lang="en")``.
+"""
+
+from .exercises import check, evaluate
+from .session import setup
+
+__all__ = ["check", "evaluate", "setup"]

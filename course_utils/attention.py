@@ -1,0 +1,141 @@
+"""Score functions and scaled dot-product attention, written to be read.
+
+Shapes: queries are (..., L_q, d_q), keys (..., L_k, d_k), values (..., L_k, d_v); the leading
+axes (batch, heads, ...) must match. Every score function returns (..., L_q, L_k): one score for
+each (query, key) pair. Attention returns ``(output, weights)``, in that order, always.
+
+Masks mean one thing everywhere in this package: a boolean ``keep_mask``, True where a query
+may attend to a key (the meaning of the boolean mask of ``F.scaled_dot_product_attention``).
+"""
+
+import math
+
+import torch
+
+from . import validation as check
+
+
+def _pair(function, query, key, same_features=True):
+    """Validate a (query, key) pair; return (d_q, d_k)."""
+    check.tensor(function, "query", query, min_ndim=2, layout="(..., L_q, d_q)")
+    check.tensor(function, "key", key, min_ndim=2, layout="(..., L_k, d_k)")
+    if key.shape[:-2] != query.shape[:-2]:
+        check.fail(
+            function,
+            "key",
+            check.describe(key),
+            {
+                "en": f"the same leading (batch) axes as query, {tuple(query.shape[:-2])}",
+                "zh": f"与 query 相同的前导（批量）维度 {tuple(query.shape[:-2])}",
+            },
+        )
+    if same_features:
+        check.same_size(function, "key", key, -1, query.shape[-1], "query's d_q")
+    return query.shape[-1], key.shape[-1]
+
+
+def dot_scores(query, key):
+    """score(q, k) = q · k. Needs d_q == d_k. Returns (..., L_q, L_k)."""
+    _pair("dot_scores", query, key)
+    return query @ key.transpose(-2, -1)
+
+
+def scaled_dot_scores(query, key):
+    """score(q, k) = q · k / √d_k: the dot product, kept at unit variance as d_k grows."""
+    _, d_k = _pair("scaled_dot_scores", query, key)
+    return query @ key.transpose(-2, -1) / math.sqrt(d_k)
+
+
+def bilinear_scores(query, key, weight):
+    """score(q, k) = qᵀ W k with W of shape (d_q, d_k): lets queries and keys differ in size."""
+    d_q, d_k = _pair("bilinear_scores", query, key, same_features=False)
+    check.tensor("bilinear_scores", "weight", weight, min_ndim=2, layout=f"({d_q}, {d_k})")
+    if tuple(weight.shape) != (d_q, d_k):
+        check.fail("bilinear_scores", "weight", check.describe(weight), f"shape (d_q, d_k) = ({d_q}, {d_k})")
+    return query @ weight @ key.transpose(-2, -1)
+
+
+def additive_scores(query, key, w_query, w_key, v):
+    """score(q, k) = vᵀ tanh(W_q q + W_k k), Bahdanau's "additive" or MLP score.
+
+    w_query: (d_q, d_h), w_key: (d_k, d_h), v: (d_h,). Equal to an MLP on the concatenation
+    [q; k] with weight [W_q; W_k], without ever building the (L_q, L_k, d_q + d_k) concatenation.
+    """
+    d_q, d_k = _pair("additive_scores", query, key, same_features=False)
+    check.tensor("additive_scores", "w_query", w_query, min_ndim=2, layout=f"({d_q}, d_h)")
+    check.same_size("additive_scores", "w_query", w_query, 0, d_q, "query's d_q")
+    d_h = w_query.shape[1]
+    check.tensor("additive_scores", "w_key", w_key, min_ndim=2, layout=f"({d_k}, {d_h})")
+    if tuple(w_key.shape) != (d_k, d_h):
+        check.fail("additive_scores", "w_key", check.describe(w_key), f"shape (d_k, d_h) = ({d_k}, {d_h})")
+    check.tensor("additive_scores", "v", v, layout=f"({d_h},)")
+    if tuple(v.shape) != (d_h,):
+        check.fail("additive_scores", "v", check.describe(v), f"shape (d_h,) = ({d_h},)")
+    q = (query @ w_query).unsqueeze(-2)  # (..., L_q, 1, d_h)
+    k = (key @ w_key).unsqueeze(-3)  # (..., 1, L_k, d_h)
+    return torch.tanh(q + k) @ v  # (..., L_q, L_k)
+
+
+def _keep_mask(function, keep_mask, scores):
+    """Validate a boolean keep-mask against (..., L_q, L_k) scores."""
+    if not isinstance(keep_mask, torch.Tensor) or keep_mask.dtype != torch.bool:
+        check.fail(
+            function,
+            "keep_mask",
+            check.describe(keep_mask),
+            {
+                "en": "a bool tensor, True where a query may attend to a key",
+                "zh": "bool 张量，True 表示该查询可以关注该键",
+            },
+        )
+    try:
+        torch.broadcast_shapes(keep_mask.shape, scores.shape)
+    except RuntimeError:
+        check.fail(
+            function,
+            "keep_mask",
+            check.describe(keep_mask),
+            {
+                "en": f"a shape that broadcasts to the scores' {tuple(scores.shape)}",
+                "zh": f"能广播到注意力分数形状 {tuple(scores.shape)} 的形状",
+            },
+        )
+    return keep_mask
+
+
+def scaled_dot_product_attention(query, key, value, keep_mask=None, scale=None):
+    """softmax(Q Kᵀ / √d_k) V, returning ``(output, weights)``.
+
+    Args:
+        query: (..., L_q, d_k) float tensor.
+        key: (..., L_k, d_k), same leading axes as query.
+        value: (..., L_k, d_v).
+        keep_mask: optional bool tensor broadcastable to (..., L_q, L_k); True = may attend.
+        scale: multiplies the scores; default 1/√d_k.
+
+    Returns:
+        output: (..., L_q, d_v), the weighted average of the values for each query.
+        weights: (..., L_q, L_k), each row sums to 1, or is all zeros where the keep-mask hides
+            every key of that row (then the output row is zero too, as in
+            ``F.scaled_dot_product_attention``); never NaN.
+    """
+    function = "scaled_dot_product_attention"
+    _, d_k = _pair(function, query, key)
+    check.tensor(function, "value", value, min_ndim=2, layout="(..., L_k, d_v)")
+    check.same_size(function, "value", value, -2, key.shape[-2], "key's L_k")
+    if value.shape[:-2] != key.shape[:-2]:
+        check.fail(function, "value", check.describe(value), f"leading axes {tuple(key.shape[:-2])} as key")
+    if scale is None:
+        scale = 1.0 / math.sqrt(d_k)
+
+    scores = query @ key.transpose(-2, -1) * scale  # (..., L_q, L_k)
+    if keep_mask is None:
+        weights = torch.softmax(scores, dim=-1)
+    else:
+        keep = _keep_mask(function, keep_mask, scores)
+        hidden_row = ~keep.any(dim=-1, keepdim=True)  # rows with nothing to attend to
+        # -inf gives masked keys exactly zero weight; a fully hidden row would be all -inf and
+        # softmax would return NaN, so give it finite scores first and zero its weights after.
+        scores = scores.masked_fill(~keep, float("-inf")).masked_fill(hidden_row, 0.0)
+        weights = torch.softmax(scores, dim=-1).masked_fill(hidden_row, 0.0)
+    return weights @ value, weights

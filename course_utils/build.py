@@ -1,0 +1,361 @@
+"""The authoring pipeline: one bilingual source per lesson -> four executed notebooks.
+
+    python -m course_utils.build                 render and execute every lesson
+    python -m course_utils.build --only 01       just lesson 01
+    python -m course_utils.build --check         re-render without executing; fail on drift
+    python -m course_utils.build --stamp-translations --only 01
+                                                 record that lesson 01's Chinese cells are up
+                                                 to date with their English cells
+
+A source ``notebooks/source/NN_slug.py`` is a jupytext percent file. Its markdown cells come in
+pairs: a ``lang-en`` cell, then its ``lang-zh`` translation, which records ``en_hash``, a short
+hash of the English text it translates. Code cells are shared. An exercise cell is tagged
+``exercise``, names its id in the metadata (``exercise="01.scaled_dot"``) and marks the learner's
+part with ``### BEGIN SOLUTION`` / ``### END SOLUTION``; a later code cell calls
+``check("01.scaled_dot", ...)``. Each source renders to notebooks/{en,zh}/ (student: the
+solution replaced by a stub) and notebooks/solutions/{en,zh}/.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import jupytext
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+SOURCES = NOTEBOOKS / "source"
+LANGUAGES = ("en", "zh")
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+SETUP_CALL = 'setup(lang="en")'
+# cell metadata that belongs to the source, not to the notebooks a learner opens
+SOURCE_ONLY_METADATA = {"en_hash", "lines_to_next_cell", "cell_marker", "lines_to_end_of_cell_marker"}
+STUB_COMMENT = {"en": "# YOUR CODE HERE", "zh": "# 在这里写你的代码"}
+
+# What every execution runs under, so two runs on two machines print the same things.
+EXECUTION_ENV = {"COURSE_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+TIMEOUT_S = 300
+BUDGET_S, BUDGET_MB = 20, 1536
+PEAK_MEMORY_CELL = "import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+
+
+class Problem(Exception):
+    """Something wrong with a lesson, located at a cell."""
+
+    def __init__(self, lesson, where, text):
+        super().__init__(f"lesson {lesson}, {where}: {text}")
+
+
+# ----------------------------------------------------------------------------- sources
+
+def lessons(only=None):
+    """{"01": path of notebooks/source/01_*.py, ...}, optionally just the one numbered `only`."""
+    found = {path.name[:2]: path for path in sorted(SOURCES.glob("[0-9][0-9]_*.py"))}
+    if only is not None:
+        if only not in found:
+            raise SystemExit(f"build: argument '--only' got {only!r}; needs one of {', '.join(found)}")
+        found = {only: found[only]}
+    return found
+
+
+def english_hash(text):
+    """The short hash a Chinese cell records of the English cell it translates."""
+    return hashlib.sha256(text.strip().encode()).hexdigest()[:10]
+
+
+def tags(cell):
+    return cell.metadata.get("tags", [])
+
+
+def _where(index, cell):
+    first = cell.source.strip().splitlines()[0][:50] if cell.source.strip() else ""
+    return f"source cell {index} ({cell.cell_type}: {first!r})"
+
+
+def glossary():
+    """[(English term, Chinese term)] for the rows of GLOSSARY.md marked "checked"."""
+    pairs = []
+    for line in (ROOT / "GLOSSARY.md").read_text(encoding="utf-8").splitlines():
+        columns = [column.strip() for column in line.strip().strip("|").split("|")]
+        if len(columns) == 3 and columns[2] == "checked":
+            pairs.append((columns[0], columns[1]))
+    return pairs
+
+
+def _prose(markdown):
+    """Markdown without inline code, math and links' targets: where glossary terms count."""
+    return re.sub(r"`[^`]*`|\$\$.*?\$\$|\$[^$]*\$|\]\([^)]*\)", " ", markdown, flags=re.S)
+
+
+def _glossary_problems(lesson, where, english, chinese, terms):
+    english, chinese = _prose(english), _prose(chinese)
+    return [
+        Problem(lesson, where, f"the English cell says {en!r}; the glossary's Chinese term {zh!r} is missing")
+        for en, zh in terms
+        if re.search(rf"\b{re.escape(en)}", english, flags=re.I) and zh not in chinese
+    ]
+
+
+def validate(lesson, source):
+    """The problems of a source notebook that need no rendering: translations, exercises, setup."""
+    from .exercises import EXERCISES
+
+    problems = []
+    terms = glossary()
+    cells = source.cells
+    for index, cell in enumerate(cells):
+        where = _where(index, cell)
+        if cell.cell_type == "markdown":
+            if "lang-en" in tags(cell):
+                following = cells[index + 1] if index + 1 < len(cells) else None
+                if following is None or "lang-zh" not in tags(following):
+                    problems.append(Problem(lesson, where, "English cell without its Chinese translation right after it"))
+            elif "lang-zh" in tags(cell):
+                previous = cells[index - 1] if index > 0 else None
+                if previous is None or "lang-en" not in tags(previous):
+                    problems.append(Problem(lesson, where, "Chinese cell that does not follow an English cell"))
+                    continue
+                if cell.metadata.get("en_hash") != english_hash(previous.source):
+                    problems.append(
+                        Problem(
+                            lesson,
+                            where,
+                            "translation is stale: the English cell before it changed since it was translated "
+                            f"(update the Chinese, then `python -m course_utils.build --stamp-translations --only {lesson}`)",
+                        )
+                    )
+                problems += _glossary_problems(lesson, where, previous.source, cell.source, terms)
+            else:
+                problems.append(Problem(lesson, where, "markdown cell with neither a 'lang-en' nor a 'lang-zh' tag"))
+        elif "exercise" in tags(cell):
+            exercise = cell.metadata.get("exercise")
+            if exercise not in EXERCISES:
+                problems.append(Problem(lesson, where, f"exercise cell names exercise {exercise!r}, which is not registered"))
+            if BEGIN not in cell.source or END not in cell.source:
+                problems.append(Problem(lesson, where, f"exercise cell without '{BEGIN}' ... '{END}'"))
+            later = [c.source for c in cells[index + 1:] if c.cell_type == "code"]
+            if not any(re.search(rf"check\(\s*['\"]{re.escape(str(exercise))}['\"]", text) for text in later):
+                problems.append(Problem(lesson, where, f"exercise {exercise!r} has no check cell after it"))
+    setup_cells = [c for c in cells if c.cell_type == "code" and SETUP_CALL in c.source]
+    if len(setup_cells) != 1:
+        problems.append(Problem(lesson, "source", f"needs exactly one code cell calling {SETUP_CALL}; found {len(setup_cells)}"))
+    return problems
+
+
+# ----------------------------------------------------------------------------- rendering
+
+def solution_lines(cell):
+    """The lines between the solution markers of an exercise cell."""
+    lines, inside = [], False
+    for line in cell.source.splitlines():
+        if line.strip() == BEGIN:
+            inside = True
+        elif line.strip() == END:
+            inside = False
+        elif inside:
+            lines.append(line)
+    return lines
+
+
+def _stub(cell, lang):
+    """The exercise cell with its solution replaced by a NotImplementedError naming the exercise."""
+    out, inside = [], False
+    for line in cell.source.splitlines():
+        if line.strip() == BEGIN:
+            inside = True
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(indent + STUB_COMMENT[lang])
+            out.append(f'{indent}raise NotImplementedError("exercise {cell.metadata["exercise"]}")')
+        elif line.strip() == END:
+            inside = False
+        elif not inside:
+            out.append(line)
+    return "\n".join(out)
+
+
+def render(source, lang, solutions):
+    """The notebook a learner opens: one language's markdown, the shared code, stubs or solutions."""
+    cells = []
+    for cell in source.cells:
+        metadata = {key: value for key, value in cell.metadata.items() if key not in SOURCE_ONLY_METADATA}
+        if cell.cell_type == "markdown":
+            if f"lang-{lang}" in tags(cell):
+                cells.append(nbformat.v4.new_markdown_cell(cell.source, metadata=metadata))
+            continue
+        text = cell.source.replace(SETUP_CALL, f'setup(lang="{lang}")')
+        if "exercise" in tags(cell) and not solutions:
+            text = _stub(cell, lang)
+        cells.append(nbformat.v4.new_code_cell(text, metadata=metadata))
+    for number, cell in enumerate(cells):
+        cell.id = f"cell-{number:03d}"  # stable ids: a re-render changes nothing it need not
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata = {
+        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    }
+    return notebook
+
+
+def targets(lesson_path):
+    """[(lang, solutions, path of the rendered notebook)] for one lesson source."""
+    name = lesson_path.with_suffix(".ipynb").name
+    return [
+        (lang, solutions, NOTEBOOKS / ("solutions" if solutions else "") / lang / name)
+        for solutions in (False, True)
+        for lang in LANGUAGES
+    ]
+
+
+# ----------------------------------------------------------------------------- execution
+
+def execute(notebook, path):
+    """Run `notebook` in a fresh kernel under EXECUTION_ENV, in the folder it will live in.
+
+    Returns (seconds, peak resident memory of the kernel in MB).
+    """
+    os.environ.update(EXECUTION_ENV)
+    notebook.cells.append(nbformat.v4.new_code_cell(PEAK_MEMORY_CELL))
+    client = NotebookClient(
+        notebook,
+        timeout=TIMEOUT_S,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        record_timing=False,
+    )
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    probe = notebook.cells.pop()
+    peak_mb = int(probe.outputs[0]["text"]) / 1024  # ru_maxrss is in KiB on Linux
+    _stable_widget_ids(notebook, path)
+    return seconds, peak_mb
+
+
+def _stable_widget_ids(notebook, path):
+    """Replace the random ids of stored widget models by ids derived from the notebook's path,
+    so that re-executing an unchanged notebook leaves its file unchanged."""
+    state = notebook.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    ids = list(state.get("state", {}))
+    if not ids:
+        return
+    text = json.dumps(notebook)
+    for number, old in enumerate(ids):
+        new = uuid.uuid5(uuid.NAMESPACE_URL, f"{path.relative_to(ROOT)}#{number}").hex
+        text = text.replace(old, new)
+    notebook.clear()
+    notebook.update(nbformat.reads(text, as_version=4))
+
+
+def write(notebook, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.validate(notebook)
+    path.write_text(nbformat.writes(notebook) + "\n", encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------- check
+
+def _inputs(notebook):
+    return [(c.cell_type, c.get("id"), c.source, dict(c.metadata)) for c in notebook.cells]
+
+
+def check_lesson(lesson, lesson_path):
+    """Problems with one lesson's source and its committed notebooks (nothing is executed)."""
+    source = jupytext.read(lesson_path)
+    problems = validate(lesson, source)
+    exercise_cells = [c for c in source.cells if "exercise" in tags(c)]
+    secrets = {line.strip() for c in exercise_cells for line in solution_lines(c) if len(line.strip()) >= 8}
+    for lang, solutions, path in targets(lesson_path):
+        label = path.relative_to(ROOT)
+        if not path.exists():
+            problems.append(Problem(lesson, str(label), "not rendered: run `make notebooks`"))
+            continue
+        committed = nbformat.read(path, as_version=4)
+        fresh = _inputs(render(source, lang, solutions))
+        found = _inputs(committed)
+        for index, (want, have) in enumerate(zip(fresh, found)):
+            if want != have:
+                first = (want[2].strip().splitlines() or [""])[0][:50]
+                problems.append(
+                    Problem(lesson, f"{label} cell {index} ({first!r})", "differs from a fresh render of the source: run `make notebooks`")
+                )
+                break
+        else:
+            if len(fresh) != len(found):
+                problems.append(
+                    Problem(lesson, str(label), f"has {len(found)} cells, a fresh render has {len(fresh)}: run `make notebooks`")
+                )
+        if not solutions:
+            for index, cell in enumerate(committed.cells):
+                leaked = [s for s in secrets if s in cell.source] + [m for m in (BEGIN, END) if m in cell.source]
+                if leaked:
+                    problems.append(Problem(lesson, f"{label} cell {index}", f"solution text in a student notebook: {leaked[0]!r}"))
+    return problems
+
+
+# ----------------------------------------------------------------------------- commands
+
+def build(only=None):
+    """Render and execute every lesson (or one); print each notebook's time and peak memory."""
+    failed = False
+    for lesson, lesson_path in lessons(only).items():
+        source = jupytext.read(lesson_path)
+        problems = validate(lesson, source)
+        if problems:
+            for problem in problems:
+                print(f"error: {problem}", file=sys.stderr)
+            failed = True
+            continue
+        for lang, solutions, path in targets(lesson_path):
+            notebook = render(source, lang, solutions)
+            seconds, peak_mb = execute(notebook, path)
+            write(notebook, path)
+            over = " OVER BUDGET" if seconds > BUDGET_S or peak_mb > BUDGET_MB else ""
+            print(f"{path.relative_to(ROOT)}: {seconds:.1f} s, peak {peak_mb:.0f} MB{over}", flush=True)
+    return 1 if failed else 0
+
+
+def check(only=None):
+    problems = [p for lesson, path in lessons(only).items() for p in check_lesson(lesson, path)]
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    count = len(lessons(only))
+    print(f"build --check: {count} lesson(s), {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def stamp_translations(only=None):
+    """Record, in each Chinese cell, the hash of the English cell before it."""
+    for lesson, lesson_path in lessons(only).items():
+        source = jupytext.read(lesson_path)
+        for previous, cell in zip(source.cells, source.cells[1:]):
+            if "lang-zh" in tags(cell) and "lang-en" in tags(previous):
+                cell.metadata["en_hash"] = english_hash(previous.source)
+        jupytext.write(source, lesson_path, fmt="py:percent")
+        print(f"{lesson_path.relative_to(ROOT)}: translations stamped")
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m course_utils.build", description=__doc__.split("\n")[0])
+    parser.add_argument("--only", metavar="NN", help="just lesson NN (e.g. 01)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="re-render without executing; fail on any drift")
+    mode.add_argument("--stamp-translations", action="store_true", help="mark the Chinese cells as up to date")
+    args = parser.parse_args(argv)
+    if args.check:
+        return check(args.only)
+    if args.stamp_translations:
+        return stamp_translations(args.only)
+    return build(args.only)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""What an exercise is: a reference, inputs to test on, and the mistakes learners make.
+
+Each lesson's module (``l01_attention.py``, ...) builds its exercises and registers them here;
+``check`` looks them up by id.
+"""
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known wrong answer: a stable code, a function that makes the mistake, a hint in both languages.
+
+    `fn` takes the same arguments as the reference and returns what a learner who made this
+    mistake would return, so a check can recognise the mistake by its output.
+    """
+
+    code: str
+    fn: Callable
+    hint: dict
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """An exercise a notebook checks with ``check(id, function)``.
+
+    cases(generator) returns a list of argument tuples: random shapes and the edge cases
+    (length 1, L_q != L_k, fully masked rows, ...) the reference must be right on. The check
+    calls the learner's function as ``function(*case)`` on copies of each case.
+    """
+
+    id: str
+    reference: Callable
+    cases: Callable[[torch.Generator], list]
+    mistakes: tuple = field(default_factory=tuple)
+    atol: float = 1e-5
+    rtol: float = 1e-4
+    seed: int = 0
+
+
+EXERCISES = {}
+
+
+def register(exercise):
+    """Add `exercise` to the registry (its id must be new and its mistake codes distinct)."""
+    if exercise.id in EXERCISES:
+        raise ValueError(f"exercise {exercise.id!r} is registered twice")
+    codes = [mistake.code for mistake in exercise.mistakes]
+    if len(set(codes)) != len(codes):
+        raise ValueError(f"exercise {exercise.id!r} repeats a mistake code: {codes}")
+    EXERCISES[exercise.id] = exercise
+    return exercise

@@ -1,0 +1,103 @@
+"""The message catalogue: every sentence the package says to a learner, in English and Chinese.
+
+A notebook picks its language once, through ``course_utils.setup(lang=...)``; everything the
+package prints afterwards (check verdicts, error messages, widget labels) follows it.
+"""
+
+LANGUAGES = ("en", "zh")
+
+_current = "en"
+
+MESSAGES = {
+    # check verdicts
+    "check.passed": {
+        "en": "✅ {exercise}: passed on {cases} test cases.",
+        "zh": "✅ {exercise}：{cases} 组测试全部通过。",
+    },
+    "check.mistake": {
+        "en": "❌ {exercise}: not yet. Diagnosis: {code}. {hint}",
+        "zh": "❌ {exercise}：还不对。诊断：{code}。{hint}",
+    },
+    "check.mismatch": {
+        "en": "❌ {exercise}: not yet. {detail}",
+        "zh": "❌ {exercise}：还不对。{detail}",
+    },
+    "check.not_attempted": {
+        "en": "⏳ {exercise}: not attempted yet. Replace the `raise NotImplementedError` with your code.",
+        "zh": "⏳ {exercise}：尚未作答。请把 `raise NotImplementedError` 换成你的代码。",
+    },
+    "check.crashed": {
+        "en": "💥 {exercise}: your function raised {error} on test case {case}: {text}",
+        "zh": "💥 {exercise}：你的函数在第 {case} 组测试中抛出了 {error}：{text}",
+    },
+    "check.unknown_exercise": {
+        "en": "check: argument 'exercise' got {got!r}; needs one of {known}.",
+        "zh": "check：参数 exercise 收到 {got!r}；应为以下之一：{known}。",
+    },
+    "check.not_callable": {
+        "en": "check: argument 'function' got {got}; needs the function you wrote (pass it without calling it).",
+        "zh": "check：参数 function 收到 {got}；应传入你写的函数本身（不要加括号调用）。",
+    },
+    # what differs, when no known mistake explains it
+    "diff.type": {
+        "en": "Case {case}: {where} should be {expected}, but your function returned {got}.",
+        "zh": "第 {case} 组测试：{where} 应为 {expected}，你的函数却返回了 {got}。",
+    },
+    "diff.length": {
+        "en": "Case {case}: {where} should hold {expected} items, but yours holds {got}.",
+        "zh": "第 {case} 组测试：{where} 应包含 {expected} 项，你的结果有 {got} 项。",
+    },
+    "diff.shape": {
+        "en": "Case {case}: {where} should have shape {expected}, but yours has shape {got}.",
+        "zh": "第 {case} 组测试：{where} 的形状应为 {expected}，你的结果是 {got}。",
+    },
+    "diff.nan": {
+        "en": "Case {case}: {where} contains NaN at index {index}; the reference has none there.",
+        "zh": "第 {case} 组测试：{where} 在索引 {index} 处出现 NaN，参考答案在该处没有 NaN。",
+    },
+    "diff.value": {
+        "en": "Case {case}: {where} differs from the reference by up to {diff:.3g}, at index {index} (yours {got:.4g}, expected {expected:.4g}).",
+        "zh": "第 {case} 组测试：{where} 与参考答案最多相差 {diff:.3g}，位于索引 {index}（你的值 {got:.4g}，应为 {expected:.4g}）。",
+    },
+    "diff.equal": {
+        "en": "Case {case}: {where} should be {expected!r}, but yours is {got!r}.",
+        "zh": "第 {case} 组测试：{where} 应为 {expected!r}，你的结果是 {got!r}。",
+    },
+    "diff.result": {"en": "the result", "zh": "返回值"},
+    "diff.item": {"en": "item {index} of the result", "zh": "返回值的第 {index} 项"},
+    # plot labels
+    "plot.key": {"en": "key", "zh": "键（key）"},
+    "plot.query": {"en": "query", "zh": "查询（query）"},
+    # input validation
+    "error.argument": {
+        "en": "{function}: argument '{argument}' got {got}; needs {needed}.",
+        "zh": "{function}：参数 {argument} 收到 {got}；需要 {needed}。",
+    },
+    "error.language": {
+        "en": "setup: argument 'lang' got {got!r}; needs one of {known}.",
+        "zh": "setup：参数 lang 收到 {got!r}；应为以下之一：{known}。",
+    },
+}
+
+
+def set_language(lang):
+    """Make `lang` ("en" or "zh") the language of every later message."""
+    global _current
+    if lang not in LANGUAGES:
+        raise ValueError(message("error.language", got=lang, known=", ".join(LANGUAGES)))
+    _current = lang
+
+
+def language():
+    """The language messages are written in now."""
+    return _current
+
+
+def message(key, **fields):
+    """The catalogue entry `key` in the current language, with `fields` filled in."""
+    return MESSAGES[key][_current].format(**fields)
+
+
+def pick(texts):
+    """From a {"en": ..., "zh": ...} dict (e.g. a mistake's hint), the text in the current language."""
+    return texts[_current]
