@@ -68,6 +68,8 @@ MESSAGES = {
     # plot labels
     "plot.key": {"en": "key", "zh": "键（key）"},
     "plot.query": {"en": "query", "zh": "查询（query）"},
+    # lesson 00 (widgets, plots): keys start with "l00."
+    # lesson 01 (widgets, plots): keys start with "l01."
     # input validation
     "error.argument": {
         "en": "{function}: argument '{argument}' got {got}; needs {needed}.",
