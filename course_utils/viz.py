@@ -10,6 +10,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 import torch
 from matplotlib import font_manager
 from matplotlib.figure import Figure
@@ -34,7 +35,8 @@ def use_course_style():
         font_manager.fontManager.addfont(str(_cjk_font_path()))
     matplotlib.rcParams.update(
         {
-            "font.family": "sans-serif",
+            # a list of families (not the generic "sans-serif") turns on per-glyph fallback
+            "font.family": ["DejaVu Sans", CJK_FONT_NAME],
             "font.sans-serif": ["DejaVu Sans", CJK_FONT_NAME],
             "figure.figsize": (6.0, 4.0),
             "figure.dpi": 80,
@@ -48,9 +50,10 @@ def use_course_style():
 
 def _matrix(values, name):
     if isinstance(values, torch.Tensor):
-        values = values.detach().cpu()
-        if values.ndim != 2:
-            raise ValueError(f"{name}: needs a 2-D (L_q, L_k) matrix; got shape {tuple(values.shape)}")
+        values = values.detach().cpu().numpy()
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 2:
+        raise ValueError(f"{name}: argument 'weights' got shape {tuple(values.shape)}; needs a 2-D (L_q, L_k) matrix")
     return values
 
 

@@ -1,0 +1,172 @@
+"""The authoring pipeline: renders, the --check that catches drift, and execution without noise."""
+
+import json
+import shutil
+
+import nbformat
+import pytest
+
+from course_utils import build
+
+SOURCE = '''# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] tags=["lang-en"] slideshow={"slide_type": "slide"}
+# # A tensor lesson
+
+# %% [markdown] tags=["lang-zh"] slideshow={"slide_type": "slide"}
+# # 一节关于张量的课
+
+# %%
+import math
+import torch
+from course_utils import check, setup
+setup(lang="en")
+
+# %% tags=["exercise"] exercise="01.scaled_dot"
+def attention(q, k, v):
+    """Scaled dot-product attention."""
+    ### BEGIN SOLUTION
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    return weights @ v, weights
+    ### END SOLUTION
+
+# %%
+check("01.scaled_dot", attention)
+'''
+
+
+@pytest.fixture
+def course(tmp_path, monkeypatch):
+    """A throwaway course with one lesson, 99, rendered (not executed) to its four notebooks."""
+    (tmp_path / "notebooks" / "source").mkdir(parents=True)
+    shutil.copy(build.ROOT / "GLOSSARY.md", tmp_path / "GLOSSARY.md")
+    monkeypatch.setattr(build, "ROOT", tmp_path)
+    monkeypatch.setattr(build, "NOTEBOOKS", tmp_path / "notebooks")
+    monkeypatch.setattr(build, "SOURCES", tmp_path / "notebooks" / "source")
+    path = tmp_path / "notebooks" / "source" / "99_demo.py"
+    path.write_text(SOURCE)
+    build.stamp_translations("99")
+    render_all(path)
+    return path
+
+
+def render_all(path):
+    source = build.jupytext.read(path)
+    for lang, solutions, target in build.targets(path):
+        build.write(build.render(source, lang, solutions), target)
+
+
+def problems(path):
+    return [str(p) for p in build.check_lesson("99", path)]
+
+
+def edit_source(path, old, new):
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_the_repository_passes_its_own_check():
+    assert build.main(["--check"]) == 0
+
+
+def test_a_fresh_course_has_no_problems(course):
+    assert problems(course) == []
+
+
+def test_renders(course):
+    student_en, student_zh, solution_en, solution_zh = (
+        nbformat.read(target, as_version=4) for _, _, target in build.targets(course)
+    )
+    # one language's markdown each, shared code, the language swapped into setup()
+    assert student_en.cells[0].source == "# A tensor lesson" and student_zh.cells[0].source == "# 一节关于张量的课"
+    assert 'setup(lang="zh")' in student_zh.cells[1].source and 'setup(lang="en")' in student_en.cells[1].source
+    # the student's exercise is a stub naming the exercise; the solution keeps the answer
+    assert 'raise NotImplementedError("exercise 01.scaled_dot")' in student_en.cells[2].source
+    assert "# 在这里写你的代码" in student_zh.cells[2].source
+    assert '"""Scaled dot-product attention."""' in student_en.cells[2].source
+    assert "torch.softmax" not in student_en.cells[2].source and "torch.softmax" in solution_zh.cells[2].source
+    # tags and slideshow metadata survive; source-only metadata does not
+    assert student_en.cells[0].metadata == {"tags": ["lang-en"], "slideshow": {"slide_type": "slide"}}
+    assert student_en.cells[2].metadata["tags"] == ["exercise"]
+    assert all("en_hash" not in c.metadata and "lines_to_next_cell" not in c.metadata for c in solution_en.cells)
+    assert [c.id for c in solution_en.cells] == ["cell-000", "cell-001", "cell-002", "cell-003"]
+
+
+def test_stale_translation_is_caught(course):
+    edit_source(course, "# # A tensor lesson", "# # A tensor lesson, revised")
+    found = problems(course)
+    assert any("translation is stale" in p and "source cell 1" in p for p in found), found
+
+
+def test_missing_translation_is_caught(course):
+    edit_source(course, '# %% [markdown] tags=["lang-zh"]', '# %% [markdown] tags=["lang-en"]')
+    assert any("without its Chinese translation" in p for p in problems(course))
+
+
+def test_untagged_markdown_is_caught(course):
+    edit_source(course, "# %%\nimport math", "# %% [markdown]\n# Stray words\n\n# %%\nimport math")
+    assert any("neither a 'lang-en' nor a 'lang-zh' tag" in p for p in problems(course))
+
+
+def test_glossary_term_missing_from_the_translation_is_caught(course):
+    edit_source(course, "# # 一节关于张量的课", "# # 一节课")
+    build.stamp_translations("99")
+    found = problems(course)
+    assert any("'tensor'" in p and "'张量'" in p for p in found), found
+
+
+def test_exercise_without_check_cell_is_caught(course):
+    edit_source(course, '# %%\ncheck("01.scaled_dot", attention)\n', "")
+    assert any("has no check cell" in p for p in problems(course))
+
+
+def test_unregistered_exercise_is_caught(course):
+    edit_source(course, 'exercise="01.scaled_dot"', 'exercise="01.nonexistent"')
+    assert any("not registered" in p for p in problems(course))
+
+
+def test_committed_inputs_that_differ_from_the_source_are_caught(course):
+    edit_source(course, "import math\n", "import math  # edited\n")
+    found = problems(course)
+    assert any("notebooks/en/99_demo.ipynb cell 1" in p and "differs from a fresh render" in p for p in found), found
+
+
+def test_solution_leaking_into_a_student_notebook_is_caught(course):
+    _, _, student = build.targets(course)[0]
+    notebook = nbformat.read(student, as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell("    return weights @ v, weights"))
+    build.write(notebook, student)
+    assert any("solution text in a student notebook" in p for p in problems(course))
+
+
+def test_stamping_translations_is_idempotent(course):
+    before = course.read_text()
+    build.stamp_translations("99")
+    assert course.read_text() == before
+
+
+def test_execution_leaves_no_noise(tmp_path):
+    """Executing the same notebook twice writes the same bytes: no timings, stable widget ids."""
+    code = (
+        "import ipywidgets as w\nfrom course_utils import setup\nsetup()\n"
+        "w.IntSlider(value=3, description='n')"
+    )
+    texts = []
+    for run in range(2):
+        notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+        notebook.cells[0].id = "cell-000"
+        path = build.ROOT / "notebooks" / "en" / "noise_probe.ipynb"  # never written: ids derive from the path
+        seconds, peak_mb = build.execute(notebook, path)
+        assert 0 < seconds < 60 and 50 < peak_mb < 1536
+        texts.append(nbformat.writes(notebook))
+    assert texts[0] == texts[1]
+    executed = json.loads(texts[0])
+    assert "execution" not in executed["cells"][0]["metadata"]
+    assert executed["metadata"]["widgets"]  # the widget's state is kept, so it renders without a kernel

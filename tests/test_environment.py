@@ -1,0 +1,39 @@
+"""The Binder/conda environment and the pip package describe the same course."""
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CONDA_NAMES = {"torch": "pytorch"}  # PyPI name -> conda-forge name, where they differ
+
+
+def _name(requirement):
+    return re.split(r"[\s<>=!~\[;]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def environment_names():
+    names = set()
+    for line in (ROOT / "environment.yml").read_text().splitlines():
+        match = re.match(r"\s*-\s+([A-Za-z0-9_.\-]+)", line)
+        if match and not line.strip().startswith("- -e"):
+            names.add(_name(match.group(1)))
+    return names
+
+
+def test_every_runtime_dependency_is_in_environment_yml():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    missing = {
+        _name(r) for r in project["dependencies"] if CONDA_NAMES.get(_name(r), _name(r)) not in environment_names()
+    }
+    assert not missing, f"environment.yml lacks {sorted(missing)} (runtime dependencies in pyproject.toml)"
+
+
+def test_environment_installs_this_package_and_the_cpu_build():
+    text = (ROOT / "environment.yml").read_text()
+    assert "- -e ." in text and "cpu" in text
+
+
+def test_the_parser_sees_what_is_there():
+    # guards the test above against a parser that finds nothing and so misses nothing
+    assert {"pytorch", "numpy", "jupyterlab", "mplfonts", "ipywidgets"} <= environment_names()

@@ -1,0 +1,170 @@
+"""Every registered exercise proves its check: the reference passes, each known mistake fails and
+is named, the stub reads as not attempted, and broken functions get verdicts, not tracebacks."""
+
+import math
+
+import nbformat
+import pytest
+import torch
+
+from course_utils import build, evaluate, i18n
+from course_utils.exercises import CRASHED, EXERCISES, FAILED, NOT_ATTEMPTED, PASSED, check
+
+IDS = sorted(EXERCISES)
+MISTAKES = [(exercise, mistake) for exercise in IDS for mistake in EXERCISES[exercise].mistakes]
+
+
+@pytest.fixture(autouse=True)
+def english():
+    i18n.set_language("en")
+    yield
+    i18n.set_language("en")
+
+
+def test_every_lesson_so_far_has_at_least_three_exercises_with_three_mistakes_each():
+    for lesson in build.lessons():
+        ours = [e for e in IDS if e.startswith(f"{lesson}.")]
+        assert len(ours) >= 3, f"lesson {lesson} has exercises {ours}"
+        for exercise in ours:
+            assert len(EXERCISES[exercise].mistakes) >= 3, exercise
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_reference_passes(exercise):
+    verdict = evaluate(exercise, EXERCISES[exercise].reference)
+    assert verdict.status == PASSED, verdict.message
+
+
+@pytest.mark.parametrize("exercise, mistake", MISTAKES, ids=[f"{e}-{m.code}" for e, m in MISTAKES])
+def test_each_known_mistake_fails_and_is_named(exercise, mistake):
+    verdict = evaluate(exercise, mistake.fn)
+    assert verdict.status == FAILED, verdict.message
+    assert verdict.code == mistake.code, verdict.message
+    assert mistake.code in verdict.message and mistake.hint["en"] in verdict.message
+    assert set(mistake.hint) == {"en", "zh"} and all(mistake.hint.values())
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_stub_reads_as_not_attempted(exercise):
+    def stub(*args):
+        raise NotImplementedError(f"exercise {exercise}")
+
+    verdict = evaluate(exercise, stub)
+    assert verdict.status == NOT_ATTEMPTED and "not attempted" in verdict.message
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_a_raising_function_gets_a_crashed_verdict(exercise):
+    def broken(*args):
+        raise KeyError("oops")
+
+    verdict = evaluate(exercise, broken)
+    assert verdict.status == CRASHED and "KeyError" in verdict.message and "oops" in verdict.message
+
+
+def _map_tensors(output, change):
+    if isinstance(output, torch.Tensor):
+        return change(output)
+    if isinstance(output, (tuple, list)):
+        return type(output)(_map_tensors(item, change) for item in output)
+    return output
+
+
+def _float_output(exercise):
+    cases = EXERCISES[exercise].cases(torch.Generator().manual_seed(0))
+    output = EXERCISES[exercise].reference(*cases[0])
+    found = []
+    _map_tensors(output, lambda t: found.append(t.is_floating_point()) or t)
+    return found and all(found)
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_a_wrong_shaped_result_is_reported_as_a_shape_difference(exercise):
+    if not _float_output(exercise):
+        pytest.skip("no tensor output")
+    reference = EXERCISES[exercise].reference
+    verdict = evaluate(exercise, lambda *args: _map_tensors(reference(*args), lambda t: t.unsqueeze(0)))
+    assert verdict.status == FAILED and "shape" in verdict.message and verdict.code is None
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_a_nan_result_is_reported_as_nan(exercise):
+    if not _float_output(exercise):
+        pytest.skip("no floating-point tensor output")
+    reference = EXERCISES[exercise].reference
+    verdict = evaluate(exercise, lambda *args: _map_tensors(reference(*args), lambda t: t * math.nan))
+    assert verdict.status == FAILED and "NaN" in verdict.message
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_a_wrong_type_is_reported(exercise):
+    verdict = evaluate(exercise, lambda *args: "a string")
+    assert verdict.status == FAILED and "should be" in verdict.message
+
+
+def test_a_near_miss_reports_the_largest_difference_and_where():
+    reference = EXERCISES["01.scaled_dot"].reference
+
+    def off_by_a_bit(q, k, v):
+        output, weights = reference(q, k, v)
+        output = output.clone()
+        output[0, 0, 1] += 0.5
+        return output, weights
+
+    verdict = evaluate("01.scaled_dot", off_by_a_bit)
+    assert verdict.code is None and "up to 0.5" in verdict.message and "(0, 0, 1)" in verdict.message
+
+
+def test_verdicts_follow_the_notebook_language():
+    i18n.set_language("zh")
+    mistake = EXERCISES["01.scaled_dot"].mistakes[0]
+    verdict = evaluate("01.scaled_dot", mistake.fn)
+    assert "还不对" in verdict.message and mistake.hint["zh"] in verdict.message
+
+
+def test_check_prints_the_verdict(capsys):
+    check("01.scaled_dot", EXERCISES["01.scaled_dot"].reference)
+    assert "passed" in capsys.readouterr().out
+
+
+def test_unknown_exercise_and_non_function_get_clear_messages():
+    with pytest.raises(ValueError, match="argument 'exercise' got 'nope'"):
+        evaluate("nope", print)
+    verdict = evaluate("01.scaled_dot", 42)
+    assert verdict.status == FAILED and "argument 'function' got int" in verdict.message
+
+
+def test_a_check_leaves_the_random_state_and_the_inputs_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+
+    def greedy(q, k, v):
+        torch.rand(1000)  # uses the global generator
+        q.mul_(0)  # and edits its input in place
+        return EXERCISES["01.scaled_dot"].reference(q, k, v)
+
+    evaluate("01.scaled_dot", greedy)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def _check_outputs(path):
+    """{exercise id: the text its check cell printed} in one committed notebook."""
+    found = {}
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "code" and cell.source.lstrip().startswith("check("):
+            exercise = cell.source.split('"')[1]
+            found[exercise] = "".join(o.get("text", "") for o in cell.outputs)
+    return found
+
+
+@pytest.mark.parametrize("lesson", sorted(build.lessons()))
+def test_committed_notebooks_show_solutions_passing_and_stubs_not_attempted(lesson):
+    # nbval re-executes these notebooks and compares with these outputs, so they are real
+    marks = {("en", True): "passed", ("zh", True): "通过", ("en", False): "not attempted", ("zh", False): "尚未作答"}
+    for lang, solutions, path in build.targets(build.lessons()[lesson]):
+        outputs = _check_outputs(path)
+        ours = [e for e in IDS if e.startswith(f"{lesson}.")]
+        assert sorted(outputs) == ours, path
+        for exercise, text in outputs.items():
+            assert marks[lang, solutions] in text, f"{path}: {exercise}: {text!r}"

@@ -1,0 +1,89 @@
+"""setup(): seeds, threads, language, and plots that render Chinese without missing glyphs."""
+
+import warnings
+
+import matplotlib
+import pytest
+import torch
+from matplotlib import font_manager
+from matplotlib.figure import Figure
+
+from course_utils import i18n, setup, viz, widgets
+
+
+@pytest.fixture(autouse=True)
+def english():
+    yield
+    i18n.set_language("en")
+
+
+def test_setup_seeds_and_pins_threads(monkeypatch):
+    monkeypatch.delenv("COURSE_THREADS", raising=False)
+    setup(lang="en")
+    first = torch.rand(3)
+    torch.set_num_threads(2)
+    setup(lang="en")
+    assert torch.equal(torch.rand(3), first)
+    assert torch.get_num_threads() == 1
+    monkeypatch.setenv("COURSE_THREADS", "2")
+    setup(lang="en")
+    assert torch.get_num_threads() == 2
+    torch.set_num_threads(1)
+
+
+def test_setup_sets_the_language_and_rejects_unknown_ones():
+    setup(lang="zh")
+    assert i18n.language() == "zh"
+    with pytest.raises(ValueError, match="lang"):
+        setup(lang="fr")
+
+
+def test_every_message_exists_in_both_languages():
+    for key, texts in i18n.MESSAGES.items():
+        assert set(texts) == set(i18n.LANGUAGES) and all(texts.values()), key
+
+
+def test_chinese_renders_with_the_shipped_font_and_no_glyph_warnings():
+    setup(lang="zh")
+    font = font_manager.findfont(font_manager.FontProperties(family=viz.CJK_FONT_NAME), fallback_to_default=False)
+    assert font.endswith(viz.CJK_FONT_FILE)
+    figure = Figure()
+    ax = figure.subplots()
+    ax.set_title("注意力权重 (attention weights) −1.5 √d_k")
+    ax.set_xlabel("键（key）")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph ... missing from font(s)" is a UserWarning
+        png = viz.figure_png(figure)
+    assert png.startswith(b"\x89PNG")
+    assert matplotlib.rcParams["font.sans-serif"][:2] == ["DejaVu Sans", viz.CJK_FONT_NAME]
+
+
+def test_heatmap_labels_follow_the_language():
+    setup(lang="zh")
+    figure = Figure()
+    ax = viz.heatmap(torch.eye(3), ax=figure.subplots(), queries=list("abc"))
+    assert ax.get_xlabel() == "键（key）" and [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
+    assert len(ax.texts) == 9  # small matrices are annotated
+
+
+def test_heatmap_rejects_a_batch():
+    with pytest.raises(ValueError, match="2-D"):
+        viz.heatmap(torch.ones(2, 3, 3))
+
+
+def test_explorer_reruns_its_view_when_a_control_moves():
+    import ipywidgets as w
+
+    calls = []
+
+    def view(n, scaled):
+        calls.append((n, scaled))
+        figure = Figure()
+        figure.subplots().plot(range(n))
+        return figure, f"n = {n} <{scaled}>"
+
+    box = widgets.explorer(view, n=w.IntSlider(value=2, min=1, max=5), scaled=w.Checkbox(value=True))
+    first_image = box.image.value
+    assert calls == [(2, True)] and "n = 2 &lt;True&gt;" in box.summary.value
+    box.children[0].children[0].value = 4
+    assert calls[-1] == (4, True) and "n = 4" in box.summary.value and box.image.value != first_image
