@@ -159,7 +159,7 @@ def _kind(value):
         dtype = str(value.dtype).replace("torch.", "")
         return f"Tensor[{dtype}]"
     if isinstance(value, (tuple, list)):
-        return f"{type(value).__name__} of {len(value)}"
+        return f"{type(value).__name__}[{len(value)} items]"
     return type(value).__name__
 
 
