@@ -69,6 +69,33 @@ MESSAGES = {
     "plot.key": {"en": "key", "zh": "键（key）"},
     "plot.query": {"en": "query", "zh": "查询（query）"},
     # lesson 00 (widgets, plots): keys start with "l00."
+    "l00.plot.memory": {"en": "memory", "zh": "内存"},
+    "l00.plot.index_order": {"en": "index order", "zh": "索引顺序"},
+    "l00.plot.result": {"en": "result", "zh": "结果"},
+    "l00.plot.head": {"en": "head {h}", "zh": "头 {h}"},
+    "l00.permute.order": {"en": "permutation", "zh": "维度顺序"},
+    "l00.permute.contiguous": {"en": "then .contiguous()", "zh": "再调用 .contiguous()"},
+    "l00.permute.summary": {
+        "en": "{code}\nshape {shape}, stride {stride}, contiguous: {contiguous}\nshares memory with x: {shares} ({kind})",
+        "zh": "{code}\n形状 {shape}，步长 {stride}，连续：{contiguous}\n与 x 共享内存：{shares}（{kind}）",
+    },
+    "l00.view": {"en": "a view", "zh": "视图"},
+    "l00.copy": {"en": "a copy", "zh": "副本"},
+    "l00.broadcast.mask": {"en": "mask", "zh": "掩码"},
+    "l00.broadcast.scores": {"en": "scores", "zh": "分数"},
+    "l00.broadcast.ok": {
+        "en": "mask {mask} with scores {scores} → result {result}",
+        "zh": "掩码 {mask} 与分数 {scores} → 结果 {result}",
+    },
+    "l00.broadcast.clash": {
+        "en": "mask {mask} with scores {scores} → error: on axis {axis} the sizes {size_mask} and {size_scores} "
+        "differ and neither is 1",
+        "zh": "掩码 {mask} 与分数 {scores} → 报错：第 {axis} 维的大小 {size_mask} 与 {size_scores} 不同，且都不为 1",
+    },
+    "l00.broadcast.aligned": {
+        "en": "the mask's axes line up with the scores axes {names}",
+        "zh": "掩码的各维依次与分数的 {names} 维对齐",
+    },
     # lesson 01 (widgets, plots): keys start with "l01."
     # input validation
     "error.argument": {

@@ -1,0 +1,303 @@
+"""Lesson 00 (tensor shapes): its plots, its explorers' view functions, and its exercises beyond
+what tests/test_exercises.py proves for every exercise."""
+
+import itertools
+
+import jupytext
+import matplotlib
+import pytest
+import torch
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from course_utils import build, i18n, viz, widgets
+from course_utils.exercises import EXERCISES, PASSED, evaluate
+from course_utils.exercises.grading import _call, _Raised, reproduces
+
+matplotlib.use("Agg")
+
+LESSON_00 = sorted(e for e in EXERCISES if e.startswith("00."))
+
+
+@pytest.fixture(autouse=True)
+def english():
+    i18n.set_language("en")
+    yield
+    i18n.set_language("en")
+
+
+# ----------------------------------------------------------------------------- viz: memory_order
+
+
+def _links(ax):
+    """(x where the line leaves the element row, x where it meets the memory row) of each line."""
+    return [(line.get_xdata()[0], line.get_xdata()[1]) for line in ax.get_lines()]
+
+
+def test_memory_order_draws_one_line_per_element_and_parallel_lines_for_a_contiguous_tensor():
+    x = torch.arange(12).view(3, 4)
+    links = _links(viz.memory_order(x, ax=Figure().subplots()))
+    assert len(links) == 12
+    assert all(bottom == top for bottom, top in links)
+
+
+def test_memory_order_links_each_element_to_the_memory_cell_it_reads():
+    x = torch.arange(12).view(3, 4)
+    links = _links(viz.memory_order(x.t(), ax=Figure().subplots()))
+    # element k of x.t() in index order reads offset (k % 3) * 4 + k // 3; both rows have 12 cells,
+    # so a line's top end sits above memory cell `offset`, its bottom end above element k
+    offsets = [(k % 3) * 4 + k // 3 for k in range(12)]
+    assert [round(top - bottom) for bottom, top in links] == [o - k for k, o in enumerate(offsets)]
+    assert any(bottom != top for bottom, top in links)
+
+
+def test_memory_order_shows_an_expanded_axis_as_several_lines_from_one_cell():
+    row = torch.arange(3).view(1, 3).expand(2, 3)  # stride (0, 1): 6 elements over 3 cells
+    ax = viz.memory_order(row, ax=Figure().subplots())
+    tops = [top for _, top in _links(ax)]
+    assert len(tops) == 6 and len(set(tops)) == 3
+    labels = [text.get_text() for text in ax.texts]
+    assert labels[:3] == ["0", "1", "2"] and labels[3:9] == ["0", "1", "2", "0", "1", "2"]
+
+
+def test_memory_order_labels_follow_the_language():
+    i18n.set_language("zh")
+    ax = viz.memory_order(torch.arange(4), ax=Figure().subplots())
+    labels = {text.get_text() for text in ax.texts}
+    assert {"内存", "索引顺序"} <= labels
+
+
+# ----------------------------------------------------------------------------- viz: broadcasting
+
+SHAPES = [(), (1,), (5,), (2, 5), (1, 5), (2, 1), (2, 1, 1, 5), (2, 1, 5), (2, 1, 5, 1), (2, 4, 3, 5), (4, 1, 1),
+          (3, 1, 5), (2, 4, 2, 5), (1, 1, 1, 1)]
+
+
+@pytest.mark.parametrize("a, b", list(itertools.product(SHAPES, repeat=2)))
+def test_broadcast_axes_agrees_with_torch(a, b):
+    axes = viz.broadcast_axes(a, b)
+    assert len(axes) == max(len(a), len(b))
+    clash = any(status == "clash" for *_, status in axes)
+    try:
+        expected = tuple(torch.broadcast_shapes(a, b))
+    except RuntimeError:
+        assert clash
+    else:
+        assert not clash
+        assert tuple(size for _, _, size, _ in axes) == expected
+
+
+def test_broadcast_axes_marks_which_side_is_stretched():
+    assert viz.broadcast_axes((2, 1, 1, 5), (2, 4, 3, 5)) == [
+        (2, 2, 2, "same"), (1, 4, 4, "stretch_a"), (1, 3, 3, "stretch_a"), (5, 5, 5, "same")
+    ]
+    assert viz.broadcast_axes((3, 1), (5,)) == [(3, None, 3, "stretch_b"), (1, 5, 5, "stretch_a")]
+    assert viz.broadcast_axes((2, 5), (2, 4, 3, 5))[2] == (2, 3, None, "clash")
+
+
+def test_broadcast_picture_draws_three_rows_and_names_the_axes():
+    ax = viz.broadcast_picture((2, 5), (2, 4, 3, 5), ax=Figure().subplots(), names=("keep", "scores"),
+                               axis_names=("B", "H", "L_q", "L_k"))
+    texts = [text.get_text() for text in ax.texts]
+    assert len(ax.patches) == 3 * 4
+    assert {"B", "H", "L_q", "L_k", "keep", "scores", "result", "✗"} <= set(texts)
+    assert "(1)→4" in texts  # the mask's missing H axis, repeated 4 times
+
+
+def test_split_heads_picture_numbers_every_feature_in_both_layouts():
+    length, heads, head_dim = 3, 2, 3
+    ax = viz.split_heads_picture(length, heads, head_dim, ax=Figure().subplots())
+    numbers = [int(t.get_text()) for t in ax.texts if t.get_text().isdigit()]
+    cells = length * heads * head_dim
+    assert len(ax.patches) == 2 * cells
+    assert sorted(numbers[:cells]) == list(range(cells)) and sorted(numbers[cells:]) == list(range(cells))
+    # the right side lists head 0's block first: row by row, its D features
+    assert numbers[cells:cells + head_dim] == [0, 1, 2]
+    assert numbers[cells + length * head_dim:cells + length * head_dim + head_dim] == [3, 4, 5]
+
+
+# ----------------------------------------------------------------------------- widgets: permute
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(range(3))))
+def test_permute_view_reports_torchs_shape_and_stride(order):
+    figure, text = widgets.permute_view(order=order, contiguous=False)
+    y = torch.arange(24).view(2, 3, 4).permute(*order)
+    assert isinstance(figure, Figure)
+    assert f"shape {tuple(y.shape)}, stride {y.stride()}, contiguous: {y.is_contiguous()}" in text
+    assert "shares memory with x: True (a view)" in text
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(range(3))))
+def test_permute_view_with_contiguous_copies_only_when_needed(order):
+    _, text = widgets.permute_view(order=order, contiguous=True)
+    assert "contiguous: True" in text
+    if order == (0, 1, 2):
+        assert "shares memory with x: True (a view)" in text  # .contiguous() returned x itself
+    else:
+        assert "shares memory with x: False (a copy)" in text
+
+
+def test_permute_view_speaks_chinese():
+    i18n.set_language("zh")
+    _, text = widgets.permute_view(order=(2, 0, 1))
+    assert "步长 (1, 12, 4)" in text and "连续：False" in text and "视图" in text
+
+
+def test_permute_explorer_updates_when_a_control_moves():
+    box = widgets.permute_explorer()
+    order, contiguous = box.children[0].children
+    assert "stride (12, 4, 1)" in box.summary.value
+    first_image = box.image.value
+    order.value = (2, 1, 0)
+    assert "stride (1, 4, 12)" in box.summary.value and box.image.value != first_image
+    contiguous.value = True
+    assert "stride (6, 2, 1)" in box.summary.value and "a copy" in box.summary.value
+
+
+# ----------------------------------------------------------------------------- widgets: broadcast
+
+
+def test_broadcast_view_names_the_result_or_the_clash():
+    _, ok = widgets.broadcast_view(mask=(2, 1, 1, 5), scores=(2, 4, 3, 5))
+    assert "→ result (2, 4, 3, 5)" in ok and "scores axes B, H, L_q, L_k" in ok
+    _, silent = widgets.broadcast_view(mask=(2, 5), scores=(2, 4, 2, 5))
+    assert "→ result (2, 4, 2, 5)" in silent and "scores axes L_q, L_k" in silent
+    _, clash = widgets.broadcast_view(mask=(2, 1, 5), scores=(2, 4, 3, 5))
+    assert "error: on axis -3 the sizes 2 and 4" in clash and "scores axes H, L_q, L_k" in clash
+
+
+@pytest.mark.parametrize("mask, scores", list(itertools.product(widgets.MASK_SHAPES, widgets.SCORES_SHAPES)))
+def test_broadcast_view_says_error_exactly_when_torch_fails(mask, scores):
+    figure, text = widgets.broadcast_view(mask=mask, scores=scores)
+    assert isinstance(figure, Figure)
+    try:
+        torch.zeros(mask, dtype=torch.bool) | torch.zeros(scores, dtype=torch.bool)
+    except RuntimeError:
+        assert "error" in text
+    else:
+        assert "error" not in text and str(tuple(torch.broadcast_shapes(mask, scores))) in text
+
+
+def test_broadcast_explorer_updates_when_a_control_moves():
+    box = widgets.broadcast_explorer()
+    mask, scores = box.children[0].children
+    assert "result (2, 4, 3, 5)" in box.summary.value
+    mask.value = (2, 5)
+    assert "error" in box.summary.value
+    scores.value = (2, 4, 2, 5)
+    assert "result (2, 4, 2, 5)" in box.summary.value
+
+
+# ----------------------------------------------------------------------------- exercises
+
+
+def _outcomes(exercise, function):
+    spec = EXERCISES[exercise]
+    cases = spec.cases(torch.Generator().manual_seed(spec.seed))
+    outcomes = []
+    for case in cases:
+        try:
+            outcomes.append(_call(function, case))
+        except Exception as error:  # a mistake may raise: that is how it behaves there
+            outcomes.append(_Raised(error))
+    return spec, cases, outcomes
+
+
+def test_lesson_00_has_its_four_exercises():
+    assert LESSON_00 == ["00.merge_heads", "00.padding_mask", "00.scores_einsum", "00.split_heads"]
+
+
+@pytest.mark.parametrize("exercise", LESSON_00)
+def test_every_mistake_is_told_apart_from_the_reference_and_from_every_other_mistake(exercise):
+    mistakes = EXERCISES[exercise].mistakes
+    for made in mistakes:
+        spec, cases, outcomes = _outcomes(exercise, made.fn)
+        for other in mistakes:
+            if other is not made:
+                assert not reproduces(other, cases, outcomes, spec), f"{made.code} reads as {other.code}"
+    spec, cases, outcomes = _outcomes(exercise, spec.reference)
+    for mistake in mistakes:
+        assert not reproduces(mistake, cases, outcomes, spec), f"the reference reads as {mistake.code}"
+
+
+@pytest.mark.parametrize("exercise", ["00.split_heads", "00.scores_einsum"])
+def test_the_first_case_is_square_so_every_mistake_runs_there_with_the_reference_shape(exercise):
+    spec = EXERCISES[exercise]
+    first = spec.cases(torch.Generator().manual_seed(spec.seed))[0]
+    expected = spec.reference(*first).shape
+    for mistake in spec.mistakes:
+        if mistake.code != "SUM_OVER_HEADS":  # drops an axis, so its shape differs everywhere
+            assert mistake.fn(*first).shape == expected, mistake.code
+
+
+def test_merge_heads_covers_the_length_one_case_where_view_after_transpose_runs():
+    spec = EXERCISES["00.merge_heads"]
+    cases = spec.cases(torch.Generator().manual_seed(spec.seed))
+    assert any(case[0].shape[2] == 1 for case in cases)
+
+
+def test_split_and_merge_are_inverse():
+    split, merge = EXERCISES["00.split_heads"].reference, EXERCISES["00.merge_heads"].reference
+    x = torch.randn(2, 5, 12)
+    heads = split(x, 4)
+    assert heads.shape == (2, 4, 5, 3) and torch.equal(heads[:, 1, :, :], x[:, :, 3:6])
+    assert torch.equal(merge(heads), x)
+
+
+def test_padding_mask_broadcasts_against_scores_and_matches_pytorchs_padding_convention():
+    lengths = torch.tensor([5, 3])
+    keep = EXERCISES["00.padding_mask"].reference(lengths, 5)
+    assert keep.shape == (2, 1, 1, 5) and keep.dtype == torch.bool
+    key_padding_mask = torch.tensor([[False] * 5, [False, False, False, True, True]])  # True = ignore
+    assert torch.equal(keep[:, 0, 0, :], ~key_padding_mask)
+    assert torch.broadcast_shapes(keep.shape, (2, 4, 3, 5)) == (2, 4, 3, 5)
+
+
+def test_scores_einsum_reference_equals_the_matmul_with_transposes():
+    q, k = torch.randn(2, 3, 4, 5), torch.randn(2, 6, 4, 5)  # (B, L, H, D)
+    scores = EXERCISES["00.scores_einsum"].reference(q, k)
+    assert torch.allclose(scores, q.transpose(1, 2) @ k.transpose(1, 2).transpose(-2, -1), atol=1e-6)
+
+
+def _lesson_solutions():
+    """{exercise id: the function the lesson's solution cell defines}."""
+    source = jupytext.read(build.lessons("00")["00"])
+    namespace = {"torch": torch, "__builtins__": __builtins__}
+    found = {}
+    for cell in source.cells:
+        if "exercise" in cell.metadata.get("tags", []):
+            before = set(namespace)
+            exec(cell.source, namespace)  # noqa: S102  (our own lesson source)
+            (name,) = set(namespace) - before
+            found[cell.metadata["exercise"]] = namespace[name]
+    return found
+
+
+def test_the_lessons_solutions_pass_their_checks():
+    solutions = _lesson_solutions()
+    assert sorted(solutions) == LESSON_00
+    for exercise, function in solutions.items():
+        verdict = evaluate(exercise, function)
+        assert verdict.status == PASSED, verdict.message
+
+
+def test_lesson_00_plots_render_chinese_without_glyph_or_font_warnings(caplog):
+    import io
+    import logging
+    import warnings
+
+    from course_utils import setup
+
+    setup(lang="zh")
+    figure, axes = viz.new_figure(rows=3, cols=1, size=(8, 7))
+    viz.memory_order(torch.arange(6).view(2, 3).t(), ax=axes[0, 0], title="x.t()")
+    viz.broadcast_picture((2, 5), (2, 4, 3, 5), ax=axes[1, 0], names=("掩码", "分数"))
+    viz.split_heads_picture(2, 2, 2, ax=axes[2, 0])
+    figures = [figure, widgets.permute_view((1, 0, 2), True)[0], widgets.broadcast_view((2, 1, 5), (2, 4, 3, 5))[0]]
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING, logger="matplotlib"):
+        warnings.simplefilter("always")
+        for each in figures:
+            each.savefig(io.BytesIO(), format="png")
+    assert not [str(w.message) for w in caught]
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
