@@ -97,6 +97,38 @@ MESSAGES = {
         "zh": "掩码的各维依次与分数的 {names} 维对齐",
     },
     # lesson 01 (widgets, plots): keys start with "l01."
+    "l01.score_additive": {"en": "additive", "zh": "加性"},
+    "l01.score_bilinear": {"en": "bilinear", "zh": "双线性"},
+    "l01.score_dot": {"en": "dot", "zh": "点积"},
+    "l01.score_scaled_dot": {"en": "scaled dot", "zh": "缩放点积"},
+    "l01.weight": {"en": "weight", "zh": "权重"},
+    "l01.score": {"en": "score", "zh": "分数"},
+    "l01.density": {"en": "density", "zh": "密度"},
+    "l01.standard_normal": {"en": "standard normal", "zh": "标准正态分布"},
+    "l01.uniform": {"en": "uniform, 1/{keys}", "zh": "均匀分布 1/{keys}"},
+    "l01.variance_title": {"en": "variance of the scores", "zh": "分数的方差"},
+    "l01.max_weight_title": {
+        "en": "largest softmax weight (mean, {keys} keys)",
+        "zh": "最大 softmax 权重（均值，{keys} 个键）",
+    },
+    "l01.gradient_title": {
+        "en": "size of the softmax gradient (mean ‖J‖)",
+        "zh": "softmax 梯度的大小（‖J‖ 的均值）",
+    },
+    "l01.divide_by_sqrt": {"en": "divide by √d_k", "zh": "除以 √d_k"},
+    "l01.scaled": {"en": "divided by √d_k", "zh": "除以 √d_k"},
+    "l01.unscaled": {"en": "not scaled", "zh": "未缩放"},
+    "l01.scores_title": {"en": "{n} scores, {mode}", "zh": "{n} 个分数，{mode}"},
+    "l01.weights_title": {
+        "en": "softmax weights of query 0 over {keys} keys",
+        "zh": "查询 0 对 {keys} 个键的 softmax 权重",
+    },
+    "l01.scaling_summary": {
+        "en": "d_k = {d_k}, {mode}: std of the scores {std:.2f}; largest weight of query 0 {top:.2f}; "
+        "largest weight averaged over {queries} queries {mean_top:.2f}",
+        "zh": "d_k = {d_k}，{mode}：分数的标准差 {std:.2f}；查询 0 的最大权重 {top:.2f}；"
+        "{queries} 个查询的最大权重平均为 {mean_top:.2f}",
+    },
     # input validation
     "error.argument": {
         "en": "{function}: argument '{argument}' got {got}; needs {needed}.",
