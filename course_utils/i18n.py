@@ -41,27 +41,27 @@ MESSAGES = {
     # what differs, when no known mistake explains it
     "diff.type": {
         "en": "Case {case}: {where} should be {expected}, but your function returned {got}.",
-        "zh": "第 {case} 组测试：{where} 应为 {expected}，你的函数却返回了 {got}。",
+        "zh": "第 {case} 组测试：{where}应为 {expected}，你的函数却返回了 {got}。",
     },
     "diff.length": {
         "en": "Case {case}: {where} should hold {expected} items, but yours holds {got}.",
-        "zh": "第 {case} 组测试：{where} 应包含 {expected} 项，你的结果有 {got} 项。",
+        "zh": "第 {case} 组测试：{where}应包含 {expected} 项，你的结果有 {got} 项。",
     },
     "diff.shape": {
         "en": "Case {case}: {where} should have shape {expected}, but yours has shape {got}.",
-        "zh": "第 {case} 组测试：{where} 的形状应为 {expected}，你的结果是 {got}。",
+        "zh": "第 {case} 组测试：{where}的形状应为 {expected}，你的结果是 {got}。",
     },
     "diff.nan": {
         "en": "Case {case}: {where} contains NaN at index {index}; the reference has none there.",
-        "zh": "第 {case} 组测试：{where} 在索引 {index} 处出现 NaN，参考答案在该处没有 NaN。",
+        "zh": "第 {case} 组测试：{where}在索引 {index} 处出现 NaN，参考答案在该处没有 NaN。",
     },
     "diff.value": {
         "en": "Case {case}: {where} differs from the reference by up to {diff:.3g}, at index {index} (yours {got:.4g}, expected {expected:.4g}).",
-        "zh": "第 {case} 组测试：{where} 与参考答案最多相差 {diff:.3g}，位于索引 {index}（你的值 {got:.4g}，应为 {expected:.4g}）。",
+        "zh": "第 {case} 组测试：{where}与参考答案最多相差 {diff:.3g}，位于索引 {index}（你的值 {got:.4g}，应为 {expected:.4g}）。",
     },
     "diff.equal": {
         "en": "Case {case}: {where} should be {expected!r}, but yours is {got!r}.",
-        "zh": "第 {case} 组测试：{where} 应为 {expected!r}，你的结果是 {got!r}。",
+        "zh": "第 {case} 组测试：{where}应为 {expected!r}，你的结果是 {got!r}。",
     },
     "diff.result": {"en": "the result", "zh": "返回值"},
     "diff.item": {"en": "item {index} of the result", "zh": "返回值的第 {index} 项"},
