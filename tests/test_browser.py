@@ -1,0 +1,422 @@
+"""Lesson 01 tested as a learner uses it: in JupyterLab, in a real browser.
+
+The test starts JupyterLab on localhost, opens the English and the Chinese notebook of lesson 01
+in headless Chromium (Debian's ``/usr/bin/chromium``, driven by playwright), runs all cells from
+the Run menu, moves the first slider of the lesson's explorer widget and waits for the widget's
+summary to change: that change needs the kernel round-trip (browser -> kernel -> view function
+-> browser). It also checks that no cell raised, no widget failed to display and the kernel
+neither died nor restarted. Screenshots go to ``test-artifacts/`` (kept by CI as artifacts).
+
+The notebooks are opened in place but never saved: autosave is off in the throwaway settings
+JupyterLab runs with, and the test checks that the committed files are unchanged afterwards.
+
+Without the browser the test is skipped, except under ``CI=true``, where it fails.
+"""
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import warnings
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # these machines run as root, where Chromium's sandbox refuses to start
+    "--disable-gpu",
+    # no network here: keep Chromium from trying (and logging refused connections)
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm, where Chromium crashes
+]
+NOTEBOOKS = ["notebooks/en/01_attention_basics.ipynb", "notebooks/zh/01_attention_basics.ipynb"]
+
+SERVER_START_S = 60  # JupyterLab answering /api/status
+KERNEL_READY_S = 60  # kernel started and idle after the notebook opens
+RUN_ALL_S = 120  # every cell executed
+ROUND_TRIP_S = 30  # slider moved -> summary updated
+UI_TIMEOUT_MS = 30_000  # any single playwright action or wait
+
+# JupyterLab's settings for the test: never write the notebook back, and no news or update
+# checks (they would try the network).
+LAB_SETTINGS = {
+    "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+}
+
+# What a learner would see as "the widget or the kernel is broken".
+# (the last two: the widget manager extension is missing, so a widget never leaves its text form)
+WIDGET_FAILURE_TEXTS = ["Error displaying widget", "Loading widget...", "A Jupyter widget could not be displayed"]
+ERROR_IN_STDERR = re.compile(r"Traceback \(most recent call last\)|^\s*\w*(Error|Exception)\b.*:", re.MULTILINE)
+WIDGET_ERROR = re.compile(
+    r"widget|ipywidgets|Could not create (a )?(model|view)|Class .* not found in module", re.IGNORECASE
+)
+
+# One look at the notebook, taken in the page: the kernel's status in the notebook's toolbar and,
+# for every cell in order, whether it is code, its prompt ("[3]:", "[*]:" waiting or running,
+# "[ ]:" not run) and its stderr outputs. JupyterLab renders a cell's error (traceback) as stderr.
+NOTEBOOK_STATE_JS = """() => {
+    const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+    if (!panel) return null;
+    const indicator = panel.querySelector('.jp-Notebook-ExecutionIndicator');
+    const cells = [...panel.querySelectorAll('.jp-Cell')].map(cell => {
+        const prompt = cell.querySelector('.jp-InputArea-prompt');
+        return {
+            code: cell.classList.contains('jp-CodeCell'),
+            prompt: prompt ? prompt.textContent.trim() : '',
+            stderr: [...cell.querySelectorAll(
+                '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
+                .map(output => output.innerText),
+        };
+    });
+    return {kernel: indicator ? indicator.getAttribute('data-status') : null, cells};
+}"""
+
+
+def _require_chromium():
+    if CHROMIUM.exists():
+        return
+    message = f"the browser test needs Debian's Chromium at {CHROMIUM}: apt-get install chromium"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message + " (under CI=true a missing browser is a failure)")
+    pytest.skip(message)
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.load(response)
+
+
+def _session(base, token, notebook):
+    """The server's session of `notebook` (its kernel's id and execution_state), or None."""
+    sessions = _get(f"{base}/api/sessions?token={token}")
+    return next((session for session in sessions if session["path"] == notebook), None)
+
+
+def _shut_down_session(base, token, notebook):
+    with contextlib.suppress(Exception):
+        session = _session(base, token, notebook)
+        if session:
+            request = urllib.request.Request(f"{base}/api/sessions/{session['id']}?token={token}", method="DELETE")
+            urllib.request.urlopen(request, timeout=10).close()
+
+
+def _kernel_processes(pid):
+    """The server's child processes (its kernels), where psutil can tell."""
+    try:
+        import psutil
+    except ImportError:
+        return []
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _stop_server(process, base, token):
+    kernels = _kernel_processes(process.pid)
+    if process.poll() is None:
+        # the server's own shutdown also shuts its kernels down
+        with contextlib.suppress(Exception):
+            request = urllib.request.Request(f"{base}/api/shutdown?token={token}", method="POST")
+            urllib.request.urlopen(request, timeout=5).close()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+    for kernel in kernels:
+        with contextlib.suppress(Exception):
+            kernel.kill()
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory):
+    """A JupyterLab server on localhost serving the repository, with throwaway config, data,
+    runtime, settings and workspace folders; yields (base URL, token)."""
+    _require_chromium()  # no browser: do not start a server for nothing
+    home = tmp_path_factory.mktemp("jupyter")
+    settings = home / "settings"
+    for plugin, values in LAB_SETTINGS.items():
+        path = settings / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    env = dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(home / "config"),
+        # kernelspecs and lab extensions (jupyterlab_widgets) are found under sys.prefix
+        JUPYTER_DATA_DIR=str(home / "data"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+        JUPYTER_PREFER_ENV_PATH="1",
+        IPYTHONDIR=str(home / "ipython"),
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    )
+    port, token = _free_port(), secrets.token_hex(16)
+    base = f"http://127.0.0.1:{port}"
+    ARTIFACTS.mkdir(exist_ok=True)
+    log_path = ARTIFACTS / "browser-jupyterlab.log"
+    command = [
+        sys.executable, "-m", "jupyterlab",
+        "--allow-root", "--no-browser",
+        "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={ROOT}",
+        f"--LabApp.user_settings_dir={settings}",
+        f"--LabApp.workspaces_dir={home / 'workspaces'}",
+        # checkpoints (written when a notebook opens) go to the throwaway folder, not the repo
+        f"--FileCheckpoints.checkpoint_dir={home / 'checkpoints'}",
+    ]  # fmt: skip
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"JupyterLab exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                _get(f"{base}/api/status?token={token}")
+                break
+            except (urllib.error.URLError, OSError):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not answer in {SERVER_START_S} s:\n{log_path.read_text()[-3000:]}")
+                time.sleep(0.2)
+        yield base, token
+    finally:
+        _stop_server(process, base, token)
+
+
+def _has_chinese_font():
+    """Whether fontconfig (which Chromium uses) knows a Chinese font; True where it cannot tell."""
+    if not shutil.which("fc-list"):
+        return True
+    return bool(subprocess.run(["fc-list", ":lang=zh"], check=False, capture_output=True, text=True).stdout.strip())
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    _require_chromium()
+    if not _has_chinese_font():
+        warnings.warn(
+            "no Chinese font for the browser: the zh screenshots show boxes (apt-get install fonts-wqy-microhei)",
+            stacklevel=1,
+        )
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Notebook:
+    """What the page shows of one notebook, read through NOTEBOOK_STATE_JS."""
+
+    def __init__(self, page, path):
+        self.page = page
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        self.cell_count = len(cells)
+        # a cell tagged raises-exception is meant to show its error (JupyterLab runs on past it)
+        self.expected_errors = {
+            i for i, cell in enumerate(cells) if "raises-exception" in cell["metadata"].get("tags", [])
+        }
+        # an empty code cell keeps the prompt "[ ]:" when run
+        self.empty = {i for i, cell in enumerate(cells) if not "".join(cell["source"]).strip()}
+
+    def state(self):
+        """kernel status, counts of code cells running/queued and not run, errors, other stderr."""
+        raw = self.page.evaluate(NOTEBOOK_STATE_JS)
+        if raw is None:
+            return None
+        same = len(raw["cells"]) == self.cell_count  # the page shows the cells of the file
+        expected = self.expected_errors if same else set()
+        prompts = [
+            cell["prompt"] for i, cell in enumerate(raw["cells"]) if cell["code"] and not (same and i in self.empty)
+        ]
+        stderr = [(i, text) for i, cell in enumerate(raw["cells"]) for text in cell["stderr"]]
+        return {
+            "kernel": raw["kernel"],
+            "running": sum("*" in prompt for prompt in prompts),
+            "not_run": sum(not re.search(r"\d", prompt) for prompt in prompts),
+            "errors": [
+                f"cell {i}:\n{text}" for i, text in stderr if ERROR_IN_STDERR.search(text) and i not in expected
+            ],
+            "stderr": [f"cell {i}:\n{text}" for i, text in stderr if not ERROR_IN_STDERR.search(text)],
+        }
+
+    def wait(self, condition, seconds, what):
+        """Poll the state until condition(state) holds; fail with the last state after `seconds`."""
+        deadline = time.monotonic() + seconds
+        state = None
+        while time.monotonic() < deadline:
+            state = self.state()
+            if state is not None and condition(state):
+                return state
+            self.page.wait_for_timeout(200)
+        pytest.fail(f"{what}: not within {seconds} s; last state of the notebook: {state}")
+
+
+def _choose_kernel_if_asked(page):
+    """Where JupyterLab asks which kernel to use, take the one it offers (the notebook's own)."""
+    dialog = page.locator(".jp-Dialog")
+    if dialog.count() and "Select Kernel" in dialog.inner_text():
+        dialog.locator("button.jp-mod-accept").click()
+
+
+def _move_first_slider(page, output):
+    """Move the first slider of the widget in `output` one step with the keyboard, like a learner;
+    return the widget's summary text before and after, and whether its picture changed
+    (None where it shows none)."""
+    handle = output.locator(".widget-slider .noUi-handle").first
+    summary = output.locator(".widget-html-content")
+    image = output.locator("img.widget-image").first
+    before = summary.all_inner_texts()
+    picture = image.get_attribute("src") if image.count() and image.is_visible() else None
+    # step away from the end the slider sits at
+    at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+    handle.focus()
+    handle.press("ArrowLeft" if at_max else "ArrowRight")
+    deadline = time.monotonic() + ROUND_TRIP_S
+    after = summary.all_inner_texts()
+    while after == before and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+        after = summary.all_inner_texts()
+    picture_changed = None
+    if picture is not None:
+        deadline = time.monotonic() + 5  # the image and the summary come in the same update
+        while image.get_attribute("src") == picture and time.monotonic() < deadline:
+            page.wait_for_timeout(100)
+        picture_changed = image.get_attribute("src") != picture
+    return before, after, picture_changed
+
+
+def run_notebook_in_browser(jupyterlab, chromium, notebook, artifact_stem):
+    """Open `notebook` (repo-relative) in JupyterLab, run all cells, move the first slider of
+    its first widget and check the round-trip; screenshots go to test-artifacts/<artifact_stem>*.png."""
+    base, token = jupyterlab
+    path = ROOT / notebook
+    assert path.exists(), f"{notebook} is missing"
+    digest = _digest(path)
+    ARTIFACTS.mkdir(exist_ok=True)
+    context = chromium.new_context(viewport={"width": 1280, "height": 1000}, locale="en-US")
+    context.set_default_timeout(UI_TIMEOUT_MS)
+    page = context.new_page()
+    page_errors, console_errors = [], []
+    page.on("pageerror", lambda error: page_errors.append(str(error)))
+    page.on("console", lambda message: console_errors.append(message.text) if message.type == "error" else None)
+    nb = Notebook(page, path)
+    started = time.monotonic()
+    try:
+        page.goto(f"{base}/lab/tree/{notebook}?token={token}&reset")
+        page.locator(".jp-NotebookPanel .jp-Notebook").wait_for(state="visible")
+
+        # Wait for the kernel. The toolbar says "idle" for a moment before the kernel even starts,
+        # so the server must also have this notebook's session with an idle kernel.
+        deadline = time.monotonic() + KERNEL_READY_S
+        while True:
+            _choose_kernel_if_asked(page)
+            session = _session(base, token, notebook)
+            kernel = (nb.state() or {}).get("kernel")
+            if session and session["kernel"]["execution_state"] == "idle" and kernel == "idle":
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"kernel not ready within {KERNEL_READY_S} s: session {session}, toolbar {kernel!r}")
+            page.wait_for_timeout(200)
+        kernel_id = session["kernel"]["id"]
+
+        # Run -> Run All Cells, from the menu as a learner would
+        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+        # done: every code cell numbered and the kernel idle; or stopped at an error
+        state = nb.wait(
+            lambda s: s["errors"] or (s["running"] == 0 and s["not_run"] == 0 and s["kernel"] == "idle"),
+            RUN_ALL_S,
+            "running all cells",
+        )
+        ran = time.monotonic() - started
+        assert not state["errors"], "a cell raised an error:\n" + "\n\n".join(state["errors"])
+        if state["stderr"]:  # warnings are not failures, but a learner sees them: say so
+            warnings.warn(f"{notebook} printed to stderr:\n" + "\n".join(state["stderr"]), stacklevel=1)
+
+        # the widget rendered: the first output that holds a slider
+        output = page.locator(".jp-OutputArea-output", has=page.locator(".widget-slider")).first
+        try:
+            output.wait_for(state="visible", timeout=10_000)
+            rendered = True
+        except PlaywrightTimeoutError:
+            rendered = False
+        if not rendered:
+            pytest.fail(f"{notebook}: no widget with a slider rendered after running all cells")
+        output.scroll_into_view_if_needed()
+        for text in WIDGET_FAILURE_TEXTS:
+            assert page.get_by_text(text).count() == 0, f"the notebook shows {text!r}"
+
+        before, after, picture_changed = _move_first_slider(page, output)
+        assert after != before, (
+            f"moving the slider did not update the widget's summary within {ROUND_TRIP_S} s "
+            f"(no kernel round-trip): {before!r}"
+        )
+        if picture_changed is False:
+            warnings.warn(f"{notebook}: the widget's picture did not change with its slider", stacklevel=1)
+
+        # the kernel finishes the update and goes back to idle: the same kernel, not dead, not restarted
+        state = nb.wait(lambda s: s["kernel"] == "idle", ROUND_TRIP_S, "kernel idle after the round-trip")
+        assert not state["errors"], "an error appeared after moving the slider:\n" + "\n\n".join(state["errors"])
+        session = _session(base, token, notebook)
+        assert session and session["kernel"]["id"] == kernel_id, f"the notebook's kernel was replaced: {session}"
+        assert session["kernel"]["execution_state"] == "idle", f"kernel not idle: {session}"
+        for text in ["Kernel Restarting", "Kernel Dead", "Error displaying widget"]:
+            assert page.get_by_text(text).count() == 0, f"the page shows {text!r}"
+        widget_errors = [text for text in page_errors + console_errors if WIDGET_ERROR.search(text)]
+        assert not widget_errors, "widget errors in the browser:\n" + "\n".join(widget_errors)
+        if page_errors:
+            warnings.warn(f"{notebook}: JavaScript errors in the page:\n" + "\n".join(page_errors), stacklevel=1)
+
+        output.screenshot(path=ARTIFACTS / f"{artifact_stem}-widget.png")
+        print(
+            f"{notebook}: all cells ran in {ran:.1f} s; slider moved the summary {before!r} -> {after!r}, "
+            f"picture changed: {picture_changed}; {time.monotonic() - started:.1f} s in all"
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            page.screenshot(path=ARTIFACTS / f"{artifact_stem}.png")  # also, and above all, on failure
+        context.close()
+        _shut_down_session(base, token, notebook)
+    assert _digest(path) == digest, f"{notebook} changed while the test ran: JupyterLab must never save it"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=["en", "zh"])
+def test_lesson_01_in_jupyterlab(jupyterlab, chromium, notebook):
+    lang = Path(notebook).parent.name
+    run_notebook_in_browser(jupyterlab, chromium, notebook, f"browser-01-{lang}")
