@@ -229,6 +229,7 @@ def execute(notebook, path):
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
         record_timing=False,
+        coalesce_streams=True,  # stdout may arrive in one chunk or several; commit it as one
     )
     start = time.perf_counter()
     client.execute()

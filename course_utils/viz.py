@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from matplotlib import font_manager
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from .i18n import message
 
@@ -104,9 +105,7 @@ def figure_png(figure):
     return buffer.getvalue()
 
 
-# ---- lesson 00
-
-from matplotlib.patches import Rectangle  # noqa: E402  (used by the lesson 00 plots only)
+# ---- pictures of memory layout, broadcasting and heads (lesson 00)
 
 
 def memory_order(tensor, ax=None, title=None):

@@ -7,6 +7,7 @@ text. Views are ordinary functions, so tests call them directly, without a brows
 """
 
 import html
+import itertools
 import math
 
 import ipywidgets as w
@@ -14,7 +15,7 @@ import torch
 
 from . import validation
 from .i18n import message
-from .viz import figure_png, new_figure
+from .viz import broadcast_axes, broadcast_picture, figure_png, memory_order, new_figure
 
 
 def explorer(view, **controls):
@@ -41,86 +42,7 @@ def explorer(view, **controls):
     return box
 
 
-# ---- lesson 01
-
-#: The d_k values the scaling explorer offers: the powers of two from 1 to 512.
-D_K_CHOICES = tuple(2**power for power in range(10))
-
-
-def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0):
-    """Why attention divides by √d_k, for one d_k: how spread out the scores q · k are, and how
-    sharp a query's softmax over `keys` keys becomes, with or without the division.
-
-    Draws `queries` random queries of size d_k and `keys` random keys for each of them, every
-    entry standard normal, from a generator seeded with `seed` (so a view never changes), in
-    float64 (so the rounded numbers of the summary are the same on every machine).
-
-    Returns ``(figure, summary)``: the figure shows the histogram of all queries x keys scores
-    beside the standard normal curve, and query 0's softmax weights; the summary states the
-    scores' standard deviation, query 0's largest weight and the largest weight averaged over
-    all queries (1/keys would be uniform attention, 1 a one-hot lookup).
-    """
-    if not isinstance(d_k, int) or isinstance(d_k, bool) or d_k < 1:
-        validation.fail("scaling_view", "d_k", validation.describe(d_k), {"en": "a positive int", "zh": "正整数"})
-    generator = torch.Generator().manual_seed(seed)
-    q = torch.randn(queries, 1, d_k, generator=generator, dtype=torch.float64)  # (N, 1, d_k)
-    k = torch.randn(queries, keys, d_k, generator=generator, dtype=torch.float64)  # (N, L_k, d_k): own keys
-    scores = (q @ k.transpose(-2, -1)).squeeze(-2)  # (N, L_k)
-    if scaled:
-        scores = scores / math.sqrt(d_k)
-    weights = torch.softmax(scores, dim=-1)  # (N, L_k)
-    std = scores.std().item()
-    largest = weights.amax(dim=-1)  # (N,)
-    mode = message("l01.scaled" if scaled else "l01.unscaled")
-
-    figure, ((left, right),) = new_figure(rows=1, cols=2, size=(8.0, 3.2))
-    reach = max(4.0, 4.0 * std)  # the x-range follows the scores, so the normal curve shrinks as they spread
-    left.hist(scores.flatten().numpy(), bins=40, range=(-reach, reach), density=True, color="tab:blue", alpha=0.7)
-    x = torch.linspace(-reach, reach, 400)
-    left.plot(x.numpy(), (torch.exp(-x**2 / 2) / math.sqrt(2 * math.pi)).numpy(), "k--", lw=1,
-              label=message("l01.standard_normal"))
-    left.set_xlabel(message("l01.score"))
-    left.set_ylabel(message("l01.density"))
-    left.set_title(message("l01.scores_title", n=scores.numel(), mode=mode), fontsize=10)
-    left.legend(loc="upper right", fontsize=8)
-    right.bar(range(keys), weights[0].numpy(), color="tab:orange")
-    right.axhline(1 / keys, color="gray", ls=":", lw=1, label=message("l01.uniform", keys=keys))
-    right.set_ylim(0, 1)
-    right.set_xticks(range(0, keys, max(1, keys // 8)))
-    right.set_xlabel(message("plot.key"))
-    right.set_ylabel(message("l01.weight"))
-    right.set_title(message("l01.weights_title", keys=keys), fontsize=10)
-    right.legend(loc="upper right", fontsize=8)
-    summary = message(
-        "l01.scaling_summary",
-        d_k=d_k,
-        mode=mode,
-        std=std,
-        top=largest[0].item(),
-        queries=queries,
-        mean_top=largest.mean().item(),
-    )
-    return figure, summary
-
-
-def scaling_explorer(d_k=64, scaled=False):
-    """A d_k slider (1 to 512, powers of two) and a "divide by √d_k" checkbox over ``scaling_view``."""
-    return explorer(
-        scaling_view,
-        d_k=w.SelectionSlider(options=D_K_CHOICES, value=d_k, description="d_k", continuous_update=False),
-        scaled=w.Checkbox(value=scaled, description=message("l01.divide_by_sqrt"), indent=False),
-    )
-
-
-# ---- lesson 00
-# This section imports what it uses itself, so lessons can add explorers independently.
-
-import itertools  # noqa: E402
-
-import torch  # noqa: E402, F811
-
-from .i18n import message  # noqa: E402, F811
-from .viz import broadcast_axes, broadcast_picture, memory_order, new_figure  # noqa: E402, F811
+# ---- lesson 00: permute and broadcast explorers
 
 
 def permute_view(order=(0, 1, 2), contiguous=False):
@@ -204,4 +126,75 @@ def broadcast_explorer():
                         description=message("l00.broadcast.mask"), style=style),
         scores=w.Dropdown(options=[(str(s), s) for s in SCORES_SHAPES], value=SCORES_SHAPES[0],
                           description=message("l00.broadcast.scores"), style=style),
+    )
+
+
+# ---- lesson 01: why divide by √d_k
+
+#: The d_k values the scaling explorer offers: the powers of two from 1 to 512.
+D_K_CHOICES = tuple(2**power for power in range(10))
+
+
+def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0):
+    """Why attention divides by √d_k, for one d_k: how spread out the scores q · k are, and how
+    sharp a query's softmax over `keys` keys becomes, with or without the division.
+
+    Draws `queries` random queries of size d_k and `keys` random keys for each of them, every
+    entry standard normal, from a generator seeded with `seed` (so a view never changes), in
+    float64 (so the rounded numbers of the summary are the same on every machine).
+
+    Returns ``(figure, summary)``: the figure shows the histogram of all queries x keys scores
+    beside the standard normal curve, and query 0's softmax weights; the summary states the
+    scores' standard deviation, query 0's largest weight and the largest weight averaged over
+    all queries (1/keys would be uniform attention, 1 a one-hot lookup).
+    """
+    if not isinstance(d_k, int) or isinstance(d_k, bool) or d_k < 1:
+        validation.fail("scaling_view", "d_k", validation.describe(d_k), {"en": "a positive int", "zh": "正整数"})
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(queries, 1, d_k, generator=generator, dtype=torch.float64)  # (N, 1, d_k)
+    k = torch.randn(queries, keys, d_k, generator=generator, dtype=torch.float64)  # (N, L_k, d_k): own keys
+    scores = (q @ k.transpose(-2, -1)).squeeze(-2)  # (N, L_k)
+    if scaled:
+        scores = scores / math.sqrt(d_k)
+    weights = torch.softmax(scores, dim=-1)  # (N, L_k)
+    std = scores.std().item()
+    largest = weights.amax(dim=-1)  # (N,)
+    mode = message("l01.scaled" if scaled else "l01.unscaled")
+
+    figure, ((left, right),) = new_figure(rows=1, cols=2, size=(8.0, 3.2))
+    reach = max(4.0, 4.0 * std)  # the x-range follows the scores, so the normal curve shrinks as they spread
+    left.hist(scores.flatten().numpy(), bins=40, range=(-reach, reach), density=True, color="tab:blue", alpha=0.7)
+    x = torch.linspace(-reach, reach, 400)
+    left.plot(x.numpy(), (torch.exp(-x**2 / 2) / math.sqrt(2 * math.pi)).numpy(), "k--", lw=1,
+              label=message("l01.standard_normal"))
+    left.set_xlabel(message("l01.score"))
+    left.set_ylabel(message("l01.density"))
+    left.set_title(message("l01.scores_title", n=scores.numel(), mode=mode), fontsize=10)
+    left.legend(loc="upper right", fontsize=8)
+    right.bar(range(keys), weights[0].numpy(), color="tab:orange")
+    right.axhline(1 / keys, color="gray", ls=":", lw=1, label=message("l01.uniform", keys=keys))
+    right.set_ylim(0, 1)
+    right.set_xticks(range(0, keys, max(1, keys // 8)))
+    right.set_xlabel(message("plot.key"))
+    right.set_ylabel(message("l01.weight"))
+    right.set_title(message("l01.weights_title", keys=keys), fontsize=10)
+    right.legend(loc="upper right", fontsize=8)
+    summary = message(
+        "l01.scaling_summary",
+        d_k=d_k,
+        mode=mode,
+        std=std,
+        top=largest[0].item(),
+        queries=queries,
+        mean_top=largest.mean().item(),
+    )
+    return figure, summary
+
+
+def scaling_explorer(d_k=64, scaled=False):
+    """A d_k slider (1 to 512, powers of two) and a "divide by √d_k" checkbox over ``scaling_view``."""
+    return explorer(
+        scaling_view,
+        d_k=w.SelectionSlider(options=D_K_CHOICES, value=d_k, description="d_k", continuous_update=False),
+        scaled=w.Checkbox(value=scaled, description=message("l01.divide_by_sqrt"), indent=False),
     )

@@ -155,7 +155,8 @@ def test_stamping_translations_is_idempotent(course):
 def test_execution_leaves_no_noise(tmp_path):
     """Executing the same notebook twice writes the same bytes: no timings, stable widget ids."""
     code = (
-        "import ipywidgets as w\nfrom course_utils import setup\nsetup()\n"
+        "import time\nimport ipywidgets as w\nfrom course_utils import setup\nsetup()\n"
+        "print('one', flush=True)\ntime.sleep(0.2)\nprint('two')\n"  # two chunks of stdout
         "w.IntSlider(value=3, description='n')"
     )
     texts = []
@@ -169,4 +170,6 @@ def test_execution_leaves_no_noise(tmp_path):
     assert texts[0] == texts[1]
     executed = json.loads(texts[0])
     assert "execution" not in executed["cells"][0]["metadata"]
+    streams = [o for o in executed["cells"][0]["outputs"] if o["output_type"] == "stream"]
+    assert len(streams) == 1 and "".join(streams[0]["text"]) == "one\ntwo\n"
     assert executed["metadata"]["widgets"]  # the widget's state is kept, so it renders without a kernel
