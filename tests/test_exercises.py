@@ -3,12 +3,14 @@ is named, the stub reads as not attempted, and broken functions get verdicts, no
 
 import math
 
+import jupytext
 import nbformat
 import pytest
 import torch
 
 from course_utils import build, evaluate, i18n
 from course_utils.exercises import CRASHED, EXERCISES, FAILED, NOT_ATTEMPTED, PASSED, check
+from course_utils.exercises.grading import _call, _Raised, reproduces
 
 IDS = sorted(EXERCISES)
 MISTAKES = [(exercise, mistake) for exercise in IDS for mistake in EXERCISES[exercise].mistakes]
@@ -42,6 +44,56 @@ def test_each_known_mistake_fails_and_is_named(exercise, mistake):
     assert verdict.code == mistake.code, verdict.message
     assert mistake.code in verdict.message and mistake.hint["en"] in verdict.message
     assert set(mistake.hint) == {"en", "zh"} and all(mistake.hint.values())
+
+
+def _outcomes(exercise, function):
+    """The function's output on each case of the exercise, or the error it raised there."""
+    spec = EXERCISES[exercise]
+    cases = spec.cases(torch.Generator().manual_seed(spec.seed))
+    outcomes = []
+    for case in cases:
+        try:
+            outcomes.append(_call(function, case))
+        except Exception as error:  # a mistake may raise on some case: that is how it behaves there
+            outcomes.append(_Raised(error))
+    return spec, cases, outcomes
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_mistakes_are_told_apart_from_the_reference_and_from_each_other(exercise):
+    """Otherwise a check could name the wrong mistake, or call a correct answer a mistake."""
+    mistakes = EXERCISES[exercise].mistakes
+    for made in mistakes:
+        spec, cases, outcomes = _outcomes(exercise, made.fn)
+        for other in mistakes:
+            if other is not made:
+                assert not reproduces(other, cases, outcomes, spec), f"{made.code} reads as {other.code}"
+    spec, cases, outcomes = _outcomes(exercise, spec.reference)
+    for mistake in mistakes:
+        assert not reproduces(mistake, cases, outcomes, spec), f"the reference reads as {mistake.code}"
+
+
+def _solutions(lesson):
+    """{exercise id: the function the lesson source's solution cell defines}."""
+    namespace = {}
+    exec("import math\nimport torch\nimport torch.nn.functional as F\n", namespace)  # what lessons import
+    found = {}
+    for cell in jupytext.read(build.lessons()[lesson]).cells:
+        if "exercise" in build.tags(cell):
+            before = set(namespace)
+            exec(cell.source, namespace)  # noqa: S102  (our own lesson source)
+            (name,) = set(namespace) - before
+            found[cell.metadata["exercise"]] = namespace[name]
+    return found
+
+
+@pytest.mark.parametrize("lesson", sorted(build.lessons()))
+def test_the_lessons_own_solutions_pass_their_checks(lesson):
+    solutions = _solutions(lesson)
+    assert sorted(solutions) == [e for e in IDS if e.startswith(f"{lesson}.")]
+    for exercise, function in solutions.items():
+        verdict = evaluate(exercise, function)
+        assert verdict.status == PASSED, verdict.message
 
 
 @pytest.mark.parametrize("exercise", IDS)
