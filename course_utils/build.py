@@ -221,7 +221,6 @@ def execute(notebook, path):
 
     Returns (seconds, peak resident memory of the kernel in MB).
     """
-    os.environ.update(EXECUTION_ENV)
     notebook.cells.append(nbformat.v4.new_code_cell(PEAK_MEMORY_CELL))
     client = NotebookClient(
         notebook,
@@ -232,7 +231,7 @@ def execute(notebook, path):
         coalesce_streams=True,  # stdout may arrive in one chunk or several; commit it as one
     )
     start = time.perf_counter()
-    client.execute()
+    client.execute(env={**os.environ, **EXECUTION_ENV})  # passed on to the kernel's process
     seconds = time.perf_counter() - start
     probe = notebook.cells.pop()
     peak_mb = int(probe.outputs[0]["text"]) / 1024  # ru_maxrss is in KiB on Linux

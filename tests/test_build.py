@@ -173,3 +173,11 @@ def test_execution_leaves_no_noise(tmp_path):
     streams = [o for o in executed["cells"][0]["outputs"] if o["output_type"] == "stream"]
     assert len(streams) == 1 and "".join(streams[0]["text"]) == "one\ntwo\n"
     assert executed["metadata"]["widgets"]  # the widget's state is kept, so it renders without a kernel
+
+
+def test_execution_runs_under_fixed_settings_whatever_the_callers_environment(monkeypatch):
+    monkeypatch.setenv("COURSE_THREADS", "2")
+    code = "import os, torch\nfrom course_utils import setup\nsetup()\nprint(os.environ['PYTHONHASHSEED'], torch.get_num_threads())"
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    build.execute(notebook, build.ROOT / "notebooks" / "en" / "settings_probe.ipynb")
+    assert notebook.cells[0].outputs[0]["text"] == "0 1\n"
