@@ -49,6 +49,15 @@ def use_course_style():
     )
 
 
+def _axes(ax, size=None):
+    """`ax`, or the axes of a new pyplot figure (shown when the cell ends) when it is None."""
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt  # only here: importing pyplot picks a backend
+
+    return plt.subplots(figsize=size)[1]
+
+
 def _matrix(values, name):
     if isinstance(values, torch.Tensor):
         values = values.detach().cpu().numpy()
@@ -65,10 +74,7 @@ def heatmap(weights, ax=None, queries=None, keys=None, title=None, annotate=None
     the matrix is at most 8 x 8). vmin / vmax: colour range (weights live in [0, 1]).
     """
     weights = _matrix(weights, "heatmap")
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots()
+    ax = _axes(ax)
     n_q, n_k = weights.shape
     image = ax.imshow(weights, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xlabel(message("plot.key"))
@@ -117,10 +123,7 @@ def memory_order(tensor, ax=None, title=None):
     Meant for small tensors (a few dozen elements); each cell shows the value it holds.
     """
     tensor = tensor.detach().cpu()
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(8.0, 2.2))
+    ax = _axes(ax, (8.0, 2.2))
     # the whole storage as a flat tensor, and the storage offset of each element in index order
     cells = tensor.untyped_storage().nbytes() // tensor.element_size()
     memory = tensor.as_strided((cells,), (1,), 0)
@@ -188,10 +191,7 @@ def broadcast_picture(shape_a, shape_b, ax=None, names=("a", "b"), axis_names=No
     """
     axes = broadcast_axes(shape_a, shape_b)
     n = len(axes)
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(1.2 * n + 2.0, 2.2))
+    ax = _axes(ax, (1.2 * n + 2.0, 2.2))
     plain, stretched, clash, result = "#e4e4e4", "#bcd7f2", "#f2a7a7", "#c5e8bc"
     for column, (size_a, size_b, size_out, status) in enumerate(axes):
         for row, size, mine in ((2, size_a, "stretch_a"), (1, size_b, "stretch_b")):
@@ -223,10 +223,7 @@ def split_heads_picture(length, heads, head_dim, ax=None):
     """Draw what splitting heads does: the (L, H·D) features of one sequence, each cell numbered
     by its place in memory and coloured by the head it belongs to, and the H matrices (L, D)
     they split into, one per head."""
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(8.0, 0.5 * length + 1.2))
+    ax = _axes(ax, (8.0, 0.5 * length + 1.2))
     width = heads * head_dim
     colours = matplotlib.colormaps["Pastel1"]
 

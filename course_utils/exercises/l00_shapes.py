@@ -7,11 +7,7 @@ cases have distinct sizes, length 1 and L_q != L_k.
 
 import torch
 
-from .registry import Exercise, Mistake, register
-
-
-def _randn(generator, *shape):
-    return torch.randn(*shape, generator=generator)
+from .registry import Exercise, Mistake, randn, register
 
 
 # ----------------------------------------------------------------------------- 00.split_heads
@@ -25,10 +21,10 @@ def _split_heads(x, num_heads):
 
 def _split_cases(generator):
     return [
-        (_randn(generator, 3, 3, 9), 3),  # B = L = H = D: every axis order has the right shape
-        (_randn(generator, 2, 5, 12), 4),
-        (_randn(generator, 1, 1, 8), 2),  # one sequence of length 1
-        (_randn(generator, 3, 4, 6), 3),
+        (randn(generator, 3, 3, 9), 3),  # B = L = H = D: every axis order has the right shape
+        (randn(generator, 2, 5, 12), 4),
+        (randn(generator, 1, 1, 8), 2),  # one sequence of length 1
+        (randn(generator, 3, 4, 6), 3),
     ]
 
 
@@ -93,10 +89,10 @@ def _merge_heads(x):
 
 def _merge_cases(generator):
     return [
-        (_randn(generator, 3, 3, 3, 3),),  # B = H = L = D
-        (_randn(generator, 2, 4, 5, 3),),
-        (_randn(generator, 2, 3, 1, 4),),  # length 1: the transposed tensor is still contiguous
-        (_randn(generator, 1, 2, 6, 5),),
+        (randn(generator, 3, 3, 3, 3),),  # B = H = L = D
+        (randn(generator, 2, 4, 5, 3),),
+        (randn(generator, 2, 3, 1, 4),),  # length 1: the transposed tensor is still contiguous
+        (randn(generator, 1, 2, 6, 5),),
     ]
 
 
@@ -222,10 +218,10 @@ def _scores_einsum(q, k):
 
 def _einsum_cases(generator):
     return [
-        (_randn(generator, 2, 3, 3, 3), _randn(generator, 2, 3, 3, 3)),  # L_q = L_k = H = D
-        (_randn(generator, 2, 4, 2, 5), _randn(generator, 2, 6, 2, 5)),
-        (_randn(generator, 1, 1, 3, 4), _randn(generator, 1, 5, 3, 4)),  # one query
-        (_randn(generator, 3, 5, 4, 2), _randn(generator, 3, 5, 4, 2)),
+        (randn(generator, 2, 3, 3, 3), randn(generator, 2, 3, 3, 3)),  # L_q = L_k = H = D
+        (randn(generator, 2, 4, 2, 5), randn(generator, 2, 6, 2, 5)),
+        (randn(generator, 1, 1, 3, 4), randn(generator, 1, 5, 3, 4)),  # one query
+        (randn(generator, 3, 5, 4, 2), randn(generator, 3, 5, 4, 2)),
     ]
 
 

@@ -5,14 +5,11 @@ import math
 import torch
 
 from .. import attention
-from .registry import Exercise, Mistake, register
+from .registry import Exercise, Mistake, randn, register
 
 
-def _qkv(generator, batch, l_q, l_k, d_k, d_v):
-    def randn(*shape):
-        return torch.randn(*shape, generator=generator)
-
-    return randn(batch, l_q, d_k), randn(batch, l_k, d_k), randn(batch, l_k, d_v)
+def _qkv(g, batch, l_q, l_k, d_k, d_v):
+    return randn(g, batch, l_q, d_k), randn(g, batch, l_k, d_k), randn(g, batch, l_k, d_v)
 
 
 def _attention_cases(generator):
@@ -89,14 +86,12 @@ def _softmax_cases(generator):
     # First a batch of square score matrices (B = L_q = L_k = 4), where a forgotten keepdim still
     # broadcasts and runs; then L_q != L_k; then scores so large (or so negative) that exp()
     # overflows (or underflows) in float32 unless the row's maximum is subtracted first.
-    def randn(*shape):
-        return torch.randn(*shape, generator=generator)
-
+    g = generator
     return [
-        (2.0 * randn(4, 4, 4),),
-        (3.0 * randn(3, 5, 7),),
-        (20.0 * randn(2, 3, 6) + 500.0,),
-        (20.0 * randn(5, 8) - 500.0,),
+        (2.0 * randn(g, 4, 4, 4),),
+        (3.0 * randn(g, 3, 5, 7),),
+        (20.0 * randn(g, 2, 3, 6) + 500.0,),
+        (20.0 * randn(g, 5, 8) - 500.0,),
     ]
 
 
@@ -162,16 +157,13 @@ register(
 
 # ----------------------------------------------------------------------------- 01.additive_scores
 
-def _additive_case(generator, batch, l_q, l_k, d_q, d_k, d_h):
-    def randn(*shape):
-        return torch.randn(*shape, generator=generator)
-
+def _additive_case(g, batch, l_q, l_k, d_q, d_k, d_h):
     return (
-        randn(batch, l_q, d_q),
-        randn(batch, l_k, d_k),
-        randn(d_q, d_h) / math.sqrt(d_q),
-        randn(d_k, d_h) / math.sqrt(d_k),
-        randn(d_h),
+        randn(g, batch, l_q, d_q),
+        randn(g, batch, l_k, d_k),
+        randn(g, d_q, d_h) / math.sqrt(d_q),
+        randn(g, d_k, d_h) / math.sqrt(d_k),
+        randn(g, d_h),
     )
 
 

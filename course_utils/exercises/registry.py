@@ -44,6 +44,11 @@ class Exercise:
 EXERCISES = {}
 
 
+def randn(generator, *shape):
+    """Standard normal numbers from the exercise's own generator (cases never touch the global one)."""
+    return torch.randn(*shape, generator=generator)
+
+
 def register(exercise):
     """Add `exercise` to the registry (its id must be new and its mistake codes distinct)."""
     if exercise.id in EXERCISES:
