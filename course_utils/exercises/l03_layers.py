@@ -1,0 +1,263 @@
+"""Lesson 03's exercises: self-attention, cross-attention, and reading an alignment off the weights.
+
+The learner's functions take the projection matrices as plain tensors (``x @ w_q``), without
+biases or an output projection, so that the check can feed them any shapes.
+"""
+
+import math
+
+import torch
+
+from .. import attention
+from .registry import Exercise, Mistake, randn, register
+
+
+def _attend(q, k, v, divisor=None, dim=-1):
+    """softmax(q kᵀ / divisor) v along `dim` (divisor √d_k by default), returning (output, weights)."""
+    divisor = math.sqrt(q.shape[-1]) if divisor is None else divisor
+    weights = torch.softmax(q @ k.transpose(-2, -1) / divisor, dim=dim)  # (B, L_q, L_k)
+    return weights @ v, weights
+
+
+# ----------------------------------------------------------------------------- 03.self_attention
+
+def _self_case(g, batch, length, embed, d_k, d_v):
+    return (
+        randn(g, batch, length, embed),
+        randn(g, embed, d_k) / math.sqrt(embed),
+        randn(g, embed, d_k) / math.sqrt(embed),
+        randn(g, embed, d_v) / math.sqrt(embed),
+    )
+
+
+def _self_cases(generator):
+    # (batch, L, E, d_k, d_v). First square everywhere (L = E = d_k = d_v), so mistakes that mix
+    # up axes or weights still run and are recognised by their values; then E != d_k != d_v,
+    # length 1, and a wide d_k where the scale matters most.
+    return [
+        _self_case(generator, 2, 4, 4, 4, 4),
+        _self_case(generator, 3, 5, 6, 3, 7),
+        _self_case(generator, 1, 1, 5, 8, 2),
+        _self_case(generator, 2, 6, 8, 32, 3),
+    ]
+
+
+def _self_reference(x, w_q, w_k, w_v):
+    return attention.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
+
+
+register(
+    Exercise(
+        id="03.self_attention",
+        reference=_self_reference,
+        cases=_self_cases,
+        mistakes=(
+            Mistake(
+                "SWAPPED_RETURN",
+                lambda x, w_q, w_k, w_v: _self_reference(x, w_q, w_k, w_v)[::-1],
+                {
+                    "en": "The return order is swapped: return (output, weights), output first.",
+                    "zh": "返回顺序颠倒了：应返回 (output, weights)，输出在前。",
+                },
+            ),
+            Mistake(
+                "NO_SCALE",
+                lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x @ w_v, divisor=1.0),
+                {
+                    "en": "The scores are not divided by √d_k, so for large d_k the softmax saturates.",
+                    "zh": "注意力分数没有除以 √d_k；d_k 较大时 softmax 会饱和。",
+                },
+            ),
+            Mistake(
+                "SCALE_BY_E",
+                lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x @ w_v, divisor=math.sqrt(x.shape[-1])),
+                {
+                    "en": "The scores are divided by √E, the size of x; divide by √d_k, the size of the "
+                    "projected queries and keys (w_q.shape[-1]).",
+                    "zh": "分数除以的是 √E（x 的特征数）；应除以 √d_k，即投影后查询和键的维度（w_q.shape[-1]）。",
+                },
+            ),
+            Mistake(
+                "SOFTMAX_DIM",
+                lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x @ w_v, dim=-2),
+                {
+                    "en": "The softmax runs over the queries (dim=-2); each query's weights over the keys "
+                    "must sum to 1: use dim=-1.",
+                    "zh": "softmax 作用在了查询维度（dim=-2）上；每个查询对所有键的权重之和应为 1，请用 dim=-1。",
+                },
+            ),
+            Mistake(
+                "V_NOT_PROJECTED",
+                lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x),
+                {
+                    "en": "The values are x itself; project them too: V = x @ w_v.",
+                    "zh": "值直接用了 x 本身；值也要投影：V = x @ w_v。",
+                },
+            ),
+        ),
+    )
+)
+
+
+# ----------------------------------------------------------------------------- 03.cross_attention
+
+def _cross_case(g, batch, l_q, l_kv, e_q, e_kv, d_k, d_v):
+    return (
+        randn(g, batch, l_q, e_q),
+        randn(g, batch, l_kv, e_kv),
+        randn(g, e_q, d_k) / math.sqrt(e_q),
+        randn(g, e_kv, d_k) / math.sqrt(e_kv),
+        randn(g, e_kv, d_v) / math.sqrt(e_kv),
+    )
+
+
+def _cross_cases(generator):
+    # (batch, L_q, L_kv, E_q, E_kv, d_k, d_v). First square everywhere, so every mistake runs and
+    # is recognised by its values. Then E_q != E_kv, where projecting the wrong side crashes
+    # (as it would for a learner); a length-1 query; a length-1 memory; and E_q == E_kv with
+    # L_q != L_kv and a wide d_k, where the wrong side runs and gives the wrong shape.
+    return [
+        _cross_case(generator, 2, 4, 4, 4, 4, 4, 4),
+        _cross_case(generator, 3, 5, 7, 6, 3, 8, 5),
+        _cross_case(generator, 1, 1, 6, 4, 5, 4, 2),
+        _cross_case(generator, 2, 3, 1, 8, 8, 16, 3),
+        _cross_case(generator, 2, 6, 4, 5, 5, 32, 3),
+    ]
+
+
+def _cross_reference(x, memory, w_q, w_k, w_v):
+    return attention.scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v)
+
+
+register(
+    Exercise(
+        id="03.cross_attention",
+        reference=_cross_reference,
+        cases=_cross_cases,
+        mistakes=(
+            Mistake(
+                "KV_FROM_QUERY",
+                lambda x, memory, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x @ w_v),
+                {
+                    "en": "Keys and values are projected from x, the decoder side: that is self-attention. "
+                    "In cross-attention they come from memory: K = memory @ w_k, V = memory @ w_v.",
+                    "zh": "键和值是由 x（解码器一侧）投影得到的，这其实是自注意力。交叉注意力中，键和值来自 memory："
+                    "K = memory @ w_k，V = memory @ w_v。",
+                },
+            ),
+            Mistake(
+                "SIDES_SWAPPED",
+                lambda x, memory, w_q, w_k, w_v: _attend(memory @ w_q, x @ w_k, x @ w_v),
+                {
+                    "en": "The two sides are swapped: the queries come from x (the decoder), the keys and "
+                    "values from memory (the encoder); the weights are (B, L_q, L_kv).",
+                    "zh": "两侧用反了：查询来自 x（解码器），键和值来自 memory（编码器）；权重的形状是 (B, L_q, L_kv)。",
+                },
+            ),
+            Mistake(
+                "SWAPPED_RETURN",
+                lambda x, memory, w_q, w_k, w_v: _cross_reference(x, memory, w_q, w_k, w_v)[::-1],
+                {
+                    "en": "The return order is swapped: return (output, weights), output first.",
+                    "zh": "返回顺序颠倒了：应返回 (output, weights)，输出在前。",
+                },
+            ),
+            Mistake(
+                "NO_SCALE",
+                lambda x, memory, w_q, w_k, w_v: _attend(x @ w_q, memory @ w_k, memory @ w_v, divisor=1.0),
+                {
+                    "en": "The scores are not divided by √d_k, so for large d_k the softmax saturates.",
+                    "zh": "注意力分数没有除以 √d_k；d_k 较大时 softmax 会饱和。",
+                },
+            ),
+            Mistake(
+                "SOFTMAX_DIM",
+                lambda x, memory, w_q, w_k, w_v: _attend(x @ w_q, memory @ w_k, memory @ w_v, dim=-2),
+                {
+                    "en": "The softmax runs over the decoder's queries (dim=-2); each query's weights over the "
+                    "encoder's keys must sum to 1: use dim=-1.",
+                    "zh": "softmax 作用在了解码器的查询维度（dim=-2）上；每个查询对编码器各个键的权重之和应为 1，请用 dim=-1。",
+                },
+            ),
+        ),
+    )
+)
+
+
+# ----------------------------------------------------------------------------- 03.alignment
+
+def _alignment_case(g, batch, l_q, l_k, empty_rows=()):
+    weights = torch.softmax(2.0 * randn(g, batch, l_q, l_k), dim=-1)  # (B, L_q, L_k)
+    keep = torch.rand(batch, l_q, l_k, generator=g) > 0.4  # True = this key counts
+    keep[..., 0] |= ~keep.any(dim=-1)  # every row keeps a key, except the empty rows asked for
+    for b, i in empty_rows:
+        keep[b, i] = False
+    return weights, keep
+
+
+def _alignment_cases(generator):
+    # (batch, L_q, L_k, rows (b, i) whose mask hides every key). First square, so reading the
+    # argmax along the wrong axis still runs; then L_q != L_k both ways and length 1. The random
+    # masks hide some row maxima, so ignoring the mask gives other positions.
+    g = generator
+    return [
+        _alignment_case(g, 2, 4, 4, empty_rows=[(1, 2)]),
+        _alignment_case(g, 3, 5, 7, empty_rows=[(0, 4), (2, 0)]),
+        _alignment_case(g, 1, 1, 1),
+        _alignment_case(g, 2, 6, 3, empty_rows=[(1, 5)]),
+        _alignment_case(g, 1, 1, 9),
+    ]
+
+
+def _hard_alignment(weights, keep_mask, dim=-1):
+    hidden_only = ~keep_mask.any(dim=dim)  # rows (queries) that may attend to nothing
+    best = weights.masked_fill(~keep_mask, float("-inf")).argmax(dim=dim)  # (B, L_q)
+    return best.masked_fill(hidden_only, -1)
+
+
+register(
+    Exercise(
+        id="03.alignment",
+        reference=_hard_alignment,
+        cases=_alignment_cases,
+        mistakes=(
+            Mistake(
+                "MASK_IGNORED",
+                lambda weights, keep: weights.argmax(dim=-1).masked_fill(~keep.any(dim=-1), -1),
+                {
+                    "en": "The mask is ignored: a hidden key can win. Set the weights of hidden keys to -inf "
+                    "(masked_fill(~keep_mask, float('-inf'))) before the argmax.",
+                    "zh": "忽略了掩码：被遮住的键也可能被选中。取 argmax 之前，先把被遮住的键的权重设为 -inf"
+                    "（masked_fill(~keep_mask, float('-inf'))）。",
+                },
+            ),
+            Mistake(
+                "MASK_INVERTED",
+                lambda weights, keep: _hard_alignment(weights, ~keep),
+                {
+                    "en": "The mask is read the wrong way round: True in keep_mask means the key counts, "
+                    "so hide the keys where it is False.",
+                    "zh": "掩码的含义读反了：keep_mask 中 True 表示该键有效，应遮住为 False 的键。",
+                },
+            ),
+            Mistake(
+                "NO_EMPTY_ROW",
+                lambda weights, keep: weights.masked_fill(~keep, float("-inf")).argmax(dim=-1),
+                {
+                    "en": "A query whose mask hides every key gets position 0 (the argmax of a row of -inf); "
+                    "it has no alignment: return -1 there.",
+                    "zh": "掩码遮住了全部键的查询得到了位置 0（全是 -inf 的一行取 argmax 的结果）；它没有对齐位置，应返回 -1。",
+                },
+            ),
+            Mistake(
+                "ARGMAX_QUERIES",
+                lambda weights, keep: _hard_alignment(weights, keep, dim=-2),
+                {
+                    "en": "The argmax runs over the queries (dim=-2); for each query, pick the key: dim=-1, "
+                    "giving shape (B, L_q).",
+                    "zh": "argmax 沿查询维度（dim=-2）进行；应为每个查询挑出一个键：用 dim=-1，结果形状为 (B, L_q)。",
+                },
+            ),
+        ),
+    )
+)
