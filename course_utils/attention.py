@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from . import masks
 from . import validation as check
 
 
@@ -76,33 +77,6 @@ def additive_scores(query, key, w_query, w_key, v):
     return torch.tanh(q + k) @ v  # (..., L_q, L_k)
 
 
-def _keep_mask(function, keep_mask, scores):
-    """Validate a boolean keep-mask against (..., L_q, L_k) scores."""
-    if not isinstance(keep_mask, torch.Tensor) or keep_mask.dtype != torch.bool:
-        check.fail(
-            function,
-            "keep_mask",
-            check.describe(keep_mask),
-            {
-                "en": "a bool tensor, True where a query may attend to a key",
-                "zh": "bool 张量，True 表示该查询可以关注该键",
-            },
-        )
-    try:
-        torch.broadcast_shapes(keep_mask.shape, scores.shape)
-    except RuntimeError:
-        check.fail(
-            function,
-            "keep_mask",
-            check.describe(keep_mask),
-            {
-                "en": f"a shape that broadcasts to the scores' {tuple(scores.shape)}",
-                "zh": f"能广播到注意力分数形状 {tuple(scores.shape)} 的形状",
-            },
-        )
-    return keep_mask
-
-
 def scaled_dot_product_attention(query, key, value, keep_mask=None, scale=None):
     """softmax(Q Kᵀ / √d_k) V, returning ``(output, weights)``.
 
@@ -129,13 +103,7 @@ def scaled_dot_product_attention(query, key, value, keep_mask=None, scale=None):
         scale = 1.0 / math.sqrt(d_k)
 
     scores = query @ key.transpose(-2, -1) * scale  # (..., L_q, L_k)
-    if keep_mask is None:
-        weights = torch.softmax(scores, dim=-1)
-    else:
-        keep = _keep_mask(function, keep_mask, scores)
-        hidden_row = ~keep.any(dim=-1, keepdim=True)  # rows with nothing to attend to
-        # -inf gives masked keys exactly zero weight; a fully hidden row would be all -inf and
-        # softmax would return NaN, so give it finite scores first and zero its weights after.
-        scores = scores.masked_fill(~keep, float("-inf")).masked_fill(hidden_row, 0.0)
-        weights = torch.softmax(scores, dim=-1).masked_fill(hidden_row, 0.0)
+    if keep_mask is not None:
+        masks.check_keep_mask(function, keep_mask, scores)  # errors name this function
+    weights = masks.masked_softmax(scores, keep_mask)  # fully hidden rows: zeros, never NaN
     return weights @ value, weights

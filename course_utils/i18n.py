@@ -129,6 +129,53 @@ MESSAGES = {
         "zh": "d_k = {d_k}，{mode}：分数的标准差 {std:.2f}；查询 0 的最大权重 {top:.2f}；"
         "{queries} 个查询的最大权重平均为 {mean_top:.2f}",
     },
+    # lesson 02 (widgets, plots): keys start with "l02."
+    "l02.sequence": {"en": "sequence {n}", "zh": "序列 {n}"},
+    "l02.causal": {"en": "causal mask", "zh": "因果掩码"},
+    "l02.plot.mask_title": {"en": "keep mask, sequence {n}", "zh": "保留掩码，序列 {n}"},
+    "l02.plot.weights_title": {"en": "weights, sequence {n}", "zh": "注意力权重，序列 {n}"},
+    "l02.plot.keep": {"en": "keep", "zh": "保留"},
+    "l02.plot.hidden": {"en": "hidden", "zh": "遮住"},
+    "l02.plot.slot": {"en": "slot {n}", "zh": "槽位 {n}"},
+    "l02.plot.qkv_slot": {"en": "head {h}, item {b}", "zh": "头 {h}，样本 {b}"},
+    "l02.plot.mask_slot": {"en": "mask of item {b}", "zh": "样本 {b} 的掩码"},
+    "l02.plot.qkv_header": {"en": "Q, K, V\nhead-major: h·B + b", "zh": "Q、K、V\n头优先：h·B + b"},
+    "l02.plot.mask_header_batch": {"en": "mask\nbatch-major: b·H + h", "zh": "掩码\n批量优先：b·H + h"},
+    "l02.plot.mask_header_head": {"en": "mask\nhead-major: h·B + b", "zh": "掩码\n头优先：h·B + b"},
+    "l02.summary": {"en": "lengths {lengths}, causal mask: {causal}", "zh": "长度 {lengths}，因果掩码：{causal}"},
+    "l02.visible": {
+        "en": "sequence {n}: keys each query may see {counts}",
+        "zh": "序列 {n}：每个查询可见的键数 {counts}",
+    },
+    "l02.hidden_rows": {
+        "en": "fully masked rows: {count} (their weights are all 0)",
+        "zh": "全遮蔽行：{count} 行（其权重全为 0）",
+    },
+    # lesson 03 (widgets, plots): keys start with "l03."
+    "l03.example": {"en": "example", "zh": "样例"},
+    "l03.correct": {"en": "correct", "zh": "正确"},
+    "l03.wrong": {"en": "wrong", "zh": "错误"},
+    "l03.self_attention": {"en": "self-attention", "zh": "自注意力"},
+    "l03.cross_attention": {"en": "cross-attention", "zh": "交叉注意力"},
+    "l03.self_title": {"en": "self-attention, reverse", "zh": "自注意力：反转"},
+    "l03.cross_title": {"en": "cross-attention, double", "zh": "交叉注意力：重复"},
+    "l03.map_title": {"en": "{title}: {when}", "zh": "{title}（{when}）"},
+    "l03.before": {"en": "before training", "zh": "训练前"},
+    "l03.after": {"en": "after training", "zh": "训练后"},
+    "l03.step": {"en": "training step", "zh": "训练步数"},
+    "l03.loss": {"en": "loss", "zh": "损失"},
+    "l03.reverse": {"en": "reverse", "zh": "反转"},
+    "l03.double": {"en": "double", "zh": "重复"},
+    "l03.input_label": {"en": "input (keys)", "zh": "输入（键）"},
+    "l03.output_label": {"en": "output (queries)", "zh": "输出（查询）"},
+    "l03.example_summary": {
+        "en": "example {index}: input {tokens}\n"
+        "reverse: predicted {reverse}, expected {reverse_target}: {reverse_ok}\n"
+        "double:  predicted {double}, expected {double_target}: {double_ok}",
+        "zh": "样例 {index}：输入 {tokens}\n"
+        "反转：预测 {reverse}，正确答案 {reverse_target}：{reverse_ok}\n"
+        "重复：预测 {double}，正确答案 {double_target}：{double_ok}",
+    },
     # input validation
     "error.argument": {
         "en": "{function}: argument '{argument}' got {got}; needs {needed}.",

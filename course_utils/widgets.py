@@ -198,3 +198,114 @@ def scaling_explorer(d_k=64, scaled=False):
         d_k=w.SelectionSlider(options=D_K_CHOICES, value=d_k, description="d_k", continuous_update=False),
         scaled=w.Checkbox(value=scaled, description=message("l01.divide_by_sqrt"), indent=False),
     )
+
+
+# ---- lesson 02: padding and causal masks
+
+from . import masks  # each lesson's section brings its own imports
+from .viz import heatmap, mask_picture
+
+#: The padded length of the mask explorer's batch of two sequences.
+MASK_MAX_LEN = 6
+
+
+def mask_view(length_1=6, length_2=3, causal=False, max_len=MASK_MAX_LEN, seed=0):
+    """The mask explorer's view: a batch of two sequences of lengths `length_1` and `length_2`,
+    padded to `max_len`, with the look-ahead (causal) mask on or off.
+
+    Builds the keep mask, padding_mask (B, 1, 1, L) & causal_mask (L, L) when `causal`, and the
+    attention weights it gives to fixed random queries and keys (a generator seeded with `seed`,
+    so the view never changes). Returns ``(figure, summary)``: the figure shows each sequence's
+    mask beside its weights; the summary says how many keys each query may see and how many rows
+    are fully masked (their weights are all zero).
+    """
+    for argument, value in (("length_1", length_1), ("length_2", length_2)):
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= max_len:
+            validation.fail("mask_view", argument, validation.describe(value),
+                            {"en": f"an int from 0 to {max_len}", "zh": f"0 到 {max_len} 之间的整数"})
+    lengths = torch.tensor([length_1, length_2])
+    keep = masks.padding_mask(lengths, max_len)  # (B, 1, 1, L)
+    if causal:
+        keep = keep & masks.causal_mask(max_len)  # (B, 1, L, L)
+    keep = keep.expand(2, 1, max_len, max_len)[:, 0]  # (B, L_q, L_k): one picture per sequence
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(2, max_len, 4, generator=generator, dtype=torch.float64)
+    k = torch.randn(2, max_len, 4, generator=generator, dtype=torch.float64)
+    weights = masks.masked_softmax(q @ k.transpose(-2, -1) / 2.0, keep)  # (B, L_q, L_k); √d_k = 2
+
+    figure, axes = new_figure(rows=2, cols=2, size=(7.5, 6.0))
+    for b in range(2):
+        mask_picture(keep[b], ax=axes[b, 0], title=message("l02.plot.mask_title", n=b + 1))
+        heatmap(weights[b], ax=axes[b, 1], title=message("l02.plot.weights_title", n=b + 1), vmax=1.0,
+                annotate=False)
+    lines = [message("l02.summary", lengths=(length_1, length_2), causal=causal)]
+    for b in range(2):
+        lines.append(message("l02.visible", n=b + 1, counts=keep[b].sum(dim=-1).tolist()))
+    lines.append(message("l02.hidden_rows", count=int((~keep.any(dim=-1)).sum())))
+    return figure, "\n".join(lines)
+
+
+def mask_explorer(length_1=6, length_2=3, causal=False):
+    """Two length sliders (0 to MASK_MAX_LEN) and a causal checkbox over ``mask_view``."""
+    def slider(value, n):
+        return w.IntSlider(value=value, min=0, max=MASK_MAX_LEN, description=message("l02.sequence", n=n),
+                           continuous_update=False)
+
+    return explorer(
+        mask_view,
+        length_1=slider(length_1, 1),
+        length_2=slider(length_2, 2),
+        causal=w.Checkbox(value=causal, description=message("l02.causal"), indent=False),
+    )
+
+
+# ---- lesson 03: the learned self- and cross-attention maps
+
+from . import toy  # each lesson's section brings its own imports
+from .viz import heatmap  # noqa: F811  (lesson 02's section imports it too)
+
+#: How many held-out example sequences the attention maps explorer offers.
+EXAMPLES = 50
+
+
+def attention_maps_view(reverse_model, double_model, example=0):
+    """The attention maps explorer's view for held-out example number `example`
+    (``toy.example``): the self-attention map of `reverse_model` and the cross-attention map of
+    `double_model` (``toy.ReverseModel`` / ``toy.EncoderDecoder``) on that sequence.
+
+    Returns ``(figure, summary)``: the figure shows both maps, keys labelled with the input tokens
+    and queries with the predicted output tokens; the summary states the input, each model's
+    prediction, the right answer and whether they agree (tokens and words only, no numbers,
+    so it reads the same on every machine).
+    """
+    if not isinstance(example, int) or isinstance(example, bool) or example < 0:
+        validation.fail("attention_maps_view", "example", validation.describe(example),
+                        {"en": "an int >= 0", "zh": "非负整数"})
+    tokens, _ = toy.example("reverse", example)  # both tasks read the same input sequence
+    figure, axes = new_figure(rows=1, cols=2, size=(8.5, 4.6))
+    fields = {}
+    for ax, task, model, title in ((axes[0, 0], "reverse", reverse_model, "l03.self_title"),
+                                   (axes[0, 1], "double", double_model, "l03.cross_title")):
+        target = tokens[toy.target_positions(task, len(tokens))]
+        predicted = toy.predict(model, tokens)  # (L_out,)
+        heatmap(toy.attention_map(model, tokens), ax=ax, queries=list(toy.letters(predicted)),
+                keys=list(toy.letters(tokens)), title=message(title), vmax=1.0, annotate=False, colorbar=False)
+        ax.set_xlabel(message("l03.input_label"))
+        ax.set_ylabel(message("l03.output_label"))
+        fields[task] = toy.letters(predicted)
+        fields[f"{task}_target"] = toy.letters(target)
+        fields[f"{task}_ok"] = message("l03.correct" if torch.equal(predicted, target) else "l03.wrong")
+    summary = message("l03.example_summary", index=example, tokens=toy.letters(tokens), **fields)
+    return figure, summary
+
+
+def attention_maps_explorer(reverse_model, double_model, example=0):
+    """An example slider (0 to EXAMPLES - 1) over ``attention_maps_view`` for two trained models."""
+    def view(example):
+        return attention_maps_view(reverse_model, double_model, example=example)
+
+    return explorer(
+        view,
+        example=w.IntSlider(value=example, min=0, max=EXAMPLES - 1, description=message("l03.example"),
+                            continuous_update=False),
+    )

@@ -3,7 +3,7 @@
 Importing this package registers every lesson's exercises (each lesson module registers its own).
 """
 
-from . import l00_shapes, l01_attention  # noqa: F401  (imported to register their exercises)
+from . import l00_shapes, l01_attention, l02_masks, l03_layers  # noqa: F401  (imported to register their exercises)
 from .grading import CRASHED, FAILED, NOT_ATTEMPTED, PASSED, Verdict, check, evaluate
 from .registry import EXERCISES, Exercise, Mistake, register
 

@@ -7,6 +7,7 @@ cases have distinct sizes, length 1 and L_q != L_k.
 
 import torch
 
+from .. import masks
 from .registry import Exercise, Mistake, randn, register
 
 
@@ -143,11 +144,6 @@ register(
 # against scores (B, H, L_q, L_k).
 
 
-def _padding_mask(lengths, max_len):
-    keep = torch.arange(max_len) < lengths[:, None]  # (B, L_k)
-    return keep[:, None, None, :]  # (B, 1, 1, L_k)
-
-
 def _mask_cases(generator):
     del generator  # the lengths are chosen by hand: each case tests an edge
     return [
@@ -161,7 +157,7 @@ def _mask_cases(generator):
 register(
     Exercise(
         id="00.padding_mask",
-        reference=_padding_mask,
+        reference=masks.padding_mask,
         cases=_mask_cases,
         mistakes=(
             Mistake(

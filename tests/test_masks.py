@@ -1,0 +1,269 @@
+"""course_utils.masks against PyTorch's own masking: F.scaled_dot_product_attention (bool and
+additive masks, is_causal) and nn.MultiheadAttention (attn_mask, key_padding_mask); forward values
+and gradients; converters; errors; fully masked rows; lesson 02's ERRATA 7 claim."""
+
+import math
+
+import jupytext
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils import attention, build, i18n, masks
+from course_utils.validation import ArgumentError
+
+
+@pytest.fixture(autouse=True)
+def english():
+    i18n.set_language("en")
+    yield
+    i18n.set_language("en")
+
+
+def qkv(batch, l_q, l_k, d, seed=0, lead=(), dtype=torch.float64, grad=True):
+    g = torch.Generator().manual_seed(seed)
+    shapes = ((*lead, batch, l_q, d), (*lead, batch, l_k, d), (*lead, batch, l_k, d))
+    return tuple(torch.randn(s, generator=g, dtype=dtype).requires_grad_(grad) for s in shapes)
+
+
+def grads(output, inputs, seed=1):
+    """Gradients of a fixed random linear function of `output` with respect to `inputs`."""
+    g = torch.Generator().manual_seed(seed)
+    probe = torch.randn(output.shape, generator=g, dtype=output.dtype)
+    return torch.autograd.grad((output * probe).sum(), inputs, retain_graph=True)
+
+
+def assert_close_with_grads(ours, theirs, inputs):
+    torch.testing.assert_close(ours, theirs)
+    for a, b in zip(grads(ours, inputs), grads(theirs, inputs)):
+        torch.testing.assert_close(a, b)
+
+
+def identity_mha(embed_dim, dtype=torch.float64):
+    """nn.MultiheadAttention with one head and identity projections: plain attention on its inputs."""
+    mha = nn.MultiheadAttention(embed_dim, 1, batch_first=True, dtype=dtype)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.eye(embed_dim, dtype=dtype).repeat(3, 1))
+        mha.in_proj_bias.zero_()
+        mha.out_proj.weight.copy_(torch.eye(embed_dim, dtype=dtype))
+        mha.out_proj.bias.zero_()
+    return mha
+
+
+# ----------------------------------------------------------------------------- building masks
+
+@pytest.mark.parametrize("lengths, max_len", [([3, 1, 2], 3), ([2, 5, 4, 1], 6), ([1], 1), ([0, 4], 4)])
+def test_padding_mask_is_the_inverse_of_a_key_padding_mask(lengths, max_len):
+    keep = masks.padding_mask(torch.tensor(lengths), max_len)
+    assert keep.shape == (len(lengths), 1, 1, max_len) and keep.dtype == torch.bool
+    expected = torch.tensor([[j >= n for j in range(max_len)] for n in lengths])  # True = padding
+    assert torch.equal(keep[:, 0, 0], ~expected)
+
+
+@pytest.mark.parametrize("l_q, l_k", [(4, 4), (1, 1), (3, 5), (5, 2)])
+def test_causal_mask_matches_is_causal(l_q, l_k):
+    keep = masks.causal_mask(l_q, l_k)
+    assert keep.shape == (l_q, l_k)
+    q, k, v = qkv(2, l_q, l_k, 4)
+    ours, _ = attention.scaled_dot_product_attention(q, k, v, keep_mask=keep)
+    assert_close_with_grads(ours, F.scaled_dot_product_attention(q, k, v, is_causal=True), (q, k, v))
+
+
+def test_causal_mask_defaults_to_square_and_keeps_the_diagonal():
+    assert torch.equal(masks.causal_mask(3), torch.tensor([[1, 0, 0], [1, 1, 0], [1, 1, 1]]).bool())
+
+
+# ----------------------------------------------------------------------------- masked softmax
+
+def _random_keep(shape, seed, hide_row=True):
+    g = torch.Generator().manual_seed(seed)
+    keep = torch.rand(shape, generator=g) > 0.4
+    if hide_row:
+        keep[..., 0, :] = False  # the first query of every row block sees nothing
+    return keep
+
+
+@pytest.mark.parametrize("keep_shape", [(2, 3, 4, 5), (2, 1, 4, 5), (2, 1, 1, 5), (1, 1, 4, 5), (5,)])
+def test_masked_softmax_and_attention_match_sdpa_with_a_bool_mask(keep_shape):
+    q, k, v = qkv(3, 4, 5, 8, lead=(2,), seed=3)  # (B, H, L, d) = (2, 3, L, 8)
+    keep = _random_keep(keep_shape, seed=4, hide_row=len(keep_shape) > 1)
+    ours, weights = attention.scaled_dot_product_attention(q, k, v, keep_mask=keep)
+    theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=keep.expand(2, 3, 4, 5))  # F.sdpa wants >= 2-D
+    assert_close_with_grads(ours, theirs, (q, k, v))
+    # masked_softmax on its own, against the weights F.sdpa implies (softmax with -inf, NaN -> 0)
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(8)).detach().requires_grad_()
+    theirs = scores.masked_fill(~keep, float("-inf")).softmax(-1).nan_to_num(0.0)
+    assert_close_with_grads(masks.masked_softmax(scores, keep), theirs, (scores,))
+    torch.testing.assert_close(weights, masks.masked_softmax(q @ k.transpose(-2, -1) / math.sqrt(8), keep))
+
+
+def test_attention_with_an_additive_mask_matches_sdpa_with_the_same_float_mask():
+    q, k, v = qkv(3, 4, 6, 8, seed=5)
+    keep = _random_keep((3, 4, 6), seed=6)
+    ours, _ = attention.scaled_dot_product_attention(q, k, v, keep_mask=masks.from_additive(masks.to_additive(keep, torch.float64)))
+    theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=masks.to_additive(keep, torch.float64))
+    assert_close_with_grads(ours, theirs, (q, k, v))
+
+
+def test_attention_matches_multihead_attention_with_attn_mask_and_key_padding_mask():
+    q, k, v = qkv(3, 4, 6, 8, seed=7)
+    mha = identity_mha(8)
+    keep = _random_keep((3, 4, 6), seed=8, hide_row=False)
+    keep[..., 0] = True  # nn.MultiheadAttention gives NaN on fully masked rows: tested separately
+    ours, weights = attention.scaled_dot_product_attention(q, k, v, keep_mask=keep)
+    theirs, their_weights = mha(q, k, v, attn_mask=masks.to_ignore(keep))  # (B·H, L_q, L_k), H = 1
+    assert_close_with_grads(ours, theirs, (q, k, v))
+    torch.testing.assert_close(weights, their_weights)
+
+    pad = masks.padding_mask(torch.tensor([6, 2, 4]), 6)[:, 0]  # (B, 1, L_k)
+    ours, _ = attention.scaled_dot_product_attention(q, k, v, keep_mask=pad)
+    theirs, _ = mha(q, k, v, key_padding_mask=masks.to_key_padding(pad))
+    assert_close_with_grads(ours, theirs, (q, k, v))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+def test_fully_masked_rows_give_zero_weights_never_nan(dtype):
+    g = torch.Generator().manual_seed(9)
+    scores = (3 * torch.randn(2, 3, 4, generator=g)).to(dtype).requires_grad_()
+    keep = torch.ones(2, 3, 4, dtype=torch.bool)
+    keep[0, 1] = False
+    keep[1] = False  # a whole item
+    weights = masks.masked_softmax(scores, keep)
+    assert weights.dtype == dtype and not weights.isnan().any()
+    assert bool((weights[0, 1] == 0).all()) and bool((weights[1] == 0).all())
+    torch.testing.assert_close(weights[0, [0, 2]].float(), scores[0, [0, 2]].float().softmax(-1), atol=2e-3, rtol=0)
+    (gradient,) = grads(weights, (scores,))
+    assert torch.isfinite(gradient).all() and bool((gradient[1] == 0).all())
+
+
+def test_the_naive_recipe_gives_nan_where_the_package_gives_zeros_like_sdpa():
+    q, k, v = qkv(1, 3, 3, 4, grad=False)
+    keep = torch.tensor([[[True, False, False], [False, False, False], [True, True, True]]])
+    naive = (q @ k.transpose(-2, -1) / 2).masked_fill(~keep, float("-inf")).softmax(-1)
+    assert naive[0, 1].isnan().all() and not naive[0, [0, 2]].isnan().any()
+    ours, _ = attention.scaled_dot_product_attention(q, k, v, keep_mask=keep)
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    assert bool((sdpa[0, 1] == 0).all())  # what lesson 02 prints about torch's F.sdpa
+    torch.testing.assert_close(ours, sdpa)
+    with torch.no_grad():  # and about nn.MultiheadAttention: NaN
+        out, _ = identity_mha(4)(q, k, v, key_padding_mask=torch.ones(1, 3, dtype=torch.bool))
+    assert out.isnan().all()
+
+
+def test_masked_softmax_without_a_mask_is_softmax():
+    scores = torch.randn(2, 3, 4)
+    torch.testing.assert_close(masks.masked_softmax(scores), scores.softmax(-1))
+
+
+# ----------------------------------------------------------------------------- converters
+
+def test_converters_round_trip():
+    keep = _random_keep((2, 3, 4), seed=10)
+    assert torch.equal(masks.from_ignore(masks.to_ignore(keep)), keep)
+    assert torch.equal(masks.from_additive(masks.to_additive(keep)), keep)
+    assert torch.equal(masks.from_zero_hidden(keep.int()), keep)
+    assert torch.equal(masks.from_zero_hidden(keep.float()), keep)
+    assert torch.equal(masks.from_zero_hidden(keep), keep)
+    pad = masks.padding_mask(torch.tensor([4, 1]), 4)
+    key_padding = masks.to_key_padding(pad)
+    assert key_padding.shape == (2, 4) and torch.equal(key_padding, torch.tensor([[0, 0, 0, 0], [0, 1, 1, 1]]).bool())
+    assert torch.equal(masks.from_key_padding(key_padding), pad)
+    assert torch.equal(masks.to_key_padding(pad[:, 0]), key_padding)  # (B, 1, L_k) too
+    additive = masks.to_additive(keep)
+    assert additive.dtype == torch.float32 and set(additive.unique().tolist()) <= {0.0, float("-inf")}
+
+
+def test_the_seed_conventions_read_through_the_converters_match_the_keep_mask():
+    q, k, v = qkv(2, 3, 4, 8, grad=False)
+    keep = _random_keep((2, 3, 4), seed=11, hide_row=False)
+    keep[..., 0] = True
+    scores = q @ k.transpose(-2, -1) / math.sqrt(8)
+    seed001 = scores.masked_fill(keep.int() == 0, float("-inf")).softmax(-1) @ v  # mask == 0 hidden
+    seed002 = scores.masked_fill(masks.to_ignore(keep), float("-inf")).softmax(-1) @ v  # True masked
+    ours, _ = attention.scaled_dot_product_attention(q, k, v, keep_mask=keep)
+    torch.testing.assert_close(seed001, ours)
+    torch.testing.assert_close(seed002, ours)
+
+
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (lambda: masks.from_ignore(torch.tensor([[1, 0]])), "ignore_mask"),  # 0/1 ints: keep or ignore?
+        (lambda: masks.from_ignore(torch.tensor([[1.0, 0.0]])), "ignore_mask"),
+        (lambda: masks.to_ignore(torch.tensor([[1, 0]])), "keep_mask"),
+        (lambda: masks.from_key_padding(torch.tensor([[0, 1]])), "key_padding_mask"),
+        (lambda: masks.from_key_padding(torch.zeros(2, 1, 3, dtype=torch.bool)), "key_padding_mask"),
+        (lambda: masks.to_key_padding(torch.ones(2, 5, dtype=torch.bool)), "keep_mask"),  # (B, L_k) or (L_q, L_k)?
+        (lambda: masks.to_key_padding(torch.ones(2, 1, 3, 5, dtype=torch.bool)), "keep_mask"),  # varies by query
+        (lambda: masks.from_additive(torch.tensor([0.0, -1e9])), "additive_mask"),  # a bias, not a mask
+        (lambda: masks.from_additive(torch.tensor([0.0, 0.5])), "additive_mask"),
+        (lambda: masks.from_additive(torch.tensor([0.0, float("nan")])), "additive_mask"),
+        (lambda: masks.from_additive(torch.tensor([True, False])), "additive_mask"),
+        (lambda: masks.to_additive(torch.tensor([1, 0])), "keep_mask"),
+        (lambda: masks.from_zero_hidden(torch.tensor([0.0, float("-inf")])), "mask"),  # additive, read inverted
+        (lambda: masks.from_zero_hidden(torch.tensor([0, 2])), "mask"),
+        (lambda: masks.padding_mask(torch.tensor([3, 6]), 5), "lengths"),
+        (lambda: masks.padding_mask(torch.tensor([3.0]), 5), "lengths"),
+        (lambda: masks.padding_mask(torch.tensor([3]), -1), "max_len"),
+        (lambda: masks.causal_mask(0), "L_q"),
+        (lambda: masks.causal_mask(3, 2.0), "L_k"),
+        (lambda: masks.masked_softmax(torch.zeros(2, 3), torch.ones(2, 3)), "keep_mask"),  # float, not bool
+        (lambda: masks.masked_softmax(torch.zeros(2, 3), torch.ones(3, 2, dtype=torch.bool)), "keep_mask"),
+        (lambda: masks.masked_softmax(torch.zeros(3), torch.ones(2, 3, dtype=torch.bool)), "keep_mask"),  # enlarges
+        (lambda: masks.masked_softmax(torch.zeros(2, 3, dtype=torch.long), None), "scores"),
+    ],
+)
+def test_ambiguous_or_bad_input_names_the_argument(call, argument):
+    with pytest.raises(ArgumentError) as caught:
+        call()
+    text = str(caught.value)
+    assert f"argument '{argument}'" in text and " got " in text and "needs" in text
+
+
+def test_errors_follow_the_notebook_language():
+    i18n.set_language("zh")
+    with pytest.raises(ArgumentError, match="参数 additive_mask 收到.*含有值 -1000000000.0.*偏置"):
+        masks.from_additive(torch.tensor([0.0, -1e9]))
+
+
+def test_the_attention_function_names_itself_in_mask_errors():
+    q, k, v = qkv(2, 3, 4, 8, grad=False)
+    with pytest.raises(ArgumentError, match="^scaled_dot_product_attention: argument 'keep_mask'"):
+        attention.scaled_dot_product_attention(q, k, v, keep_mask=torch.ones(2, 3, 4))
+
+
+# ----------------------------------------------------------------------------- ERRATA 7, as lesson 02 shows it
+
+def _lesson_function(name):
+    """The function `name` as lesson 02's source defines it (so the test holds the lesson's own code)."""
+    namespace = {}
+    exec(  # noqa: S102  (our own lesson source)
+        "import torch\nfrom course_utils.attention import scaled_dot_product_attention\n", namespace
+    )
+    source = jupytext.read(build.lessons()["02"])
+    (cell,) = [c for c in source.cells if c.cell_type == "code" and f"def {name}(" in c.source]
+    exec(cell.source, namespace)  # noqa: S102
+    return namespace[name]
+
+
+def test_seed002_head_order_bug_differs_from_multihead_attention_and_the_fix_matches():
+    seed002_style_mha = _lesson_function("seed002_style_mha")
+    B, H, L, E = 3, 2, 5, 8
+    torch.manual_seed(1)
+    mha = nn.MultiheadAttention(E, H, batch_first=True, dtype=torch.float64)
+    x = torch.randn(B, L, E, generator=torch.Generator().manual_seed(12), dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([5, 3, 4])
+    pad = masks.padding_mask(lengths, L)
+    keep = pad[:, 0].expand(B, L, L)
+    reference, _ = mha(x, x, x, key_padding_mask=masks.to_key_padding(pad))
+    buggy, weights = seed002_style_mha(x, mha, keep, mask_order="batch")
+    fixed, _ = seed002_style_mha(x, mha, keep, mask_order="head")
+    assert (buggy - reference).abs().max() > 0.1
+    assert_close_with_grads(fixed, reference, (x,))
+    # head h of item b sits in slot h·B + b; the shortest item's heads attend to its padding
+    on_padding = {divmod(n, B): bool(weights[n][:, lengths[n % B]:].sum() > 0) for n in range(B * H)}
+    assert {slot for slot, yes in on_padding.items() if yes} == {(0, 1), (1, 1)}
+    # B = 1 hides the bug
+    one, _ = seed002_style_mha(x[1:2], mha, keep[1:2], mask_order="batch")
+    torch.testing.assert_close(one, mha(x[1:2], x[1:2], x[1:2], key_padding_mask=masks.to_key_padding(pad[1:2]))[0])
