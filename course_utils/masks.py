@@ -10,11 +10,11 @@ It broadcasts against scores of shape (..., L_q, L_k), for example (B, H, L_q, L
 Other code points the other way. The converters below translate at the boundary, and refuse
 a mask whose meaning they would have to guess:
 
-    convention                                               True / 1 / 0.0 means   to keep mask      from keep mask
-    nn.MultiheadAttention attn_mask (bool), seed 002's mask   ignore                 from_ignore       to_ignore
-    nn.MultiheadAttention key_padding_mask, (B, L_k) bool     ignore (padding)       from_key_padding  to_key_padding
-    additive float mask (F.sdpa float attn_mask)             0 keep, -inf drop      from_additive     to_additive
-    seed 001's ``masked_fill(mask == 0, -inf)``               1 keep, 0 hidden       from_zero_hidden  (a keep mask already)
+    convention                                          True / 1 / 0.0 means   to keep mask      from keep mask
+    nn.MultiheadAttention bool attn_mask, seed 002      ignore                 from_ignore       to_ignore
+    nn.MultiheadAttention key_padding_mask, (B, L_k)    ignore (padding)       from_key_padding  to_key_padding
+    additive float mask (F.sdpa float attn_mask)        0 keep, -inf drop      from_additive     to_additive
+    seed 001's ``masked_fill(mask == 0, -inf)``         1 keep, 0 hidden       from_zero_hidden  (already keep)
 
 ``masked_softmax`` turns scores and a keep mask into attention weights. A row whose keys are all
 hidden has nothing to average: it gets all-zero weights (so the attention output row is zero, as
@@ -176,7 +176,8 @@ def from_key_padding(key_padding_mask):
     needed = {
         "en": "a (B, L_k) bool tensor, True at padding; a 0/1 number mask is ambiguous: use mask.bool() if 1 "
         "means padding",
-        "zh": "形状为 (B, L_k) 的 bool 张量，True 表示填充位置；0/1 数值掩码含义不明：若 1 表示填充，请先用 mask.bool()",
+        "zh": "形状为 (B, L_k) 的 bool 张量，True 表示填充位置；"
+        "0/1 数值掩码含义不明：若 1 表示填充，请先用 mask.bool()",
     }
     _bool(function, argument, key_padding_mask, needed)
     if key_padding_mask.ndim != 2:

@@ -101,8 +101,9 @@ def test_masked_softmax_and_attention_match_sdpa_with_a_bool_mask(keep_shape):
 def test_attention_with_an_additive_mask_matches_sdpa_with_the_same_float_mask():
     q, k, v = qkv(3, 4, 6, 8, seed=5)
     keep = _random_keep((3, 4, 6), seed=6)
-    ours, _ = attention.scaled_dot_product_attention(q, k, v, keep_mask=masks.from_additive(masks.to_additive(keep, torch.float64)))
-    theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=masks.to_additive(keep, torch.float64))
+    additive = masks.to_additive(keep, torch.float64)
+    ours, _ = attention.scaled_dot_product_attention(q, k, v, keep_mask=masks.from_additive(additive))
+    theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=additive)
     assert_close_with_grads(ours, theirs, (q, k, v))
 
 

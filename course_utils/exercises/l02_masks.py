@@ -211,7 +211,7 @@ register(
             ),
             Mistake(
                 "FILL_ZERO",
-                lambda scores, keep: scores.masked_fill(~keep, 0.0).softmax(dim=-1).masked_fill(_hidden_rows(keep), 0.0),
+                lambda scores, keep: scores.masked_fill(~keep, 0.0).softmax(-1).masked_fill(_hidden_rows(keep), 0.0),
                 {
                     "en": "Hidden scores were set to 0, and exp(0) = 1 is not zero weight. Fill them with -inf "
                     "before the softmax.",
@@ -224,7 +224,8 @@ register(
                 {
                     "en": "The weights were masked after the softmax, so the kept weights no longer sum to 1. Mask "
                     "the scores (with -inf) before the softmax.",
-                    "zh": "你在 softmax 之后才遮住权重，保留下来的权重之和就不再是 1。请在 softmax 之前用 -inf 遮住分数。",
+                    "zh": "你在 softmax 之后才遮住权重，保留下来的权重之和就不再是 1。"
+                    "请在 softmax 之前用 -inf 遮住分数。",
                 },
             ),
             Mistake(
