@@ -297,11 +297,11 @@ for ax, (mask_shape, scores_shape, title) in zip(axes, cases):
 plt.show()
 
 # %% [markdown] tags=["lang-en"]
-# The rule: give a mask as many axes as the scores, with size 1 where it does not vary, and
-# the package's functions refuse a mask that cannot broadcast to the scores:
+# The rule: give a mask as many axes as the scores, with size 1 where it does not vary. The
+# package's functions refuse a mask that cannot broadcast to the scores:
 
-# %% [markdown] tags=["lang-zh"] en_hash="c4808d52f8"
-# 规则是：让掩码的维数与分数相同，不变化的维度大小取 1；对于无法广播到分数形状的掩码，工具包的函数会直接拒绝：
+# %% [markdown] tags=["lang-zh"] en_hash="e618f3dee0"
+# 规则是：让掩码的维数与分数相同，不变化的维度大小取 1。对于无法广播到分数形状的掩码，工具包的函数会直接拒绝：
 
 # %%
 scores = torch.randn(2, 4, 3, 5, generator=g)
@@ -601,13 +601,13 @@ check("02.masked_softmax", my_masked_softmax)
 # to (H·B, L, D). In that layout slot $n$ holds head $h$ of item $b$ with $n = h \cdot B + b$:
 # **head-major**. Its mask, (B, L_q, L_k), is copied for the heads with
 # `mask.unsqueeze(1).repeat(1, H, 1, 1)` and flattened to (B·H, L_q, L_k), where slot $n$ holds
-# item $b$'s mask with $n = b \cdot H + h$: **batch-major**. The two orders disagree, so most
-# slots get another item's mask. With B = 3 and H = 2:
+# item $b$'s mask with $n = b \cdot H + h$: **batch-major**. The two orders disagree, so
+# whenever B > 1 some slots get another item's mask. With B = 3 and H = 2:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="24b53525d8"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="63092f053c"
 # ## 5. 找 bug：这个头拿到的是谁的掩码？
 #
-# 种子教程 002 的多头注意力用一次批量调用算完所有的头。它把 Q、K、V 投影成 (B, L, H, D)，再用 `permute(2, 0, 1, 3)` 把头维移到最前，展平成 (H·B, L, D)。在这种布局中，槽位 $n$ 存放第 $b$ 个样本的第 $h$ 个头，$n = h \cdot B + b$：**头优先**。而它的掩码 (B, L_q, L_k) 用 `mask.unsqueeze(1).repeat(1, H, 1, 1)` 为每个头复制一份，再展平成 (B·H, L_q, L_k)，其中槽位 $n$ 存放第 $b$ 个样本的掩码，$n = b \cdot H + h$：**批量优先**。两种顺序对不上，于是大多数槽位拿到的是别的样本的掩码。B = 3、H = 2 时：
+# 种子教程 002 的多头注意力用一次批量调用算完所有的头。它把 Q、K、V 投影成 (B, L, H, D)，再用 `permute(2, 0, 1, 3)` 把头维移到最前，展平成 (H·B, L, D)。在这种布局中，槽位 $n$ 存放第 $b$ 个样本的第 $h$ 个头，$n = h \cdot B + b$：**头优先**。而它的掩码 (B, L_q, L_k) 用 `mask.unsqueeze(1).repeat(1, H, 1, 1)` 为每个头复制一份，再展平成 (B·H, L_q, L_k)，其中槽位 $n$ 存放第 $b$ 个样本的掩码，$n = b \cdot H + h$：**批量优先**。两种顺序对不上，所以只要 B > 1，就有槽位拿到别的样本的掩码。B = 3、H = 2 时：
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(13, 3.6), layout="constrained")
