@@ -70,9 +70,9 @@ class _ProjectedAttention(nn.Module):
     def to_multihead(self):
         """A new ``nn.MultiheadAttention(num_heads=1, batch_first=True)`` with this layer's weights.
 
-        Given the same inputs it returns the same output, and the same weights when called with
-        ``average_attn_weights=False`` squeezed on the head axis (or the default average, which
-        for one head is the same).
+        Called as ``mha(x, memory, memory)`` (``mha(x, x, x)`` for self-attention) it returns the
+        same output and the same (B, L_q, L_kv) weights as this layer (with one head, the average
+        over heads that it returns by default is that head's weights).
         """
         bias = self.q_proj.bias is not None
         mha = nn.MultiheadAttention(

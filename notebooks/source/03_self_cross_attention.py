@@ -259,9 +259,9 @@ print(torch.allclose(cross_output, their_output, atol=1e-6), torch.allclose(cros
 # Side by side, the weights of the first batch item: self-attention is square, one row and one
 # column per position of the same sequence; cross-attention has one row per decoder position
 # and one column per encoder position. (The layers are untrained, so the weights are spread
-# out; section 4 trains them.)
+# out; section 5 trains them.)
 
-# %% [markdown] tags=["lang-zh"] en_hash="2b5fb39315"
+# %% [markdown] tags=["lang-zh"] en_hash="035ec26b47"
 # 把第一个批量样本的权重并排画出来：自注意力的权重是方阵，行和列都对应同一序列的各个位置；交叉注意力的权重每行对应一个解码器位置，每列对应一个编码器位置。（这两个层尚未训练，所以权重比较分散；第 5 节会训练它们。）
 
 # %%
