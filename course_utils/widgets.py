@@ -13,9 +13,9 @@ import math
 import ipywidgets as w
 import torch
 
-from . import validation
+from . import masks, toy, validation
 from .i18n import message
-from .viz import broadcast_axes, broadcast_picture, figure_png, memory_order, new_figure
+from .viz import broadcast_axes, broadcast_picture, figure_png, heatmap, mask_picture, memory_order, new_figure
 
 
 def explorer(view, **controls):
@@ -202,8 +202,6 @@ def scaling_explorer(d_k=64, scaled=False):
 
 # ---- lesson 02: padding and causal masks
 
-from . import masks  # each lesson's section brings its own imports
-from .viz import heatmap, mask_picture
 
 #: The padded length of the mask explorer's batch of two sequences.
 MASK_MAX_LEN = 6
@@ -261,8 +259,6 @@ def mask_explorer(length_1=6, length_2=3, causal=False):
 
 # ---- lesson 03: the learned self- and cross-attention maps
 
-from . import toy  # each lesson's section brings its own imports
-from .viz import heatmap  # noqa: F811  (lesson 02's section imports it too)
 
 #: How many held-out example sequences the attention maps explorer offers.
 EXAMPLES = 50
