@@ -188,6 +188,9 @@ class CrossAttention(_ProjectedAttention):
                 "CrossAttention.forward",
                 "memory",
                 check.describe(memory),
-                {"en": f"the batch size of x, {x.shape[0]}, on axis 0", "zh": f"第 0 维为批量大小 {x.shape[0]}，与 x 一致"},
+                {
+                    "en": f"the batch size of x, {x.shape[0]}, on axis 0",
+                    "zh": f"第 0 维为批量大小 {x.shape[0]}，与 x 一致",
+                },
             )
         return self._attend(x, memory, keep_mask)

@@ -46,7 +46,8 @@ def make_batch(task, size, generator, length=LENGTH, vocab=VOCAB):
     holds the token an output position needs: the right attention map is unique.
     """
     if not 1 <= length <= vocab:
-        check.fail("make_batch", "length", check.describe(length), {"en": f"1 to vocab = {vocab}", "zh": f"1 到 vocab = {vocab}"})
+        needed = {"en": f"1 to vocab = {vocab}", "zh": f"1 到 vocab = {vocab}"}
+        check.fail("make_batch", "length", check.describe(length), needed)
     shuffled = torch.rand(size, vocab, generator=generator).argsort(dim=-1)  # (N, vocab): a random order
     tokens = shuffled[:, :length]  # (N, L): L different tokens
     return tokens, tokens[:, target_positions(task, length)]  # (N, L_out)

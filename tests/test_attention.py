@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from gradients import assert_close_with_grads, grads
 
 from course_utils import attention, i18n
 from course_utils.validation import ArgumentError
@@ -22,19 +23,6 @@ def qkv(shape, seed=0, grad=False):
         torch.randn(batch, l_k, d_v, generator=g, dtype=torch.float64),
     )
     return tuple(t.requires_grad_(grad) for t in tensors)
-
-
-def grads(output, inputs, seed=1):
-    """Gradients of a fixed random linear function of `output` with respect to `inputs`."""
-    g = torch.Generator().manual_seed(seed)
-    probe = torch.randn(output.shape, generator=g, dtype=output.dtype)
-    return torch.autograd.grad((output * probe).sum(), inputs, retain_graph=True)
-
-
-def assert_close_with_grads(ours, theirs, inputs):
-    torch.testing.assert_close(ours, theirs)
-    for a, b in zip(grads(ours, inputs), grads(theirs, inputs)):
-        torch.testing.assert_close(a, b)
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -17,13 +17,6 @@ SELF_SHAPES = [(2, 5, 8), (1, 1, 4), (3, 7, 6)]
 CROSS_SHAPES = [(2, 3, 5, 8, 6), (1, 1, 4, 4, 4), (2, 6, 1, 8, 3), (2, 4, 7, 8, 8), (3, 5, 2, 4, 10)]
 
 
-@pytest.fixture(autouse=True)
-def english():
-    i18n.set_language("en")
-    yield
-    i18n.set_language("en")
-
-
 def make_layer(kind, e_q, e_kv, bias=True, seed=0):
     torch.manual_seed(seed)
     layer = SelfAttention(e_q, bias=bias) if kind == "self" else CrossAttention(e_q, kv_dim=e_kv, bias=bias)

@@ -16,13 +16,6 @@ matplotlib.use("Agg")
 LESSON_00 = sorted(e for e in EXERCISES if e.startswith("00."))
 
 
-@pytest.fixture(autouse=True)
-def english():
-    i18n.set_language("en")
-    yield
-    i18n.set_language("en")
-
-
 # ----------------------------------------------------------------------------- viz: memory_order
 
 

@@ -11,24 +11,15 @@ from matplotlib.figure import Figure
 
 from course_utils import evaluate, i18n, viz
 from course_utils.exercises import EXERCISES, PASSED
-from course_utils.exercises.grading import _call, difference
 from course_utils.validation import ArgumentError
 from course_utils.widgets import MASK_MAX_LEN, mask_explorer, mask_view
 
 LESSON02 = sorted(e for e in EXERCISES if e.startswith("02."))
 
 
-@pytest.fixture(autouse=True)
-def english():
-    i18n.set_language("en")
-    viz.use_course_style()
-    yield
-    i18n.set_language("en")
-
-
 def visible(summary):
     """The per-query visible-key counts of both sequences and the fully-masked-row count."""
-    counts = [eval(found) for found in re.findall(r"\[[\d, ]*\]", summary)]  # noqa: S307  (lists of ints)
+    counts = [eval(found) for found in re.findall(r"\[[\d, ]*\]", summary)]
     hidden = int(re.search(r"fully masked rows: (\d+)", summary).group(1))
     return counts, hidden
 
@@ -129,40 +120,10 @@ def test_head_batch_picture_marks_the_mismatched_slots():
 
 # ----------------------------------------------------------------------------- exercises
 
-def _outcomes(function, cases):
-    found = []
-    for case in cases:
-        try:
-            found.append(_call(function, case))
-        except Exception as error:  # a mistake may raise on some case: that is how it behaves there
-            found.append(type(error))
-    return found
-
-
-def _same(a, b, spec):
-    if isinstance(a, type) or isinstance(b, type):
-        return a is b
-    return difference(a, b, spec, 0) is None
-
-
 def test_lesson02_has_its_exercises_and_the_required_mistake_codes():
     assert LESSON02 == ["02.causal_mask", "02.decoder_mask", "02.masked_softmax"]
     codes = {code for e in LESSON02 for code in (m.code for m in EXERCISES[e].mistakes)}
     assert {"MASK_INVERTED", "HIDES_DIAGONAL", "SHOWS_FUTURE", "OFF_BY_ONE", "NAN_ON_FULLY_MASKED"} <= codes
-
-
-@pytest.mark.parametrize("exercise", LESSON02)
-def test_every_mistake_runs_on_the_first_square_case_and_differs_from_everything_else(exercise):
-    spec = EXERCISES[exercise]
-    cases = spec.cases(torch.Generator().manual_seed(spec.seed))
-    functions = [("reference", spec.reference)] + [(m.code, m.fn) for m in spec.mistakes]
-    outcomes = {name: _outcomes(fn, cases) for name, fn in functions}
-    for name, found in outcomes.items():
-        assert not isinstance(found[0], type), f"{name} raises on the first case"
-    names = list(outcomes)
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            assert not all(_same(x, y, spec) for x, y in zip(outcomes[a], outcomes[b])), f"{a} == {b}"
 
 
 def test_the_cases_cover_length_one_unequal_lengths_and_fully_masked_rows():

@@ -8,18 +8,10 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 from torch import nn
 
-from course_utils import i18n, toy, viz
+from course_utils import i18n, toy
 from course_utils.exercises import EXERCISES
 from course_utils.layers import CrossAttention, SelfAttention
 from course_utils.widgets import EXAMPLES, attention_maps_explorer, attention_maps_view
-
-
-@pytest.fixture(autouse=True)
-def english():
-    i18n.set_language("en")
-    viz.use_course_style()
-    yield
-    i18n.set_language("en")
 
 
 @pytest.fixture(scope="module")

@@ -8,36 +8,17 @@ import jupytext
 import pytest
 import torch
 import torch.nn.functional as F
+from gradients import assert_close_with_grads, grads
 from torch import nn
 
 from course_utils import attention, build, i18n, masks
 from course_utils.validation import ArgumentError
 
 
-@pytest.fixture(autouse=True)
-def english():
-    i18n.set_language("en")
-    yield
-    i18n.set_language("en")
-
-
 def qkv(batch, l_q, l_k, d, seed=0, lead=(), dtype=torch.float64, grad=True):
     g = torch.Generator().manual_seed(seed)
     shapes = ((*lead, batch, l_q, d), (*lead, batch, l_k, d), (*lead, batch, l_k, d))
     return tuple(torch.randn(s, generator=g, dtype=dtype).requires_grad_(grad) for s in shapes)
-
-
-def grads(output, inputs, seed=1):
-    """Gradients of a fixed random linear function of `output` with respect to `inputs`."""
-    g = torch.Generator().manual_seed(seed)
-    probe = torch.randn(output.shape, generator=g, dtype=output.dtype)
-    return torch.autograd.grad((output * probe).sum(), inputs, retain_graph=True)
-
-
-def assert_close_with_grads(ours, theirs, inputs):
-    torch.testing.assert_close(ours, theirs)
-    for a, b in zip(grads(ours, inputs), grads(theirs, inputs)):
-        torch.testing.assert_close(a, b)
 
 
 def identity_mha(embed_dim, dtype=torch.float64):
@@ -239,12 +220,12 @@ def test_the_attention_function_names_itself_in_mask_errors():
 def _lesson_function(name):
     """The function `name` as lesson 02's source defines it (so the test holds the lesson's own code)."""
     namespace = {}
-    exec(  # noqa: S102  (our own lesson source)
+    exec(
         "import torch\nfrom course_utils.attention import scaled_dot_product_attention\n", namespace
     )
     source = jupytext.read(build.lessons()["02"])
     (cell,) = [c for c in source.cells if c.cell_type == "code" and f"def {name}(" in c.source]
-    exec(cell.source, namespace)  # noqa: S102
+    exec(cell.source, namespace)
     return namespace[name]
 
 

@@ -11,12 +11,6 @@ from matplotlib.figure import Figure
 from course_utils import i18n, setup, viz, widgets
 
 
-@pytest.fixture(autouse=True)
-def english():
-    yield
-    i18n.set_language("en")
-
-
 def test_setup_seeds_and_pins_threads(monkeypatch):
     monkeypatch.delenv("COURSE_THREADS", raising=False)
     setup(lang="en")

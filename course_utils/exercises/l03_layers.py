@@ -176,7 +176,8 @@ register(
                 {
                     "en": "The softmax runs over the decoder's queries (dim=-2); each query's weights over the "
                     "encoder's keys must sum to 1: use dim=-1.",
-                    "zh": "softmax 作用在了解码器的查询维度（dim=-2）上；每个查询对编码器各个键的权重之和应为 1，请用 dim=-1。",
+                    "zh": "softmax 作用在了解码器的查询维度（dim=-2）上；"
+                    "每个查询对编码器各个键的权重之和应为 1，请用 dim=-1。",
                 },
             ),
         ),
@@ -246,7 +247,8 @@ register(
                 {
                     "en": "A query whose mask hides every key gets position 0 (the argmax of a row of -inf); "
                     "it has no alignment: return -1 there.",
-                    "zh": "掩码遮住了全部键的查询得到了位置 0（全是 -inf 的一行取 argmax 的结果）；它没有对齐位置，应返回 -1。",
+                    "zh": "掩码遮住了全部键的查询得到了位置 0（全是 -inf 的一行取 argmax 的结果）；"
+                    "它没有对齐位置，应返回 -1。",
                 },
             ),
             Mistake(
