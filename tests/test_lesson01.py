@@ -199,13 +199,3 @@ def test_attention_with_bmm_and_functional_softmax_passes():
         return torch.bmm(weights, value), weights
 
     assert evaluate("01.scaled_dot", with_bmm).status == PASSED
-
-
-def test_every_lesson01_message_has_both_languages_and_the_same_fields():
-    keys = [key for key in i18n.MESSAGES if key.startswith("l01.")]
-    assert keys
-    for key in keys:
-        texts = i18n.MESSAGES[key]
-        assert set(texts) == {"en", "zh"}, key
-        fields = [set(re.findall(r"{(\w+)", texts[lang])) for lang in ("en", "zh")]
-        assert fields[0] == fields[1], key

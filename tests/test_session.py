@@ -1,5 +1,6 @@
 """setup(): seeds, threads, language, and plots that render Chinese without missing glyphs."""
 
+import re
 import warnings
 
 import matplotlib
@@ -32,9 +33,11 @@ def test_setup_sets_the_language_and_rejects_unknown_ones():
         setup(lang="fr")
 
 
-def test_every_message_exists_in_both_languages():
+def test_every_message_exists_in_both_languages_with_the_same_fields():
     for key, texts in i18n.MESSAGES.items():
         assert set(texts) == set(i18n.LANGUAGES) and all(texts.values()), key
+        fields = [set(re.findall(r"{(\w+)", texts[lang])) for lang in i18n.LANGUAGES]
+        assert all(found == fields[0] for found in fields), key
 
 
 def test_chinese_renders_with_the_shipped_font_and_no_glyph_warnings():
