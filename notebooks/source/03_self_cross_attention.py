@@ -32,14 +32,14 @@
 # 2. find the three bugs in the self- and cross-attention code of a tutorial this course grew from;
 # 3. see that self-attention without positions cannot tell positions apart (it is
 #    *permutation-equivariant*), and why that matters;
-# 4. train two tiny models in a second each and watch their attention maps become the pattern
+# 4. train two tiny models in a second or two each and watch their attention maps become the pattern
 #    the task needs: an anti-diagonal for reversing a sequence, a staircase for an
 #    encoder–decoder that says every token twice;
 # 5. read a hard alignment off the attention weights, and explore the learned maps.
 #
 # There are three exercises, each followed by a check cell.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="06b503628c"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="e475a4434f"
 # # 自注意力与交叉注意力
 #
 # 第 01 课计算注意力时，查询、键和值都是直接给定的。在模型里，它们是由可学习的投影从数据中算出来的；而它们*从哪里*算出来，就区分出了每个 Transformer 都会用到的两种注意力层：
@@ -52,7 +52,7 @@
 # 1. 搭建这两种层，与 PyTorch 的 `nn.MultiheadAttention` 对照，并亲手写出各自的前向计算；
 # 2. 找出本课程取材的一篇教程在自注意力与交叉注意力代码中的三个 bug；
 # 3. 看到不带位置信息的自注意力分不清各个位置（它是*置换等变*的），以及这为什么要紧；
-# 4. 用一秒左右训练两个极小的模型，看着它们的注意力图变成任务所需的模式：反转序列时是一条反对角线，把每个词元重复两遍的编码器–解码器则是一道阶梯；
+# 4. 用一两秒训练两个极小的模型，看着它们的注意力图变成任务所需的模式：反转序列时是一条反对角线，把每个词元重复两遍的编码器–解码器则是一道阶梯；
 # 5. 从注意力权重中读出硬对齐，并动手探索学到的注意力图。
 #
 # 本课共有三道练习，每道练习后面都跟着一个检查单元。
@@ -524,11 +524,11 @@ print({task: tuple(weights.shape) for task, weights in before.items()})  # (L_ou
 
 # %% [markdown] tags=["lang-en"]
 # Training: Adam on fresh random batches of 64 sequences, 300 steps, cross-entropy on every
-# output token. The two runs take well under a second each on one CPU thread (the time and the
+# output token. Each run takes a second or two on one CPU thread (the time and the
 # loss curves below vary from machine to machine, so the notebook check skips them):
 
-# %% [markdown] tags=["lang-zh"] en_hash="ccbc496ceb"
-# 训练：用 Adam 在每步新生成的 64 个随机序列上训练 300 步，对每个输出词元计算交叉熵。在单个 CPU 线程上，每次训练都远不到一秒（下面的耗时和损失曲线因机器而异，所以笔记本检查会跳过它们）：
+# %% [markdown] tags=["lang-zh"] en_hash="1300b54274"
+# 训练：用 Adam 在每步新生成的 64 个随机序列上训练 300 步，对每个输出词元计算交叉熵。在单个 CPU 线程上，每次训练只需一两秒（下面的耗时和损失曲线因机器而异，所以笔记本检查会跳过它们）：
 
 # %% tags=["nbval-ignore-output"]
 runs, seconds = {}, {}
@@ -685,19 +685,19 @@ print(summary)
 #   Test on shapes where every size differs.
 # - Without positions, self-attention is permutation-equivariant; a positional encoding lets it
 #   learn position-based patterns such as the anti-diagonal of reversal.
-# - Tiny models learn the expected maps in well under a second, and a hard alignment (argmax
+# - Tiny models learn the expected maps in a second or two, and a hard alignment (argmax
 #   over the kept keys) reads them out.
 #
 # Next: lesson 04, multi-head attention: several of these layers side by side, each with its own
 # projections, fused into one.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="3631a73cd3"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="e112b355ca"
 # ## 小结
 #
 # - 自注意力从同一个序列投影出查询、键和值，权重形状为 $(L, L)$。交叉注意力的查询来自解码器，键和值来自编码器的 memory，权重形状为 $(L_q, L_{kv})$，即对齐；两侧的长度和特征维度都可以不同。
 # - `SelfAttention` 和 `CrossAttention` 返回 `(output, weights)`，与只有一个头的 `nn.MultiheadAttention` 结果一致；特征维度不匹配时，报错会指明是哪个参数。
 # - 种子 001 的 bug：返回顺序颠倒，使输出变成了权重；交叉注意力建立在单输入的层之上；多头注意力的循环拼接的是权重。测试时要用各个维度都不相同的形状。
 # - 不带位置信息的自注意力是置换等变的；加上位置编码，它才能学会基于位置的模式，比如反转任务的反对角线。
-# - 极小的模型不到一秒就学会了预期的注意力图，而硬对齐（在有效键上取 argmax）可以把它读出来。
+# - 极小的模型一两秒就学会了预期的注意力图，而硬对齐（在有效键上取 argmax）可以把它读出来。
 #
 # 下一课（第 04 课）讲多头注意力：把若干个这样的层并排放置，各有各的投影，再融合成一个。
