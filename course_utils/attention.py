@@ -103,7 +103,5 @@ def scaled_dot_product_attention(query, key, value, keep_mask=None, scale=None):
         scale = 1.0 / math.sqrt(d_k)
 
     scores = query @ key.transpose(-2, -1) * scale  # (..., L_q, L_k)
-    if keep_mask is not None:
-        masks.check_keep_mask(function, keep_mask, scores)  # errors name this function
-    weights = masks.masked_softmax(scores, keep_mask)  # fully hidden rows: zeros, never NaN
+    weights = masks.masked_softmax(scores, keep_mask, caller=function)  # fully hidden rows: zeros, never NaN
     return weights @ value, weights

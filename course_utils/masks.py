@@ -117,22 +117,24 @@ def causal_mask(L_q, L_k=None):
 
 # ----------------------------------------------------------------------------- masked softmax
 
-def masked_softmax(scores, keep_mask=None):
+def masked_softmax(scores, keep_mask=None, *, caller="masked_softmax"):
     """Softmax over the last axis (the keys) of `scores`, giving hidden keys exactly zero weight.
 
     Args:
         scores: (..., L_q, L_k) floating-point tensor (float16 too).
         keep_mask: None, or a bool tensor broadcastable to scores; True = may attend.
+        caller: the function that errors name (a caller passes its own name, so a learner reads
+            the function they called).
 
     Returns:
         (..., L_q, L_k) weights: each row sums to 1 over its kept keys; a row whose keys are all
         hidden is all zeros (a defined result, as ``F.scaled_dot_product_attention`` gives for such
         a row), never NaN; its gradient is zero too.
     """
-    check.tensor("masked_softmax", "scores", scores, layout="(..., L_q, L_k)")
+    check.tensor(caller, "scores", scores, layout="(..., L_q, L_k)")
     if keep_mask is None:
         return torch.softmax(scores, dim=-1)
-    keep = check_keep_mask("masked_softmax", keep_mask, scores)
+    keep = check_keep_mask(caller, keep_mask, scores)
     hidden_row = ~keep.any(dim=-1, keepdim=True)  # rows with nothing to attend to
     # -inf gives hidden keys exactly zero weight, in any dtype (a finite fill such as -1e9 is
     # -inf in float16 anyway). A fully hidden row would be all -inf, and softmax of it is
