@@ -30,6 +30,8 @@ import jupytext
 import nbformat
 from nbclient import NotebookClient
 
+from . import bilingual_code, diagrams
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 SOURCES = NOTEBOOKS / "source"
@@ -38,6 +40,9 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 SETUP_CALL = 'setup(lang="en")'
 # cell metadata that belongs to the source, not to the notebooks a learner opens
 SOURCE_ONLY_METADATA = {"en_hash", "lines_to_next_cell", "cell_marker", "lines_to_end_of_cell_marker"}
+#: How a source (in notebooks/source/) links a diagram of images/; rendered notebooks sit at the
+#: same depth (notebooks/en/), solutions one folder deeper (notebooks/solutions/en/).
+IMAGES_LINK = "../../images/"
 STUB_COMMENT = {"en": "# YOUR CODE HERE", "zh": "# 在这里写你的代码"}
 
 # What every execution runs under, so two runs on two machines print the same things.
@@ -135,7 +140,12 @@ def validate(lesson, source):
                 problems += _glossary_problems(lesson, where, previous.source, cell.source, terms)
             else:
                 problems.append(Problem(lesson, where, "markdown cell with neither a 'lang-en' nor a 'lang-zh' tag"))
-        elif "exercise" in tags(cell):
+            for name in re.findall(rf"{re.escape(IMAGES_LINK)}([^)\s\"']+)", cell.source):
+                if not (ROOT / "images" / name).exists():
+                    problems.append(Problem(lesson, where, f"links images/{name}, which does not exist: run `make notebooks`"))
+        else:
+            problems += [Problem(lesson, where, text) for text in bilingual_code.problems(cell.source)]
+        if "exercise" in tags(cell):
             exercise = cell.metadata.get("exercise")
             if exercise not in EXERCISES:
                 problems.append(Problem(lesson, where, f"exercise cell names exercise {exercise!r}, which is not registered"))
@@ -165,15 +175,15 @@ def solution_lines(cell):
     return lines
 
 
-def _stub(cell, lang):
-    """The exercise cell with its solution replaced by a NotImplementedError naming the exercise."""
+def _stub(text, exercise, lang):
+    """An exercise cell's code with its solution replaced by a NotImplementedError naming the exercise."""
     out, inside = [], False
-    for line in cell.source.splitlines():
+    for line in text.splitlines():
         if line.strip() == BEGIN:
             inside = True
             indent = line[: len(line) - len(line.lstrip())]
             out.append(indent + STUB_COMMENT[lang])
-            out.append(f'{indent}raise NotImplementedError("exercise {cell.metadata["exercise"]}")')
+            out.append(f'{indent}raise NotImplementedError("exercise {exercise}")')
         elif line.strip() == END:
             inside = False
         elif not inside:
@@ -188,11 +198,12 @@ def render(source, lang, solutions):
         metadata = {key: value for key, value in cell.metadata.items() if key not in SOURCE_ONLY_METADATA}
         if cell.cell_type == "markdown":
             if f"lang-{lang}" in tags(cell):
-                cells.append(nbformat.v4.new_markdown_cell(cell.source, metadata=metadata))
+                text = cell.source.replace(IMAGES_LINK, "../" + IMAGES_LINK) if solutions else cell.source
+                cells.append(nbformat.v4.new_markdown_cell(text, metadata=metadata))
             continue
-        text = cell.source.replace(SETUP_CALL, f'setup(lang="{lang}")')
+        text = bilingual_code.localize(cell.source, lang).replace(SETUP_CALL, f'setup(lang="{lang}")')
         if "exercise" in tags(cell) and not solutions:
-            text = _stub(cell, lang)
+            text = _stub(text, cell.metadata["exercise"], lang)
         cells.append(nbformat.v4.new_code_cell(text, metadata=metadata))
     for number, cell in enumerate(cells):
         cell.id = f"cell-{number:03d}"  # stable ids: a re-render changes nothing it need not
@@ -305,6 +316,8 @@ def check_lesson(lesson, lesson_path):
 def build(only=None):
     """Render and execute every lesson (or one); print each notebook's time and peak memory."""
     failed = False
+    for path in diagrams.write_all(ROOT / "images"):
+        print(f"{path.relative_to(ROOT)}: drawn", flush=True)
     for lesson, lesson_path in lessons(only).items():
         source = jupytext.read(lesson_path)
         problems = validate(lesson, source)

@@ -176,6 +176,15 @@ MESSAGES = {
         "反转：预测 {reverse}，正确答案 {reverse_target}：{reverse_ok}\n"
         "重复：预测 {double}，正确答案 {double_target}：{double_ok}",
     },
+    # claims: facts a cell demonstrates (course_utils.claims)
+    "claim.false": {
+        "en": "This notebook states a fact that is false on this run: {statement}",
+        "zh": "本笔记本陈述的一条事实在这次运行中不成立：{statement}",
+    },
+    "claim.not_boolean": {
+        "en": "claim: argument 'holds' got {got}; needs True or False (a bool, or a one-element bool tensor).",
+        "zh": "claim：参数 holds 收到 {got}；需要 True 或 False（bool，或只含一个元素的布尔张量）。",
+    },
     # input validation
     "error.argument": {
         "en": "{function}: argument '{argument}' got {got}; needs {needed}.",

@@ -1,0 +1,45 @@
+"""``claim``: how a notebook states a fact that one of its cells demonstrates.
+
+A lesson's prose interprets what a cell shows ("the gradient is NaN", "accuracy is at least
+0.95"). If the cell printed a bare True/False, a change of torch version or CPU could turn the
+fact false while the prose kept saying it. ``claim`` prints the statement, in the notebook's
+language, when it holds, and raises ``ClaimError`` when it does not: the build, nbval and CI
+then fail instead of the notebook contradicting itself.
+
+    claim("the output equals nn.MultiheadAttention's", torch.allclose(ours, theirs))
+
+The statement is written in the notebook's language: in a lesson source the call sits in a
+``# lang: en`` / ``# lang: zh`` block, so each render keeps the sentence in its own language.
+"""
+
+import numpy as np
+import torch
+
+from .i18n import message
+
+HOLDS = "✔"
+
+
+class ClaimError(AssertionError):
+    """A fact a notebook states turned out false when the notebook ran."""
+
+
+def claim(statement, holds):
+    """Print `statement` when `holds` is true; raise ClaimError when it is false.
+
+    `holds` must be a Python or NumPy bool, or a one-element bool tensor (what ``torch.allclose``,
+    ``(x == y).all()`` and comparisons of numbers return); anything else is a mistake in the
+    lesson, not a fact, and raises TypeError, so a tensor of many values is never read as
+    "true" by accident.
+    """
+    if isinstance(holds, torch.Tensor):
+        if holds.dtype != torch.bool or holds.numel() != 1:
+            raise TypeError(message("claim.not_boolean", got=f"tensor {tuple(holds.shape)} {holds.dtype}"))
+        holds = bool(holds.item())
+    if isinstance(holds, np.bool_):
+        holds = bool(holds)
+    if not isinstance(holds, bool):
+        raise TypeError(message("claim.not_boolean", got=type(holds).__name__))
+    if not holds:
+        raise ClaimError(message("claim.false", statement=statement))
+    print(f"{HOLDS} {statement}")
