@@ -30,9 +30,18 @@ setup(lang="en")
 
 # %% tags=["exercise"] exercise="01.scaled_dot"
 def attention(q, k, v):
+    # lang: en
     """Scaled dot-product attention."""
+    # lang: zh
+    """缩放点积注意力。"""
+    # lang: end
     ### BEGIN SOLUTION
-    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    # lang: en
+    scores = q @ k.transpose(-2, -1)  # every query against every key
+    # lang: zh
+    scores = q @ k.transpose(-2, -1)  # 每个查询与每个键打分
+    # lang: end
+    weights = torch.softmax(scores / math.sqrt(q.shape[-1]), dim=-1)
     return weights @ v, weights
     ### END SOLUTION
 
@@ -91,6 +100,10 @@ def test_renders(course):
     assert 'raise NotImplementedError("exercise 01.scaled_dot")' in student_en.cells[2].source
     assert "# 在这里写你的代码" in student_zh.cells[2].source
     assert '"""Scaled dot-product attention."""' in student_en.cells[2].source
+    # code cells keep one language's comments and docstrings, and no block markers
+    assert '"""缩放点积注意力。"""' in student_zh.cells[2].source and "Scaled" not in student_zh.cells[2].source
+    assert "# 每个查询与每个键打分" in solution_zh.cells[2].source and "every query" in solution_en.cells[2].source
+    assert not any("# lang:" in c.source for n in (student_en, solution_zh) for c in n.cells)
     assert "torch.softmax" not in student_en.cells[2].source and "torch.softmax" in solution_zh.cells[2].source
     # tags and slideshow metadata survive; source-only metadata does not
     assert student_en.cells[0].metadata == {"tags": ["lang-en"], "slideshow": {"slide_type": "slide"}}
@@ -144,6 +157,44 @@ def test_solution_leaking_into_a_student_notebook_is_caught(course):
     notebook.cells.append(nbformat.v4.new_code_cell("    return weights @ v, weights"))
     build.write(notebook, student)
     assert any("solution text in a student notebook" in p for p in problems(course))
+
+
+def test_a_language_block_whose_parts_run_different_code_is_caught(course):
+    edit_source(course, "scores = q @ k.transpose(-2, -1)  # 每个", "scores = k @ q.transpose(-2, -1)  # 每个")
+    assert any("run different code" in p and "source cell 3" in p for p in problems(course))
+
+
+def test_a_language_block_without_its_end_is_caught(course):
+    edit_source(course, "    # lang: end\n    weights", "    weights")
+    assert any("never reaches '# lang: end'" in p for p in problems(course))
+
+
+def test_english_a_chinese_learner_would_read_outside_a_block_is_caught(course):
+    edit_source(course, "import math\n", "import math  # the square root lives here\n")
+    assert any("English outside a '# lang:' block" in p and "square root" in p for p in problems(course))
+    edit_source(course, "import math  # the square root lives here\n", 'import math\nprint("two words")\n')
+    assert any("English outside a '# lang:' block" in p and "two words" in p for p in problems(course))
+
+
+def test_comments_that_are_only_shapes_or_pragmas_need_no_translation(course):
+    edit_source(course, "import math\n", "import math  # noqa: F401\nSHAPE = (2, 3)  # (B, L_q, d_k)\n")
+    build.stamp_translations("99")
+    render_all(course)
+    assert problems(course) == []
+
+
+def test_diagrams_are_linked_from_every_render_and_must_exist(course):
+    edit_source(course, "# # A tensor lesson", "# # A tensor lesson\n#\n# ![a picture](../../images/99_missing_en.svg)")
+    build.stamp_translations("99")
+    render_all(course)
+    assert any("links images/99_missing_en.svg, which does not exist" in p for p in problems(course))
+    (build.ROOT / "images").mkdir()
+    (build.ROOT / "images" / "99_missing_en.svg").write_text("<svg/>")
+    assert problems(course) == []
+    student_en, _, solution_en, _ = (nbformat.read(t, as_version=4) for _, _, t in build.targets(course))
+    # each render's link reaches images/ from where that notebook lives
+    assert "](../../images/99_missing_en.svg)" in student_en.cells[0].source
+    assert "](../../../images/99_missing_en.svg)" in solution_en.cells[0].source
 
 
 def test_stamping_translations_is_idempotent(course):
