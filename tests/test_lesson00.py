@@ -6,10 +6,11 @@ import itertools
 import matplotlib
 import pytest
 import torch
+import torch.nn.functional as F
 from matplotlib.figure import Figure
 
 from course_utils import i18n, viz, widgets
-from course_utils.exercises import EXERCISES
+from course_utils.exercises import EXERCISES, FAILED, PASSED, evaluate
 
 matplotlib.use("Agg")
 
@@ -155,6 +156,31 @@ def test_broadcast_view_names_the_result_or_the_clash():
     assert "→ result (2, 4, 2, 5)" in silent and "scores axes L_q, L_k" in silent
     _, clash = widgets.broadcast_view(mask=(2, 1, 5), scores=(2, 4, 3, 5))
     assert "error: on axis -3 the sizes 2 and 4" in clash and "scores axes H, L_q, L_k" in clash
+    assert "bigger" not in ok + silent + clash
+
+
+def test_broadcast_view_says_when_a_mask_grows_the_scores_of_one_decoding_step():
+    assert (2, 4, 1, 5) in widgets.SCORES_SHAPES
+    _, grown = widgets.broadcast_view(mask=(2, 5), scores=(2, 4, 1, 5))
+    assert "→ result (2, 4, 2, 5)" in grown
+    assert "the result (2, 4, 2, 5) is bigger than the scores (2, 4, 1, 5): their size-1 axis L_q was repeated" in grown
+    _, right = widgets.broadcast_view(mask=(2, 1, 1, 5), scores=(2, 4, 1, 5))
+    assert "→ result (2, 4, 1, 5)" in right and "bigger" not in right
+    i18n.set_language("zh")
+    _, grown = widgets.broadcast_view(mask=(2, 5), scores=(2, 4, 1, 5))
+    assert "结果 (2, 4, 2, 5) 比分数 (2, 4, 1, 5) 还大" in grown and "L_q、L_k 维" in grown
+
+
+def test_a_batch_mask_grows_the_scores_of_one_decoding_step_as_the_lesson_says():
+    """Lesson 00 §5: a (B, L_k) mask against (B, H, 1, L_k) scores gives (B, H, B, L_k), and the
+    in-place masked_fill_ refuses it."""
+    B, H, L_k = 2, 4, 5
+    keep = torch.tensor([[True] * 5, [True, True, True, False, False]])
+    step = torch.randn(B, H, 1, L_k)
+    assert step.masked_fill(~keep, float("-inf")).shape == (B, H, B, L_k)
+    assert step.masked_fill(~keep[:, None, None, :], float("-inf")).shape == step.shape
+    with pytest.raises(RuntimeError):
+        step.clone().masked_fill_(~keep, float("-inf"))
 
 
 @pytest.mark.parametrize("mask, scores", list(itertools.product(widgets.MASK_SHAPES, widgets.SCORES_SHAPES)))
@@ -194,6 +220,100 @@ def test_the_first_case_is_square_so_every_mistake_runs_there_with_the_reference
     for mistake in spec.mistakes:
         if mistake.code != "SUM_OVER_HEADS":  # drops an axis, so its shape differs everywhere
             assert mistake.fn(*first).shape == expected, mistake.code
+
+
+def _cases(exercise):
+    spec = EXERCISES[exercise]
+    return spec.cases(torch.Generator().manual_seed(spec.seed))
+
+
+def _varies_independently(sizes, names):
+    """Each size is 1 in some case and above 1 in another, and no two sizes are equal in every
+    case but the first: a function that uses one size for another fails somewhere."""
+    for name, column in zip(names, zip(*sizes)):
+        assert 1 in column and any(size > 1 for size in column), (name, column)
+    for (a, first), (b, second) in itertools.combinations(zip(names, zip(*sizes)), 2):
+        assert first[1:] != second[1:], (a, b)
+
+
+def test_split_heads_cases_vary_batch_length_heads_and_head_size_independently():
+    sizes = [(x.shape[0], x.shape[1], h, x.shape[2] // h) for x, h in _cases("00.split_heads")]
+    _varies_independently(sizes, ("B", "L", "H", "D"))
+    assert any(h != d for _, _, h, d in sizes) and any(b != h for b, _, h, _ in sizes)
+
+
+def test_merge_heads_cases_vary_batch_heads_length_and_head_size_independently():
+    sizes = [tuple(x.shape) for (x,) in _cases("00.merge_heads")]
+    _varies_independently(sizes, ("B", "H", "L", "D"))
+
+
+def test_scores_einsum_cases_vary_every_size_independently():
+    sizes = [(q.shape[0], q.shape[1], k.shape[1], q.shape[2], q.shape[3]) for q, k in _cases("00.scores_einsum")]
+    _varies_independently(sizes, ("B", "L_q", "L_k", "H", "D"))
+    assert any(l_q != l_k for _, l_q, l_k, _, _ in sizes)
+
+
+def test_padding_mask_cases_cover_padding_beyond_the_longest_an_empty_sequence_batch_one_and_int32():
+    cases = _cases("00.padding_mask")
+    assert any(max_len > int(lengths.max()) for lengths, max_len in cases)
+    assert any(max_len == int(lengths.max()) for lengths, max_len in cases)
+    assert any(int(lengths.min()) == 0 for lengths, _ in cases)
+    assert any(len(lengths) == 1 for lengths, _ in cases)
+    assert any(len(lengths) != max_len for lengths, max_len in cases)
+    assert {lengths.dtype for lengths, _ in cases} == {torch.int64, torch.int32}
+
+
+def test_padding_mask_reference_returns_bool_as_its_docstring_says():
+    for lengths, max_len in _cases("00.padding_mask"):
+        keep = EXERCISES["00.padding_mask"].reference(lengths, max_len)
+        assert keep.dtype == torch.bool and keep.shape == (len(lengths), 1, 1, max_len)
+
+
+def _transposing_answers():
+    return {
+        "Tensor.transpose": lambda q, k: q.transpose(1, 2) @ k.transpose(1, 2).transpose(-2, -1),
+        "Tensor.permute": lambda q, k: q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1),
+        "torch.transpose": lambda q, k: torch.transpose(q, 1, 2) @ torch.transpose(torch.transpose(k, 1, 2), 2, 3),
+        "Tensor.mT": lambda q, k: torch.einsum("bqhd,bkhd->bhkq", q, k).mT,
+        "torch.swapaxes": lambda q, k: torch.swapaxes(torch.einsum("bqhd,bkhd->bhkq", q, k), -1, -2),
+        "Tensor.movedim": lambda q, k: q.movedim(1, 2) @ k.movedim(1, 3),
+    }
+
+
+@pytest.mark.parametrize("name", list(_transposing_answers()))
+def test_scores_einsum_refuses_an_answer_that_transposes(name):
+    """The exercise says: one einsum, no transpose or permute. Right numbers by another road fail."""
+    assert name in EXERCISES["00.scores_einsum"].forbidden
+    verdict = evaluate("00.scores_einsum", _transposing_answers()[name])
+    assert verdict.status == FAILED and verdict.code == "FORBIDDEN", verdict.message
+
+
+def test_scores_einsum_accepts_the_einsum_answer():
+    verdict = evaluate("00.scores_einsum", lambda q, k: torch.einsum("bqhd,bkhd->bhqk", q, k))
+    assert verdict.status == PASSED, verdict.message
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_lessons_float_claims_hold_with_margin(seed):
+    """§6 and §8 claim equality to 1e-5 (einsum against matmul, our heads against
+    F.scaled_dot_product_attention): on every seed the gap is at most a tenth of that. Run also
+    under ATEN_CPU_CAPABILITY=default."""
+    torch.manual_seed(seed)
+    q, k, v = torch.randn(2, 4, 3, 8), torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 6)
+    scores = torch.einsum("bhqd,bhkd->bhqk", q, k)
+    assert (scores - q @ k.transpose(-2, -1)).abs().max() <= 1e-6
+    w = torch.softmax(scores, dim=-1)
+    assert (torch.einsum("bhqk,bhkd->bhqd", w, v) - w @ v).abs().max() <= 1e-6
+
+    B, H, D, L_k = 2, 4, 3, 5
+    keep4 = torch.tensor([[True] * 5, [True, True, True, False, False]])[:, None, None, :]
+    x = torch.randn(B, L_k, H * D)
+    q, k, v = (x @ (torch.randn(H * D, H * D) / (H * D) ** 0.5) for _ in range(3))
+    q, k, v = (t.unflatten(-1, (H, D)).transpose(1, 2) for t in (q, k, v))
+    scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / D**0.5
+    heads = torch.softmax(scores.masked_fill(~keep4, float("-inf")), dim=-1) @ v
+    reference = F.scaled_dot_product_attention(q, k, v, attn_mask=keep4)
+    assert (heads - reference).abs().max() <= 1e-6
 
 
 def test_merge_heads_covers_the_length_one_case_where_view_after_transpose_runs():

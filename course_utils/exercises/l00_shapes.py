@@ -1,14 +1,17 @@
 """Lesson 00's exercises: tensor shapes.
 
 Each exercise's first case is square (every axis the same size), so a learner's function with
-its axes in the wrong order still runs there and can be recognised by its values; the later
-cases have distinct sizes, length 1 and L_q != L_k.
+its axes in the wrong order still runs there and can be recognised by its values. The later
+cases vary every argument on its own: batch 1, length 1, one head, one feature per head,
+L_q != L_k, a padded length longer than every sequence, a sequence of length 0.
 """
+
+import math
 
 import torch
 
 from .. import masks
-from .registry import Exercise, Mistake, randn, register
+from .registry import TRANSPOSES, Exercise, Mistake, randn, register
 
 
 # ----------------------------------------------------------------------------- 00.split_heads
@@ -23,10 +26,17 @@ def _split_heads(x, num_heads):
 def _split_cases(generator):
     return [
         (randn(generator, 3, 3, 9), 3),  # B = L = H = D: every axis order has the right shape
-        (randn(generator, 2, 5, 12), 4),
-        (randn(generator, 1, 1, 8), 2),  # one sequence of length 1
-        (randn(generator, 3, 4, 6), 3),
+        (randn(generator, 2, 5, 12), 4),  # H = 4, D = 3
+        (randn(generator, 1, 1, 8), 2),  # one sequence of length 1; D = 4
+        (randn(generator, 3, 4, 6), 3),  # D = 2
+        (randn(generator, 2, 3, 5), 1),  # one head: D = 5
+        (randn(generator, 4, 2, 3), 3),  # one feature per head: D = 1
     ]
+
+
+def _split_as(x, first, second):
+    """x (B, L, F) viewed as (B, L, first, second)."""
+    return x.reshape(x.shape[0], x.shape[1], first, second)
 
 
 register(
@@ -47,8 +57,28 @@ register(
                 },
             ),
             Mistake(
+                "NO_TRANSPOSE",
+                lambda x, h: _split_as(x, h, x.shape[2] // h),
+                {
+                    "en": "You returned (B, L, H, D): the split is right, but the heads must come before the "
+                    "positions, (B, H, L, D), so that each head holds one (L, D) matrix. Add .transpose(1, 2).",
+                    "zh": "你返回的是 (B, L, H, D)：拆分没错，但头维要放在位置维之前，即 (B, H, L, D)，"
+                    "这样每个头才各有一个 (L, D) 矩阵。请补上 .transpose(1, 2)。",
+                },
+            ),
+            Mistake(
+                "TRANSPOSE_BEFORE_SPLIT",
+                lambda x, h: x.transpose(1, 2).reshape(x.shape[0], h, x.shape[1], x.shape[2] // h),
+                {
+                    "en": "You swapped the axes before splitting: (B, H·D, L) regrouped as (B, H, L, D) mixes "
+                    "features and positions. Split the last axis first, (B, L, H, D), then .transpose(1, 2).",
+                    "zh": "你在拆分之前就交换了维度：把 (B, H·D, L) 重新分组成 (B, H, L, D)，特征和位置就混在了一起。"
+                    "应先拆最后一维，得到 (B, L, H, D)，再 .transpose(1, 2)。",
+                },
+            ),
+            Mistake(
                 "HEAD_DIM_FIRST",
-                lambda x, h: x.reshape(x.shape[0], x.shape[1], x.shape[2] // h, h).permute(0, 3, 1, 2),
+                lambda x, h: _split_as(x, x.shape[2] // h, h).permute(0, 3, 1, 2),
                 {
                     "en": "The feature axis was split as (D, H) instead of (H, D): the features of one head are "
                     "D consecutive numbers, so split the last axis into (H, D), heads first.",
@@ -57,8 +87,19 @@ register(
                 },
             ),
             Mistake(
+                "HEAD_SIZE_SWAPPED",
+                lambda x, h: _split_as(x, x.shape[2] // h, h).transpose(1, 2),
+                {
+                    "en": "The result is (B, D, L, H): num_heads was used as the size of each head. num_heads is "
+                    "H, the number of heads; each head gets D = H·D / num_heads features: view as "
+                    "(B, L, num_heads, D).",
+                    "zh": "结果是 (B, D, L, H)：num_heads 被当成了每个头的大小。num_heads 是头的个数 H，"
+                    "每个头分到 D = H·D / num_heads 个特征：应 view 成 (B, L, num_heads, D)。",
+                },
+            ),
+            Mistake(
                 "WRONG_PERMUTE",
-                lambda x, h: x.reshape(x.shape[0], x.shape[1], h, x.shape[2] // h).permute(0, 2, 3, 1),
+                lambda x, h: _split_as(x, h, x.shape[2] // h).permute(0, 2, 3, 1),
                 {
                     "en": "After the view (B, L, H, D) the axes were reordered to (B, H, D, L): positions must stay "
                     "before features. Swap only axes 1 and 2: .transpose(1, 2).",
@@ -68,7 +109,7 @@ register(
             ),
             Mistake(
                 "HEADS_BEFORE_BATCH",
-                lambda x, h: x.reshape(x.shape[0], x.shape[1], h, x.shape[2] // h).permute(2, 0, 1, 3),
+                lambda x, h: _split_as(x, h, x.shape[2] // h).permute(2, 0, 1, 3),
                 {
                     "en": "The result is laid out (H, B, L, D): the batch axis must stay first, giving (B, H, L, D).",
                     "zh": "结果的布局是 (H, B, L, D)：批量维应保持在最前，结果应为 (B, H, L, D)。",
@@ -93,9 +134,19 @@ def _merge_cases(generator):
         (randn(generator, 3, 3, 3, 3),),  # B = H = L = D
         (randn(generator, 2, 4, 5, 3),),
         (randn(generator, 2, 3, 1, 4),),  # length 1: the transposed tensor is still contiguous
-        (randn(generator, 1, 2, 6, 5),),
+        (randn(generator, 1, 2, 6, 5),),  # batch 1
+        (randn(generator, 2, 1, 4, 3),),  # one head
+        (randn(generator, 3, 2, 4, 1),),  # one feature per head
     ]
 
+
+_CONCATENATE_HEADS = {
+    "en": "Multi-head attention does not add or average its heads: it concatenates them, so each position "
+    "ends with H·D features, head 0's D features first. Swap the axes back, .transpose(1, 2), then merge "
+    "the last two: .reshape(B, L, H * D).",
+    "zh": "多头注意力不会把各个头相加或取平均，而是把它们拼接起来：每个位置最终有 H·D 个特征，第 0 个头的 D 个特征在前。"
+    "先用 .transpose(1, 2) 把维度换回来，再合并最后两维：.reshape(B, L, H * D)。",
+}
 
 register(
     Exercise(
@@ -129,11 +180,42 @@ register(
                 lambda x: x.transpose(1, 2).view(x.shape[0], x.shape[2], x.shape[1] * x.shape[3]),
                 {
                     "en": "After .transpose(1, 2) the tensor is not contiguous, so .view cannot merge H and D "
-                    "(it only worked where L = 1). Use .reshape, or .contiguous().view.",
-                    "zh": ".transpose(1, 2) 之后张量不再连续，.view 无法把 H 和 D 合并（只在 L = 1 时碰巧可行）。"
+                    "(it only works in corner cases such as L = 1). Use .reshape, or .contiguous().view.",
+                    "zh": ".transpose(1, 2) 之后张量不再连续，.view 无法把 H 和 D 合并（只在 L = 1 之类的特殊情况下碰巧可行）。"
                     "请改用 .reshape，或 .contiguous().view。",
                 },
             ),
+            Mistake(
+                "NOT_MERGED",
+                lambda x: x.transpose(1, 2),
+                {
+                    "en": "You returned (B, L, H, D): the heads are back beside the features, but still on an axis "
+                    "of their own. Merge the last two axes: .reshape(B, L, H * D).",
+                    "zh": "你返回的是 (B, L, H, D)：头维已经回到特征维旁边，但仍单独占一维。"
+                    "请把最后两维合并：.reshape(B, L, H * D)。",
+                },
+            ),
+            Mistake(
+                "FLATTEN_POSITIONS_TOO",
+                lambda x: x.transpose(1, 2).flatten(1),
+                {
+                    "en": "The result is (B, L·H·D): .flatten(1) merged the positions too. Merge only the last two "
+                    "axes: .flatten(2), or .reshape(B, L, H * D).",
+                    "zh": "结果是 (B, L·H·D)：.flatten(1) 把位置维也合并进去了。只应合并最后两维：.flatten(2)，"
+                    "或 .reshape(B, L, H * D)。",
+                },
+            ),
+            Mistake(
+                "CONCAT_ALONG_POSITIONS",
+                lambda x: torch.cat(x.unbind(1), dim=1),
+                {
+                    "en": "The heads were concatenated along the positions, giving (B, H·L, D). Concatenate them "
+                    "along the features instead, dim=-1, which gives (B, L, H·D).",
+                    "zh": "各个头被沿位置维拼接，得到了 (B, H·L, D)。应沿特征维拼接（dim=-1），得到 (B, L, H·D)。",
+                },
+            ),
+            Mistake("HEADS_SUMMED", lambda x: x.sum(1), _CONCATENATE_HEADS),
+            Mistake("HEADS_AVERAGED", lambda x: x.mean(1), _CONCATENATE_HEADS),
         ),
     )
 )
@@ -147,11 +229,18 @@ register(
 def _mask_cases(generator):
     del generator  # the lengths are chosen by hand: each case tests an edge
     return [
-        (torch.tensor([3, 1, 2]), 3),  # B = L_k, so a mask with its axes swapped still has the same size
-        (torch.tensor([2, 5, 4, 1]), 6),  # even the longest sequence is padded
-        (torch.tensor([1]), 1),  # a single token, no padding
+        (torch.tensor([3, 0, 2]), 3),  # B = L_k, so a mask with its axes swapped still has the same size
+        (torch.tensor([2, 5, 4, 1]), 7),  # max_len > max(lengths): even the longest sequence is padded
+        (torch.tensor([1]), 1),  # batch 1, a single token, no padding
         (torch.tensor([4, 4]), 4),  # no padding at all
+        (torch.tensor([0, 3]), 5),  # an empty sequence: its row is all False
+        (torch.tensor([6, 2, 6, 3, 1], dtype=torch.int32), 6),  # int32 lengths, B = 5
     ]
+
+
+def _grid(lengths, max_len):
+    """(B, L_k) bool: position < length."""
+    return torch.arange(max_len) < lengths[:, None]
 
 
 register(
@@ -162,7 +251,7 @@ register(
         mistakes=(
             Mistake(
                 "NO_UNSQUEEZE",
-                lambda lengths, max_len: torch.arange(max_len) < lengths[:, None],
+                _grid,
                 {
                     "en": "The mask has shape (B, L_k). Against scores (B, H, L_q, L_k) its batch axis would line "
                     "up with L_q. Add the two size-1 axes: (B, 1, 1, L_k).",
@@ -171,8 +260,19 @@ register(
                 },
             ),
             Mistake(
+                "ONE_UNSQUEEZE",
+                lambda lengths, max_len: _grid(lengths, max_len)[:, None, :],
+                {
+                    "en": "The mask has shape (B, 1, L_k). That fits single-head scores (B, L_q, L_k), but these "
+                    "scores have a head axis, (B, H, L_q, L_k), and the mask's batch axis would line up with "
+                    "the heads. Add one more size-1 axis: (B, 1, 1, L_k).",
+                    "zh": "掩码的形状是 (B, 1, L_k)。它适用于单头的分数 (B, L_q, L_k)，但这里的分数多一个头维，"
+                    "即 (B, H, L_q, L_k)，掩码的批量维会和头维对齐。请再补一个大小为 1 的维度：(B, 1, 1, L_k)。",
+                },
+            ),
+            Mistake(
                 "QUERY_AXIS",
-                lambda lengths, max_len: (torch.arange(max_len) < lengths[:, None])[:, None, :, None],
+                lambda lengths, max_len: _grid(lengths, max_len)[:, None, :, None],
                 {
                     "en": "The mask has shape (B, 1, L, 1), so it masks query rows; padding must hide keys, the "
                     "last axis: (B, 1, 1, L_k).",
@@ -181,8 +281,29 @@ register(
                 },
             ),
             Mistake(
+                "BATCH_KEY_SWAPPED",
+                lambda lengths, max_len: (torch.arange(max_len)[:, None] < lengths)[:, None, None, :],
+                {
+                    "en": "The comparison built an (L_k, B) grid, positions down and sequences across, and it was "
+                    "read as (B, L_k). Compare positions (L_k,) with lengths[:, None] (B, 1), so that each "
+                    "sequence gets a row.",
+                    "zh": "比较得到的是 (L_k, B) 的网格（位置沿行、序列沿列），却被当成了 (B, L_k)。"
+                    "应把位置 (L_k,) 与 lengths[:, None] (B, 1) 比较，让每条序列各占一行。",
+                },
+            ),
+            Mistake(
+                "MAX_LEN_IGNORED",
+                lambda lengths, max_len: _grid(lengths, int(lengths.max()))[:, None, None, :],
+                {
+                    "en": "The mask has max(lengths) key positions, but the scores have max_len keys, and a batch "
+                    "can be padded beyond its longest sequence. Count the positions with torch.arange(max_len).",
+                    "zh": "掩码只有 max(lengths) 个键位置，但分数有 max_len 个键；一个批量可能被填充得比其中最长的序列还长。"
+                    "请用 torch.arange(max_len) 生成位置。",
+                },
+            ),
+            Mistake(
                 "MASK_INVERTED",
-                lambda lengths, max_len: (torch.arange(max_len) >= lengths[:, None])[:, None, None, :],
+                lambda lengths, max_len: ~_grid(lengths, max_len)[:, None, None, :],
                 {
                     "en": "The mask is True at the padding. This course's masks mean keep: True where a query may "
                     "attend to a key, i.e. position < length.",
@@ -198,6 +319,28 @@ register(
                     "zh": "多保留了一个填充位置：位置从 0 开始计数，长度为 n 的序列占据位置 0 … n-1（用 <，不要用 <=）。",
                 },
             ),
+            Mistake(
+                "FLOAT_MASK",
+                lambda lengths, max_len: _grid(lengths, max_len).float()[:, None, None, :],
+                {
+                    "en": "Your mask has dtype float32 (the numbers 0.0 and 1.0), not bool. Return a torch.bool mask "
+                    "(a comparison such as positions < lengths already gives one): PyTorch reads a float mask "
+                    "differently, F.scaled_dot_product_attention adds it to the scores.",
+                    "zh": "你的掩码的 dtype 是 float32（数值 0.0 和 1.0），而不是 bool。请返回 torch.bool 掩码（positions < lengths "
+                    "这样的比较本身就得到布尔张量）：PyTorch 对浮点掩码另有解释，F.scaled_dot_product_attention 会把它加到分数上。",
+                },
+            ),
+            Mistake(
+                "INT_MASK",
+                lambda lengths, max_len: _grid(lengths, max_len).long()[:, None, None, :],
+                {
+                    "en": "Your mask has dtype int64 (the integers 0 and 1), not bool. Return a torch.bool mask (a "
+                    "comparison such as positions < lengths already gives one): masked_fill accepts only a bool "
+                    "mask, and ~ on integers flips bits (~1 is -2) instead of turning keep into hide.",
+                    "zh": "你的掩码的 dtype 是 int64（整数 0 和 1），而不是 bool。请返回 torch.bool 掩码（positions < lengths 这样的比较本身就得到布尔张量）："
+                    "masked_fill 只接受布尔掩码，而对整数取 ~ 是按位取反（~1 等于 -2），并不能把“保留”变成“遮住”。",
+                },
+            ),
         ),
     )
 )
@@ -205,7 +348,7 @@ register(
 
 # ----------------------------------------------------------------------------- 00.scores_einsum
 # q (B, L_q, H, D), k (B, L_k, H, D), the layout right after the split view -> scores
-# (B, H, L_q, L_k), with one einsum and no transpose.
+# (B, H, L_q, L_k), with one einsum and no transpose: every way to reorder axes is forbidden.
 
 
 def _scores_einsum(q, k):
@@ -213,11 +356,16 @@ def _scores_einsum(q, k):
 
 
 def _einsum_cases(generator):
+    def qk(batch, l_q, l_k, heads, head_dim):
+        return randn(generator, batch, l_q, heads, head_dim), randn(generator, batch, l_k, heads, head_dim)
+
     return [
-        (randn(generator, 2, 3, 3, 3), randn(generator, 2, 3, 3, 3)),  # L_q = L_k = H = D
-        (randn(generator, 2, 4, 2, 5), randn(generator, 2, 6, 2, 5)),
-        (randn(generator, 1, 1, 3, 4), randn(generator, 1, 5, 3, 4)),  # one query
-        (randn(generator, 3, 5, 4, 2), randn(generator, 3, 5, 4, 2)),
+        qk(2, 3, 3, 3, 3),  # L_q = L_k = H = D: every axis order has the right shape
+        qk(2, 4, 6, 2, 5),
+        qk(1, 1, 5, 3, 4),  # batch 1, one query
+        qk(3, 5, 5, 4, 2),
+        qk(2, 3, 1, 1, 6),  # one key, one head
+        qk(4, 2, 3, 5, 1),  # one feature per head
     ]
 
 
@@ -226,6 +374,7 @@ register(
         id="00.scores_einsum",
         reference=_scores_einsum,
         cases=_einsum_cases,
+        forbidden=TRANSPOSES,
         mistakes=(
             Mistake(
                 "OUTPUT_TRANSPOSED",
@@ -233,7 +382,16 @@ register(
                 {
                     "en": "The output is (B, H, L_k, L_q): one row per key. Name the output axes in the order "
                     "bhqk, so each query gets a row.",
-                    "zh": "输出是 (B, H, L_k, L_q)：每个键占一行。输出下标应按 bhqk 的顺序写，让每个查询占一行。",
+                    "zh": "输出是 (B, H, L_k, L_q)：每个键占一行。输出的字母应按 bhqk 的顺序写，让每个查询占一行。",
+                },
+            ),
+            Mistake(
+                "OUTPUT_BQHK",
+                lambda q, k: torch.einsum("bqhd,bkhd->bqhk", q, k),
+                {
+                    "en": "The output is (B, L_q, H, L_k): it kept the inputs' order of axes. The letters after -> "
+                    "set the output's order: write bhqk, heads before queries.",
+                    "zh": "输出是 (B, L_q, H, L_k)：沿用了输入的维度顺序。-> 之后的字母决定输出的维度顺序：请写成 bhqk，头在查询之前。",
                 },
             ),
             Mistake(
@@ -242,7 +400,7 @@ register(
                 {
                     "en": "The subscripts read the inputs as (B, H, L, D), but here they are (B, L, H, D): write "
                     "the input subscripts in that order (bqhd, bkhd).",
-                    "zh": "下标把输入当成了 (B, H, L, D)，但这里的输入是 (B, L, H, D)：输入下标要按这个顺序写（bqhd、bkhd）。",
+                    "zh": "输入的字母把它们当成了 (B, H, L, D)，但这里的输入是 (B, L, H, D)：输入的字母要按这个顺序写（bqhd、bkhd）。",
                 },
             ),
             Mistake(
@@ -251,7 +409,27 @@ register(
                 {
                     "en": "The head letter is missing from the output, so einsum summed over the heads. Every "
                     "letter you keep after -> survives: keep h (bhqk).",
-                    "zh": "输出下标里漏掉了表示头的字母，einsum 便对所有头求了和。-> 之后写出的字母才会保留：请保留 h（bhqk）。",
+                    "zh": "输出的字母里漏掉了表示头的字母，einsum 便对所有头求了和。-> 之后写出的字母才会保留：请保留 h（bhqk）。",
+                },
+            ),
+            Mistake(
+                "FEATURE_LETTERS_DIFFER",
+                lambda q, k: torch.einsum("bqhd,bkhe->bhqk", q, k),
+                {
+                    "en": "q and k name their feature axis with different letters, so einsum summed each over its "
+                    "own features and multiplied the two sums. The same letter (d in both) pairs q's feature i "
+                    "with k's feature i: that is the dot product.",
+                    "zh": "q 和 k 的特征维用了不同的字母，einsum 便各自对特征求和，再把两个和相乘。"
+                    "两边用同一个字母（都写 d），q 的第 i 个特征才会与 k 的第 i 个特征配对相乘：这才是点积。",
+                },
+            ),
+            Mistake(
+                "SCALED",
+                lambda q, k: torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(q.shape[-1]),
+                {
+                    "en": "You divided by √D. Attention does scale its scores (lesson 01), but this exercise asks "
+                    "for the unscaled dot products.",
+                    "zh": "你除以了 √D。注意力确实要缩放分数（见第 01 课），但这道练习要的是未缩放的点积。",
                 },
             ),
         ),

@@ -78,14 +78,18 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
-from course_utils import check, setup, viz
+from course_utils import check, claim, setup, viz
 from course_utils.widgets import broadcast_explorer, broadcast_view, permute_explorer, permute_view
 
 setup(lang="en")
 
 
 def shares_memory(a, b):
-    """True when a and b read the same block of memory: one is a view of the other."""
+    # lang: en
+    """True when a and b read the same block of memory: one is a view of the other (or both of a third)."""
+    # lang: zh
+    """a 与 b 读取同一块内存时为 True：其中一个是另一个的视图（或两者都是同一个张量的视图）。"""
+    # lang: end
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
@@ -106,19 +110,26 @@ def shares_memory(a, b):
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="1324f4595b"
 # ## 1. 张量 = 一块平铺的内存 + 步长
 #
-# 张量里的数存放在一块平铺的一维内存中，这块内存叫作*存储*（storage）。形状规定每个维度有几个下标；
+# 张量里的数存放在一块平铺的一维内存中，这块内存叫作*存储*（storage）。形状规定每个维度上的索引有几个取值；
 # **步长**（stride）规定沿某个维度走一步，在内存里要跨过几个位置。元素 $(i_0, \dots, i_{n-1})$ 的位置是
 #
 # $$\text{offset} = \sum_k i_k \cdot \text{stride}_k$$
 #
-# （另加一个固定的起始偏移，本课中都是 0）。如果按下标顺序（最后一维变化最快）读取元素，
+# （另加一个固定的起始偏移，本课中都是 0）。如果按索引顺序（最后一维变化最快）读取元素，
 # 恰好等于从左到右读取内存，这个张量就是**连续**的（contiguous）：最后一维的步长为 1，
 # 其余每一维的步长都等于后一维的步长乘以后一维的大小。
 
 # %%
 x = torch.arange(12).view(3, 4)
 print(x)
-print(tuple(x.shape), x.stride(), x.is_contiguous())
+print(tuple(x.shape), x.stride())
+# lang: en
+claim("one row down skips 4 places in memory, one column right skips 1: stride (4, 1)", x.stride() == (4, 1))
+claim("x is contiguous", x.is_contiguous())
+# lang: zh
+claim("向下一行跨过内存中的 4 个位置，向右一列跨过 1 个：步长为 (4, 1)", x.stride() == (4, 1))
+claim("x 是连续的", x.is_contiguous())
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # Stepping down one row skips 4 numbers in memory, stepping right one column skips 1: the
@@ -131,7 +142,13 @@ print(tuple(x.shape), x.stride(), x.is_contiguous())
 
 # %%
 i, j = 2, 1
-print(i * x.stride(0) + j * x.stride(1), x[i, j].item())
+offset = i * x.stride(0) + j * x.stride(1)
+print(offset, x[i, j].item())
+# lang: en
+claim("x[2, 1] sits at offset 2·4 + 1·1 = 9, and its value is 9", offset == 9 and x[i, j].item() == 9)
+# lang: zh
+claim("x[2, 1] 位于偏移 2·4 + 1·1 = 9 处，它的值也是 9", offset == 9 and x[i, j].item() == 9)
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # The picture shows the memory on top and the elements in index order below, with a line from
@@ -140,15 +157,27 @@ print(i * x.stride(0) + j * x.stride(1), x[i, j].item())
 # cross: the stride is now (1, 4), and the transpose is not contiguous.
 
 # %% [markdown] tags=["lang-zh"] en_hash="466c73dedb"
-# 下图上方是内存，下方是按下标顺序排列的元素，每条线把一个元素连到它读取的内存格。`x` 的连线互相平行：
+# 下图上方是内存，下方是按索引顺序排列的元素，每条线把一个元素连到它读取的内存格。`x` 的连线互相平行：
 # `x` 是连续的。它的转置 `x.t()` 用另一种顺序读取*同一块*内存，连线便交叉起来：步长变成了 (1, 4)，
 # 转置后的张量不再连续。
 
 # %%
 fig, axes = plt.subplots(2, 1, figsize=(8, 4), layout="constrained")
+# lang: en
 viz.memory_order(x, ax=axes[0], title=f"x   stride {x.stride()}")
 viz.memory_order(x.t(), ax=axes[1], title=f"x.t()   stride {x.t().stride()}")
+# lang: zh
+viz.memory_order(x, ax=axes[0], title=f"x   步长 {x.stride()}")
+viz.memory_order(x.t(), ax=axes[1], title=f"x.t()   步长 {x.t().stride()}")
+# lang: end
 plt.show()
+# lang: en
+claim("x.t() reads the same memory with stride (1, 4), and is not contiguous",
+      shares_memory(x.t(), x) and x.t().stride() == (1, 4) and not x.t().is_contiguous())
+# lang: zh
+claim("x.t() 以步长 (1, 4) 读取同一块内存，它不是连续的",
+      shares_memory(x.t(), x) and x.t().stride() == (1, 4) and not x.t().is_contiguous())
+# lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 2. View or copy?
@@ -182,9 +211,16 @@ plt.show()
 
 # %%
 v = x.view(2, 6)
-print(tuple(v.shape), v.stride(), shares_memory(v, x))
-v[0, 0] = 100  # write through the view ...
-print(x[0, 0].item())  # ... and the original sees it
+print(tuple(v.shape), v.stride())
+v[0, 0] = 100
+print(x[0, 0].item())
+# lang: en
+claim("v is a view: it shares the memory of x", shares_memory(v, x))
+claim("writing 100 through v changed x[0, 0] to 100", x[0, 0].item() == 100)
+# lang: zh
+claim("v 是视图：它与 x 共享内存", shares_memory(v, x))
+claim("通过 v 写入 100 之后，x[0, 0] 也变成了 100", x[0, 0].item() == 100)
+# lang: end
 x[0, 0] = 0
 
 # %% [markdown] tags=["lang-en"]
@@ -200,13 +236,23 @@ x[0, 0] = 0
 
 # %%
 t = x.t()
-print(t.stride(), t.is_contiguous(), shares_memory(t, x))
+print(t.stride())
 try:
     t.view(12)
+    refusal = ""
 except RuntimeError as error:
-    print(type(error).__name__)
+    refusal = str(error)
 flat = t.reshape(12)
-print(flat, shares_memory(flat, x))
+print(flat)
+# lang: en
+claim("t is a view of x that is not contiguous", shares_memory(t, x) and not t.is_contiguous())
+claim("t.view(12) raises a RuntimeError that suggests .reshape(...)", ".reshape(...)" in refusal)
+claim("t.reshape(12) is a copy: it does not share the memory of x", not shares_memory(flat, x))
+# lang: zh
+claim("t 是 x 的视图，但不连续", shares_memory(t, x) and not t.is_contiguous())
+claim("t.view(12) 抛出 RuntimeError，报错信息建议改用 .reshape(...)", ".reshape(...)" in refusal)
+claim("t.reshape(12) 是副本：它不与 x 共享内存", not shares_memory(flat, x))
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # Check the three rules: `reshape` of a contiguous tensor is a view, `reshape` of a
@@ -217,9 +263,17 @@ print(flat, shares_memory(flat, x))
 # `contiguous()` 只在必要时才拷贝。
 
 # %%
-print(shares_memory(x.reshape(6, 2), x))
-print(shares_memory(t.reshape(12), x))
-print(x.contiguous() is x, shares_memory(t.contiguous(), x))
+# lang: en
+claim("reshape of the contiguous x is a view", shares_memory(x.reshape(6, 2), x))
+claim("reshape of the non-contiguous t is a copy", not shares_memory(t.reshape(12), x))
+claim("x.contiguous() is x itself", x.contiguous() is x)
+claim("t.contiguous() is a copy", not shares_memory(t.contiguous(), x))
+# lang: zh
+claim("对连续的 x 做 reshape，得到视图", shares_memory(x.reshape(6, 2), x))
+claim("对不连续的 t 做 reshape，得到副本", not shares_memory(t.reshape(12), x))
+claim("x.contiguous() 就是 x 本身", x.contiguous() is x)
+claim("t.contiguous() 是副本", not shares_memory(t.contiguous(), x))
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # What each operation of this lesson costs:
@@ -272,9 +326,19 @@ print(x.contiguous() is x, shares_memory(t.contiguous(), x))
 
 # %%
 x3 = torch.arange(24).view(2, 3, 4)
-y = x3.permute(2, 0, 1)
+p = (2, 0, 1)
+y = x3.permute(p)
 print(tuple(x3.shape), x3.stride())
-print(tuple(y.shape), y.stride(), y.is_contiguous(), shares_memory(y, x3))
+print(tuple(y.shape), y.stride())
+# lang: en
+claim("y.shape[k] = x3.shape[p[k]] and y.stride(k) = x3.stride(p[k]) for every k",
+      all(y.shape[k] == x3.shape[p[k]] and y.stride(k) == x3.stride(p[k]) for k in range(3)))
+claim("y is a view of the memory of x3, and is not contiguous", shares_memory(y, x3) and not y.is_contiguous())
+# lang: zh
+claim("对每个 k，都有 y.shape[k] = x3.shape[p[k]]、y.stride(k) = x3.stride(p[k])",
+      all(y.shape[k] == x3.shape[p[k]] and y.stride(k) == x3.stride(p[k]) for k in range(3)))
+claim("y 是 x3 那块内存的视图，而且不连续", shares_memory(y, x3) and not y.is_contiguous())
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # Check: element $(k, i, j)$ of `y` is element $(i, j, k)$ of `x3`, and the inverse
@@ -284,20 +348,29 @@ print(tuple(y.shape), y.stride(), y.is_contiguous(), shares_memory(y, x3))
 # 验证：`y` 的元素 $(k, i, j)$ 就是 `x3` 的元素 $(i, j, k)$；用逆排列 `permute(1, 2, 0)` 恰好还原出 `x3`。
 
 # %%
-print(y[3, 1, 2].item() == x3[1, 2, 3].item())
-print(torch.equal(y.permute(1, 2, 0), x3))
+# lang: en
+claim("y[k, i, j] == x3[i, j, k] for all 24 elements",
+      all(y[k, i, j] == x3[i, j, k] for i in range(2) for j in range(3) for k in range(4)))
+claim("permute(1, 2, 0) gives back exactly x3", torch.equal(y.permute(1, 2, 0), x3))
+# lang: zh
+claim("全部 24 个元素都满足 y[k, i, j] == x3[i, j, k]",
+      all(y[k, i, j] == x3[i, j, k] for i in range(2) for j in range(3) for k in range(4)))
+claim("permute(1, 2, 0) 恰好还原出 x3", torch.equal(y.permute(1, 2, 0), x3))
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # Try every order of the three axes of `x3` below (the explorer calls it `x`). The text shows the
 # shape, the stride and whether the result shares memory with `x`; the picture shows how the
 # result reads memory. Tick `.contiguous()` to copy the result into memory laid out in index
 # order: the lines straighten and the memory is no longer shared, except for the order
-# (0, 1, 2), which is contiguous already, so `.contiguous()` returns `x` itself.
+# (0, 1, 2), which is contiguous already: there `.contiguous()` copies nothing and returns the
+# view itself, which still shares the memory of `x`.
 
-# %% [markdown] tags=["lang-zh"] en_hash="4cd25ae0d5"
+# %% [markdown] tags=["lang-zh"] en_hash="c8c9b89c39"
 # 在下面试试 `x3` 三个维度的所有排列（探索器里把它叫作 `x`）。文字给出形状、步长，以及结果是否与 `x` 共享内存；
-# 图中显示结果如何读取内存。勾选 `.contiguous()` 会把结果拷贝到按下标顺序排布的新内存里：连线变直，
-# 也不再共享内存。唯一的例外是顺序 (0, 1, 2)：它本来就是连续的，`.contiguous()` 直接返回 `x` 本身。
+# 图中显示结果如何读取内存。勾选 `.contiguous()` 会把结果拷贝到按索引顺序排布的新内存里：连线变直，
+# 也不再共享内存。唯一的例外是顺序 (0, 1, 2)：它本来就是连续的，`.contiguous()` 什么也不拷贝，
+# 直接返回这个视图本身，它仍与 `x` 共享内存。
 
 # %% tags=["nbval-ignore-output"]
 permute_explorer()
@@ -311,6 +384,15 @@ permute_explorer()
 # %%
 _, summary = permute_view(order=(0, 2, 1), contiguous=True)
 print(summary)
+copied = x3.permute(0, 2, 1).contiguous()
+same = x3.permute(0, 1, 2)
+# lang: en
+claim("the copy is contiguous and no longer shares memory with x3", copied.is_contiguous() and not shares_memory(copied, x3))
+claim("for the order (0, 1, 2), .contiguous() copies nothing: it returns the view itself", same.contiguous() is same)
+# lang: zh
+claim("副本是连续的，不再与 x3 共享内存", copied.is_contiguous() and not shares_memory(copied, x3))
+claim("顺序为 (0, 1, 2) 时，.contiguous() 什么也不拷贝，直接返回这个视图本身", same.contiguous() is same)
+# lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 4. `squeeze` and `unsqueeze`
@@ -333,11 +415,35 @@ print(summary)
 # 小心不带参数的 `squeeze()`：它会去掉*所有*大小为 1 的维度，连碰巧只有一条序列的批量维也不放过。
 
 # %%
+# lang: en
 lengths = torch.tensor([5, 3])  # B = 2 sequences
+# lang: zh
+lengths = torch.tensor([5, 3])  # B = 2 条序列
+# lang: end
 print(tuple(lengths.unsqueeze(1).shape), tuple(lengths[:, None].shape), tuple(lengths[:, None, None, None].shape))
+# lang: en
+claim("lengths[:, None] is lengths.unsqueeze(1), a view",
+      torch.equal(lengths[:, None], lengths.unsqueeze(1)) and shares_memory(lengths[:, None], lengths))
+# lang: zh
+claim("lengths[:, None] 就是 lengths.unsqueeze(1)，而且是视图",
+      torch.equal(lengths[:, None], lengths.unsqueeze(1)) and shares_memory(lengths[:, None], lengths))
+# lang: end
 
+# lang: en
 one = torch.zeros(1, 7, 1)  # a batch of one sequence: 7 positions, 1 feature each
-print(tuple(one.squeeze().shape), tuple(one.squeeze(-1).shape), shares_memory(one.squeeze(-1), one))
+# lang: zh
+one = torch.zeros(1, 7, 1)  # 只有一条序列的批量：7 个位置，每个位置 1 个特征
+# lang: end
+print(tuple(one.squeeze().shape), tuple(one.squeeze(-1).shape))
+# lang: en
+claim("squeeze() removed the batch axis too: (1, 7, 1) became (7,)", one.squeeze().shape == (7,))
+claim("squeeze(-1) removed only the last axis, (1, 7), and is a view",
+      one.squeeze(-1).shape == (1, 7) and shares_memory(one.squeeze(-1), one))
+# lang: zh
+claim("squeeze() 连批量维也去掉了：(1, 7, 1) 变成了 (7,)", one.squeeze().shape == (7,))
+claim("squeeze(-1) 只去掉最后一维，得到 (1, 7)，而且是视图",
+      one.squeeze(-1).shape == (1, 7) and shares_memory(one.squeeze(-1), one))
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # `squeeze()` turned the (1, 7, 1) batch into a (7,) vector: code that expects (B, L) would
@@ -380,7 +486,12 @@ print(tuple(one.squeeze().shape), tuple(one.squeeze(-1).shape), shares_memory(on
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 2.4), layout="constrained")
-viz.broadcast_picture((2, 1, 1, 5), (2, 4, 3, 5), ax=ax, names=("keep", "scores"), axis_names=("B", "H", "L_q", "L_k"))
+# lang: en
+names = ("keep", "scores")
+# lang: zh
+names = ("keep（掩码）", "scores（分数）")
+# lang: end
+viz.broadcast_picture((2, 1, 1, 5), (2, 4, 3, 5), ax=ax, names=names, axis_names=("B", "H", "L_q", "L_k"))
 plt.show()
 
 # %% [markdown] tags=["lang-en"]
@@ -401,7 +512,16 @@ keep = torch.tensor([[True, True, True, True, True], [True, True, True, False, F
 keep4 = keep[:, None, None, :]  # (B, 1, 1, L_k)
 masked = scores.masked_fill(~keep4, float("-inf"))  # (B, H, L_q, L_k)
 print(tuple(keep4.shape), tuple(masked.shape))
-print(masked[1, 0])  # sequence 1, head 0: its last two keys are masked for every query
+hidden = masked.isneginf()  # (B, H, L_q, L_k)
+# lang: en
+print(masked[1, 0])  # sequence 1, head 0
+claim("the last two keys of sequence 1 are −∞ for every head and every query", hidden[1, :, :, 3:].all())
+claim("and nothing else is: 2 keys × 4 heads × 3 queries = 24 entries", hidden.sum() == 2 * H * L_q)
+# lang: zh
+print(masked[1, 0])  # 序列 1，头 0
+claim("序列 1 的最后两个键对每个头、每个查询都是 −∞", hidden[1, :, :, 3:].all())
+claim("其他位置都不是：2 个键 × 4 个头 × 3 个查询 = 24 个元素", hidden.sum() == 2 * H * L_q)
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # Check that the mask was never copied: `expand` builds the very view broadcasting reads,
@@ -412,7 +532,18 @@ print(masked[1, 0])  # sequence 1, head 0: its last two keys are masked for ever
 
 # %%
 big = keep4.expand(B, H, L_q, L_k)
-print(tuple(big.shape), big.stride(), shares_memory(big, keep))
+print(tuple(big.shape), big.stride())
+# lang: en
+claim("big has stride 0 on the repeated axes H and L_q", big.stride(1) == 0 and big.stride(2) == 0)
+claim("its 120 entries read the mask's own 10 booleans: the same memory, 10 bytes",
+      big.numel() == 120 and shares_memory(big, keep) and big.untyped_storage().nbytes() == 10)
+claim("masking with big gives exactly what broadcasting gave", torch.equal(scores.masked_fill(~big, float("-inf")), masked))
+# lang: zh
+claim("在被重复的 H 维和 L_q 维上，big 的步长为 0", big.stride(1) == 0 and big.stride(2) == 0)
+claim("它的 120 个元素读的是掩码自己的 10 个布尔值：同一块内存，共 10 字节",
+      big.numel() == 120 and shares_memory(big, keep) and big.untyped_storage().nbytes() == 10)
+claim("用 big 遮蔽，结果与广播得到的完全相同", torch.equal(scores.masked_fill(~big, float("-inf")), masked))
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # Why not use the (B, L_k) mask as it is? Broadcasting would line it up with the *last two* axes
@@ -424,58 +555,175 @@ print(tuple(big.shape), big.stride(), shares_memory(big, keep))
 # $L_q = B$ 时却能顺利运行，只是遮错了位置：每条序列的第 $i$ 个查询用的都是第 $i$ 条序列的掩码。
 
 # %%
+try:
+    scores.masked_fill(~keep, float("-inf"))  # L_q = 3, B = 2
+    failed = False
+except RuntimeError:
+    failed = True
+# lang: en
+claim("with L_q = 3 ≠ B = 2, the (B, L_k) mask raises a RuntimeError", failed)
+# lang: zh
+claim("L_q = 3 ≠ B = 2 时，(B, L_k) 的掩码会抛出 RuntimeError", failed)
+# lang: end
+
 scores_2 = torch.randn(B, H, 2, L_k)  # L_q = B = 2
 right = scores_2.masked_fill(~keep4, float("-inf"))
+# lang: en
 wrong = scores_2.masked_fill(~keep, float("-inf"))  # runs: keep lines up with (L_q, L_k)
-print(tuple(wrong.shape), torch.equal(wrong, right))
+# lang: zh
+wrong = scores_2.masked_fill(~keep, float("-inf"))  # 照样运行：keep 与 (L_q, L_k) 对齐
+# lang: end
+print(tuple(wrong.shape))
+query_i_gets_mask_i = torch.equal(wrong.isneginf(), (~keep).expand(B, H, 2, L_k))
+# lang: en
+claim("with L_q = B = 2 it runs, with the shape of the scores", wrong.shape == scores_2.shape)
+claim("but it masks other entries than the right mask", not torch.equal(wrong, right))
+claim("query i of every sequence got the mask of sequence i", query_i_gets_mask_i)
+# lang: zh
+claim("L_q = B = 2 时它照样运行，结果的形状与分数相同", wrong.shape == scores_2.shape)
+claim("但遮住的位置与正确的掩码不同", not torch.equal(wrong, right))
+claim("每条序列的第 i 个查询用的都是第 i 条序列的掩码", query_i_gets_mask_i)
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# The same mask fails silently in a second way, and a common one: decoding. A decoder that
+# generates one token at a time scores a single query per step, so its scores have shape
+# (B, H, 1, L_k). The (B, L_k) mask now lines its batch axis up with that size-1 query axis, and
+# broadcasting repeats the *scores* along it instead of failing: the result is bigger than the
+# scores it was made from, (B, H, B, L_k). The softmax and the product with the values run on,
+# with B queries per sequence where there was one, and query $i$ again carries the mask of
+# sequence $i$. The right mask is the same as before, (B, 1, 1, L_k): it leaves the scores'
+# shape alone.
+
+# %% [markdown] tags=["lang-zh"] en_hash="2a73aaa88c"
+# 同一个掩码还有第二种不报错的出错方式，而且很常见：解码。解码器每一步只生成一个词元，每步只有一个查询，
+# 所以分数的形状是 (B, H, 1, L_k)。这时 (B, L_k) 掩码的批量维与这个大小为 1 的查询维对齐，
+# 广播不会报错，而是沿这一维把*分数*重复了：结果比原来的分数还大，形状为 (B, H, B, L_k)。
+# 后面的 softmax 和与值相乘都照常运行，只是每条序列本该只有一个查询，现在却有 B 个，
+# 而且第 $i$ 个查询用的仍是第 $i$ 条序列的掩码。正确的掩码形状和前面一样，是 (B, 1, 1, L_k)：它不改变分数的形状。
+
+# %%
+# lang: en
+step = torch.randn(B, H, 1, L_k)  # one decoding step: a single query
+grown = step.masked_fill(~keep, float("-inf"))  # runs: keep's B lines up with the size-1 query axis
+# lang: zh
+step = torch.randn(B, H, 1, L_k)  # 解码的一步：只有一个查询
+grown = step.masked_fill(~keep, float("-inf"))  # 照样运行：keep 的 B 维与大小为 1 的查询维对齐
+# lang: end
+fixed = step.masked_fill(~keep4, float("-inf"))
+values = torch.randn(B, H, L_k, 3)  # (B, H, L_k, D_v)
+outputs = torch.softmax(grown, dim=-1) @ values
+print(tuple(step.shape), tuple(grown.shape), tuple(outputs.shape), tuple(fixed.shape))
+# lang: en
+claim("the (B, L_k) mask grew the scores (2, 4, 1, 5) into (B, H, B, L_k) = (2, 4, 2, 5)", grown.shape == (B, H, B, L_k))
+claim("softmax and the product with the values run on: 2 query rows per sequence, not 1", outputs.shape == (B, H, B, 3))
+claim("query row i of every sequence carries the mask of sequence i", torch.equal(grown.isneginf(), (~keep).expand(B, H, B, L_k)))
+claim("the (B, 1, 1, L_k) mask keeps the shape of the scores", fixed.shape == step.shape)
+# lang: zh
+claim("(B, L_k) 掩码把形状为 (2, 4, 1, 5) 的分数撑大成了 (B, H, B, L_k) = (2, 4, 2, 5)", grown.shape == (B, H, B, L_k))
+claim("softmax 和与值相乘照常运行：每条序列有 2 行查询，而不是 1 行", outputs.shape == (B, H, B, 3))
+claim("每条序列的第 i 行查询带的都是第 i 条序列的掩码", torch.equal(grown.isneginf(), (~keep).expand(B, H, B, L_k)))
+claim("(B, 1, 1, L_k) 掩码保持分数的形状不变", fixed.shape == step.shape)
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# A mask must never change the shape of the scores, and that is one line to check after
+# masking, `masked.shape == scores.shape` (or before it, without computing anything,
+# `torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape`). The in-place
+# `masked_fill_` makes the check for you, since it cannot grow the tensor it writes into; so does
+# the package's `masks.masked_softmax`, which refuses such a mask.
+
+# %% [markdown] tags=["lang-zh"] en_hash="01cf099135"
+# 掩码绝不能改变分数的形状，检查这一点只需一行：遮蔽之后检查 `masked.shape == scores.shape`
+# （也可以在遮蔽之前、不做任何计算，检查 `torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape`）。
+# 原地操作的 `masked_fill_` 会替你做这个检查，因为它没法把自己写入的张量撑大；
+# 本课程包里的 `masks.masked_softmax` 也会检查，并拒绝这样的掩码。
+
+# %%
+try:
+    step.clone().masked_fill_(~keep, float("-inf"))
+    refused = False
+except RuntimeError:
+    refused = True
+# lang: en
+claim("the check tells the two masks apart", grown.shape != step.shape and fixed.shape == step.shape)
+claim("masked_fill_ (in place) refuses the (B, L_k) mask with a RuntimeError", refused)
+# lang: zh
+claim("这个检查能区分两种掩码", grown.shape != step.shape and fixed.shape == step.shape)
+claim("原地的 masked_fill_ 以 RuntimeError 拒绝 (B, L_k) 掩码", refused)
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # Pick a mask shape and a scores shape below and see how they line up: blue marks a size-1 (or
-# missing) axis that is repeated, red a clash. Try the mask (2, 5) with each scores shape, and
-# (2, 1, 5, 1), which lines up but masks queries instead of keys.
+# missing) axis that is repeated, red a clash. Try the mask (2, 5) with each scores shape (with
+# (2, 4, 1, 5), one decoding step, the scores' own size-1 axis turns blue), and (2, 1, 5, 1),
+# which lines up but masks queries instead of keys.
 
-# %% [markdown] tags=["lang-zh"] en_hash="578b39dc21"
+# %% [markdown] tags=["lang-zh"] en_hash="042d373f4a"
 # 在下面选一个掩码形状和一个分数形状，看它们如何对齐：蓝色表示被重复的大小为 1（或缺失）的维度，红色表示冲突。
-# 试试掩码 (2, 5) 配上每一种分数形状，再试试 (2, 1, 5, 1)：它能对齐，遮住的却是查询而不是键。
+# 试试掩码 (2, 5) 配上每一种分数形状（配上解码一步的 (2, 4, 1, 5) 时，变蓝的是分数自己那个大小为 1 的维度），
+# 再试试 (2, 1, 5, 1)：它能对齐，遮住的却是查询而不是键。
 
 # %% tags=["nbval-ignore-output"]
 broadcast_explorer()
 
 # %% [markdown] tags=["lang-en"]
-# The view function for the silent case above, the (B, L_k) mask against scores with $L_q = B$:
+# The view function for the two silent cases above, the (B, L_k) mask against scores with
+# $L_q = B$ and against the scores of one decoding step:
 
-# %% [markdown] tags=["lang-zh"] en_hash="bbf17b8eb5"
-# 对上面那种不报错的情况，即 (B, L_k) 的掩码配上 $L_q = B$ 的分数，直接调用视图函数：
+# %% [markdown] tags=["lang-zh"] en_hash="b85837282f"
+# 对上面两种不报错的情况，即 (B, L_k) 的掩码配上 $L_q = B$ 的分数、配上解码一步的分数，直接调用视图函数：
 
 # %%
-_, summary = broadcast_view(mask=(2, 5), scores=(2, 4, 2, 5))
-print(summary)
+for scores_shape in [(2, 4, 2, 5), (2, 4, 1, 5)]:
+    _, summary = broadcast_view(mask=(2, 5), scores=scores_shape)
+    print(summary, end="\n\n")
 
 # %% [markdown] tags=["lang-en"]
 # ### Exercise 00.padding_mask
 #
 # Build the keep mask from the sequence lengths instead of writing it by hand. `lengths` has
-# shape (B,) and holds the number of real tokens of each sequence; `max_len` is $L_k$. Return a
-# boolean mask of shape (B, 1, 1, L_k) that is True where the key position is a real token,
-# that is where position < length (positions count from 0).
+# shape (B,) and holds the number of real tokens of each sequence (an integer tensor; a length
+# may be 0); `max_len` is $L_k$, the padded length, which may be larger than every length.
+# Return a `torch.bool` mask of shape (B, 1, 1, L_k) that is True where the key position is a
+# real token, that is where position < length (positions count from 0).
 #
 # Hint: compare a (L_k,) tensor of positions with a (B, 1) view of the lengths and let
 # broadcasting build the (B, L_k) grid; then add the two size-1 axes.
 
-# %% [markdown] tags=["lang-zh"] en_hash="45386ed638"
+# %% [markdown] tags=["lang-zh"] en_hash="04fe76323d"
 # ### 练习 00.padding_mask
 #
-# 不再手写，而是根据序列长度构造保留掩码，让填充位置为 False。`lengths` 的形状是 (B,)，存放每条序列的真实词元数；`max_len` 就是 $L_k$。
-# 返回一个形状为 (B, 1, 1, L_k) 的布尔掩码：键的位置是真实词元时为 True，即位置 < 长度（位置从 0 开始计数）。
+# 不再手写，而是根据序列长度构造保留掩码，让填充位置为 False。`lengths` 的形状是 (B,)，存放每条序列的真实词元数
+# （整数张量，长度可以为 0）；`max_len` 就是 $L_k$，即填充后的长度，它可以比所有长度都大。
+# 返回一个形状为 (B, 1, 1, L_k)、类型为 `torch.bool` 的掩码：键的位置是真实词元时为 True，即位置 < 长度（位置从 0 开始计数）。
 #
 # 提示：把形状为 (L_k,) 的位置张量与长度的 (B, 1) 视图相比较，让广播生成 (B, L_k) 的网格；再补上两个大小为 1 的维度。
 
 # %% tags=["exercise"] exercise="00.padding_mask"
 def padding_mask(lengths, max_len):
-    """lengths: (B,) integers. Returns the keep mask (B, 1, 1, max_len), True at real tokens."""
+    # lang: en
+    """The keep mask of a right-padded batch.
+
+    lengths: (B,) integer tensor, the number of real tokens of each sequence (0 ≤ length ≤ max_len).
+    max_len: int, L_k, the padded length.
+    Returns: (B, 1, 1, max_len) torch.bool tensor, True where position < length (a real token).
+    """
+    # lang: zh
+    """右侧填充的一批序列的保留掩码。
+
+    lengths：形状为 (B,) 的整数张量，每条序列的真实词元数（0 ≤ 长度 ≤ max_len）。
+    max_len：int，即 L_k，填充后的长度。
+    返回：形状为 (B, 1, 1, max_len) 的 torch.bool 张量，位置 < 长度（真实词元）处为 True。
+    """
+    # lang: end
     ### BEGIN SOLUTION
     positions = torch.arange(max_len)  # (L_k,)
+    # lang: en
     real = positions < lengths.unsqueeze(-1)  # (L_k,) against (B, 1) -> (B, L_k)
+    # lang: zh
+    real = positions < lengths.unsqueeze(-1)  # (L_k,) 与 (B, 1) 比较 -> (B, L_k)
+    # lang: end
     return real[:, None, None, :]  # (B, 1, 1, L_k)
     ### END SOLUTION
 
@@ -526,11 +774,18 @@ v = torch.randn(2, 4, 5, 6)  # (B, H, L_k, D_v)
 
 s_einsum = torch.einsum("bhqd,bhkd->bhqk", q, k)
 s_matmul = q @ k.transpose(-2, -1)
-print(tuple(s_einsum.shape), torch.allclose(s_einsum, s_matmul, atol=1e-5))
+print(tuple(s_einsum.shape))
 
 w = torch.softmax(s_einsum, dim=-1)
 o_einsum = torch.einsum("bhqk,bhkd->bhqd", w, v)
-print(tuple(o_einsum.shape), torch.allclose(o_einsum, w @ v, atol=1e-5))
+print(tuple(o_einsum.shape))
+# lang: en
+claim("einsum gives the scores of q @ k.transpose(-2, -1) (to 1e-5)", torch.allclose(s_einsum, s_matmul, atol=1e-5))
+claim("and the weighted sum of w @ v (to 1e-5)", torch.allclose(o_einsum, w @ v, atol=1e-5))
+# lang: zh
+claim("einsum 算出的分数与 q @ k.transpose(-2, -1) 相同（误差在 1e-5 以内）", torch.allclose(s_einsum, s_matmul, atol=1e-5))
+claim("加权求和也与 w @ v 相同（误差在 1e-5 以内）", torch.allclose(o_einsum, w @ v, atol=1e-5))
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # `einsum` is neither magic nor free. It returns a new tensor, and underneath it permutes the
@@ -559,7 +814,21 @@ print(tuple(o_einsum.shape), torch.allclose(o_einsum, w @ v, atol=1e-5))
 
 # %% tags=["exercise"] exercise="00.scores_einsum"
 def scores_einsum(q, k):
-    """q: (B, L_q, H, D), k: (B, L_k, H, D). Returns the scores (B, H, L_q, L_k)."""
+    # lang: en
+    """The unscaled attention scores, with one torch.einsum and no transpose or permute.
+
+    q: (B, L_q, H, D) float tensor, the queries.
+    k: (B, L_k, H, D) float tensor, the keys.
+    Returns: (B, H, L_q, L_k) tensor of q's dtype, scores[b, h, i, j] = q[b, i, h] · k[b, j, h].
+    """
+    # lang: zh
+    """未缩放的注意力分数：只用一次 torch.einsum，不用 transpose 或 permute。
+
+    q：形状为 (B, L_q, H, D) 的浮点张量，即查询。
+    k：形状为 (B, L_k, H, D) 的浮点张量，即键。
+    返回：形状为 (B, H, L_q, L_k)、dtype 与 q 相同的张量，scores[b, h, i, j] = q[b, i, h] · k[b, j, h]。
+    """
+    # lang: end
     ### BEGIN SOLUTION
     return torch.einsum("bqhd,bkhd->bhqk", q, k)
     ### END SOLUTION
@@ -575,15 +844,17 @@ check("00.scores_einsum", scores_einsum)
 # linear layer projects the input (B, L, d_model) for all heads at once, to (B, L, H·D). Along
 # the feature axis of each position sit head 0's $D$ features, then head 1's, and so on. To
 # attend head by head we need (B, H, L, D), where the last two axes form one (L, D) matrix per
-# head. In the picture, one sequence with $L = 3$, $H = 2$, $D = 3$, each feature numbered by
-# its place in memory:
+# head; afterwards the heads go back to (B, L, H·D). These two reshapes, splitting and merging
+# heads, are what lesson 04, multi-head attention, uses next. In the picture, one sequence with
+# $L = 3$, $H = 2$, $D = 3$, each feature numbered by its place in memory:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="a0050b4f6e"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="8c0c5e7a85"
 # ## 7. 拆分与合并多头
 #
 # **多头注意力**让 $H$ 个注意力并排运行，每个头只用自己的 $D$ 个特征。一个线性层一次性为所有头做投影，
 # 把输入 (B, L, d_model) 变成 (B, L, H·D)。每个位置的特征维上，先是第 0 个头的 $D$ 个特征，接着是第 1 个头的，依此类推。
-# 要逐个头计算注意力，需要的形状是 (B, H, L, D)：最后两维为每个头构成一个 (L, D) 矩阵。
+# 要逐个头计算注意力，需要的形状是 (B, H, L, D)：最后两维为每个头构成一个 (L, D) 矩阵；算完之后，各个头再变回 (B, L, H·D)。
+# 拆分与合并多头这两步形状变换，接下来在第 04 课（多头注意力）中就会用到。
 # 下图是一条序列，$L = 3$，$H = 2$，$D = 3$，每个特征按它在内存中的位置编号：
 
 # %%
@@ -614,11 +885,29 @@ plt.show()
 
 # %% tags=["exercise"] exercise="00.split_heads"
 def split_heads(x, num_heads):
-    """x: (B, L, H·D) with H = num_heads. Returns (B, H, L, D)."""
+    # lang: en
+    """Split the features of each position into heads.
+
+    x: (B, L, H·D) float tensor, head 0's D features first, then head 1's, ...
+    num_heads: int, H (it divides the last axis).
+    Returns: (B, H, L, D) tensor of x's dtype, result[b, h, l] = x[b, l, h·D : (h+1)·D].
+    """
+    # lang: zh
+    """把每个位置的特征拆分到各个头。
+
+    x：形状为 (B, L, H·D) 的浮点张量，先是第 0 个头的 D 个特征，然后是第 1 个头的，依此类推。
+    num_heads：int，即 H（能整除最后一维）。
+    返回：形状为 (B, H, L, D)、dtype 与 x 相同的张量，result[b, h, l] = x[b, l, h·D : (h+1)·D]。
+    """
+    # lang: end
     ### BEGIN SOLUTION
     B, L, HD = x.shape
     x = x.view(B, L, num_heads, HD // num_heads)  # (B, L, H, D)
+    # lang: en
     return x.transpose(1, 2)  # (B, H, L, D), a view that is not contiguous
+    # lang: zh
+    return x.transpose(1, 2)  # (B, H, L, D)，是视图，但不连续
+    # lang: end
     ### END SOLUTION
 
 
@@ -637,7 +926,14 @@ check("00.split_heads", split_heads)
 # %%
 tiny = torch.arange(8).view(1, 2, 4)  # (B, L, H·D)
 tiny_heads = tiny.unflatten(-1, (2, 2)).transpose(1, 2)  # (B, H, L, D)
-print(tuple(tiny_heads.shape), tiny_heads.stride(), tiny_heads.is_contiguous(), shares_memory(tiny_heads, tiny))
+print(tuple(tiny_heads.shape), tiny_heads.stride())
+# lang: en
+claim("tiny_heads is a view of the projection's memory, and is not contiguous",
+      shares_memory(tiny_heads, tiny) and not tiny_heads.is_contiguous())
+# lang: zh
+claim("tiny_heads 是投影结果那块内存的视图，而且不连续",
+      shares_memory(tiny_heads, tiny) and not tiny_heads.is_contiguous())
+# lang: end
 fig, ax = plt.subplots(figsize=(6, 2), layout="constrained")
 viz.memory_order(tiny_heads, ax=ax, title="(B, H, L, D)")
 plt.show()
@@ -647,30 +943,82 @@ plt.show()
 # layer can mix the heads. Swap the head and position axes back, then merge (H, D) into one
 # axis. After the swap the tensor is not contiguous, so `view` cannot merge the two axes
 # (except in corner cases such as $L = 1$). `reshape`, or `.contiguous()` followed by `view`,
-# copies the data once: the one copy in the shape handling of multi-head attention.
-#
+# copies the data once: the one copy in the shape handling of multi-head attention. On the
+# small example:
+
+# %% [markdown] tags=["lang-zh"] en_hash="8790780cb0"
+# 注意力算完后，各个头的输出 (B, H, L, D) 要变回 (B, L, H·D)，好让一个线性层把各头的结果混合起来。
+# 先把头维和位置维换回来，再把 (H, D) 合并成一维。交换之后张量不再连续，`view` 无法合并这两维
+# （$L = 1$ 之类的特殊情况除外）。`reshape`，或先 `.contiguous()` 再 `view`，会把数据拷贝一次：
+# 这是多头注意力的形状处理中唯一的一次拷贝。用上面的小例子验证：
+
+# %%
+# lang: en
+heads_out = tiny_heads.contiguous()  # what attention returns: a new, contiguous (B, H, L, D)
+back = heads_out.transpose(1, 2)  # (B, L, H, D), not contiguous
+# lang: zh
+heads_out = tiny_heads.contiguous()  # 注意力返回的是新的、连续的 (B, H, L, D)
+back = heads_out.transpose(1, 2)  # (B, L, H, D)，不连续
+# lang: end
+try:
+    back.view(1, 2, 4)
+    refusal = ""
+except RuntimeError as error:
+    refusal = str(error)
+merged = back.reshape(1, 2, 4)  # (B, L, H·D)
+print(merged)
+one_position = torch.arange(4).view(1, 2, 1, 2).transpose(1, 2)  # (B, L, H, D), L = 1
+# lang: en
+claim("after the swap, view cannot merge (H, D): it raises a RuntimeError", refusal != "")
+claim("reshape merges them with a copy and gives back the projection's numbers",
+      torch.equal(merged, tiny) and not shares_memory(merged, heads_out))
+claim("with L = 1 the swapped tensor is still contiguous, so there view works",
+      one_position.is_contiguous() and one_position.view(1, 1, 4).shape == (1, 1, 4))
+# lang: zh
+claim("交换之后，view 无法合并 (H, D)：它抛出了 RuntimeError", refusal != "")
+claim("reshape 通过一次拷贝完成合并，还原出投影结果的那些数",
+      torch.equal(merged, tiny) and not shares_memory(merged, heads_out))
+claim("L = 1 时交换后的张量仍然连续，所以 view 可以运行",
+      one_position.is_contiguous() and one_position.view(1, 1, 4).shape == (1, 1, 4))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
 # ### Exercise 00.merge_heads
 #
 # Write `merge_heads(x)`, the inverse of `split_heads`: `x` has shape (B, H, L, D); return
 # (B, L, H·D), head 0's $D$ features first.
 
-# %% [markdown] tags=["lang-zh"] en_hash="a41ca2f533"
-# 注意力算完后，各个头的输出 (B, H, L, D) 要变回 (B, L, H·D)，好让一个线性层把各头的结果混合起来。
-# 先把头维和位置维换回来，再把 (H, D) 合并成一维。交换之后张量不再连续，`view` 无法合并这两维
-# （$L = 1$ 之类的特殊情况除外）。`reshape`，或先 `.contiguous()` 再 `view`，会把数据拷贝一次：
-# 这是多头注意力的形状处理中唯一的一次拷贝。
-#
+# %% [markdown] tags=["lang-zh"] en_hash="48be2ba0e4"
 # ### 练习 00.merge_heads
 #
 # 写出 `merge_heads(x)`，即 `split_heads` 的逆操作：`x` 的形状是 (B, H, L, D)；返回 (B, L, H·D)，第 0 个头的 $D$ 个特征在前。
 
 # %% tags=["exercise"] exercise="00.merge_heads"
 def merge_heads(x):
-    """x: (B, H, L, D). Returns (B, L, H·D)."""
+    # lang: en
+    """Merge the heads back into the features of each position: the inverse of split_heads.
+
+    x: (B, H, L, D) float tensor.
+    Returns: (B, L, H·D) tensor of x's dtype, result[b, l, h·D : (h+1)·D] = x[b, h, l]
+    (head 0's D features first).
+    """
+    # lang: zh
+    """把各个头合并回每个位置的特征，即 split_heads 的逆操作。
+
+    x：形状为 (B, H, L, D) 的浮点张量。
+    返回：形状为 (B, L, H·D)、dtype 与 x 相同的张量，result[b, l, h·D : (h+1)·D] = x[b, h, l]
+    （第 0 个头的 D 个特征在前）。
+    """
+    # lang: end
     ### BEGIN SOLUTION
     B, H, L, D = x.shape
+    # lang: en
     x = x.transpose(1, 2)  # (B, L, H, D), not contiguous
     return x.reshape(B, L, H * D)  # copies; .view would fail here
+    # lang: zh
+    x = x.transpose(1, 2)  # (B, L, H, D)，不连续
+    return x.reshape(B, L, H * D)  # 会拷贝；这里用 .view 会报错
+    # lang: end
     ### END SOLUTION
 
 
@@ -682,32 +1030,51 @@ check("00.merge_heads", merge_heads)
 #
 # Every tool of this lesson in one forward pass of multi-head self-attention over the two
 # padded sequences of section 5, with the shape after each step. Lesson 01 explains the
-# attention itself and lesson 04 turns this into a module; here the point is the shapes, and
-# the check against PyTorch's own `F.scaled_dot_product_attention`.
+# attention itself and lesson 04, multi-head attention, turns this into a module; here the point
+# is the shapes, and the check against PyTorch's own `F.scaled_dot_product_attention`.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="7dd11c4197"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="11f28d3bb8"
 # ## 8. 综合：多头注意力中的形状
 #
 # 把本课的所有工具串起来：对第 5 节那两条填充过的序列做一次多头自注意力的前向计算，并打印每一步之后的形状。
-# 注意力本身在第 01 课讲解，第 04 课会把它写成模块；这里关注的是形状，以及与 PyTorch 自带的
+# 注意力本身在第 01 课讲解，第 04 课（多头注意力）会把它写成模块；这里关注的是形状，以及与 PyTorch 自带的
 # `F.scaled_dot_product_attention` 的对照。
 
 # %%
 H, D = 4, 3
+# lang: en
 x = torch.randn(B, L_k, H * D)  # (B, L, d_model): the two sequences of section 5
+# lang: zh
+x = torch.randn(B, L_k, H * D)  # (B, L, d_model)：第 5 节的那两条序列
+# lang: end
 w_q, w_k, w_v = (torch.randn(H * D, H * D) / (H * D) ** 0.5 for _ in range(3))
 
+# lang: en
 q, k, v = (x @ w for w in (w_q, w_k, w_v))  # each (B, L, H·D)
 q, k, v = (t.unflatten(-1, (H, D)).transpose(1, 2) for t in (q, k, v))  # each (B, H, L, D)
+# lang: zh
+q, k, v = (x @ w for w in (w_q, w_k, w_v))  # 各为 (B, L, H·D)
+q, k, v = (t.unflatten(-1, (H, D)).transpose(1, 2) for t in (q, k, v))  # 各为 (B, H, L, D)
+# lang: end
 scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / D**0.5  # (B, H, L_q, L_k)
 weights = torch.softmax(scores.masked_fill(~keep4, float("-inf")), dim=-1)  # keep4: (B, 1, 1, L_k)
 heads = weights @ v  # (B, H, L_q, D)
+# lang: en
 out = heads.transpose(1, 2).flatten(2)  # (B, L_q, H·D): the one copy
+# lang: zh
+out = heads.transpose(1, 2).flatten(2)  # (B, L_q, H·D)：唯一的一次拷贝
+# lang: end
 for name, tensor in [("q", q), ("scores", scores), ("weights", weights), ("heads", heads), ("out", out)]:
     print(f"{name:>8}", tuple(tensor.shape))
 
 reference = F.scaled_dot_product_attention(q, k, v, attn_mask=keep4)
-print(torch.allclose(heads, reference, atol=1e-5), shares_memory(out, heads))
+# lang: en
+claim("the heads equal F.scaled_dot_product_attention's output (to 1e-5)", torch.allclose(heads, reference, atol=1e-5))
+claim("out is a copy: flatten could not merge the swapped axes in place", not shares_memory(out, heads))
+# lang: zh
+claim("各个头的结果与 F.scaled_dot_product_attention 的输出相同（误差在 1e-5 以内）", torch.allclose(heads, reference, atol=1e-5))
+claim("out 是副本：交换过的两维无法原地合并，flatten 只好拷贝", not shares_memory(out, heads))
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # ## Summary
@@ -718,22 +1085,26 @@ print(torch.allclose(heads, reference, atol=1e-5), shares_memory(out, heads))
 #   and fails instead.
 # - Broadcasting lines shapes up from the right and repeats size-1 axes without copying: a
 #   padding mask of shape (B, 1, 1, L_k) fits scores of shape (B, H, L_q, L_k). A mask with
-#   too few axes can line up with the wrong axes and still run.
+#   too few axes can line up with the wrong axes and still run, and against a size-1 axis of
+#   the scores (one decoding step) it even grows them: check that the scores keep their shape.
 # - `einsum` names the axes and does the transposes; it costs what the matrix product costs.
 # - Splitting heads is a view then a transpose; merging heads is a transpose then a copy.
 #
-# Next, lesson 01 builds scaled dot-product attention on these shapes, and lesson 02 looks at
-# masks and their conventions in depth.
+# Next, lesson 01 builds scaled dot-product attention on these shapes, lesson 02 looks at masks
+# and their conventions in depth, and lesson 04, multi-head attention, builds its module on
+# splitting and merging heads.
 
-# %% [markdown] tags=["lang-zh"] en_hash="ea356b310e"
+# %% [markdown] tags=["lang-zh"] en_hash="14755819ab"
 # ## 小结
 #
-# - 张量 = 存储 + 形状 + 步长。下标顺序与内存顺序一致时，张量就是连续的。
+# - 张量 = 存储 + 形状 + 步长。索引顺序与内存顺序一致时，张量就是连续的。
 # - `view`、`transpose`、`permute`、`squeeze`、`unsqueeze`、`expand` 返回的都是视图：没有开销，且共享内存。
 #   `reshape` 和 `contiguous()` 只在必要时拷贝；`view` 从不拷贝，做不到就报错。
 # - 广播从右往左对齐形状，并在不拷贝的前提下重复大小为 1 的维度：形状为 (B, 1, 1, L_k) 的填充掩码
-#   正好能与形状为 (B, H, L_q, L_k) 的分数配合。维度不够的掩码可能与错误的维度对齐，却照样能运行。
+#   正好能与形状为 (B, H, L_q, L_k) 的分数配合。维度不够的掩码可能与错误的维度对齐，却照样能运行；
+#   遇到分数中大小为 1 的维度（解码的一步）时，它甚至会把分数撑大：要检查分数的形状没有变。
 # - `einsum` 为各维命名并替你完成转置；它的开销与对应的矩阵乘法相同。
 # - 拆分多头 = 一次视图 + 一次转置；合并多头 = 一次转置 + 一次拷贝。
 #
-# 下一课（第 01 课）会在这些形状之上实现缩放点积注意力，第 02 课则深入讨论掩码及其各种约定。
+# 下一课（第 01 课）会在这些形状之上实现缩放点积注意力，第 02 课深入讨论掩码及其各种约定，
+# 第 04 课（多头注意力）则在拆分与合并多头的基础上搭建多头注意力模块。
