@@ -4,21 +4,33 @@ Inside this package a mask means one thing: a boolean **keep** mask, True where 
 attend to a key (the meaning of the boolean ``attn_mask`` of ``F.scaled_dot_product_attention``).
 It broadcasts against scores of shape (..., L_q, L_k), for example (B, H, L_q, L_k):
 
-    padding_mask(lengths, L_k)   (B, 1, 1, L_k)   hides each sequence's padded keys
-    causal_mask(L_q, L_k)        (L_q, L_k)       hides the keys after each query
+    padding_mask(lengths, L_k)                       (B, 1, 1, L_k)  hides each sequence's padded keys
+    causal_mask(L_q, L_k)                            (L_q, L_k)      hides the keys after each query, aligned
+                                                                     at the top left (F.sdpa's is_causal=True)
+    causal_mask(L_q, L_k, align="bottom_right")      (L_q, L_k)      the same for queries that are the last
+                                                                     L_q positions (torch.nn.attention.bias.
+                                                                     causal_lower_right; decoding with a cache)
 
 Other code points the other way. The converters below translate at the boundary, and refuse
 a mask whose meaning they would have to guess:
 
-    convention                                          True / 1 / 0.0 means   to keep mask      from keep mask
-    nn.MultiheadAttention bool attn_mask, seed 002      ignore                 from_ignore       to_ignore
-    nn.MultiheadAttention key_padding_mask, (B, L_k)    ignore (padding)       from_key_padding  to_key_padding
-    additive float mask (F.sdpa float attn_mask)        0 keep, -inf drop      from_additive     to_additive
-    seed 001's ``masked_fill(mask == 0, -inf)``         1 keep, 0 hidden       from_zero_hidden  (already keep)
+    convention                                            True / 1 / 0.0 means  to keep mask      from keep mask
+    bool attn_mask of nn.MultiheadAttention, and a        ignore                from_ignore       to_ignore
+      popular from-scratch Transformer tutorial's
+      masked_fill(mask, -inf)
+    bool key_padding_mask of nn.MultiheadAttention,       ignore (padding)      from_key_padding  to_key_padding
+      (B, L_k)
+    additive float mask: the float attn_mask of F.sdpa    0 keep, -inf drop     from_additive     to_additive
+      and nn.MultiheadAttention, a float
+      key_padding_mask (B, L_k),
+      nn.Transformer.generate_square_subsequent_mask
+    a widely copied PyTorch tutorial's                    1 keep, 0 hidden      from_zero_hidden  (already keep)
+      masked_fill(mask == 0, -inf)
 
 ``masked_softmax`` turns scores and a keep mask into attention weights. A row whose keys are all
-hidden has nothing to average: it gets all-zero weights (so the attention output row is zero, as
-``F.scaled_dot_product_attention`` gives), never NaN, in every floating dtype.
+hidden has nothing to average: it gets all-zero weights, so the attention output row is zero
+(what ``F.scaled_dot_product_attention`` returns in torch 2.13: measured, not documented; older
+versions gave NaN), never NaN, in every floating dtype, and its gradient is zero too.
 """
 
 import torch
@@ -96,23 +108,37 @@ def padding_mask(lengths, max_len):
     return keep[:, None, None, :]  # (B, 1, 1, L_k)
 
 
-def causal_mask(L_q, L_k=None):
-    """Keep mask of a decoder (look-ahead mask): query i may attend to keys 0 … i, not to later ones.
+ALIGNMENTS = ("top_left", "bottom_right")
+
+
+def causal_mask(L_q, L_k=None, *, align="top_left"):
+    """Keep mask of a decoder (look-ahead mask): each query may attend to the keys up to its own
+    position, not to later ones.
 
     Args:
         L_q: number of queries; L_k: number of keys (default L_q).
+        align: where query 0 sits among the keys when L_q != L_k (the same mask when L_q == L_k).
+            "top_left" (default): query i is position i, so it sees keys 0 … i, as
+            ``F.scaled_dot_product_attention(..., is_causal=True)`` and
+            ``torch.nn.attention.bias.causal_upper_left`` align it. Right when the queries are the
+            first L_q positions of the keys' sequence.
+            "bottom_right": the queries are the *last* L_q positions, so query i is position
+            i + L_k - L_q and sees keys 0 … i + L_k - L_q, as ``torch.nn.attention.bias.causal_lower_right``
+            aligns it. Right when decoding with a cache of earlier keys: the new queries come last.
+            With L_q > L_k the first L_q - L_k queries then see no key (fully masked rows).
 
     Returns:
-        (L_q, L_k) bool, lower-triangular: True where key j ≤ query i. It is aligned at the top
-        left, like ``F.scaled_dot_product_attention(..., is_causal=True)``: query i sees keys
-        0 … i whatever L_k is (when L_q ≠ L_k, a cache of earlier keys would need the bottom-right
-        alignment instead, ``torch.ones(L_q, L_k).tril(L_k - L_q)``). Broadcasts against (..., L_q, L_k).
+        (L_q, L_k) bool, True where query i may attend to key j. Broadcasts against (..., L_q, L_k).
     """
     L_k = L_q if L_k is None else L_k
     for argument, value in (("L_q", L_q), ("L_k", L_k)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             check.fail("causal_mask", argument, check.describe(value), {"en": "an int ≥ 1", "zh": "≥ 1 的整数"})
-    return torch.ones(L_q, L_k, dtype=torch.bool).tril()  # (L_q, L_k): key j ≤ query i
+    if align not in ALIGNMENTS:
+        needed = {"en": '"top_left" or "bottom_right"', "zh": '"top_left" 或 "bottom_right"'}
+        check.fail("causal_mask", "align", check.describe(align), needed)
+    offset = 0 if align == "top_left" else L_k - L_q  # the position of query 0 among the keys
+    return torch.ones(L_q, L_k, dtype=torch.bool).tril(offset)  # (L_q, L_k): key j ≤ query i + offset
 
 
 # ----------------------------------------------------------------------------- masked softmax
@@ -128,8 +154,7 @@ def masked_softmax(scores, keep_mask=None, *, caller="masked_softmax"):
 
     Returns:
         (..., L_q, L_k) weights: each row sums to 1 over its kept keys; a row whose keys are all
-        hidden is all zeros (a defined result, as ``F.scaled_dot_product_attention`` gives for such
-        a row), never NaN; its gradient is zero too.
+        hidden is all zeros (a defined result), never NaN; its gradient is zero too.
     """
     check.tensor(caller, "scores", scores, layout="(..., L_q, L_k)")
     if keep_mask is None:
@@ -154,8 +179,9 @@ _IGNORE_NEEDED = {
 
 
 def from_ignore(ignore_mask):
-    """Keep mask from an ignore mask: the bool ``attn_mask`` of ``nn.MultiheadAttention`` and the
-    mask of seed 002, where True means "must not attend". Any shape; returns ~ignore_mask."""
+    """Keep mask from an ignore mask, where True means "must not attend": the bool ``attn_mask``
+    of ``nn.MultiheadAttention``, and the masks of a popular from-scratch Transformer tutorial
+    (``masked_fill(mask, -inf)``). Any shape; returns ~ignore_mask."""
     return ~_bool("from_ignore", "ignore_mask", ignore_mask, _IGNORE_NEEDED)
 
 
@@ -238,14 +264,17 @@ def from_additive(additive_mask):
 
 
 def to_additive(keep_mask, dtype=torch.float32):
-    """Additive float mask for ``F.scaled_dot_product_attention`` (or to add to the scores):
-    0.0 where keep_mask is True, -inf where it is False. Same shape as keep_mask."""
+    """Additive float mask, added to the scores: 0.0 where keep_mask is True, -inf where it is
+    False. Same shape as keep_mask. The float ``attn_mask`` of ``F.scaled_dot_product_attention``
+    and ``nn.MultiheadAttention`` and a float ``key_padding_mask`` are read this way (give the
+    mask the query's dtype)."""
     _bool("to_additive", "keep_mask", keep_mask, KEEP_NEEDED)
     return torch.zeros(keep_mask.shape, dtype=dtype).masked_fill(~keep_mask, float("-inf"))
 
 
 def from_zero_hidden(mask):
-    """Keep mask from seed 001's convention, ``scores.masked_fill(mask == 0, -inf)``: 0 hides a key,
+    """Keep mask from the convention of a widely copied PyTorch tutorial,
+    ``scores.masked_fill(mask == 0, -inf)``: 0 hides a key,
     1 (or True) keeps it. Bool, integer or float masks of 0s and 1s; anything else (an additive
     mask's -inf, which that code would read inverted) is refused. Returns mask != 0."""
     needed = {

@@ -10,7 +10,7 @@ import torch
 from matplotlib.figure import Figure
 
 from course_utils import evaluate, i18n, viz
-from course_utils.exercises import EXERCISES, PASSED
+from course_utils.exercises import EXERCISES, FAILED, PASSED
 from course_utils.validation import ArgumentError
 from course_utils.widgets import MASK_MAX_LEN, mask_explorer, mask_view
 
@@ -30,7 +30,8 @@ def test_padding_only_every_query_sees_the_real_tokens():
     figure, summary = mask_view(length_1=6, length_2=3, causal=False)
     assert isinstance(figure, Figure) and len(figure.axes) >= 4
     assert visible(summary) == ([[6] * 6, [3] * 6], 0)
-    assert "lengths (6, 3)" in summary and "causal mask: False" in summary
+    assert "lengths (6, 3)" in summary and "causal mask: off" in summary
+    assert "causal mask: on" in mask_view(length_1=6, length_2=3, causal=True)[1]
 
 
 def test_causal_counts_grow_along_the_queries_up_to_the_length():
@@ -67,7 +68,7 @@ def test_a_bad_length_gets_a_clear_error(bad):
 def test_the_view_speaks_chinese_and_renders_without_missing_glyphs():
     i18n.set_language("zh")
     figure, summary = mask_view(length_1=3, length_2=6, causal=True)
-    assert "因果掩码" in summary and "全遮蔽行" in summary
+    assert "因果掩码：开" in summary and "全遮蔽行" in summary
     assert figure.axes[0].get_title() == "保留掩码，序列 1"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # matplotlib warns "Glyph ... missing from font(s)"
@@ -99,7 +100,7 @@ def test_mask_picture_draws_kept_cells_light_and_hidden_cells_dark():
 
 
 def test_head_slots_follow_the_two_orders():
-    # head-major Q/K/V: slot n = h·B + b; seed 002's mask is batch-major: slot n holds item n // H
+    # head-major Q/K/V: slot n = h·B + b; the tutorial's mask is batch-major: slot n holds item n // H
     assert viz.head_slots(3, 2, "batch") == [(0, 0, 0), (0, 1, 0), (0, 2, 1), (1, 0, 1), (1, 1, 2), (1, 2, 2)]
     assert all(item == mask_item for _, item, mask_item in viz.head_slots(3, 2, "head"))
     assert all(item == mask_item for _, item, mask_item in viz.head_slots(1, 4, "batch"))  # B = 1 hides it
@@ -110,35 +111,80 @@ def test_head_slots_follow_the_two_orders():
     assert [(i, m) for _, i, m in viz.head_slots(B, H, "batch")] == list(zip(qkv_item.tolist(), mask_item.tolist()))
 
 
+def test_head_slots_with_batch_major_qkv_match_a_batch_major_mask_like_multihead_attention():
+    B, H = 3, 2
+    assert all(item == mask_item for _, item, mask_item in viz.head_slots(B, H, "batch", qkv_order="batch"))
+    assert any(item != mask_item for _, item, mask_item in viz.head_slots(B, H, "head", qkv_order="batch"))
+    # slot n = b·H + h, what permute(0, 2, 1, 3) on (B, L, H, D) then a view gives
+    qkv_item = torch.arange(B).view(B, 1, 1).expand(B, 1, H).permute(0, 2, 1).reshape(B * H)
+    qkv_head = torch.arange(H).view(1, 1, H).expand(B, 1, H).permute(0, 2, 1).reshape(B * H)
+    assert [(h, i) for h, i, _ in viz.head_slots(B, H, "batch", qkv_order="batch")] == list(
+        zip(qkv_head.tolist(), qkv_item.tolist())
+    )
+
+
 def test_head_batch_picture_marks_the_mismatched_slots():
     ax = viz.head_batch_picture(3, 2, mask_order="batch")
     marks = [t.get_text() for t in ax.texts if t.get_text() in ("✓", "✗")]
     assert marks == ["✓", "✗", "✗", "✗", "✗", "✓"]
     ax = viz.head_batch_picture(3, 2, mask_order="head")
     assert [t.get_text() for t in ax.texts if t.get_text() in ("✓", "✗")] == ["✓"] * 6
+    ax = viz.head_batch_picture(3, 2, mask_order="batch", qkv_order="batch")
+    assert [t.get_text() for t in ax.texts if t.get_text() in ("✓", "✗")] == ["✓"] * 6
+    assert any("b·H + h" in t.get_text() and "Q, K, V" in t.get_text() for t in ax.texts)
 
 
 # ----------------------------------------------------------------------------- exercises
 
 def test_lesson02_has_its_exercises_and_the_required_mistake_codes():
     assert LESSON02 == ["02.causal_mask", "02.decoder_mask", "02.masked_softmax"]
-    codes = {code for e in LESSON02 for code in (m.code for m in EXERCISES[e].mistakes)}
-    assert {"MASK_INVERTED", "HIDES_DIAGONAL", "SHOWS_FUTURE", "OFF_BY_ONE", "NAN_ON_FULLY_MASKED"} <= codes
+    codes = {e: {m.code for m in EXERCISES[e].mistakes} for e in LESSON02}
+    assert {"MASK_INVERTED", "HIDES_DIAGONAL", "SHOWS_FUTURE", "BOTTOM_RIGHT", "IGNORES_L_K", "FLOAT_MASK",
+            "ADDITIVE_MASK"} <= codes["02.causal_mask"]
+    assert {"OFF_BY_ONE", "IGNORES_MAX_LEN", "HIDES_PADDED_QUERIES", "NO_HEAD_AXIS"} <= codes["02.decoder_mask"]
+    assert {"NAN_ON_FULLY_MASKED", "FINITE_FILL", "SOFTMAX_DIM", "NO_KEEPDIM"} <= codes["02.masked_softmax"]
 
 
-def test_the_cases_cover_length_one_unequal_lengths_and_fully_masked_rows():
-    causal = EXERCISES["02.causal_mask"].cases(None)
-    assert (1, 1) in causal and any(l_q < l_k for l_q, l_k in causal) and any(l_q > l_k for l_q, l_k in causal)
-    decoder = EXERCISES["02.decoder_mask"].cases(None)
-    assert any(int(lengths.min()) == 0 for lengths, _ in decoder) and any(n == 1 for _, n in decoder)
-    spec = EXERCISES["02.masked_softmax"]
-    softmax_cases = spec.cases(torch.Generator().manual_seed(spec.seed))
-    hidden_rows = [int((~keep.expand(scores.shape).any(-1)).sum()) for scores, keep in softmax_cases]
+def _cases(exercise):
+    spec = EXERCISES[exercise]
+    return spec.cases(torch.Generator().manual_seed(spec.seed))
+
+
+def test_the_causal_cases_vary_each_length_on_its_own():
+    cases = _cases("02.causal_mask")
+    assert (1, 1) in cases and any(l_q < l_k for l_q, l_k in cases) and any(l_q > l_k for l_q, l_k in cases)
+    assert any(a[1] == b[1] and a[0] != b[0] for a in cases for b in cases)  # L_q changes, L_k fixed
+    assert any(a[0] == b[0] and a[1] != b[1] for a in cases for b in cases)  # L_k changes, L_q fixed
+
+
+def test_the_decoder_cases_pad_beyond_the_longest_sequence_and_cover_batch_one_and_length_zero():
+    cases = _cases("02.decoder_mask")
+    assert any(max_len > int(lengths.max()) for lengths, max_len in cases)  # so ignoring max_len fails
+    assert any(len(lengths) == 1 for lengths, _ in cases) and any(max_len == 1 for _, max_len in cases)
+    assert any(int(lengths.min()) == 0 for lengths, _ in cases)
+    assert all(lengths.dtype == torch.int64 for lengths, _ in cases)  # as the docstring says
+
+
+def test_the_masked_softmax_cases_have_fully_masked_rows_far_apart_rows_and_both_dtypes():
+    cases = _cases("02.masked_softmax")
+    hidden_rows = [int((~keep.expand(scores.shape).any(-1)).sum()) for scores, keep in cases]
     assert sum(count > 0 for count in hidden_rows) >= 3
-    assert any(scores.shape[-1] != scores.shape[-2] for scores, _ in softmax_cases)
+    assert any(scores.shape[-1] != scores.shape[-2] for scores, _ in cases)
+    assert {scores.dtype for scores, _ in cases} == {torch.float32, torch.float64}
+    assert any(keep.dim() == 1 for _, keep in cases) and any(keep.dim() < scores.dim() for scores, keep in cases)
+    # rows whose largest scores are far apart in one float32 case: exp without subtracting the maximum overflows
+    spread = [scores.amax(-1).max() - scores.amax(-1).min() for scores, _ in cases if scores.dtype == torch.float32]
+    assert max(spread) > 150
 
 
-# Other ways learners write the same thing: right ones pass, wrong ones are named.
+def test_the_reference_outputs_have_the_documented_dtypes():
+    assert all(EXERCISES["02.causal_mask"].reference(*case).dtype == torch.bool for case in _cases("02.causal_mask"))
+    assert all(EXERCISES["02.decoder_mask"].reference(*case).dtype == torch.bool for case in _cases("02.decoder_mask"))
+    for scores, keep in _cases("02.masked_softmax"):
+        assert EXERCISES["02.masked_softmax"].reference(scores, keep).dtype == scores.dtype
+
+
+# Other ways learners write the same thing: right ones pass, wrong ones are named or told what differs.
 
 def test_other_correct_answers_pass():
     def causal_by_tril(L_q, L_k):
@@ -152,11 +198,19 @@ def test_other_correct_answers_pass():
         return keep
 
     def softmax_with_nan_to_num(scores, keep_mask):
+        # NaN on fully masked rows, then 0: right, gradients too (masked_fill's backward stops the NaN)
         return scores.masked_fill(~keep_mask, float("-inf")).softmax(-1).nan_to_num(0.0)
+
+    def softmax_minus_1e9_then_zero_rows(scores, keep_mask):
+        # a finite fill is right in float32 and float64 once fully masked rows are zeroed
+        hidden = ~keep_mask.any(dim=-1, keepdim=True)
+        return scores.masked_fill(~keep_mask, -1e9).softmax(-1).masked_fill(hidden, 0.0)
 
     assert evaluate("02.causal_mask", causal_by_tril).status == PASSED
     assert evaluate("02.decoder_mask", decoder_by_loops).status == PASSED
-    assert evaluate("02.masked_softmax", softmax_with_nan_to_num).status == PASSED
+    for right in (softmax_with_nan_to_num, softmax_minus_1e9_then_zero_rows):
+        verdict = evaluate("02.masked_softmax", right)
+        assert verdict.status == PASSED, verdict.message
 
 
 def test_other_spellings_of_the_mistakes_are_named():
@@ -165,12 +219,32 @@ def test_other_spellings_of_the_mistakes_are_named():
     assert evaluate(
         "02.causal_mask", lambda L_q, L_k: torch.arange(L_k)[None, :] >= torch.arange(L_q)[:, None]
     ).code == "SHOWS_FUTURE"
+    assert evaluate("02.causal_mask", lambda L_q, L_k: torch.tril(torch.ones(L_q, L_q)) > 0).code == "IGNORES_L_K"
+    assert evaluate("02.causal_mask", lambda L_q, L_k: torch.tril(torch.ones(L_q, L_k))).code == "FLOAT_MASK"
+    assert evaluate(
+        "02.causal_mask", lambda L_q, L_k: torch.full((L_q, L_k), float("-inf")).triu(1)
+    ).code == "ADDITIVE_MASK"
 
     def decoder_off_by_one(lengths, max_len):
         real = torch.arange(1, max_len + 1) <= lengths[:, None] + 1
         return real[:, None, None, :] & torch.ones(max_len, max_len, dtype=torch.bool).tril()
 
+    def decoder_from_the_longest(lengths, max_len):
+        L = int(lengths.max())
+        return (torch.arange(L) < lengths[:, None])[:, None, None, :] & torch.ones(L, L, dtype=torch.bool).tril()
+
+    def decoder_without_head_axis(lengths, max_len):
+        return (torch.arange(max_len) < lengths[:, None])[:, None, :] & torch.ones(max_len, max_len).tril().bool()
+
+    def decoder_hiding_padded_queries_and_keys(lengths, max_len):
+        real = torch.arange(max_len) < lengths[:, None]  # (B, L)
+        causal = torch.ones(max_len, max_len, dtype=torch.bool).tril()
+        return real[:, None, :, None] & real[:, None, None, :] & causal
+
     assert evaluate("02.decoder_mask", decoder_off_by_one).code == "OFF_BY_ONE"
+    assert evaluate("02.decoder_mask", decoder_from_the_longest).code == "IGNORES_MAX_LEN"
+    assert evaluate("02.decoder_mask", decoder_without_head_axis).code == "NO_HEAD_AXIS"
+    assert evaluate("02.decoder_mask", decoder_hiding_padded_queries_and_keys).code == "HIDES_PADDED_QUERIES"
 
     def softmax_naive(scores, keep_mask):
         return torch.softmax(torch.where(keep_mask, scores, torch.tensor(float("-inf"))), dim=-1)
@@ -178,5 +252,53 @@ def test_other_spellings_of_the_mistakes_are_named():
     def softmax_minus_1e9(scores, keep_mask):
         return torch.softmax(scores + (~keep_mask) * -1e9, dim=-1)
 
+    def softmax_over_queries(scores, keep_mask):
+        hidden = ~keep_mask.any(dim=-1, keepdim=True)
+        filled = torch.where(keep_mask, scores, float("-inf")).masked_fill(hidden, 0.0)
+        return torch.softmax(filled, dim=-2).masked_fill(hidden, 0.0)
+
+    def softmax_without_keepdim(scores, keep_mask):
+        hidden = ~keep_mask.any(dim=-1)
+        filled = scores.masked_fill(~keep_mask, float("-inf")).masked_fill(hidden, 0.0)
+        return filled.softmax(dim=-1).masked_fill(hidden, 0.0)
+
     assert evaluate("02.masked_softmax", softmax_naive).code == "NAN_ON_FULLY_MASKED"
     assert evaluate("02.masked_softmax", softmax_minus_1e9).code == "FINITE_FILL"
+    assert evaluate("02.masked_softmax", softmax_over_queries).code == "SOFTMAX_DIM"
+    assert evaluate("02.masked_softmax", softmax_without_keepdim).code == "NO_KEEPDIM"
+
+
+def test_an_answer_that_ignores_one_argument_fails():
+    assert evaluate("02.causal_mask", lambda L_q, L_k: torch.ones(L_k, L_k, dtype=torch.bool).tril()).status == FAILED
+    assert evaluate("02.masked_softmax", lambda scores, keep_mask: scores.softmax(-1)).status == FAILED
+
+
+def test_right_values_with_nan_gradients_fail_on_the_gradient():
+    """An additive -inf mask, or weights renormalised after masking, give the right values once
+    nan_to_num cleans the output, but the fully masked rows send NaN back into the scores."""
+    def additive_then_nan_to_num(scores, keep_mask):
+        additive = torch.zeros(keep_mask.shape).masked_fill(~keep_mask, float("-inf"))
+        return (scores + additive).softmax(-1).nan_to_num(0.0)
+
+    def renormalised(scores, keep_mask):
+        weights = scores.softmax(-1) * keep_mask
+        return (weights / weights.sum(-1, keepdim=True)).nan_to_num(0.0)
+
+    for wrong in (additive_then_nan_to_num, renormalised):
+        verdict = evaluate("02.masked_softmax", wrong)
+        assert verdict.status == FAILED and verdict.code == "GRADIENT", verdict.message
+        assert "NaN" in verdict.message
+
+
+def test_a_softmax_without_the_maximum_subtracted_fails():
+    def exp_over_sum(scores, keep_mask):
+        e = scores.exp() * keep_mask
+        return (e / e.sum(-1, keepdim=True)).nan_to_num(0.0)
+
+    assert evaluate("02.masked_softmax", exp_over_sum).status == FAILED
+
+
+def test_the_bottom_right_hint_says_when_bottom_right_is_right():
+    (mistake,) = [m for m in EXERCISES["02.causal_mask"].mistakes if m.code == "BOTTOM_RIGHT"]
+    assert "right when the queries are the last" in mistake.hint["en"] and "causal_lower_right" in mistake.hint["en"]
+    assert "这样对齐是对的" in mistake.hint["zh"]

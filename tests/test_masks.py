@@ -1,8 +1,11 @@
 """course_utils.masks against PyTorch's own masking: F.scaled_dot_product_attention (bool and
-additive masks, is_causal) and nn.MultiheadAttention (attn_mask, key_padding_mask); forward values
-and gradients; converters; errors; fully masked rows; lesson 02's ERRATA 7 claim."""
+additive masks, is_causal, causal_lower_right) and nn.MultiheadAttention (bool and float attn_mask
+and key_padding_mask, is_causal); forward values and gradients; converters; errors; fully masked
+rows, and what PyTorch's paths return for them (measured with torch 2.13, as lesson 02 says);
+lesson 02's mask-layout bug (ERRATA 7)."""
 
 import math
+from unittest import mock
 
 import jupytext
 import pytest
@@ -10,8 +13,9 @@ import torch
 import torch.nn.functional as F
 from gradients import assert_close_with_grads, grads
 from torch import nn
+from torch.nn.attention.bias import causal_lower_right, causal_upper_left
 
-from course_utils import attention, build, i18n, masks
+from course_utils import attention, bilingual_code, build, i18n, masks
 from course_utils.validation import ArgumentError
 
 
@@ -53,6 +57,34 @@ def test_causal_mask_matches_is_causal(l_q, l_k):
 
 def test_causal_mask_defaults_to_square_and_keeps_the_diagonal():
     assert torch.equal(masks.causal_mask(3), torch.tensor([[1, 0, 0], [1, 1, 0], [1, 1, 1]]).bool())
+
+
+@pytest.mark.parametrize("l_q, l_k", [(4, 4), (1, 1), (3, 5), (1, 6)])
+def test_the_two_alignments_match_causal_upper_left_and_causal_lower_right(l_q, l_k):
+    q, k, v = qkv(2, l_q, l_k, 4, seed=13)
+    for align, bias in (("top_left", causal_upper_left), ("bottom_right", causal_lower_right)):
+        ours, _ = attention.scaled_dot_product_attention(q, k, v, keep_mask=masks.causal_mask(l_q, l_k, align=align))
+        theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=bias(l_q, l_k))
+        assert_close_with_grads(ours, theirs, (q, k, v))
+
+
+@pytest.mark.parametrize("l_q, l_k", [(2, 5), (1, 4), (4, 4)])
+def test_bottom_right_is_the_last_rows_of_the_full_causal_mask(l_q, l_k):
+    assert torch.equal(masks.causal_mask(l_q, l_k, align="bottom_right"), masks.causal_mask(l_k)[-l_q:])
+
+
+def test_bottom_right_with_more_queries_than_keys_hides_the_first_queries_entirely():
+    keep = masks.causal_mask(5, 2, align="bottom_right")
+    assert torch.equal(keep, torch.ones(5, 2, dtype=torch.bool).tril(-3))
+    assert torch.equal(keep.any(-1), torch.tensor([False, False, False, True, True]))
+
+
+def test_decoding_the_last_queries_with_a_cache_is_bottom_right():
+    x = torch.randn(1, 6, 4, generator=torch.Generator().manual_seed(14), dtype=torch.float64)
+    full, _ = attention.scaled_dot_product_attention(x, x, x, keep_mask=masks.causal_mask(6))
+    bottom_right = masks.causal_mask(2, 6, align="bottom_right")
+    last, _ = attention.scaled_dot_product_attention(x[:, -2:], x, x, keep_mask=bottom_right)
+    torch.testing.assert_close(last, full[:, -2:])
 
 
 # ----------------------------------------------------------------------------- masked softmax
@@ -126,11 +158,103 @@ def test_the_naive_recipe_gives_nan_where_the_package_gives_zeros_like_sdpa():
     assert naive[0, 1].isnan().all() and not naive[0, [0, 2]].isnan().any()
     ours, _ = attention.scaled_dot_product_attention(q, k, v, keep_mask=keep)
     sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
-    assert bool((sdpa[0, 1] == 0).all())  # what lesson 02 prints about torch's F.sdpa
-    torch.testing.assert_close(ours, sdpa)
-    with torch.no_grad():  # and about nn.MultiheadAttention: NaN
-        out, _ = identity_mha(4)(q, k, v, key_padding_mask=torch.ones(1, 3, dtype=torch.bool))
-    assert out.isnan().all()
+    torch.testing.assert_close(ours[0, [0, 2]], sdpa[0, [0, 2]])
+    assert bool((ours[0, 1] == 0).all())
+
+
+def test_the_nan_gradient_of_the_naive_recipe_reaches_v_and_with_an_additive_mask_q_and_k():
+    """Lesson 02 section 4: a loss on the output (a fixed random weighting of weights @ v)."""
+    keep = torch.tensor([[[True, True, False], [False, False, False], [True, True, True]]])
+    for seed in range(10):
+        q, k, v = qkv(1, 3, 3, 4, seed=seed, dtype=torch.float32)
+        scores = q @ k.transpose(-2, -1) / 2
+        output = scores.masked_fill(~keep, float("-inf")).softmax(-1) @ v
+        gq, gk, gv = grads(output, (q, k, v), seed=seed)
+        assert gv.isnan().all() and torch.isfinite(gq).all() and torch.isfinite(gk).all() and (gq[0, 1] == 0).all()
+        output = (scores + masks.to_additive(keep)).softmax(-1) @ v
+        gq, gk, gv = grads(output, (q, k, v), seed=seed)
+        assert gq[0, 1].isnan().all() and torch.isfinite(gq[0, [0, 2]]).all() and gk.isnan().all() and gv.isnan().all()
+        ours, _ = attention.scaled_dot_product_attention(q, k, v, keep_mask=keep)
+        gq, gk, gv = grads(ours, (q, k, v), seed=seed)
+        assert all(torch.isfinite(g).all() for g in (gq, gk, gv)) and (gq[0, 1] == 0).all()
+
+
+# ----------------------------------------------------------------------------- what PyTorch returns (torch 2.13)
+
+TORCH_2_13 = pytest.mark.skipif(
+    not torch.__version__.startswith("2.13."), reason="lesson 02 reports these as measured with torch 2.13"
+)
+
+
+def _outcome(rows):
+    return "NaN" if bool(rows.isnan().all()) else "0" if bool((rows == 0).all()) else "other"
+
+
+def _spy_fast_path():
+    """A patch under which the calls of nn.MultiheadAttention's fast path are counted."""
+    calls = []
+    real = torch._native_multi_head_attention
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    return mock.patch.object(torch, "_native_multi_head_attention", counting), calls
+
+
+@TORCH_2_13
+@pytest.mark.parametrize("batch, embed", [(2, 4), (3, 8), (2, 16)])
+def test_pytorch_on_fully_masked_rows_as_measured_with_torch_2_13(batch, embed):
+    g = torch.Generator().manual_seed(embed)
+    x = torch.randn(batch, 3, embed, generator=g)
+    keep_row = torch.tensor([[True, True, False], [False, False, False], [True, True, True]])
+    all_padding = torch.zeros(batch, 3, dtype=torch.bool)
+    all_padding[1] = True
+    for mask, hidden in ((keep_row, lambda out: out[:, 1]), (~all_padding[:, None, :], lambda out: out[1])):
+        for attn_mask in (mask, masks.to_additive(mask)):  # F.sdpa: 0, bool and float masks
+            assert _outcome(hidden(F.scaled_dot_product_attention(x, x, x, attn_mask=attn_mask))) == "0"
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(embed, 2, batch_first=True)
+
+    def measure(**options):
+        by_row = mha(x, x, x, attn_mask=~keep_row, **options)[0][:, 1]
+        by_padding = mha(x, x, x, key_padding_mask=all_padding, **options)[0][1]
+        return _outcome(by_row), _outcome(by_padding)
+
+    spy, calls = _spy_fast_path()
+    with spy:
+        mha.train()
+        assert measure() == ("NaN", "NaN")  # general path, its own softmax
+        assert measure(need_weights=False) == ("0", "0")  # general path, calls F.sdpa
+        assert not calls
+        mha.eval()
+        with torch.no_grad():
+            assert measure() == ("NaN", "NaN") and measure(need_weights=False) == ("NaN", "NaN")
+            assert len(calls) == 4  # each of these ran the fast path
+            with torch.inference_mode():
+                assert measure(need_weights=False) == ("NaN", "NaN")
+            torch.backends.mha.set_fastpath_enabled(False)
+            try:
+                assert measure(need_weights=False) == ("0", "0")
+            finally:
+                torch.backends.mha.set_fastpath_enabled(True)
+        assert len(calls) == 6
+
+
+@TORCH_2_13
+def test_multihead_attentions_is_causal_hint_as_measured_with_torch_2_13():
+    x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(15), dtype=torch.float64)
+    mha = identity_mha(8)
+    causal, _ = attention.scaled_dot_product_attention(x, x, x, keep_mask=masks.causal_mask(5))
+    keep = torch.ones(5, 5, dtype=torch.bool)
+    keep[:, 3:] = False  # padding, not causal
+    padded, _ = attention.scaled_dot_product_attention(x, x, x, keep_mask=keep)
+    with torch.no_grad():
+        with pytest.raises(RuntimeError, match="Need attn_mask"):
+            mha(x, x, x, is_causal=True)
+        wrong_hint = {w: mha(x, x, x, attn_mask=~keep, is_causal=True, need_weights=w)[0] for w in (True, False)}
+    torch.testing.assert_close(wrong_hint[True], padded)  # the hint is ignored
+    torch.testing.assert_close(wrong_hint[False], causal)  # the mask is ignored
 
 
 def test_masked_softmax_without_a_mask_is_softmax():
@@ -156,16 +280,45 @@ def test_converters_round_trip():
     assert additive.dtype == torch.float32 and set(additive.unique().tolist()) <= {0.0, float("-inf")}
 
 
-def test_the_seed_conventions_read_through_the_converters_match_the_keep_mask():
+def test_the_tutorials_conventions_read_through_the_converters_match_the_keep_mask():
     q, k, v = qkv(2, 3, 4, 8, grad=False)
     keep = _random_keep((2, 3, 4), seed=11, hide_row=False)
     keep[..., 0] = True
     scores = q @ k.transpose(-2, -1) / math.sqrt(8)
-    seed001 = scores.masked_fill(keep.int() == 0, float("-inf")).softmax(-1) @ v  # mask == 0 hidden
-    seed002 = scores.masked_fill(masks.to_ignore(keep), float("-inf")).softmax(-1) @ v  # True masked
+    zero_hidden = scores.masked_fill(keep.int() == 0, float("-inf")).softmax(-1) @ v  # mask == 0 hidden
+    true_masked = scores.masked_fill(masks.to_ignore(keep), float("-inf")).softmax(-1) @ v  # True masked
     ours, _ = attention.scaled_dot_product_attention(q, k, v, keep_mask=keep)
-    torch.testing.assert_close(seed001, ours)
-    torch.testing.assert_close(seed002, ours)
+    torch.testing.assert_close(zero_hidden, ours)
+    torch.testing.assert_close(true_masked, ours)
+
+
+def test_multihead_attentions_float_masks_are_added_to_the_scores():
+    q, k, v = qkv(3, 4, 6, 8, seed=16)
+    mha = identity_mha(8)
+    pad = masks.padding_mask(torch.tensor([6, 2, 4]), 6)[:, 0]  # (B, 1, L_k)
+    ours, _ = attention.scaled_dot_product_attention(q, k, v, keep_mask=pad)
+    additive = masks.to_additive(pad, torch.float64)
+    by_attn_mask, _ = mha(q, k, v, attn_mask=additive.expand(3, 4, 6))
+    by_key_padding, _ = mha(q, k, v, key_padding_mask=additive[:, 0])
+    assert_close_with_grads(by_attn_mask, ours, (q, k, v))
+    assert_close_with_grads(by_key_padding, ours, (q, k, v))
+    bias = torch.randn(4, 6, generator=torch.Generator().manual_seed(17), dtype=torch.float64)  # any float: added
+    with torch.no_grad():
+        biased, _ = mha(q, k, v, attn_mask=bias)
+        torch.testing.assert_close(biased, (q @ k.transpose(-2, -1) / math.sqrt(8) + bias).softmax(-1) @ v)
+
+
+def test_generate_square_subsequent_mask_is_the_additive_causal_mask_and_is_causal_needs_it():
+    square = nn.Transformer.generate_square_subsequent_mask(5)
+    assert square.dtype == torch.float32 and torch.equal(masks.from_additive(square), masks.causal_mask(5))
+    assert torch.equal(masks.to_additive(masks.causal_mask(5)), square)
+    x = qkv(2, 5, 5, 8, seed=18)[0]
+    causal, _ = attention.scaled_dot_product_attention(x, x, x, keep_mask=masks.causal_mask(5))
+    assert_close_with_grads(F.scaled_dot_product_attention(x, x, x, is_causal=True), causal, (x,))
+    mha = identity_mha(8)
+    for need_weights in (True, False):
+        hinted, _ = mha(x, x, x, attn_mask=square.double(), is_causal=True, need_weights=need_weights)
+        assert_close_with_grads(hinted, causal, (x,))
 
 
 @pytest.mark.parametrize(
@@ -190,6 +343,8 @@ def test_the_seed_conventions_read_through_the_converters_match_the_keep_mask():
         (lambda: masks.padding_mask(torch.tensor([3]), -1), "max_len"),
         (lambda: masks.causal_mask(0), "L_q"),
         (lambda: masks.causal_mask(3, 2.0), "L_k"),
+        (lambda: masks.causal_mask(3, 4, align="bottom"), "align"),
+        (lambda: masks.causal_mask(3, 4, align=None), "align"),
         (lambda: masks.masked_softmax(torch.zeros(2, 3), torch.ones(2, 3)), "keep_mask"),  # float, not bool
         (lambda: masks.masked_softmax(torch.zeros(2, 3), torch.ones(3, 2, dtype=torch.bool)), "keep_mask"),
         (lambda: masks.masked_softmax(torch.zeros(3), torch.ones(2, 3, dtype=torch.bool)), "keep_mask"),  # enlarges
@@ -225,27 +380,49 @@ def _lesson_function(name):
     )
     source = jupytext.read(build.lessons()["02"])
     (cell,) = [c for c in source.cells if c.cell_type == "code" and f"def {name}(" in c.source]
-    exec(cell.source, namespace)
+    exec(bilingual_code.localize(cell.source, "en"), namespace)
     return namespace[name]
 
 
-def test_seed002_head_order_bug_differs_from_multihead_attention_and_the_fix_matches():
-    seed002_style_mha = _lesson_function("seed002_style_mha")
+def _layout_case(seed):
     B, H, L, E = 3, 2, 5, 8
-    torch.manual_seed(1)
+    torch.manual_seed(seed)
     mha = nn.MultiheadAttention(E, H, batch_first=True, dtype=torch.float64)
-    x = torch.randn(B, L, E, generator=torch.Generator().manual_seed(12), dtype=torch.float64, requires_grad=True)
+    x = torch.randn(B, L, E, generator=torch.Generator().manual_seed(seed), dtype=torch.float64, requires_grad=True)
     lengths = torch.tensor([5, 3, 4])
     pad = masks.padding_mask(lengths, L)
-    keep = pad[:, 0].expand(B, L, L)
+    return mha, x, lengths, pad, pad[:, 0].expand(B, L, L)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_tutorials_layout_bug_differs_from_multihead_attention_and_both_fixes_match(seed):
+    tutorial_mha = _lesson_function("tutorial_mha")
+    mha, x, lengths, pad, keep = _layout_case(seed)
+    B, H = 3, 2
     reference, _ = mha(x, x, x, key_padding_mask=masks.to_key_padding(pad))
-    buggy, weights = seed002_style_mha(x, mha, keep, mask_order="batch")
-    fixed, _ = seed002_style_mha(x, mha, keep, mask_order="head")
-    assert (buggy - reference).abs().max() > 0.1
-    assert_close_with_grads(fixed, reference, (x,))
+    buggy, weights = tutorial_mha(x, mha, keep, qkv_order="head", mask_order="batch")
+    assert (buggy - reference).abs().max() > 0.1  # the lesson's claim, with margin over 10 seeds
+    for qkv_order in ("head", "batch"):
+        fixed, _ = tutorial_mha(x, mha, keep, qkv_order=qkv_order, mask_order=qkv_order)
+        assert_close_with_grads(fixed, reference, (x,))
     # head h of item b sits in slot h·B + b; the shortest item's heads attend to its padding
     on_padding = {divmod(n, B): bool(weights[n][:, lengths[n % B]:].sum() > 0) for n in range(B * H)}
     assert {slot for slot, yes in on_padding.items() if yes} == {(0, 1), (1, 1)}
     # B = 1 hides the bug
-    one, _ = seed002_style_mha(x[1:2], mha, keep[1:2], mask_order="batch")
+    one, _ = tutorial_mha(x[1:2], mha, keep[1:2])
     torch.testing.assert_close(one, mha(x[1:2], x[1:2], x[1:2], key_padding_mask=masks.to_key_padding(pad[1:2]))[0])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_multihead_attention_reads_a_3d_attn_mask_batch_major(seed):
+    mha, x, _, pad, keep = _layout_case(seed)
+    B, H, L = 3, 2, 5
+    ignore = masks.to_ignore(keep)
+    batch_major = ignore.unsqueeze(1).repeat(1, H, 1, 1).view(B * H, L, L)  # slot b·H + h
+    by_batch_major, _ = mha(x, x, x, attn_mask=batch_major)
+    one_by_one = torch.cat([mha(x[b : b + 1], x[b : b + 1], x[b : b + 1], attn_mask=ignore[b])[0] for b in range(B)])
+    assert_close_with_grads(by_batch_major, one_by_one, (x,))
+    reference, _ = mha(x, x, x, key_padding_mask=masks.to_key_padding(pad))
+    torch.testing.assert_close(by_batch_major, reference)
+    by_head_major, _ = mha(x, x, x, attn_mask=ignore.repeat(H, 1, 1))  # slot h·B + b: not what it reads
+    assert not torch.allclose(by_head_major, reference)

@@ -2,7 +2,9 @@
 
 Masks are keep masks (True = the query may attend to the key). Each exercise's first case is
 square, so a mistake that mixes up the query and key axes still runs there and is recognised by
-its values; the later cases have length 1, L_q != L_k and rows whose keys are all hidden.
+its values. The later cases vary every argument on its own (L_q with L_k fixed and the other way
+round; max_len larger than every length; batch 1; length 0 and length 1), and have rows whose
+keys are all hidden, so a function that ignores one argument fails somewhere.
 """
 
 import torch
@@ -11,12 +13,14 @@ from .. import masks
 from .registry import Exercise, Mistake, randn, register
 
 # ----------------------------------------------------------------------------- 02.causal_mask
-# (L_q, L_k) -> keep mask (L_q, L_k), True where key j <= query i (top-left aligned).
+# (L_q, L_k) -> keep mask (L_q, L_k) bool, True where key j <= query i (top-left aligned).
 
 
 def _causal_cases(generator):
     del generator  # the sizes are chosen by hand: each case tests an edge
-    return [(4, 4), (1, 1), (3, 5), (5, 2), (1, 4)]
+    # (4, 4) first: square, where every mistake runs. Then L_k fixed while L_q changes (3, 5),
+    # (2, 5), L_q fixed while L_k changes (4, 1), both ways of L_q != L_k, and length 1.
+    return [(4, 4), (1, 1), (3, 5), (2, 5), (5, 2), (4, 1), (1, 4)]
 
 
 def _ones(L_q, L_k):
@@ -62,11 +66,44 @@ register(
                 "BOTTOM_RIGHT",
                 lambda L_q, L_k: _ones(L_q, L_k).tril(L_k - L_q),
                 {
-                    "en": "With L_q != L_k your mask is aligned at the bottom right. This course (like "
-                    "F.scaled_dot_product_attention(is_causal=True)) aligns it at the top left: query i sees "
-                    "keys 0 … i.",
-                    "zh": "L_q != L_k 时，你的掩码是按右下角对齐的。本课程（与 F.scaled_dot_product_attention"
-                    "(is_causal=True) 一样）按左上角对齐：查询 i 看得到键 0 … i。",
+                    "en": "With L_q != L_k your mask is aligned at the bottom right (torch.nn.attention.bias."
+                    "causal_lower_right): right when the queries are the last L_q positions, as when decoding "
+                    "with a cache of earlier keys. This exercise asks for the top-left alignment, the one of "
+                    "F.scaled_dot_product_attention(is_causal=True): query i sees keys 0 … i.",
+                    "zh": "L_q != L_k 时，你的掩码按右下角对齐（即 torch.nn.attention.bias.causal_lower_right）："
+                    "当查询是最后 L_q 个位置时（例如带着早先键的缓存做解码），这样对齐是对的。本练习要的是左上角对齐，"
+                    "即 F.scaled_dot_product_attention(is_causal=True) 的对齐方式：查询 i 看得到键 0 … i。",
+                },
+            ),
+            Mistake(
+                "IGNORES_L_K",
+                lambda L_q, L_k: _ones(L_q, L_q).tril(),
+                {
+                    "en": "The mask has shape (L_q, L_q): L_k was not used. It needs one row per query and one "
+                    "column per key: (L_q, L_k).",
+                    "zh": "掩码的形状是 (L_q, L_q)：没有用到 L_k。它应该每个查询一行、每个键一列：(L_q, L_k)。",
+                },
+            ),
+            Mistake(
+                "FLOAT_MASK",
+                lambda L_q, L_k: torch.ones(L_q, L_k).tril(),
+                {
+                    "en": "The mask holds the numbers 1.0 and 0.0. A keep mask is bool (dtype=torch.bool, or "
+                    ".bool()): a float mask means something else to PyTorch, F.scaled_dot_product_attention "
+                    "adds it to the scores.",
+                    "zh": "掩码里是 1.0 和 0.0 这样的数。保留掩码是 bool 类型（dtype=torch.bool，或 .bool()）："
+                    "浮点掩码在 PyTorch 里另有含义，F.scaled_dot_product_attention 会把它加到分数上。",
+                },
+            ),
+            Mistake(
+                "ADDITIVE_MASK",
+                lambda L_q, L_k: torch.zeros(L_q, L_k).masked_fill(~_ones(L_q, L_k).tril(), float("-inf")),
+                {
+                    "en": "This is an additive mask (0 keep, -inf hide), the kind nn.Transformer."
+                    "generate_square_subsequent_mask returns. This exercise asks for the bool keep mask: True "
+                    "where key j <= query i.",
+                    "zh": "这是加性掩码（0 保留，-inf 遮住），即 nn.Transformer.generate_square_subsequent_mask "
+                    "返回的那种。本练习要的是 bool 保留掩码：键 j ≤ 查询 i 时为 True。",
                 },
             ),
         ),
@@ -75,8 +112,8 @@ register(
 
 
 # ----------------------------------------------------------------------------- 02.decoder_mask
-# lengths (B,), max_len L -> keep mask (B, 1, L, L) for a padded decoder batch: key j is visible
-# to query i when it is a real token (j < length) and not in the future (j <= i).
+# lengths (B,), max_len L -> keep mask (B, 1, L, L) bool for a padded decoder batch: key j is
+# visible to query i when it is a real token (j < length) and not in the future (j <= i).
 
 
 def _decoder_mask(lengths, max_len):
@@ -88,13 +125,19 @@ def _decoder_cases(generator):
     return [
         (torch.tensor([3, 1, 2]), 3),  # B = L, so a mask with its axes swapped still has the same size
         (torch.tensor([4, 6, 2]), 6),
-        (torch.tensor([1]), 1),  # a single token
+        (torch.tensor([2, 4]), 7),  # max_len > every length: max(lengths) is not the padded length
+        (torch.tensor([1]), 1),  # batch 1, a single token
+        (torch.tensor([3]), 5),  # batch 1 with padding
         (torch.tensor([0, 2]), 2),  # an empty sequence: every row of item 0 is fully hidden
     ]
 
 
 def _padding_le(lengths, max_len):
     return (torch.arange(max_len) <= lengths[:, None])[:, None, None, :]
+
+
+def _padded_queries(lengths, max_len):
+    return masks.padding_mask(lengths, max_len).transpose(-2, -1)  # (B, 1, L, 1): query i is real
 
 
 register(
@@ -150,6 +193,40 @@ register(
                     "zh": "掩码在应遮住的键上为 True（这是 nn.MultiheadAttention 的含义）。这里 True 表示保留。",
                 },
             ),
+            Mistake(
+                "IGNORES_MAX_LEN",
+                lambda lengths, max_len: _decoder_mask(lengths, int(lengths.max())),
+                {
+                    "en": "The mask is as long as the longest sequence, max(lengths), instead of max_len: a batch is "
+                    "often padded further than its longest sequence. Build it with max_len positions.",
+                    "zh": "掩码的长度取的是最长序列的长度 max(lengths)，而不是 max_len：一个批量填充到的长度常常比其中"
+                    "最长的序列还长。请按 max_len 个位置构造掩码。",
+                },
+            ),
+            Mistake(
+                "HIDES_PADDED_QUERIES",
+                lambda lengths, max_len: _padded_queries(lengths, max_len) & masks.causal_mask(max_len),
+                {
+                    "en": "Your mask hides every key from the padded queries (whole rows), so their rows are fully "
+                    "masked. Some code does that on purpose, since the outputs of padded queries are thrown away, "
+                    "but this exercise asks for the padding mask on the keys only: (B, 1, 1, L), whose last axis "
+                    "meets the keys, & the causal mask. (A real query never sees padding anyway: it lies in its "
+                    "future.)",
+                    "zh": "你的掩码对填充位置上的查询遮住了所有键（整行），于是这些行成了全遮蔽行。有些代码是有意这样做的，"
+                    "因为填充位置上的查询的输出反正会被丢掉；但本练习要求填充掩码只作用在键上：形状为 (B, 1, 1, L)，"
+                    "最后一维对上键，再与因果掩码用 & 合并。（真实查询本来就看不到填充：填充在它的未来。）",
+                },
+            ),
+            Mistake(
+                "NO_HEAD_AXIS",
+                lambda lengths, max_len: _decoder_mask(lengths, max_len)[:, 0],
+                {
+                    "en": "The mask is (B, L, L): it has no head axis, so against (B, H, L, L) scores its batch "
+                    "axis would meet the heads. Return (B, 1, L, L), with size 1 where the mask does not vary.",
+                    "zh": "掩码的形状是 (B, L, L)：少了头这一维，与 (B, H, L, L) 的分数广播时，它的批量维会对上头维。"
+                    "请返回 (B, 1, L, L)，不变化的维度大小取 1。",
+                },
+            ),
         ),
     )
 )
@@ -174,12 +251,24 @@ def _masked_softmax_cases(generator):
     square[2, 3] = False
     wide = keep(3, 1, 7)  # (B, 1, L_k): one padding pattern per item, for every query
     wide[1] = False  # an item with no real keys: all its rows are hidden
+    wide[0, 0, 0] = True
+    # rows far apart: exp(100) overflows float32 and exp(-110) underflows, so the maximum must be subtracted
+    offsets = torch.tensor([0.0, 100.0, -110.0, 50.0, 5.0]).view(5, 1)
+    per_key = torch.tensor([True, False, True, True, False, True])  # (L_k,): the same keys hidden everywhere
     return [
         (2.0 * randn(g, 4, 4, 4), square),
-        (2.0 * randn(g, 3, 5, 7), wide),
+        (3.0 * randn(g, 3, 5, 7) + offsets, wide),
         (randn(g, 2, 1, 1), torch.tensor([True, False]).view(2, 1, 1)),  # length 1, one row hidden
-        (3.0 * randn(g, 2, 2, 6, 3), masks.causal_mask(6, 3)),  # (B, H, L_q, L_k), L_q > L_k
+        (3.0 * randn(g, 2, 2, 6, 3), masks.causal_mask(6, 3, align="bottom_right")),  # (B, H, L_q, L_k), L_q > L_k
+        (randn(g, 2, 3, 6).double(), per_key),  # float64, a 1-D mask
     ]
+
+
+def _recipe(scores, keep, dim=-1, hidden=None):
+    """The three steps of the exercise, with a softmax axis and a fully-masked-row test to vary."""
+    hidden = _hidden_rows(keep) if hidden is None else hidden
+    scores = scores.masked_fill(~keep, float("-inf")).masked_fill(hidden, 0.0)
+    return scores.softmax(dim=dim).masked_fill(hidden, 0.0)
 
 
 register(
@@ -195,7 +284,7 @@ register(
                     "en": "A row whose keys are all hidden is all -inf, and softmax of it is 0/0 = NaN. Give such "
                     "rows finite scores before the softmax and zero weights after it "
                     "(find them with ~keep_mask.any(dim=-1, keepdim=True)).",
-                    "zh": "所有键都被遮住的一行全是 -inf，对它做 softmax 得到 0/0 = NaN。请在 softmax 之前给这样的行"
+                    "zh": "全遮蔽行全是 -inf，对它做 softmax 得到 0/0 = NaN。请在 softmax 之前给这样的行"
                     "填上有限的分数，之后再把它们的权重置零（用 ~keep_mask.any(dim=-1, keepdim=True) 找出这些行）。",
                 },
             ),
@@ -205,7 +294,7 @@ register(
                 {
                     "en": "With a finite fill such as -1e9, a row whose keys are all hidden gets uniform weights: "
                     "it attends to the padding. Its weights must be zero.",
-                    "zh": "用 -1e9 这样的有限值填充时，所有键都被遮住的一行会得到均匀的权重，也就是去关注填充位置。"
+                    "zh": "用 -1e9 这样的有限值填充时，全遮蔽行会得到均匀的权重，也就是去关注填充位置。"
                     "这一行的权重应全为 0。",
                 },
             ),
@@ -236,6 +325,28 @@ register(
                     "fill the scores where keep_mask is False (~keep_mask).",
                     "zh": "掩码的含义读反了：True 表示查询可以关注该键，所以应在 keep_mask 为 False 的位置"
                     "（~keep_mask）填充分数。",
+                },
+            ),
+            Mistake(
+                "SOFTMAX_DIM",
+                lambda scores, keep: _recipe(scores, keep, dim=-2),
+                {
+                    "en": "The softmax runs over the queries (dim=-2): each column sums to 1. Each query's weights "
+                    "over the keys must sum to 1: softmax over the last axis, dim=-1.",
+                    "zh": "softmax 是沿查询维（dim=-2）做的：每一列之和为 1。应当是每个查询对所有键的权重之和为 1："
+                    "沿最后一维做 softmax，dim=-1。",
+                },
+            ),
+            Mistake(
+                "NO_KEEPDIM",
+                lambda scores, keep: _recipe(scores, keep, hidden=~keep.any(dim=-1)),
+                {
+                    "en": "keep_mask.any(dim=-1) without keepdim=True drops the key axis, so the (..., L_q) result "
+                    "broadcasts from the right against (..., L_q, L_k): its queries meet the keys. Keep the axis: "
+                    "~keep_mask.any(dim=-1, keepdim=True) is (..., L_q, 1).",
+                    "zh": "keep_mask.any(dim=-1) 不加 keepdim=True 会去掉键这一维，于是形状为 (..., L_q) 的结果与 "
+                    "(..., L_q, L_k) 从右往左广播时，查询维对上了键维。请保留这一维："
+                    "~keep_mask.any(dim=-1, keepdim=True) 的形状是 (..., L_q, 1)。",
                 },
             ),
         ),
