@@ -1,5 +1,8 @@
 """Every registered exercise proves its check: the reference passes, each known mistake fails and
-is named, the stub reads as not attempted, and broken functions get verdicts, not tracebacks."""
+is named, the stub reads as not attempted, broken functions get verdicts, not tracebacks, and the
+generic rules hold for every exercise: exact dtypes, a result attached to the graph where the
+reference's is, and learner code that patches torch can neither pass a wrong answer nor fail a
+right one. (tests/test_grading.py attacks the check with hostile learners.)"""
 
 import math
 
@@ -10,7 +13,7 @@ import torch
 
 from course_utils import build, evaluate, i18n
 from course_utils.exercises import CRASHED, EXERCISES, FAILED, NOT_ATTEMPTED, PASSED, check
-from course_utils.exercises.grading import _call, _Raised, reproduces
+from course_utils.exercises.grading import _call, _copies, _Raised, reproduces
 
 IDS = sorted(EXERCISES)
 MISTAKES = [(exercise, mistake) for exercise in IDS for mistake in EXERCISES[exercise].mistakes]
@@ -26,8 +29,10 @@ def test_every_lesson_so_far_has_at_least_three_exercises_with_three_mistakes_ea
 
 @pytest.mark.parametrize("exercise", IDS)
 def test_reference_passes(exercise):
+    """(Unless it calls a function the exercise forbids the learner, as a package reference may.)"""
     verdict = evaluate(exercise, EXERCISES[exercise].reference)
-    assert verdict.status == PASSED, verdict.message
+    forbidden_here = EXERCISES[exercise].forbidden and verdict.code == "FORBIDDEN"
+    assert verdict.status == PASSED or forbidden_here, verdict.message
 
 
 @pytest.mark.parametrize("exercise, mistake", MISTAKES, ids=[f"{e}-{m.code}" for e, m in MISTAKES])
@@ -49,7 +54,7 @@ def _outcomes(exercise, function):
             outcomes.append(_call(function, case))
         except Exception as error:  # a mistake may raise on some case: that is how it behaves there
             outcomes.append(_Raised(error))
-    return spec, cases, outcomes
+    return cases, outcomes, (spec.atol, spec.rtol)
 
 
 @pytest.mark.parametrize("exercise", IDS)
@@ -57,13 +62,24 @@ def test_mistakes_are_told_apart_from_the_reference_and_from_each_other(exercise
     """Otherwise a check could name the wrong mistake, or call a correct answer a mistake."""
     mistakes = EXERCISES[exercise].mistakes
     for made in mistakes:
-        spec, cases, outcomes = _outcomes(exercise, made.fn)
+        cases, outcomes, tolerance = _outcomes(exercise, made.fn)
         for other in mistakes:
             if other is not made:
-                assert not reproduces(other, cases, outcomes, spec), f"{made.code} reads as {other.code}"
-    spec, cases, outcomes = _outcomes(exercise, spec.reference)
+                assert not reproduces(other, cases, outcomes, tolerance), f"{made.code} reads as {other.code}"
+    cases, outcomes, tolerance = _outcomes(exercise, EXERCISES[exercise].reference)
     for mistake in mistakes:
-        assert not reproduces(mistake, cases, outcomes, spec), f"the reference reads as {mistake.code}"
+        assert not reproduces(mistake, cases, outcomes, tolerance), f"the reference reads as {mistake.code}"
+
+
+@pytest.mark.parametrize("exercise, mistake", MISTAKES, ids=[f"{e}-{m.code}" for e, m in MISTAKES])
+def test_a_mistake_is_named_by_its_values_even_when_cut_off_from_the_graph(exercise, mistake):
+    """Mistake recognition compares outputs only: the same mistake computed under no_grad is still named."""
+
+    def detached(*args):
+        with torch.no_grad():
+            return mistake.fn(*args)
+
+    assert evaluate(exercise, detached).code == mistake.code
 
 
 #: Mistakes that raise whatever the input, so no case can show their output.
@@ -96,6 +112,12 @@ def _solutions(lesson):
     return found
 
 
+#: A right answer to every exercise: the lesson's own solution (the reference where no lesson
+#: notebook exists yet); the generic tests below change it into wrong ones.
+SOLUTIONS = {exercise: EXERCISES[exercise].reference for exercise in IDS}
+SOLUTIONS.update({exercise: f for lesson in sorted(build.lessons()) for exercise, f in _solutions(lesson).items()})
+
+
 @pytest.mark.parametrize("lesson", sorted(build.lessons()))
 def test_the_lessons_own_solutions_pass_their_checks(lesson):
     solutions = _solutions(lesson)
@@ -121,6 +143,7 @@ def test_a_raising_function_gets_a_crashed_verdict(exercise):
 
     verdict = evaluate(exercise, broken)
     assert verdict.status == CRASHED and "KeyError" in verdict.message and "oops" in verdict.message
+    assert "test case 1 (" in verdict.message  # the case, with its arguments
 
 
 def _map_tensors(output, change):
@@ -131,20 +154,30 @@ def _map_tensors(output, change):
     return output
 
 
-def _float_output(exercise):
-    cases = EXERCISES[exercise].cases(torch.Generator().manual_seed(0))
-    output = EXERCISES[exercise].reference(*cases[0])
+def _reference_outputs(exercise, grad=False):
+    """The reference's output on the first case (its floating inputs requiring grad if `grad`)."""
+    spec = EXERCISES[exercise]
+    first = spec.cases(torch.Generator().manual_seed(spec.seed))[0]
     found = []
-    _map_tensors(output, lambda t: found.append(t.is_floating_point()) or t)
-    return found and all(found)
+    _map_tensors(spec.reference(*_copies(first, grad=grad)[1]), lambda t: found.append(t) or t)
+    return found
+
+
+def _float_output(exercise):
+    found = _reference_outputs(exercise)
+    return bool(found) and all(t.is_floating_point() for t in found)
+
+
+def _differentiable(exercise):
+    return any(t.requires_grad and t.grad_fn is not None for t in _reference_outputs(exercise, grad=True))
 
 
 @pytest.mark.parametrize("exercise", IDS)
 def test_a_wrong_shaped_result_is_reported_as_a_shape_difference(exercise):
     if not _float_output(exercise):
         pytest.skip("no tensor output")
-    reference = EXERCISES[exercise].reference
-    verdict = evaluate(exercise, lambda *args: _map_tensors(reference(*args), lambda t: t.unsqueeze(0)))
+    solution = SOLUTIONS[exercise]
+    verdict = evaluate(exercise, lambda *args: _map_tensors(solution(*args), lambda t: t.unsqueeze(0)))
     assert verdict.status == FAILED and "shape" in verdict.message and verdict.code is None
 
 
@@ -152,8 +185,8 @@ def test_a_wrong_shaped_result_is_reported_as_a_shape_difference(exercise):
 def test_a_nan_result_is_reported_as_nan(exercise):
     if not _float_output(exercise):
         pytest.skip("no floating-point tensor output")
-    reference = EXERCISES[exercise].reference
-    verdict = evaluate(exercise, lambda *args: _map_tensors(reference(*args), lambda t: t * math.nan))
+    solution = SOLUTIONS[exercise]
+    verdict = evaluate(exercise, lambda *args: _map_tensors(solution(*args), lambda t: t * math.nan))
     assert verdict.status == FAILED and "NaN" in verdict.message
 
 
@@ -163,11 +196,115 @@ def test_a_wrong_type_is_reported(exercise):
     assert verdict.status == FAILED and "should be" in verdict.message
 
 
+@pytest.mark.parametrize("exercise", IDS)
+def test_a_result_of_another_dtype_fails_naming_both_dtypes(exercise):
+    # dtypes no named mistake returns (float where int64 is expected: tests/test_grading.py)
+    other = {torch.float32: torch.float64, torch.float64: torch.float32, torch.bool: torch.uint8,
+             torch.int64: torch.int32}
+    expected = _reference_outputs(exercise)[0].dtype
+    solution = SOLUTIONS[exercise]
+
+    def retyped(*args):
+        return _map_tensors(solution(*args), lambda t: t.to(other[t.dtype]))
+
+    verdict = evaluate(exercise, retyped)
+    assert verdict.status == FAILED and "dtype" in verdict.message, verdict.message
+    assert str(expected).replace("torch.", "") in verdict.message
+    assert str(other[expected]).replace("torch.", "") in verdict.message
+
+
+@pytest.mark.parametrize("how", ["detach", "no_grad"])
+@pytest.mark.parametrize("exercise", IDS)
+def test_a_result_cut_off_from_the_graph_fails_where_the_exercise_is_differentiable(exercise, how):
+    solution = SOLUTIONS[exercise]
+
+    def detached(*args):
+        return _map_tensors(solution(*args), lambda t: t.detach())
+
+    def under_no_grad(*args):
+        with torch.no_grad():
+            return solution(*args)
+
+    verdict = evaluate(exercise, detached if how == "detach" else under_no_grad)
+    if _differentiable(exercise):
+        assert verdict.status == FAILED and verdict.code == "NO_GRAPH", verdict.message
+    else:  # nothing to differentiate: the check asks for no graph
+        assert verdict.status == PASSED, verdict.message
+
+
+def _patch_the_world():
+    """What a hostile learner's code replaces: torch's comparisons, the package's reference and
+    message catalogue. Returns the originals, to prove they are back."""
+    import course_utils.attention
+    import course_utils.i18n
+
+    originals = {
+        (torch, "allclose"): torch.allclose,
+        (torch, "equal"): torch.equal,
+        (torch, "isnan"): torch.isnan,
+        (torch.Tensor, "double"): torch.Tensor.double,
+        (torch.Tensor, "__ne__"): torch.Tensor.__ne__,
+        (torch.autograd, "grad"): torch.autograd.grad,
+        (course_utils.attention, "scaled_dot_product_attention"): course_utils.attention.scaled_dot_product_attention,
+        (course_utils.i18n, "message"): course_utils.i18n.message,
+    }
+    torch.allclose = lambda *a, **k: True
+    torch.equal = lambda *a, **k: True
+    torch.isnan = lambda t: torch.zeros_like(t, dtype=torch.bool)
+    torch.Tensor.double = lambda self: torch.zeros_like(self, dtype=torch.float64)
+    torch.Tensor.__ne__ = lambda self, other: torch.zeros_like(self, dtype=torch.bool)
+    torch.autograd.grad = lambda outputs, inputs, **k: tuple(torch.zeros_like(i) for i in inputs)
+    course_utils.attention.scaled_dot_product_attention = lambda *a, **k: None
+    course_utils.i18n.message = lambda *a, **k: "✅ passed"
+    return originals
+
+
+def _assert_restored(originals):
+    for (owner, name), original in originals.items():
+        assert getattr(owner, name) is original, name
+
+
+def _garbage(t):
+    if t.dtype == torch.bool:
+        return ~t
+    return t + 1 if t.dtype == torch.int64 else t * 0 + 7.0
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_a_function_that_patches_torch_and_returns_garbage_fails(exercise):
+    solution, originals = SOLUTIONS[exercise], {}
+
+    def hostile(*args):
+        result = solution(*args)
+        originals.update(_patch_the_world())
+        return _map_tensors(result, _garbage)
+
+    verdict = evaluate(exercise, hostile)
+    _assert_restored(originals)
+    assert verdict.status == FAILED, verdict.message
+    assert "torch.allclose (replaced)" in verdict.message and "put everything back" in verdict.message
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_a_right_answer_under_a_patched_world_still_passes(exercise):
+    solution, originals = SOLUTIONS[exercise], {}
+
+    def patches_then_answers(*args):
+        result = solution(*args)
+        originals.update(_patch_the_world())
+        return result
+
+    verdict = evaluate(exercise, patches_then_answers)
+    _assert_restored(originals)
+    assert verdict.status == PASSED, verdict.message
+    assert "torch.allclose (replaced)" in verdict.message
+
+
 def test_a_near_miss_reports_the_largest_difference_and_where():
-    reference = EXERCISES["01.scaled_dot"].reference
+    solution = SOLUTIONS["01.scaled_dot"]
 
     def off_by_a_bit(q, k, v):
-        output, weights = reference(q, k, v)
+        output, weights = solution(q, k, v)
         output = output.clone()
         output[0, 0, 1] += 0.5
         return output, weights
@@ -184,7 +321,7 @@ def test_verdicts_follow_the_notebook_language():
 
 
 def test_check_prints_the_verdict(capsys):
-    check("01.scaled_dot", EXERCISES["01.scaled_dot"].reference)
+    check("01.scaled_dot", SOLUTIONS["01.scaled_dot"])
     assert "passed" in capsys.readouterr().out
 
 
@@ -203,7 +340,7 @@ def test_a_check_leaves_the_random_state_and_the_inputs_alone():
     def greedy(q, k, v):
         torch.rand(1000)  # uses the global generator
         q.mul_(0)  # and edits its input in place
-        return EXERCISES["01.scaled_dot"].reference(q, k, v)
+        return SOLUTIONS["01.scaled_dot"](q, k, v)
 
     evaluate("01.scaled_dot", greedy)
     assert torch.equal(torch.rand(3), expected)

@@ -9,6 +9,8 @@ from typing import Callable
 
 import torch
 
+from .sandbox import protect, watch_targets
+
 
 @dataclass(frozen=True)
 class Mistake:
@@ -30,6 +32,12 @@ class Exercise:
     cases(generator) returns a list of argument tuples: random shapes and the edge cases
     (length 1, L_q != L_k, fully masked rows, ...) the reference must be right on. The check
     calls the learner's function as ``function(*case)`` on copies of each case.
+
+    forbidden names the functions the learner's code may not call, e.g.
+    ``("F.scaled_dot_product_attention", "course_utils.attention.scaled_dot_product_attention")``
+    or ``TRANSPOSES``: "torch.x" and "F.x" (torch.nn.functional) functions, "Tensor.x" methods
+    and properties (``Tensor.mT`` catches ``k.mT``), and Python functions by their full module
+    path (caught however the learner imported them). A call to one fails the check (FORBIDDEN).
     """
 
     id: str
@@ -39,9 +47,23 @@ class Exercise:
     atol: float = 1e-5
     rtol: float = 1e-4
     seed: int = 0
+    forbidden: tuple = ()
+
+
+#: Every way to swap or reorder axes, for an exercise that says "no transpose".
+TRANSPOSES = tuple(
+    [f"torch.{name}" for name in ("transpose", "swapaxes", "swapdims", "permute", "t", "movedim", "moveaxis",
+                                  "adjoint")]
+    + [
+        f"Tensor.{name}"
+        for name in ("transpose", "transpose_", "swapaxes", "swapaxes_", "swapdims", "swapdims_", "permute", "t",
+                     "t_", "movedim", "moveaxis", "adjoint", "T", "mT", "H", "mH")
+    ]
+)
 
 
 EXERCISES = {}
+protect("course_utils.exercises.EXERCISES", EXERCISES)  # a learner's code cannot swap an exercise
 
 
 def randn(generator, *shape):
@@ -50,11 +72,15 @@ def randn(generator, *shape):
 
 
 def register(exercise):
-    """Add `exercise` to the registry (its id must be new and its mistake codes distinct)."""
+    """Add `exercise` to the registry (its id must be new, its mistake codes distinct, and its
+    forbidden names must name something)."""
     if exercise.id in EXERCISES:
         raise ValueError(f"exercise {exercise.id!r} is registered twice")
     codes = [mistake.code for mistake in exercise.mistakes]
     if len(set(codes)) != len(codes):
         raise ValueError(f"exercise {exercise.id!r} repeats a mistake code: {codes}")
+    if isinstance(exercise.forbidden, str):
+        raise ValueError(f"exercise {exercise.id!r}: forbidden must be a tuple of names, not one string")
+    watch_targets(exercise.forbidden)  # raises ValueError for a name that names nothing
     EXERCISES[exercise.id] = exercise
     return exercise

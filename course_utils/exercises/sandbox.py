@@ -1,0 +1,435 @@
+"""Where a check runs a learner's function: whatever the function does, the notebook stays as it was.
+
+A check calls the learner's function through ``Sandbox.call``. Before each call it takes a
+snapshot of what the function could change and still matter afterwards, and after the call it
+puts that snapshot back and remembers what differed:
+
+- the attributes of torch, torch.Tensor, torch.nn, torch.nn.functional, torch.linalg,
+  torch.special, torch.autograd, torch.nn.Module, math, builtins and every loaded
+  ``course_utils`` module (replaced, added or deleted), the code and defaults of the Python
+  functions among them, and the exercise registry;
+- global torch settings: the default dtype and device, grad mode, inference mode, deterministic
+  algorithms, anomaly detection, the torch function and dispatch mode stacks, the number of
+  threads, the print options; torch's random generator; sys.stdout, sys.stderr and the tracer.
+
+Each call also gets a time limit (``TimeLimit``, raised into the function after ``seconds``), a
+shared budget of printed characters, and, where an exercise forbids some functions, watchers
+that record every call to them. Warnings are recorded: ``x.T`` on a tensor with more than two
+axes is worth a hint.
+"""
+
+import builtins
+import functools
+import importlib
+import io
+import math
+import signal
+import sys
+import threading
+import time
+import types
+import warnings
+from operator import is_
+
+import torch
+import torch.nn.functional
+import torch.utils._python_dispatch as _dispatch
+from torch.overrides import TorchFunctionMode
+
+from ..i18n import message
+
+TIME_LIMIT = 10.0  # seconds for one call of the learner's function
+OUTPUT_LIMIT = 2000  # characters the learner's function may print during one check
+
+# Taken at import, so that a learner's code that replaces them cannot change how it is restored.
+_MODULES = (torch, torch.nn, torch.nn.functional, torch.linalg, torch.special, torch.autograd, math, builtins)
+_CLASSES = (("torch.Tensor", torch.Tensor), ("torch.nn.Module", torch.nn.Module))
+_generator = torch.default_generator
+_function_stack_length, _pop_function, _push_function = (
+    torch._C._len_torch_function_stack,
+    torch._C._pop_torch_function_stack,
+    torch._C._push_on_torch_function_stack,
+)
+_is_warn_always, _set_warn_always = torch.is_warn_always_enabled, torch.set_warn_always
+_T_WARNING = r"The use of `x\.T` on tensors of dimension other than 2"
+_IGNORED = {"__warningregistry__", "_"}  # names Python itself writes into modules
+
+
+class TimeLimit(BaseException):
+    """Raised into a learner's function that runs past its time limit. It derives from
+    BaseException, so an ``except Exception:`` in the learner's code does not swallow it."""
+
+
+@functools.lru_cache(maxsize=None)
+def resolve(name):
+    """The object a forbidden name stands for: "torch.transpose", "Tensor.mT" (torch.Tensor),
+    "F.softmax" (torch.nn.functional), "course_utils.attention.scaled_dot_product_attention"."""
+    head, _, rest = name.partition(".")
+    parts = ({"Tensor": "torch.Tensor", "F": "torch.nn.functional"}.get(head, head) + "." + rest).strip(".").split(".")
+    for split in range(len(parts), 0, -1):  # the longest prefix that is a module
+        try:
+            found = importlib.import_module(".".join(parts[:split]))
+            break
+        except ImportError:
+            continue
+    else:
+        raise ValueError(f"forbidden name {name!r}: there is no module {parts[0]!r}")
+    for part in parts[split:]:
+        if not hasattr(found, part):
+            raise ValueError(f"forbidden name {name!r}: {found!r} has no attribute {part!r}")
+        found = getattr(found, part)
+    return found
+
+
+def watch_targets(forbidden):
+    """What `_Watch` looks for: (torch objects, Python code objects), each with the name as written."""
+    torch_targets, codes = [], {}
+    for name in forbidden:
+        target = resolve(name)
+        if isinstance(target, property):
+            target = target.fget
+        if isinstance(target, types.FunctionType):
+            codes[id(target.__code__)] = (target.__code__, name)  # the code object is kept alive with its id
+        elif isinstance(target, types.GetSetDescriptorType):
+            torch_targets.append((target.__get__, name))  # x.mT reaches the hook as Tensor.mT.__get__
+        else:
+            torch_targets.append((target, name))
+    return torch_targets, codes
+
+
+class _Watch(TorchFunctionMode):
+    """Records the forbidden calls a learner's code makes: torch functions and Tensor methods and
+    properties through torch's own hook (a TorchFunctionMode); Python functions, such as the
+    package's reference, by their code object (sys.settrace, whose global hook sees only calls
+    of Python functions, so it costs little), however they were imported."""
+
+    def __init__(self, targets, found):
+        super().__init__()
+        (self.torch_targets, self.codes), self.found = targets, found
+
+    def __torch_function__(self, func, kinds=(), args=(), kwargs=None):
+        for target, name in self.torch_targets:
+            if func is target or func == target:
+                self.found.append(name)
+        return func(*args, **(kwargs or {}))
+
+    def trace(self, frame, event, arg):
+        if id(frame.f_code) in self.codes:
+            self.found.append(self.codes[id(frame.f_code)][1])
+        # None: no line-by-line tracing inside the frame
+
+
+class _Output(io.TextIOBase):
+    """sys.stdout or sys.stderr during a call: passes on the first characters of the check's
+    budget, then writes one line saying the rest was cut."""
+
+    def __init__(self, budget, target):
+        self.budget, self.target = budget, target
+
+    @property
+    def encoding(self):
+        return getattr(self.target, "encoding", "utf-8")
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        text = str(text)
+        kept = text[: max(self.budget[0], 0)]
+        if kept:
+            self.target.write(kept)
+            self.budget[0] -= len(kept)
+        if len(kept) < len(text) and self.budget[1]:
+            self.budget[1] = False
+            self.target.write("\n" + message("check.output_cut") + "\n")
+        return len(text)
+
+    def flush(self):
+        self.target.flush()
+
+
+class _Timer:
+    """SIGALRM after `seconds`, then every 50 ms until disarmed (where the platform has it and we
+    run in the main thread, as a notebook does); elsewhere calls run without a limit."""
+
+    def __init__(self, seconds):
+        self.seconds, self.armed, self.fired, self.installed = seconds, False, False, False
+
+    def _fire(self, signum, frame):
+        if self.armed:
+            self.fired = True
+            raise TimeLimit()
+
+    def arm(self):
+        usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+        if not usable or not self.seconds:
+            return
+        self.previous_handler = signal.signal(signal.SIGALRM, self._fire)
+        self.started = time.monotonic()
+        self.installed = self.armed = True
+        self.previous_timer = signal.setitimer(signal.ITIMER_REAL, self.seconds, 0.05)
+
+    def disarm(self):
+        self.armed = False
+        if not self.installed:
+            return
+        self.installed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.previous_handler if self.previous_handler is not None else signal.SIG_DFL)
+        delay, interval = self.previous_timer  # someone else's timer (pytest-timeout, say) goes on
+        if delay:
+            signal.setitimer(signal.ITIMER_REAL, max(delay - (time.monotonic() - self.started), 1e-3), interval)
+
+
+# ----------------------------------------------------------------------------- global settings
+
+def _set_function_modes(modes):
+    while _function_stack_length():
+        _pop_function()
+    for mode in modes:
+        _push_function(mode)
+
+
+def _set_dispatch_modes(modes):
+    while _dispatch._get_current_dispatch_mode_stack():
+        _dispatch._pop_mode()
+    for mode in modes:
+        _dispatch._push_mode(mode)
+
+
+_held = []  # inference-mode guards entered to undo a learner's, kept so that they stay entered
+
+
+def _set_inference_mode(enabled):
+    guard = torch._C._InferenceMode(enabled)
+    guard.__enter__()
+    _held.append(guard)
+
+
+def _default_device():
+    device_module = sys.modules.get("torch.utils._device")
+    context = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
+    return context, getattr(device_module, "CURRENT_DEVICE", None)
+
+
+def _set_default_device(saved):
+    torch._GLOBAL_DEVICE_CONTEXT.device_context = saved[0]
+    if "torch.utils._device" in sys.modules:
+        sys.modules["torch.utils._device"].CURRENT_DEVICE = saved[1]
+
+
+def _print_options():
+    return tuple(sorted(vars(torch._tensor_str.PRINT_OPTS).items()))
+
+
+def _set_print_options(saved):
+    for name, value in saved:
+        setattr(torch._tensor_str.PRINT_OPTS, name, value)
+
+
+def _set_tracer(saved):
+    sys.settrace(saved[0])
+    sys.setprofile(saved[1])
+
+
+# (name for the verdict, getter, setter); restored in this order (the device before the mode stack).
+_SETTINGS = (
+    ("default_dtype", torch.get_default_dtype, torch.set_default_dtype),
+    ("inference_mode", torch.is_inference_mode_enabled, _set_inference_mode),  # sets grad mode too, so first
+    ("grad_mode", torch.is_grad_enabled, torch._C._set_grad_enabled),
+    (
+        "deterministic",
+        lambda: (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()),
+        lambda saved: torch.use_deterministic_algorithms(saved[0], warn_only=saved[1]),
+    ),
+    (
+        "anomaly",
+        lambda: (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
+        lambda saved: torch.set_anomaly_enabled(*saved),
+    ),
+    ("default_device", _default_device, _set_default_device),
+    ("function_modes", lambda: tuple(_get_function_modes()), _set_function_modes),
+    ("dispatch_modes", lambda: tuple(_dispatch._get_current_dispatch_mode_stack()), _set_dispatch_modes),
+    ("threads", torch.get_num_threads, torch.set_num_threads),
+    ("print_options", _print_options, _set_print_options),
+    ("warn_always", torch.is_warn_always_enabled, torch.set_warn_always),
+    ("stdout", lambda: sys.stdout, lambda saved: setattr(sys, "stdout", saved)),
+    ("stderr", lambda: sys.stderr, lambda saved: setattr(sys, "stderr", saved)),
+    ("tracer", lambda: (sys.gettrace(), sys.getprofile()), _set_tracer),
+)
+
+
+def _get_function_modes():
+    return [torch._C._get_function_stack_at(i) for i in range(_function_stack_length())]
+
+
+def _same(a, b):
+    """Equal settings: identical objects, or equal plain values (never a learner's __eq__)."""
+    if type(a) is tuple and type(b) is tuple:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a is b or (type(a) is type(b) and type(a) in (bool, int, float, str, torch.dtype) and a == b)
+
+
+# ----------------------------------------------------------------------------- the snapshot
+
+def protect(name, mapping):
+    """Restore `mapping` (a dict, such as the exercise registry) after every call too."""
+    _DICTS.append((name, mapping))
+
+
+_DICTS = []
+
+
+def _watched():
+    """(name, namespace, kind) for every namespace whose entries are restored."""
+    found = [(module.__name__, module, "module") for module in _MODULES]
+    found += [(name, cls, "class") for name, cls in _CLASSES] + [(name, d, "dict") for name, d in _DICTS]
+    if _ours[0] != len(sys.modules):  # the package's modules, listed again when modules were loaded
+        names = [n for n in list(sys.modules) if n == "course_utils" or n.startswith("course_utils.")]
+        _ours[:] = [len(sys.modules), names]
+    found += [(name, sys.modules[name], "module") for name in _ours[1] if sys.modules.get(name) is not None]
+    return found
+
+
+_ours = [None, []]
+_functions = [None, []]  # (the _ours it was listed for, [(function, namespace name, key)])
+
+
+def snapshot():
+    """What `restore` puts back."""
+    namespaces = [(name, owner, kind, dict(_entries(owner, kind))) for name, owner, kind in _watched()]
+    modules = {name: sys.modules.get(name) for name, _, kind, _ in namespaces if kind == "module"}
+    # the Python functions there: a learner's code can swap a function's body without rebinding it
+    if _functions[0] != _ours[0]:  # listed again when modules were loaded
+        _functions[:] = [_ours[0], [
+            (f, name, key) for name, _, kind, entries in namespaces if kind != "dict"
+            for key, f in entries.items() if type(f) is types.FunctionType
+        ]]
+    functions = [(f, f.__code__, f.__defaults__, f.__kwdefaults__) for f, _, _ in _functions[1]]
+    settings = [(name, getter()) for name, getter, _ in _SETTINGS]
+    return namespaces, modules, functions, settings
+
+
+def restore(saved):
+    """Put back `saved` (from `snapshot`); return what had changed, as (kind, name) pairs."""
+    namespaces, modules, functions, settings = saved
+    changed = []
+    for name, module in modules.items():
+        if sys.modules.get(name) is not module:
+            sys.modules[name] = module
+            changed.append(("replaced", f"sys.modules[{name!r}]"))
+    for owner_name, owner, kind, before in namespaces:
+        now = _entries(owner, kind)
+        if len(now) == len(before) and all(map(is_, now, before)) and all(map(is_, now.values(), before.values())):
+            continue  # nothing changed here: the common case, checked fast, by identity (never by __eq__)
+        for key in sorted(set(before) | set(now), key=str):
+            old, new = before.get(key, _ABSENT), now.get(key, _ABSENT)
+            if old is new or key in _IGNORED:
+                continue
+            if old is _ABSENT and isinstance(new, types.ModuleType) and new.__name__ == f"{owner_name}.{key}":
+                continue  # a submodule imported on first use
+            change = "added" if old is _ABSENT else "deleted" if new is _ABSENT else "replaced"
+            changed.append((change, f"{owner_name}[{key!r}]" if kind == "dict" else f"{owner_name}.{key}"))
+            _try(_put, owner, kind, key, old)
+    for (f, code, defaults, kwdefaults), (_, owner_name, key) in zip(functions, _functions[1]):
+        if f.__code__ is not code or f.__defaults__ is not defaults or f.__kwdefaults__ is not kwdefaults:
+            changed.append(("replaced", f"{owner_name}.{key}.__code__"))
+            _try(setattr, f, "__code__", code)
+            _try(setattr, f, "__defaults__", defaults)
+            _try(setattr, f, "__kwdefaults__", kwdefaults)
+    for (name, value), (_, getter, setter) in zip(settings, _SETTINGS):
+        if not _same(_try(getter), value):
+            changed.append(("setting", name))
+            _try(setter, value)
+    if ("setting", "default_dtype") in changed:  # torch.set_default_dtype swaps torch.Storage itself
+        changed = [c for c in changed if c != ("replaced", "torch.Storage")]
+    return changed
+
+
+_ABSENT = object()
+
+
+def _try(function, *args):
+    """Restoring goes on past one step that fails (say, a class attribute that cannot be set)."""
+    try:
+        return function(*args)
+    except Exception:
+        return _ABSENT
+
+
+def _entries(owner, kind):
+    return owner if kind == "dict" else vars(owner)
+
+
+def _put(owner, kind, key, value):
+    """Set (or, for _ABSENT, delete) one entry, bypassing any __setattr__ a learner defined."""
+    if kind != "class":
+        namespace = _entries(owner, kind)
+        if value is _ABSENT:
+            namespace.pop(key, None)
+        else:
+            namespace[key] = value
+    elif value is _ABSENT:
+        type.__delattr__(owner, key)
+    else:
+        type.__setattr__(owner, key, value)
+
+
+# ----------------------------------------------------------------------------- the sandbox
+
+class Sandbox:
+    """The calls of one check: their output budget, what they changed, what they called."""
+
+    def __init__(self, forbidden=(), seconds=None, output_limit=OUTPUT_LIMIT):
+        self.seconds = TIME_LIMIT if seconds is None else seconds
+        self.budget = [output_limit, True]  # characters left; whether the "cut" line is still to come
+        self.changed = []  # (kind, name) of what the learner's code changed (restored), in order
+        self.forbidden_calls = []  # names of the forbidden functions it called
+        self.used_T = False  # whether it used x.T on a tensor with more than 2 axes
+        self.timed_out = False
+        self._targets = watch_targets(forbidden) if forbidden else None
+        self._warnings = set()
+
+    def call(self, function, *args, watch=True):
+        """function(*args), in the sandbox: returns what it returns, raises what it raises
+        (TimeLimit when it runs too long), and leaves the world as it found it."""
+        streams, warn_always, outer_trace = (sys.stdout, sys.stderr), _is_warn_always(), sys.gettrace()
+        watcher = _Watch(self._targets, self.forbidden_calls) if watch and self._targets else None
+        timer = _Timer(self.seconds)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.filterwarnings("always", message=_T_WARNING)
+            try:
+                sys.stdout, sys.stderr = _Output(self.budget, streams[0]), _Output(self.budget, streams[1])
+                _set_warn_always(True)  # torch warns about x.T once per process; the check wants every time
+                if watcher:
+                    _push_function(watcher)
+                    if watcher.codes:
+                        sys.settrace(watcher.trace)  # (a debugger's breakpoints pause meanwhile)
+                saved, rng = snapshot(), _generator.get_state()  # the sandbox's instruments included
+                try:
+                    timer.arm()
+                    return function(*args)
+                finally:
+                    timer.armed = False  # first, so that a late alarm raises nothing here
+                    timer.disarm()
+                    self.timed_out |= timer.fired
+                    self.changed += [c for c in restore(saved) if c not in self.changed]
+                    _generator.set_state(rng)
+            finally:  # take the instruments away, whatever happened
+                sys.stdout, sys.stderr = streams
+                if watcher:
+                    _pop_function()
+                    if watcher.codes:
+                        sys.settrace(outer_trace)
+                _set_warn_always(warn_always)
+                self._read(caught)
+
+    def _read(self, caught):
+        for warning in caught:
+            text = str(warning.message)
+            if text.startswith("The use of `x.T`"):
+                self.used_T = True
+            elif text not in self._warnings:  # other warnings are shown, once, within the output budget
+                self._warnings.add(text)
+                shown = warnings.formatwarning(warning.message, warning.category, warning.filename, warning.lineno)
+                _Output(self.budget, sys.stderr).write(shown)

@@ -1,0 +1,665 @@
+"""Hostile learners against the check engine (grading.py, sandbox.py).
+
+Each test hands `evaluate` a function that tries to pass a wrong answer, to break the notebook, or
+to hang it, and proves the verdict is right and the world is as it was afterwards (the autouse
+fixture at the top checks the world after every test; `_changes_when_called_bare` proves the
+hostile function really changes it, so that the checks are not vacuous).
+"""
+
+import builtins
+import dataclasses
+import io
+import math
+import re
+import sys
+import time
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import course_utils.attention
+from course_utils import i18n
+from course_utils.attention import scaled_dot_product_attention as imported_early  # as a learner might
+from course_utils.exercises import CRASHED, EXERCISES, FAILED, NOT_ATTEMPTED, PASSED, check, evaluate, sandbox
+from course_utils.exercises.grading import _argument_names
+from course_utils.exercises.registry import TRANSPOSES, Exercise, register
+
+# ----------------------------------------------------------------------------- right answers
+
+def attention_(query, key, value):  # 01.scaled_dot
+    weights = torch.softmax(query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1]), dim=-1)
+    return weights @ value, weights
+
+
+def softmax_(scores):  # 01.softmax
+    exponentials = (scores - scores.amax(dim=-1, keepdim=True)).exp()
+    return exponentials / exponentials.sum(dim=-1, keepdim=True)
+
+
+def masked_softmax_(scores, keep_mask):  # 02.masked_softmax
+    nothing_kept = ~keep_mask.any(dim=-1, keepdim=True)
+    scores = scores.masked_fill(~keep_mask, float("-inf")).masked_fill(nothing_kept, 0.0)
+    return scores.softmax(dim=-1).masked_fill(nothing_kept, 0.0)
+
+
+def causal_(L_q, L_k):  # 02.causal_mask
+    return torch.ones(L_q, L_k, dtype=torch.bool).tril()
+
+
+def alignment_(weights, keep_mask):  # 03.alignment
+    best = weights.masked_fill(~keep_mask, float("-inf")).argmax(dim=-1)
+    return best.masked_fill(~keep_mask.any(dim=-1), -1)
+
+
+def self_attention_(x, w_q, w_k, w_v):  # 03.self_attention
+    return attention_(x @ w_q, x @ w_k, x @ w_v)
+
+
+def scores_einsum_(q, k):  # 00.scores_einsum
+    return torch.einsum("bqhd,bkhd->bhqk", q, k)
+
+
+RIGHT = {
+    "01.scaled_dot": attention_, "01.softmax": softmax_, "02.masked_softmax": masked_softmax_,
+    "02.causal_mask": causal_, "03.alignment": alignment_, "03.self_attention": self_attention_,
+    "00.scores_einsum": scores_einsum_,
+}
+
+# ----------------------------------------------------------------------------- the world, after every test
+
+ORIGINAL = {
+    (torch, "softmax"): torch.softmax,
+    (torch, "allclose"): torch.allclose,
+    (torch, "set_default_dtype"): torch.set_default_dtype,
+    (torch.Tensor, "softmax"): torch.Tensor.softmax,
+    (course_utils.attention, "scaled_dot_product_attention"): course_utils.attention.scaled_dot_product_attention,
+    (builtins, "sum"): sum,
+}
+
+
+ORIGINAL_SDPA_CODE = course_utils.attention.scaled_dot_product_attention.__code__
+
+
+def _world_is_as_it_was():
+    for (owner, name), value in ORIGINAL.items():
+        assert getattr(owner, name) is value, f"{name} was not restored"
+    assert course_utils.attention.scaled_dot_product_attention.__code__ is ORIGINAL_SDPA_CODE
+    assert torch.get_default_dtype() == torch.float32
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+    assert not torch.are_deterministic_algorithms_enabled() and not torch.is_anomaly_enabled()
+    assert torch._C._len_torch_function_stack() == 0
+    assert torch.zeros(1).device.type == "cpu" and torch.get_default_device().type == "cpu"
+    assert sys.getprofile() is None and sys.gettrace() is None
+    assert sorted(EXERCISES) == SORTED_IDS and all(EXERCISES[e] is SPECS[e] for e in SORTED_IDS)
+
+
+SORTED_IDS = sorted(EXERCISES)
+SPECS = dict(EXERCISES)
+
+
+@pytest.fixture(autouse=True)
+def the_world_is_restored_after_every_test():
+    _world_is_as_it_was()
+    yield
+    _world_is_as_it_was()
+
+
+def _changes_when_called_bare(function, exercise):
+    """What `function` changes when called outside the check (on the exercise's first case); the
+    sandbox's own snapshot puts it back. Proves a hostile function really is hostile."""
+    spec = EXERCISES[exercise]
+    first = spec.cases(torch.Generator().manual_seed(spec.seed))[0]
+    saved = sandbox.snapshot()
+    try:
+        function(*first)
+    except BaseException:  # noqa: BLE001  (a hostile function may raise anything but KeyboardInterrupt)
+        pass
+    finally:
+        changed = sandbox.restore(saved)
+    assert changed, "the function changes nothing: the test proves nothing"
+    return changed
+
+
+def _first_case(exercise):
+    spec = EXERCISES[exercise]
+    return spec.cases(torch.Generator().manual_seed(spec.seed))[0]
+
+
+# ----------------------------------------------------------------------------- patching torch and the package
+
+def test_replacing_torch_softmax_and_returning_matching_garbage_fails():
+    def hostile(query, key, value):
+        torch.softmax = lambda scores, dim=-1, **kwargs: torch.full_like(scores, 0.5)
+        weights = torch.softmax(query @ key.transpose(-2, -1), dim=-1)
+        return weights @ value, weights
+
+    _changes_when_called_bare(hostile, "01.scaled_dot")
+    verdict = evaluate("01.scaled_dot", hostile)
+    assert verdict.status == FAILED, verdict.message
+    assert "torch.softmax (replaced)" in verdict.message and "put everything back" in verdict.message
+    assert torch.softmax is ORIGINAL[torch, "softmax"]
+
+
+def test_replacing_torch_allclose_to_always_agree_fails():
+    def hostile(x, w_q, w_k, w_v):
+        torch.allclose = lambda *args, **kwargs: True
+        torch.Tensor.allclose = lambda *args, **kwargs: True
+        B, L, _ = x.shape
+        return torch.zeros(B, L, w_v.shape[1]), torch.zeros(B, L, L)
+
+    verdict = evaluate("03.self_attention", hostile)
+    assert verdict.status == FAILED and "torch.allclose (replaced)" in verdict.message, verdict.message
+    assert torch.allclose(torch.zeros(1), torch.ones(1)) is False
+
+
+def test_replacing_the_packages_reference_and_returning_matching_garbage_fails():
+    def garbage_attention(query, key, value, keep_mask=None, scale=None):
+        weights = torch.ones(*query.shape[:-1], key.shape[-2], dtype=value.dtype) / key.shape[-2]
+        return weights @ value, weights
+
+    def hostile(x, w_q, w_k, w_v):  # 03.self_attention's reference calls the package's function
+        course_utils.attention.scaled_dot_product_attention = garbage_attention
+        return course_utils.attention.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
+
+    verdict = evaluate("03.self_attention", hostile)
+    assert verdict.status == FAILED, verdict.message
+    assert "course_utils.attention.scaled_dot_product_attention (replaced)" in verdict.message
+    assert course_utils.attention.scaled_dot_product_attention is ORIGINAL[course_utils.attention,
+                                                                          "scaled_dot_product_attention"]
+
+
+def test_swapping_the_body_of_the_packages_reference_is_undone_before_the_next_check():
+    def uniform(query, key, value, keep_mask=None, scale=None):
+        weights = torch.ones(*query.shape[:-1], key.shape[-2], dtype=value.dtype) / key.shape[-2]
+        return weights @ value, weights
+
+    def poisons(query, key, value):  # the same function object, another body: no attribute is rebound
+        course_utils.attention.scaled_dot_product_attention.__code__ = uniform.__code__
+        return uniform(query, key, value)
+
+    def matches_the_poison(x, w_q, w_k, w_v):  # would pass if 03.self_attention's reference were poisoned
+        return uniform(x @ w_q, x @ w_k, x @ w_v)
+
+    verdict = evaluate("01.scaled_dot", poisons)
+    assert verdict.status == FAILED and "scaled_dot_product_attention.__code__ (replaced)" in verdict.message
+    assert course_utils.attention.scaled_dot_product_attention.__code__ is ORIGINAL_SDPA_CODE
+    assert evaluate("03.self_attention", matches_the_poison).status == FAILED
+
+
+def test_swapping_an_exercise_in_the_registry_is_undone():
+    def hostile(scores):
+        EXERCISES["01.softmax"] = dataclasses.replace(EXERCISES["01.softmax"], reference=lambda s: s)
+        return scores
+
+    verdict = evaluate("01.softmax", hostile)
+    assert verdict.status == FAILED and "EXERCISES['01.softmax'] (replaced)" in verdict.message, verdict.message
+    assert EXERCISES["01.softmax"] is SPECS["01.softmax"]
+
+
+def test_replacing_builtins_does_not_fail_a_right_answer():
+    def patches_sum_then_answers(scores):
+        builtins.sum = lambda *args, **kwargs: 0
+        return softmax_(scores)
+
+    verdict = evaluate("01.softmax", patches_sum_then_answers)
+    assert verdict.status == PASSED and "builtins.sum (replaced)" in verdict.message, verdict.message
+
+
+def test_a_torch_function_mode_left_active_is_removed_and_cannot_fake_a_pass():
+    from torch.overrides import TorchFunctionMode
+
+    class Agreeable(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in (torch.allclose, torch.equal):
+                return True
+            return func(*args, **(kwargs or {}))
+
+    def hostile(query, key, value):
+        Agreeable().__enter__()  # never exited
+        return torch.zeros(*query.shape[:-1], value.shape[-1]), torch.zeros(*query.shape[:-1], key.shape[-2])
+
+    verdict = evaluate("01.scaled_dot", hostile)
+    assert verdict.status == FAILED and "TorchFunctionMode" in verdict.message, verdict.message
+
+
+# ----------------------------------------------------------------------------- global settings
+
+def test_setting_the_default_dtype_is_undone_and_reported():
+    def sets_float64_then_answers(scores):
+        torch.set_default_dtype(torch.float64)
+        return softmax_(scores)  # computed from its inputs: still float32
+
+    verdict = evaluate("01.softmax", sets_float64_then_answers)
+    assert verdict.status == PASSED and "the default dtype" in verdict.message, verdict.message
+    assert "torch.Storage" not in verdict.message  # set_default_dtype's own doing, not worth a word
+    assert torch.get_default_dtype() == torch.float32
+
+    def sets_float64_and_builds_a_new_tensor(scores):
+        torch.set_default_dtype(torch.float64)
+        return torch.zeros(scores.shape) + softmax_(scores)  # float64 now
+
+    verdict = evaluate("01.softmax", sets_float64_and_builds_a_new_tensor)
+    assert verdict.status == FAILED and "dtype float32" in verdict.message and "float64" in verdict.message
+
+
+def test_turning_gradients_off_fails_as_no_graph_and_is_undone():
+    def hostile(query, key, value):
+        torch.set_grad_enabled(False)
+        return attention_(query, key, value)
+
+    verdict = evaluate("01.scaled_dot", hostile)
+    assert verdict.code == "NO_GRAPH" and "grad mode" in verdict.message, verdict.message
+    assert torch.is_grad_enabled()
+
+
+def test_a_check_called_with_gradients_off_still_compares_gradients():
+    def detached(query, key, value):
+        return tuple(t.detach() for t in attention_(query, key, value))
+
+    with torch.no_grad():
+        verdict = evaluate("01.scaled_dot", detached)
+        assert not torch.is_grad_enabled()  # the notebook's setting is left as it was
+    assert verdict.code == "NO_GRAPH", verdict.message
+
+
+def test_entering_inference_mode_for_good_is_undone():
+    kept = []
+
+    def hostile(scores):
+        mode = torch.inference_mode()
+        mode.__enter__()
+        kept.append(mode)  # kept alive: inference mode stays on
+        return softmax_(scores)
+
+    verdict = evaluate("01.softmax", hostile)
+    assert verdict.code == "NO_GRAPH" and "inference mode" in verdict.message, verdict.message
+    assert not torch.is_inference_mode_enabled() and torch.is_grad_enabled()
+
+
+def test_deterministic_algorithms_anomaly_detection_and_the_default_device_are_undone():
+    torch.use_deterministic_algorithms(False)  # its first call imports torch._inductor: seconds, not the learner's
+    def hostile(scores):
+        torch.use_deterministic_algorithms(True)
+        torch.autograd.set_detect_anomaly(True)
+        torch.set_default_device("meta")
+        torch.set_num_threads(1)
+        return softmax_(scores)
+
+    verdict = evaluate("01.softmax", hostile)
+    assert verdict.status == PASSED, verdict.message
+    for what in ("deterministic algorithms", "anomaly detection", "the default device"):
+        assert what in verdict.message
+
+
+def test_no_grad_inside_and_detach_fail_as_no_graph():
+    def no_grad_inside(scores, keep_mask):
+        with torch.no_grad():
+            return masked_softmax_(scores, keep_mask)
+
+    def detached(scores, keep_mask):
+        return masked_softmax_(scores, keep_mask).detach()
+
+    for function in (no_grad_inside, detached):
+        verdict = evaluate("02.masked_softmax", function)
+        assert verdict.status == FAILED and verdict.code == "NO_GRAPH", verdict.message
+        assert "computation graph" in verdict.message and "test case 1 (scores" in verdict.message
+
+
+def test_other_gradients_fail_naming_the_argument():
+    class WrongBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, scores):
+            return softmax_(scores)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return 2 * grad
+
+    def straight_through(scores):  # the right values, attached, but with a zero gradient
+        return softmax_(scores).detach() + 0 * scores
+
+    for function in (WrongBackward.apply, straight_through):
+        verdict = evaluate("01.softmax", function)
+        assert verdict.status == FAILED and verdict.code == "GRADIENT", verdict.message
+        assert "gradient with respect to '" in verdict.message
+
+
+def test_the_gradient_message_names_the_argument_by_the_learners_name():
+    def straight_through(query, key, value):
+        output, weights = attention_(query, key, value)
+        return output, weights.detach() + 0 * query.sum()  # attached, but not through the softmax
+
+    verdict = evaluate("01.scaled_dot", straight_through)
+    assert verdict.code == "GRADIENT" and "with respect to 'query'" in verdict.message, verdict.message
+
+
+def test_an_in_place_edit_autograd_refuses_fails_with_its_reason():
+    def in_place(scores):
+        exponentials = (scores - scores.amax(dim=-1, keepdim=True)).exp()
+        exponentials /= exponentials.sum(dim=-1, keepdim=True)  # overwrites what exp's backward needs
+        return exponentials
+
+    verdict = evaluate("01.softmax", in_place)
+    assert verdict.status == FAILED and verdict.code == "BACKWARD", verdict.message
+    assert "inplace" in verdict.message
+
+
+# ----------------------------------------------------------------------------- exact dtypes and types
+
+def test_float_where_int64_is_expected_fails_naming_both_dtypes():
+    verdict = evaluate("03.alignment", lambda w, m: alignment_(w, m).float())
+    assert verdict.status == FAILED and "int64" in verdict.message and "float32" in verdict.message
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int64, torch.uint8])
+def test_numbers_where_bool_is_expected_fail_naming_both_dtypes(dtype):
+    verdict = evaluate("02.causal_mask", lambda L_q, L_k: causal_(L_q, L_k).to(dtype))
+    assert verdict.status == FAILED and "bool" in verdict.message, verdict.message
+    assert str(dtype).replace("torch.", "") in verdict.message
+
+
+def test_float64_where_float32_is_expected_fails():
+    verdict = evaluate("01.softmax", lambda s: softmax_(s.double()))
+    assert verdict.status == FAILED and "float64" in verdict.message and "float32" in verdict.message
+
+
+def test_a_tensor_subclass_that_lies_fails():
+    class Liar(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func in (torch.allclose, torch.equal, torch.Tensor.__eq__):
+                return True
+            return super().__torch_function__(func, types, args, kwargs)
+
+    for values in (torch.zeros_like, softmax_):  # garbage, and even the right values
+        verdict = evaluate("01.softmax", lambda scores: values(scores).as_subclass(Liar))
+        assert verdict.status == FAILED and "Liar" in verdict.message and "subclass" in verdict.message
+
+
+def test_a_missing_return_gets_a_hint():
+    def forgot(scores):
+        softmax_(scores)
+
+    def forgot_tuple(query, key, value):
+        attention_(query, key, value)
+
+    assert "forget to `return`" in evaluate("01.softmax", forgot).message
+    assert "forget to `return`" in evaluate("01.scaled_dot", forgot_tuple).message
+
+
+# ----------------------------------------------------------------------------- exits, hangs, prints, errors
+
+def test_sys_exit_becomes_a_crashed_verdict():
+    for function in (lambda s: sys.exit(), lambda s: sys.exit(3), lambda s: exit()):
+        verdict = evaluate("01.softmax", function)
+        assert verdict.status == CRASHED and verdict.code == "SystemExit" and "sys.exit()" in verdict.message
+
+
+def test_keyboard_interrupt_still_stops_the_check_and_the_world_is_restored():
+    def interrupted(scores):
+        torch.softmax = None
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        evaluate("01.softmax", interrupted)
+    assert torch.softmax is ORIGINAL[torch, "softmax"]
+
+
+def _loops(scores):
+    while True:
+        pass
+
+
+def _swallows_exceptions(scores):
+    while True:
+        try:
+            sum(range(1000))
+        except Exception:  # noqa: BLE001 - the learner's, trying to swallow the time limit
+            pass
+
+
+def _returns_after_the_alarm(scores):
+    try:
+        while True:
+            pass
+    except BaseException:  # noqa: BLE001 - swallows the time limit once, then returns a right answer
+        return softmax_(scores)
+
+
+@pytest.mark.parametrize("function", [_loops, _swallows_exceptions,
+                                      _returns_after_the_alarm], ids=["loop", "except Exception", "returns late"])
+def test_a_function_that_never_ends_gets_a_time_limit_verdict(function):
+    started = time.monotonic()
+    verdict = evaluate("01.softmax", function, time_limit=0.2)
+    assert time.monotonic() - started < 5
+    assert verdict.status == CRASHED and verdict.code == "TIME_LIMIT", verdict.message
+    assert "0.2 s" in verdict.message and "test case 1 (scores" in verdict.message
+
+
+def test_the_default_time_limit_is_ten_seconds_and_a_right_answer_is_far_below_it():
+    assert sandbox.TIME_LIMIT == 10.0
+    assert evaluate("01.softmax", softmax_, time_limit=0.5).status == PASSED
+
+
+def test_printed_output_is_capped_over_the_whole_check(capsys):
+    def chatty(scores):
+        print("x" * 1_000_000)
+        sys.stderr.write("y" * 1_000_000)
+        for _ in range(10_000):
+            print("line")
+        return softmax_(scores)
+
+    started = time.monotonic()
+    check("01.softmax", chatty)
+    out, err = capsys.readouterr()
+    assert time.monotonic() - started < 5
+    cut = "your function printed more; the check cut the rest"
+    assert (out + err).count(cut) == 1
+    printed = (out + err).replace(cut, "").replace("…", "").replace("✅ 01.softmax: passed on", "")
+    assert printed.count("x") + printed.count("y") + printed.count("line") * 4 <= sandbox.OUTPUT_LIMIT
+    assert "passed" in out  # the verdict itself is never cut
+
+
+def test_replacing_sys_stdout_is_undone(capsys):
+    def hostile(scores):
+        sys.stdout = io.StringIO()
+        return softmax_(scores)
+
+    check("01.softmax", hostile)
+    assert "passed" in capsys.readouterr().out and "sys.stdout" in evaluate("01.softmax", hostile).message
+
+
+def test_a_learners_warnings_are_shown_once(capsys):
+    def careful(scores):
+        warnings.warn("look out")
+        return softmax_(scores)
+
+    verdict = evaluate("01.softmax", careful)
+    assert verdict.status == PASSED and capsys.readouterr().err.count("UserWarning: look out") == 1
+
+
+def test_not_implemented_on_one_case_only_is_incomplete_not_unattempted():
+    calls = []
+
+    def partly(scores):
+        calls.append(scores.shape)
+        if len(calls) == 3:
+            raise NotImplementedError("the large scores")
+        return softmax_(scores)
+
+    verdict = evaluate("01.softmax", partly)
+    assert verdict.status == CRASHED and verdict.code == "NotImplementedError", verdict.message
+    assert "incomplete" in verdict.message and "test case 3 (scores" in verdict.message
+
+
+def test_key_T_on_three_axes_gets_a_hint_every_time():
+    def with_T(query, key, value):
+        weights = torch.softmax(query @ key.T / math.sqrt(query.shape[-1]), dim=-1)
+        return weights @ value, weights
+
+    for _ in range(2):  # torch warns once per process; the check hints every time
+        verdict = evaluate("01.scaled_dot", with_T)
+        assert verdict.status != PASSED and "`.transpose(-2, -1)`" in verdict.message and "`.mT`" in verdict.message
+
+    def with_mT(query, key, value):
+        return attention_(query, key.mT.mT, value)
+
+    verdict = evaluate("01.scaled_dot", with_mT)
+    assert verdict.status == PASSED and ".transpose(-2, -1)" not in verdict.message
+
+
+def test_in_place_edits_of_the_inputs_reach_no_other_call():
+    seen = []
+
+    def edits_in_place(scores, keep_mask):
+        seen.append(scores.clone())
+        nothing_kept = ~keep_mask.any(dim=-1, keepdim=True)
+        scores.masked_fill_(~keep_mask, float("-inf")).masked_fill_(nothing_kept, 0.0)
+        return scores.softmax(dim=-1).masked_fill(nothing_kept, 0.0)
+
+    def zeroes_its_inputs(weights, keep_mask):
+        result = alignment_(weights, keep_mask)
+        weights.zero_()
+        keep_mask.zero_()
+        return result
+
+    assert evaluate("02.masked_softmax", edits_in_place).status == PASSED
+    first_run = [t.clone() for t in seen]
+    assert evaluate("02.masked_softmax", edits_in_place).status == PASSED
+    assert all(torch.equal(a, b) for a, b in zip(first_run, seen[len(first_run):]))  # fresh copies each time
+    assert evaluate("03.alignment", zeroes_its_inputs).status == PASSED
+
+
+# ----------------------------------------------------------------------------- forbidden calls
+
+@pytest.fixture
+def forbid(monkeypatch):
+    """forbid(exercise, names): the exercise with `forbidden` set to `names`, for this test."""
+
+    def set_forbidden(exercise, names):
+        monkeypatch.setitem(EXERCISES, exercise, dataclasses.replace(EXERCISES[exercise], forbidden=names))
+
+    yield set_forbidden
+    monkeypatch.undo()
+
+
+SDPA = ("F.scaled_dot_product_attention", "course_utils.attention.scaled_dot_product_attention")
+
+
+def test_calling_a_forbidden_torch_function_fails_naming_it(forbid):
+    forbid("01.scaled_dot", SDPA)
+
+    def with_torch(query, key, value):  # the right output, through torch's own function
+        output = F.scaled_dot_product_attention(query, key, value)
+        return output, attention_(query, key, value)[1]
+
+    verdict = evaluate("01.scaled_dot", with_torch)
+    assert verdict.status == FAILED and verdict.code == "FORBIDDEN", verdict.message
+    assert "`F.scaled_dot_product_attention`" in verdict.message
+    assert evaluate("01.scaled_dot", attention_).status == PASSED
+
+
+def test_the_packages_reference_is_caught_however_it_was_imported(forbid):
+    forbid("01.scaled_dot", SDPA)
+    for function in (imported_early, lambda q, k, v: imported_early(q, k, v),
+                     lambda q, k, v: course_utils.attention.scaled_dot_product_attention(q, k, v)):
+        verdict = evaluate("01.scaled_dot", function)
+        assert verdict.code == "FORBIDDEN" and "course_utils.attention.scaled_dot_product_attention" in verdict.message
+
+
+@pytest.mark.parametrize("function", [
+    lambda q, k: q.transpose(1, 2) @ k.permute(0, 2, 3, 1),
+    lambda q, k: torch.transpose(q, 1, 2) @ torch.transpose(k, 1, 2).transpose(-2, -1),
+    lambda q, k: torch.einsum("bhqd,bhkd->bhqk", q.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3)),
+    lambda q, k: torch.einsum("bqhd,bkhd->bhqk", q, k).mT.mT,
+    lambda q, k: torch.einsum("bhqd,bhdk->bhqk", q.swapaxes(1, 2), k.movedim(1, 3).transpose(1, 2)),
+], ids=["transpose-permute", "torch.transpose", "permute", "mT", "swapaxes-movedim"])
+def test_no_transpose_means_none(forbid, function):
+    forbid("00.scores_einsum", TRANSPOSES)
+    verdict = evaluate("00.scores_einsum", function)
+    assert verdict.status == FAILED and verdict.code == "FORBIDDEN", verdict.message
+    assert evaluate("00.scores_einsum", scores_einsum_).status == PASSED
+
+
+def test_a_forbidden_name_must_name_something():
+    with pytest.raises(ValueError, match="no attribute"):
+        register(Exercise("99.nothing", abs, lambda g: [], forbidden=("torch.no_such_function",)))
+    with pytest.raises(ValueError, match="tuple of names"):
+        register(Exercise("99.nothing", abs, lambda g: [], forbidden="torch.softmax"))
+    assert "99.nothing" not in EXERCISES
+
+
+def test_every_reference_runs_before_any_learner_code(monkeypatch):
+    order = []
+    spec = EXERCISES["01.softmax"]
+
+    def reference(scores):
+        order.append("reference")
+        return spec.reference(scores)
+
+    def learner(scores):
+        order.append("learner")
+        return softmax_(scores)
+
+    monkeypatch.setitem(EXERCISES, "01.softmax", dataclasses.replace(spec, reference=reference))
+    assert evaluate("01.softmax", learner).status == PASSED
+    assert "reference" in order and "learner" in order
+    assert order.index("learner") > max(i for i, who in enumerate(order) if who == "reference")
+    monkeypatch.undo()
+
+
+# ----------------------------------------------------------------------------- messages
+
+def test_a_failure_names_the_cases_arguments_and_their_shapes():
+    def wrong_shape(query, key, value):
+        output, weights = attention_(query, key, value)
+        return output.unsqueeze(0), weights
+
+    spec = EXERCISES["01.scaled_dot"]
+    cases = spec.cases(torch.Generator().manual_seed(spec.seed))
+    label = ", ".join(f"{name} {tuple(t.shape)}" for name, t in zip(("query", "key", "value"), cases[0]))
+    assert f"Case 1 ({label}): " in evaluate("01.scaled_dot", wrong_shape).message
+    i18n.set_language("zh")
+    label = "，".join(f"{name} {tuple(t.shape)}" for name, t in zip(("query", "key", "value"), cases[0]))
+    assert f"第 1 组测试（{label}）：" in evaluate("01.scaled_dot", wrong_shape).message
+
+
+def test_argument_names_come_from_the_learner_then_the_reference_then_positions():
+    assert _argument_names(lambda scores: 0, lambda s: 0, 1) == ["scores"]
+    assert _argument_names(lambda *args: 0, lambda s: 0, 1) == ["s"]
+    assert _argument_names(lambda *args: 0, max, 2) == ["argument 1", "argument 2"]
+
+
+def test_boolean_results_are_shown_as_true_and_false():
+    def checkerboard(L_q, L_k):  # a wrong mask no known mistake explains
+        return (torch.arange(L_q)[:, None] + torch.arange(L_k)) % 2 == 0
+
+    verdict = evaluate("02.causal_mask", checkerboard)
+    assert verdict.status == FAILED and verdict.code is None, verdict.message
+    assert re.search(r"\(yours (True|False), expected (True|False)\)", verdict.message), verdict.message
+    assert "1.0" not in verdict.message and "L_q = " in verdict.message
+
+
+def test_new_verdicts_speak_chinese():
+    i18n.set_language("zh")
+
+    def hostile(scores):
+        torch.softmax = None
+        with torch.no_grad():
+            return softmax_(scores)
+
+    text = evaluate("01.softmax", hostile).message
+    assert "脱离了计算图" in text and "恢复原状" in text and "torch.softmax（被替换）" in text
+    assert "尚未作答" in evaluate("01.softmax", lambda s: (_ for _ in ()).throw(NotImplementedError)).message
+    assert "忘了写 `return`" in evaluate("01.softmax", lambda s: None).message
+
+
+def test_every_check_and_diff_message_has_both_languages_and_formats():
+    from course_utils.i18n import MESSAGES
+
+    ours = {k: v for k, v in MESSAGES.items() if k.startswith(("check.", "diff."))}
+    assert len(ours) > 40 and all(set(v) == {"en", "zh"} and all(v.values()) for v in ours.values())
+    for name, _, _ in sandbox._SETTINGS:
+        assert f"check.setting.{name}" in ours
