@@ -31,7 +31,7 @@ def _pair(function, query, key, same_features=True):
             },
         )
     if same_features:
-        check.same_size(function, "key", key, -1, query.shape[-1], "query's d_q")
+        check.same_size(function, "key", key, -1, query.shape[-1], {"en": "query's d_q", "zh": "query 的 d_q"})
     return query.shape[-1], key.shape[-1]
 
 
@@ -52,7 +52,12 @@ def bilinear_scores(query, key, weight):
     d_q, d_k = _pair("bilinear_scores", query, key, same_features=False)
     check.tensor("bilinear_scores", "weight", weight, min_ndim=2, layout=f"({d_q}, {d_k})")
     if tuple(weight.shape) != (d_q, d_k):
-        check.fail("bilinear_scores", "weight", check.describe(weight), f"shape (d_q, d_k) = ({d_q}, {d_k})")
+        check.fail(
+            "bilinear_scores",
+            "weight",
+            check.describe(weight),
+            {"en": f"a tensor of shape (d_q, d_k) = ({d_q}, {d_k})", "zh": f"形状为 (d_q, d_k) = ({d_q}, {d_k}) 的张量"},
+        )
     return query @ weight @ key.transpose(-2, -1)
 
 
@@ -64,14 +69,24 @@ def additive_scores(query, key, w_query, w_key, v):
     """
     d_q, d_k = _pair("additive_scores", query, key, same_features=False)
     check.tensor("additive_scores", "w_query", w_query, min_ndim=2, layout=f"({d_q}, d_h)")
-    check.same_size("additive_scores", "w_query", w_query, 0, d_q, "query's d_q")
+    check.same_size("additive_scores", "w_query", w_query, 0, d_q, {"en": "query's d_q", "zh": "query 的 d_q"})
     d_h = w_query.shape[1]
     check.tensor("additive_scores", "w_key", w_key, min_ndim=2, layout=f"({d_k}, {d_h})")
     if tuple(w_key.shape) != (d_k, d_h):
-        check.fail("additive_scores", "w_key", check.describe(w_key), f"shape (d_k, d_h) = ({d_k}, {d_h})")
+        check.fail(
+            "additive_scores",
+            "w_key",
+            check.describe(w_key),
+            {"en": f"a tensor of shape (d_k, d_h) = ({d_k}, {d_h})", "zh": f"形状为 (d_k, d_h) = ({d_k}, {d_h}) 的张量"},
+        )
     check.tensor("additive_scores", "v", v, layout=f"({d_h},)")
     if tuple(v.shape) != (d_h,):
-        check.fail("additive_scores", "v", check.describe(v), f"shape (d_h,) = ({d_h},)")
+        check.fail(
+            "additive_scores",
+            "v",
+            check.describe(v),
+            {"en": f"a tensor of shape (d_h,) = ({d_h},)", "zh": f"形状为 (d_h,) = ({d_h},) 的张量"},
+        )
     q = (query @ w_query).unsqueeze(-2)  # (..., L_q, 1, d_h)
     k = (key @ w_key).unsqueeze(-3)  # (..., 1, L_k, d_h)
     return torch.tanh(q + k) @ v  # (..., L_q, L_k)
@@ -96,9 +111,17 @@ def scaled_dot_product_attention(query, key, value, keep_mask=None, scale=None):
     function = "scaled_dot_product_attention"
     _, d_k = _pair(function, query, key)
     check.tensor(function, "value", value, min_ndim=2, layout="(..., L_k, d_v)")
-    check.same_size(function, "value", value, -2, key.shape[-2], "key's L_k")
+    check.same_size(function, "value", value, -2, key.shape[-2], {"en": "key's L_k", "zh": "key 的 L_k"})
     if value.shape[:-2] != key.shape[:-2]:
-        check.fail(function, "value", check.describe(value), f"leading axes {tuple(key.shape[:-2])} as key")
+        check.fail(
+            function,
+            "value",
+            check.describe(value),
+            {
+                "en": f"the same leading (batch) axes as key, {tuple(key.shape[:-2])}",
+                "zh": f"与 key 相同的前导（批量）维度 {tuple(key.shape[:-2])}",
+            },
+        )
     if scale is None:
         scale = 1.0 / math.sqrt(d_k)
 

@@ -1,6 +1,7 @@
 """course_utils.attention against PyTorch's own: forward values and gradients."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -140,6 +141,42 @@ def test_bad_input_names_the_argument_what_it_got_and_what_it_needs(call, argume
         call(q, k, v)
     text = str(caught.value)
     assert f"argument '{argument}'" in text and " got " in text and "needs" in text
+
+
+BAD_CALLS = [
+    lambda q, k, v: attention.scaled_dot_product_attention(q, k[..., :-1], v),
+    lambda q, k, v: attention.scaled_dot_product_attention(q, k, v[:, :-1]),
+    lambda q, k, v: attention.scaled_dot_product_attention(q, k, v[:1]),
+    lambda q, k, v: attention.scaled_dot_product_attention(q[0, 0], k, v),
+    lambda q, k, v: attention.scaled_dot_product_attention(q.long(), k, v),
+    lambda q, k, v: attention.scaled_dot_product_attention(q, k, v, keep_mask=torch.ones(2, 3, 4)),
+    lambda q, k, v: attention.scaled_dot_product_attention(q, k, v, keep_mask=torch.ones(2, 3, 5, dtype=torch.bool)),
+    lambda q, k, v: attention.dot_scores(q, k[..., :-1]),
+    lambda q, k, v: attention.scaled_dot_scores(q, k[:1]),
+    lambda q, k, v: attention.bilinear_scores(q, k, torch.ones(8, 7)),
+    lambda q, k, v: attention.additive_scores(q, k, torch.ones(7, 4), torch.ones(8, 4), torch.ones(4)),
+    lambda q, k, v: attention.additive_scores(q, k, torch.ones(8, 4), torch.ones(8, 3), torch.ones(4)),
+    lambda q, k, v: attention.additive_scores(q, k, torch.ones(8, 4), torch.ones(8, 4), torch.ones(3)),
+]
+#: What a Chinese error may hold in Latin letters: code (function and argument names, axis names,
+#: dtypes, Python literals), never an English word.
+CODE_WORDS = {
+    "scaled_dot_product_attention", "dot_scores", "scaled_dot_scores", "bilinear_scores", "additive_scores",
+    "query", "key", "value", "keep_mask", "weight", "w_query", "w_key", "v",
+    "L_q", "L_k", "d_q", "d_k", "d_v", "d_h", "float32", "float64", "int64", "bool", "True", "False",
+}
+
+
+@pytest.mark.parametrize("call", BAD_CALLS)
+def test_chinese_errors_hold_no_english_words(call):
+    q, k, v = (t.float() for t in qkv((2, 3, 4, 8, 5)))
+    i18n.set_language("zh")
+    with pytest.raises(ArgumentError) as caught:
+        call(q, k, v)
+    text = str(caught.value)
+    english = [word for word in re.findall(r"[A-Za-z][A-Za-z_0-9]*", text) if word not in CODE_WORDS]
+    assert not english, f"English in a Chinese error: {english}: {text}"
+    assert "参数" in text and "收到" in text and "需要" in text, text
 
 
 def test_errors_follow_the_notebook_language():

@@ -1,4 +1,9 @@
-"""Lesson 01's exercises: attention basics."""
+"""Lesson 01's exercises: attention basics.
+
+The cases vary every argument on its own (batch, L_q, L_k, d_k, d_v, d_h, the dtype), so a
+function that ignores one of them fails; each first case is square everywhere, so that every
+known mistake still runs there and can be recognised by its values.
+"""
 
 import math
 
@@ -7,21 +12,33 @@ import torch
 from .. import attention
 from .registry import Exercise, Mistake, randn, register
 
+# ----------------------------------------------------------------------------- 01.scaled_dot
 
-def _qkv(g, batch, l_q, l_k, d_k, d_v):
-    return randn(g, batch, l_q, d_k), randn(g, batch, l_k, d_k), randn(g, batch, l_k, d_v)
+
+def _qkv(g, batch, l_q, l_k, d_k, d_v, dtype=torch.float32):
+    case = randn(g, batch, l_q, d_k), randn(g, batch, l_k, d_k), randn(g, batch, l_k, d_v)
+    return tuple(t.to(dtype) for t in case)
 
 
 def _attention_cases(generator):
-    # The first case is square (L_q = L_k = d_k = d_v), so shape mistakes still run there and can
-    # be recognised by their values; the others have L_q != L_k, length 1, and a large d_k,
-    # where the scale matters most.
+    # (batch, L_q, L_k, d_k, d_v). The first case has every size equal (4), so that even the
+    # mistakes that mix up axes (key.T reverses all three, value @ weights) run there; then every
+    # size differs from every other, a batch of one with length 1, a wide d_k where the scale
+    # matters most, one query (a decoding step), one key, and float64.
     return [
-        _qkv(generator, 2, 4, 4, 4, 4),
+        _qkv(generator, 4, 4, 4, 4, 4),
         _qkv(generator, 3, 5, 7, 8, 6),
         _qkv(generator, 1, 1, 1, 16, 3),
         _qkv(generator, 2, 3, 9, 64, 2),
+        _qkv(generator, 2, 1, 6, 5, 7),
+        _qkv(generator, 3, 6, 1, 4, 2),
+        _qkv(generator, 2, 4, 5, 6, 3, dtype=torch.float64),
     ]
+
+
+def _scores(q, k, scale=None):
+    """Q Kᵀ times `scale` (default 1/√d_k)."""
+    return q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
 
 
 def _attend(scores, value, dim=-1):
@@ -29,15 +46,36 @@ def _attend(scores, value, dim=-1):
     return weights @ value, weights
 
 
+def _reversed_axes(tensor):
+    """What ``tensor.T`` does to a tensor of any number of axes (without torch's warning)."""
+    return tensor.permute(*reversed(range(tensor.ndim)))
+
+
+def _scale_after_softmax(q, k, v):
+    weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1) / math.sqrt(q.shape[-1])
+    return weights @ v, weights
+
+
+def _no_softmax(q, k, v):
+    weights = _scores(q, k)
+    return weights @ v, weights
+
+
+def _matmul_order(q, k, v):
+    weights = torch.softmax(_scores(q, k), dim=-1)
+    return v @ weights, weights
+
+
 register(
     Exercise(
         id="01.scaled_dot",
         reference=lambda q, k, v: attention.scaled_dot_product_attention(q, k, v),
         cases=_attention_cases,
+        forbidden=("F.scaled_dot_product_attention", "course_utils.attention.scaled_dot_product_attention"),
         mistakes=(
             Mistake(
                 "NO_SCALE",
-                lambda q, k, v: _attend(q @ k.transpose(-2, -1), v),
+                lambda q, k, v: _attend(_scores(q, k, scale=1.0), v),
                 {
                     "en": "The scores are not divided by √d_k, so for large d_k the softmax saturates.",
                     "zh": "注意力分数没有除以 √d_k；d_k 较大时 softmax 会饱和。",
@@ -45,17 +83,54 @@ register(
             ),
             Mistake(
                 "SCALE_DK",
-                lambda q, k, v: _attend(q @ k.transpose(-2, -1) / q.shape[-1], v),
+                lambda q, k, v: _attend(_scores(q, k, scale=1 / q.shape[-1]), v),
                 {
                     "en": "The scores are divided by d_k; divide by its square root, √d_k.",
                     "zh": "分数除以了 d_k；应除以它的平方根 √d_k。",
                 },
             ),
             Mistake(
-                "SOFTMAX_DIM",
-                lambda q, k, v: _attend(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), v, dim=-2),
+                "SCALE_DV",
+                lambda q, k, v: _attend(_scores(q, k, scale=1 / math.sqrt(v.shape[-1])), v),
                 {
-                    "en": "The softmax runs over the queries (dim=-2); each query's weights over the keys must sum to 1: use dim=-1.",
+                    "en": "The scores are divided by √d_v, the size of the values; divide by √d_k, the size "
+                    "of the queries and keys that the dot product sums over.",
+                    "zh": "分数除以了 √d_v（值的维度）；应除以 √d_k，即点积所求和的查询和键的维度。",
+                },
+            ),
+            Mistake(
+                "SCALE_TIMES",
+                lambda q, k, v: _attend(_scores(q, k, scale=math.sqrt(q.shape[-1])), v),
+                {
+                    "en": "The scores are multiplied by √d_k; divide them by √d_k.",
+                    "zh": "分数乘以了 √d_k；应除以 √d_k。",
+                },
+            ),
+            Mistake(
+                "SCALE_AFTER_SOFTMAX",
+                _scale_after_softmax,
+                {
+                    "en": "The weights are divided by √d_k after the softmax, so their rows no longer sum to 1: "
+                    "divide the scores before the softmax.",
+                    "zh": "softmax 之后才把权重除以 √d_k，于是每一行之和不再为 1：应在 softmax 之前除分数。",
+                },
+            ),
+            Mistake(
+                "NO_SOFTMAX",
+                _no_softmax,
+                {
+                    "en": "The scaled scores are used as the weights: turn them into weights with a softmax "
+                    "over the keys (dim=-1), so that each query's row is positive and sums to 1.",
+                    "zh": "直接把缩放后的分数当成了权重：应沿键的维度（dim=-1）做 softmax，"
+                    "使每个查询的那一行都为正且和为 1。",
+                },
+            ),
+            Mistake(
+                "SOFTMAX_DIM",
+                lambda q, k, v: _attend(_scores(q, k), v, dim=-2),
+                {
+                    "en": "The softmax runs over the queries (dim=-2); each query's weights over the keys must "
+                    "sum to 1: use dim=-1.",
                     "zh": "softmax 作用在了查询维度（dim=-2）上；每个查询对所有键的权重之和应为 1，请用 dim=-1。",
                 },
             ),
@@ -68,11 +143,40 @@ register(
                 },
             ),
             Mistake(
+                "KEY_T",
+                lambda q, k, v: _attend(q @ _reversed_axes(k) / math.sqrt(q.shape[-1]), v),
+                {
+                    "en": "key.T turns a (B, L_k, d_k) key into (d_k, L_k, B): the batch axis moves to the end, "
+                    "so the product mixes the items of the batch (and crashes unless the sizes happen to agree). "
+                    "Transpose only the last two axes: key.transpose(-2, -1) or key.mT.",
+                    "zh": "key.T 把形状为 (B, L_k, d_k) 的 key 变成 (d_k, L_k, B)：批量维度被挪到了最后，"
+                    "于是乘积把批量中不同样本的数据混在了一起（除非各维大小恰好一致，否则直接报错）。"
+                    "只转置最后两维：key.transpose(-2, -1) 或 key.mT。",
+                },
+            ),
+            Mistake(
+                "MATMUL_ORDER",
+                _matmul_order,
+                {
+                    "en": "The last product is the wrong way round: the output is weights @ value, "
+                    "(B, L_q, L_k) @ (B, L_k, d_v) → (B, L_q, d_v).",
+                    "zh": "最后一次乘法的顺序反了：输出是 weights @ value，(B, L_q, L_k) @ (B, L_k, d_v) → (B, L_q, d_v)。",
+                },
+            ),
+            Mistake(
                 "SWAPPED_RETURN",
-                lambda q, k, v: attention.scaled_dot_product_attention(q, k, v)[::-1],
+                lambda q, k, v: _attend(_scores(q, k), v)[::-1],
                 {
                     "en": "The return order is swapped: return (output, weights).",
                     "zh": "返回顺序颠倒了：应返回 (output, weights)。",
+                },
+            ),
+            Mistake(
+                "OUTPUT_ONLY",
+                lambda q, k, v: _attend(_scores(q, k), v)[0],
+                {
+                    "en": "Only the output is returned; this exercise asks for the pair (output, weights).",
+                    "zh": "只返回了输出；本练习要求返回 (output, weights) 这一对结果。",
                 },
             ),
         ),
@@ -82,16 +186,32 @@ register(
 
 # ----------------------------------------------------------------------------- 01.softmax
 
+def _offset_rows(g):
+    """Rows around +500, −300 and 0 in one float32 tensor, and a row spread from −200 to 200
+    (its mean is 0): only each row's own maximum keeps every exponential finite and some of
+    each row's away from 0."""
+    rows = 20.0 * randn(g, 4, 6) + torch.tensor([500.0, -300.0, 0.0, 0.0]).unsqueeze(-1)
+    rows[3] = torch.linspace(-200.0, 200.0, 6)
+    return rows
+
+
 def _softmax_cases(generator):
     # First a batch of square score matrices (B = L_q = L_k = 4), where a forgotten keepdim still
-    # broadcasts and runs; then L_q != L_k; then scores so large (or so negative) that exp()
-    # overflows (or underflows) in float32 unless the row's maximum is subtracted first.
+    # broadcasts and runs; then L_q != L_k; scores so large (or so negative) that exp() overflows
+    # (or underflows) in float32 unless a maximum is subtracted first; rows with very different
+    # offsets in one tensor, where only each row's own maximum works; a 1-D tensor; rows of
+    # length 1; four axes; and float64.
     g = generator
     return [
         (2.0 * randn(g, 4, 4, 4),),
         (3.0 * randn(g, 3, 5, 7),),
         (20.0 * randn(g, 2, 3, 6) + 500.0,),
         (20.0 * randn(g, 5, 8) - 500.0,),
+        (_offset_rows(g),),
+        (2.0 * randn(g, 5),),
+        (50.0 * randn(g, 3, 1),),
+        (3.0 * randn(g, 3, 2, 4, 5),),
+        ((4.0 * randn(g, 2, 3, 6)).double(),),
     ]
 
 
@@ -99,15 +219,28 @@ def _exp_shifted(scores):
     return (scores - scores.amax(dim=-1, keepdim=True)).exp()
 
 
+def _normalised(exponentials, dim=-1):
+    return exponentials / exponentials.sum(dim=dim, keepdim=True)
+
+
 register(
     Exercise(
         id="01.softmax",
         reference=lambda scores: torch.softmax(scores, dim=-1),
         cases=_softmax_cases,
+        # float32 scores near ±500 carry a rounding error of about 3e-5 (their spacing is 6e-5), and
+        # correct answers round differently (through logsumexp, say): their gradients differ from
+        # the reference's by up to about 2e-5 there, which the default atol of 1e-5 would reject
+        atol=1e-4,
+        # the exercise is to write it: torch's own softmax (or its logarithm) would do it for you
+        forbidden=(
+            "torch.softmax", "F.softmax", "Tensor.softmax", "torch.special.softmax",
+            "torch.log_softmax", "F.log_softmax", "Tensor.log_softmax", "torch.special.log_softmax",
+        ),
         mistakes=(
             Mistake(
                 "NO_MAX_SHIFT",
-                lambda s: s.exp() / s.exp().sum(dim=-1, keepdim=True),
+                lambda s: _normalised(s.exp()),
                 {
                     "en": "exp() overflows to inf for scores above about 88 (and underflows to 0 far below), "
                     "giving NaN: subtract each row's maximum before exp(); softmax does not change.",
@@ -116,8 +249,29 @@ register(
                 },
             ),
             Mistake(
+                "GLOBAL_SHIFT",
+                lambda s: _normalised((s - s.max()).exp()),
+                {
+                    "en": "One maximum, of the whole tensor, is subtracted from every row: a row far below it "
+                    "underflows to all zeros and gives 0/0 = NaN. Subtract each row's own maximum, "
+                    "amax(dim=-1, keepdim=True).",
+                    "zh": "每一行减去的都是整个张量的最大值：远低于它的行取 exp() 后全部下溢为 0，得到 0/0 = NaN。"
+                    "应让每一行减去自己的最大值，即 amax(dim=-1, keepdim=True)。",
+                },
+            ),
+            Mistake(
+                "MEAN_SHIFT",
+                lambda s: _normalised((s - s.mean(dim=-1, keepdim=True)).exp()),
+                {
+                    "en": "Each row's mean is subtracted, not its maximum: a score far above its row's mean still "
+                    "overflows exp() to inf. Subtract each row's maximum, so that the largest exponent is 0.",
+                    "zh": "每一行减去的是均值而不是最大值：比该行均值大很多的分数，exp() 仍会上溢为 inf。"
+                    "应减去每一行的最大值，使最大的指数为 0。",
+                },
+            ),
+            Mistake(
                 "WRONG_DIM",
-                lambda s: torch.softmax(s, dim=-2),
+                lambda s: _normalised((s - s.amax(dim=-2, keepdim=True)).exp(), dim=-2),
                 {
                     "en": "The softmax runs over the wrong axis: normalise over the last axis (dim=-1), "
                     "so that each row sums to 1.",
@@ -142,6 +296,16 @@ register(
                 },
             ),
             Mistake(
+                "NO_EXP",
+                lambda s: s / s.sum(dim=-1, keepdim=True),
+                {
+                    "en": "The scores are divided by their sum without exp(): softmax exponentiates first "
+                    "(after subtracting each row's maximum), then divides by the sum of the exponentials.",
+                    "zh": "没有取 exp() 就直接除以了分数之和：softmax 要先（减去每一行的最大值后）取指数，"
+                    "再除以这些指数之和。",
+                },
+            ),
+            Mistake(
                 "KEEPDIM_MISSING",
                 lambda s: (s - s.amax(dim=-1)).exp() / (s - s.amax(dim=-1)).exp().sum(dim=-1),
                 {
@@ -157,24 +321,29 @@ register(
 
 # ----------------------------------------------------------------------------- 01.additive_scores
 
-def _additive_case(g, batch, l_q, l_k, d_q, d_k, d_h):
-    return (
+def _additive_case(g, batch, l_q, l_k, d_q, d_k, d_h, dtype=torch.float32):
+    case = (
         randn(g, batch, l_q, d_q),
         randn(g, batch, l_k, d_k),
         randn(g, d_q, d_h) / math.sqrt(d_q),
         randn(g, d_k, d_h) / math.sqrt(d_k),
         randn(g, d_h),
     )
+    return tuple(t.to(dtype) for t in case)
 
 
 def _additive_cases(generator):
     # (batch, L_q, L_k, d_q, d_k, d_h). The first case is square everywhere, so mistakes that mix
-    # up axes or weights still run there; the others have L_q != L_k, d_q != d_k and length 1.
+    # up axes or weights still run there; then every size differs from every other, a batch of
+    # one with length 1, d_q = d_k (where swapped weights still run) with other sizes apart, a
+    # hidden size of 1, and float64.
     return [
         _additive_case(generator, 2, 4, 4, 4, 4, 4),
         _additive_case(generator, 3, 5, 7, 6, 3, 8),
         _additive_case(generator, 1, 1, 1, 2, 5, 4),
         _additive_case(generator, 2, 6, 2, 8, 8, 16),
+        _additive_case(generator, 1, 3, 4, 5, 2, 1),
+        _additive_case(generator, 2, 2, 5, 3, 4, 6, dtype=torch.float64),
     ]
 
 
@@ -209,6 +378,35 @@ register(
                 },
             ),
             Mistake(
+                "TANH_EACH",
+                lambda q, k, w_q, w_k, v: _pairs(torch.tanh(q @ w_q), torch.tanh(k @ w_k)) @ v,
+                {
+                    "en": "tanh is applied to the projected queries and keys separately, so the score splits "
+                    "into a part of q plus a part of k: add the projections first, then apply tanh to the "
+                    "sum, vᵀ tanh(W_q q + W_k k).",
+                    "zh": "tanh 分别作用在了投影后的查询和键上，于是分数拆成了只含 q 的一项加只含 k 的一项："
+                    "应先把两个投影相加，再对和做 tanh，即 vᵀ tanh(W_q q + W_k k)。",
+                },
+            ),
+            Mistake(
+                "RELU",
+                lambda q, k, w_q, w_k, v: torch.relu(_pairs(q @ w_q, k @ w_k)) @ v,
+                {
+                    "en": "The hidden layer uses ReLU; the additive score uses tanh: vᵀ tanh(W_q q + W_k k).",
+                    "zh": "隐藏层用的是 ReLU；加性评分用的是 tanh：vᵀ tanh(W_q q + W_k k)。",
+                },
+            ),
+            Mistake(
+                "NO_V",
+                lambda q, k, w_q, w_k, v: torch.tanh(_pairs(q @ w_q, k @ w_k)).sum(dim=-1),
+                {
+                    "en": "The hidden layer is summed instead of multiplied by v: each score is "
+                    "vᵀ tanh(W_q q + W_k k), the dot product of v with the hidden vector, (..., d_h) @ (d_h,).",
+                    "zh": "隐藏层被直接求和了，而没有与 v 相乘：每个分数是 vᵀ tanh(W_q q + W_k k)，"
+                    "即 v 与隐藏向量的点积，(..., d_h) @ (d_h,)。",
+                },
+            ),
+            Mistake(
                 "TRANSPOSED",
                 lambda q, k, w_q, w_k, v: torch.tanh((q @ w_q).unsqueeze(-3) + (k @ w_k).unsqueeze(-2)) @ v,
                 {
@@ -236,6 +434,16 @@ register(
                     "en": "w_query and w_key are swapped: project the queries with w_query (d_q, d_h) and the "
                     "keys with w_key (d_k, d_h).",
                     "zh": "w_query 与 w_key 用反了：查询应乘 w_query (d_q, d_h)，键应乘 w_key (d_k, d_h)。",
+                },
+            ),
+            Mistake(
+                "WEIGHTS_TRANSPOSED",
+                lambda q, k, w_q, w_k, v: torch.tanh(_pairs(q @ w_q.transpose(0, 1), k @ w_k.transpose(0, 1))) @ v,
+                {
+                    "en": "The weights are transposed: here w_query is (d_q, d_h) and w_key (d_k, d_h), stored "
+                    "to be used as they are, query @ w_query and key @ w_key.",
+                    "zh": "权重被转置了：这里的 w_query 形状为 (d_q, d_h)，w_key 形状为 (d_k, d_h)，"
+                    "直接用 query @ w_query 和 key @ w_key 即可。",
                 },
             ),
         ),

@@ -55,7 +55,7 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
-from course_utils import check, setup
+from course_utils import check, claim, setup
 from course_utils.attention import (
     additive_scores,
     bilinear_scores,
@@ -68,7 +68,11 @@ from course_utils.viz import heatmap
 from course_utils.widgets import scaling_explorer, scaling_view
 
 setup(lang="en")
+# lang: en
 torch.set_printoptions(precision=2, sci_mode=False)  # two decimals are plenty to read weights
+# lang: zh
+torch.set_printoptions(precision=2, sci_mode=False)  # 读权重，两位小数足够了
+# lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 1. Queries, keys and values
@@ -98,21 +102,57 @@ torch.set_printoptions(precision=2, sci_mode=False)  # two decimals are plenty t
 # %% [markdown] tags=["lang-en"]
 # A toy lookup in the plane. Four keys point east, north, west and south; their values are the
 # numbers 10, 20, 30 and 40. The score is the dot product $q \cdot k_j$. There are three
-# queries: one points mostly east, one points north and is long, one points south-east and is
-# short.
+# queries, and they all point the same way, north and a little west; they differ only in
+# length: a short one (length 0.1), a medium one (length 1) and a long one (length 7).
 
-# %% [markdown] tags=["lang-zh"] en_hash="cdd3da1c07"
-# 先在平面上做一次玩具查找。四个键分别指向东、北、西、南，对应的值是 10、20、30、40 四个数。分数取点积 $q \cdot k_j$。查询有三个：一个大致朝东；一个朝北，而且很长；一个朝东南，但很短。
+# %% [markdown] tags=["lang-zh"] en_hash="5d351bbf70"
+# 先在平面上做一次玩具查找。四个键分别指向东、北、西、南，对应的值是 10、20、30、40 四个数。分数取点积 $q \cdot k_j$。三个查询指向同一个方向（北偏西一点），彼此只差在长度上：一个短（长度 0.1），一个中等（长度 1），一个长（长度 7）。
 
 # %%
 keys = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])  # → ↑ ← ↓
+# lang: en
 values = torch.tensor([[10.0], [20.0], [30.0], [40.0]])  # one number per key
-queries = torch.tensor([[2.0, 0.5], [0.0, 4.0], [0.3, -0.3]])  # ↗ mostly east, ↑ long, ↘ short
+direction = torch.tensor([-1.0, 3.0]) / math.sqrt(10.0)  # a unit vector: north, a little west
+lengths = torch.tensor([0.1, 1.0, 7.0])  # short, medium, long
+queries = lengths.unsqueeze(-1) * direction  # (3, 2): one direction, three lengths
 
-scores = queries @ keys.T  # (3 queries, 4 keys): every query against every key
+scores = queries @ keys.T  # (3, 4): each of the 3 queries against each of the 4 keys
 alpha = torch.softmax(scores, dim=-1)  # each row is positive and sums to 1
+output = alpha @ values  # (3, 1): one weighted average per query
+# lang: zh
+values = torch.tensor([[10.0], [20.0], [30.0], [40.0]])  # 每个键对应一个数
+direction = torch.tensor([-1.0, 3.0]) / math.sqrt(10.0)  # 单位向量：朝北，略偏西
+lengths = torch.tensor([0.1, 1.0, 7.0])  # 短、中、长
+queries = lengths.unsqueeze(-1) * direction  # (3, 2)：同一个方向，三种长度
+
+scores = queries @ keys.T  # (3, 4)：3 个查询，每个都与 4 个键各打一次分
+alpha = torch.softmax(scores, dim=-1)  # 每一行都为正，且和为 1
+output = alpha @ values  # (3, 1)：每个查询得到一个加权平均
+# lang: end
+print(queries)
 print(alpha)
-print(alpha @ values)  # (3, 1): one weighted average per query
+print(output)
+
+short, medium, long = alpha  # (4,) (4,) (4,)
+# lang: en
+claim("the three queries share one direction; only their lengths differ",
+      torch.allclose(queries / queries.norm(dim=-1, keepdim=True), direction.expand(3, 2)))
+claim("the long query puts more than 0.95 of its weight on the north key", long[1] > 0.95)
+claim("the long query returns within 0.5 of 20, the north key's value", (output[2] - 20).abs() < 0.5)
+claim("the short query's weights are all within 0.03 of 1/4", ((short - 1 / 4).abs() < 0.03).all())
+claim("the short query returns within 1 of 25, the mean of the values", (output[0] - 25).abs() < 1)
+claim("the medium query gives the north key its largest weight, between 0.4 and 0.6",
+      (medium.argmax() == 1) & (0.4 < medium[1]) & (medium[1] < 0.6))
+# lang: zh
+claim("三个查询方向相同，只有长度不同",
+      torch.allclose(queries / queries.norm(dim=-1, keepdim=True), direction.expand(3, 2)))
+claim("长查询把超过 0.95 的权重给了朝北的键", long[1] > 0.95)
+claim("长查询返回的值与朝北键的值 20 相差不到 0.5", (output[2] - 20).abs() < 0.5)
+claim("短查询的每个权重与 1/4 相差都不到 0.03", ((short - 1 / 4).abs() < 0.03).all())
+claim("短查询返回的值与所有值的平均数 25 相差不到 1", (output[0] - 25).abs() < 1)
+claim("中等查询把最大的权重给了朝北的键，这个权重在 0.4 与 0.6 之间",
+      (medium.argmax() == 1) & (0.4 < medium[1]) & (medium[1] < 0.6))
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # As a picture: one row per query, one column per key, the weight in each cell.
@@ -121,14 +161,21 @@ print(alpha @ values)  # (3, 1): one weighted average per query
 # 画成图：每一行是一个查询，每一列是一个键，格子里是对应的权重。
 
 # %%
-heatmap(alpha, queries=["↗", "↑", "↘"], keys=["→ 10", "↑ 20", "← 30", "↓ 40"], vmax=1.0)
+# lang: en
+heatmap(alpha, queries=["short", "medium", "long"], keys=["→ 10", "↑ 20", "← 30", "↓ 40"], vmax=1.0)
+# lang: zh
+heatmap(alpha, queries=["短", "中", "长"], keys=["→ 10", "↑ 20", "← 30", "↓ 40"], vmax=1.0)
+# lang: end
 plt.show()
 
 # %% [markdown] tags=["lang-en"]
-# The long query puts almost all its weight on one key and returns almost exactly 20: nearly a
-# hard lookup. The short one spreads its weight almost evenly and returns 25, close to the mean
-# of all values. Only the query's length differs, so the **size of the scores decides how sharp
-# the lookup is**. Keep this in mind for section 4.
+# The three queries differ only in length, yet their rows are very different. The long query
+# puts almost all its weight (0.99) on the north key and returns 20.12, almost exactly that
+# key's value: nearly a hard lookup. The short query spreads its weight almost evenly (every
+# weight within 0.03 of 1/4) and returns 24.69, close to 25, the mean of all four values. The
+# medium query lies in between: about half its weight goes north, and it returns 22.80. The
+# direction decides which key wins; the length, that is the **size of the scores, decides how
+# sharp the lookup is**. Keep this in mind for section 4.
 #
 # In practice every query is handled at once. Stack the queries into $Q$ of shape
 # $(L_q, d_k)$, the keys into $K$, $(L_k, d_k)$, and the values into $V$, $(L_k, d_v)$. One
@@ -137,8 +184,8 @@ plt.show()
 # changes nothing. The package's `scaled_dot_product_attention` takes $(B, L, d)$ tensors and
 # returns `(output, weights)`, in that order:
 
-# %% [markdown] tags=["lang-zh"] en_hash="5bc9464f90"
-# 长查询几乎把全部权重都给了一个键，返回值几乎正好是 20，接近一次“硬”查找。短查询把权重分得很均匀，返回 25，接近所有值的平均数。两者只差在查询的长度上，可见**分数的大小决定了查找有多“尖锐”**。第 4 节还会用到这一点。
+# %% [markdown] tags=["lang-zh"] en_hash="8dbb930eb8"
+# 三个查询只差在长度上，它们的权重行却大不相同。长查询几乎把全部权重（0.99）都给了朝北的键，返回 20.12，几乎正好是这个键的值，接近一次“硬”查找。短查询把权重分得几乎均匀（每个权重与 1/4 相差都不到 0.03），返回 24.69，接近四个值的平均数 25。中等查询介于两者之间：约一半的权重给了北，返回 22.80。方向决定哪个键胜出，长度，也就是**分数的大小，决定了查找有多“尖锐”**。第 4 节还会用到这一点。
 #
 # 实际计算时，所有查询是一起处理的。把查询堆叠成矩阵 $Q$，形状为 $(L_q, d_k)$；键堆叠成 $K$，形状为 $(L_k, d_k)$；值堆叠成 $V$，形状为 $(L_k, d_v)$。一次矩阵乘法 $S = QK^\top$ 就给所有的查询–键对打了分，形状为 $(L_q, L_k)$；softmax 沿每一行进行；再与 $V$ 相乘，对值求平均，得到 $(L_q, d_v)$。在最前面加一个批量维度，这些都不受影响。工具包中的 `scaled_dot_product_attention` 接收形状为 $(B, L, d)$ 的张量，并按 `(output, weights)` 的顺序返回结果：
 
@@ -149,7 +196,11 @@ Q, K, V = torch.randn(B, L_q, d_k), torch.randn(B, L_k, d_k), torch.randn(B, L_k
 output, weights = scaled_dot_product_attention(Q, K, V)
 print("output.shape  =", tuple(output.shape))  # (B, L_q, d_v)
 print("weights.shape =", tuple(weights.shape))  # (B, L_q, L_k)
-print(torch.allclose(weights.sum(dim=-1), torch.ones(B, L_q)))  # every row sums to 1
+# lang: en
+claim("every row of the weights sums to 1", torch.allclose(weights.sum(dim=-1), torch.ones(B, L_q)))
+# lang: zh
+claim("权重的每一行之和都为 1", torch.allclose(weights.sum(dim=-1), torch.ones(B, L_q)))
+# lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 2. Four ways to score a query against a key
@@ -182,17 +233,24 @@ print(torch.allclose(weights.sum(dim=-1), torch.ones(B, L_q)))  # every row sums
 # | 点积 | $q^\top k$ | 无 | 是 |
 # | 缩放点积 | $q^\top k / \sqrt{d_k}$ | 无 | 是 |
 #
-# 加性注意力对每一个（查询, 键）对都运行一个小型神经网络。双线性评分学习的是：查询的哪些特征应当与键的哪些特征相匹配。点积没有需要学习的参数，但要求查询和键的维度相同；缩放点积再把点积除以 $\sqrt{d_k}$（原因见第 4 节）。下面用 `course_utils.attention` 在同一组查询和键上算出这四种分数。代码中的向量是行向量，所以权重以转置的形式存放：`w_query` 的形状是 $(d_q, d_h)$，投影写作 `query @ w_query`。
+# 加性注意力对每一个（查询，键）对都运行一个小型神经网络。双线性评分学习的是：查询的哪些特征应当与键的哪些特征相匹配。点积没有需要学习的参数，但要求查询和键的维度相同；缩放点积再把点积除以 $\sqrt{d_k}$（原因见第 4 节）。下面用 `course_utils.attention` 在同一组查询和键上算出这四种分数。代码中的向量是行向量，所以权重以转置的形式存放：`w_query` 的形状是 $(d_q, d_h)$，投影写作 `query @ w_query`。
 
 # %%
 g = torch.Generator().manual_seed(0)
 B, L_q, L_k, d, d_h = 1, 4, 6, 8, 16
 Q = torch.randn(B, L_q, d, generator=g)
 K = torch.randn(B, L_k, d, generator=g)
+# lang: en
 W = torch.randn(d, d, generator=g) / math.sqrt(d)  # bilinear: (d_q, d_k)
 W_q = torch.randn(d, d_h, generator=g) / math.sqrt(d)  # additive: (d_q, d_h)
 W_k = torch.randn(d, d_h, generator=g) / math.sqrt(d)  # additive: (d_k, d_h)
 v = torch.randn(d_h, generator=g)  # additive: (d_h,)
+# lang: zh
+W = torch.randn(d, d, generator=g) / math.sqrt(d)  # 双线性：(d_q, d_k)
+W_q = torch.randn(d, d_h, generator=g) / math.sqrt(d)  # 加性：(d_q, d_h)
+W_k = torch.randn(d, d_h, generator=g) / math.sqrt(d)  # 加性：(d_k, d_h)
+v = torch.randn(d_h, generator=g)  # 加性：(d_h,)
+# lang: end
 
 scores = {
     "l01.score_additive": additive_scores(Q, K, W_q, W_k, v),
@@ -201,20 +259,45 @@ scores = {
     "l01.score_scaled_dot": scaled_dot_scores(Q, K),
 }
 for name, score in scores.items():
+    # lang: en
     print(tuple(score.shape), message(name))  # (B, L_q, L_k) for all four
+    # lang: zh
+    print(tuple(score.shape), message(name))  # 四种都是 (B, L_q, L_k)
+    # lang: end
 
 # %% [markdown] tags=["lang-en"]
-# Each score function ranks the keys differently, so each gives the queries different attention
-# weights. (The parameters here are random; in a model they are learned.)
+# Additive, bilinear and dot scores put the keys in different orders, so they give the queries
+# different attention weights. The scaled dot divides every dot score by the same $\sqrt{d}$: it
+# keeps the dot's order, and its weights are flatter. (The parameters here are random; in a
+# model they are learned.)
 
-# %% [markdown] tags=["lang-zh"] en_hash="95bd54f948"
-# 每种评分函数给键排出的顺序各不相同，因此得到的注意力权重也各不相同。（这里的参数是随机的；在模型中，它们是学出来的。）
+# %% [markdown] tags=["lang-zh"] en_hash="6afa889208"
+# 加性、双线性和点积三种分数给键排出的顺序各不相同，因此得到的注意力权重也各不相同。缩放点积把每个点积分数都除以同一个 $\sqrt{d}$：键的顺序与点积相同，权重则更平缓。（这里的参数是随机的；在模型中，它们是学出来的。）
 
 # %%
 fig, axes = plt.subplots(1, 4, figsize=(13, 2.8), layout="constrained")
 for ax, (name, score) in zip(axes, scores.items()):
     heatmap(torch.softmax(score[0], dim=-1), ax=ax, title=message(name), vmax=1.0, colorbar=False)
 plt.show()
+
+order = {name: score[0].argsort(dim=-1, descending=True) for name, score in scores.items()}  # (L_q, L_k)
+largest = {name: torch.softmax(score[0], dim=-1).amax(dim=-1) for name, score in scores.items()}  # (L_q,)
+pairs = [("l01.score_additive", "l01.score_bilinear"), ("l01.score_additive", "l01.score_dot"),
+         ("l01.score_bilinear", "l01.score_dot")]
+differ = all(not torch.equal(order[a][i], order[b][i]) for a, b in pairs for i in range(L_q))
+# lang: en
+claim("for every query, additive, bilinear and dot put the keys in three different orders", differ)
+claim("scaled dot puts the keys in the same order as dot",
+      torch.equal(order["l01.score_scaled_dot"], order["l01.score_dot"]))
+claim("for every query, the largest scaled-dot weight is smaller than the largest dot weight",
+      (largest["l01.score_scaled_dot"] < largest["l01.score_dot"]).all())
+# lang: zh
+claim("对每个查询，加性、双线性和点积给键排出的顺序两两不同", differ)
+claim("缩放点积给键排出的顺序与点积相同",
+      torch.equal(order["l01.score_scaled_dot"], order["l01.score_dot"]))
+claim("对每个查询，缩放点积的最大权重都小于点积的最大权重",
+      (largest["l01.score_scaled_dot"] < largest["l01.score_dot"]).all())
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # The package scores every pair at once, with matrix products and broadcasting. Written out one
@@ -224,7 +307,11 @@ plt.show()
 # 工具包借助矩阵乘法和广播，一次算出所有配对的分数。直接照着表中的公式一对一对地写出来，得到的数完全相同：
 
 # %%
+# lang: en
 q, k = Q[0], K[0]  # drop the batch axis: (L_q, d), (L_k, d)
+# lang: zh
+q, k = Q[0], K[0]  # 去掉批量维度：(L_q, d) 和 (L_k, d)
+# lang: end
 one_pair = {
     "l01.score_additive": lambda i, j: v @ torch.tanh(q[i] @ W_q + k[j] @ W_k),
     "l01.score_bilinear": lambda i, j: q[i] @ W @ k[j],
@@ -233,7 +320,12 @@ one_pair = {
 }
 for name, pair_score in one_pair.items():
     by_hand = torch.tensor([[pair_score(i, j).item() for j in range(L_k)] for i in range(L_q)])
-    print(torch.allclose(by_hand, scores[name][0], atol=1e-6), message(name))
+    same = torch.allclose(by_hand, scores[name][0], atol=1e-5)
+    # lang: en
+    claim(f"{message(name)}: pair by pair = the package's scores", same)
+    # lang: zh
+    claim(f"{message(name)}：逐对计算 = 工具包的分数", same)
+    # lang: end
 
 # %% [markdown] tags=["lang-en"]
 # ### The additive score is an MLP
@@ -258,6 +350,7 @@ for name, pair_score in one_pair.items():
 # 这正是 $v = w_2$ 时的加性评分。下面用 `torch.nn` 搭出这个 MLP，装上前面的权重，再把它作用在每一个拼接好的配对上：
 
 # %%
+# lang: en
 mlp = torch.nn.Sequential(
     torch.nn.Linear(2 * d, d_h, bias=False),  # W_1, acting on [q; k]
     torch.nn.Tanh(),
@@ -270,8 +363,28 @@ with torch.no_grad():
 every_q = Q.unsqueeze(2).expand(B, L_q, L_k, d)  # query i repeated along the keys
 every_k = K.unsqueeze(1).expand(B, L_q, L_k, d)  # key j repeated along the queries
 concatenated = torch.cat([every_q, every_k], dim=-1)  # (B, L_q, L_k, 2d): every [q; k]
+# lang: zh
+mlp = torch.nn.Sequential(
+    torch.nn.Linear(2 * d, d_h, bias=False),  # W_1，作用在 [q; k] 上
+    torch.nn.Tanh(),
+    torch.nn.Linear(d_h, 1, bias=False),  # w_2
+)
+with torch.no_grad():
+    mlp[0].weight.copy_(torch.cat([W_q, W_k]).T)  # nn.Linear 按 (out, in) = (d_h, 2d) 存放权重
+    mlp[2].weight.copy_(v.unsqueeze(0))  # (1, d_h)
+
+every_q = Q.unsqueeze(2).expand(B, L_q, L_k, d)  # 第 i 个查询沿键的方向重复
+every_k = K.unsqueeze(1).expand(B, L_q, L_k, d)  # 第 j 个键沿查询的方向重复
+concatenated = torch.cat([every_q, every_k], dim=-1)  # (B, L_q, L_k, 2d)：所有的 [q; k]
+# lang: end
 print(tuple(concatenated.shape))
-print(torch.allclose(mlp(concatenated).squeeze(-1), scores["l01.score_additive"], atol=1e-6))
+mlp_scores = mlp(concatenated).squeeze(-1)  # (B, L_q, L_k)
+same = torch.allclose(mlp_scores, scores["l01.score_additive"], atol=1e-5)
+# lang: en
+claim("the MLP on [q; k] gives the additive scores", same)
+# lang: zh
+claim("作用在 [q; k] 上的 MLP 给出的正是加性分数", same)
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # The concatenated tensor holds $L_q \cdot L_k$ vectors of size $d_q + d_k$, one per pair.
@@ -305,11 +418,21 @@ print(torch.allclose(mlp(concatenated).squeeze(-1), scores["l01.score_additive"]
 
 # %% tags=["exercise"] exercise="01.additive_scores"
 def my_additive_scores(query, key, w_query, w_key, v):
+    # lang: en
     """Additive (MLP) scores vᵀ tanh(W_q q + W_k k) for every (query, key) pair.
 
-    query: (B, L_q, d_q), key: (B, L_k, d_k), w_query: (d_q, d_h), w_key: (d_k, d_h), v: (d_h,).
-    Returns the scores, (B, L_q, L_k).
+    query: (B, L_q, d_q), key: (B, L_k, d_k), w_query: (d_q, d_h), w_key: (d_k, d_h), v: (d_h,);
+    float tensors, all of one dtype (float32 or float64).
+    Returns the scores, shape (B, L_q, L_k), of that same dtype.
     """
+    # lang: zh
+    """对每一个（查询，键）对计算加性（MLP）分数 vᵀ tanh(W_q q + W_k k)。
+
+    query: (B, L_q, d_q)，key: (B, L_k, d_k)，w_query: (d_q, d_h)，w_key: (d_k, d_h)，v: (d_h,)；
+    都是浮点张量，dtype 全部相同（float32 或 float64）。
+    返回分数，形状为 (B, L_q, L_k)，dtype 与输入相同。
+    """
+    # lang: end
     ### BEGIN SOLUTION
     projected_q = (query @ w_query).unsqueeze(-2)  # (B, L_q, 1, d_h)
     projected_k = (key @ w_key).unsqueeze(-3)  # (B, 1, L_k, d_h)
@@ -374,17 +497,29 @@ for name, count in parameters.items():
 scores = torch.tensor([2.0, 1.0, 0.5, -1.0])
 temperatures = [0.25, 1.0, 4.0]
 
+alphas = {}
 fig, axes = plt.subplots(1, 3, figsize=(9, 2.6), sharey=True, layout="constrained")
 for ax, temperature in zip(axes, temperatures):
-    alpha = torch.softmax(scores / temperature, dim=-1)
+    alpha = alphas[temperature] = torch.softmax(scores / temperature, dim=-1)
     print(f"T = {temperature}:", alpha)
-    ax.bar(range(len(scores)), alpha, color="tab:orange")
+    ax.bar(range(len(scores)), alpha.numpy(), color="tab:orange")
     ax.set_title(f"T = {temperature}")
     ax.set_xticks(range(len(scores)))
     ax.set_xlabel(message("plot.key"))
 axes[0].set_ylim(0, 1)
 axes[0].set_ylabel(message("l01.weight"))
 plt.show()
+
+same_order = all(torch.equal(alpha.argsort(), scores.argsort()) for alpha in alphas.values())
+# lang: en
+claim("at every temperature the weights keep the order of the scores", same_order)
+claim("T = 0.25: more than 0.95 of the weight lands on the largest score", alphas[0.25][0] > 0.95)
+claim("T = 4: every weight lies within 0.1 of 1/4", ((alphas[4.0] - 1 / 4).abs() < 0.1).all())
+# lang: zh
+claim("在每个温度下，权重的大小顺序都与分数相同", same_order)
+claim("T = 0.25：超过 0.95 的权重落在最大的分数上", alphas[0.25][0] > 0.95)
+claim("T = 4：每个权重与 1/4 相差都不到 0.1", ((alphas[4.0] - 1 / 4).abs() < 0.1).all())
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # ### Large scores overflow
@@ -399,10 +534,24 @@ plt.show()
 
 # %%
 big = torch.tensor([1000.0, 999.0, 998.0])
+naive = big.exp() / big.exp().sum()
+# lang: en
 print(big.exp())  # overflows
-print(big.exp() / big.exp().sum())  # inf / inf
+print(naive)  # inf / inf
 print(torch.softmax(big, dim=-1))  # fine
-print(torch.softmax(big - 1000.0, dim=-1))  # the same weights: a shift changes nothing
+claim("exp overflows to inf for every score here", big.exp().isinf().all())
+claim("the formula as written gives NaN", naive.isnan().all())
+claim("softmax(big - 1000) = softmax(big): a shift changes nothing",
+      torch.allclose(torch.softmax(big - 1000.0, dim=-1), torch.softmax(big, dim=-1)))
+# lang: zh
+print(big.exp())  # 上溢
+print(naive)  # inf / inf
+print(torch.softmax(big, dim=-1))  # 没问题
+claim("这里每个分数的 exp 都上溢为 inf", big.exp().isinf().all())
+claim("照公式直接计算得到 NaN", naive.isnan().all())
+claim("softmax(big - 1000) = softmax(big)：平移不改变任何结果",
+      torch.allclose(torch.softmax(big - 1000.0, dim=-1), torch.softmax(big, dim=-1)))
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # PyTorch's softmax is fine because it uses the first property: it subtracts each row's maximum
@@ -413,28 +562,48 @@ print(torch.softmax(big - 1000.0, dim=-1))  # the same weights: a shift changes 
 # ### Exercise 2: a stable softmax
 #
 # Write `my_softmax(scores)`: the softmax over the last axis of a tensor of any shape
-# $(\dots, L)$, safe for large scores. Subtract each row's maximum
+# $(\dots, L)$, safe for large scores, from elementary operations (torch's own `softmax` and
+# `log_softmax`, in any spelling, are off limits here). Subtract each row's maximum
 # (`amax(dim=-1, keepdim=True)`), exponentiate, and divide by each row's sum. Without
 # `keepdim=True` the row maxima lose their last axis and broadcast against the wrong one. The
-# check includes scores around +500 and −500.
+# check includes scores around +500 and −500, and one tensor whose rows sit around +500, −300
+# and 0 at once, so one shift for the whole tensor is not enough: each row needs its own. It
+# also tries a 1-D tensor, rows of length 1 and float64 scores.
 
-# %% [markdown] tags=["lang-zh"] en_hash="9c30a20349"
+# %% [markdown] tags=["lang-zh"] en_hash="784f64bfd1"
 # PyTorch 的 softmax 没有这个问题，因为它利用了第一条性质：先让每一行减去该行的最大值，再取指数。这样最大的指数项是 $e^0 = 1$，不会上溢；分母至少为 1，也不会除以零（分数非常负时同样适用，否则它们的指数会全部下溢为 0）。
 #
 # ### 练习 2：数值稳定的 softmax
 #
-# 写出 `my_softmax(scores)`：对任意形状 $(\dots, L)$ 的张量沿最后一维做 softmax，分数很大时也不出问题。先减去每一行的最大值（`amax(dim=-1, keepdim=True)`），再取指数，最后除以每一行的和。不加 `keepdim=True` 的话，每行的最大值会丢掉最后一维，于是沿错误的维度广播。检查用例里有 +500 和 −500 左右的分数。
+# 写出 `my_softmax(scores)`：对任意形状 $(\dots, L)$ 的张量沿最后一维做 softmax，分数很大时也不出问题。只用基本运算来写（这里不能调用 torch 自带的 `softmax` 和 `log_softmax`，无论哪种写法）。先减去每一行的最大值（`amax(dim=-1, keepdim=True)`），再取指数，最后除以每一行的和。不加 `keepdim=True` 的话，每行的最大值会丢掉最后一维，于是沿错误的维度广播。检查用例里有 +500 和 −500 左右的分数，还有一个张量，它的各行分别在 +500、−300 和 0 附近，所以整个张量只减一个数是不够的，每一行都要减去自己的最大值。检查还会测试一维张量、长度为 1 的行以及 float64 分数。
 
 # %% tags=["exercise"] exercise="01.softmax"
 def my_softmax(scores):
-    """Softmax over the last axis of `scores`, shape (..., L), without overflow for large scores.
+    # lang: en
+    """Softmax over the last axis of `scores`, without overflow for large scores.
 
-    Returns a tensor of the same shape whose rows are positive and sum to 1.
+    scores: a float tensor (float32 or float64) of any shape (..., L).
+    Returns a tensor of the same shape and dtype whose rows (along the last axis) are positive
+    and sum to 1. Built from elementary operations: torch's softmax and log_softmax are not allowed.
     """
+    # lang: zh
+    """沿 `scores` 的最后一维做 softmax，分数很大时也不上溢。
+
+    scores：任意形状 (..., L) 的浮点张量（float32 或 float64）。
+    返回形状和 dtype 都与输入相同的张量，其中每一行（沿最后一维）都为正，且和为 1。
+    只用基本运算实现：不能调用 torch 的 softmax 和 log_softmax。
+    """
+    # lang: end
     ### BEGIN SOLUTION
+    # lang: en
     shifted = scores - scores.amax(dim=-1, keepdim=True)  # each row's largest score becomes 0
     exponentials = shifted.exp()  # in (0, 1]: nothing overflows
     return exponentials / exponentials.sum(dim=-1, keepdim=True)  # each row sums to 1
+    # lang: zh
+    shifted = scores - scores.amax(dim=-1, keepdim=True)  # 每一行的最大分数变成 0
+    exponentials = shifted.exp()  # 落在 (0, 1] 内：不会上溢
+    return exponentials / exponentials.sum(dim=-1, keepdim=True)  # 每一行之和为 1
+    # lang: end
     ### END SOLUTION
 
 
@@ -479,18 +648,34 @@ g = torch.Generator().manual_seed(1)
 
 
 def jacobian_norm(alpha):
+    # lang: en
     """Mean Frobenius norm of the softmax Jacobian diag(α) - ααᵀ over the rows of alpha, (N, L)."""
+    # lang: zh
+    """softmax 的雅可比矩阵 diag(α) - ααᵀ 的 Frobenius 范数，对 alpha (N, L) 的各行取平均。"""
+    # lang: end
     jacobian = torch.diag_embed(alpha) - alpha.unsqueeze(-1) * alpha.unsqueeze(-2)  # (N, L, L)
     return jacobian.norm(dim=(-2, -1)).mean().item()
 
 
+# lang: en
 # float64 keeps the printed digits the same on every machine
+# lang: zh
+# 用 float64，打印出的数字在每台机器上都一样
+# lang: end
 rows = []
 for d_k in D_K:
+    # lang: en
     q, k = torch.randn(2, PAIRS, d_k, generator=g, dtype=torch.float64)  # PAIRS (q, k) pairs
+    # lang: zh
+    q, k = torch.randn(2, PAIRS, d_k, generator=g, dtype=torch.float64)  # PAIRS 个 (q, k) 对
+    # lang: end
     dots = (q * k).sum(dim=-1)  # (PAIRS,)
     queries = torch.randn(QUERIES, 1, d_k, generator=g, dtype=torch.float64)
+    # lang: en
     keys = torch.randn(QUERIES, KEYS, d_k, generator=g, dtype=torch.float64)  # 16 keys per query
+    # lang: zh
+    keys = torch.randn(QUERIES, KEYS, d_k, generator=g, dtype=torch.float64)  # 每个查询 16 个键
+    # lang: end
     raw = (queries @ keys.transpose(-2, -1)).squeeze(-2)  # (QUERIES, KEYS)
     alpha_raw = torch.softmax(raw, dim=-1)
     alpha_scaled = torch.softmax(raw / math.sqrt(d_k), dim=-1)
@@ -515,18 +700,51 @@ for r in rows:
 
 # %% [markdown] tags=["lang-en"]
 # The columns marked "/√" divide the scores by $\sqrt{d_k}$ before the softmax. Three facts
-# to take away, checked as booleans: unscaled, the variance grows linearly with $d_k$ (its ratio
-# to $d_k$ stays near 1); scaled, it stays near 1; and without scaling the largest weight heads
-# for 1 while the gradient shrinks.
+# to take away, each checked below: unscaled, the variance grows linearly with $d_k$ (its ratio
+# to $d_k$ stays near 1); scaled, it stays near 1; and without scaling the largest weight climbs
+# towards 1 while the gradient shrinks (from $d_k = 8$ on), down to less than a third of the
+# scaled one at $d_k = 512$. Scaled, neither moves much: whatever $d_k$, the largest weight
+# stays between 0.15 and 0.3 and the gradient between 0.25 and 0.35.
 
-# %% [markdown] tags=["lang-zh"] en_hash="cd6d9e8193"
-# 标有“/√”的列在 softmax 之前先把分数除以了 $\sqrt{d_k}$。要记住三个事实（下面用布尔值逐一验证）：不缩放时，方差随 $d_k$ 线性增长（与 $d_k$ 之比始终接近 1）；缩放后，方差始终接近 1；不缩放时，最大权重逼近 1，梯度则越来越小。
+# %% [markdown] tags=["lang-zh"] en_hash="b1d2e0939f"
+# 标有“/√”的列在 softmax 之前先把分数除以了 $\sqrt{d_k}$。要记住三个事实（下面逐一验证）：不缩放时，方差随 $d_k$ 线性增长（与 $d_k$ 之比始终接近 1）；缩放后，方差始终接近 1；不缩放时，最大权重逐渐逼近 1，梯度则（从 $d_k = 8$ 起）越来越小，到 $d_k = 512$ 时不到缩放后的三分之一。缩放后，两者都变化不大：无论 $d_k$ 多大，最大权重始终在 0.15 与 0.3 之间，梯度始终在 0.25 与 0.35 之间。
 
 # %%
-print(all(0.9 < r["var"] / r["d_k"] < 1.1 for r in rows))  # Var(q·k) ≈ d_k
-print(all(0.9 < r["var_scaled"] < 1.1 for r in rows))  # Var(q·k / √d_k) ≈ 1
-print(rows[-1]["max_raw"] > 0.9, rows[-1]["max_scaled"] < 0.5)  # at d_k = 512
-print(rows[-1]["grad_raw"] < rows[-1]["grad_scaled"] / 3)  # at d_k = 512
+# lang: en
+column = {name: [r[name] for r in rows] for name in rows[0]}  # one list per column of the table
+from_8 = column["grad_raw"][D_K.index(8):]  # the unscaled ‖J‖ from d_k = 8 to 512
+# lang: zh
+column = {name: [r[name] for r in rows] for name in rows[0]}  # 表中每一列对应一个列表
+from_8 = column["grad_raw"][D_K.index(8):]  # 不缩放时从 d_k = 8 到 512 的 ‖J‖
+# lang: end
+var_is_d_k = all(0.9 < r["var"] / r["d_k"] < 1.1 for r in rows)
+var_scaled_is_1 = all(0.9 < v < 1.1 for v in column["var_scaled"])
+max_raw_grows = all(a < b for a, b in zip(column["max_raw"], column["max_raw"][1:]))
+grad_raw_shrinks = all(a > b for a, b in zip(from_8, from_8[1:]))
+scaled_stays = all(0.15 < m < 0.3 for m in column["max_scaled"]) and all(
+    0.25 < j < 0.35 for j in column["grad_scaled"]
+)
+# lang: en
+claim("unscaled: Var(q·k) / d_k lies between 0.9 and 1.1 for every d_k", var_is_d_k)
+claim("scaled: Var(q·k / √d_k) lies between 0.9 and 1.1 for every d_k", var_scaled_is_1)
+claim("unscaled: the largest weight grows with every doubling of d_k", max_raw_grows)
+claim("unscaled: at d_k = 512 the largest weight is above 0.9", rows[-1]["max_raw"] > 0.9)
+claim("unscaled: ‖J‖ shrinks with every doubling of d_k from 8 to 512", grad_raw_shrinks)
+claim("at d_k = 512 the unscaled ‖J‖ is less than a third of the scaled one",
+      rows[-1]["grad_raw"] < rows[-1]["grad_scaled"] / 3)
+claim("scaled: for every d_k the largest weight lies between 0.15 and 0.3, ‖J‖ between 0.25 and 0.35",
+      scaled_stays)
+# lang: zh
+claim("不缩放：对每个 d_k，Var(q·k) / d_k 都在 0.9 与 1.1 之间", var_is_d_k)
+claim("缩放后：对每个 d_k，Var(q·k / √d_k) 都在 0.9 与 1.1 之间", var_scaled_is_1)
+claim("不缩放：d_k 每翻一倍，最大权重都变大", max_raw_grows)
+claim("不缩放：d_k = 512 时最大权重超过 0.9", rows[-1]["max_raw"] > 0.9)
+claim("不缩放：从 d_k = 8 到 512，d_k 每翻一倍，‖J‖ 都变小", grad_raw_shrinks)
+claim("d_k = 512 时，不缩放的 ‖J‖ 不到缩放后的三分之一",
+      rows[-1]["grad_raw"] < rows[-1]["grad_scaled"] / 3)
+claim("缩放后：对每个 d_k，最大权重都在 0.15 与 0.3 之间，‖J‖ 都在 0.25 与 0.35 之间",
+      scaled_stays)
+# lang: end
 
 # %%
 d_ks = [r["d_k"] for r in rows]
@@ -560,7 +778,7 @@ plt.show()
 # %% [markdown] tags=["lang-zh"] en_hash="0f45ea1f03"
 # ### 动手探索
 #
-# 拖动滑块改变 $d_k$，并勾选或取消“除以 √d_k”。左图是 4096 个随机（查询, 键）对的分数，旁边画着标准正态分布曲线作对照；右图是一个查询在 16 个键上的 softmax 权重。不缩放时，随着 $d_k$ 增大，分数越来越分散，权重坍缩到一个键上；缩放后，图像几乎不随 $d_k$ 变化。图下方的文字给出分数的标准差和最大权重。
+# 拖动滑块改变 $d_k$，并勾选或取消“除以 √d_k”。左图是 4096 个随机（查询，键）对的分数，旁边画着标准正态分布曲线作对照；右图是一个查询在 16 个键上的 softmax 权重。不缩放时，随着 $d_k$ 增大，分数越来越分散，权重坍缩到一个键上；缩放后，图像几乎不随 $d_k$ 变化。图下方的文字给出分数的标准差和最大权重。
 
 # %% tags=["nbval-ignore-output"]
 scaling_explorer(d_k=64, scaled=False)
@@ -582,51 +800,78 @@ for scaled in (False, True):
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{d_k}}\Big)\, V$$
 #
-# Three steps, with the shapes, batch first:
+# ![Scaled dot-product attention, step by step](../../images/01_sdpa_en.svg)
+#
+# Three steps, with the shapes, batch first (the optional mask step in the diagram is the
+# subject of lesson 02):
 #
 # 1. **scores** $QK^\top / \sqrt{d_k}$: $(B, L_q, d_k)$ @ $(B, d_k, L_k)$ → $(B, L_q, L_k)$.
-#    Transpose only the keys' last two axes, `key.transpose(-2, -1)`: `key.T` reverses every
-#    axis, the batch axis included (and is deprecated for more than two axes).
+#    Transpose only the keys' last two axes, `key.transpose(-2, -1)` or `key.mT`: `key.T`
+#    reverses every axis, the batch axis included (and is deprecated for more than two axes).
 # 2. **weights**: the softmax over the last axis, the keys, so that each query's weights sum to 1.
 # 3. **output**: weights @ $V$: $(B, L_q, L_k)$ @ $(B, L_k, d_v)$ → $(B, L_q, d_v)$.
 #
 # Return `(output, weights)`, in that order, as every attention function in this course does.
-# One of the tutorials this course grew from returned them the other way round, and the layer
-# built on it silently passed the weights on as if they were the output.
+# A widely copied PyTorch tutorial returns them the other way round, and the layer built on it
+# silently passes the weights on as if they were the output.
 #
 # ### Exercise 3: scaled dot-product attention
 #
-# Write `my_attention(query, key, value)`. You may use `torch.softmax` (or your `my_softmax`).
-# The check tries $L_q \ne L_k$, sequences of length 1 and $d_k = 64$.
+# Write `my_attention(query, key, value)`. You may use `torch.softmax` (or your `my_softmax`),
+# but not `F.scaled_dot_product_attention` or the package's `scaled_dot_product_attention`:
+# the point is to write it.
+# The check tries $L_q \ne L_k$, $d_k \ne d_v$, sequences of length 1, a batch of one,
+# $d_k = 64$ and float64 inputs.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="25533d22a7"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="06f806b67e"
 # ## 5. 从零实现缩放点积注意力
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{d_k}}\Big)\, V$$
 #
-# 分三步完成，批量维度在最前：
+# ![缩放点积注意力的计算步骤](../../images/01_sdpa_zh.svg)
+#
+# 分三步完成，批量维度在最前（图中可选的掩码一步是第 02 课的主题）：
 #
 # 1. **分数** $QK^\top / \sqrt{d_k}$：$(B, L_q, d_k)$ @ $(B, d_k, L_k)$ → $(B, L_q, L_k)$。
-#    只转置键的最后两个维度，即 `key.transpose(-2, -1)`；`key.T` 会把所有维度（包括批量维度）整个反转，而且在超过两维时已被弃用。
+#    只转置键的最后两个维度，即 `key.transpose(-2, -1)` 或 `key.mT`；`key.T` 会把所有维度（包括批量维度）整个反转，而且在超过两维时已被弃用。
 # 2. **权重**：沿最后一维（键）做 softmax，使每个查询的权重之和为 1。
 # 3. **输出**：权重 @ $V$：$(B, L_q, L_k)$ @ $(B, L_k, d_v)$ → $(B, L_q, d_v)$。
 #
-# 按 `(output, weights)` 的顺序返回，本课程中所有注意力函数都是如此。本课程取材的一篇教程把两者的顺序写反了，建立在它之上的层于是悄无声息地把权重当作输出传了下去。
+# 按 `(output, weights)` 的顺序返回，本课程中所有注意力函数都是如此。一篇流传很广的 PyTorch 教程把两者的顺序写反了，建立在它之上的层于是悄无声息地把权重当作输出传了下去。
 #
 # ### 练习 3：缩放点积注意力
 #
-# 写出 `my_attention(query, key, value)`。可以使用 `torch.softmax`（或者你自己写的 `my_softmax`）。检查会测试 $L_q \ne L_k$、长度为 1 的序列以及 $d_k = 64$ 的情形。
+# 写出 `my_attention(query, key, value)`。可以使用 `torch.softmax`（或者你自己写的 `my_softmax`），但不能调用 `F.scaled_dot_product_attention` 或工具包里的 `scaled_dot_product_attention`：这道练习就是要你亲手写出它。检查会测试 $L_q \ne L_k$、$d_k \ne d_v$、长度为 1 的序列、只有一个样本的批量、$d_k = 64$ 以及 float64 输入等情形。
 
 # %% tags=["exercise"] exercise="01.scaled_dot"
 def my_attention(query, key, value):
-    """softmax(Q Kᵀ / √d_k) V. query: (B, L_q, d_k), key: (B, L_k, d_k), value: (B, L_k, d_v).
+    # lang: en
+    """Scaled dot-product attention, softmax(Q Kᵀ / √d_k) V, written by you.
 
-    Returns (output, weights): (B, L_q, d_v) and (B, L_q, L_k).
+    query: (B, L_q, d_k), key: (B, L_k, d_k), value: (B, L_k, d_v); float tensors, all of one
+    dtype (float32 or float64).
+    Returns (output, weights): output (B, L_q, d_v) and weights (B, L_q, L_k), both of that
+    same dtype; each row of weights sums to 1. Do not call F.scaled_dot_product_attention or
+    course_utils.attention.scaled_dot_product_attention.
     """
+    # lang: zh
+    """缩放点积注意力 softmax(Q Kᵀ / √d_k) V，由你亲手实现。
+
+    query: (B, L_q, d_k)，key: (B, L_k, d_k)，value: (B, L_k, d_v)；都是浮点张量，dtype 全部相同
+    （float32 或 float64）。
+    返回 (output, weights)：output 形状为 (B, L_q, d_v)，weights 形状为 (B, L_q, L_k)，dtype 都与
+    输入相同；weights 的每一行之和为 1。不要调用 F.scaled_dot_product_attention 或
+    course_utils.attention.scaled_dot_product_attention。
+    """
+    # lang: end
     ### BEGIN SOLUTION
     scale = 1.0 / math.sqrt(query.shape[-1])  # 1 / √d_k
     attention_scores = query @ key.transpose(-2, -1) * scale  # (B, L_q, L_k)
+    # lang: en
     attention_weights = attention_scores.softmax(dim=-1)  # each query's row sums to 1
+    # lang: zh
+    attention_weights = attention_scores.softmax(dim=-1)  # 每个查询的那一行之和为 1
+    # lang: end
     return attention_weights @ value, attention_weights  # (B, L_q, d_v), (B, L_q, L_k)
     ### END SOLUTION
 
@@ -639,17 +884,22 @@ check("01.scaled_dot", my_attention)
 #
 # `torch.nn.functional.scaled_dot_product_attention` computes the same thing in one fused call
 # and returns only the output. The package's `scaled_dot_product_attention`, the reference your
-# function was just checked against, agrees with it on every shape below, including a heads axis,
-# $(B, H, L, d)$:
+# function was just checked against, agrees with it to within $10^{-5}$ on every shape below,
+# including a heads axis, $(B, H, L, d)$:
 
-# %% [markdown] tags=["lang-zh"] en_hash="95c35059aa"
+# %% [markdown] tags=["lang-zh"] en_hash="9b2958bbe5"
 # ### 与 PyTorch 对照
 #
-# `torch.nn.functional.scaled_dot_product_attention` 用一次融合调用完成同样的计算，只返回输出。工具包里的 `scaled_dot_product_attention` 就是刚才检查你的函数时所用的参考实现，它在下面每一种形状上都与 PyTorch 一致，包括带注意力头维度的 $(B, H, L, d)$：
+# `torch.nn.functional.scaled_dot_product_attention` 用一次融合调用完成同样的计算，只返回输出。工具包里的 `scaled_dot_product_attention` 就是刚才检查你的函数时所用的参考实现，它在下面每一种形状上都与 PyTorch 一致，误差不超过 $10^{-5}$，包括带注意力头维度的 $(B, H, L, d)$：
 
 # %%
 g = torch.Generator().manual_seed(3)
-shapes = [  # (leading axes, L_q, L_k, d_k, d_v)
+# lang: en
+# each shape: (leading axes, L_q, L_k, d_k, d_v)
+# lang: zh
+# 每种形状依次给出：前导维度、L_q、L_k、d_k、d_v
+# lang: end
+shapes = [
     ((2,), 5, 7, 16, 6),
     ((1,), 1, 1, 8, 3),
     ((3,), 4, 4, 64, 64),
@@ -661,32 +911,54 @@ for lead, l_q, l_k, dim_k, dim_v in shapes:
     V = torch.randn(*lead, l_k, dim_v, generator=g)
     ours, _ = scaled_dot_product_attention(Q, K, V)
     theirs = F.scaled_dot_product_attention(Q, K, V)
-    print(tuple(Q.shape), tuple(K.shape), torch.allclose(ours, theirs, atol=1e-6))
+    same = torch.allclose(ours, theirs, atol=1e-5)
+    # lang: en
+    claim(f"Q {tuple(Q.shape)}, K {tuple(K.shape)}, V {tuple(V.shape)}: the same output as PyTorch's", same)
+    # lang: zh
+    claim(f"Q {tuple(Q.shape)}，K {tuple(K.shape)}，V {tuple(V.shape)}：输出与 PyTorch 的相同", same)
+    # lang: end
 
 # %% [markdown] tags=["lang-en"]
 # ### A picture
 #
 # Six keys, and six queries that are noisy copies of those keys in a shuffled order; the values
 # are one-hot, value $j$ being the $j$-th unit vector. Each query should find its own key: the
-# weights show the shuffle as one bright cell per row, and with one-hot values the output equals
-# the weights.
+# weights show the shuffle as one bright cell per row (more than half the row's weight), and
+# with one-hot values the output equals the weights.
 
-# %% [markdown] tags=["lang-zh"] en_hash="bd4692574e"
+# %% [markdown] tags=["lang-zh"] en_hash="b2a7d2711c"
 # ### 画成图
 #
-# 六个键，外加六个查询：每个查询都是某个键加上噪声后的副本，顺序被打乱；值都是 one-hot 向量，第 $j$ 个值就是第 $j$ 个单位向量。每个查询都应当找到属于自己的那个键：权重矩阵每一行都有一个亮格，正好显示出打乱后的顺序；而由于值是 one-hot 的，输出恰好等于权重。
+# 六个键，外加六个查询：每个查询都是某个键加上噪声后的副本，顺序被打乱；值都是 one-hot 向量，第 $j$ 个值就是第 $j$ 个单位向量。每个查询都应当找到属于自己的那个键：权重矩阵每一行都有一个亮格（超过一半的权重），正好显示出打乱后的顺序；而由于值是 one-hot 的，输出恰好等于权重。
 
 # %%
 g = torch.Generator().manual_seed(4)
 L, d_k = 6, 32
 K = torch.randn(1, L, d_k, generator=g)
 shuffle = torch.tensor([3, 0, 5, 1, 4, 2])
+# lang: en
 Q = K[:, shuffle] + 0.5 * torch.randn(1, L, d_k, generator=g)  # query i is a noisy copy of key shuffle[i]
 V = torch.eye(L).unsqueeze(0)  # value j = unit vector e_j
+# lang: zh
+Q = K[:, shuffle] + 0.5 * torch.randn(1, L, d_k, generator=g)  # 查询 i 是键 shuffle[i] 加噪声后的副本
+V = torch.eye(L).unsqueeze(0)  # 值 j = 单位向量 e_j
+# lang: end
 
 output, weights = scaled_dot_product_attention(Q, K, V)
-print(weights[0].argmax(dim=-1).tolist() == shuffle.tolist())  # each query found its key
-print(torch.allclose(output, weights))
+# lang: en
+own = weights[0, torch.arange(L), shuffle]  # (L,): each query's weight on its own key
+# lang: zh
+own = weights[0, torch.arange(L), shuffle]  # (L,)：每个查询给自己那个键的权重
+# lang: end
+# lang: en
+claim("each query gives its own key the largest weight", torch.equal(weights[0].argmax(dim=-1), shuffle))
+claim("each query gives its own key more than half its weight", (own > 0.5).all())
+claim("with one-hot values the output equals the weights", torch.allclose(output, weights))
+# lang: zh
+claim("每个查询都把最大的权重给了属于自己的键", torch.equal(weights[0].argmax(dim=-1), shuffle))
+claim("每个查询给自己那个键的权重都超过一半", (own > 0.5).all())
+claim("值是 one-hot 向量时，输出等于权重", torch.allclose(output, weights))
+# lang: end
 heatmap(weights[0], vmax=1.0)
 plt.show()
 
