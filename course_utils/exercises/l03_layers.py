@@ -2,6 +2,12 @@
 
 The learner's functions take the projection matrices as plain tensors (``x @ w_q``), without
 biases or an output projection, so that the check can feed them any shapes.
+
+Every argument varies on its own across the cases (batch 1, length 1, L_q != L_kv, E_q != E_kv,
+d_k != d_v, E, d_k and the number of keys all different from each other), so a function that
+ignores an argument, or uses one size where another is meant (the scale √d_k), fails somewhere.
+The projection matrices are independent random tensors, so a function that swaps two of them
+fails too.
 """
 
 import math
@@ -12,11 +18,44 @@ from .. import attention
 from .registry import Exercise, Mistake, randn, register
 
 
-def _attend(q, k, v, divisor=None, dim=-1):
-    """softmax(q kᵀ / divisor) v along `dim` (divisor √d_k by default), returning (output, weights)."""
+def _attend(q, k, v, divisor=None, dim=-1, softmax_first=False, softmax=True):
+    """softmax(q kᵀ / divisor) v along `dim` (divisor √d_k by default), returning (output, weights);
+    the variants make the mistakes below."""
     divisor = math.sqrt(q.shape[-1]) if divisor is None else divisor
-    weights = torch.softmax(q @ k.transpose(-2, -1) / divisor, dim=dim)  # (B, L_q, L_k)
+    scores = q @ k.transpose(-2, -1)  # (B, L_q, L_k)
+    if not softmax:
+        weights = scores / divisor
+    elif softmax_first:
+        weights = torch.softmax(scores, dim=dim) / divisor
+    else:
+        weights = torch.softmax(scores / divisor, dim=dim)
     return weights @ v, weights
+
+
+#: Hints several exercises share.
+SWAPPED_RETURN_HINT = {
+    "en": "The return order is swapped: return (output, weights), output first.",
+    "zh": "返回顺序颠倒了：应返回 (output, weights)，输出在前。",
+}
+NO_SCALE_HINT = {
+    "en": "The scores are not divided by √d_k, so for large d_k the softmax saturates.",
+    "zh": "注意力分数没有除以 √d_k；d_k 较大时 softmax 会饱和。",
+}
+SOFTMAX_BEFORE_SCALE_HINT = {
+    "en": "The softmax comes before the division by √d_k, so each query's weights sum to 1/√d_k, not 1. "
+    "Scale the scores first, then take the softmax.",
+    "zh": "先做了 softmax 再除以 √d_k，于是每个查询的权重之和是 1/√d_k 而不是 1。应先缩放分数，再做 softmax。",
+}
+SCALE_BY_D_K_HINT = {
+    "en": "The scores are divided by d_k; divide by its square root, √d_k (math.sqrt(d_k)).",
+    "zh": "分数除以的是 d_k；应除以它的平方根 √d_k（math.sqrt(d_k)）。",
+}
+NO_SOFTMAX_HINT = {
+    "en": "There is no softmax: the weights are the scaled scores themselves. Apply torch.softmax(..., dim=-1) "
+    "so that each query's weights are positive and sum to 1.",
+    "zh": "漏了 softmax：权重就是缩放后的分数本身。要用 torch.softmax(..., dim=-1)，"
+    "使每个查询的权重都为正且和为 1。",
+}
 
 
 # ----------------------------------------------------------------------------- 03.self_attention
@@ -31,13 +70,14 @@ def _self_case(g, batch, length, embed, d_k, d_v):
 
 
 def _self_cases(generator):
-    # (batch, L, E, d_k, d_v). First square everywhere (L = E = d_k = d_v), so mistakes that mix
-    # up axes or weights still run and are recognised by their values; then E != d_k != d_v,
-    # length 1, and a wide d_k where the scale matters most.
+    # (batch, L, E, d_k, d_v). First square everywhere (L = E = d_k = d_v), so that mistakes which
+    # mix up sizes or weights still run and are recognised by their values; then L, E, d_k and d_v
+    # all different, batch 1 with E < d_k, length 1, and a wide d_k where the scale matters most.
     return [
         _self_case(generator, 2, 4, 4, 4, 4),
         _self_case(generator, 3, 5, 6, 3, 7),
-        _self_case(generator, 1, 1, 5, 8, 2),
+        _self_case(generator, 1, 7, 3, 5, 4),
+        _self_case(generator, 3, 1, 5, 8, 2),
         _self_case(generator, 2, 6, 8, 32, 3),
     ]
 
@@ -55,18 +95,12 @@ register(
             Mistake(
                 "SWAPPED_RETURN",
                 lambda x, w_q, w_k, w_v: _self_reference(x, w_q, w_k, w_v)[::-1],
-                {
-                    "en": "The return order is swapped: return (output, weights), output first.",
-                    "zh": "返回顺序颠倒了：应返回 (output, weights)，输出在前。",
-                },
+                SWAPPED_RETURN_HINT,
             ),
             Mistake(
                 "NO_SCALE",
                 lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x @ w_v, divisor=1.0),
-                {
-                    "en": "The scores are not divided by √d_k, so for large d_k the softmax saturates.",
-                    "zh": "注意力分数没有除以 √d_k；d_k 较大时 softmax 会饱和。",
-                },
+                NO_SCALE_HINT,
             ),
             Mistake(
                 "SCALE_BY_E",
@@ -78,12 +112,54 @@ register(
                 },
             ),
             Mistake(
+                "SCALE_BY_L",
+                lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x @ w_v, divisor=math.sqrt(x.shape[-2])),
+                {
+                    "en": "The scores are divided by √L, the square root of the number of keys (scores.shape[-1]); "
+                    "divide by √d_k, the size of each query and key (w_q.shape[-1]).",
+                    "zh": "分数除以的是 √L（键的个数 scores.shape[-1] 的平方根）；"
+                    "应除以 √d_k，即每个查询和键的维度（w_q.shape[-1]）。",
+                },
+            ),
+            Mistake(
+                "SCALE_BY_D_K",
+                lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x @ w_v, divisor=w_q.shape[-1]),
+                SCALE_BY_D_K_HINT,
+            ),
+            Mistake(
+                "SOFTMAX_BEFORE_SCALE",
+                lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x @ w_v, softmax_first=True),
+                SOFTMAX_BEFORE_SCALE_HINT,
+            ),
+            Mistake(
+                "NO_SOFTMAX",
+                lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x @ w_v, softmax=False),
+                NO_SOFTMAX_HINT,
+            ),
+            Mistake(
                 "SOFTMAX_DIM",
                 lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x @ w_v, dim=-2),
                 {
                     "en": "The softmax runs over the queries (dim=-2); each query's weights over the keys "
                     "must sum to 1: use dim=-1.",
                     "zh": "softmax 作用在了查询维度（dim=-2）上；每个查询对所有键的权重之和应为 1，请用 dim=-1。",
+                },
+            ),
+            Mistake(
+                "QK_SWAPPED",
+                lambda x, w_q, w_k, w_v: _attend(x @ w_k, x @ w_q, x @ w_v),
+                {
+                    "en": "The queries are projected with w_k and the keys with w_q, which transposes the scores: "
+                    "Q = x @ w_q, K = x @ w_k.",
+                    "zh": "查询用了 w_k 投影，键用了 w_q 投影，分数矩阵因此被转置了：应为 Q = x @ w_q，K = x @ w_k。",
+                },
+            ),
+            Mistake(
+                "K_FROM_W_Q",
+                lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_q, x @ w_v),
+                {
+                    "en": "The keys are projected with w_q, the queries' matrix; each has its own: K = x @ w_k.",
+                    "zh": "键用的是查询的矩阵 w_q；二者各有各的矩阵：K = x @ w_k。",
                 },
             ),
             Mistake(
@@ -113,13 +189,15 @@ def _cross_case(g, batch, l_q, l_kv, e_q, e_kv, d_k, d_v):
 
 def _cross_cases(generator):
     # (batch, L_q, L_kv, E_q, E_kv, d_k, d_v). First square everywhere, so every mistake runs and
-    # is recognised by its values. Then E_q != E_kv, where projecting the wrong side crashes
-    # (as it would for a learner); a length-1 query; a length-1 memory; and E_q == E_kv with
-    # L_q != L_kv and a wide d_k, where the wrong side runs and gives the wrong shape.
+    # is recognised by its values. Then L_q, L_kv, E_q, E_kv, d_k and d_v all different, where
+    # projecting the wrong side crashes (as it would for a learner); batch 1 with d_v > d_k; a
+    # length-1 query; a length-1 memory; and E_q == E_kv with L_q != L_kv and a wide d_k, where the
+    # wrong side runs and gives the wrong shape.
     return [
         _cross_case(generator, 2, 4, 4, 4, 4, 4, 4),
         _cross_case(generator, 3, 5, 7, 6, 3, 8, 5),
-        _cross_case(generator, 1, 1, 6, 4, 5, 4, 2),
+        _cross_case(generator, 1, 6, 3, 4, 7, 5, 9),
+        _cross_case(generator, 2, 1, 6, 4, 5, 4, 2),
         _cross_case(generator, 2, 3, 1, 8, 8, 16, 3),
         _cross_case(generator, 2, 6, 4, 5, 5, 32, 3),
     ]
@@ -146,6 +224,14 @@ register(
                 },
             ),
             Mistake(
+                "V_FROM_QUERY",
+                lambda x, memory, w_q, w_k, w_v: _attend(x @ w_q, memory @ w_k, x @ w_v),
+                {
+                    "en": "The values are projected from x; like the keys, they come from memory: V = memory @ w_v.",
+                    "zh": "值是由 x 投影得到的；值和键一样来自 memory：V = memory @ w_v。",
+                },
+            ),
+            Mistake(
                 "SIDES_SWAPPED",
                 lambda x, memory, w_q, w_k, w_v: _attend(memory @ w_q, x @ w_k, x @ w_v),
                 {
@@ -155,20 +241,68 @@ register(
                 },
             ),
             Mistake(
+                "QK_SWAPPED",
+                lambda x, memory, w_q, w_k, w_v: _attend(x @ w_k, memory @ w_q, memory @ w_v),
+                {
+                    "en": "w_q and w_k are swapped: the queries are x @ w_q (w_q is (E_q, d_k)), the keys "
+                    "memory @ w_k (w_k is (E_kv, d_k)).",
+                    "zh": "w_q 和 w_k 用反了：查询是 x @ w_q（w_q 的形状为 (E_q, d_k)），"
+                    "键是 memory @ w_k（w_k 的形状为 (E_kv, d_k)）。",
+                },
+            ),
+            Mistake(
                 "SWAPPED_RETURN",
                 lambda x, memory, w_q, w_k, w_v: _cross_reference(x, memory, w_q, w_k, w_v)[::-1],
-                {
-                    "en": "The return order is swapped: return (output, weights), output first.",
-                    "zh": "返回顺序颠倒了：应返回 (output, weights)，输出在前。",
-                },
+                SWAPPED_RETURN_HINT,
             ),
             Mistake(
                 "NO_SCALE",
                 lambda x, memory, w_q, w_k, w_v: _attend(x @ w_q, memory @ w_k, memory @ w_v, divisor=1.0),
+                NO_SCALE_HINT,
+            ),
+            Mistake(
+                "SCALE_BY_E_Q",
+                lambda x, memory, w_q, w_k, w_v: _attend(
+                    x @ w_q, memory @ w_k, memory @ w_v, divisor=math.sqrt(x.shape[-1])
+                ),
                 {
-                    "en": "The scores are not divided by √d_k, so for large d_k the softmax saturates.",
-                    "zh": "注意力分数没有除以 √d_k；d_k 较大时 softmax 会饱和。",
+                    "en": "The scores are divided by √E_q, the size of x; divide by √d_k, the size of the "
+                    "projected queries and keys (w_q.shape[-1]).",
+                    "zh": "分数除以的是 √E_q（x 的特征数）；应除以 √d_k，即投影后查询和键的维度（w_q.shape[-1]）。",
                 },
+            ),
+            Mistake(
+                "SCALE_BY_E_KV",
+                lambda x, memory, w_q, w_k, w_v: _attend(
+                    x @ w_q, memory @ w_k, memory @ w_v, divisor=math.sqrt(memory.shape[-1])
+                ),
+                {
+                    "en": "The scores are divided by √E_kv, the size of memory; divide by √d_k, the size of the "
+                    "projected queries and keys (w_q.shape[-1]).",
+                    "zh": "分数除以的是 √E_kv（memory 的特征数）；应除以 √d_k，即投影后查询和键的维度（w_q.shape[-1]）。",
+                },
+            ),
+            Mistake(
+                "SCALE_BY_L_KV",
+                lambda x, memory, w_q, w_k, w_v: _attend(
+                    x @ w_q, memory @ w_k, memory @ w_v, divisor=math.sqrt(memory.shape[-2])
+                ),
+                {
+                    "en": "The scores are divided by √L_kv, the square root of the number of keys "
+                    "(scores.shape[-1]); divide by √d_k, the size of each query and key (w_q.shape[-1]).",
+                    "zh": "分数除以的是 √L_kv（键的个数 scores.shape[-1] 的平方根）；"
+                    "应除以 √d_k，即每个查询和键的维度（w_q.shape[-1]）。",
+                },
+            ),
+            Mistake(
+                "SOFTMAX_BEFORE_SCALE",
+                lambda x, memory, w_q, w_k, w_v: _attend(x @ w_q, memory @ w_k, memory @ w_v, softmax_first=True),
+                SOFTMAX_BEFORE_SCALE_HINT,
+            ),
+            Mistake(
+                "NO_SOFTMAX",
+                lambda x, memory, w_q, w_k, w_v: _attend(x @ w_q, memory @ w_k, memory @ w_v, softmax=False),
+                NO_SOFTMAX_HINT,
             ),
             Mistake(
                 "SOFTMAX_DIM",
@@ -187,8 +321,11 @@ register(
 
 # ----------------------------------------------------------------------------- 03.alignment
 
-def _alignment_case(g, batch, l_q, l_k, empty_rows=()):
-    weights = torch.softmax(2.0 * randn(g, batch, l_q, l_k), dim=-1)  # (B, L_q, L_k)
+def _alignment_case(g, batch, l_q, l_k, empty_rows=(), scores=False):
+    """Weights (or, with `scores`, raw scores of any sign) and a random keep mask, with the rows
+    (b, i) of `empty_rows` keeping no key at all."""
+    values = 2.0 * randn(g, batch, l_q, l_k)
+    weights = values if scores else torch.softmax(values, dim=-1)  # (B, L_q, L_k)
     keep = torch.rand(batch, l_q, l_k, generator=g) > 0.4  # True = this key counts
     keep[..., 0] |= ~keep.any(dim=-1)  # every row keeps a key, except the empty rows asked for
     for b, i in empty_rows:
@@ -198,8 +335,10 @@ def _alignment_case(g, batch, l_q, l_k, empty_rows=()):
 
 def _alignment_cases(generator):
     # (batch, L_q, L_k, rows (b, i) whose mask hides every key). First square, so reading the
-    # argmax along the wrong axis still runs; then L_q != L_k both ways and length 1. The random
-    # masks hide some row maxima, so ignoring the mask gives other positions.
+    # argmax along the wrong axis still runs; then L_q != L_k both ways, batch 1, length 1 on
+    # either side, and raw scores of both signs, where filling hidden keys with 0 (or multiplying
+    # by the mask) lets a hidden key win. The random masks hide some row maxima, so ignoring the
+    # mask gives other positions.
     g = generator
     return [
         _alignment_case(g, 2, 4, 4, empty_rows=[(1, 2)]),
@@ -207,12 +346,14 @@ def _alignment_cases(generator):
         _alignment_case(g, 1, 1, 1),
         _alignment_case(g, 2, 6, 3, empty_rows=[(1, 5)]),
         _alignment_case(g, 1, 1, 9),
+        _alignment_case(g, 1, 6, 8, empty_rows=[(0, 3)], scores=True),
+        _alignment_case(g, 3, 4, 1),
     ]
 
 
-def _hard_alignment(weights, keep_mask, dim=-1):
-    hidden_only = ~keep_mask.any(dim=dim)  # rows (queries) that may attend to nothing
-    best = weights.masked_fill(~keep_mask, float("-inf")).argmax(dim=dim)  # (B, L_q)
+def _hard_alignment(weights, keep_mask, dim=-1, empty=None):
+    hidden_only = ~keep_mask.any(dim=dim) if empty is None else empty  # rows that may attend to nothing
+    best = weights.masked_fill(~keep_mask, float("-inf")).argmax(dim=dim)  # (B, L_q), int64
     return best.masked_fill(hidden_only, -1)
 
 
@@ -242,6 +383,16 @@ register(
                 },
             ),
             Mistake(
+                "FILL_ZERO",
+                lambda weights, keep: (weights * keep).argmax(dim=-1).masked_fill(~keep.any(dim=-1), -1),
+                {
+                    "en": "The hidden keys get 0 (masked_fill with 0, or weights * keep_mask): a hidden key still "
+                    "wins wherever every kept value is below 0, as raw scores can be. Use float('-inf').",
+                    "zh": "被遮住的键被设成了 0（用 0 做 masked_fill，或 weights * keep_mask）："
+                    "只要保留下来的值都小于 0（原始分数就可能如此），被遮住的键仍会胜出。应设为 float('-inf')。",
+                },
+            ),
+            Mistake(
                 "NO_EMPTY_ROW",
                 lambda weights, keep: weights.masked_fill(~keep, float("-inf")).argmax(dim=-1),
                 {
@@ -249,6 +400,16 @@ register(
                     "it has no alignment: return -1 there.",
                     "zh": "掩码遮住了全部键的查询得到了位置 0（全是 -inf 的一行取 argmax 的结果）；"
                     "它没有对齐位置，应返回 -1。",
+                },
+            ),
+            Mistake(
+                "EMPTY_TEST_ALL",
+                lambda weights, keep: _hard_alignment(weights, keep, empty=~keep.all(dim=-1)),
+                {
+                    "en": "A query gets -1 as soon as its mask hides one key; only a query whose mask keeps no key "
+                    "at all gets -1: test ~keep_mask.any(dim=-1), not ~keep_mask.all(dim=-1).",
+                    "zh": "只要掩码遮住了一个键，查询就得到了 -1；只有掩码一个键也没保留的查询才应得到 -1："
+                    "判断条件是 ~keep_mask.any(dim=-1)，而不是 ~keep_mask.all(dim=-1)。",
                 },
             ),
             Mistake(
