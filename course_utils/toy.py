@@ -11,7 +11,18 @@
 Tokens are the integers 0 .. vocab-1, shown as the letters a, b, c, ... Everything here is
 deterministic: the data come from the caller's ``torch.Generator`` (or one seeded from
 ``seed``), the initial weights from ``seed``, and no function touches torch's global random
-state. Training takes a few seconds on one CPU thread.
+state. Training takes a second or two on one CPU thread.
+
+What training reliably gives (tests/test_toy.py checks it on 10 seeds; run the tests under
+``ATEN_CPU_CAPABILITY=default`` as well as on the CPU's native vector kernels): at least 95 % of
+the held-out output tokens right, and on each of the first 50 held-out examples every query
+gives the position the task needs more than half of its weight, more than 90 % on average. Not
+every row is one-hot: once the answers are right, the loss no longer pushes the last few rows
+to sharpen. The learning rate is 0.01 because at 0.02 training was chaotic: a seed's run ended
+differently on each kernel path (their rounding differs), and some rows kept only about 0.6 of
+their weight on the needed position, so "every query's largest weight beats the rest by 0.5"
+held on one kernel path and failed on another. At 0.01 a seed gives nearly the same run on
+every kernel path (measured on 20 seeds: the weakest row's weight agreed to 0.02 or better).
 """
 
 from dataclasses import dataclass, field
@@ -57,6 +68,13 @@ def example(task, index, length=LENGTH, vocab=VOCAB):
     """Example number `index` (a fixed sequence for each index, held out from training): (tokens, target)."""
     tokens, targets = make_batch(task, 1, torch.Generator().manual_seed(10_000 + index), length, vocab)
     return tokens[0], targets[0]
+
+
+def examples(task, count, length=LENGTH, vocab=VOCAB):
+    """Examples 0 .. count-1 stacked: tokens (count, L) and targets (count, L_out). The tokens are
+    the same for every task."""
+    pairs = [example(task, index, length, vocab) for index in range(count)]
+    return torch.stack([tokens for tokens, _ in pairs]), torch.stack([target for _, target in pairs])
 
 
 def _task(task):
@@ -143,7 +161,10 @@ def accuracy(model, tokens, targets):
 
 @torch.no_grad()
 def attention_map(model, tokens):
-    """The model's attention weights for one sequence of tokens (L,): (L_out, L)."""
+    """The model's attention weights for one sequence of tokens (L,): (L_out, L); for a batch of
+    sequences (N, L): (N, L_out, L)."""
+    if tokens.ndim == 2:
+        return model(tokens)[1]
     return model(tokens.unsqueeze(0))[1][0]
 
 
@@ -153,20 +174,35 @@ def predict(model, tokens):
     return model(tokens.unsqueeze(0))[0][0].argmax(dim=-1)
 
 
+def needed_weights(weights, task):
+    """The weight each query gives the position `task` needs: (..., L_out) for (..., L_out, L) weights."""
+    wanted = torch.tensor(target_positions(task, weights.shape[-1]))  # (L_out,)
+    if weights.shape[-2] != len(wanted):
+        check.fail("needed_weights", "weights", check.describe(weights),
+                   {"en": f"shape (..., {len(wanted)}, L) for task {task!r}",
+                    "zh": f"任务 {task!r} 需要形状 (..., {len(wanted)}, L)"})
+    return weights.gather(-1, wanted.expand(*weights.shape[:-1]).unsqueeze(-1)).squeeze(-1)
+
+
+def alignment_margin(weights, task):
+    """How far the position `task` needs is ahead of the strongest other key, at the weakest
+    query: min over queries of (its weight there - its largest other weight). Positive when every
+    query's largest weight sits where the task needs it."""
+    wanted = torch.tensor(target_positions(task, weights.shape[-1]))
+    if weights.shape[-2] != len(wanted):
+        return float("-inf")
+    best = needed_weights(weights, task)  # (..., L_out)
+    others = weights.scatter(-1, wanted.expand(*weights.shape[:-1]).unsqueeze(-1), float("-inf"))
+    return (best - others.amax(dim=-1)).min().item()
+
+
 def alignment_found(weights, task, margin=0.0):
     """Whether every query's largest weight sits on the position `task` needs, (L_out, L) weights,
     and beats every other key's weight by more than `margin`."""
-    wanted = torch.tensor(target_positions(task, weights.shape[-1]))
-    if weights.shape[0] != len(wanted):
-        return False
-    rows = torch.arange(len(wanted))
-    best = weights[rows, wanted]
-    others = weights.clone()
-    others[rows, wanted] = float("-inf")
-    return bool((best - others.amax(dim=-1) > margin).all())
+    return alignment_margin(weights, task) > margin
 
 
-def train(task, seed=0, steps=300, batch=64, lr=0.02, held_out=500, **options):
+def train(task, seed=0, steps=300, batch=64, lr=0.01, held_out=500, **options):
     """Train the model for `task` ("reverse" or "double") with Adam on fresh random batches.
 
     Deterministic for a given seed and number of threads (data and weights come from `seed`;
@@ -189,3 +225,124 @@ def train(task, seed=0, steps=300, batch=64, lr=0.02, held_out=500, **options):
     model.eval()
     test_tokens, test_targets = make_batch(task, held_out, torch.Generator().manual_seed(seed + 1_000_000))
     return Run(task, model, losses, accuracy(model, test_tokens, test_targets))
+
+
+# ----------------------------------------------------------------------------- lesson 04: neighbours
+#
+# The neighbours task: every position says both of its neighbours, the token on its left and the
+# token on its right; the sequence wraps around, so position 0's left neighbour is position L-1
+# ("abcd" -> a: (d, b), b: (a, c), c: (b, d), d: (c, a)). ``NeighboursModel`` has one multi-head
+# self-attention layer and a linear read-out of both answers. One head cannot do it: its output is
+# one weighted average of the values, so the tokens it reads on the two sides are added together
+# and the read-out can no longer tell which was on the left. Two heads can: one reads the left
+# neighbour, the other the right one.
+#
+# What training reliably gives (tests/test_lesson04.py proves it on 10 seeds, under
+# torch's portable kernels and the CPU's native vector kernels alike): with two heads, at least
+# 95 % of the held-out answers right, one head giving its left neighbour and the other its right
+# neighbour at least 0.6 of its weight at every query of the 50 held-out examples (about 0.9 on
+# average); with one head, fewer than 75 % right. The position embeddings start small (0.5 times
+# a standard normal): started at 1, some seeds ended with both heads reading a mixture of both
+# neighbours (which the read-out can untangle, so the answers were still mostly right).
+
+from .multihead import FusedMultiheadAttention  # noqa: E402  (lesson 04's layer, used only below)
+
+#: The two answers of every position, in the order of the targets' last axis.
+SIDES = ("left", "right")
+#: The first held-out example of the neighbours task (its examples never meet training data).
+NEIGHBOURS_EXAMPLES_FROM = 20_000
+
+
+def neighbour_positions(length=LENGTH):
+    """{side: the position each query must read}: left i - 1, right i + 1, wrapping around."""
+    return {"left": [(i - 1) % length for i in range(length)], "right": [(i + 1) % length for i in range(length)]}
+
+
+def neighbours_batch(size, generator, length=LENGTH, vocab=VOCAB):
+    """`size` random sequences: tokens (N, L), all different within a sequence, and targets
+    (N, L, 2): for each position the token on its left and the token on its right."""
+    if not 2 <= length <= vocab:
+        needed = {"en": f"2 to vocab = {vocab}", "zh": f"2 到 vocab = {vocab}"}
+        check.fail("neighbours_batch", "length", check.describe(length), needed)
+    tokens = torch.rand(size, vocab, generator=generator).argsort(dim=-1)[:, :length]  # (N, L)
+    where = neighbour_positions(length)
+    return tokens, torch.stack([tokens[:, where[side]] for side in SIDES], dim=-1)  # (N, L, 2)
+
+
+def neighbours_example(index, length=LENGTH, vocab=VOCAB):
+    """Held-out example number `index` of the neighbours task: (tokens (L,), targets (L, 2))."""
+    generator = torch.Generator().manual_seed(NEIGHBOURS_EXAMPLES_FROM + index)
+    tokens, targets = neighbours_batch(1, generator, length, vocab)
+    return tokens[0], targets[0]
+
+
+class NeighboursModel(nn.Module):
+    """[token embedding ; position embedding] -> one ``FusedMultiheadAttention`` self-attention
+    layer with `heads` heads -> a linear read-out of the left and the right neighbour.
+
+    ``forward(tokens)``: tokens (B, L) int64 -> (logits (B, L, 2, vocab), weights (B, H, L, L)).
+    """
+
+    def __init__(self, heads=2, length=LENGTH, vocab=VOCAB, token_dim=16, position_dim=16, position_scale=0.5):
+        super().__init__()
+        self.vocab = vocab
+        self.token = nn.Embedding(vocab, token_dim)
+        self.position = nn.Parameter(position_scale * torch.randn(length, position_dim))  # learned, one per position
+        self.attention = FusedMultiheadAttention(token_dim + position_dim, heads)
+        self.readout = nn.Linear(token_dim + position_dim, len(SIDES) * vocab)
+
+    def forward(self, tokens):
+        B, L = tokens.shape
+        x = torch.cat([self.token(tokens), self.position[:L].expand(B, L, -1)], dim=-1)  # (B, L, E)
+        out, weights = self.attention(x, x, x)  # (B, L, E), (B, H, L, L)
+        return self.readout(out).view(B, L, len(SIDES), self.vocab), weights
+
+
+def train_neighbours(heads=2, seed=0, steps=300, batch=64, lr=0.01, held_out=500, **options):
+    """Train a ``NeighboursModel`` with `heads` heads with Adam on fresh random batches, as ``train``
+    does for the other tasks (deterministic for a seed and a number of threads; the global random
+    state is left alone). Returns a ``Run``; its accuracy is the fraction of the held-out answers
+    (two per position) it gets right."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = NeighboursModel(heads, **options)
+    data = torch.Generator().manual_seed(seed)
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    loss_fn = nn.CrossEntropyLoss()
+    losses = []
+    for _ in range(steps):
+        tokens, targets = neighbours_batch(batch, data)
+        logits, _ = model(tokens)  # (B, L, 2, vocab)
+        loss = loss_fn(logits.flatten(0, 2), targets.flatten())
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        losses.append(loss.item())
+    model.eval()
+    test_tokens, test_targets = neighbours_batch(held_out, torch.Generator().manual_seed(seed + 1_000_000))
+    return Run("neighbours", model, losses, accuracy(model, test_tokens, test_targets))
+
+
+@torch.no_grad()
+def head_maps(model, tokens):
+    """Every head's attention weights for one sequence of tokens (L,): (H, L, L)."""
+    return model(tokens.unsqueeze(0))[1][0]
+
+
+def neighbour_weights(weights):
+    """The weight each query gives its left and its right neighbour: (..., L, 2) for (..., L, L)
+    weights (the last axis in the order of SIDES)."""
+    where = neighbour_positions(weights.shape[-1])
+    rows = torch.arange(weights.shape[-1])
+    return torch.stack([weights[..., rows, where[side]] for side in SIDES], dim=-1)
+
+
+def head_sides(weights, threshold=0.6):
+    """For (H, L, L) maps of one sequence, or (N, H, L, L) of several: for each head, the side whose
+    neighbour gets more than `threshold` of the head's weight at every query (of every sequence),
+    or None when neither does."""
+    found = neighbour_weights(weights)  # (..., H, L, 2)
+    if found.ndim == 4:
+        found = found.transpose(0, 1).flatten(1, 2)  # (H, N·L, 2)
+    lowest = found.amin(dim=-2)  # (H, 2): the weakest query of each head, for each side
+    return [next((side for side, low in zip(SIDES, row.tolist()) if low > threshold), None) for row in lowest]

@@ -277,24 +277,26 @@ def mask_picture(keep, ax=None, title=None):
     return ax
 
 
-def head_slots(batch, heads, mask_order="batch"):
-    """The (B·H) axis of a multi-head layout that puts heads first, slot h·B + b (what
-    ``permute(2, 0, 1, 3)`` on (B, L, H, D) then a view gives): [(head, item of Q/K/V, item
-    whose mask that slot gets)] for each slot. mask_order "batch": the mask was repeated
-    batch-major (slot b·H + h, what ``mask.unsqueeze(1).repeat(1, H, 1, 1)`` gives); "head":
-    head-major, like Q/K/V."""
+def head_slots(batch, heads, mask_order="batch", qkv_order="head"):
+    """The (B·H) axis of a multi-head layout: [(head, item of Q/K/V, item whose mask that slot
+    gets)] for each slot. qkv_order "head": Q/K/V put heads first, slot h·B + b (what
+    ``permute(2, 0, 1, 3)`` on (B, L, H, D) then a view gives); "batch": items first, slot
+    b·H + h (``permute(0, 2, 1, 3)``, the layout of nn.MultiheadAttention). mask_order "batch":
+    the mask was repeated batch-major (slot b·H + h, what ``mask.unsqueeze(1).repeat(1, H, 1, 1)``
+    gives, and the layout of nn.MultiheadAttention's 3-D attn_mask); "head": head-major."""
     slots = []
     for n in range(batch * heads):
-        head, item = divmod(n, batch)
+        head, item = divmod(n, batch) if qkv_order == "head" else (n % heads, n // heads)
         slots.append((head, item, n // heads if mask_order == "batch" else n % batch))
     return slots
 
 
-def head_batch_picture(batch, heads, mask_order="batch", ax=None):
-    """Draw which item's mask each (head, item) slot of a head-major (B·H, L_q, L_k) layout
-    gets: left, the slot's queries, keys and values (coloured by item); right, the mask it is
-    paired with (coloured by the item it belongs to), a red ✗ where the two items differ."""
-    slots = head_slots(batch, heads, mask_order)
+def head_batch_picture(batch, heads, mask_order="batch", ax=None, qkv_order="head"):
+    """Draw which item's mask each (head, item) slot of a (B·H, L_q, L_k) layout gets (see
+    ``head_slots`` for the two orders): left, the slot's queries, keys and values (coloured by
+    item); right, the mask it is paired with (coloured by the item it belongs to), a red ✗ where
+    the two items differ."""
+    slots = head_slots(batch, heads, mask_order, qkv_order)
     ax = _axes(ax, (6.5, 0.45 * len(slots) + 1.0))
     colours = matplotlib.colormaps["Pastel1"]
     for n, (head, item, mask_item) in enumerate(slots):
@@ -309,9 +311,61 @@ def head_batch_picture(batch, heads, mask_order="batch", ax=None):
         ax.text(6.6, y + 0.4, "✗" if wrong else "✓", ha="left", va="center", fontsize=11,
                 color="red" if wrong else "green")
     header = "l02.plot.mask_header_batch" if mask_order == "batch" else "l02.plot.mask_header_head"
-    ax.text(1.5, 0.1, message("l02.plot.qkv_header"), ha="center", va="bottom", fontsize=9)
+    qkv_header = "l02.plot.qkv_header" if qkv_order == "head" else "l02.plot.qkv_header_batch"
+    ax.text(1.5, 0.1, message(qkv_header), ha="center", va="bottom", fontsize=9)
     ax.text(4.9, 0.1, message(header), ha="center", va="bottom", fontsize=9)
     ax.set_xlim(-1.6, 7.1)
     ax.set_ylim(-len(slots) - 0.2, 1.4)
     ax.set_axis_off()
+    return ax
+
+
+# ---- lesson 04: one map per head, and cost curves
+
+
+def head_grid(maps, axes=None, queries=None, keys=None, row_titles=None, head_title="l04.plot.head"):
+    """Draw attention maps, one per head: `maps` is (H, L_q, L_k) for one row of H maps, or
+    (R, H, L_q, L_k) for R rows (e.g. one per example or per model). Each map is a heatmap on the
+    colour range [0, 1]; the columns are titled with the head's number, the rows with
+    `row_titles`. axes: an (R, H) array of Axes (default: a new pyplot figure). Returns the axes."""
+    maps = torch.as_tensor(maps).detach().cpu()
+    if maps.ndim == 3:
+        maps = maps.unsqueeze(0)
+    if maps.ndim != 4:
+        raise ValueError(f"head_grid: argument 'maps' got shape {tuple(maps.shape)}; needs (H, L_q, L_k) or "
+                         "(R, H, L_q, L_k)")
+    rows, heads = maps.shape[:2]
+    if axes is None:
+        import matplotlib.pyplot as plt  # only here: importing pyplot picks a backend
+
+        _, axes = plt.subplots(rows, heads, figsize=(2.6 * heads + 0.4, 2.5 * rows + 0.3), squeeze=False,
+                               layout="constrained")
+    axes = np.asarray(axes).reshape(rows, heads)
+    for r in range(rows):
+        for h in range(heads):
+            ax = axes[r, h]
+            heatmap(maps[r, h], ax=ax, queries=queries, keys=keys, vmax=1.0, annotate=False, colorbar=False)
+            ax.set_title(message(head_title, h=h), fontsize=10)
+            if h:
+                ax.set_ylabel("")
+            if row_titles is not None and h == 0:
+                ax.set_ylabel(f"{row_titles[r]}\n{message('plot.query')}")
+    return axes
+
+
+def cost_lines(ax, xs, series, xlabel, ylabel, title=None, logy=True):
+    """Draw one line per entry of `series` ({label: [y for each x]}) against `xs`, with markers, a
+    log-scaled y axis (costs span decades) and a legend. Returns ax."""
+    for label, ys in series.items():
+        ax.plot(xs, ys, marker="o", markersize=4, label=label)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.minorticks_off()
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
     return ax

@@ -92,14 +92,16 @@ SCORES_AXES = ("B", "H", "L_q", "L_k")
 #: Mask shapes to try (B = 2, L_k = 5): the right one first, then the usual slips.
 MASK_SHAPES = ((2, 1, 1, 5), (2, 5), (2, 1, 5), (5,), (2, 1, 5, 1))
 #: Scores shapes (B, H, L_q, L_k): L_q = 3; L_q = L_k (self-attention); L_q = B, where a
-#: (B, L_k) mask broadcasts without error but lines its batch axis up with the queries.
-SCORES_SHAPES = ((2, 4, 3, 5), (2, 4, 5, 5), (2, 4, 2, 5))
+#: (B, L_k) mask broadcasts without error but lines its batch axis up with the queries; L_q = 1
+#: (one decoding step), where a (B, L_k) mask grows the result to (B, H, B, L_k).
+SCORES_SHAPES = ((2, 4, 3, 5), (2, 4, 5, 5), (2, 4, 2, 5), (2, 4, 1, 5))
 
 
 def broadcast_view(mask=(2, 1, 1, 5), scores=(2, 4, 3, 5)):
     """The broadcast explorer's view: the picture of `mask` and `scores` (B, H, L_q, L_k)
     aligned from the right, and a summary: the result shape or the clash that makes broadcasting
-    fail, and which scores axes the mask's axes line up with."""
+    fail, whether the result grew bigger than the scores, and which scores axes the mask's axes
+    line up with."""
     mask, scores = tuple(mask), tuple(scores)
     axes = broadcast_axes(mask, scores)
     figure, ax = new_figure(size=(6.5, 2.3))
@@ -113,8 +115,14 @@ def broadcast_view(mask=(2, 1, 1, 5), scores=(2, 4, 3, 5)):
     else:
         result = tuple(size for _, _, size, _ in axes)
         first = message("l00.broadcast.ok", mask=mask, scores=scores, result=result)
+        named = (None,) * (len(axes) - len(SCORES_AXES)) + SCORES_AXES  # a mask with more axes adds unnamed ones
+        grown = [named[i] or str(i - len(axes)) for i, (*_, status) in enumerate(axes) if status == "stretch_b"]
+        if grown:  # the scores' own size-1 axes were repeated: the result is bigger than the scores
+            names = message("l00.broadcast.separator").join(grown)
+            first += "\n" + message("l00.broadcast.grows", result=result, scores=scores, names=names)
     lined_up = SCORES_AXES[len(SCORES_AXES) - len(mask):]
-    return figure, first + "\n" + message("l00.broadcast.aligned", names=", ".join(lined_up))
+    names = message("l00.broadcast.separator").join(lined_up)
+    return figure, first + "\n" + message("l00.broadcast.aligned", names=names)
 
 
 def broadcast_explorer():
@@ -236,7 +244,7 @@ def mask_view(length_1=6, length_2=3, causal=False, max_len=MASK_MAX_LEN, seed=0
         mask_picture(keep[b], ax=axes[b, 0], title=message("l02.plot.mask_title", n=b + 1))
         heatmap(weights[b], ax=axes[b, 1], title=message("l02.plot.weights_title", n=b + 1), vmax=1.0,
                 annotate=False)
-    lines = [message("l02.summary", lengths=(length_1, length_2), causal=causal)]
+    lines = [message("l02.summary", lengths=(length_1, length_2), causal=message("l02.on" if causal else "l02.off"))]
     for b in range(2):
         lines.append(message("l02.visible", n=b + 1, counts=keep[b].sum(dim=-1).tolist()))
     lines.append(message("l02.hidden_rows", count=int((~keep.any(dim=-1)).sum())))
@@ -304,4 +312,67 @@ def attention_maps_explorer(reverse_model, double_model, example=0):
         view,
         example=w.IntSlider(value=example, min=0, max=EXAMPLES - 1, description=message("l03.example"),
                             continuous_update=False),
+    )
+
+
+# ---- lesson 04: what each head of a trained model reads
+
+
+def heads_view(model, example=0, head=0):
+    """The heads explorer's view for held-out example number `example` of the neighbours task
+    (``toy.neighbours_example``) and head number `head` of `model` (a trained
+    ``toy.NeighboursModel``).
+
+    Returns ``(figure, summary)``: the figure shows the head's attention map, keys labelled with
+    the input tokens and queries with the token each position holds; the summary states the input,
+    which neighbour the head gives more than 0.6 of its weight at every query of this example (if
+    one), the model's answers for both neighbours and whether they are right (tokens and words
+    only, so it reads the same on every machine).
+    """
+    heads = model.attention.num_heads
+    if not isinstance(example, int) or isinstance(example, bool) or example < 0:
+        validation.fail("heads_view", "example", validation.describe(example), {"en": "an int >= 0", "zh": "非负整数"})
+    if not isinstance(head, int) or isinstance(head, bool) or not 0 <= head < heads:
+        validation.fail("heads_view", "head", validation.describe(head),
+                        {"en": f"an int from 0 to {heads - 1}", "zh": f"0 到 {heads - 1} 之间的整数"})
+    tokens, targets = toy.neighbours_example(example)
+    maps = toy.head_maps(model, tokens)  # (H, L, L)
+    with torch.no_grad():
+        predicted = model(tokens.unsqueeze(0))[0][0].argmax(dim=-1)  # (L, 2): left and right answers
+    figure, axes = new_figure(size=(4.6, 4.0))
+    letters = list(toy.letters(tokens))
+    heatmap(maps[head], ax=axes[0, 0], queries=letters, keys=letters, vmax=1.0, annotate=False,
+            title=message("l04.plot.head", h=head))
+    axes[0, 0].set_xlabel(message("l04.plot.keys"))
+    axes[0, 0].set_ylabel(message("l04.plot.queries"))
+    side = toy.head_sides(maps[head : head + 1])[0]
+    role = message("l04.role", side=message(f"l04.{side}")) if side else message("l04.role_none")
+    right = torch.equal(predicted, targets)
+    summary = message(
+        "l04.heads_summary",
+        index=example,
+        tokens=toy.letters(tokens),
+        role=role,
+        left=toy.letters(predicted[:, 0]),
+        right=toy.letters(predicted[:, 1]),
+        left_target=toy.letters(targets[:, 0]),
+        right_target=toy.letters(targets[:, 1]),
+        verdict=message("l04.correct" if right else "l04.wrong"),
+    )
+    return figure, summary
+
+
+def heads_explorer(model, example=0, head=0):
+    """An example slider (0 to EXAMPLES - 1) and a head picker over ``heads_view`` for a trained
+    ``toy.NeighboursModel``."""
+    def view(example, head):
+        return heads_view(model, example=example, head=head)
+
+    heads = model.attention.num_heads
+    return explorer(
+        view,
+        example=w.IntSlider(value=example, min=0, max=EXAMPLES - 1, description=message("l04.example"),
+                            continuous_update=False),
+        head=w.ToggleButtons(options=[(message("l04.plot.head", h=h), h) for h in range(heads)], value=head,
+                             description=message("l04.head")),
     )

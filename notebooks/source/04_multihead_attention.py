@@ -1,0 +1,1475 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# # Multi-head attention
+#
+# The layers of lesson 03 have one head: for each query, one set of weights over the keys and
+# one weighted average of the values. **Multi-head attention** runs $H$ such heads side by side.
+# Each head projects the input to its own small space of $d = E / H$ features, attends there,
+# and the $H$ results are put side by side and mixed by one output projection $W_O$:
+#
+# $$\mathrm{head}_h = \mathrm{softmax}\Big(\frac{Q_h K_h^\top}{\sqrt{d}}\Big) V_h,\quad
+# Q_h = X_q W_Q^h,\ K_h = X_k W_K^h,\ V_h = X_v W_V^h,\qquad
+# \mathrm{MultiHead} = [\mathrm{head}_0, \dots, \mathrm{head}_{H-1}]\, W_O .$$
+#
+# In this lesson you will
+#
+# 1. see why several heads: a tiny task that one head cannot learn and two heads learn in a
+#    second or two, each head reading its own part of the input;
+# 2. write multi-head attention two ways, **naive** (one module per head, run in a loop) and
+#    **fused** (one projection for all heads, one batched attention call), and prove that they
+#    compute the same thing as each other and as PyTorch's `nn.MultiheadAttention`, with masks,
+#    for cross-attention, values and gradients;
+# 3. count their parameters;
+# 4. meet what `nn.MultiheadAttention` does that surprises people;
+# 5. find two bugs that tutorials ship in their multi-head code;
+# 6. measure what each version costs, in time and in memory;
+# 7. explore what the heads of a trained model read.
+#
+# There are three exercises, each followed by a check cell.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="4ec7d50762"
+# # 多头注意力
+#
+# 第 03 课的层只有一个头：每个查询对所有键给出一组权重，对值做一次加权平均。**多头注意力**（multi-head attention）让 $H$ 个这样的头并排工作。每个头把输入投影到自己的一个只有 $d = E / H$ 个特征的小空间，在那里做注意力；$H$ 个结果并排拼在一起，再由一个输出投影 $W_O$ 混合起来：
+#
+# $$\mathrm{head}_h = \mathrm{softmax}\Big(\frac{Q_h K_h^\top}{\sqrt{d}}\Big) V_h,\quad
+# Q_h = X_q W_Q^h,\ K_h = X_k W_K^h,\ V_h = X_v W_V^h,\qquad
+# \mathrm{MultiHead} = [\mathrm{head}_0, \dots, \mathrm{head}_{H-1}]\, W_O .$$
+#
+# 本课你将：
+#
+# 1. 看到为什么需要多个头：一个极小的任务，一个头学不会，两个头一两秒就学会，每个头各自读取输入的一部分；
+# 2. 用两种方式写出多头注意力：**朴素版**（每个头一个模块，在循环里逐个运行）和**融合版**（所有头共用一次投影、一次批量注意力调用），并证明它们彼此相同，也与 PyTorch 的 `nn.MultiheadAttention` 相同：带掩码、用于交叉注意力，输出值和梯度都一致；
+# 3. 数一数它们的参数；
+# 4. 认识 `nn.MultiheadAttention` 那些出人意料的行为；
+# 5. 找出教程在多头注意力代码里常见的两个 bug；
+# 6. 测量每个版本在时间和内存上的代价；
+# 7. 探索一个训练好的模型里各个头读取的内容。
+#
+# 本课共有三道练习，每道练习后面都跟着一个检查单元。
+
+# %%
+import math
+import time
+
+import matplotlib.pyplot as plt
+import torch
+from torch import nn
+
+from course_utils import check, claim, setup, toy
+from course_utils.attention import scaled_dot_product_attention
+from course_utils.i18n import message
+from course_utils.multihead import (
+    FusedMultiheadAttention,
+    NaiveMultiheadAttention,
+    milliseconds,
+    operators,
+    packed_gradients,
+    parameter_count,
+    took_fast_path,
+)
+from course_utils.viz import cost_lines, head_grid
+from course_utils.widgets import EXAMPLES, heads_explorer, heads_view
+
+setup(lang="en")
+# lang: en
+torch.set_printoptions(precision=2, sci_mode=False)  # two decimals are plenty to read weights
+# lang: zh
+torch.set_printoptions(precision=2, sci_mode=False)  # 读权重，两位小数就够了
+# lang: end
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 1. Why several heads?
+#
+# A head gives each query one weighted average of the values. If a query needs two things from
+# two places, one average mixes them together. The **neighbours** task makes that concrete:
+# every position of a sequence of 8 different letters must say both of its neighbours, the
+# letter on its left and the letter on its right (the sequence wraps around, so position 0's
+# left neighbour is position 7):
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="cd4ffd520b"
+# ## 1. 为什么要多个头？
+#
+# 一个头只给每个查询一个值的加权平均。如果一个查询需要从两个地方各取一样东西，一次平均就会把它们混在一起。**邻居**（neighbours）任务把这一点变得很具体：一个由 8 个互不相同的字母组成的序列，每个位置都要说出它的两个邻居，即左边的字母和右边的字母（序列首尾相接，所以位置 0 的左邻是位置 7）：
+
+# %%
+tokens, targets = toy.neighbours_example(0)  # (L,), (L, 2)
+# lang: en
+print("input:           ", toy.letters(tokens))
+print("left neighbours: ", toy.letters(targets[:, 0]))  # position i's answer: the letter at i - 1
+print("right neighbours:", toy.letters(targets[:, 1]))  # the letter at i + 1
+# lang: zh
+print("输入：", toy.letters(tokens))
+print("左邻：", toy.letters(targets[:, 0]))  # 位置 i 的答案：位置 i - 1 上的字母
+print("右邻：", toy.letters(targets[:, 1]))  # 位置 i + 1 上的字母
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# `toy.NeighboursModel` embeds each letter, concatenates a learned position embedding, applies
+# one multi-head self-attention layer ($E = 32$) and a linear read-out that predicts both
+# neighbours. With **one head** the layer can give a query's weight to the left neighbour, to the
+# right one, or split it between them; its output is then one average of their value vectors,
+# and a sum does not say which letter came from which side. With **two heads** of $d = 16$
+# features each, one head can read the left neighbour and the other the right one, and the
+# output projection keeps the two results apart. Both layers have the same number of
+# parameters; only the split into heads differs.
+#
+# Training: Adam, 300 steps on fresh random batches of 64 sequences, for each model. The times
+# and losses below vary from machine to machine, so the notebook check skips them:
+
+# %% [markdown] tags=["lang-zh"] en_hash="22c595adb1"
+# `toy.NeighboursModel` 为每个字母做嵌入，在其后拼接一个可学习的位置嵌入，然后经过一个多头自注意力层（$E = 32$），最后由一个线性读出层预测两个邻居。只有**一个头**时，这个层可以把一个查询的权重给左邻、给右邻，或者在两者之间分配；这时它的输出是两者值向量的一个平均，而一个和并不能说明哪个字母来自哪一侧。有**两个头**、每个头 $d = 16$ 个特征时，一个头可以读左邻，另一个头读右邻，输出投影则让两个结果各自分开。两个层的参数个数完全相同，区别只在于是否拆成多个头。
+#
+# 训练：每个模型都用 Adam 在每步新生成的 64 个随机序列上训练 300 步。下面的耗时和损失因机器而异，所以笔记本检查会跳过它们：
+
+# %% tags=["nbval-ignore-output"]
+runs = {}
+for heads in (1, 2):
+    start = time.perf_counter()
+    runs[heads] = toy.train_neighbours(heads, seed=0)
+    seconds = time.perf_counter() - start
+    # lang: en
+    print(f"H = {heads}: {seconds:.1f} s, final loss {runs[heads].losses[-1]:.4f}, accuracy {runs[heads].accuracy:.3f}")
+    # lang: zh
+    print(f"H = {heads}：{seconds:.1f} 秒，最终损失 {runs[heads].losses[-1]:.4f}，准确率 {runs[heads].accuracy:.3f}")
+    # lang: end
+
+# %% [markdown] tags=["lang-en"]
+# What does not vary from machine to machine (a test proves it on 10 starting points, under two
+# different CPU kernel paths):
+
+# %% [markdown] tags=["lang-zh"] en_hash="83d47118bc"
+# 不随机器变化的是下面这些（测试在 10 个不同的随机起点、两种 CPU 内核路径下证明了它们）：
+
+# %%
+one, two = runs[1], runs[2]
+held_out = torch.stack([toy.neighbours_example(i)[0] for i in range(EXAMPLES)])  # (50, L)
+maps = torch.stack([toy.head_maps(two.model, sequence) for sequence in held_out])  # (50, H, L, L)
+# lang: en
+sides = toy.head_sides(maps)  # for each head: "left", "right" or None
+# lang: zh
+sides = toy.head_sides(maps)  # 每个头读的是哪一侧："left"、"right" 或 None
+# lang: end
+# lang: en
+claim("both models have the same number of parameters", parameter_count(one.model) == parameter_count(two.model))
+claim("two heads get at least 95 % of the held-out answers right", two.accuracy >= 0.95)
+claim("one head gets fewer than 75 % right", one.accuracy < 0.75)
+claim(f"one of the two heads gives its left neighbour, the other its right neighbour, more than 0.6 of its weight "
+      f"at every query of the {EXAMPLES} held-out examples", set(sides) == {"left", "right"})
+# lang: zh
+claim("两个模型的参数个数相同", parameter_count(one.model) == parameter_count(two.model))
+claim("两个头答对了至少 95% 的留出答案", two.accuracy >= 0.95)
+claim("一个头答对的不到 75%", one.accuracy < 0.75)
+claim(f"在全部 {EXAMPLES} 个留出样例的每个查询上，"
+      f"两个头中一个把超过 0.6 的权重给了左邻，另一个给了右邻",
+      set(sides) == {"left", "right"})
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# The maps on the example above. Left, the single head: whatever it chooses to read, one average
+# cannot carry two letters in their places, so many of its answers stay wrong. Right, the
+# two heads of the two-head model: one is the diagonal just below the main one (query $i$ reads
+# key $i-1$, and query 0 reads key 7 in the corner), the other the diagonal just above it.
+# Each head found its own pattern; nothing in the code told it which.
+
+# %% [markdown] tags=["lang-zh"] en_hash="e4979be69a"
+# 下面是上面那个样例上的注意力图。左图是只有一个头的模型：无论它选择读什么，一次平均都无法把两个字母连同各自的位置一起带出来，所以它的很多答案始终是错的。右边两幅是两头模型的两个头：一个是紧贴主对角线下方的那条对角线（查询 $i$ 读键 $i-1$，查询 0 读角落里的键 7），另一个是紧贴主对角线上方的那条。每个头都找到了自己的模式，代码里并没有任何地方告诉它该学哪一个。
+
+# %%
+letters = list(toy.letters(tokens))
+fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.6), layout="constrained")
+head_grid(toy.head_maps(one.model, tokens), axes=axes[:1], queries=letters, keys=letters)
+head_grid(toy.head_maps(two.model, tokens), axes=axes[1:], queries=letters, keys=letters)
+for ax, model, h in zip(axes, ("l04.plot.one_head", "l04.plot.two_heads", "l04.plot.two_heads"), (0, 0, 1)):
+    ax.set_title(message("l04.plot.model_head", model=message(model), h=h), fontsize=10)
+plt.show()
+
+# %% [markdown] tags=["lang-en"]
+# Heads are not always this tidy. With more heads than the task needs, several heads may read
+# the same neighbour and others a mixture; and even two heads can, from some starting points,
+# each read a different mixture of both neighbours, which the output projection can still
+# untangle (two different mixtures of two letters determine both). What the heads give you is
+# room: $H$ places to attend at once, each in its own subspace.
+
+# %% [markdown] tags=["lang-zh"] en_hash="1752e387d0"
+# 头并不总是分得这么整齐。头数多于任务所需时，可能有好几个头读同一个邻居，另一些头读的是混合；即便只有两个头，从某些随机起点出发，它们也可能各自读取两个邻居的不同混合，而输出投影仍然能把它们解开（两个字母的两种不同混合足以确定这两个字母）。多个头提供的是空间：可以同时在 $H$ 个地方做注意力，每个头都在自己的子空间里。
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 2. The naive layer: one module per head
+#
+# The formula read literally: $H$ independent heads, each an `AttentionHead` with its own three
+# `nn.Linear` projections to $d$ features (query side $E \to d$, key side $k_{dim} \to d$, value
+# side $v_{dim} \to d$), run one after the other; their outputs are concatenated to $H \cdot d = E$
+# features and projected by `out_proj`. The forward pass of `NaiveMultiheadAttention` is a loop:
+#
+# ```python
+# outputs, weights = [], []
+# for h, head in enumerate(self.heads):            # one head at a time
+#     out, w = head(query, key, value, keep_mask=...)  # (B, L_q, d), (B, L_q, L_k)
+#     outputs.append(out)                          # keep the head's OUTPUT
+#     weights.append(w)
+# output = self.out_proj(torch.cat(outputs, dim=-1))  # (B, L_q, H·d) -> (B, L_q, E)
+# return output, torch.stack(weights, dim=1)       # (B, L_q, E), (B, H, L_q, L_k)
+# ```
+#
+# Like every layer of this course it returns `(output, weights)`; the weights are every head's,
+# $(B, H, L_q, L_k)$. For cross-attention the keys and values come from another sequence whose
+# features may differ in size ($k_{dim}$, $v_{dim}$), as in lesson 03:
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="fedf1e2749"
+# ## 2. 朴素版：每个头一个模块
+#
+# 按字面实现公式：$H$ 个相互独立的头，每个头是一个 `AttentionHead`，有自己的三个 `nn.Linear` 投影，都投影到 $d$ 个特征（查询一侧 $E \to d$，键一侧 $k_{dim} \to d$，值一侧 $v_{dim} \to d$），逐个运行；它们的输出拼接成 $H \cdot d = E$ 个特征，再经过 `out_proj` 投影。`NaiveMultiheadAttention` 的前向计算就是一个循环：
+#
+# ```python
+# outputs, weights = [], []
+# for h, head in enumerate(self.heads):            # 一次一个头
+#     out, w = head(query, key, value, keep_mask=...)  # (B, L_q, d), (B, L_q, L_k)
+#     outputs.append(out)                          # 保留这个头的输出（OUTPUT）
+#     weights.append(w)
+# output = self.out_proj(torch.cat(outputs, dim=-1))  # (B, L_q, H·d) -> (B, L_q, E)
+# return output, torch.stack(weights, dim=1)       # (B, L_q, E), (B, H, L_q, L_k)
+# ```
+#
+# 与本课程的每个层一样，它返回 `(output, weights)`；权重是每个头各自的权重，形状为 $(B, H, L_q, L_k)$。用于交叉注意力时，键和值来自另一个序列，其特征数可以不同（$k_{dim}$、$v_{dim}$），这与第 03 课相同：
+
+# %%
+g = torch.Generator().manual_seed(0)
+B, L_q, L_k, E, E_kv, H = 2, 3, 5, 8, 6, 2
+x = torch.randn(B, L_q, E, generator=g)  # (B, L_q, E)
+memory = torch.randn(B, L_k, E_kv, generator=g)  # (B, L_k, E_kv)
+
+torch.manual_seed(0)
+naive = NaiveMultiheadAttention(E, H, kdim=E_kv, vdim=E_kv)
+# lang: en
+output, weights = naive(x, memory, memory)  # cross-attention: keys and values from memory
+# lang: zh
+output, weights = naive(x, memory, memory)  # 交叉注意力：键和值来自 memory
+# lang: end
+print("output.shape  =", tuple(output.shape))  # (B, L_q, E)
+print("weights.shape =", tuple(weights.shape))  # (B, H, L_q, L_k)
+print({name: tuple(p.shape) for name, p in naive.heads[0].named_parameters()})  # (d, E), (d,), (d, E_kv), ...
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ### Spot the bug: a loop that keeps the wrong thing
+#
+# The widely copied PyTorch tutorial whose layers lesson 03 took apart also has multi-head
+# layers. Its attention function is the one of lesson 03's bug 1; its multi-head layer loops
+# over the heads like the naive layer above. The cell below re-creates the layer in a few lines
+# of our own code, with the same structure and the same bug. Read it first.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f5b0f5e404"
+# ### 找 bug：一个留错了东西的循环
+#
+# 第 03 课剖析过那篇流传很广的 PyTorch 教程，它也写了多头注意力层。它的注意力函数就是第 03 课 bug 1 里的那个；它的多头注意力层像上面的朴素版一样在各个头上循环。下面的单元用几行我们自己的代码重现了这个层，结构相同，bug 也相同。先读一读。
+
+# %%
+# lang: en
+def tutorial_attention(q, k, v):
+    """Scaled dot-product attention. Returns (output, weights)."""
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    return weights, weights @ v
+
+
+class TutorialMultiHead(nn.Module):
+    """Multi-head attention: one projection per head for Q, K and V, then fc_out."""
+
+    def __init__(self, embed_dim, num_heads):
+        super().__init__()
+        head_dim = embed_dim // num_heads
+        self.w_q = nn.ModuleList(nn.Linear(embed_dim, head_dim) for _ in range(num_heads))
+        self.w_k = nn.ModuleList(nn.Linear(embed_dim, head_dim) for _ in range(num_heads))
+        self.w_v = nn.ModuleList(nn.Linear(embed_dim, head_dim) for _ in range(num_heads))
+        self.fc_out = nn.Linear(embed_dim, embed_dim)
+
+    def forward(self, q, k, v):
+        heads = []
+        for w_q, w_k, w_v in zip(self.w_q, self.w_k, self.w_v):
+            attention, _ = tutorial_attention(w_q(q), w_k(k), w_v(v))
+            heads.append(attention)
+        return self.fc_out(torch.cat(heads, dim=-1))  # concatenate the heads, then project
+# lang: zh
+def tutorial_attention(q, k, v):
+    """缩放点积注意力。返回 (output, weights)。"""
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    return weights, weights @ v
+
+
+class TutorialMultiHead(nn.Module):
+    """多头注意力：每个头为 Q、K、V 各有一个投影，最后接 fc_out。"""
+
+    def __init__(self, embed_dim, num_heads):
+        super().__init__()
+        head_dim = embed_dim // num_heads
+        self.w_q = nn.ModuleList(nn.Linear(embed_dim, head_dim) for _ in range(num_heads))
+        self.w_k = nn.ModuleList(nn.Linear(embed_dim, head_dim) for _ in range(num_heads))
+        self.w_v = nn.ModuleList(nn.Linear(embed_dim, head_dim) for _ in range(num_heads))
+        self.fc_out = nn.Linear(embed_dim, embed_dim)
+
+    def forward(self, q, k, v):
+        heads = []
+        for w_q, w_k, w_v in zip(self.w_q, self.w_k, self.w_v):
+            attention, _ = tutorial_attention(w_q(q), w_k(k), w_v(v))
+            heads.append(attention)
+        return self.fc_out(torch.cat(heads, dim=-1))  # 把各个头拼接起来，再做投影
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# **Your turn.** What does the loop append to `heads`: which item of `tutorial_attention`'s pair,
+# and what is that item's shape? What shape does `fc_out` expect? Then run the layer twice, with
+# $E = 8$ and two heads of $d = 4$: once on 5 keys, once on 4 keys. Think about why the two runs
+# end differently before you read on.
+
+# %% [markdown] tags=["lang-zh"] en_hash="7d490fff68"
+# **轮到你了。** 循环往 `heads` 里追加的是什么：是 `tutorial_attention` 返回的那一对中的哪一项？它的形状是什么？`fc_out` 要求的输入形状又是什么？然后运行这个层两次，$E = 8$，两个头，每个头 $d = 4$：一次用 5 个键，一次用 4 个键。往下读之前，先想一想两次运行为什么结果不同。
+
+# %%
+torch.manual_seed(1)
+buggy = TutorialMultiHead(8, num_heads=2)
+# lang: en
+q = torch.randn(1, 3, 8, generator=g)  # 3 queries, E = 8
+kv5 = torch.randn(1, 5, 8, generator=g)  # 5 keys
+kv4 = torch.randn(1, 4, 8, generator=g)  # 4 keys
+# lang: zh
+q = torch.randn(1, 3, 8, generator=g)  # 3 个查询，E = 8
+kv5 = torch.randn(1, 5, 8, generator=g)  # 5 个键
+kv4 = torch.randn(1, 4, 8, generator=g)  # 4 个键
+# lang: end
+other_values = torch.randn(1, 4, 8, generator=g)  # (1, 4, 8)
+try:
+    buggy(q, kv5, kv5)
+    raised = None
+except RuntimeError as error:
+    raised = error
+out4 = buggy(q, kv4, kv4)
+# lang: en
+claim("with 5 keys the layer raises a RuntimeError", raised is not None)
+claim(f"with 4 keys it runs and returns the shape of its input, {tuple(out4.shape)}", out4.shape == q.shape)
+claim("and its output stays the same when the values change", torch.allclose(out4, buggy(q, kv4, other_values)))
+# lang: zh
+claim("用 5 个键时，这个层抛出 RuntimeError", raised is not None)
+claim(f"用 4 个键时，它能运行，返回与输入相同的形状 {tuple(out4.shape)}", out4.shape == q.shape)
+claim("而且换掉值之后，它的输出保持不变", torch.allclose(out4, buggy(q, kv4, other_values)))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# **The bug: the loop keeps the weights.** `tutorial_attention` returns `(weights, output)`
+# (lesson 03's bug 1), and the loop keeps the first item. Each head appends its weights,
+# $(B, L_q, L_k)$, instead of its output, $(B, L_q, d)$, so the concatenation is
+# $(B, L_q, H \cdot L_k)$ where $(B, L_q, H \cdot d) = (B, L_q, E)$ was meant. With 5 keys that
+# is 10 features for an `fc_out` that takes 8: the crash. With $L_k = d = 4$ the shapes fit by
+# accident: the layer runs, and its output is computed from the weights alone, so the values
+# never reach it. Silent nonsense of the right shape.
+#
+# The fix keeps each head's output. The fixed loop is exactly `NaiveMultiheadAttention`: given
+# the same weights, head by head, it returns the same output:
+
+# %% [markdown] tags=["lang-zh"] en_hash="d5fe505599"
+# **Bug：循环留下的是权重。** `tutorial_attention` 返回的是 `(weights, output)`（第 03 课的 bug 1），而循环保留了第一项。于是每个头追加的是它的权重 $(B, L_q, L_k)$，而不是它的输出 $(B, L_q, d)$，拼接结果是 $(B, L_q, H \cdot L_k)$，而本意是 $(B, L_q, H \cdot d) = (B, L_q, E)$。有 5 个键时，这是 10 个特征，而 `fc_out` 只接收 8 个：于是崩溃。当 $L_k = d = 4$ 时，形状碰巧对上：层照常运行，它的输出只由权重算出，值根本到不了输出。这是形状正确、悄无声息的错误结果。
+#
+# 修复方法是保留每个头的输出。修好的循环恰好就是 `NaiveMultiheadAttention`：逐头装上相同的权重后，它返回相同的输出：
+
+# %%
+class FixedMultiHead(TutorialMultiHead):
+    def forward(self, q, k, v):
+        heads = []
+        for w_q, w_k, w_v in zip(self.w_q, self.w_k, self.w_v):
+            # lang: en
+            _, out = tutorial_attention(w_q(q), w_k(k), w_v(v))  # the second item is the output
+            # lang: zh
+            _, out = tutorial_attention(w_q(q), w_k(k), w_v(v))  # 第二项才是输出
+            # lang: end
+            heads.append(out)
+        return self.fc_out(torch.cat(heads, dim=-1))
+
+
+fixed = FixedMultiHead(8, num_heads=2)
+fixed.load_state_dict(buggy.state_dict())
+twin = NaiveMultiheadAttention(8, 2)
+for head, w_q, w_k, w_v in zip(twin.heads, fixed.w_q, fixed.w_k, fixed.w_v):
+    for ours, theirs in ((head.q_proj, w_q), (head.k_proj, w_k), (head.v_proj, w_v)):
+        ours.load_state_dict(theirs.state_dict())
+twin.out_proj.load_state_dict(fixed.fc_out.state_dict())
+# lang: en
+claim("the fixed layer runs with 5 keys", fixed(q, kv5, kv5).shape == q.shape)
+claim("it equals NaiveMultiheadAttention with the same weights",
+      torch.allclose(fixed(q, kv5, kv5), twin(q, kv5, kv5)[0], atol=1e-6))
+claim("and its output depends on the values", not torch.allclose(fixed(q, kv4, kv4), fixed(q, kv4, other_values)))
+# lang: zh
+claim("修好的层用 5 个键也能运行", fixed(q, kv5, kv5).shape == q.shape)
+claim("装上相同的权重后，它与 NaiveMultiheadAttention 的结果相同",
+      torch.allclose(fixed(q, kv5, kv5), twin(q, kv5, kv5)[0], atol=1e-6))
+claim("而且它的输出随值而变", not torch.allclose(fixed(q, kv4, kv4), fixed(q, kv4, other_values)))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# The lesson, once more: return `(output, weights)` in one fixed order, and test on shapes where
+# $L_k$, $d$ and $E$ all differ. The same tutorial also has a variant whose every head is full
+# size ($d = E$); section 4 counts what that costs.
+
+# %% [markdown] tags=["lang-zh"] en_hash="65fce80100"
+# 再强调一次教训：始终按同一个固定顺序返回 `(output, weights)`，并用 $L_k$、$d$、$E$ 全都不同的形状来测试。同一篇教程还有一个变体，它的每个头都是完整大小（$d = E$）；第 4 节会算一算这要付出多少代价。
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 3. The fused layer: one projection for all heads
+#
+# The $H$ query projections of the naive layer are $H$ matrices of shape $(d, E)$ (an
+# `nn.Linear` stores its weight as (out, in)). Stack them, head 0's rows first: one $(H \cdot d, E)
+# = (E, E)$ matrix, one `nn.Linear`, and one matrix product computes the queries of every head
+# at once, $(B, L_q, E)$. Lesson 00's `split_heads` cuts the last axis into heads,
+# $(B, L_q, H, d)$, and moves them forward, $(B, H, L_q, d)$; the same for keys and values. Then
+# one batched attention call handles every head of every item, the scores are
+# $(B, H, L_q, L_k)$, and `merge_heads` goes back to $(B, L_q, H \cdot d)$ for `out_proj`:
+#
+# ```python
+# q = split_heads(self.q_proj(query), H)   # (B, H, L_q, d)
+# k = split_heads(self.k_proj(key), H)     # (B, H, L_k, d)
+# v = split_heads(self.v_proj(value), H)   # (B, H, L_k, d)
+# out, weights = scaled_dot_product_attention(q, k, v, keep_mask=keep)  # every head at once
+# return self.out_proj(merge_heads(out)), weights  # (B, L_q, E), (B, H, L_q, L_k)
+# ```
+#
+# That is `FusedMultiheadAttention`, and the way `nn.MultiheadAttention` and most models do it.
+# Given the naive layer's numbers, it gives the naive layer's results:
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="2ac22965e0"
+# ## 3. 融合版：所有头共用一次投影
+#
+# 朴素版的 $H$ 个查询投影是 $H$ 个形状为 $(d, E)$ 的矩阵（`nn.Linear` 以 (out, in) 的形式存放权重）。把它们按第 0 个头在前的顺序上下叠起来，就得到一个 $(H \cdot d, E) = (E, E)$ 的矩阵、一个 `nn.Linear`，一次矩阵乘法就能同时算出所有头的查询，形状为 $(B, L_q, E)$。第 00 课的 `split_heads` 把最后一维切成多个头，$(B, L_q, H, d)$，再把头维移到前面，$(B, H, L_q, d)$；键和值同样处理。然后一次批量注意力调用就处理了每个样本的每个头，注意力分数的形状为 $(B, H, L_q, L_k)$；最后 `merge_heads` 变回 $(B, L_q, H \cdot d)$，交给 `out_proj`：
+#
+# ```python
+# q = split_heads(self.q_proj(query), H)   # (B, H, L_q, d)
+# k = split_heads(self.k_proj(key), H)     # (B, H, L_k, d)
+# v = split_heads(self.v_proj(value), H)   # (B, H, L_k, d)
+# out, weights = scaled_dot_product_attention(q, k, v, keep_mask=keep)  # 一次算完所有头
+# return self.out_proj(merge_heads(out)), weights  # (B, L_q, E), (B, H, L_q, L_k)
+# ```
+#
+# 这就是 `FusedMultiheadAttention`，也是 `nn.MultiheadAttention` 和大多数模型的做法。装上朴素版的参数后，它给出与朴素版相同的结果：
+
+# %%
+fused = FusedMultiheadAttention(E, H, kdim=E_kv, vdim=E_kv).copy_weights_from(naive)
+fused_output, fused_weights = fused(x, memory, memory)
+d = E // H
+# lang: en
+claim("rows d … 2d - 1 of the fused q_proj.weight are head 1's q_proj.weight",
+      torch.equal(fused.q_proj.weight[d:2 * d], naive.heads[1].q_proj.weight))
+claim("the fused layer returns the naive layer's output", torch.allclose(fused_output, output, atol=1e-6))
+claim("and its weights, (B, H, L_q, L_k)", torch.allclose(fused_weights, weights, atol=1e-6))
+# lang: zh
+claim("融合版 q_proj.weight 的第 d … 2d - 1 行正是第 1 个头的 q_proj.weight",
+      torch.equal(fused.q_proj.weight[d:2 * d], naive.heads[1].q_proj.weight))
+claim("融合版返回的输出与朴素版相同", torch.allclose(fused_output, output, atol=1e-6))
+claim("权重 (B, H, L_q, L_k) 也相同", torch.allclose(fused_weights, weights, atol=1e-6))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 1: the fused forward pass
+#
+# Write `my_multihead(query, key, value, w_q, w_k, w_v, w_o, num_heads)` from plain matrices in
+# the formula's layout (`query @ w_q`, no biases). `query` is $(B, L_q, E_q)$, `key`
+# $(B, L_k, E_k)$, `value` $(B, L_k, E_v)$; `w_q` is $(E_q, H \cdot d_k)$, `w_k` $(E_k, H \cdot d_k)$,
+# `w_v` $(E_v, H \cdot d_v)$ and `w_o` $(H \cdot d_v, E_{out})$ with $H$ = `num_heads`. Project, split
+# into heads, attend in every head at once (scale by $\sqrt{d_k}$), merge, project with `w_o`.
+# Return `(output, weights)`: $(B, L_q, E_{out})$ and every head's weights $(B, H, L_q, L_k)$,
+# float32 like the inputs. The check tries one head, one query, one key, $d_k \ne d_v$ and
+# $E_{out} \ne E_q$, and compares gradients too.
+
+# %% [markdown] tags=["lang-zh"] en_hash="90bec37ae8"
+# ### 练习 1：融合版的前向计算
+#
+# 用公式布局下的普通矩阵（`query @ w_q`，不带偏置）写出 `my_multihead(query, key, value, w_q, w_k, w_v, w_o, num_heads)`。`query` 的形状为 $(B, L_q, E_q)$，`key` 为 $(B, L_k, E_k)$，`value` 为 $(B, L_k, E_v)$；`w_q` 为 $(E_q, H \cdot d_k)$，`w_k` 为 $(E_k, H \cdot d_k)$，`w_v` 为 $(E_v, H \cdot d_v)$，`w_o` 为 $(H \cdot d_v, E_{out})$，其中 $H$ = `num_heads`。先投影，再拆成多头，在所有头上一次做完注意力（除以 $\sqrt{d_k}$），合并，最后用 `w_o` 投影。按 `(output, weights)` 的顺序返回：$(B, L_q, E_{out})$ 和每个头各自的权重 $(B, H, L_q, L_k)$，与输入一样是 float32。检查会测试只有一个头、只有一个查询、只有一个键、$d_k \ne d_v$ 以及 $E_{out} \ne E_q$ 的情形，还会比较梯度。
+
+# %% tags=["exercise"] exercise="04.fused_forward"
+def my_multihead(query, key, value, w_q, w_k, w_v, w_o, num_heads):
+    # lang: en
+    """Multi-head attention with one projection for all heads and one batched attention call.
+
+    query: (B, L_q, E_q), key: (B, L_k, E_k), value: (B, L_k, E_v), float32.
+    w_q: (E_q, H·d_k), w_k: (E_k, H·d_k), w_v: (E_v, H·d_v), w_o: (H·d_v, E_out); H = num_heads.
+    Returns (output, weights): output (B, L_q, E_out) float32, the weights of every head
+    (B, H, L_q, L_k) float32, each head's scores divided by √d_k.
+    """
+    # lang: zh
+    """用一次投影处理所有头、一次批量调用完成注意力的多头注意力。
+
+    query：(B, L_q, E_q)，key：(B, L_k, E_k)，value：(B, L_k, E_v)，均为 float32。
+    w_q：(E_q, H·d_k)，w_k：(E_k, H·d_k)，w_v：(E_v, H·d_v)，w_o：(H·d_v, E_out)；H = num_heads。
+    返回 (output, weights)：output 为 (B, L_q, E_out) 的 float32 张量，weights 为每个头各自的权重
+    (B, H, L_q, L_k)，float32；每个头的分数都除以 √d_k。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    B, L_q, _ = query.shape
+    L_k = key.shape[1]
+    q = (query @ w_q).view(B, L_q, num_heads, -1).transpose(1, 2)  # (B, H, L_q, d_k)
+    k = (key @ w_k).view(B, L_k, num_heads, -1).transpose(1, 2)  # (B, H, L_k, d_k)
+    v = (value @ w_v).view(B, L_k, num_heads, -1).transpose(1, 2)  # (B, H, L_k, d_v)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)  # (B, H, L_q, L_k)
+    out = (weights @ v).transpose(1, 2).reshape(B, L_q, -1)  # (B, L_q, H·d_v)
+    return out @ w_o, weights
+    ### END SOLUTION
+
+
+# %%
+check("04.fused_forward", my_multihead)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 4. The same numbers in three layouts
+#
+# The naive layer, the fused layer and `nn.MultiheadAttention` hold exactly the same numbers,
+# arranged differently:
+#
+# | | query projection | key / value projections | output |
+# | --- | --- | --- | --- |
+# | naive | `heads[h].q_proj.weight`, $(d, E)$ for each $h$ | `heads[h].k_proj.weight` $(d, k_{dim})$, `heads[h].v_proj.weight` $(d, v_{dim})$ | `out_proj.weight` $(E, H \cdot d)$ |
+# | fused | `q_proj.weight`, $(E, E)$: rows $h d \dots (h+1) d - 1$ are head $h$'s | `k_proj.weight` $(E, k_{dim})$, `v_proj.weight` $(E, v_{dim})$ | `out_proj.weight` |
+# | `nn.MultiheadAttention`, $k_{dim} = v_{dim} = E$ | `in_proj_weight`, $(3E, E)$: Q's rows, then K's, then V's | (inside `in_proj_weight`) | `out_proj.weight` |
+# | `nn.MultiheadAttention`, other $k_{dim}$ or $v_{dim}$ | `q_proj_weight` $(E, E)$ | `k_proj_weight` $(E, k_{dim})$, `v_proj_weight` $(E, v_{dim})$ | `out_proj.weight` |
+#
+# The biases follow the same rows (`in_proj_bias` is $(3E,)$). `to_torch()` and
+# `from_torch(mha)` convert between the course's layers and PyTorch's; here is what PyTorch's
+# layer holds in each case:
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="68206415b8"
+# ## 4. 同一组数，三种布局
+#
+# 朴素版、融合版和 `nn.MultiheadAttention` 保存的是完全相同的一组数，只是排列方式不同：
+#
+# | | 查询投影 | 键 / 值投影 | 输出 |
+# | --- | --- | --- | --- |
+# | 朴素版 | `heads[h].q_proj.weight`，每个 $h$ 一个 $(d, E)$ | `heads[h].k_proj.weight` $(d, k_{dim})$、`heads[h].v_proj.weight` $(d, v_{dim})$ | `out_proj.weight` $(E, H \cdot d)$ |
+# | 融合版 | `q_proj.weight`，$(E, E)$：第 $h d \dots (h+1) d - 1$ 行属于第 $h$ 个头 | `k_proj.weight` $(E, k_{dim})$、`v_proj.weight` $(E, v_{dim})$ | `out_proj.weight` |
+# | `nn.MultiheadAttention`，$k_{dim} = v_{dim} = E$ | `in_proj_weight`，$(3E, E)$：先是 Q 的行，然后是 K 的，再然后是 V 的 | （在 `in_proj_weight` 里） | `out_proj.weight` |
+# | `nn.MultiheadAttention`，$k_{dim}$ 或 $v_{dim}$ 与 $E$ 不同 | `q_proj_weight` $(E, E)$ | `k_proj_weight` $(E, k_{dim})$、`v_proj_weight` $(E, v_{dim})$ | `out_proj.weight` |
+#
+# 偏置也按同样的行排列（`in_proj_bias` 的形状为 $(3E,)$）。`to_torch()` 和 `from_torch(mha)` 在本课程的层与 PyTorch 的层之间相互转换；下面是两种情形下 PyTorch 的层各自保存了什么：
+
+# %%
+# lang: en
+torch_self = FusedMultiheadAttention(E, H).to_torch()  # kdim = vdim = E
+torch_cross = fused.to_torch()  # kdim = vdim = E_kv = 6
+# lang: zh
+torch_self = FusedMultiheadAttention(E, H).to_torch()  # kdim = vdim = E 的情形
+torch_cross = fused.to_torch()  # kdim = vdim = E_kv = 6 的情形
+# lang: end
+for mha in (torch_self, torch_cross):
+    print({name: tuple(p.shape) for name, p in mha.named_parameters()})
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 2: pack the heads for `nn.MultiheadAttention`
+#
+# Write `my_in_proj(q_heads, k_heads, v_heads, q_biases, k_biases, v_biases)`: the per-head
+# projections of a naive self-attention layer, stacked, are `q_heads`, `k_heads`, `v_heads`, each
+# $(H, d, E)$ (`q_heads[h]` is head $h$'s `q_proj.weight`), and `q_biases`, `k_biases`,
+# `v_biases`, each $(H, d)$. Return `(in_proj_weight, in_proj_bias)` as `nn.MultiheadAttention`
+# stores them: $(3 H d, E)$ and $(3 H d,)$, same dtype as the inputs.
+
+# %% [markdown] tags=["lang-zh"] en_hash="d71306b5e3"
+# ### 练习 2：为 `nn.MultiheadAttention` 打包各个头
+#
+# 写出 `my_in_proj(q_heads, k_heads, v_heads, q_biases, k_biases, v_biases)`：把朴素版自注意力层各个头的投影叠在一起，得到 `q_heads`、`k_heads`、`v_heads`，形状都是 $(H, d, E)$（`q_heads[h]` 是第 $h$ 个头的 `q_proj.weight`），以及 `q_biases`、`k_biases`、`v_biases`，形状都是 $(H, d)$。按 `nn.MultiheadAttention` 存放的方式返回 `(in_proj_weight, in_proj_bias)`：形状分别为 $(3 H d, E)$ 和 $(3 H d,)$，dtype 与输入相同。
+
+# %% tags=["exercise"] exercise="04.in_proj"
+def my_in_proj(q_heads, k_heads, v_heads, q_biases, k_biases, v_biases):
+    # lang: en
+    """Pack per-head projections into nn.MultiheadAttention's in_proj_weight and in_proj_bias.
+
+    q_heads, k_heads, v_heads: (H, d, E), head h's nn.Linear weight (out, in) at index h.
+    q_biases, k_biases, v_biases: (H, d).
+    Returns (in_proj_weight, in_proj_bias): (3·H·d, E) and (3·H·d,), the dtype of the inputs;
+    Q's rows first, then K's, then V's, and within each, head 0's d rows first.
+    """
+    # lang: zh
+    """把各个头的投影打包成 nn.MultiheadAttention 的 in_proj_weight 和 in_proj_bias。
+
+    q_heads、k_heads、v_heads：(H, d, E)，索引 h 处是第 h 个头的 nn.Linear 权重 (out, in)。
+    q_biases、k_biases、v_biases：(H, d)。
+    返回 (in_proj_weight, in_proj_bias)：形状为 (3·H·d, E) 和 (3·H·d,)，dtype 与输入相同；
+    先是 Q 的行，然后是 K 的，再然后是 V 的；每一部分内部，第 0 个头的 d 行在最前面。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    H, d, E = q_heads.shape
+    weight = torch.cat([w.reshape(H * d, E) for w in (q_heads, k_heads, v_heads)])  # (3·H·d, E)
+    bias = torch.cat([b.reshape(H * d) for b in (q_biases, k_biases, v_biases)])  # (3·H·d,)
+    return weight, bias
+    ### END SOLUTION
+
+
+# %%
+check("04.in_proj", my_in_proj)
+
+# %% [markdown] tags=["lang-en"]
+# ### Parameter counts
+#
+# With $k_{dim} = v_{dim} = E$, the four projections of the fused layer hold $4E^2$ weights and
+# $4E$ biases, and so do the naive layer ($H$ heads of $3(dE + d)$, plus `out_proj`) and
+# `nn.MultiheadAttention`: the number of heads does not change the count, only how the numbers
+# are cut up. The tutorial's variant with full-size heads ($d = E$, `fc_out` from $H \cdot E$ to
+# $E$) is another model: about $H$ times as many parameters. For $E = 512$, $H = 8$:
+
+# %% [markdown] tags=["lang-zh"] en_hash="b0c00358ee"
+# ### 参数个数
+#
+# 当 $k_{dim} = v_{dim} = E$ 时，融合版的四个投影共有 $4E^2$ 个权重和 $4E$ 个偏置；朴素版（$H$ 个头，每个 $3(dE + d)$，再加上 `out_proj`）和 `nn.MultiheadAttention` 也一样：头数不改变参数个数，只改变这些数的切分方式。那篇教程中每个头都是完整大小的变体（$d = E$，`fc_out` 把 $H \cdot E$ 映射到 $E$）则是另一个模型：参数大约是 $H$ 倍。取 $E = 512$、$H = 8$：
+
+# %%
+E_big, H_big = 512, 8
+counts = {
+    "NaiveMultiheadAttention": parameter_count(NaiveMultiheadAttention(E_big, H_big)),
+    "FusedMultiheadAttention": parameter_count(FusedMultiheadAttention(E_big, H_big)),
+    "nn.MultiheadAttention": parameter_count(nn.MultiheadAttention(E_big, H_big)),
+    "head_dim = E": parameter_count(NaiveMultiheadAttention(E_big, H_big, head_dim=E_big)),
+}
+for name, count in counts.items():
+    print(f"{name:24} {count:>10,}")
+ratio = counts["head_dim = E"] / counts["FusedMultiheadAttention"]
+# lang: en
+claim("naive, fused and nn.MultiheadAttention all have 4E² + 4E parameters",
+      len(set(list(counts.values())[:3])) == 1 and counts["FusedMultiheadAttention"] == 4 * E_big**2 + 4 * E_big)
+claim("for every number of heads that divides E",
+      len({parameter_count(FusedMultiheadAttention(E_big, heads)) for heads in (1, 2, 8, 64)}) == 1)
+claim(f"full-size heads have {ratio:.3f} times as many, about H = {H_big}", abs(ratio - H_big) < 0.01)
+# lang: zh
+claim("朴素版、融合版和 nn.MultiheadAttention 的参数个数都是 4E² + 4E",
+      len(set(list(counts.values())[:3])) == 1 and counts["FusedMultiheadAttention"] == 4 * E_big**2 + 4 * E_big)
+claim("头数取 E 的任意约数时都是如此",
+      len({parameter_count(FusedMultiheadAttention(E_big, heads)) for heads in (1, 2, 8, 64)}) == 1)
+claim(f"完整大小的头的参数个数是它的 {ratio:.3f} 倍，约为 H = {H_big} 倍", abs(ratio - H_big) < 0.01)
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# So a fair comparison of one head with $H$ heads keeps $E$ fixed (as section 1 did); the
+# full-size variant mixes the effect of the heads with that of eight times the parameters.
+
+# %% [markdown] tags=["lang-zh"] en_hash="ec3a1bb32f"
+# 所以，公平地比较一个头和 $H$ 个头，要保持 $E$ 不变（第 1 节就是这样做的）；完整大小的变体则把多头的作用和八倍参数的作用混在了一起。
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 5. Three ways, one result
+#
+# Now the proof that the three layers compute the same function, in float64 so that "equal"
+# means equal to many digits: the same outputs, the same weights of every head (PyTorch's with
+# `average_attn_weights=False`), the same gradients with respect to the inputs and to every
+# parameter (read in the packed layout by `packed_gradients`). Two settings:
+#
+# - cross-attention with $k_{dim} = 6$, $v_{dim} = 5$ and a key-padding mask (sequences of 7,
+#   5 and 2 keys);
+# - self-attention ($k_{dim} = v_{dim} = E$, PyTorch's packed `in_proj_weight`) with a causal
+#   mask, given to the course's layers as a keep mask and to PyTorch as `attn_mask = ~keep`.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="5224f7a40e"
+# ## 5. 三种写法，同一个结果
+#
+# 现在来证明这三个层计算的是同一个函数。用 float64 计算，让“相等”精确到很多位：输出相同，每个头的权重相同（PyTorch 的层使用 `average_attn_weights=False`），对输入和对每个参数的梯度也相同（用 `packed_gradients` 按打包布局读出）。分两种情形：
+#
+# - 交叉注意力，$k_{dim} = 6$，$v_{dim} = 5$，带键填充掩码（三条序列分别有 7、5、2 个键）；
+# - 自注意力（$k_{dim} = v_{dim} = E$，对应 PyTorch 打包的 `in_proj_weight`），带因果掩码：以保留掩码的形式传给本课程的层，以 `attn_mask = ~keep` 的形式传给 PyTorch。
+
+# %%
+def three_layers(kdim, vdim, seed=0):
+    # lang: en
+    """A naive layer (E = 8, H = 2, float64) and a fused one and nn.MultiheadAttention with its weights."""
+    # lang: zh
+    """一个朴素版层（E = 8，H = 2，float64），以及装上它的权重的融合版层和 nn.MultiheadAttention。"""
+    # lang: end
+    torch.manual_seed(seed)
+    naive_layer = NaiveMultiheadAttention(8, 2, kdim=kdim, vdim=vdim).double()
+    fused_layer = FusedMultiheadAttention(8, 2, kdim=kdim, vdim=vdim).double().copy_weights_from(naive_layer)
+    return naive_layer, fused_layer, fused_layer.to_torch()
+
+
+def run(layer, inputs, probes, keep=None, padding=None):
+    # lang: en
+    """Output, weights, input gradients and packed parameter gradients of a fixed random loss."""
+    # lang: zh
+    """输出、权重，以及一个固定随机损失对输入的梯度和按打包布局排列的参数梯度。"""
+    # lang: end
+    for t in inputs:
+        t.grad = None
+    layer.zero_grad()
+    if isinstance(layer, nn.MultiheadAttention):
+        ignore = None if keep is None else ~keep
+        output, weights = layer(*inputs, attn_mask=ignore, key_padding_mask=padding, average_attn_weights=False)
+    else:
+        output, weights = layer(*inputs, keep_mask=keep, key_padding_mask=padding)
+    ((output * probes[0]).sum() + (weights * probes[1]).sum()).backward()
+    return [output, weights, *(t.grad for t in inputs), *packed_gradients(layer).values()]
+
+
+def same(results):
+    return all(
+        (a is None and b is None) or torch.allclose(a, b)
+        for first, other in zip(results, results[1:]) for a, b in zip(first, other)
+    )
+
+
+g64 = torch.Generator().manual_seed(1)
+query = torch.randn(3, 4, 8, generator=g64, dtype=torch.float64, requires_grad=True)  # (B, L_q, E)
+# lang: en
+key = torch.randn(3, 7, 6, generator=g64, dtype=torch.float64, requires_grad=True)  # (B, L_k, kdim)
+value = torch.randn(3, 7, 5, generator=g64, dtype=torch.float64, requires_grad=True)  # (B, L_k, vdim)
+sequence = torch.randn(3, 7, 8, generator=g64, dtype=torch.float64, requires_grad=True)  # (B, L, E)
+padding = torch.arange(7) >= torch.tensor([7, 5, 2])[:, None]  # (B, L_k): True at padding
+causal = torch.ones(7, 7, dtype=torch.bool).tril()  # (L, L): key j ≤ query i
+# lang: zh
+key = torch.randn(3, 7, 6, generator=g64, dtype=torch.float64, requires_grad=True)  # 形状 (B, L_k, kdim)
+value = torch.randn(3, 7, 5, generator=g64, dtype=torch.float64, requires_grad=True)  # 形状 (B, L_k, vdim)
+sequence = torch.randn(3, 7, 8, generator=g64, dtype=torch.float64, requires_grad=True)  # (B, L, E)
+padding = torch.arange(7) >= torch.tensor([7, 5, 2])[:, None]  # (B, L_k)：True 表示填充
+causal = torch.ones(7, 7, dtype=torch.bool).tril()  # (L, L)：键 j ≤ 查询 i
+# lang: end
+cross_probes = [torch.randn(3, 4, 8, generator=g64, dtype=torch.float64),
+                torch.randn(3, 2, 4, 7, generator=g64, dtype=torch.float64)]
+self_probes = [torch.randn(3, 7, 8, generator=g64, dtype=torch.float64),
+               torch.randn(3, 2, 7, 7, generator=g64, dtype=torch.float64)]
+
+cross = three_layers(kdim=6, vdim=5)
+self_ = three_layers(kdim=8, vdim=8, seed=1)
+cross_inputs, self_inputs = (query, key, value), (sequence, sequence, sequence)
+# lang: en
+claim("cross-attention, no mask: the same outputs, weights and gradients",
+      same([run(layer, cross_inputs, cross_probes) for layer in cross]))
+claim("cross-attention with the key-padding mask: the same",
+      same([run(layer, cross_inputs, cross_probes, padding=padding) for layer in cross]))
+claim("self-attention, no mask: the same", same([run(layer, self_inputs, self_probes) for layer in self_]))
+claim("self-attention with the causal mask: the same",
+      same([run(layer, self_inputs, self_probes, keep=causal) for layer in self_]))
+# lang: zh
+claim("交叉注意力，不带掩码：输出、权重和梯度都相同",
+      same([run(layer, cross_inputs, cross_probes) for layer in cross]))
+claim("交叉注意力，带键填充掩码：同样相同",
+      same([run(layer, cross_inputs, cross_probes, padding=padding) for layer in cross]))
+claim("自注意力，不带掩码：同样相同", same([run(layer, self_inputs, self_probes) for layer in self_]))
+claim("自注意力，带因果掩码：同样相同",
+      same([run(layer, self_inputs, self_probes, keep=causal) for layer in self_]))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# One place where they differ on purpose: an item whose keys are all padding. Its queries have
+# nothing to attend to. `nn.MultiheadAttention` returns NaN there (on its default call; lesson 02
+# §4 measured every path), while the course's layers, like `F.scaled_dot_product_attention` in
+# recent PyTorch, give zero weights and a zero attention output, so the layer returns
+# `out_proj`'s bias. Everywhere a query keeps at least one key, they agree; that is what a test
+# can compare.
+
+# %% [markdown] tags=["lang-zh"] en_hash="799189869c"
+# 有一处它们是有意不同的：所有键都是填充的样本。它的查询无键可看。`nn.MultiheadAttention` 在这里返回 NaN（这是它的默认调用；第 02 课第 4 节测过它的每条路径），而本课程的层与较新版本 PyTorch 的 `F.scaled_dot_product_attention` 一样，给出全零的权重和全零的注意力输出，于是这个层返回 `out_proj` 的偏置。只要一个查询至少保留了一个键，它们就完全一致；测试能比较的正是这些行。
+
+# %%
+all_padding = padding.clone()
+# lang: en
+all_padding[2] = True  # item 2: nothing but padding
+# lang: zh
+all_padding[2] = True  # 样本 2：全是填充
+# lang: end
+_, fused_cross, torch_cross64 = cross
+ours, _ = fused_cross(query, key, value, key_padding_mask=all_padding)
+theirs, _ = torch_cross64(query, key, value, key_padding_mask=all_padding)
+# lang: en
+claim("nn.MultiheadAttention returns NaN for the item with no real key", theirs[2].isnan().all())
+claim("the course's layer returns out_proj's bias there", torch.allclose(ours[2], fused_cross.out_proj.bias.expand(4, 8)))
+claim("and for the other items the two agree", torch.allclose(ours[:2], theirs[:2]))
+# lang: zh
+claim("对没有任何真实键的样本，nn.MultiheadAttention 返回 NaN", theirs[2].isnan().all())
+claim("本课程的层在那里返回 out_proj 的偏置", torch.allclose(ours[2], fused_cross.out_proj.bias.expand(4, 8)))
+claim("而其他样本上两者一致", torch.allclose(ours[:2], theirs[:2]))
+# lang: end
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 6. What `nn.MultiheadAttention` does that surprises people
+#
+# ### `batch_first` is False unless you say so
+#
+# Created without `batch_first=True`, the layer reads its inputs as $(L, B, E)$, the layout of
+# the original Transformer code. Hand it a batch-first $(B, L, E)$ tensor and nothing fails: it
+# takes the batch axis for the sequence and attends *across the items of the batch*:
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="d244e9e5db"
+# ## 6. `nn.MultiheadAttention` 那些出人意料的行为
+#
+# ### 不声明时，`batch_first` 为 False
+#
+# 创建时如果没有写 `batch_first=True`，这个层会把输入当作 $(L, B, E)$ 来读，这是最初的 Transformer 代码所用的布局。交给它一个批量在前的 $(B, L, E)$ 张量，什么也不会报错：它把批量维当成了序列维，于是在*批量里的各个样本之间*做注意力：
+
+# %%
+torch.manual_seed(2)
+# lang: en
+mha_default = nn.MultiheadAttention(8, 2)  # batch_first not given
+mha_first = nn.MultiheadAttention(8, 2, batch_first=True)
+mha_first.load_state_dict(mha_default.state_dict())  # the same weights
+x3 = torch.randn(3, 5, 8, generator=g)  # (B, L, E): 3 sequences of 5 positions
+# lang: zh
+mha_default = nn.MultiheadAttention(8, 2)  # 没有给出 batch_first
+mha_first = nn.MultiheadAttention(8, 2, batch_first=True)
+mha_first.load_state_dict(mha_default.state_dict())  # 相同的权重
+x3 = torch.randn(3, 5, 8, generator=g)  # (B, L, E)：3 条序列，每条 5 个位置
+# lang: end
+out_default, w_default = mha_default(x3, x3, x3)
+out_first, _ = mha_first(x3, x3, x3)
+x3_changed = x3.clone()
+# lang: en
+x3_changed[1] += 1.0  # change sequence 1 only
+print("weights.shape =", tuple(w_default.shape))  # (N, L, L) = (5, 3, 3): L = 3 "positions" per "sequence"
+# lang: zh
+x3_changed[1] += 1.0  # 只改动序列 1
+print("weights.shape =", tuple(w_default.shape))  # (N, L, L) = (5, 3, 3)：每条“序列”只有 L = 3 个“位置”
+# lang: end
+# lang: en
+claim("batch_first is False by default", mha_default.batch_first is False)
+claim("it runs on (B, L, E) and returns that shape", out_default.shape == x3.shape)
+claim("but its output is not the batch_first=True layer's", not torch.allclose(out_default, out_first, atol=1e-4))
+claim("and changing sequence 1 changes the output of sequence 0",
+      not torch.allclose(mha_default(x3_changed, x3_changed, x3_changed)[0][0], out_default[0], atol=1e-4))
+# lang: zh
+claim("batch_first 默认为 False", mha_default.batch_first is False)
+claim("它在 (B, L, E) 上照常运行，并返回同样的形状", out_default.shape == x3.shape)
+claim("但它的输出与 batch_first=True 的层不同", not torch.allclose(out_default, out_first, atol=1e-4))
+claim("而且改动序列 1 会改变序列 0 的输出",
+      not torch.allclose(mha_default(x3_changed, x3_changed, x3_changed)[0][0], out_default[0], atol=1e-4))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# ### The weights it returns are averaged over the heads
+#
+# By default (`need_weights=True`, `average_attn_weights=True`) the second result is the mean of
+# the heads' weights, $(B, L_q, L_k)$: the per-head patterns of section 1 would be averaged into
+# a blur. Ask for `average_attn_weights=False` to get $(B, H, L_q, L_k)$, what the course's
+# layers always return; ask for `need_weights=False` when you need no weights at all (then
+# `None` comes back, and the layer can use a faster kernel).
+
+# %% [markdown] tags=["lang-zh"] en_hash="b3d4d1cd35"
+# ### 它返回的权重是各个头的平均
+#
+# 默认情况下（`need_weights=True`，`average_attn_weights=True`），第二个返回值是各个头权重的平均，形状为 $(B, L_q, L_k)$：第 1 节那种各个头各自的模式会被平均成一片模糊。传入 `average_attn_weights=False` 才能得到 $(B, H, L_q, L_k)$，这正是本课程的层始终返回的；完全不需要权重时传入 `need_weights=False`（这时返回 `None`，这个层也可以用更快的内核）。
+
+# %%
+ours_first = FusedMultiheadAttention.from_torch(mha_first)
+_, ours_weights = ours_first(x3, x3, x3)  # (B, H, L, L)
+_, averaged = mha_first(x3, x3, x3)
+_, per_head = mha_first(x3, x3, x3, average_attn_weights=False)
+_, nothing = mha_first(x3, x3, x3, need_weights=False)
+print(tuple(averaged.shape), tuple(per_head.shape), nothing)
+# lang: en
+claim("by default it returns the mean over the heads", torch.allclose(averaged, ours_weights.mean(dim=1), atol=1e-6))
+claim("with average_attn_weights=False, every head's weights", torch.allclose(per_head, ours_weights, atol=1e-6))
+# lang: zh
+claim("默认返回的是各个头的平均", torch.allclose(averaged, ours_weights.mean(dim=1), atol=1e-6))
+claim("传入 average_attn_weights=False 时，返回每个头各自的权重", torch.allclose(per_head, ours_weights, atol=1e-6))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# ### Its fast path, and when it runs
+#
+# `nn.MultiheadAttention` has a second implementation, its **fast path**: one C++ operator,
+# `torch._native_multi_head_attention`, instead of the Python code of its general path. Which
+# one ran is invisible from outside, so we watch the operators PyTorch dispatches
+# (`course_utils.multihead.operators`) and look for that one. The baseline below takes it: eval
+# mode, autograd off (`torch.inference_mode()`), self-attention with the *same* tensor as query,
+# key and value, `batch_first=True`, two heads. Then one condition changes at a time (measured
+# with torch 2.13):
+
+# %% [markdown] tags=["lang-zh"] en_hash="727e89e5b2"
+# ### 它的快速路径，以及什么时候会走
+#
+# `nn.MultiheadAttention` 还有第二套实现，即它的**快速路径**：一个 C++ 算子 `torch._native_multi_head_attention`，取代通用路径里的 Python 代码。从外面看不出跑的是哪一条路径，所以我们观察 PyTorch 分派了哪些算子（`course_utils.multihead.operators`），看其中有没有这一个。下面的基准情形走的是快速路径：eval 模式，关闭自动求导（`torch.inference_mode()`），自注意力且查询、键、值是*同一个*张量，`batch_first=True`，两个头。然后每次只改变一个条件（用 torch 2.13 测得）：
+
+# %%
+torch.manual_seed(3)
+mha_fast = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+x_fast = torch.randn(3, 5, 8, generator=g)
+# lang: en
+padding_fast = torch.tensor([[False] * 5, [True] * 5, [False] * 3 + [True] * 2])  # item 1: all padding
+# lang: zh
+padding_fast = torch.tensor([[False] * 5, [True] * 5, [False] * 3 + [True] * 2])  # 样本 1：全是填充
+# lang: end
+
+
+def variant(**changes):
+    # lang: en
+    """A copy of mha_fast built with `changes` (e.g. num_heads=3), in eval mode."""
+    # lang: zh
+    """按 `changes`（例如 num_heads=3）重新构建的 mha_fast，处于 eval 模式。"""
+    # lang: end
+    options = {"embed_dim": 8, "num_heads": 2, "batch_first": True, **changes}
+    return nn.MultiheadAttention(**options).eval()
+
+
+with torch.inference_mode():
+    fast = {
+        "baseline": took_fast_path(mha_fast, x_fast, x_fast, x_fast),
+        "need_weights": took_fast_path(mha_fast, x_fast, x_fast, x_fast, need_weights=True),
+        "padding": took_fast_path(mha_fast, x_fast, x_fast, x_fast, key_padding_mask=padding_fast),
+        "copy": took_fast_path(mha_fast, x_fast, x_fast, x_fast.clone()),
+        "odd": took_fast_path(variant(num_heads=1), x_fast, x_fast, x_fast),
+        "batch_first": took_fast_path(variant(batch_first=False), x_fast, x_fast, x_fast),
+        "bias": took_fast_path(variant(bias=False), x_fast, x_fast, x_fast),
+        "float_mask": took_fast_path(mha_fast, x_fast, x_fast, x_fast,
+                                     attn_mask=torch.zeros(5, 5).masked_fill(~causal[:5, :5], float("-inf"))),
+    }
+    mha_fast.train()
+    fast["train"] = took_fast_path(mha_fast, x_fast, x_fast, x_fast)
+    mha_fast.eval()
+# lang: en
+fast["autograd"] = took_fast_path(mha_fast, x_fast, x_fast, x_fast)  # outside inference_mode
+# lang: zh
+fast["autograd"] = took_fast_path(mha_fast, x_fast, x_fast, x_fast)  # 在 inference_mode 之外
+# lang: end
+# lang: en
+claim("baseline: the fast path", fast["baseline"])
+claim("need_weights=True (the default) does not stop it: the fast path computes the weights too", fast["need_weights"])
+claim("a bool key_padding_mask: still the fast path", fast["padding"])
+claim("value a copy of the same numbers (x.clone()): the general path, as for any cross-attention", not fast["copy"])
+claim("one head (an odd number): the general path", not fast["odd"])
+claim("batch_first=False: the general path", not fast["batch_first"])
+claim("bias=False: the general path", not fast["bias"])
+claim("a float (additive) attn_mask: the general path", not fast["float_mask"])
+claim("training mode: the general path", not fast["train"])
+claim("autograd on, with parameters that require grad: the general path", not fast["autograd"])
+# lang: zh
+claim("基准情形：快速路径", fast["baseline"])
+claim("need_weights=True（默认值）并不会阻止它：快速路径也会计算权重", fast["need_weights"])
+claim("bool 类型的 key_padding_mask：仍然走快速路径", fast["padding"])
+claim("value 是同样数值的副本（x.clone()）：走通用路径，任何交叉注意力都是如此", not fast["copy"])
+claim("一个头（奇数个头）：走通用路径", not fast["odd"])
+claim("batch_first=False：走通用路径", not fast["batch_first"])
+claim("bias=False：走通用路径", not fast["bias"])
+claim("浮点（加性）attn_mask：走通用路径", not fast["float_mask"])
+claim("训练模式：走通用路径", not fast["train"])
+claim("开启自动求导且参数需要梯度：走通用路径", not fast["autograd"])
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# A one-head `nn.MultiheadAttention`, like lesson 03's comparisons, never takes it. Does the fast path differ
+# from the general path? On ordinary rows they agree to rounding. On the fully padded item they
+# differ: the fast path returns NaN, the general path with `need_weights=False` (which calls
+# `F.scaled_dot_product_attention`) returns zeros there, hence `out_proj`'s bias. Lesson 02 §4
+# has the full table.
+
+# %% [markdown] tags=["lang-zh"] en_hash="71455079b0"
+# 因此，只有一个头的 `nn.MultiheadAttention`（比如第 03 课拿来对照的那个）从来不会走快速路径。快速路径和通用路径的结果有区别吗？在普通的行上，两者只差舍入误差。在全部是填充的样本上就不同了：快速路径返回 NaN，而 `need_weights=False` 的通用路径（它调用 `F.scaled_dot_product_attention`）在那里返回零，于是输出 `out_proj` 的偏置。完整的表格见第 02 课第 4 节。
+
+# %%
+with torch.inference_mode():
+    fast_output, _ = mha_fast(x_fast, x_fast, x_fast, key_padding_mask=padding_fast, need_weights=False)
+    # lang: en
+    mha_fast.train()  # the general path (its dropout is 0)
+    # lang: zh
+    mha_fast.train()  # 通用路径（它的 dropout 为 0）
+    # lang: end
+    general_output, _ = mha_fast(x_fast, x_fast, x_fast, key_padding_mask=padding_fast, need_weights=False)
+    mha_fast.eval()
+# lang: en
+rows = [0, 2]  # the items that have real keys
+# lang: zh
+rows = [0, 2]  # 有真实键的样本
+# lang: end
+# lang: en
+claim("fast path: the fully padded item is NaN", fast_output[1].isnan().all())
+claim("general path, need_weights=False: it is out_proj's bias",
+      torch.allclose(general_output[1], mha_fast.out_proj.bias.detach().expand(5, 8)))
+claim("on the other items the two paths agree", torch.allclose(fast_output[rows], general_output[rows], atol=1e-5))
+# lang: zh
+claim("快速路径：全部是填充的样本为 NaN", fast_output[1].isnan().all())
+claim("need_weights=False 的通用路径：该样本的输出是 out_proj 的偏置",
+      torch.allclose(general_output[1], mha_fast.out_proj.bias.detach().expand(5, 8)))
+claim("其他样本上两条路径一致", torch.allclose(fast_output[rows], general_output[rows], atol=1e-5))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# ### Its 3-D `attn_mask` is batch-major
+#
+# `attn_mask` may be $(L_q, L_k)$, the same for every item and head, or 3-D,
+# $(B \cdot H, L_q, L_k)$: one mask per head of every item, with True meaning *must not attend*.
+# Inside, PyTorch views its scores as $(B, H, L_q, L_k)$ and flattens the first two axes, so slot
+# $n$ is head $h$ of item $b$ with $n = b \cdot H + h$: **batch-major**, all heads of item 0
+# first. A mask laid out head-major ($n = h \cdot B + b$) is accepted without complaint and given to
+# the wrong heads. Here each item and each head gets its own mask; the course's fused layer
+# takes them as a $(B, H, L_q, L_k)$ keep mask:
+
+# %% [markdown] tags=["lang-zh"] en_hash="480febb9ec"
+# ### 它的 3 维 `attn_mask` 是批量优先的
+#
+# `attn_mask` 可以是 $(L_q, L_k)$，对每个样本、每个头都一样；也可以是 3 维的 $(B \cdot H, L_q, L_k)$：每个样本的每个头各有一个掩码，True 表示*不得关注*。在内部，PyTorch 把注意力分数看作 $(B, H, L_q, L_k)$，再把前两维展平，于是槽位 $n$ 是第 $b$ 个样本的第 $h$ 个头，$n = b \cdot H + h$：**批量优先**，样本 0 的所有头排在最前面。按头优先（$n = h \cdot B + b$）排列的掩码也会被照单全收，然后交给错误的头。下面每个样本、每个头都有自己的掩码；本课程的融合版层以 $(B, H, L_q, L_k)$ 保留掩码的形式接收它们：
+
+# %%
+B3, H3, L3 = 3, 2, 5
+# lang: en
+keep_per_head = torch.rand(B3, H3, L3, L3, generator=g) > 0.3  # (B, H, L_q, L_k): a mask per item and head
+keep_per_head[..., 0] = True  # every query keeps a key
+# lang: zh
+keep_per_head = torch.rand(B3, H3, L3, L3, generator=g) > 0.3  # (B, H, L_q, L_k)：每个样本、每个头各一个掩码
+keep_per_head[..., 0] = True  # 每个查询都保留至少一个键
+# lang: end
+ours_masked, _ = ours_first(x3, x3, x3, keep_mask=keep_per_head)
+# lang: en
+batch_major = (~keep_per_head).reshape(B3 * H3, L3, L3)  # slot b·H + h
+head_major = (~keep_per_head).transpose(0, 1).reshape(B3 * H3, L3, L3)  # slot h·B + b
+# lang: zh
+batch_major = (~keep_per_head).reshape(B3 * H3, L3, L3)  # 槽位 b·H + h
+head_major = (~keep_per_head).transpose(0, 1).reshape(B3 * H3, L3, L3)  # 槽位 h·B + b
+# lang: end
+# lang: en
+claim("the batch-major (B·H, L_q, L_k) mask gives the course's result",
+      torch.allclose(mha_first(x3, x3, x3, attn_mask=batch_major)[0], ours_masked, atol=1e-6))
+claim("a head-major one runs too, and gives another result",
+      not torch.allclose(mha_first(x3, x3, x3, attn_mask=head_major)[0], ours_masked, atol=1e-6))
+# lang: zh
+claim("批量优先的 (B·H, L_q, L_k) 掩码给出与本课程相同的结果",
+      torch.allclose(mha_first(x3, x3, x3, attn_mask=batch_major)[0], ours_masked, atol=1e-6))
+claim("头优先的掩码也能运行，却给出另一个结果",
+      not torch.allclose(mha_first(x3, x3, x3, attn_mask=head_major)[0], ours_masked, atol=1e-6))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 3: the mask of the batched call
+#
+# A common case: each item has its padding, $(B, L_k)$, and you want to pass it as the 3-D
+# `attn_mask` (for example to combine it with a per-head mask). Write
+# `my_attn_mask(key_padding_mask, num_heads, L_q)`: `key_padding_mask` is a $(B, L_k)$ bool tensor,
+# True at padding. Return the bool $(B \cdot H, L_q, L_k)$ mask that `nn.MultiheadAttention`
+# accepts as `attn_mask`, True where a query must not attend, every head and every query of
+# item $b$ hiding item $b$'s padding, in PyTorch's slot order. The check tries a fully padded
+# item, one head, one query, $L_q < L_k$, $L_q > L_k$ and padding on the left.
+
+# %% [markdown] tags=["lang-zh"] en_hash="5d977abb99"
+# ### 练习 3：批量调用的掩码
+#
+# 一个常见的情形：每个样本都有自己的填充，$(B, L_k)$，而你想把它作为 3 维的 `attn_mask` 传进去（比如要把它与每个头各自的掩码合并）。写出 `my_attn_mask(key_padding_mask, num_heads, L_q)`：`key_padding_mask` 是 $(B, L_k)$ 的 bool 张量，True 表示填充。返回 `nn.MultiheadAttention` 可作为 `attn_mask` 接收的 bool 掩码 $(B \cdot H, L_q, L_k)$，True 表示查询不得关注该键；第 $b$ 个样本的每个头、每个查询都遮住第 $b$ 个样本的填充，槽位顺序与 PyTorch 一致。检查会测试全部是填充的样本、只有一个头、只有一个查询、$L_q < L_k$、$L_q > L_k$ 以及在左侧填充的情形。
+
+# %% tags=["exercise"] exercise="04.attn_mask"
+def my_attn_mask(key_padding_mask, num_heads, L_q):
+    # lang: en
+    """nn.MultiheadAttention's 3-D bool attn_mask from a key padding mask.
+
+    key_padding_mask: (B, L_k) bool, True at padding. num_heads: H. L_q: the number of queries.
+    Returns a (B·H, L_q, L_k) bool tensor, True where a query must not attend; slot b·H + h
+    (head h of item b) hides item b's padding.
+    """
+    # lang: zh
+    """由键填充掩码得到 nn.MultiheadAttention 的 3 维 bool attn_mask。
+
+    key_padding_mask：(B, L_k) 的 bool 张量，True 表示填充。num_heads：H。L_q：查询的个数。
+    返回 (B·H, L_q, L_k) 的 bool 张量，True 表示查询不得关注该键；槽位 b·H + h
+    （第 b 个样本的第 h 个头）遮住第 b 个样本的填充。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    B, L_k = key_padding_mask.shape
+    mask = key_padding_mask[:, None, None, :].expand(B, num_heads, L_q, L_k)  # (B, H, L_q, L_k)
+    # lang: en
+    return mask.reshape(B * num_heads, L_q, L_k)  # slot b·H + h
+    # lang: zh
+    return mask.reshape(B * num_heads, L_q, L_k)  # 槽位 b·H + h
+    # lang: end
+    ### END SOLUTION
+
+
+# %%
+check("04.attn_mask", my_attn_mask)
+
+# %% [markdown] tags=["lang-en"]
+# ### Dropout on the attention weights
+#
+# `nn.MultiheadAttention(..., dropout=p)` drops attention *weights*: after the softmax, each
+# weight is zeroed with probability $p$ and the others are divided by $1 - p$, before they
+# multiply the values. Nothing else is dropped (not the output projection). It acts only in
+# training mode, so the same input gives a different output on every call there, and the
+# weights it returns are the dropped ones, whose rows no longer sum to 1. In eval mode it is
+# off. (The course's layers have no dropout: they are for reading.)
+
+# %% [markdown] tags=["lang-zh"] en_hash="e630eac70b"
+# ### 注意力权重上的 dropout
+#
+# `nn.MultiheadAttention(..., dropout=p)` 丢弃的是注意力*权重*：softmax 之后，每个权重以概率 $p$ 被置零，其余的除以 $1 - p$，然后再去乘值。别的东西都不丢弃（输出投影也不）。它只在训练模式下起作用，所以在训练模式下同一个输入每次调用都会得到不同的输出，而它返回的权重是丢弃之后的，各行之和不再是 1。在 eval 模式下它是关闭的。（本课程的层没有 dropout：它们是用来阅读的。）
+
+# %%
+torch.manual_seed(4)
+mha_dropout = nn.MultiheadAttention(8, 2, dropout=0.5, batch_first=True)
+# lang: en
+ours_no_dropout = FusedMultiheadAttention.from_torch(mha_dropout)  # the same weights, no dropout
+# lang: zh
+ours_no_dropout = FusedMultiheadAttention.from_torch(mha_dropout)  # 相同的权重，没有 dropout
+# lang: end
+mha_dropout.train()
+out_a, w_a = mha_dropout(x3, x3, x3, average_attn_weights=False)
+out_b, _ = mha_dropout(x3, x3, x3, average_attn_weights=False)
+mha_dropout.eval()
+out_c, w_c = mha_dropout(x3, x3, x3, average_attn_weights=False)
+ones = torch.ones(B3, H3, L3)
+# lang: en
+claim("training mode: two calls on the same input give different outputs", not torch.allclose(out_a, out_b))
+claim("the returned weights are the dropped ones: some are exactly 0 and the rows no longer sum to 1",
+      (w_a == 0).any() and not torch.allclose(w_a.sum(dim=-1), ones))
+claim("eval mode: no dropout; the rows sum to 1 and the output is the layer's without dropout",
+      torch.allclose(w_c.sum(dim=-1), ones) and torch.allclose(out_c, ours_no_dropout(x3, x3, x3)[0], atol=1e-6))
+# lang: zh
+claim("训练模式：同一个输入调用两次，输出不同", not torch.allclose(out_a, out_b))
+claim("返回的权重是丢弃之后的：有些恰好为 0，各行之和也不再是 1",
+      (w_a == 0).any() and not torch.allclose(w_a.sum(dim=-1), ones))
+claim("eval 模式：没有 dropout；各行之和为 1，输出与不带 dropout 的层相同",
+      torch.allclose(w_c.sum(dim=-1), ones) and torch.allclose(out_c, ours_no_dropout(x3, x3, x3)[0], atol=1e-6))
+# lang: end
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 7. Spot the bug: whose mask does this head get, again
+#
+# A popular from-scratch Transformer tutorial computes all heads with one batched call too, but
+# flattens heads and batch into one axis of $B \cdot H$ slots to do it. Lesson 02 met its mask;
+# here is the whole layer, re-created in our own code and keep-mask convention, as a fused layer.
+# Read it first: where does each line put item $b$'s head $h$?
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f1063380bc"
+# ## 7. 找 bug：这个头拿到的又是谁的掩码
+#
+# 一篇流行的从零实现 Transformer 的教程也用一次批量调用算完所有的头，但为此它把头和批量展平成了一个有 $B \cdot H$ 个槽位的维度。第 02 课见过它的掩码；这里是整个层，用我们自己的代码和保留掩码约定重现成一个融合版的层。先读一读：每一行代码把第 $b$ 个样本的第 $h$ 个头放在了哪里？
+
+# %%
+class TutorialFusedAttention(nn.Module):
+    # lang: en
+    """Fused multi-head self-attention that flattens heads and batch into one axis."""
+    # lang: zh
+    """把头和批量展平成一个维度的融合版多头自注意力。"""
+    # lang: end
+
+    def __init__(self, embed_dim, num_heads):
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, embed_dim // num_heads
+        self.w_q, self.w_k, self.w_v, self.fc = (nn.Linear(embed_dim, embed_dim) for _ in range(4))
+
+    def forward(self, x, keep_mask):  # x: (B, L, E), keep_mask: (B, L, L)
+        B, L, E = x.shape
+        H, d = self.num_heads, self.head_dim
+
+        def heads(t):  # (B, L, E) -> (B, L, H, d) -> (H, B, L, d) -> (H·B, L, d)
+            return t.view(B, L, H, d).permute(2, 0, 1, 3).reshape(H * B, L, d)
+
+        q, k, v = heads(self.w_q(x)), heads(self.w_k(x)), heads(self.w_v(x))
+        mask = keep_mask.unsqueeze(1).repeat(1, H, 1, 1).view(B * H, L, L)  # (B, H, L, L) -> (B·H, L, L)
+        out, _ = scaled_dot_product_attention(q, k, v, keep_mask=mask)  # (H·B, L, d)
+        out = out.view(H, B, L, d).permute(1, 2, 0, 3).reshape(B, L, E)  # (B, L, H·d)
+        return self.fc(out)
+
+
+# %% [markdown] tags=["lang-en"]
+# **Your turn.** Run it against `FusedMultiheadAttention` with the same weights, on three
+# sequences of lengths 5, 3 and 4, and then on one sequence alone:
+
+# %% [markdown] tags=["lang-zh"] en_hash="8175ee931d"
+# **轮到你了。** 装上相同的权重，与 `FusedMultiheadAttention` 对比运行：先在长度分别为 5、3、4 的三条序列上，再只在其中一条序列上：
+
+# %%
+torch.manual_seed(5)
+tutorial_fused = TutorialFusedAttention(8, 2)
+reference = FusedMultiheadAttention(8, 2)
+for ours_proj, theirs_proj in zip((reference.q_proj, reference.k_proj, reference.v_proj, reference.out_proj),
+                                  (tutorial_fused.w_q, tutorial_fused.w_k, tutorial_fused.w_v, tutorial_fused.fc)):
+    ours_proj.load_state_dict(theirs_proj.state_dict())
+lengths3 = torch.tensor([5, 3, 4])
+# lang: en
+padding3 = torch.arange(5) >= lengths3[:, None]  # (B, L): True at padding
+keep3 = (~padding3)[:, None, :].expand(3, 5, 5)  # (B, L, L): the tutorial's mask shape
+# lang: zh
+padding3 = torch.arange(5) >= lengths3[:, None]  # (B, L)：True 表示填充
+keep3 = (~padding3)[:, None, :].expand(3, 5, 5)  # (B, L, L)：教程所用的掩码形状
+# lang: end
+with torch.no_grad():
+    expected, _ = reference(x3, x3, x3, key_padding_mask=padding3)
+    got = tutorial_fused(x3, keep3)
+    expected_one, _ = reference(x3[1:2], x3[1:2], x3[1:2], key_padding_mask=padding3[1:2])
+    got_one = tutorial_fused(x3[1:2], keep3[1:2])
+# lang: en
+claim("three sequences: the tutorial's layer gives another output", not torch.allclose(got, expected, atol=1e-5))
+claim("one sequence: the same output", torch.allclose(got_one, expected_one, atol=1e-6))
+# lang: zh
+claim("三条序列时，教程的层给出了不同的输出", not torch.allclose(got, expected, atol=1e-5))
+claim("只有一条序列时，输出相同", torch.allclose(got_one, expected_one, atol=1e-6))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# **The bug: two slot orders.** `heads` puts Q, K and V **head-major**: `permute(2, 0, 1, 3)`
+# makes $(H, B, L, d)$, so slot $n = h \cdot B + b$. The mask is repeated **batch-major**:
+# `unsqueeze(1).repeat(1, H, 1, 1)` makes $(B, H, L, L)$, so slot $n = b \cdot H + h$. Whenever
+# $B > 1$, some heads attend with another item's padding; with $B = 1$ both orders are $n = h$,
+# which is why a test on one sequence never sees it. Neither layout is wrong alone (PyTorch's own
+# is batch-major, section 6); their mismatch is. Either fix works:
+#
+# - repeat the mask head-major too, `keep_mask.repeat(H, 1, 1)`; or
+# - lay Q, K and V out batch-major, `permute(0, 2, 1, 3)` then `reshape(B * H, L, d)` (and undo
+#   that after the attention).
+#
+# `FusedMultiheadAttention` avoids the question: it never flattens, keeps $(B, H, L, d)$, and a
+# $(B, 1, 1, L_k)$ mask broadcasts over the heads. The first fix, checked:
+
+# %% [markdown] tags=["lang-zh"] en_hash="95f14be105"
+# **Bug：两种槽位顺序。** `heads` 把 Q、K、V 按**头优先**排列：`permute(2, 0, 1, 3)` 得到 $(H, B, L, d)$，所以槽位 $n = h \cdot B + b$。掩码却是按**批量优先**复制的：`unsqueeze(1).repeat(1, H, 1, 1)` 得到 $(B, H, L, L)$，所以槽位 $n = b \cdot H + h$。只要 $B > 1$，就有一些头带着另一个样本的填充掩码去做注意力；当 $B = 1$ 时两种顺序都是 $n = h$，所以只用一条序列做测试永远发现不了它。单独看，哪种布局都没有错（PyTorch 自己用的就是批量优先，见第 6 节）；错的是两者不一致。两种修法都可以：
+#
+# - 掩码也按头优先复制：`keep_mask.repeat(H, 1, 1)`；或者
+# - 把 Q、K、V 按批量优先排列：先 `permute(0, 2, 1, 3)` 再 `reshape(B * H, L, d)`（注意力算完后再还原）。
+#
+# `FusedMultiheadAttention` 根本不会遇到这个问题：它从不展平，始终保持 $(B, H, L, d)$，而 $(B, 1, 1, L_k)$ 的掩码会自动在各个头上广播。验证第一种修法：
+
+# %%
+class FixedFusedAttention(TutorialFusedAttention):
+    def forward(self, x, keep_mask):
+        B, L, E = x.shape
+        H, d = self.num_heads, self.head_dim
+
+        def heads(t):
+            # lang: en
+            return t.view(B, L, H, d).permute(2, 0, 1, 3).reshape(H * B, L, d)  # slot h·B + b
+            # lang: zh
+            return t.view(B, L, H, d).permute(2, 0, 1, 3).reshape(H * B, L, d)  # 槽位 h·B + b
+            # lang: end
+
+        q, k, v = heads(self.w_q(x)), heads(self.w_k(x)), heads(self.w_v(x))
+        # lang: en
+        mask = keep_mask.repeat(H, 1, 1)  # (H·B, L, L): slot h·B + b, the order of q, k and v
+        # lang: zh
+        mask = keep_mask.repeat(H, 1, 1)  # (H·B, L, L)：槽位 h·B + b，与 q、k、v 的顺序一致
+        # lang: end
+        out, _ = scaled_dot_product_attention(q, k, v, keep_mask=mask)
+        out = out.view(H, B, L, d).permute(1, 2, 0, 3).reshape(B, L, E)
+        return self.fc(out)
+
+
+fixed_fused = FixedFusedAttention(8, 2)
+fixed_fused.load_state_dict(tutorial_fused.state_dict())
+with torch.no_grad():
+    # lang: en
+    claim("the fixed layer gives FusedMultiheadAttention's output on all three sequences",
+          torch.allclose(fixed_fused(x3, keep3), expected, atol=1e-6))
+    # lang: zh
+    claim("修好的层在三条序列上都给出与 FusedMultiheadAttention 相同的输出",
+          torch.allclose(fixed_fused(x3, keep3), expected, atol=1e-6))
+    # lang: end
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 8. What it costs
+#
+# Both layers do the same arithmetic; they differ in how they hand it to PyTorch:
+#
+# - the **naive** layer runs, for every head, three small projections (each produces $d$
+#   features), one attention call and a few bookkeeping operators, from a Python loop;
+# - the **fused** layer runs three projections that produce all $E$ features at once, one
+#   attention call for all heads, two reshapes;
+# - `nn.MultiheadAttention` is fused too (here in eval mode under `torch.inference_mode()`, with
+#   `need_weights=False`, so it takes its fast path when $H$ is even);
+# - **fused + F.sdpa** is the fused layer with `need_weights=False`: one
+#   `F.scaled_dot_product_attention` call, a kernel that never stores the $(B, H, L_q, L_k)$
+#   weights.
+#
+# The timings below (a batch of 2 sequences unless said otherwise; milliseconds per call, the
+# median of 3) vary with the machine and what else it is doing, so the notebook check skips
+# them; `make bench` measures the same comparison on larger shapes.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="df3f3bc6f5"
+# ## 8. 代价
+#
+# 两个层做的算术完全相同，区别在于它们怎样把这些算术交给 PyTorch：
+#
+# - **朴素版**在 Python 循环里为每个头执行三个小投影（每个只产生 $d$ 个特征）、一次注意力调用和几个做簿记的算子；
+# - **融合版**执行三个一次产生全部 $E$ 个特征的投影、一次覆盖所有头的注意力调用、两次 reshape；
+# - `nn.MultiheadAttention` 也是融合的（这里处于 eval 模式，在 `torch.inference_mode()` 下调用，`need_weights=False`，所以 $H$ 为偶数时走它的快速路径）；
+# - **融合版 + F.sdpa** 是 `need_weights=False` 的融合版：一次 `F.scaled_dot_product_attention` 调用，这个内核从不存下 $(B, H, L_q, L_k)$ 的权重。
+#
+# 下面的耗时（除非另有说明，批量为 2 条序列；单位是每次调用的毫秒数，取 3 次的中位数）随机器以及它同时在做的其他事情而变，所以笔记本检查会跳过它们；`make bench` 会在更大的形状上做同样的比较。
+
+# %% tags=["nbval-ignore-output"]
+def timings(batch, length, embed, heads):
+    # lang: en
+    """Milliseconds per call of the four versions, on one random (batch, length, embed) input."""
+    # lang: zh
+    """四个版本每次调用的毫秒数，输入是一个随机的 (batch, length, embed) 张量。"""
+    # lang: end
+    torch.manual_seed(0)
+    naive_layer = NaiveMultiheadAttention(embed, heads).eval()
+    fused_layer = FusedMultiheadAttention(embed, heads).eval().copy_weights_from(naive_layer)
+    torch_layer = fused_layer.to_torch().eval()
+    inputs = torch.randn(batch, length, embed)
+    calls = {
+        "l04.plot.naive": lambda: naive_layer(inputs, inputs, inputs),
+        "l04.plot.fused": lambda: fused_layer(inputs, inputs, inputs),
+        "l04.plot.torch": lambda: torch_layer(inputs, inputs, inputs, need_weights=False),
+        "l04.plot.sdpa": lambda: fused_layer(inputs, inputs, inputs, need_weights=False),
+    }
+    with torch.inference_mode():
+        return {message(name): milliseconds(call, repeat=3) for name, call in calls.items()}
+
+
+def sweep(values, make):
+    found = [timings(*make(value)) for value in values]
+    return {name: [row[name] for row in found] for name in found[0]}
+
+
+head_counts, widths, lengths = (1, 4, 16, 64), (64, 128, 256, 512), (64, 128, 256, 512)
+by_heads = sweep(head_counts, lambda h: (2, 64, 256, h))  # E = 256, L = 64
+by_width = sweep(widths, lambda e: (2, 64, e, 8))  # H = 8, L = 64
+by_length = sweep(lengths, lambda length: (1, length, 128, 8))  # B = 1, E = 128, H = 8
+
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), layout="constrained")
+cost_lines(axes[0], head_counts, by_heads, message("l04.plot.heads_axis"), message("l04.plot.time"))
+cost_lines(axes[1], widths, by_width, message("l04.plot.width_axis"), message("l04.plot.time"))
+cost_lines(axes[2], lengths, by_length, message("l04.plot.length_axis"), message("l04.plot.time"))
+plt.show()
+for name in by_heads:
+    print("  ".join(f"H={h}: {ms:6.2f} ms" for h, ms in zip(head_counts, by_heads[name])), "  ", name)
+
+# %% [markdown] tags=["lang-en"]
+# Where the naive loop loses: many small heads. Each head is a handful of operators on tiny
+# matrices, and each operator has a fixed cost (Python, dispatch, a kernel launch) that does not
+# shrink with $d$; at $H = 64$ the loop pays it hundreds of times for products of $d = 4$
+# columns, while the fused layer pays it a dozen times for full-width products. Where it does
+# not lose much: few, wide heads on long sequences, where the time goes into the matrix products
+# and the $L_q \times L_k$ scores, which are the same arithmetic either way. What does not vary:
+# the number of operators each layer runs.
+
+# %% [markdown] tags=["lang-zh"] en_hash="ed06c7e61d"
+# 朴素循环吃亏的地方：很多个小头。每个头都是在很小的矩阵上执行的少数几个算子，而每个算子都有固定的开销（Python、分派、启动内核），这部分开销不会随 $d$ 变小；$H = 64$ 时，循环要为只有 $d = 4$ 列的乘积付出几百次这样的开销，而融合版只为全宽度的乘积付十几次。它吃亏不多的地方：头少而宽、序列又长时，时间主要花在矩阵乘法和 $L_q \times L_k$ 的分数上，而这两种写法的算术量完全相同。不随机器变化的是每个层执行的算子个数：
+
+# %%
+x_small = torch.randn(2, 16, 64, generator=g)
+operator_counts = {}
+for heads in (1, 4, 16, 64):
+    naive_layer, fused_layer = NaiveMultiheadAttention(64, heads), FusedMultiheadAttention(64, heads)
+    with torch.inference_mode():
+        operator_counts[heads] = (len(operators(lambda: naive_layer(x_small, x_small, x_small))[1]),
+                                  len(operators(lambda: fused_layer(x_small, x_small, x_small))[1]))
+# lang: en
+print({f"H={heads}": counts for heads, counts in operator_counts.items()})  # (naive, fused)
+# lang: zh
+print({f"H={heads}": counts for heads, counts in operator_counts.items()})  # （朴素版，融合版）
+# lang: end
+# lang: en
+claim("the fused layer runs the same number of operators whatever H is", len({c[1] for c in operator_counts.values()}) == 1)
+claim("the naive layer's count grows with H: at H = 64 it runs more than 20 times as many",
+      operator_counts[64][0] > 20 * operator_counts[64][1])
+# lang: zh
+claim("无论 H 是多少，融合版执行的算子个数都相同", len({c[1] for c in operator_counts.values()}) == 1)
+claim("朴素版的算子个数随 H 增长：H = 64 时超过融合版的 20 倍", operator_counts[64][0] > 20 * operator_counts[64][1])
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# ### The memory of returning the weights
+#
+# A layer that returns its weights must store $B \cdot H \cdot L_q \cdot L_k$ numbers, which grows
+# with the square of the length, while its queries, keys, values and output grow linearly. With
+# $B = 8$, $E = 512$, $H = 8$ in float32 (4 bytes a number):
+
+# %% [markdown] tags=["lang-zh"] en_hash="35cb80d0da"
+# ### 返回权重的内存代价
+#
+# 一个返回权重的层必须存下 $B \cdot H \cdot L_q \cdot L_k$ 个数，它随长度的平方增长；而查询、键、值和输出只随长度线性增长。取 $B = 8$、$E = 512$、$H = 8$，float32（每个数 4 字节）：
+
+# %%
+B_mem, E_mem, H_mem = 8, 512, 8
+memory_lengths = (256, 512, 1024, 2048, 4096)
+weights_mb = [B_mem * H_mem * n * n * 4 / 2**20 for n in memory_lengths]
+activations_mb = [4 * B_mem * n * E_mem * 4 / 2**20 for n in memory_lengths]
+fig, ax = plt.subplots(figsize=(6, 3.4), layout="constrained")
+cost_lines(ax, memory_lengths, {message("l04.plot.weights_memory"): weights_mb,
+                                message("l04.plot.activations_memory"): activations_mb},
+           message("l04.plot.length_axis"), message("l04.plot.memory"), title=message("l04.plot.memory_title"))
+plt.show()
+
+small_layer = FusedMultiheadAttention(64, 8)
+x_memory = torch.randn(2, 128, 64, generator=g)
+with torch.inference_mode():
+    _, stored = small_layer(x_memory, x_memory, x_memory)
+    _, not_stored = small_layer(x_memory, x_memory, x_memory, need_weights=False)
+# lang: en
+claim("at L = 4096 the weights alone take 4 GiB, more than a 2 GB Binder machine has", weights_mb[-1] == 4 * 1024)
+claim("the returned weights take B·H·L²·4 bytes (2·8·128²·4 = 1 MiB here)",
+      stored.numel() * stored.element_size() == 2 * 8 * 128 * 128 * 4)
+claim("with need_weights=False nothing is returned, and F.sdpa never stores them", not_stored is None)
+# lang: zh
+claim("L = 4096 时，光是权重就要 4 GiB，超过了 2 GB 的 Binder 机器的全部内存", weights_mb[-1] == 4 * 1024)
+claim("返回的权重占 B·H·L²·4 字节（这里是 2·8·128²·4 = 1 MiB）",
+      stored.numel() * stored.element_size() == 2 * 8 * 128 * 128 * 4)
+claim("need_weights=False 时什么也不返回，F.sdpa 也从不存下它们", not_stored is None)
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# That is why the fast kernels (`F.scaled_dot_product_attention`, FlashAttention on GPUs) never
+# form the weights: they compute each query's softmax in blocks and keep only the output. Ask
+# a layer for its weights when you want to look at them, as this lesson does, not in training
+# runs.
+
+# %% [markdown] tags=["lang-zh"] en_hash="956854b704"
+# 这就是快速内核（`F.scaled_dot_product_attention`、GPU 上的 FlashAttention）从不构造权重矩阵的原因：它们分块计算每个查询的 softmax，只保留输出。只在想看权重的时候（比如本课）才让层返回它们，训练时不要这样做。
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 9. Explore the heads
+#
+# Move the slider to pick one of 50 held-out examples of the neighbours task, and pick a head of
+# the two-head model of section 1. The map's rows and columns are labelled with the letters of
+# the input; the text says which neighbour the head reads on this example and gives the model's
+# answers.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="c895ed7c6d"
+# ## 9. 探索各个头
+#
+# 拖动滑块，从邻居任务的 50 个留出样例中选一个，再选第 1 节两头模型的一个头。注意力图的行和列都标注了输入的字母；下方文字说明这个头在该样例上读的是哪一侧的邻居，并给出模型的答案。
+
+# %% tags=["nbval-ignore-output"]
+heads_explorer(two.model)
+
+# %% [markdown] tags=["lang-en"]
+# The explorer draws with `heads_view`, an ordinary function. Here is its text for example 7 and
+# the head that reads the left neighbour (which of the two heads that is depends on training):
+
+# %% [markdown] tags=["lang-zh"] en_hash="2666f83874"
+# 探索器用普通函数 `heads_view` 作图。下面是它对样例 7、读左邻的那个头给出的文字（两个头中哪一个读左邻，取决于训练）：
+
+# %%
+_, summary = heads_view(two.model, example=7, head=sides.index("left"))
+print(summary)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## Summary
+#
+# - Multi-head attention runs $H$ heads side by side, each attending in its own $d = E / H$
+#   features, and mixes their outputs with $W_O$. One head gives each query one average; with
+#   several, a query can read several places at once (section 1: one head cannot say both
+#   neighbours, two heads learn it, one head per side).
+# - The naive layer loops over $H$ modules; the fused layer stacks their projections into one
+#   and attends for all heads in one batched call. Same parameters (also the same number,
+#   $4E^2 + 4E$, for any $H$), same outputs, same gradients as each other and as
+#   `nn.MultiheadAttention`, whose `in_proj_weight` packs Q, K and V, head 0's rows first.
+# - `nn.MultiheadAttention`: `batch_first=False` by default; averaged weights unless
+#   `average_attn_weights=False`; a fast path under narrow conditions (eval, no autograd,
+#   self-attention on one tensor, even $H$, bias, ...) that returns NaN for a fully padded item;
+#   a batch-major 3-D `attn_mask`; dropout on the weights in training mode only.
+# - Two tutorial bugs: a loop that concatenates the heads' weights instead of their outputs, and
+#   a head-major Q/K/V layout paired with a batch-major mask. Test with $L_k \ne d$ and $B > 1$.
+# - The naive loop costs operators per head (it loses with many small heads); returning the
+#   weights costs $B H L^2$ numbers (F.sdpa never stores them).
+#
+# Next: lesson 05, ProbSparse attention (Informer), which tries to attend with fewer than
+# $L_q \times L_k$ scores.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f6d9a5a146"
+# ## 小结
+#
+# - 多头注意力让 $H$ 个头并排工作，每个头在自己的 $d = E / H$ 个特征里做注意力，再用 $W_O$ 把它们的输出混合起来。一个头只能给每个查询一个平均；有了多个头，一个查询就能同时读取好几个地方（第 1 节：一个头说不出两个邻居，两个头就能学会，每侧一个头）。
+# - 朴素版在 $H$ 个模块上循环；融合版把它们的投影叠成一个，并用一次批量调用为所有头做注意力。两者参数相同（对任意 $H$，参数个数也都是 $4E^2 + 4E$），输出相同，梯度也相同，并且都与 `nn.MultiheadAttention` 一致；后者的 `in_proj_weight` 把 Q、K、V 打包在一起，每一部分中第 0 个头的行在最前。
+# - `nn.MultiheadAttention`：`batch_first` 默认为 False；除非传入 `average_attn_weights=False`，否则返回的是平均后的权重；只在严格的条件下（eval、不求导、在同一个张量上做自注意力、头数为偶数、带偏置……）才走快速路径，而快速路径对全部是填充的样本返回 NaN；3 维 `attn_mask` 是批量优先的；dropout 作用在权重上，而且只在训练模式下生效。
+# - 教程里的两个 bug：循环拼接的是各个头的权重而不是输出；头优先的 Q/K/V 布局配上了批量优先的掩码。测试时要用 $L_k \ne d$ 和 $B > 1$。
+# - 朴素循环的开销按头计算（头多而小时它吃亏）；返回权重要存下 $B H L^2$ 个数（F.sdpa 从不存下它们）。
+#
+# 下一课（第 05 课）：ProbSparse 注意力（Informer），它试图用少于 $L_q \times L_k$ 个分数来做注意力。
