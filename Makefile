@@ -7,6 +7,8 @@ VENV ?= .venv
 # Choose another build with e.g. `make test TORCH="torch==2.5.1"`.
 TORCH ?= torch==2.13.0
 PORT ?= 8888
+# Notebook checks run in parallel on this many processes (CI has 2 cores): `make test JOBS=4`.
+JOBS ?= 2
 
 empty :=
 space := $(empty) $(empty)
@@ -16,7 +18,7 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # The stamp's name carries the torch choice: a new choice re-runs the install.
 STAMP := $(VENV)/.installed-$(subst =,_,$(subst $(space),_,$(TORCH)))
 
-.PHONY: setup lab test notebooks check clean
+.PHONY: setup lab test test-paths bench notebooks check clean
 
 setup: $(STAMP)
 
@@ -27,21 +29,86 @@ $(STAMP): pyproject.toml Makefile
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-# --allow-root: these machines (and many containers) run as root, where JupyterLab refuses to start otherwise.
-lab: setup
-	$(BIN)/jupyter lab --allow-root --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" notebooks/en
+# ----------------------------------------------------------------------------- the lab
 
-# Unit, exercise, build and browser tests, then nbval over every committed notebook with one
-# and with two torch threads (printed outputs must not depend on it). No sanitize file: the
-# notebooks print nothing that varies between runs or machines, and nbval should catch it if one does.
+# The learner's language: a zh_* locale (LANG=zh_CN.UTF-8) or `make lab LANG=zh` opens the Chinese
+# notebooks; anything else (en_US.UTF-8, C, unset) the English ones.
+COURSE_LANG := $(if $(filter zh%,$(LANG)),zh,en)
+# In Chinese, JupyterLab's own menus are Chinese too (the zh-CN language pack is a dependency). The
+# choice lives in a settings folder of the course's own, used only by the Chinese launch, so the
+# English launch keeps the learner's usual JupyterLab settings. Written once: a language the learner
+# then picks in Settings › Language is kept.
+LAB_SETTINGS_ZH := $(VENV)/lab-settings-zh
+LOCALE_SETTING_ZH := $(LAB_SETTINGS_ZH)/@jupyterlab/translation-extension/plugin.jupyterlab-settings
+LAB_NEEDS_zh := $(LOCALE_SETTING_ZH)
+LAB_ENV_zh := JUPYTERLAB_SETTINGS_DIR="$(LAB_SETTINGS_ZH)"
+
+$(LOCALE_SETTING_ZH): | $(STAMP)
+	@mkdir -p "$(@D)"
+	@echo '{ "locale": "zh_CN" }' > "$@"
+
+# --allow-root: these machines (and many containers) run as root, where JupyterLab refuses to start otherwise.
+# The server's root is the repository, so the lessons' pictures in images/ show; the browser opens
+# at the learner's notebooks (a folder given as an argument would become the root instead).
+lab: setup $(LAB_NEEDS_$(COURSE_LANG))
+	$(LAB_ENV_$(COURSE_LANG)) $(BIN)/jupyter lab --allow-root --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" \
+		--LabApp.default_url=/lab/tree/notebooks/$(COURSE_LANG)
+
+# ----------------------------------------------------------------------------- tests
+
+# Tests and notebooks run $(JOBS) at a time (pytest-xdist). --dist loadfile keeps a file together:
+# a notebook's cells share one kernel, and a test module computes its trained models once.
+PARALLEL := -n $(JOBS) --dist loadfile
+NBVAL := $(PY) -m pytest --nbval --nbval-current-env $(PARALLEL)
+STUDENT_NOTEBOOKS := notebooks/en notebooks/zh
+# With every core busy, a torch that uses two threads shares a core with another process, and
+# OpenMP threads that spin while they wait for each other then run many times slower. Measured on
+# a busy 2-core machine, one lesson-03 training run: 8 s on one thread, 60-110 s on two spinning
+# threads, 7-8 s on two threads that sleep while they wait (PASSIVE). Results do not change.
+test test-paths: export OMP_WAIT_POLICY = PASSIVE
+# torch picks its CPU kernels by what the CPU can do (AVX2, AVX-512); ATEN_CPU_CAPABILITY=default
+# forces the portable ones. Kernel paths round and sum floats differently, so a fact learned by
+# training or sampling must hold on each path, not just on the one this machine runs natively.
+# Only the paths the CPU has: torch takes ATEN_CPU_CAPABILITY=avx512 on a CPU without AVX-512 at
+# its word and dies of an illegal instruction. (No /proc/cpuinfo, as on macOS: `default` only.)
+cpu_has = $(shell flags=" $$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "; \
+	for flag in $(1); do case "$$flags" in (*" $$flag "*) ;; (*) exit 0;; esac; done; echo yes)
+KERNEL_PATHS := default $(if $(call cpu_has,avx2 fma),avx2) \
+	$(if $(call cpu_has,avx512f avx512bw avx512vl avx512dq),avx512)
+
+# 1. Unit, exercise, build and browser tests, on the CPU's native kernels.
+# 2. The tests marked `trains` (they train models or state facts from sampling) again on the
+#    portable kernels.
+# 3. nbval over every committed notebook with one torch thread and with two (printed outputs must
+#    not depend on it), and over the student notebooks (what a learner runs) on the portable kernels.
+# No sanitize file: the notebooks print nothing that varies between runs or machines, and nbval
+# should catch it if one does.
 test: setup
-	$(PY) -m pytest tests
-	COURSE_THREADS=1 $(PY) -m pytest --nbval --nbval-current-env notebooks
-	COURSE_THREADS=2 $(PY) -m pytest --nbval --nbval-current-env notebooks
+	$(PY) -m pytest $(PARALLEL) tests
+	ATEN_CPU_CAPABILITY=default $(PY) -m pytest $(PARALLEL) -m trains tests
+	COURSE_THREADS=1 $(NBVAL) notebooks
+	COURSE_THREADS=2 $(NBVAL) notebooks
+	COURSE_THREADS=1 ATEN_CPU_CAPABILITY=default $(NBVAL) $(STUDENT_NOTEBOOKS)
+
+# The trains tests and the student notebooks on every kernel path this CPU has (default, avx2,
+# avx512), one path after another. Not part of `make test`: there the native path and `default`
+# already run, and the others would take it past its time budget.
+test-paths: setup
+	@set -e; for path in $(KERNEL_PATHS); do \
+		echo "== ATEN_CPU_CAPABILITY=$$path"; \
+		ATEN_CPU_CAPABILITY=$$path $(PY) -m pytest $(PARALLEL) -m trains tests; \
+		COURSE_THREADS=1 ATEN_CPU_CAPABILITY=$$path $(NBVAL) $(STUDENT_NOTEBOOKS); \
+	done
+
+# ----------------------------------------------------------------------------- authoring
 
 # Render every lesson source to its four notebooks and execute them (make notebooks ONLY=01 for one).
 notebooks: setup
 	$(PY) -m course_utils.build $(if $(ONLY),--only $(ONLY))
+
+# Benchmarks print ratios measured side by side in one run, on one thread; never a timed test.
+bench: setup
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_multihead.py
 
 check: setup
 	$(PY) -m course_utils.build --check

@@ -22,13 +22,128 @@ MESSAGES = {
         "en": "❌ {exercise}: not yet. {detail}",
         "zh": "❌ {exercise}：还不对。{detail}",
     },
+    "check.case": {
+        "en": "Case {case} ({args}): {detail}",
+        "zh": "第 {case} 组测试（{args}）：{detail}",
+    },
     "check.not_attempted": {
         "en": "⏳ {exercise}: not attempted yet. Replace the `raise NotImplementedError` with your code.",
         "zh": "⏳ {exercise}：尚未作答。请把 `raise NotImplementedError` 换成你的代码。",
     },
+    "check.incomplete": {
+        "en": "💥 {exercise}: incomplete. Your function raised NotImplementedError on test case {case} ({args}) "
+        "but ran on other cases: finish the part that raises it.",
+        "zh": "💥 {exercise}：还没写完。你的函数在第 {case} 组测试（{args}）中抛出了 NotImplementedError，"
+        "在其他测试中却能运行：请补全抛出它的那部分代码。",
+    },
     "check.crashed": {
-        "en": "💥 {exercise}: your function raised {error} on test case {case}: {text}",
-        "zh": "💥 {exercise}：你的函数在第 {case} 组测试中抛出了 {error}：{text}",
+        "en": "💥 {exercise}: your function raised {error} on test case {case} ({args}): {text}",
+        "zh": "💥 {exercise}：你的函数在第 {case} 组测试（{args}）中抛出了 {error}：{text}",
+    },
+    "check.exit": {
+        "en": "💥 {exercise}: your function called sys.exit() (or exit()) on test case {case} ({args}); "
+        "a checked function must return its result instead.",
+        "zh": "💥 {exercise}：你的函数在第 {case} 组测试（{args}）中调用了 sys.exit()（或 exit()）；"
+        "被检查的函数应当返回结果，而不是退出。",
+    },
+    "check.time_limit": {
+        "en": "⏱️ {exercise}: your function ran for more than {seconds:g} s on test case {case} ({args}) and was "
+        "stopped. Is there a loop that never ends?",
+        "zh": "⏱️ {exercise}：你的函数在第 {case} 组测试（{args}）中运行超过 {seconds:g} 秒，已被中止。"
+        "是不是有循环停不下来？",
+    },
+    "check.forbidden": {
+        "en": "❌ {exercise}: your function calls {names}, which this exercise asks you not to use: "
+        "write that step yourself.",
+        "zh": "❌ {exercise}：你的函数调用了 {names}，而本练习要求不用它：请自己写出这一步。",
+    },
+    "check.no_graph": {
+        "en": "❌ {exercise}: the values are right, but on test case {case} ({args}) {where} is cut off from the "
+        "computation graph, so no gradient flows back through it (a model built on it would not learn). Was it "
+        "computed under torch.no_grad(), with .detach() or .data, or rebuilt from plain numbers "
+        "(.item(), .tolist(), torch.tensor(...))?",
+        "zh": "❌ {exercise}：数值都对，但在第 {case} 组测试（{args}）中，{where}脱离了计算图，梯度无法沿它传回"
+        "（用它搭起来的模型学不到东西）。它是不是在 torch.no_grad() 下算的、用了 .detach() 或 .data，"
+        "或者是由普通数值（.item()、.tolist()、torch.tensor(...)）重新构造的？",
+    },
+    "check.gradient": {
+        "en": "❌ {exercise}: the values are right, but on test case {case} ({args}) the gradient with respect to "
+        "'{name}' differs from the reference's by up to {diff:.3g}, at index {index} (yours {got:.4g}, expected "
+        "{expected:.4g}). Some step changes how gradients flow back: an edit through .data, a value taken out "
+        "of the graph, a custom backward.",
+        "zh": "❌ {exercise}：数值都对，但在第 {case} 组测试（{args}）中，对 {name} 的梯度与参考答案最多相差 "
+        "{diff:.3g}，位于索引 {index}（你的值 {got:.4g}，应为 {expected:.4g}）。某一步改变了梯度的回传，"
+        "例如通过 .data 修改了数值、把某个值移出了计算图，或自定义了 backward。",
+    },
+    "check.gradient_nan": {
+        "en": "❌ {exercise}: the values are right, but on test case {case} ({args}) the gradient with respect to "
+        "'{name}' is NaN at index {index}, where the reference's is a number. A step whose value looks fine can "
+        "still give NaN on the way back (a softmax over a row of -inf whose NaN is hidden afterwards, say).",
+        "zh": "❌ {exercise}：数值都对，但在第 {case} 组测试（{args}）中，对 {name} 的梯度在索引 {index} 处是 NaN，"
+        "而参考答案在该处是正常数值。前向结果看起来没问题的一步，反向时仍可能产生 NaN"
+        "（例如先对全是 -inf 的一行做 softmax，再把得到的 NaN 遮掉）。",
+    },
+    "check.backward_failed": {
+        "en": "❌ {exercise}: the values are right, but on test case {case} ({args}) gradients cannot flow back "
+        "through your function: autograd raised {error}: {text}",
+        "zh": "❌ {exercise}：数值都对，但在第 {case} 组测试（{args}）中，梯度无法沿你的函数反向传回："
+        "autograd 抛出了 {error}：{text}",
+    },
+    "check.hint_T": {
+        "en": "Hint: your function used `.T` on a tensor with more than 2 axes, which reverses all of its axes; "
+        "to swap only the last two, use `.transpose(-2, -1)` or `.mT`.",
+        "zh": "提示：你的函数对超过 2 维的张量用了 `.T`，它会把所有维度整个倒序；"
+        "只想交换最后两维，请用 `.transpose(-2, -1)` 或 `.mT`。",
+    },
+    "check.world_changed": {
+        "en": "Note: your function changed {what}; the check has put everything back as it was.",
+        "zh": "注意：你的函数改动了 {what}；检查已把它们全部恢复原状。",
+    },
+    "check.output_cut": {
+        "en": "… (your function printed more; the check cut the rest)",
+        "zh": "……（你的函数还打印了更多内容，检查已截去其余部分）",
+    },
+    "check.list_separator": {"en": ", ", "zh": "、"},
+    "check.change.replaced": {"en": "{name} (replaced)", "zh": "{name}（被替换）"},
+    "check.change.added": {"en": "{name} (added)", "zh": "{name}（新增）"},
+    "check.change.deleted": {"en": "{name} (deleted)", "zh": "{name}（被删除）"},
+    "check.setting.default_dtype": {
+        "en": "the default dtype (torch.set_default_dtype)",
+        "zh": "默认 dtype（torch.set_default_dtype）",
+    },
+    "check.setting.grad_mode": {"en": "grad mode (torch.set_grad_enabled)", "zh": "梯度模式（torch.set_grad_enabled）"},
+    "check.setting.inference_mode": {"en": "inference mode (torch.inference_mode)", "zh": "推理模式（torch.inference_mode）"},
+    "check.setting.deterministic": {
+        "en": "deterministic algorithms (torch.use_deterministic_algorithms)",
+        "zh": "确定性算法设置（torch.use_deterministic_algorithms）",
+    },
+    "check.setting.anomaly": {
+        "en": "anomaly detection (torch.autograd.set_detect_anomaly)",
+        "zh": "异常检测（torch.autograd.set_detect_anomaly）",
+    },
+    "check.setting.default_device": {
+        "en": "the default device (torch.set_default_device)",
+        "zh": "默认设备（torch.set_default_device）",
+    },
+    "check.setting.function_modes": {
+        "en": "torch's function modes (a TorchFunctionMode left active)",
+        "zh": "torch 的函数模式栈（有 TorchFunctionMode 没有退出）",
+    },
+    "check.setting.dispatch_modes": {
+        "en": "torch's dispatch modes (a TorchDispatchMode left active)",
+        "zh": "torch 的分派模式栈（有 TorchDispatchMode 没有退出）",
+    },
+    "check.setting.threads": {"en": "the number of threads (torch.set_num_threads)", "zh": "线程数（torch.set_num_threads）"},
+    "check.setting.print_options": {
+        "en": "torch's print options (torch.set_printoptions)",
+        "zh": "torch 的打印选项（torch.set_printoptions）",
+    },
+    "check.setting.warn_always": {"en": "torch.set_warn_always", "zh": "torch.set_warn_always"},
+    "check.setting.stdout": {"en": "sys.stdout", "zh": "sys.stdout"},
+    "check.setting.stderr": {"en": "sys.stderr", "zh": "sys.stderr"},
+    "check.setting.tracer": {
+        "en": "the tracer (sys.settrace / sys.setprofile)",
+        "zh": "跟踪函数（sys.settrace / sys.setprofile）",
     },
     "check.unknown_exercise": {
         "en": "check: argument 'exercise' got {got!r}; needs one of {known}.",
@@ -38,33 +153,56 @@ MESSAGES = {
         "en": "check: argument 'function' got {got}; needs the function you wrote (pass it without calling it).",
         "zh": "check：参数 function 收到 {got}；应传入你写的函数本身（不要加括号调用）。",
     },
-    # what differs, when no known mistake explains it
+    # what differs, when no known mistake explains it (check.case puts the case in front)
     "diff.type": {
-        "en": "Case {case}: {where} should be {expected}, but your function returned {got}.",
-        "zh": "第 {case} 组测试：{where}应为 {expected}，你的函数却返回了 {got}。",
+        "en": "{where} should be {expected}, but your function returned {got}.",
+        "zh": "{where}应为 {expected}，你的函数却返回了 {got}。",
+    },
+    "diff.none": {
+        "en": "{where} is None: did your function forget to `return` it?",
+        "zh": "{where}是 None：你的函数是不是忘了写 `return`？",
+    },
+    "diff.subclass": {
+        "en": "{where} is a {got}, a subclass of torch.Tensor; return a plain torch.Tensor.",
+        "zh": "{where}是 {got}，一个 torch.Tensor 的子类；请返回普通的 torch.Tensor。",
+    },
+    "diff.dtype": {
+        "en": "{where} should have dtype {expected}, but yours has dtype {got}.",
+        "zh": "{where}的 dtype 应为 {expected}，你的结果是 {got}。",
+    },
+    "diff.plain": {
+        "en": "{where} should be an ordinary dense tensor on {expected}, but yours is {got}.",
+        "zh": "{where}应为 {expected} 上的普通稠密张量，你的结果却是 {got}。",
     },
     "diff.length": {
-        "en": "Case {case}: {where} should hold {expected} items, but yours holds {got}.",
-        "zh": "第 {case} 组测试：{where}应包含 {expected} 项，你的结果有 {got} 项。",
+        "en": "{where} should hold {expected} items, but yours holds {got}.",
+        "zh": "{where}应包含 {expected} 项，你的结果有 {got} 项。",
     },
     "diff.shape": {
-        "en": "Case {case}: {where} should have shape {expected}, but yours has shape {got}.",
-        "zh": "第 {case} 组测试：{where}的形状应为 {expected}，你的结果是 {got}。",
+        "en": "{where} should have shape {expected}, but yours has shape {got}.",
+        "zh": "{where}的形状应为 {expected}，你的结果是 {got}。",
     },
     "diff.nan": {
-        "en": "Case {case}: {where} contains NaN at index {index}; the reference has none there.",
-        "zh": "第 {case} 组测试：{where}在索引 {index} 处出现 NaN，参考答案在该处没有 NaN。",
+        "en": "{where} contains NaN at index {index}; the reference has none there.",
+        "zh": "{where}在索引 {index} 处出现 NaN，参考答案在该处没有 NaN。",
     },
     "diff.value": {
-        "en": "Case {case}: {where} differs from the reference by up to {diff:.3g}, at index {index} (yours {got:.4g}, expected {expected:.4g}).",
-        "zh": "第 {case} 组测试：{where}与参考答案最多相差 {diff:.3g}，位于索引 {index}（你的值 {got:.4g}，应为 {expected:.4g}）。",
+        "en": "{where} differs from the reference by up to {diff:.3g}, at index {index} (yours {got:.4g}, expected {expected:.4g}).",
+        "zh": "{where}与参考答案最多相差 {diff:.3g}，位于索引 {index}（你的值 {got:.4g}，应为 {expected:.4g}）。",
+    },
+    "diff.entries": {
+        "en": "{where} differs from the reference in {count} of its {total} entries, first at index {index} "
+        "(yours {got}, expected {expected}).",
+        "zh": "{where}的 {total} 个元素中有 {count} 个与参考答案不同，第一个位于索引 {index}（你的值 {got}，应为 {expected}）。",
     },
     "diff.equal": {
-        "en": "Case {case}: {where} should be {expected!r}, but yours is {got!r}.",
-        "zh": "第 {case} 组测试：{where}应为 {expected!r}，你的结果是 {got!r}。",
+        "en": "{where} should be {expected!r}, but yours is {got!r}.",
+        "zh": "{where}应为 {expected!r}，你的结果是 {got!r}。",
     },
     "diff.result": {"en": "the result", "zh": "返回值"},
     "diff.item": {"en": "item {index} of the result", "zh": "返回值的第 {index} 项"},
+    "diff.argument": {"en": "argument {number}", "zh": "参数 {number}"},
+    "diff.separator": {"en": ", ", "zh": "，"},
     # plot labels
     "plot.key": {"en": "key", "zh": "键（key）"},
     "plot.query": {"en": "query", "zh": "查询（query）"},
@@ -91,6 +229,11 @@ MESSAGES = {
         "en": "mask {mask} with scores {scores} → error: on axis {axis} the sizes {size_mask} and {size_scores} "
         "differ and neither is 1",
         "zh": "掩码 {mask} 与分数 {scores} → 报错：第 {axis} 维的大小 {size_mask} 与 {size_scores} 不同，且都不为 1",
+    },
+    "l00.broadcast.separator": {"en": ", ", "zh": "、"},
+    "l00.broadcast.grows": {
+        "en": "the result {result} is bigger than the scores {scores}: their size-1 axis {names} was repeated",
+        "zh": "结果 {result} 比分数 {scores} 还大：分数中大小为 1 的 {names} 维被重复了",
     },
     "l00.broadcast.aligned": {
         "en": "the mask's axes line up with the scores axes {names}",
@@ -140,9 +283,12 @@ MESSAGES = {
     "l02.plot.qkv_slot": {"en": "head {h}, item {b}", "zh": "头 {h}，样本 {b}"},
     "l02.plot.mask_slot": {"en": "mask of item {b}", "zh": "样本 {b} 的掩码"},
     "l02.plot.qkv_header": {"en": "Q, K, V\nhead-major: h·B + b", "zh": "Q、K、V\n头优先：h·B + b"},
+    "l02.plot.qkv_header_batch": {"en": "Q, K, V\nbatch-major: b·H + h", "zh": "Q、K、V\n批量优先：b·H + h"},
     "l02.plot.mask_header_batch": {"en": "mask\nbatch-major: b·H + h", "zh": "掩码\n批量优先：b·H + h"},
     "l02.plot.mask_header_head": {"en": "mask\nhead-major: h·B + b", "zh": "掩码\n头优先：h·B + b"},
     "l02.summary": {"en": "lengths {lengths}, causal mask: {causal}", "zh": "长度 {lengths}，因果掩码：{causal}"},
+    "l02.on": {"en": "on", "zh": "开"},
+    "l02.off": {"en": "off", "zh": "关"},
     "l02.visible": {
         "en": "sequence {n}: keys each query may see {counts}",
         "zh": "序列 {n}：每个查询可见的键数 {counts}",
@@ -176,6 +322,52 @@ MESSAGES = {
         "反转：预测 {reverse}，正确答案 {reverse_target}：{reverse_ok}\n"
         "重复：预测 {double}，正确答案 {double_target}：{double_ok}",
     },
+    # lesson 04 (widgets, plots): keys start with "l04."
+    "l04.plot.head": {"en": "head {h}", "zh": "头 {h}"},
+    "l04.plot.keys": {"en": "input (keys)", "zh": "输入（键）"},
+    "l04.plot.queries": {"en": "position (queries)", "zh": "位置（查询）"},
+    "l04.plot.one_head": {"en": "1 head", "zh": "1 个头"},
+    "l04.plot.model_head": {"en": "{model}: head {h}", "zh": "{model}：头 {h}"},
+    "l04.plot.two_heads": {"en": "2 heads", "zh": "2 个头"},
+    "l04.plot.naive": {"en": "naive (loop over heads)", "zh": "朴素版（逐头循环）"},
+    "l04.plot.fused": {"en": "fused", "zh": "融合版"},
+    "l04.plot.torch": {"en": "nn.MultiheadAttention", "zh": "nn.MultiheadAttention"},
+    "l04.plot.sdpa": {"en": "fused + F.sdpa (no weights)", "zh": "融合版 + F.sdpa（不返回权重）"},
+    "l04.plot.heads_axis": {"en": "number of heads H (E fixed)", "zh": "头数 H（E 固定）"},
+    "l04.plot.width_axis": {"en": "E (d = E / H, H = 8)", "zh": "E（d = E / H，H = 8）"},
+    "l04.plot.length_axis": {"en": "sequence length L", "zh": "序列长度 L"},
+    "l04.plot.time": {"en": "milliseconds per call", "zh": "每次调用的毫秒数"},
+    "l04.plot.memory": {"en": "MB", "zh": "MB"},
+    "l04.plot.memory_title": {"en": "what one call stores (B = 8, E = 512, H = 8)",
+                              "zh": "一次调用存下的数据（B = 8，E = 512，H = 8）"},
+    "l04.plot.weights_memory": {"en": "weights (B, H, L, L)", "zh": "权重 (B, H, L, L)"},
+    "l04.plot.activations_memory": {"en": "Q, K, V and output (4 × (B, L, E))", "zh": "Q、K、V 与输出（4 × (B, L, E)）"},
+    "l04.example": {"en": "example", "zh": "样例"},
+    "l04.head": {"en": "head", "zh": "头"},
+    "l04.left": {"en": "left neighbour", "zh": "左邻"},
+    "l04.right": {"en": "right neighbour", "zh": "右邻"},
+    "l04.role": {
+        "en": "gives its {side} more than 0.6 of its weight at every query",
+        "zh": "在每个查询上都把超过 0.6 的权重给了{side}",
+    },
+    "l04.role_none": {
+        "en": "gives neither neighbour more than 0.6 of its weight at every query",
+        "zh": "没有在每个查询上都把超过 0.6 的权重给同一侧的邻居",
+    },
+    "l04.correct": {"en": "correct", "zh": "正确"},
+    "l04.wrong": {"en": "wrong", "zh": "错误"},
+    "l04.heads_summary": {
+        "en": "example {index}: input {tokens}\n"
+        "this head {role}\n"
+        "left neighbours:  predicted {left}, expected {left_target}\n"
+        "right neighbours: predicted {right}, expected {right_target}\n"
+        "both: {verdict}",
+        "zh": "样例 {index}：输入 {tokens}\n"
+        "这个头{role}\n"
+        "左邻：预测 {left}，正确答案 {left_target}\n"
+        "右邻：预测 {right}，正确答案 {right_target}\n"
+        "两侧：{verdict}",
+    },
     # claims: facts a cell demonstrates (course_utils.claims)
     "claim.false": {
         "en": "This notebook states a fact that is false on this run: {statement}",
@@ -188,7 +380,8 @@ MESSAGES = {
     # input validation
     "error.argument": {
         "en": "{function}: argument '{argument}' got {got}; needs {needed}.",
-        "zh": "{function}：参数 {argument} 收到 {got}；需要 {needed}。",
+        # no space after 收到/需要: validation.fail adds one only before a Latin letter, digit or symbol
+        "zh": "{function}：参数 {argument} 收到{got}；需要{needed}。",
     },
     "error.language": {
         "en": "setup: argument 'lang' got {got!r}; needs one of {known}.",

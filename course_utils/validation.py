@@ -2,22 +2,61 @@
 
 Every error names the function, the argument, what it got and what it needs, in the
 notebook's language, e.g.
-``scaled_dot_product_attention: argument 'key' got a tensor of shape (2, 5, 7); needs ...``.
+``scaled_dot_product_attention: argument 'key' got a tensor of shape (2, 5, 7) and dtype float32;
+needs size 8 on the last axis to match query's d_q.`` or, in Chinese,
+``scaled_dot_product_attention：参数 key 收到形状为 (2, 5, 7)、类型为 float32 的张量；需要最后一维的大小为 8，
+与 query 的 d_q 一致。``
+
+Every text a caller passes that a learner reads (what is needed, where a size comes from) is a
+plain string only when it is code in both languages (a shape, a name); anything with words is an
+{"en": ..., "zh": ...} dict, so that a Chinese message holds no English words. Axes are said in
+words: -1 is "the last axis" / "最后一维", not "axis -1" / "第 -1 维".
 """
+
+import unicodedata
 
 import torch
 
 from .i18n import language, message, pick
+
+# Ordinal words for axes counted from the end: -2 is the second-to-last, ..., -9 the ninth-to-last.
+_ORDINALS = {
+    "en": ("", "", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth"),
+    "zh": ("", "", "二", "三", "四", "五", "六", "七", "八", "九"),
+}
 
 
 class ArgumentError(ValueError):
     """An argument of the wrong kind, shape or dtype. A ValueError, so `except ValueError` works."""
 
 
+def text(value):
+    """`value` in the current language: an {"en": ..., "zh": ...} dict picks one, a string is itself."""
+    return pick(value) if isinstance(value, dict) else str(value)
+
+
+def _is_wide(character):
+    """A Chinese character or full-width punctuation (no space goes between two of these)."""
+    return unicodedata.east_asian_width(character) in ("W", "F")
+
+
+def _spaced(piece):
+    """`piece` to follow a Chinese word in a zh message: a space before Latin letters, digits or
+    symbols ("收到 int …"), none before Chinese ("收到形状为 …"), the usual Chinese typography."""
+    return piece if not piece or _is_wide(piece[0]) else " " + piece
+
+
+def _spaced_after(piece):
+    """The space, if any, between `piece` and a Chinese word that follows it."""
+    return "" if not piece or _is_wide(piece[-1]) else " "
+
+
 def fail(function, argument, got, needed):
-    """Raise ArgumentError. `needed` is a plain string or an {"en": ..., "zh": ...} dict."""
-    if isinstance(needed, dict):
-        needed = pick(needed)
+    """Raise ArgumentError. `got` and `needed` are plain strings or {"en": ..., "zh": ...} dicts."""
+    got, needed = text(got), text(needed)
+    if language() == "zh":
+        # the zh template puts no space after 收到 / 需要: the pieces bring their own where one belongs
+        got, needed = _spaced(got), _spaced(needed)
     raise ArgumentError(
         message("error.argument", function=function, argument=argument, got=got, needed=needed)
     )
@@ -25,13 +64,29 @@ def fail(function, argument, got, needed):
 
 def describe(value):
     """A short description of `value` for an error message: shape and dtype for a tensor."""
+    zh = language() == "zh"
     if isinstance(value, torch.Tensor):
         shape = tuple(value.shape)
         dtype = str(value.dtype).replace("torch.", "")
-        if language() == "zh":
-            return f"形状为 {shape}、类型为 {dtype} 的张量"
-        return f"a tensor of shape {shape} and dtype {dtype}"
-    return f"{type(value).__name__} {value!r}"[:80]
+        return f"形状为 {shape}、类型为 {dtype} 的张量" if zh else f"a tensor of shape {shape} and dtype {dtype}"
+    if value is None:
+        return "None"
+    kind, shown = type(value).__name__, repr(value)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"类型为 {kind} 的值 {shown}" if zh else f"{kind} {shown}"
+
+
+def axis_name(axis):
+    """The axis `axis` in words, as an {"en", "zh"} dict: 0 -> "axis 0" / "第 0 维",
+    -1 -> "the last axis" / "最后一维", -2 -> "the second-to-last axis" / "倒数第二维"."""
+    if axis >= 0:
+        return {"en": f"axis {axis}", "zh": f"第 {axis} 维"}
+    if axis == -1:
+        return {"en": "the last axis", "zh": "最后一维"}
+    if -axis < len(_ORDINALS["en"]):
+        return {"en": f"the {_ORDINALS['en'][-axis]}-to-last axis", "zh": f"倒数第{_ORDINALS['zh'][-axis]}维"}
+    return {"en": f"axis {axis} (counted from the end)", "zh": f"倒数第 {-axis} 维"}
 
 
 def tensor(function, argument, value, *, min_ndim=1, layout="", floating=True):
@@ -43,19 +98,24 @@ def tensor(function, argument, value, *, min_ndim=1, layout="", floating=True):
         if not floating or value.is_floating_point():
             return value
     kind = {"en": "a floating-point tensor", "zh": "浮点张量"} if floating else {"en": "a tensor", "zh": "张量"}
-    shape = {"en": f" of shape {layout}", "zh": f"，形状为 {layout}"} if layout else {"en": "", "zh": ""}
-    fail(function, argument, describe(value), {lang: kind[lang] + shape[lang] for lang in kind})
+    needed = {"en": f"{kind['en']} of shape {layout}", "zh": f"形状为 {layout} 的{kind['zh']}"} if layout else kind
+    fail(function, argument, describe(value), needed)
 
 
 def same_size(function, argument, value, axis, size, source):
-    """Check that `value.shape[axis] == size`, where `size` comes from `source` (e.g. "query's d_k")."""
+    """Check that `value.shape[axis] == size`, where `size` comes from `source`.
+
+    `source` says where in both languages, e.g. {"en": "query's d_q", "zh": "query 的 d_q"}; a plain
+    string (e.g. "d_model") is shown as it is in both, so use one only for a name that is code.
+    """
     if value.shape[axis] != size:
+        where, source = axis_name(axis), source if isinstance(source, dict) else {"en": source, "zh": source}
         fail(
             function,
             argument,
             describe(value),
             {
-                "en": f"size {size} on axis {axis} to match {source}",
-                "zh": f"第 {axis} 维大小为 {size}，与 {source} 一致",
+                "en": f"size {size} on {where['en']} to match {source['en']}",
+                "zh": f"{where['zh']}的大小为 {size}，与{_spaced(source['zh'])}{_spaced_after(source['zh'])}一致",
             },
         )

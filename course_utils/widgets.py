@@ -284,7 +284,7 @@ def attention_maps_view(reverse_model, double_model, example=0):
     """
     if not isinstance(example, int) or isinstance(example, bool) or example < 0:
         validation.fail("attention_maps_view", "example", validation.describe(example),
-                        {"en": "an int >= 0", "zh": "非负整数"})
+                        {"en": "an int ≥ 0", "zh": "≥ 0 的整数"})
     tokens, _ = toy.example("reverse", example)  # both tasks read the same input sequence
     figure, axes = new_figure(rows=1, cols=2, size=(8.5, 4.6))
     fields = {}
@@ -331,7 +331,7 @@ def heads_view(model, example=0, head=0):
     """
     heads = model.attention.num_heads
     if not isinstance(example, int) or isinstance(example, bool) or example < 0:
-        validation.fail("heads_view", "example", validation.describe(example), {"en": "an int >= 0", "zh": "非负整数"})
+        validation.fail("heads_view", "example", validation.describe(example), {"en": "an int ≥ 0", "zh": "≥ 0 的整数"})
     if not isinstance(head, int) or isinstance(head, bool) or not 0 <= head < heads:
         validation.fail("heads_view", "head", validation.describe(head),
                         {"en": f"an int from 0 to {heads - 1}", "zh": f"0 到 {heads - 1} 之间的整数"})

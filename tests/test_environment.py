@@ -1,8 +1,13 @@
-"""The Binder/conda environment and the pip package describe the same course."""
+"""The Binder/conda environment and the pip package describe the same course, and the kernel
+path a test run asks torch for is the one it gets."""
 
+import os
 import re
 import tomllib
 from pathlib import Path
+
+import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 CONDA_NAMES = {"torch": "pytorch"}  # PyPI name -> conda-forge name, where they differ
@@ -37,3 +42,13 @@ def test_environment_installs_this_package_and_the_cpu_build():
 def test_the_parser_sees_what_is_there():
     # guards the test above against a parser that finds nothing and so misses nothing
     assert {"pytorch", "numpy", "jupyterlab", "mplfonts", "ipywidgets"} <= environment_names()
+
+
+@pytest.mark.trains  # selected with the training tests, so it runs under every path they run under
+def test_the_kernel_path_asked_for_is_the_one_torch_runs():
+    # `make test` and `make test-paths` prove facts on several CPU kernel paths by setting
+    # ATEN_CPU_CAPABILITY; a torch that ignored it would run the native path twice, unnoticed.
+    asked = os.environ.get("ATEN_CPU_CAPABILITY")
+    if not asked:
+        pytest.skip("ATEN_CPU_CAPABILITY is not set: torch runs the CPU's native path")
+    assert torch.backends.cpu.get_cpu_capability().lower() == asked.lower()
