@@ -24,8 +24,8 @@ import tokenize
 MARKER = re.compile(r"^\s*# lang: (en|zh|end)\s*$")
 #: Comments that talk to tools, not to learners.
 PRAGMA = re.compile(r"^#\s*(noqa|type:|fmt:|pragma)")
-#: English prose: a word of three lowercase letters or more in a comment ...
-COMMENT_WORD = re.compile(r"(?<![\w.])[a-z]{3,}(?![\w(])")
+#: English prose: a word of three lowercase letters or more in a comment (not inf or nan: numbers) ...
+COMMENT_WORD = re.compile(r"(?<![\w.])(?!(?:inf|nan)\b)[a-z]{3,}(?![\w(])")
 #: ... or two words and a space in a string ("bqd,bkd->bqk", "tab:orange" or "reverse" are not prose).
 STRING_PHRASE = re.compile(r"[A-Za-z]{2,}[,:;]? +[A-Za-z]{2,}")
 
@@ -63,6 +63,35 @@ def _blocks(text):
     if state is not None:
         problems.append(f"line {start}: a '# lang:' block that never reaches '# lang: end'")
     return blocks, problems
+
+
+def _standalone_rows(lines):
+    """Rows (0-based) of `lines` that hold a whole logical line of code by themselves, or are blank:
+    the lines that could stand outside a block. Rows inside a multi-line string or statement do not."""
+    rows, start, depth = set(), None, 0
+    text = textwrap.dedent("\n".join(lines)) + "\n"
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type in (tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
+            continue
+        if start is None:
+            start = token.start[0]
+        if token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth -= 1
+        elif token.type in (tokenize.NEWLINE, tokenize.NL) and depth == 0:  # an NL inside brackets goes on
+            if start == token.start[0]:
+                rows.add(start - 1)
+            start = None
+    return rows
+
+
+def _shared_rows(english, chinese):
+    """Rows a block's two parts share to the letter and that could stand outside the block."""
+    if len(english) != len(chinese):
+        return []
+    standalone = _standalone_rows(english) & _standalone_rows(chinese)
+    return [row for row in sorted(standalone) if english[row] == chinese[row] and english[row].strip()]
 
 
 def _tokens(lines):
@@ -113,6 +142,13 @@ def problems(text):
             found.append(
                 f"line {start}: the English and Chinese parts of a '# lang:' block run different code "
                 "(they may differ only in comments and strings)"
+            )
+            continue
+        shared = _shared_rows(english, chinese)
+        if shared:
+            found.append(
+                f"line {start}: {len(shared)} line(s) of a '# lang:' block are the same in both languages, "
+                f"e.g. {english[shared[0]].strip()[:50]!r}: keep only the lines that differ inside blocks"
             )
     for line, text_found in _prose_outside_blocks(text):
         found.append(

@@ -169,6 +169,16 @@ def test_a_language_block_without_its_end_is_caught(course):
     assert any("never reaches '# lang: end'" in p for p in problems(course))
 
 
+def test_a_line_the_same_in_both_parts_of_a_block_is_caught(course):
+    """Blocks hold only what differs, so a maintainer edits each line of code in one place."""
+    edit_source(
+        course,
+        "    # lang: zh\n    scores = q @ k.transpose(-2, -1)  # 每个查询与每个键打分\n",
+        "    weights = None\n    # lang: zh\n    scores = q @ k.transpose(-2, -1)  # 每个查询与每个键打分\n    weights = None\n",
+    )
+    assert any("the same in both languages" in p and "'weights = None'" in p for p in problems(course))
+
+
 def test_english_a_chinese_learner_would_read_outside_a_block_is_caught(course):
     edit_source(course, "import math\n", "import math  # the square root lives here\n")
     assert any("English outside a '# lang:' block" in p and "square root" in p for p in problems(course))

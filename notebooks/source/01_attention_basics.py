@@ -115,16 +115,18 @@ values = torch.tensor([[10.0], [20.0], [30.0], [40.0]])  # one number per key
 direction = torch.tensor([-1.0, 3.0]) / math.sqrt(10.0)  # a unit vector: north, a little west
 lengths = torch.tensor([0.1, 1.0, 7.0])  # short, medium, long
 queries = lengths.unsqueeze(-1) * direction  # (3, 2): one direction, three lengths
-
-scores = queries @ keys.T  # (3, 4): each of the 3 queries against each of the 4 keys
-alpha = torch.softmax(scores, dim=-1)  # each row is positive and sums to 1
-output = alpha @ values  # (3, 1): one weighted average per query
 # lang: zh
 values = torch.tensor([[10.0], [20.0], [30.0], [40.0]])  # 每个键对应一个数
 direction = torch.tensor([-1.0, 3.0]) / math.sqrt(10.0)  # 单位向量：朝北，略偏西
 lengths = torch.tensor([0.1, 1.0, 7.0])  # 短、中、长
 queries = lengths.unsqueeze(-1) * direction  # (3, 2)：同一个方向，三种长度
+# lang: end
 
+# lang: en
+scores = queries @ keys.T  # (3, 4): each of the 3 queries against each of the 4 keys
+alpha = torch.softmax(scores, dim=-1)  # each row is positive and sums to 1
+output = alpha @ values  # (3, 1): one weighted average per query
+# lang: zh
 scores = queries @ keys.T  # (3, 4)：3 个查询，每个都与 4 个键各打一次分
 alpha = torch.softmax(scores, dim=-1)  # 每一行都为正，且和为 1
 output = alpha @ values  # (3, 1)：每个查询得到一个加权平均
@@ -356,23 +358,26 @@ mlp = torch.nn.Sequential(
     torch.nn.Tanh(),
     torch.nn.Linear(d_h, 1, bias=False),  # w_2
 )
-with torch.no_grad():
-    mlp[0].weight.copy_(torch.cat([W_q, W_k]).T)  # nn.Linear stores (out, in) = (d_h, 2d)
-    mlp[2].weight.copy_(v.unsqueeze(0))  # (1, d_h)
-
-every_q = Q.unsqueeze(2).expand(B, L_q, L_k, d)  # query i repeated along the keys
-every_k = K.unsqueeze(1).expand(B, L_q, L_k, d)  # key j repeated along the queries
-concatenated = torch.cat([every_q, every_k], dim=-1)  # (B, L_q, L_k, 2d): every [q; k]
 # lang: zh
 mlp = torch.nn.Sequential(
     torch.nn.Linear(2 * d, d_h, bias=False),  # W_1，作用在 [q; k] 上
     torch.nn.Tanh(),
     torch.nn.Linear(d_h, 1, bias=False),  # w_2
 )
+# lang: end
 with torch.no_grad():
+    # lang: en
+    mlp[0].weight.copy_(torch.cat([W_q, W_k]).T)  # nn.Linear stores (out, in) = (d_h, 2d)
+    # lang: zh
     mlp[0].weight.copy_(torch.cat([W_q, W_k]).T)  # nn.Linear 按 (out, in) = (d_h, 2d) 存放权重
+    # lang: end
     mlp[2].weight.copy_(v.unsqueeze(0))  # (1, d_h)
 
+# lang: en
+every_q = Q.unsqueeze(2).expand(B, L_q, L_k, d)  # query i repeated along the keys
+every_k = K.unsqueeze(1).expand(B, L_q, L_k, d)  # key j repeated along the queries
+concatenated = torch.cat([every_q, every_k], dim=-1)  # (B, L_q, L_k, 2d): every [q; k]
+# lang: zh
 every_q = Q.unsqueeze(2).expand(B, L_q, L_k, d)  # 第 i 个查询沿键的方向重复
 every_k = K.unsqueeze(1).expand(B, L_q, L_k, d)  # 第 j 个键沿查询的方向重复
 concatenated = torch.cat([every_q, every_k], dim=-1)  # (B, L_q, L_k, 2d)：所有的 [q; k]
@@ -537,15 +542,17 @@ big = torch.tensor([1000.0, 999.0, 998.0])
 naive = big.exp() / big.exp().sum()
 # lang: en
 print(big.exp())  # overflows
+# lang: zh
+print(big.exp())  # 上溢
+# lang: end
 print(naive)  # inf / inf
+# lang: en
 print(torch.softmax(big, dim=-1))  # fine
 claim("exp overflows to inf for every score here", big.exp().isinf().all())
 claim("the formula as written gives NaN", naive.isnan().all())
 claim("softmax(big - 1000) = softmax(big): a shift changes nothing",
       torch.allclose(torch.softmax(big - 1000.0, dim=-1), torch.softmax(big, dim=-1)))
 # lang: zh
-print(big.exp())  # 上溢
-print(naive)  # inf / inf
 print(torch.softmax(big, dim=-1))  # 没问题
 claim("这里每个分数的 exp 都上溢为 inf", big.exp().isinf().all())
 claim("照公式直接计算得到 NaN", naive.isnan().all())

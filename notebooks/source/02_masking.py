@@ -105,13 +105,14 @@ B, L, d = 2, 5, 8
 lengths = torch.tensor([5, 3])
 # lang: en
 x = torch.randn(B, L, d, generator=g)  # self-attention: queries, keys and values are x
-keep = padding_mask(lengths, L)  # (B, 1, 1, L_k)
-print(tuple(keep.shape))
-print(keep[1, 0, 0])  # sequence 1: three real tokens, then two padding positions
 # lang: zh
 x = torch.randn(B, L, d, generator=g)  # 自注意力：查询、键、值都是 x
+# lang: end
 keep = padding_mask(lengths, L)  # (B, 1, 1, L_k)
 print(tuple(keep.shape))
+# lang: en
+print(keep[1, 0, 0])  # sequence 1: three real tokens, then two padding positions
+# lang: zh
 print(keep[1, 0, 0])  # 序列 1：三个真实词元，后面是两个填充位置
 # lang: end
 
@@ -163,12 +164,14 @@ print(causal_mask(4))
 
 # lang: en
 x0 = x[:1]  # one sequence, (1, L, d)
+# lang: zh
+x0 = x[:1]  # 一条序列，(1, L, d)
+# lang: end
 out, causal = scaled_dot_product_attention(x0, x0, x0, keep_mask=causal_mask(L))
+# lang: en
 claim("causal_mask(5) gives the output of F.scaled_dot_product_attention(is_causal=True)",
       torch.allclose(out, F.scaled_dot_product_attention(x0, x0, x0, is_causal=True), atol=1e-6))
 # lang: zh
-x0 = x[:1]  # 一条序列，(1, L, d)
-out, causal = scaled_dot_product_attention(x0, x0, x0, keep_mask=causal_mask(L))
 claim("causal_mask(5) 给出的输出与 F.scaled_dot_product_attention(is_causal=True) 相同",
       torch.allclose(out, F.scaled_dot_product_attention(x0, x0, x0, is_causal=True), atol=1e-6))
 # lang: end
@@ -810,16 +813,13 @@ q1, k1, v1 = (torch.randn(1, 3, 4, generator=g) for _ in range(3))
 keep1 = torch.tensor([[True, True, False], [False, False, False], [True, True, True]]).unsqueeze(0)  # (1, 3, 3)
 print(keep1[0])
 
-# lang: en
 scores1 = q1 @ k1.transpose(-2, -1) / 2.0  # √d_k = 2
 naive = scores1.masked_fill(~keep1, float("-inf")).softmax(dim=-1)
 print(naive[0])
+# lang: en
 claim("row 1 of the weights is NaN; rows 0 and 2 are ordinary weights",
       naive[0, 1].isnan().all() and torch.isfinite(naive[0, [0, 2]]).all())
 # lang: zh
-scores1 = q1 @ k1.transpose(-2, -1) / 2.0  # √d_k = 2
-naive = scores1.masked_fill(~keep1, float("-inf")).softmax(dim=-1)
-print(naive[0])
 claim("权重的第 1 行是 NaN；第 0 行和第 2 行是正常的权重",
       naive[0, 1].isnan().all() and torch.isfinite(naive[0, [0, 2]]).all())
 # lang: end
@@ -1273,17 +1273,16 @@ def tutorial_mha(x, mha, keep, qkv_order="head", mask_order="batch"):
 B, H, L, E = 3, 2, 5, 8
 # lang: en
 torch.manual_seed(1)  # the weights nn.MultiheadAttention draws
-mha3 = nn.MultiheadAttention(E, H, batch_first=True, dtype=torch.float64)
-x = torch.randn(B, L, E, generator=g, dtype=torch.float64)
-lengths = torch.tensor([5, 3, 4])
-pad = padding_mask(lengths, L)  # (B, 1, 1, L)
-keep = pad[:, 0].expand(B, L, L)  # (B, L, L), the tutorial's mask shape
 # lang: zh
 torch.manual_seed(1)  # nn.MultiheadAttention 随机初始化的权重
+# lang: end
 mha3 = nn.MultiheadAttention(E, H, batch_first=True, dtype=torch.float64)
 x = torch.randn(B, L, E, generator=g, dtype=torch.float64)
 lengths = torch.tensor([5, 3, 4])
 pad = padding_mask(lengths, L)  # (B, 1, 1, L)
+# lang: en
+keep = pad[:, 0].expand(B, L, L)  # (B, L, L), the tutorial's mask shape
+# lang: zh
 keep = pad[:, 0].expand(B, L, L)  # (B, L, L)，这篇教程的掩码形状
 # lang: end
 

@@ -364,15 +364,22 @@ except ValueError as error:
 # 一篇流传很广的 PyTorch 教程正好搭建了这几个层：一个注意力函数，建立在它之上的自注意力层，以及一个交叉注意力层。下面的单元用几行我们自己的代码重现了它的设计，结构相同，两个 bug 也相同。运行它：它定义这三部分，不会报错。
 
 # %%
-# lang: en
 def tutorial_attention(q, k, v):
+    # lang: en
     """Scaled dot-product attention. Returns (output, weights)."""
+    # lang: zh
+    """缩放点积注意力。返回 (output, weights)。"""
+    # lang: end
     weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
     return weights, weights @ v
 
 
 class TutorialSelfAttention(nn.Module):
+    # lang: en
     """Self-attention: queries, keys and values from x. Returns (output, weights)."""
+    # lang: zh
+    """自注意力：查询、键和值都来自 x。返回 (output, weights)。"""
+    # lang: end
 
     def __init__(self, embed_dim):
         super().__init__()
@@ -384,37 +391,13 @@ class TutorialSelfAttention(nn.Module):
 
 
 class TutorialCrossAttention(nn.Module):
+    # lang: en
     """Cross-attention: queries from q, keys and values from kv.
     Returns (output, weights), the weights of shape (B, L_kv, L_kv)."""
-
-    def __init__(self, embed_dim):
-        super().__init__()
-        self.attention = TutorialSelfAttention(embed_dim)
-
-    def forward(self, q, kv, mask=None):
-        return self.attention(q, kv, kv, mask=mask)
-# lang: zh
-def tutorial_attention(q, k, v):
-    """缩放点积注意力。返回 (output, weights)。"""
-    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
-    return weights, weights @ v
-
-
-class TutorialSelfAttention(nn.Module):
-    """自注意力：查询、键和值都来自 x。返回 (output, weights)。"""
-
-    def __init__(self, embed_dim):
-        super().__init__()
-        self.w_q, self.w_k, self.w_v = (nn.Linear(embed_dim, embed_dim) for _ in range(3))
-
-    def forward(self, x, mask=None):
-        out, weights = tutorial_attention(self.w_q(x), self.w_k(x), self.w_v(x))
-        return out, weights
-
-
-class TutorialCrossAttention(nn.Module):
+    # lang: zh
     """交叉注意力：查询来自 q，键和值来自 kv。
     返回 (output, weights)，其中权重的形状为 (B, L_kv, L_kv)。"""
+    # lang: end
 
     def __init__(self, embed_dim):
         super().__init__()
@@ -422,7 +405,6 @@ class TutorialCrossAttention(nn.Module):
 
     def forward(self, q, kv, mask=None):
         return self.attention(q, kv, kv, mask=mask)
-# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # **Your turn.** Before you read on, find the two bugs in the cell above. Two pairs of
@@ -571,13 +553,15 @@ plt.show()
 # %%
 # lang: en
 positions = torch.randn(1, 6, E, generator=g)  # one vector per position, not per token
+# lang: zh
+positions = torch.randn(1, 6, E, generator=g)  # 每个位置一个向量，而不是每个词元一个
+# lang: end
 out_with, _ = self_attention(x6 + positions)
+# lang: en
 out_with_shuffled, _ = self_attention(x6[:, order] + positions)  # the tokens move, the positions stay
 claim("with positions added, shuffling the input no longer just shuffles the output",
       not torch.allclose(out_with_shuffled, out_with[:, order], atol=1e-3))
 # lang: zh
-positions = torch.randn(1, 6, E, generator=g)  # 每个位置一个向量，而不是每个词元一个
-out_with, _ = self_attention(x6 + positions)
 out_with_shuffled, _ = self_attention(x6[:, order] + positions)  # 词元移动了，位置留在原处
 claim("加上位置之后，打乱输入就不再只是把输出同样打乱了",
       not torch.allclose(out_with_shuffled, out_with[:, order], atol=1e-3))
@@ -732,11 +716,13 @@ claim("没有位置信息时，答对的输出词元不到 20%", without_positio
 cross_map = toy.attention_map(runs["double"].model, tokens)  # (16, 8)
 # lang: en
 hard = cross_map.argmax(dim=-1)  # (L_out,): one key per query
-print(hard.tolist())
-claim("it is the staircase: output position i reads input position i // 2", hard.tolist() == toy.target_positions("double"))
 # lang: zh
 hard = cross_map.argmax(dim=-1)  # (L_out,)：每个查询一个键
+# lang: end
 print(hard.tolist())
+# lang: en
+claim("it is the staircase: output position i reads input position i // 2", hard.tolist() == toy.target_positions("double"))
+# lang: zh
 claim("这正是阶梯：输出位置 i 读取输入位置 i // 2", hard.tolist() == toy.target_positions("double"))
 # lang: end
 

@@ -278,39 +278,22 @@ print({name: tuple(p.shape) for name, p in naive.heads[0].named_parameters()})  
 # 第 03 课剖析过那篇流传很广的 PyTorch 教程，它也写了多头注意力层。它的注意力函数就是第 03 课 bug 1 里的那个；它的多头注意力层像上面的朴素版一样在各个头上循环。下面的单元用几行我们自己的代码重现了这个层，结构相同，bug 也相同。先读一读。
 
 # %%
-# lang: en
 def tutorial_attention(q, k, v):
+    # lang: en
     """Scaled dot-product attention. Returns (output, weights)."""
-    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
-    return weights, weights @ v
-
-
-class TutorialMultiHead(nn.Module):
-    """Multi-head attention: one projection per head for Q, K and V, then fc_out."""
-
-    def __init__(self, embed_dim, num_heads):
-        super().__init__()
-        head_dim = embed_dim // num_heads
-        self.w_q = nn.ModuleList(nn.Linear(embed_dim, head_dim) for _ in range(num_heads))
-        self.w_k = nn.ModuleList(nn.Linear(embed_dim, head_dim) for _ in range(num_heads))
-        self.w_v = nn.ModuleList(nn.Linear(embed_dim, head_dim) for _ in range(num_heads))
-        self.fc_out = nn.Linear(embed_dim, embed_dim)
-
-    def forward(self, q, k, v):
-        heads = []
-        for w_q, w_k, w_v in zip(self.w_q, self.w_k, self.w_v):
-            attention, _ = tutorial_attention(w_q(q), w_k(k), w_v(v))
-            heads.append(attention)
-        return self.fc_out(torch.cat(heads, dim=-1))  # concatenate the heads, then project
-# lang: zh
-def tutorial_attention(q, k, v):
+    # lang: zh
     """缩放点积注意力。返回 (output, weights)。"""
+    # lang: end
     weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
     return weights, weights @ v
 
 
 class TutorialMultiHead(nn.Module):
+    # lang: en
+    """Multi-head attention: one projection per head for Q, K and V, then fc_out."""
+    # lang: zh
     """多头注意力：每个头为 Q、K、V 各有一个投影，最后接 fc_out。"""
+    # lang: end
 
     def __init__(self, embed_dim, num_heads):
         super().__init__()
@@ -325,8 +308,11 @@ class TutorialMultiHead(nn.Module):
         for w_q, w_k, w_v in zip(self.w_q, self.w_k, self.w_v):
             attention, _ = tutorial_attention(w_q(q), w_k(k), w_v(v))
             heads.append(attention)
+        # lang: en
+        return self.fc_out(torch.cat(heads, dim=-1))  # concatenate the heads, then project
+        # lang: zh
         return self.fc_out(torch.cat(heads, dim=-1))  # 把各个头拼接起来，再做投影
-# lang: end
+        # lang: end
 
 # %% [markdown] tags=["lang-en"]
 # **Your turn.** What does the loop append to `heads`: which item of `tutorial_attention`'s pair,
@@ -724,13 +710,15 @@ query = torch.randn(3, 4, 8, generator=g64, dtype=torch.float64, requires_grad=T
 # lang: en
 key = torch.randn(3, 7, 6, generator=g64, dtype=torch.float64, requires_grad=True)  # (B, L_k, kdim)
 value = torch.randn(3, 7, 5, generator=g64, dtype=torch.float64, requires_grad=True)  # (B, L_k, vdim)
-sequence = torch.randn(3, 7, 8, generator=g64, dtype=torch.float64, requires_grad=True)  # (B, L, E)
-padding = torch.arange(7) >= torch.tensor([7, 5, 2])[:, None]  # (B, L_k): True at padding
-causal = torch.ones(7, 7, dtype=torch.bool).tril()  # (L, L): key j ≤ query i
 # lang: zh
 key = torch.randn(3, 7, 6, generator=g64, dtype=torch.float64, requires_grad=True)  # 形状 (B, L_k, kdim)
 value = torch.randn(3, 7, 5, generator=g64, dtype=torch.float64, requires_grad=True)  # 形状 (B, L_k, vdim)
+# lang: end
 sequence = torch.randn(3, 7, 8, generator=g64, dtype=torch.float64, requires_grad=True)  # (B, L, E)
+# lang: en
+padding = torch.arange(7) >= torch.tensor([7, 5, 2])[:, None]  # (B, L_k): True at padding
+causal = torch.ones(7, 7, dtype=torch.bool).tril()  # (L, L): key j ≤ query i
+# lang: zh
 padding = torch.arange(7) >= torch.tensor([7, 5, 2])[:, None]  # (B, L_k)：True 表示填充
 causal = torch.ones(7, 7, dtype=torch.bool).tril()  # (L, L)：键 j ≤ 查询 i
 # lang: end
@@ -811,12 +799,14 @@ claim("而其他样本上两者一致", torch.allclose(ours[:2], theirs[:2]))
 torch.manual_seed(2)
 # lang: en
 mha_default = nn.MultiheadAttention(8, 2)  # batch_first not given
+# lang: zh
+mha_default = nn.MultiheadAttention(8, 2)  # 没有给出 batch_first
+# lang: end
 mha_first = nn.MultiheadAttention(8, 2, batch_first=True)
+# lang: en
 mha_first.load_state_dict(mha_default.state_dict())  # the same weights
 x3 = torch.randn(3, 5, 8, generator=g)  # (B, L, E): 3 sequences of 5 positions
 # lang: zh
-mha_default = nn.MultiheadAttention(8, 2)  # 没有给出 batch_first
-mha_first = nn.MultiheadAttention(8, 2, batch_first=True)
 mha_first.load_state_dict(mha_default.state_dict())  # 相同的权重
 x3 = torch.randn(3, 5, 8, generator=g)  # (B, L, E)：3 条序列，每条 5 个位置
 # lang: end
