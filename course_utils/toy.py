@@ -202,6 +202,25 @@ def alignment_found(weights, task, margin=0.0):
     return alignment_margin(weights, task) > margin
 
 
+def _fit(model, next_batch, steps, lr):
+    """Adam on `steps` fresh batches from `next_batch()` -> (tokens, targets), with the cross-entropy
+    of every answer; leaves the model in eval mode and returns the loss of each step. Every toy
+    task trains this way, so their runs differ only in their data and their model."""
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    loss_fn = nn.CrossEntropyLoss()
+    losses = []
+    for _ in range(steps):
+        tokens, targets = next_batch()
+        logits, _ = model(tokens)  # (B, ..., vocab): one row of logits per answer
+        loss = loss_fn(logits.flatten(0, -2), targets.flatten())
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
 def train(task, seed=0, steps=300, batch=64, lr=0.01, held_out=500, **options):
     """Train the model for `task` ("reverse" or "double") with Adam on fresh random batches.
 
@@ -211,18 +230,7 @@ def train(task, seed=0, steps=300, batch=64, lr=0.01, held_out=500, **options):
     """
     model = make_model(task, seed, **options)
     data = torch.Generator().manual_seed(seed)
-    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
-    loss_fn = nn.CrossEntropyLoss()
-    losses = []
-    for _ in range(steps):
-        tokens, targets = make_batch(task, batch, data)
-        logits, _ = model(tokens)  # (B, L_out, vocab)
-        loss = loss_fn(logits.flatten(0, 1), targets.flatten())
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        losses.append(loss.item())
-    model.eval()
+    losses = _fit(model, lambda: make_batch(task, batch, data), steps, lr)
     test_tokens, test_targets = make_batch(task, held_out, torch.Generator().manual_seed(seed + 1_000_000))
     return Run(task, model, losses, accuracy(model, test_tokens, test_targets))
 
@@ -307,18 +315,7 @@ def train_neighbours(heads=2, seed=0, steps=300, batch=64, lr=0.01, held_out=500
         torch.manual_seed(seed)
         model = NeighboursModel(heads, **options)
     data = torch.Generator().manual_seed(seed)
-    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
-    loss_fn = nn.CrossEntropyLoss()
-    losses = []
-    for _ in range(steps):
-        tokens, targets = neighbours_batch(batch, data)
-        logits, _ = model(tokens)  # (B, L, 2, vocab)
-        loss = loss_fn(logits.flatten(0, 2), targets.flatten())
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        losses.append(loss.item())
-    model.eval()
+    losses = _fit(model, lambda: neighbours_batch(batch, data), steps, lr)
     test_tokens, test_targets = neighbours_batch(held_out, torch.Generator().manual_seed(seed + 1_000_000))
     return Run("neighbours", model, losses, accuracy(model, test_tokens, test_targets))
 
