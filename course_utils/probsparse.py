@@ -1,0 +1,409 @@
+"""ProbSparse self-attention (Informer, Zhou et al. 2021): attend with the few queries that matter.
+
+Full attention scores every query against every key: O(L_Q · L_K) time and memory. ProbSparse
+observes that most queries are "lazy": their softmax row is close to uniform, so their output is
+close to the mean of the values. Only a few "active" queries have a peaked row. It therefore
+
+1. samples U = factor · ⌈ln L_K⌉ keys for every query (``sample_keys``) and scores each query
+   against its own sample only (``sampled_scores``: (B, H, L_Q, U), never (L_Q, L_K));
+2. rates each query by its sparsity measure M = max − mean of those scores
+   (``sparsity_measure``; a uniform row has M = 0, a peaked one a large M);
+3. keeps the u = factor · ⌈ln L_Q⌉ queries with the largest M (``select_queries``) and gives only
+   them full attention over all keys;
+4. gives every other (lazy) query the mean of the values: of all values, or in causal mode the
+   cumulative mean of the values up to its own position, so that no query sees the future.
+
+Two implementations of the same algorithm, with the same arguments and results:
+
+- ``prob_sparse_attention_plain`` takes each step the way the Informer ProbSparse code does, to be
+  read: it builds every query's sampled keys as a (B, H, L_Q, U, D) tensor (``K_sample``).
+- ``prob_sparse_attention`` never builds ``K_sample``: the U scores of each query are a *sampled*
+  matrix product (``torch.sparse.sampled_addmm``), so its extra memory is O(L · U), not
+  O(L · U · D). Given the same sampled indices both choose the same queries and return the same
+  values (up to float rounding: the products are summed in another order).
+
+Layout: query (B, H, L_Q, D), key (B, H, L_K, D), value (B, H, L_K, D_v), as for
+``F.scaled_dot_product_attention``. Both return ``(output, selected)``: output (B, H, L_Q, D_v)
+and the indices of the chosen queries, (B, H, u) in increasing position; with
+``need_weights=True`` the second result is instead the (B, H, L_Q, L_K) weights every query
+effectively used (a lazy row is uniform: its output is the mean of the values it may see).
+
+Randomness only comes from the ``generator`` argument (a ``torch.Generator``), never from the
+global random state: the same generator state gives the same sample, and a call leaves every
+other random number of the notebook as it was. ``index`` passes a sample in directly.
+
+``trace`` (a ``Trace``) records every intermediate tensor with its shape, whether it is a view of
+another tensor (no memory of its own) and its bytes: the lesson's shape walkthrough. The
+algorithm also runs on meta tensors (``walkthrough``), which have shapes but no data, so the
+walkthrough of any size costs nothing.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from . import validation as check
+
+
+# --------------------------------------------------------------------------- sizes and sampling
+
+
+def sample_count(length, factor=5):
+    """factor · ⌈ln length⌉, at most ``length``: U for L_K keys, u for L_Q queries."""
+    return min(length, factor * math.ceil(math.log(length))) if length > 1 else length
+
+
+def sample_keys(length_q, length_k, count, *, causal=False, generator=None, device=None):
+    """(length_q, count) int64: for each query, ``count`` key positions drawn uniformly with
+    replacement from all ``length_k`` keys, or in causal mode from positions 0 … i for query i
+    (so that the measure of query i never looks at a later key). One sample serves every batch
+    item and head, as in the Informer code."""
+    if not causal:
+        return torch.randint(length_k, (length_q, count), generator=generator, device=device)
+    visible = torch.arange(1, length_q + 1, device=device).unsqueeze(1)  # query i sees i + 1 keys
+    return (torch.rand(length_q, count, generator=generator, device=device) * visible).long()
+
+
+# --------------------------------------------------------------------------- the steps
+
+
+def sampled_scores(query, key, index):
+    """(B, H, L_Q, U): scores[b, h, i, s] = query[b, h, i] · key[b, h, index[i, s]], unscaled.
+
+    Only U entries of each row of Q Kᵀ are needed: a sampled dense–dense product, computed by
+    ``torch.sparse.sampled_addmm`` straight from Q and K, without gathering the sampled keys.
+    """
+    B, H, L_Q, D = query.shape
+    L_K, U = key.shape[-2], index.shape[-1]
+    if query.is_meta:  # the walkthrough: shapes only, and sampled_addmm has no meta kernel
+        return query.new_empty(B, H, L_Q, U)
+    # One CSR pattern for every (batch, head): row i holds the U sampled columns of query i.
+    rows = torch.arange(0, L_Q * U + 1, U, dtype=torch.int32).expand(B * H, -1)
+    columns = index.reshape(1, -1).to(torch.int32).expand(B * H, -1)
+    pattern = torch.sparse_csr_tensor(
+        rows, columns, query.new_empty(B * H, L_Q * U), (B * H, L_Q, L_K), check_invariants=False
+    )
+    product = torch.sparse.sampled_addmm(
+        pattern, query.reshape(B * H, L_Q, D), key.reshape(B * H, L_K, D).transpose(-2, -1), beta=0.0
+    )
+    return product.values().view(B, H, L_Q, U)
+
+
+def sparsity_measure(scores):
+    """M = max − mean of each query's (sampled) scores, over the last axis: (..., L_Q, U) -> (..., L_Q).
+
+    A query whose scores are all alike (a flat softmax row) gets M ≈ 0; one with a few large scores
+    gets a large M. It bounds how far the row is from uniform: max − mean ≥ log-sum-exp − mean − ln L.
+    """
+    return scores.amax(-1) - scores.sum(-1) / scores.shape[-1]
+
+
+def select_queries(measure, count):
+    """(B, H, count) int64: the positions of the ``count`` queries with the largest measure, in
+    increasing position (the order does not change the result; increasing is easy to read)."""
+    return measure.topk(count, dim=-1).indices.sort(dim=-1).values
+
+
+def lazy_context(value, length_q, causal=False):
+    """What a lazy query gets, (B, H, L_Q, D_v): the mean of all values, or in causal mode the mean
+    of the values at positions 0 … i for query i (a cumulative mean)."""
+    if causal:
+        counts = torch.arange(1, value.shape[-2] + 1, dtype=value.dtype, device=value.device)
+        return value.cumsum(-2) / counts.unsqueeze(-1)
+    B, H, _, D_v = value.shape
+    return value.mean(-2, keepdim=True).expand(B, H, length_q, D_v)
+
+
+def causal_keep(selected, length_k):
+    """(B, H, u, L_K) bool: True where the selected query at position p may see key j (j ≤ p)."""
+    return torch.arange(length_k, device=selected.device) <= selected.unsqueeze(-1)
+
+
+def _rows(tensor, selected):
+    """tensor[b, h, selected[b, h, r]] for every r: (B, H, L, X) -> (B, H, u, X), a gather."""
+    return tensor.gather(-2, selected.unsqueeze(-1).expand(*selected.shape, tensor.shape[-1]))
+
+
+def _put_rows(context, selected, rows):
+    """A copy of ``context`` with rows[b, h, r] at position selected[b, h, r] (autograd-friendly)."""
+    return context.scatter(-2, selected.unsqueeze(-1).expand(*selected.shape, rows.shape[-1]), rows)
+
+
+def _uniform_weights(context_shape, length_k, causal, like):
+    """The weights a lazy query effectively uses, (B, H, L_Q, L_K): 1/L_K, or 1/(i+1) on keys ≤ i."""
+    B, H, L_Q, _ = context_shape
+    if causal:
+        keep = torch.ones(L_Q, length_k, dtype=like.dtype, device=like.device).tril()
+        weights = keep / keep.sum(-1, keepdim=True)
+    else:
+        weights = torch.full((L_Q, length_k), 1.0 / length_k, dtype=like.dtype, device=like.device)
+    return weights.expand(B, H, L_Q, length_k)
+
+
+# --------------------------------------------------------------------------- the trace
+
+
+@dataclass(frozen=True)
+class Step:
+    """One intermediate of the algorithm.
+
+    ``view``: it shares memory with an input or an earlier step (a view, an expand, a reshape);
+    ``bytes``: the memory it allocated (0 for a view); ``logical_bytes``: numel × element size,
+    what it would take with memory of its own (K_expand's is huge, its ``bytes`` are 0).
+    """
+
+    name: str
+    shape: tuple
+    dtype: torch.dtype
+    view: bool
+    bytes: int
+    logical_bytes: int
+
+
+def _storage(tensor):
+    # The identity of the memory block behind a tensor. Meta tensors have no data pointer, but they
+    # do have a storage object, shared by their views like any tensor's.
+    return tensor.untyped_storage()._cdata
+
+
+class Trace:
+    """The steps one call went through, in order. Pass one as ``trace=`` to either implementation."""
+
+    def __init__(self):
+        self.steps = []
+        self._known = set()  # the storages of the inputs and of every step so far
+
+    def inputs(self, *tensors):
+        """Note the inputs' memory, so that a view of an input is seen as one."""
+        self._known.update(_storage(tensor) for tensor in tensors)
+
+    def record(self, name, tensor):
+        """Add ``tensor`` as step ``name`` and return it unchanged."""
+        storage = _storage(tensor)
+        view = storage in self._known
+        self._known.add(storage)
+        new_bytes = 0 if view else tensor.untyped_storage().nbytes()
+        logical = tensor.numel() * tensor.element_size()
+        self.steps.append(Step(name, tuple(tensor.shape), tensor.dtype, view, new_bytes, logical))
+        return tensor
+
+    def __getitem__(self, name):
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise KeyError(name)
+
+    def __iter__(self):
+        return iter(self.steps)
+
+    def __len__(self):
+        return len(self.steps)
+
+    @property
+    def total_bytes(self):
+        """The memory all steps allocated together: an upper bound of the extra memory of a call."""
+        return sum(step.bytes for step in self.steps)
+
+
+class _NoTrace:
+    """Stands in for a Trace when none is asked for, so the algorithm reads without `if trace:`."""
+
+    @staticmethod
+    def inputs(*tensors):
+        pass
+
+    @staticmethod
+    def record(name, tensor):
+        return tensor
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _validate(function, query, key, value, factor, scale, causal, generator, index):
+    """Check every argument; return (B, H, L_Q, L_K, D, U, u)."""
+    check.tensor(function, "query", query, min_ndim=4, layout="(B, H, L_Q, D)")
+    if query.ndim != 4:
+        check.fail(function, "query", check.describe(query), {"en": "a 4-D tensor (B, H, L_Q, D)", "zh": "四维张量 (B, H, L_Q, D)"})
+    B, H, L_Q, D = query.shape
+    for name, tensor, layout in (("key", key, "(B, H, L_K, D)"), ("value", value, "(B, H, L_K, D_v)")):
+        check.tensor(function, name, tensor, min_ndim=4, layout=layout)
+        if tensor.ndim != 4 or tensor.shape[:2] != (B, H):
+            check.fail(
+                function,
+                name,
+                check.describe(tensor),
+                {"en": f"a 4-D tensor {layout} with (B, H) = {(B, H)} like query", "zh": f"四维张量 {layout}，且 (B, H) = {(B, H)} 与 query 一致"},
+            )
+        if tensor.dtype != query.dtype:
+            check.fail(function, name, check.describe(tensor), {"en": f"query's dtype, {query.dtype}", "zh": f"与 query 相同的类型 {query.dtype}"})
+    check.same_size(function, "key", key, -1, D, {"en": "query's D", "zh": "query 的 D"})
+    L_K = key.shape[-2]
+    check.same_size(function, "value", value, -2, L_K, {"en": "key's L_K", "zh": "key 的 L_K"})
+    if L_Q == 0 or L_K == 0:
+        check.fail(function, "query" if L_Q == 0 else "key", check.describe(query if L_Q == 0 else key), {"en": "at least one position", "zh": "至少一个位置"})
+    if not isinstance(factor, int) or isinstance(factor, bool) or factor < 1:
+        check.fail(function, "factor", check.describe(factor), {"en": "a positive int (usually 5)", "zh": "正整数（通常为 5）"})
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0):
+        check.fail(function, "scale", check.describe(scale), {"en": "None (1/√D) or a positive number", "zh": "None（即 1/√D）或正数"})
+    if not isinstance(causal, bool):
+        check.fail(function, "causal", check.describe(causal), {"en": "True or False", "zh": "True 或 False"})
+    if causal and L_Q != L_K:
+        check.fail(
+            function,
+            "key",
+            check.describe(key),
+            {"en": f"L_K = L_Q = {L_Q}: causal mode is self-attention", "zh": f"L_K = L_Q = {L_Q}：因果模式用于自注意力"},
+        )
+    if generator is not None and not isinstance(generator, torch.Generator):
+        check.fail(function, "generator", check.describe(generator), {"en": "None or a torch.Generator", "zh": "None 或 torch.Generator"})
+    U, u = sample_count(L_K, factor), sample_count(L_Q, factor)
+    if index is not None:
+        bad = not isinstance(index, torch.Tensor) or index.dtype != torch.int64 or tuple(index.shape) != (L_Q, U)
+        if not bad and index.numel() and not query.is_meta:
+            limit = torch.arange(1, L_Q + 1).unsqueeze(1) if causal else L_K
+            bad = bool((index < 0).any() or (index >= limit).any())
+        if bad:
+            where = {"en": "key positions ≤ the query's own", "zh": "不超过该查询自身位置的键位置"} if causal else {"en": f"key positions in [0, {L_K})", "zh": f"[0, {L_K}) 内的键位置"}
+            check.fail(
+                function,
+                "index",
+                check.describe(index),
+                {"en": f"an int64 tensor of shape (L_Q, U) = ({L_Q}, {U}) holding {where['en']}", "zh": f"形状为 (L_Q, U) = ({L_Q}, {U})、取值为{where['zh']}的 int64 张量"},
+            )
+    return B, H, L_Q, L_K, D, U, u
+
+
+# --------------------------------------------------------------------------- the two implementations
+
+
+def prob_sparse_attention(
+    query, key, value, *, factor=5, scale=None, causal=False, generator=None, index=None, need_weights=False, trace=None
+):
+    """ProbSparse attention without ever gathering the sampled keys. See the module docstring.
+
+    Args:
+        query, key, value: (B, H, L_Q, D), (B, H, L_K, D), (B, H, L_K, D_v), one float dtype.
+        factor: c in U = c·⌈ln L_K⌉ sampled keys per query and u = c·⌈ln L_Q⌉ chosen queries.
+        scale: multiplies the chosen queries' scores; default 1/√D.
+        causal: self-attention for a decoder: query i sees keys 0 … i only (needs L_Q == L_K).
+        generator: the torch.Generator the keys are sampled with (None: the default generator).
+        index: (L_Q, U) int64, a sample to use instead of drawing one.
+        need_weights: return the (B, H, L_Q, L_K) effective weights instead of the selection.
+        trace: a Trace that records every intermediate.
+
+    Returns:
+        ``(output, selected)``: (B, H, L_Q, D_v) and the chosen queries (B, H, u), or
+        ``(output, weights)`` with need_weights=True.
+    """
+    B, H, L_Q, L_K, D, U, u = _validate(
+        "prob_sparse_attention", query, key, value, factor, scale, causal, generator, index
+    )
+    trace = _NoTrace() if trace is None else trace
+    trace.inputs(query, key, value)
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    if index is None:
+        index = sample_keys(L_Q, L_K, U, causal=causal, generator=generator, device=query.device)
+    trace.record("index_sample", index)
+
+    with torch.no_grad():  # the selection is a choice, not a function to differentiate
+        scores = trace.record("scores_sample", sampled_scores(query, key, index))
+        measure = trace.record("M", sparsity_measure(scores))
+        selected = trace.record("selected", select_queries(measure, u))
+
+    chosen = trace.record("Q_reduce", _rows(query, selected))
+    keep = causal_keep(selected, L_K) if causal else None
+    if need_weights:
+        scores_top = (chosen @ key.transpose(-2, -1)) * scale
+        if keep is not None:
+            scores_top = scores_top.masked_fill(~keep, float("-inf"))
+        weights_top = trace.record("weights_top", scores_top.softmax(-1))
+        attended = weights_top @ value
+    else:
+        attended = F.scaled_dot_product_attention(chosen, key, value, attn_mask=keep, scale=scale)
+    trace.record("attended", attended)
+    context = trace.record("context_init", lazy_context(value, L_Q, causal))
+    output = trace.record("context", _put_rows(context, selected, attended))
+    if not need_weights:
+        return output, selected
+    weights = _put_rows(_uniform_weights(output.shape, L_K, causal, value), selected, weights_top)
+    return output, weights
+
+
+def prob_sparse_attention_plain(
+    query, key, value, *, factor=5, scale=None, causal=False, generator=None, index=None, need_weights=False, trace=None
+):
+    """ProbSparse attention step by step, the way the Informer ProbSparse code takes the steps.
+
+    The same arguments and results as ``prob_sparse_attention``; the same sample gives the same
+    selection. It gathers every query's U sampled keys into a (B, H, L_Q, U, D) tensor first,
+    which is easy to read and costly: the walkthrough shows how costly.
+    """
+    B, H, L_Q, L_K, D, U, u = _validate(
+        "prob_sparse_attention_plain", query, key, value, factor, scale, causal, generator, index
+    )
+    trace = _NoTrace() if trace is None else trace
+    trace.inputs(query, key, value)
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    if index is None:
+        index = sample_keys(L_Q, L_K, U, causal=causal, generator=generator, device=query.device)
+
+    # 1. Every query's own sample of keys. K_expand repeats K once per query without copying (a
+    #    view with stride 0 on the new axis); indexing it with (query, sample) pairs copies.
+    K_expand = trace.record("K_expand", key.unsqueeze(-3).expand(B, H, L_Q, L_K, D))
+    trace.record("index_sample", index)
+    query_rows = torch.arange(L_Q, device=query.device).unsqueeze(1)  # (L_Q, 1) pairs with (L_Q, U)
+    with torch.no_grad():
+        K_sample = trace.record("K_sample", K_expand[:, :, query_rows, index, :])  # (B, H, L_Q, U, D)
+        # 2. Each query against its own sample only: (1, D) @ (D, U) per query.
+        scores = trace.record("scores_sample", (query.unsqueeze(-2) @ K_sample.transpose(-2, -1)).squeeze(-2))
+        # 3. The sparsity measure: max − mean over the U sampled scores (the mean divides by U).
+        measure = trace.record("M", sparsity_measure(scores))
+        # 4. The u most active queries.
+        selected = trace.record("selected", measure.topk(u, dim=-1).indices.sort(dim=-1).values)
+
+    # 5. Full, scaled attention for the chosen queries only.
+    batch = torch.arange(B, device=query.device).view(B, 1, 1)
+    head = torch.arange(H, device=query.device).view(1, H, 1)
+    Q_reduce = trace.record("Q_reduce", query[batch, head, selected])  # (B, H, u, D)
+    scores_top = trace.record("scores_top", Q_reduce @ key.transpose(-2, -1) * scale)  # (B, H, u, L_K)
+    if causal:  # the chosen query at position p sees keys 0 … p only
+        scores_top = scores_top.masked_fill(~causal_keep(selected, L_K), float("-inf"))
+    weights_top = trace.record("weights_top", torch.softmax(scores_top, dim=-1))
+    attended = trace.record("attended", weights_top @ value)  # (B, H, u, D_v)
+
+    # 6. Lazy queries get the mean of the values they may see; the chosen rows are then replaced.
+    if causal:
+        V_mean = trace.record("V_cummean", value.cumsum(-2) / torch.arange(1, L_K + 1, dtype=value.dtype, device=value.device).unsqueeze(-1))
+        context = V_mean.clone()
+    else:
+        V_mean = trace.record("V_mean", value.mean(-2))  # (B, H, D_v)
+        context = V_mean.unsqueeze(-2).expand(B, H, L_Q, value.shape[-1]).clone()
+    trace.record("context_init", context)
+    context = context.index_put((batch, head, selected), attended)  # out of place: autograd-friendly
+    trace.record("context", context)
+    if not need_weights:
+        return context, selected
+    weights = _uniform_weights(context.shape, L_K, causal, value).clone()
+    weights[batch, head, selected] = weights_top
+    return context, weights
+
+
+# --------------------------------------------------------------------------- the walkthrough
+
+
+def walkthrough(batch=32, heads=8, length=96, dim=64, factor=5, *, fast=False, causal=False):
+    """The Trace of one call at any size, computed on meta tensors: shapes and bytes, no data, no
+    time. The defaults are the sizes of the Informer ProbSparse code's own printout."""
+    for name, value in (("batch", batch), ("heads", heads), ("length", length), ("dim", dim), ("factor", factor)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            check.fail("walkthrough", name, check.describe(value), {"en": "a positive int", "zh": "正整数"})
+    q, k, v = (torch.empty(batch, heads, length, dim, device="meta") for _ in range(3))
+    U = sample_count(length, factor)
+    index = torch.empty(length, U, dtype=torch.int64, device="meta")
+    trace = Trace()
+    implementation = prob_sparse_attention if fast else prob_sparse_attention_plain
+    implementation(q, k, v, factor=factor, causal=causal, index=index, trace=trace)
+    return trace
