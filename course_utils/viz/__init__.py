@@ -1,0 +1,33 @@
+"""Plots the lessons draw: attention heatmaps and friends, in a style that renders Chinese.
+
+Plot helpers draw on an Axes (a new figure when none is given) and return it; a notebook cell
+ends with ``plt.show()``, so no ``<Figure ...>`` text is ever printed. Widgets use
+``figure_png``, which renders a figure that pyplot never sees (so it is not shown twice).
+
+One module per topic; everything is importable from ``course_utils.viz`` itself:
+``figures`` (style, fonts, new figures, the heatmap), ``shapes`` (memory layout, broadcasting,
+split heads), ``masks`` (mask pictures, head/batch slots), ``heads`` (per-head maps, cost curves).
+"""
+
+from .figures import CJK_FONT_FILE, CJK_FONT_NAME, figure_png, heatmap, new_figure, use_course_style
+from .heads import cost_lines, head_grid
+from .masks import head_batch_picture, head_slots, mask_picture
+from .shapes import broadcast_axes, broadcast_picture, memory_order, split_heads_picture
+
+__all__ = [
+    "CJK_FONT_FILE",
+    "CJK_FONT_NAME",
+    "broadcast_axes",
+    "broadcast_picture",
+    "cost_lines",
+    "figure_png",
+    "head_batch_picture",
+    "head_grid",
+    "head_slots",
+    "heatmap",
+    "mask_picture",
+    "memory_order",
+    "new_figure",
+    "split_heads_picture",
+    "use_course_style",
+]

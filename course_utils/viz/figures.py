@@ -1,0 +1,105 @@
+"""The course's plotting style (English and Chinese), figures, and the attention heatmap."""
+
+import io
+from importlib.util import find_spec
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import torch
+from matplotlib import font_manager
+from matplotlib.figure import Figure
+
+from ..i18n import message
+
+#: The CJK font shipped by the `mplfonts` package (a project dependency), so Chinese renders on
+#: a machine with no system CJK fonts. DejaVu Sans stays first: Latin letters and math symbols
+#: come from it, and matplotlib falls back to Noto for the glyphs DejaVu lacks.
+CJK_FONT_FILE = "NotoSansCJKsc-Regular.otf"
+CJK_FONT_NAME = "Noto Sans CJK SC"
+
+
+def _cjk_font_path():
+    spec = find_spec("mplfonts")  # locate the files only; importing mplfonts is not needed
+    return Path(spec.submodule_search_locations[0]) / "fonts" / CJK_FONT_FILE
+
+
+def use_course_style():
+    """Set the course's plotting style and a font that renders both English and Chinese."""
+    if CJK_FONT_NAME not in {font.name for font in font_manager.fontManager.ttflist}:
+        font_manager.fontManager.addfont(str(_cjk_font_path()))
+    matplotlib.rcParams.update(
+        {
+            # a list of families (not the generic "sans-serif") turns on per-glyph fallback
+            "font.family": ["DejaVu Sans", CJK_FONT_NAME],
+            "font.sans-serif": ["DejaVu Sans", CJK_FONT_NAME],
+            "figure.figsize": (6.0, 4.0),
+            "figure.dpi": 80,
+            "axes.grid": False,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "image.cmap": "viridis",
+        }
+    )
+
+
+def _axes(ax, size=None):
+    """`ax`, or the axes of a new pyplot figure (shown when the cell ends) when it is None."""
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt  # only here: importing pyplot picks a backend
+
+    return plt.subplots(figsize=size)[1]
+
+
+def _matrix(values, name):
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().numpy()
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 2:
+        raise ValueError(f"{name}: argument 'weights' got shape {tuple(values.shape)}; needs a 2-D (L_q, L_k) matrix")
+    return values
+
+
+def heatmap(weights, ax=None, queries=None, keys=None, title=None, annotate=None, vmin=0.0, vmax=None, colorbar=True):
+    """Draw an (L_q, L_k) attention matrix: one row per query, one column per key.
+
+    queries / keys: optional tick labels. annotate: write each value in its cell (default: when
+    the matrix is at most 8 x 8). vmin / vmax: colour range (weights live in [0, 1]).
+    """
+    weights = _matrix(weights, "heatmap")
+    ax = _axes(ax)
+    n_q, n_k = weights.shape
+    image = ax.imshow(weights, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xlabel(message("plot.key"))
+    ax.set_ylabel(message("plot.query"))
+    ax.set_xticks(range(n_k), keys if keys is not None else range(n_k))
+    ax.set_yticks(range(n_q), queries if queries is not None else range(n_q))
+    if title:
+        ax.set_title(title)
+    if annotate is None:
+        annotate = n_q <= 8 and n_k <= 8
+    if annotate:
+        top = float(weights.max()) if vmax is None else vmax
+        for i in range(n_q):
+            for j in range(n_k):
+                value = float(weights[i, j])
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                        color="black" if value > 0.6 * top else "white")
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+def new_figure(*, rows=1, cols=1, size=(6.0, 3.5)):
+    """A figure outside pyplot (for widgets) and its axes."""
+    figure = Figure(figsize=size, dpi=80, layout="constrained")
+    axes = figure.subplots(rows, cols, squeeze=False)
+    return figure, axes
+
+
+def figure_png(figure):
+    """The figure as PNG bytes (for an ipywidgets Image)."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()

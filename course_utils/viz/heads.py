@@ -1,0 +1,57 @@
+"""One attention map per head, and cost curves (lesson 04)."""
+
+import numpy as np
+import torch
+
+from ..i18n import message
+from .figures import heatmap
+
+# ---- lesson 04: one map per head, and cost curves
+
+
+def head_grid(maps, axes=None, queries=None, keys=None, row_titles=None, head_title="l04.plot.head"):
+    """Draw attention maps, one per head: `maps` is (H, L_q, L_k) for one row of H maps, or
+    (R, H, L_q, L_k) for R rows (e.g. one per example or per model). Each map is a heatmap on the
+    colour range [0, 1]; the columns are titled with the head's number, the rows with
+    `row_titles`. axes: an (R, H) array of Axes (default: a new pyplot figure). Returns the axes."""
+    maps = torch.as_tensor(maps).detach().cpu()
+    if maps.ndim == 3:
+        maps = maps.unsqueeze(0)
+    if maps.ndim != 4:
+        raise ValueError(f"head_grid: argument 'maps' got shape {tuple(maps.shape)}; needs (H, L_q, L_k) or "
+                         "(R, H, L_q, L_k)")
+    rows, heads = maps.shape[:2]
+    if axes is None:
+        import matplotlib.pyplot as plt  # only here: importing pyplot picks a backend
+
+        _, axes = plt.subplots(rows, heads, figsize=(2.6 * heads + 0.4, 2.5 * rows + 0.3), squeeze=False,
+                               layout="constrained")
+    axes = np.asarray(axes).reshape(rows, heads)
+    for r in range(rows):
+        for h in range(heads):
+            ax = axes[r, h]
+            heatmap(maps[r, h], ax=ax, queries=queries, keys=keys, vmax=1.0, annotate=False, colorbar=False)
+            ax.set_title(message(head_title, h=h), fontsize=10)
+            if h:
+                ax.set_ylabel("")
+            if row_titles is not None and h == 0:
+                ax.set_ylabel(f"{row_titles[r]}\n{message('plot.query')}")
+    return axes
+
+
+def cost_lines(ax, xs, series, xlabel, ylabel, title=None, logy=True):
+    """Draw one line per entry of `series` ({label: [y for each x]}) against `xs`, with markers, a
+    log-scaled y axis (costs span decades) and a legend. Returns ax."""
+    for label, ys in series.items():
+        ax.plot(xs, ys, marker="o", markersize=4, label=label)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.minorticks_off()
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    return ax

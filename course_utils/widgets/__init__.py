@@ -1,0 +1,38 @@
+"""ipywidgets explorers the lessons use. Each is a function that returns a widget.
+
+Every explorer is built the same way (``explorer``): some controls, and a *view*, a plain
+function of the controls' values that returns ``(figure or None, summary text)``. The widget
+re-runs the view when a control moves and shows the figure as a PNG image and the summary as
+text. Views are ordinary functions, so tests call them directly, without a browser or kernel.
+
+One module per topic; everything is importable from ``course_utils.widgets`` itself:
+``explorer`` (the common frame), ``shapes`` (lesson 00), ``attention`` (lessons 01–02),
+``models`` (lessons 03–04, trained toy models).
+"""
+
+from .attention import D_K_CHOICES, MASK_MAX_LEN, mask_explorer, mask_view, scaling_explorer, scaling_view
+from .explorer import explorer
+from .models import EXAMPLES, attention_maps_explorer, attention_maps_view, heads_explorer, heads_view
+from .shapes import MASK_SHAPES, SCORES_AXES, SCORES_SHAPES, broadcast_explorer, broadcast_view, permute_explorer, permute_view
+
+__all__ = [
+    "D_K_CHOICES",
+    "EXAMPLES",
+    "MASK_MAX_LEN",
+    "MASK_SHAPES",
+    "SCORES_AXES",
+    "SCORES_SHAPES",
+    "attention_maps_explorer",
+    "attention_maps_view",
+    "broadcast_explorer",
+    "broadcast_view",
+    "explorer",
+    "heads_explorer",
+    "heads_view",
+    "mask_explorer",
+    "mask_view",
+    "permute_explorer",
+    "permute_view",
+    "scaling_explorer",
+    "scaling_view",
+]

@@ -1,0 +1,138 @@
+"""Lessons 01 and 02: why divide by √d_k, and padding and causal masks."""
+
+import math
+
+import ipywidgets as w
+import torch
+
+from .. import masks, validation
+from ..i18n import message
+from ..viz import heatmap, mask_picture, new_figure
+from .explorer import explorer
+
+# ---- lesson 01: why divide by √d_k
+
+#: The d_k values the scaling explorer offers: the powers of two from 1 to 512.
+D_K_CHOICES = tuple(2**power for power in range(10))
+
+
+def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0):
+    """Why attention divides by √d_k, for one d_k: how spread out the scores q · k are, and how
+    sharp a query's softmax over `keys` keys becomes, with or without the division.
+
+    Draws `queries` random queries of size d_k and `keys` random keys for each of them, every
+    entry standard normal, from a generator seeded with `seed` (so a view never changes), in
+    float64 (so the rounded numbers of the summary are the same on every machine).
+
+    Returns ``(figure, summary)``: the figure shows the histogram of all queries x keys scores
+    beside the standard normal curve, and query 0's softmax weights; the summary states the
+    scores' standard deviation, query 0's largest weight and the largest weight averaged over
+    all queries (1/keys would be uniform attention, 1 a one-hot lookup).
+    """
+    if not isinstance(d_k, int) or isinstance(d_k, bool) or d_k < 1:
+        validation.fail("scaling_view", "d_k", validation.describe(d_k), {"en": "a positive int", "zh": "正整数"})
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(queries, 1, d_k, generator=generator, dtype=torch.float64)  # (N, 1, d_k)
+    k = torch.randn(queries, keys, d_k, generator=generator, dtype=torch.float64)  # (N, L_k, d_k): own keys
+    scores = (q @ k.transpose(-2, -1)).squeeze(-2)  # (N, L_k)
+    if scaled:
+        scores = scores / math.sqrt(d_k)
+    weights = torch.softmax(scores, dim=-1)  # (N, L_k)
+    std = scores.std().item()
+    largest = weights.amax(dim=-1)  # (N,)
+    mode = message("l01.scaled" if scaled else "l01.unscaled")
+
+    figure, ((left, right),) = new_figure(rows=1, cols=2, size=(8.0, 3.2))
+    reach = max(4.0, 4.0 * std)  # the x-range follows the scores, so the normal curve shrinks as they spread
+    left.hist(scores.flatten().numpy(), bins=40, range=(-reach, reach), density=True, color="tab:blue", alpha=0.7)
+    x = torch.linspace(-reach, reach, 400)
+    left.plot(x.numpy(), (torch.exp(-x**2 / 2) / math.sqrt(2 * math.pi)).numpy(), "k--", lw=1,
+              label=message("l01.standard_normal"))
+    left.set_xlabel(message("l01.score"))
+    left.set_ylabel(message("l01.density"))
+    left.set_title(message("l01.scores_title", n=scores.numel(), mode=mode), fontsize=10)
+    left.legend(loc="upper right", fontsize=8)
+    right.bar(range(keys), weights[0].numpy(), color="tab:orange")
+    right.axhline(1 / keys, color="gray", ls=":", lw=1, label=message("l01.uniform", keys=keys))
+    right.set_ylim(0, 1)
+    right.set_xticks(range(0, keys, max(1, keys // 8)))
+    right.set_xlabel(message("plot.key"))
+    right.set_ylabel(message("l01.weight"))
+    right.set_title(message("l01.weights_title", keys=keys), fontsize=10)
+    right.legend(loc="upper right", fontsize=8)
+    summary = message(
+        "l01.scaling_summary",
+        d_k=d_k,
+        mode=mode,
+        std=std,
+        top=largest[0].item(),
+        queries=queries,
+        mean_top=largest.mean().item(),
+    )
+    return figure, summary
+
+
+def scaling_explorer(d_k=64, scaled=False):
+    """A d_k slider (1 to 512, powers of two) and a "divide by √d_k" checkbox over ``scaling_view``."""
+    return explorer(
+        scaling_view,
+        d_k=w.SelectionSlider(options=D_K_CHOICES, value=d_k, description="d_k", continuous_update=False),
+        scaled=w.Checkbox(value=scaled, description=message("l01.divide_by_sqrt"), indent=False),
+    )
+
+
+# ---- lesson 02: padding and causal masks
+
+
+#: The padded length of the mask explorer's batch of two sequences.
+MASK_MAX_LEN = 6
+
+
+def mask_view(length_1=6, length_2=3, causal=False, max_len=MASK_MAX_LEN, seed=0):
+    """The mask explorer's view: a batch of two sequences of lengths `length_1` and `length_2`,
+    padded to `max_len`, with the look-ahead (causal) mask on or off.
+
+    Builds the keep mask, padding_mask (B, 1, 1, L) & causal_mask (L, L) when `causal`, and the
+    attention weights it gives to fixed random queries and keys (a generator seeded with `seed`,
+    so the view never changes). Returns ``(figure, summary)``: the figure shows each sequence's
+    mask beside its weights; the summary says how many keys each query may see and how many rows
+    are fully masked (their weights are all zero).
+    """
+    for argument, value in (("length_1", length_1), ("length_2", length_2)):
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= max_len:
+            validation.fail("mask_view", argument, validation.describe(value),
+                            {"en": f"an int from 0 to {max_len}", "zh": f"0 到 {max_len} 之间的整数"})
+    lengths = torch.tensor([length_1, length_2])
+    keep = masks.padding_mask(lengths, max_len)  # (B, 1, 1, L)
+    if causal:
+        keep = keep & masks.causal_mask(max_len)  # (B, 1, L, L)
+    keep = keep.expand(2, 1, max_len, max_len)[:, 0]  # (B, L_q, L_k): one picture per sequence
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(2, max_len, 4, generator=generator, dtype=torch.float64)
+    k = torch.randn(2, max_len, 4, generator=generator, dtype=torch.float64)
+    weights = masks.masked_softmax(q @ k.transpose(-2, -1) / 2.0, keep)  # (B, L_q, L_k); √d_k = 2
+
+    figure, axes = new_figure(rows=2, cols=2, size=(7.5, 6.0))
+    for b in range(2):
+        mask_picture(keep[b], ax=axes[b, 0], title=message("l02.plot.mask_title", n=b + 1))
+        heatmap(weights[b], ax=axes[b, 1], title=message("l02.plot.weights_title", n=b + 1), vmax=1.0,
+                annotate=False)
+    lines = [message("l02.summary", lengths=(length_1, length_2), causal=message("l02.on" if causal else "l02.off"))]
+    for b in range(2):
+        lines.append(message("l02.visible", n=b + 1, counts=keep[b].sum(dim=-1).tolist()))
+    lines.append(message("l02.hidden_rows", count=int((~keep.any(dim=-1)).sum())))
+    return figure, "\n".join(lines)
+
+
+def mask_explorer(length_1=6, length_2=3, causal=False):
+    """Two length sliders (0 to MASK_MAX_LEN) and a causal checkbox over ``mask_view``."""
+    def slider(value, n):
+        return w.IntSlider(value=value, min=0, max=MASK_MAX_LEN, description=message("l02.sequence", n=n),
+                           continuous_update=False)
+
+    return explorer(
+        mask_view,
+        length_1=slider(length_1, 1),
+        length_2=slider(length_2, 2),
+        causal=w.Checkbox(value=causal, description=message("l02.causal"), indent=False),
+    )

@@ -1,0 +1,121 @@
+"""Lessons 03 and 04: what the trained toy models attend to, map by map and head by head."""
+
+import ipywidgets as w
+import torch
+
+from .. import toy, validation
+from ..i18n import message
+from ..viz import heatmap, new_figure
+from .explorer import explorer
+
+# ---- lesson 03: the learned self- and cross-attention maps
+
+
+#: How many held-out example sequences the attention maps explorer offers.
+EXAMPLES = 50
+
+
+def attention_maps_view(reverse_model, double_model, example=0):
+    """The attention maps explorer's view for held-out example number `example`
+    (``toy.example``): the self-attention map of `reverse_model` and the cross-attention map of
+    `double_model` (``toy.ReverseModel`` / ``toy.EncoderDecoder``) on that sequence.
+
+    Returns ``(figure, summary)``: the figure shows both maps, keys labelled with the input tokens
+    and queries with the predicted output tokens; the summary states the input, each model's
+    prediction, the right answer and whether they agree (tokens and words only, no numbers,
+    so it reads the same on every machine).
+    """
+    if not isinstance(example, int) or isinstance(example, bool) or example < 0:
+        validation.fail("attention_maps_view", "example", validation.describe(example),
+                        {"en": "an int ≥ 0", "zh": "≥ 0 的整数"})
+    tokens, _ = toy.example("reverse", example)  # both tasks read the same input sequence
+    figure, axes = new_figure(rows=1, cols=2, size=(8.5, 4.6))
+    fields = {}
+    for ax, task, model, title in ((axes[0, 0], "reverse", reverse_model, "l03.self_title"),
+                                   (axes[0, 1], "double", double_model, "l03.cross_title")):
+        target = tokens[toy.target_positions(task, len(tokens))]
+        predicted = toy.predict(model, tokens)  # (L_out,)
+        heatmap(toy.attention_map(model, tokens), ax=ax, queries=list(toy.letters(predicted)),
+                keys=list(toy.letters(tokens)), title=message(title), vmax=1.0, annotate=False, colorbar=False)
+        ax.set_xlabel(message("l03.input_label"))
+        ax.set_ylabel(message("l03.output_label"))
+        fields[task] = toy.letters(predicted)
+        fields[f"{task}_target"] = toy.letters(target)
+        fields[f"{task}_ok"] = message("l03.correct" if torch.equal(predicted, target) else "l03.wrong")
+    summary = message("l03.example_summary", index=example, tokens=toy.letters(tokens), **fields)
+    return figure, summary
+
+
+def attention_maps_explorer(reverse_model, double_model, example=0):
+    """An example slider (0 to EXAMPLES - 1) over ``attention_maps_view`` for two trained models."""
+    def view(example):
+        return attention_maps_view(reverse_model, double_model, example=example)
+
+    return explorer(
+        view,
+        example=w.IntSlider(value=example, min=0, max=EXAMPLES - 1, description=message("l03.example"),
+                            continuous_update=False),
+    )
+
+
+# ---- lesson 04: what each head of a trained model reads
+
+
+def heads_view(model, example=0, head=0):
+    """The heads explorer's view for held-out example number `example` of the neighbours task
+    (``toy.neighbours_example``) and head number `head` of `model` (a trained
+    ``toy.NeighboursModel``).
+
+    Returns ``(figure, summary)``: the figure shows the head's attention map, keys labelled with
+    the input tokens and queries with the token each position holds; the summary states the input,
+    which neighbour the head gives more than 0.6 of its weight at every query of this example (if
+    one), the model's answers for both neighbours and whether they are right (tokens and words
+    only, so it reads the same on every machine).
+    """
+    heads = model.attention.num_heads
+    if not isinstance(example, int) or isinstance(example, bool) or example < 0:
+        validation.fail("heads_view", "example", validation.describe(example), {"en": "an int ≥ 0", "zh": "≥ 0 的整数"})
+    if not isinstance(head, int) or isinstance(head, bool) or not 0 <= head < heads:
+        validation.fail("heads_view", "head", validation.describe(head),
+                        {"en": f"an int from 0 to {heads - 1}", "zh": f"0 到 {heads - 1} 之间的整数"})
+    tokens, targets = toy.neighbours_example(example)
+    maps = toy.head_maps(model, tokens)  # (H, L, L)
+    with torch.no_grad():
+        predicted = model(tokens.unsqueeze(0))[0][0].argmax(dim=-1)  # (L, 2): left and right answers
+    figure, axes = new_figure(size=(4.6, 4.0))
+    letters = list(toy.letters(tokens))
+    heatmap(maps[head], ax=axes[0, 0], queries=letters, keys=letters, vmax=1.0, annotate=False,
+            title=message("l04.plot.head", h=head))
+    axes[0, 0].set_xlabel(message("l04.plot.keys"))
+    axes[0, 0].set_ylabel(message("l04.plot.queries"))
+    side = toy.head_sides(maps[head : head + 1])[0]
+    role = message("l04.role", side=message(f"l04.{side}")) if side else message("l04.role_none")
+    right = torch.equal(predicted, targets)
+    summary = message(
+        "l04.heads_summary",
+        index=example,
+        tokens=toy.letters(tokens),
+        role=role,
+        left=toy.letters(predicted[:, 0]),
+        right=toy.letters(predicted[:, 1]),
+        left_target=toy.letters(targets[:, 0]),
+        right_target=toy.letters(targets[:, 1]),
+        verdict=message("l04.correct" if right else "l04.wrong"),
+    )
+    return figure, summary
+
+
+def heads_explorer(model, example=0, head=0):
+    """An example slider (0 to EXAMPLES - 1) and a head picker over ``heads_view`` for a trained
+    ``toy.NeighboursModel``."""
+    def view(example, head):
+        return heads_view(model, example=example, head=head)
+
+    heads = model.attention.num_heads
+    return explorer(
+        view,
+        example=w.IntSlider(value=example, min=0, max=EXAMPLES - 1, description=message("l04.example"),
+                            continuous_update=False),
+        head=w.ToggleButtons(options=[(message("l04.plot.head", h=h), h) for h in range(heads)], value=head,
+                             description=message("l04.head")),
+    )
