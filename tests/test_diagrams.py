@@ -1,7 +1,9 @@
 """The diagrams of images/: drawn by code in both languages, byte-reproducible, self-contained SVG
 (every letter a path, no external reference), no missing glyph, no global setting changed, and
-the committed files equal a fresh draw."""
+the committed files equal a fresh draw; and no label collides with another, an arrow or a box edge."""
 
+import io
+import itertools
 import os
 import re
 import subprocess
@@ -13,6 +15,10 @@ from pathlib import Path
 
 import matplotlib
 import pytest
+from matplotlib.backends.backend_svg import RendererSVG
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from matplotlib.path import Path as CurvePath
+from matplotlib.transforms import Bbox
 
 from course_utils import diagrams
 
@@ -45,7 +51,8 @@ def test_write_all_writes_exactly_the_expected_files(drawn):
     assert sorted(files) == EXPECTED
     assert all(path.parent == folder for path in paths)
     assert sorted(path.name for path in folder.iterdir()) == EXPECTED
-    assert EXPECTED == sorted(["01_sdpa_en.svg", "01_sdpa_zh.svg", "03_qkv_sources_en.svg", "03_qkv_sources_zh.svg"])
+    assert EXPECTED == sorted(["01_sdpa_en.svg", "01_sdpa_zh.svg", "03_qkv_sources_en.svg", "03_qkv_sources_zh.svg",
+                               "05_probsparse_en.svg", "05_probsparse_zh.svg"])
 
 
 def test_drawing_again_gives_the_same_bytes_and_leaves_a_right_file_alone(drawn):
@@ -100,10 +107,63 @@ def test_the_chinese_labels_use_the_glossarys_terms():
     sources = " ".join(label["zh"] for label in diagrams.SOURCES.values())
     for term in ("编码器", "解码器", "自注意力", "交叉注意力", "掩码", "填充", "因果", "序列", "memory（编码器输出）"):
         assert term in sources, term
-    for table in (diagrams.SDPA, diagrams.SOURCES):
+    probsparse = " ".join(label["zh"] for label in diagrams.PROBSPARSE.values())
+    for term in ("查询", "键", "值", "采样", "稀疏性度量", "活跃查询", "惰性查询", "均值", "累积均值", "注意力权重",
+                 "因果", "输出"):
+        assert term in probsparse, term
+    for table in (diagrams.SDPA, diagrams.SOURCES, diagrams.PROBSPARSE):
         for key, label in table.items():
             assert set(label) == {"en", "zh"} and label["en"] != label["zh"], key
             assert not re.search(r"[\u4e00-\u9fff][,;:()]|[,;:()][\u4e00-\u9fff]", label["zh"]), label["zh"]
+
+
+def collisions(name, lang):
+    """What collides in diagram `name`: two texts, a text and an arrow, a text and a drawn box edge
+    (a text lies wholly inside a box or wholly outside it), a text and the picture's border. Texts
+    are measured as the SVG writer draws them (glyph outlines, unhinted), in inches."""
+    found = []
+    with diagrams.drawing_settings():
+        figure = diagrams.DIAGRAMS[name][0](lang)
+        width, height = figure.get_size_inches()
+        renderer = RendererSVG(width * 72, height * 72, io.StringIO())
+        ax = figure.axes[0]
+        texts = []
+        for text in ax.texts:
+            extent = text.get_window_extent(renderer).transformed(ax.transData.inverted())
+            # 0.005 inch (a third of a point) less on every side: touching is not colliding
+            texts.append((text.get_text(), Bbox.from_extents(*(extent.extents + [0.005, 0.005, -0.005, -0.005]))))
+        edges = [patch.get_bbox() for patch in ax.patches
+                 if isinstance(patch, FancyBboxPatch) and patch.get_edgecolor()[3] > 0]
+        arrows = [CurvePath(points) for patch in ax.patches if isinstance(patch, FancyArrowPatch)
+                  for points in patch.get_path().to_polygons(closed_only=False)]  # the shaft and the head
+    for (first, a), (second, b) in itertools.combinations(texts, 2):
+        if a.overlaps(b):
+            found.append(f"{first!r} overlaps {second!r}")
+    for text, extent in texts:
+        if extent.x0 < 0 or extent.y0 < 0 or extent.x1 > width or extent.y1 > height:
+            found.append(f"{text!r} leaves the picture")
+        for box in edges:
+            inside = box.x0 <= extent.x0 and extent.x1 <= box.x1 and box.y0 <= extent.y0 and extent.y1 <= box.y1
+            if extent.overlaps(box) and not inside:
+                found.append(f"{text!r} crosses the edge of the box at {box.bounds}")
+        found += [f"an arrow crosses {text!r}" for arrow in arrows if arrow.intersects_bbox(extent, filled=False)]
+    return found
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", list(diagrams.DIAGRAMS))
+def test_no_label_collides_with_another_an_arrow_or_a_box_edge(name, lang):
+    assert collisions(name, lang) == []
+
+
+def test_the_collision_check_sees_a_label_that_runs_into_an_arrow(monkeypatch):
+    # the word after the sampled scores' shape, made long enough to push the shape after it,
+    # (L_Q, L_K), onto the arrow that takes K on to the active queries
+    monkeypatch.setitem(diagrams.PROBSPARSE, "not", {"en": "not, at any length of the sequences, the full",
+                                                     "zh": "而不是完整的、全部的"})
+    found = collisions("05_probsparse", "en")
+    assert len(found) == 1 and found[0].startswith("an arrow crosses '$(L_Q,"), found
+    assert collisions("05_probsparse", "zh") == []
 
 
 def test_drawing_warns_of_no_missing_glyph_and_changes_no_global_setting(drawn):

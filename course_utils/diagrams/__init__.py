@@ -1,0 +1,114 @@
+"""The diagrams the lessons' markdown shows, drawn by code in both languages into images/.
+
+``write_all(folder)`` draws every diagram in English and Chinese and returns the files written;
+the build calls it before it executes the lessons, so the pictures never drift from the code.
+``DIAGRAMS`` names them (with the alt text a lesson's markdown gives each), so tests and lessons
+can enumerate them; ``markdown_link(name, lang)`` is the line a lesson's markdown cell uses.
+
+The files are SVG with every letter drawn as a path (matplotlib's ``svg.fonttype = "path"``), so
+Chinese shows in any browser without fonts, and they are byte-reproducible: a fixed hash salt, no
+date, no creator, no random ids. The course style and its CJK font come from
+``viz.use_course_style`` inside ``matplotlib.rc_context`` (``drawing_settings``), so drawing
+changes no global setting. A missing glyph is an error, not a warning: a diagram with a hole in a
+label never gets written.
+
+Layout of the package: ``sheet`` holds the drawing primitives (colours, ``Sheet``: boxes, text
+lines, arrows, legend, laid out in inches); each diagram is one module named after its lesson
+(``l01_sdpa``, ``l03_qkv_sources``, ``l05_probsparse``) holding its labels in both languages (a
+table such as ``SDPA``) and the function that draws it in one language (``sdpa(lang) -> Figure``);
+this file registers them and writes the files. To add a diagram: a new module, an entry in ``DIAGRAMS``, then `make notebooks`.
+"""
+
+import contextlib
+import io
+import warnings
+from importlib.metadata import version
+from pathlib import Path
+
+import matplotlib
+
+from .. import viz
+from .l01_sdpa import SDPA, sdpa
+from .l03_qkv_sources import SOURCES, qkv_sources
+from .l05_probsparse import PROBSPARSE, probsparse
+from .sheet import label
+
+__all__ = ["DIAGRAMS", "LANGUAGES", "PROBSPARSE", "SDPA", "SOURCES", "drawing_settings", "file_name", "markdown_link",
+           "svg", "write_all"]
+
+LANGUAGES = ("en", "zh")
+
+# What the SVG writer gets, so two runs write the same bytes: no date, no creator (it would name
+# the matplotlib version and a URL), no format/type entries (the type is a URL too).
+SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
+SVG_SETTINGS = {"svg.fonttype": "path", "svg.hashsalt": "attention-course-diagrams", "svg.id": None}
+#: The DOCTYPE line matplotlib writes names the SVG 1.1 DTD by URL; browsers ignore it and SVG 2
+#: drops it, so the files leave it out and carry only local references.
+_DOCTYPE = ('<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN"\n'
+            '  "http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd">\n')
+
+#: Every diagram: name -> (draw(lang) -> Figure, {"en", "zh"} alt text). Files: images/NAME_LANG.svg.
+DIAGRAMS = {
+    "01_sdpa": (sdpa, label("Scaled dot-product attention, step by step", "缩放点积注意力的计算步骤")),
+    "03_qkv_sources": (qkv_sources, label("Where Q, K and V come from: encoder self-attention, decoder "
+                                          "self-attention and cross-attention",
+                                          "Q、K、V 从哪里来：编码器自注意力、解码器自注意力与交叉注意力")),
+    "05_probsparse": (probsparse, label("ProbSparse attention: sample keys, rate each query by M = max − mean, "
+                                        "full attention for the top u queries, the mean of the values for the "
+                                        "lazy rest",
+                                        "ProbSparse 注意力：采样键，用 M = 最大值 − 均值为每个查询打分，"
+                                        "M 最大的 u 个查询做完整注意力，其余惰性查询取值的均值")),
+}
+
+
+def file_name(name, lang):
+    return f"{name}_{lang}.svg"
+
+
+def markdown_link(name, lang):
+    """The markdown line that shows diagram `name` in a lesson's `lang` cell."""
+    return f"![{DIAGRAMS[name][1][lang]}](../../images/{file_name(name, lang)})"
+
+
+@contextlib.contextmanager
+def drawing_settings():
+    """The settings every diagram is drawn under, restored on exit: matplotlib's defaults (not
+    the caller's settings or matplotlibrc: the same picture everywhere), the course style, the
+    reproducible SVG settings; a glyph no font has raises instead of leaving a hole."""
+    with matplotlib.rc_context(), warnings.catch_warnings():
+        warnings.filterwarnings("error", message=r"Glyph .* missing from", category=UserWarning)
+        matplotlib.rcdefaults()
+        viz.use_course_style()
+        matplotlib.rcParams.update(SVG_SETTINGS)
+        yield
+
+
+def svg(name, lang):
+    """Diagram `name` in `lang`, as the bytes of its SVG file."""
+    draw = DIAGRAMS[name][0]
+    with drawing_settings():
+        figure = draw(lang)
+        buffer = io.StringIO()
+        figure.savefig(buffer, format="svg", metadata=SVG_METADATA)
+    text = buffer.getvalue().replace(_DOCTYPE, "")
+    # (the stamp names the files' old single module: kept so that the committed files stay the same)
+    stamp = (f"<!-- Drawn by course_utils/diagrams.py with matplotlib {version('matplotlib')} and mplfonts "
+             f"{version('mplfonts')}: edit the code, then run `make notebooks`. -->\n")
+    first, rest = text.split("\n", 1)  # after the <?xml ...?> declaration
+    return (first + "\n" + stamp + rest).encode("utf-8")
+
+
+def write_all(folder):
+    """Draw every diagram in every language into `folder`; return the paths, in DIAGRAMS order.
+    A file whose bytes are already right is left alone (its modification time too)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in DIAGRAMS:
+        for lang in LANGUAGES:
+            path = folder / file_name(name, lang)
+            data = svg(name, lang)
+            if not path.exists() or path.read_bytes() != data:
+                path.write_bytes(data)
+            paths.append(path)
+    return paths
