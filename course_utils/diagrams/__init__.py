@@ -92,7 +92,7 @@ def svg(name, lang):
         figure.savefig(buffer, format="svg", metadata=SVG_METADATA)
     text = buffer.getvalue().replace(_DOCTYPE, "")
     # (the stamp names the files' old single module: kept so that the committed files stay the same)
-    stamp = (f"<!-- Drawn by course_utils/diagrams.py with matplotlib {version('matplotlib')} and mplfonts "
+    stamp = (f"<!-- Drawn by course_utils/diagrams/ with matplotlib {version('matplotlib')} and mplfonts "
              f"{version('mplfonts')}: edit the code, then run `make notebooks`. -->\n")
     first, rest = text.split("\n", 1)  # after the <?xml ...?> declaration
     return (first + "\n" + stamp + rest).encode("utf-8")
