@@ -18,7 +18,7 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # The stamp's name carries the torch choice: a new choice re-runs the install.
 STAMP := $(VENV)/.installed-$(subst =,_,$(subst $(space),_,$(TORCH)))
 
-.PHONY: setup lab test test-paths bench notebooks check clean
+.PHONY: setup lab test test-paths bench notebooks check readme release clean
 
 setup: $(STAMP)
 
@@ -115,5 +115,17 @@ bench: setup
 check: setup
 	$(PY) -m course_utils.build --check
 
+# The README's Binder section (a link per lesson and language) from the repository address in
+# pyproject.toml; run it after adding a lesson or changing the address (tests/test_links.py says when).
+readme: setup
+	$(PY) -m course_utils.links --readme
+
+# ----------------------------------------------------------------------------- teaching
+
+# The zips a teacher hands out, in dist/: the student bundle (no solutions) and the solutions.
+# `check` first: a release packages the committed notebooks, so they must match their sources.
+release: check
+	$(PY) -m course_utils.release
+
 clean:
-	rm -rf $(VENV) test-artifacts
+	rm -rf $(VENV) test-artifacts dist

@@ -1,0 +1,156 @@
+"""The course as two zips: the student bundle a teacher hands out, and the solutions (``make release``).
+
+    python -m course_utils.release              write both zips to dist/
+    python -m course_utils.release --out DIR    write them to DIR
+
+``attention-course-student-<version>.zip`` holds what a learner needs to run the course: the student
+notebooks (English and Chinese), the diagrams they show, course_utils, and the files that set it up
+(pyproject.toml, environment.yml, the Makefile for ``make lab``, README.md, GLOSSARY.md).
+``attention-course-solutions-<version>.zip`` holds the solution notebooks, for the teacher. Both put
+their files under the same top folder, ``attention-course-<version>/``, at the paths they have in the
+repository: unzipped in one place, the solutions land in ``notebooks/solutions/`` beside the course,
+and their diagram links work. The version is pyproject.toml's.
+
+What goes into the student zip is named, never "everything but ...": a file nobody listed cannot
+leak. Not named, so never in it: notebooks/solutions/, the lesson sources notebooks/source/*.py
+(they hold every exercise's solution), tests, benchmarks, test-artifacts/, .venv and caches.
+Which lessons there are comes from the sources (``build.lessons()``); each must have its rendered
+notebooks. The release packages the committed notebooks as they are; ``make release`` runs
+``make check`` first, so they match their sources.
+
+The zips are deterministic: sorted entries, one fixed timestamp, fixed permissions and compression,
+so two runs over the same files give the same bytes.
+"""
+
+import argparse
+import io
+import os
+import re
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+from . import build
+
+ROOT = build.ROOT
+DIST = ROOT / "dist"
+NAME = "attention-course"
+#: The files at the top of the repository a learner needs: the package's metadata (pip installs
+#: course_utils from it), the conda/Binder environment, `make lab`, and what to read first.
+TOP_FILES = ("GLOSSARY.md", "Makefile", "README.md", "environment.yml", "pyproject.toml")
+PACKAGE = "course_utils"
+#: Never packaged from inside course_utils: bytecode, editor and notebook leftovers.
+JUNK_DIRS = {"__pycache__", ".ipynb_checkpoints"}
+JUNK_SUFFIXES = (".pyc", ".pyo", ".swp", ".orig", ".rej", "~")
+# How a rendered notebook links a diagram (build.IMAGES_LINK, one folder deeper for solutions).
+IMAGE_LINK = re.compile(r"(?:\.\./)+(images/[\w.\-]+)")
+#: 1980-01-01, the earliest time a zip entry can carry: no build time leaks into the bytes.
+TIMESTAMP = (1980, 1, 1, 0, 0, 0)
+
+
+def version():
+    """The course's version, from pyproject.toml."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+
+
+def _rel(path):
+    return path.relative_to(ROOT).as_posix()
+
+
+def _notebooks(solutions):
+    """Every lesson's rendered notebooks, student or solution renders, both languages."""
+    paths = []
+    for lesson, source in build.lessons().items():
+        for _lang, is_solution, path in build.targets(source):
+            if is_solution != solutions:
+                continue
+            if not path.exists():
+                raise SystemExit(
+                    f"release: lesson {lesson} has no {_rel(path)}: render it first with `make notebooks ONLY={lesson}`"
+                )
+            paths.append(path)
+    return paths
+
+
+def _linked_images(notebooks):
+    """The files of images/ that these notebooks show."""
+    names = {match for path in notebooks for match in IMAGE_LINK.findall(path.read_text(encoding="utf-8"))}
+    missing = sorted(name for name in names if not (ROOT / name).is_file())
+    if missing:
+        raise SystemExit(f"release: the notebooks show images that do not exist: {missing}")
+    return [ROOT / name for name in names]
+
+
+def _package_files():
+    """Every file of course_utils/, less bytecode and editor leftovers."""
+    files = []
+    for folder, dirs, names in os.walk(ROOT / PACKAGE):
+        dirs[:] = [d for d in dirs if d not in JUNK_DIRS and not d.startswith(".")]
+        files += [Path(folder, n) for n in names if not n.startswith(".") and not n.endswith(JUNK_SUFFIXES)]
+    return files
+
+
+def student_files():
+    """The repository-relative paths of everything in the student zip, sorted."""
+    notebooks = _notebooks(solutions=False)
+    files = notebooks + _linked_images(notebooks) + _package_files() + [ROOT / name for name in TOP_FILES]
+    paths = sorted({_rel(f) for f in files})
+    # The list above is built only from named places; this guards it against a future edit.
+    leaked = [p for p in paths if p.startswith(("notebooks/solutions/", "notebooks/source/"))]
+    if leaked:
+        raise SystemExit(f"release: solutions would leak into the student zip: {leaked}")
+    return paths
+
+
+def solution_files():
+    """The repository-relative paths of the solution notebooks, sorted."""
+    return sorted(_rel(f) for f in _notebooks(solutions=True))
+
+
+def write_zip(target, paths, top):
+    """Write `paths` (relative to the repository) into the zip `target`, under the folder `top`.
+
+    Same files in, same bytes out: sorted entries, a fixed timestamp, fixed permissions and
+    compression. Written beside the target first, then moved over it, so a failed run leaves no
+    half-written zip.
+    """
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in sorted(paths):
+            info = zipfile.ZipInfo(f"{top}/{path}", date_time=TIMESTAMP)
+            info.create_system = 3  # Unix, whatever system builds it, so the permissions below count
+            info.external_attr = 0o100644 << 16  # a regular file, rw-r--r--
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, (ROOT / path).read_bytes(), compresslevel=9)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    partial.write_bytes(buffer.getvalue())
+    os.replace(partial, target)
+    return target
+
+
+def release(out=DIST):
+    """Write the student zip and the solutions zip to `out`; return their paths."""
+    v = version()
+    top = f"{NAME}-{v}"
+    return [
+        write_zip(out / f"{NAME}-student-{v}.zip", student_files(), top),
+        write_zip(out / f"{NAME}-solutions-{v}.zip", solution_files(), top),
+    ]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m course_utils.release", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=str(DIST), help="folder for the zips (default: dist/)")
+    args = parser.parse_args(argv)
+    for path in release(out=Path(args.out).resolve()):
+        with zipfile.ZipFile(path) as archive:
+            count = len(archive.namelist())
+        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        print(f"{shown}: {count} files, {path.stat().st_size / 1024:.0f} KiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Binder and CI. The README's Binder section: generated from the one repository address in
+pyproject.toml and the lessons there are, up to date, and every link well formed and opening a
+notebook that exists. The GitHub Actions workflow: valid YAML that runs `make test` through .ci/run
+and keeps the test artifacts."""
+
+import re
+import tomllib
+from urllib.parse import parse_qs, quote, urlsplit
+
+import pytest
+
+from course_utils import build, links
+
+README = build.ROOT / "README.md"
+
+
+def _section(readme):
+    start, end = readme.index(links.START), readme.index(links.END)
+    return readme[start:end]
+
+
+def _address():
+    return tomllib.loads((build.ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+
+
+def test_the_readme_binder_section_is_what_make_readme_writes():
+    readme = README.read_text(encoding="utf-8")
+    assert links.with_section(readme) == readme, "README.md's Binder section is out of date: run `make readme`"
+
+
+def test_every_binder_link_is_well_formed_and_opens_a_notebook_that_exists():
+    owner, name = urlsplit(_address()).path.strip("/").removesuffix(".git").split("/")
+    urls = re.findall(r"\]\((https?://[^)\s]+)\)", _section(README.read_text(encoding="utf-8")))
+    opened = []
+    for url in urls:
+        if url == links.BADGE:
+            continue
+        parts = urlsplit(url)
+        assert (parts.scheme, parts.netloc) == ("https", "mybinder.org"), url
+        assert parts.path.split("/")[1:] == ["v2", "gh", owner, name, links.BRANCH], url
+        query = parse_qs(parts.query, strict_parsing=True)
+        assert list(query) == ["urlpath"] and len(query["urlpath"]) == 1, url
+        urlpath = query["urlpath"][0]
+        # URL-encoded: the value carries no bare '/', and decodes back to what it was made from
+        assert parts.query == "urlpath=" + quote(urlpath, safe=""), url
+        notebook = urlpath.removeprefix("lab/tree/")
+        assert urlpath.startswith("lab/tree/") and re.fullmatch(r"notebooks/(en|zh)/\d\d_\w+\.ipynb", notebook), url
+        assert (build.ROOT / notebook).is_file(), f"{url} opens {notebook}, which does not exist"
+        opened.append(notebook)
+    every = [
+        f"notebooks/{lang}/{source.stem}.ipynb" for source in build.lessons().values() for lang in build.LANGUAGES
+    ]
+    assert sorted(opened) == sorted(every), "the Binder section must link each lesson once in each language"
+
+
+def test_the_address_is_set_in_one_place():
+    # pyproject.toml holds it; the README's Binder section is generated from it; nothing else spells it out
+    owner_repo = urlsplit(_address()).path.strip("/").removesuffix(".git")
+    places = [build.ROOT / name for name in ("Makefile", "environment.yml")]
+    places += sorted((build.ROOT / "course_utils").rglob("*.py")) + sorted((build.ROOT / ".github").rglob("*.yml"))
+    spelled = [p.relative_to(build.ROOT).as_posix() for p in places if owner_repo in p.read_text(encoding="utf-8")]
+    assert not spelled, f"the repository address is written out in {spelled}: read it from pyproject.toml instead"
+    readme = README.read_text(encoding="utf-8")
+    outside = readme.replace(_section(readme), "")
+    assert owner_repo not in outside, "README.md spells the address out of its generated Binder section"
+
+
+@pytest.mark.parametrize(
+    "address, expected",
+    [
+        ("https://github.com/someone/attention-course", ("someone", "attention-course")),
+        ("https://github.com/someone/attention-course.git", ("someone", "attention-course")),
+        ("https://github.com/someone/attention-course/", ("someone", "attention-course")),
+    ],
+)
+def test_a_github_address_gives_owner_and_name(address, expected):
+    assert links.parse_repository(address) == expected
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["", "http://github.com/a/b", "https://gitlab.com/a/b", "https://github.com/a", "https://github.com/a/b/tree/main"],
+)
+def test_an_address_binder_cannot_build_from_is_refused(address):
+    with pytest.raises(SystemExit, match="Repository"):
+        links.parse_repository(address)
+
+
+def test_the_section_needs_its_markers():
+    with pytest.raises(SystemExit, match="binder:start"):
+        links.with_section("# a README without the markers\n")
+
+
+def test_the_check_command_passes_on_the_committed_readme(capsys):
+    assert links.main(["--check"]) == 0
+
+
+# ----------------------------------------------------------------------------- CI
+
+WORKFLOW = build.ROOT / ".github" / "workflows" / "test.yml"
+
+
+def test_the_ci_workflow_runs_make_test_and_keeps_the_artifacts():
+    yaml = pytest.importorskip("yaml")  # PyYAML comes with jupytext, a runtime dependency
+    workflow = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as True
+    assert {"push", "pull_request"} <= set(triggers)
+    (job,) = workflow["jobs"].values()
+    assert job["runs-on"].startswith("ubuntu")
+    assert re.fullmatch(r"python:3\.11-\w+", job["container"]), "the job runs Python 3.11, in Debian"
+    steps = job["steps"]
+    uses = [step.get("uses", "").split("@")[0] for step in steps]
+    assert uses[0] == "actions/checkout"
+    cache = steps[uses.index("actions/cache")]
+    assert cache["with"]["path"] == job["env"]["PIP_CACHE_DIR"], "the cache keeps the folder pip downloads to"
+    assert "download.pytorch.org/whl/cpu" in job["env"]["PIP_EXTRA_INDEX_URL"]
+    runs = [step["run"] for step in steps if "run" in step]
+    assert runs == ["bash .ci/run"]
+    ci_run = (build.ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "apt-get install" in ci_run and "chromium" in ci_run and "fonts-wqy-microhei" in ci_run
+    assert ci_run.rstrip().endswith("make test")
+    upload = steps[uses.index("actions/upload-artifact")]
+    assert upload["if"] == "always()" and upload["with"]["path"].rstrip("/") == "test-artifacts"
+    assert uses.index("actions/upload-artifact") > steps.index(next(s for s in steps if "run" in s))

@@ -1,0 +1,179 @@
+"""`make release`: the student zip has what a learner needs to run every lesson and no solution, the
+solutions zip has every solution notebook, and two builds give the same bytes."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import zipfile
+
+import nbformat
+import pytest
+
+from course_utils import build, release
+
+LANGUAGES = build.LANGUAGES
+# A solution shorter than this (after comments and indentation go) could be ordinary code anywhere.
+MIN_SOLUTION_CHARS = 12
+
+
+@pytest.fixture(scope="module")
+def zips(tmp_path_factory):
+    student, solutions = release.release(out=tmp_path_factory.mktemp("dist"))
+    return student, solutions
+
+
+def _top():
+    return f"{release.NAME}-{release.version()}/"
+
+
+def _contents(path):
+    """{repository-relative path: bytes} of a release zip; every entry sits under the one top folder."""
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        assert all(name.startswith(_top()) for name in names), f"{path.name}: entries outside {_top()}"
+        return {name.removeprefix(_top()): archive.read(name) for name in names}
+
+
+def test_the_zips_are_named_after_the_version(zips):
+    student, solutions = zips
+    assert student.name == f"attention-course-student-{release.version()}.zip"
+    assert solutions.name == f"attention-course-solutions-{release.version()}.zip"
+
+
+def test_the_student_zip_has_every_lesson_in_both_languages_and_what_make_lab_needs(zips):
+    files = _contents(zips[0])
+    for lesson, source in build.lessons().items():
+        for lang in LANGUAGES:
+            assert f"notebooks/{lang}/{source.stem}.ipynb" in files, f"student zip lacks lesson {lesson} ({lang})"
+    for name in ("README.md", "GLOSSARY.md", "Makefile", "pyproject.toml", "environment.yml", "course_utils/__init__.py"):
+        assert name in files, f"student zip lacks {name}"
+    assert b"\nlab:" in files["Makefile"]
+    # every diagram a notebook shows comes along
+    shown = {m for name, data in files.items() if name.endswith(".ipynb") for m in re.findall(rb"\.\./\.\./(images/[\w.\-]+)", data)}
+    assert shown, "the parser found no diagram link in the student notebooks"
+    assert {m.decode() for m in shown} <= set(files), "student zip lacks a diagram its notebooks show"
+
+
+def test_the_solutions_zip_has_every_solution_notebook_and_only_those(zips):
+    files = _contents(zips[1])
+    expected = {
+        f"notebooks/solutions/{lang}/{source.stem}.ipynb" for source in build.lessons().values() for lang in LANGUAGES
+    }
+    assert set(files) == expected
+
+
+def test_course_utils_imports_from_an_extracted_student_zip(zips, tmp_path):
+    with zipfile.ZipFile(zips[0]) as archive:
+        archive.extractall(tmp_path)
+    course = tmp_path / _top()
+    env = {**os.environ, "PYTHONPATH": str(course)}
+    result = subprocess.run(
+        [sys.executable, "-c", "import course_utils; print(course_utils.__file__)"],
+        cwd=course, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    # the copy in the zip was imported, not the repository's (installed in the venv in editable mode)
+    assert result.stdout.strip().startswith(str(course)), result.stdout
+
+
+def test_no_solution_path_and_no_clutter_in_the_student_zip(zips):
+    for name in _contents(zips[0]):
+        parts = name.split("/")
+        assert "solutions" not in parts and not name.startswith("notebooks/source/"), name
+        assert parts[0] not in {"tests", "test-artifacts", ".venv", "dist", "benchmarks", ".git"}, name
+        assert "__pycache__" not in parts and not name.endswith(".pyc"), name
+
+
+# ----------------------------------------------------------------------------- solution text
+
+def _code(text):
+    """Code lines without comments or indentation, blank lines dropped: what a leak would share."""
+    lines = (re.sub(r"(^|\s)#.*$", "", line).strip() for line in text.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def _solutions():
+    """[(lesson, exercise id, solution code)]: each exercise cell's lines that the solution render has
+    and the student render has not, comments and markers dropped."""
+    found = []
+    for lesson, source in build.lessons().items():
+        for lang in LANGUAGES:
+            student = nbformat.read(build.NOTEBOOKS / lang / f"{source.stem}.ipynb", as_version=4)
+            solution = nbformat.read(build.NOTEBOOKS / "solutions" / lang / f"{source.stem}.ipynb", as_version=4)
+            stubs = {cell.id: cell for cell in student.cells}
+            for cell in solution.cells:
+                if "exercise" not in cell.metadata.get("tags", []):
+                    continue
+                stub_lines = set(stubs[cell.id].source.splitlines())
+                only_here = [
+                    line for line in cell.source.splitlines()
+                    if line not in stub_lines and line.strip() not in (build.BEGIN, build.END)
+                ]
+                found.append((lesson, cell.metadata["exercise"], _code("\n".join(only_here))))
+    return found
+
+
+def _readable_text(name, data):
+    """What a reader of the file sees, as code lines: a notebook's cell sources and outputs, or the file."""
+    if not name.endswith(".ipynb"):
+        return _code(data.decode("utf-8", errors="replace"))
+    notebook = json.loads(data)
+    pieces = []
+    for cell in notebook["cells"]:
+        pieces.append("".join(cell["source"]))
+        for output in cell.get("outputs", []):
+            pieces.append("".join(output.get("text", "")))
+            pieces += ["".join(v) if isinstance(v, list) else str(v) for v in output.get("data", {}).values()]
+    return _code("\n".join(pieces))
+
+
+def _leaks(files, solutions):
+    """[(file, exercise id)] where a solution's code appears in a file, line for line."""
+    texts = {name: "\n" + _readable_text(name, data) + "\n" for name, data in files.items()}
+    leaks = []
+    for lesson, exercise, code in solutions:
+        if len(code) < MIN_SOLUTION_CHARS:
+            continue
+        for name, text in texts.items():
+            # The check engine's module for the lesson holds the exercise's reference implementation:
+            # the learner's check compares with it, so it ships by design (the grader forbids calling it).
+            if re.fullmatch(rf"course_utils/exercises/l{lesson}_\w+\.py", name):
+                continue
+            if f"\n{code}\n" in text:
+                leaks.append((name, exercise))
+    return leaks
+
+
+def test_no_exercise_solution_appears_in_the_student_zip(zips):
+    solutions = _solutions()
+    files = _contents(zips[0])
+    exercise_cells = sum(
+        "exercise" in cell.get("metadata", {}).get("tags", [])
+        for name, data in files.items() if name.endswith(".ipynb")
+        for cell in json.loads(data)["cells"]
+    )
+    # one solution per exercise cell of every student notebook, none of them empty
+    assert len(solutions) == exercise_cells and all(code for _, _, code in solutions)
+    assert not _leaks(files, solutions)
+
+
+def test_the_leak_detector_finds_the_solutions_where_they_are(zips):
+    # guards the test above against a detector that never matches: every solution is in the solutions zip
+    solutions = [s for s in _solutions() if len(s[2]) >= MIN_SOLUTION_CHARS]
+    assert solutions
+    found = {exercise for _, exercise in _leaks(_contents(zips[1]), solutions)}
+    assert found == {exercise for _, exercise, _ in solutions}
+
+
+# ----------------------------------------------------------------------------- determinism
+
+def test_two_builds_give_the_same_bytes(zips, tmp_path):
+    again = release.release(out=tmp_path)
+    for first, second in zip(zips, again):
+        assert first.read_bytes() == second.read_bytes(), f"{first.name} differs between two builds"
+    with zipfile.ZipFile(again[0]) as archive:
+        names = archive.namelist()
+        assert names == sorted(names)
+        assert {info.date_time for info in archive.infolist()} == {release.TIMESTAMP}
