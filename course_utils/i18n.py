@@ -368,6 +368,183 @@ MESSAGES = {
         "右邻：预测 {right}，正确答案 {right_target}\n"
         "两侧：{verdict}",
     },
+    # lesson 05, sections 1-6 (widgets, plots): keys start with "l05." (not l05.facts/cost/bugs)
+    "l05.plot.row_measure": {"en": "M = {m:.2f}, largest weight {top:.2f}", "zh": "M = {m:.2f}，最大权重 {top:.2f}"},
+    "l05.plot.uniform": {"en": "uniform: 1/{n}", "zh": "均匀：1/{n}"},
+    "l05.plot.row_label": {"en": "{label}: {text}", "zh": "{label}：{text}"},
+    "l05.plot.query_chosen": {"en": "query (◂ chosen)", "zh": "查询（◂ 被选中）"},
+    "l05.plot.plain": {"en": "plain (gathers K_sample)", "zh": "朴素版（收集 K_sample）"},
+    "l05.plot.fast": {"en": "fast (sampled_addmm, no K_sample)", "zh": "快速版（sampled_addmm，没有 K_sample）"},
+    "l05.plot.allocated": {"en": "memory allocated (log scale)", "zh": "分配的内存（对数刻度）"},
+    "l05.plot.view_bar": {"en": "0 B: a view ({size} as a copy)", "zh": "0 B：视图（若拷贝则为 {size}）"},
+    "l05.plot.expand_title": {"en": "K_expand: 24 elements read the 6 cells of K",
+                              "zh": "K_expand：24 个元素读的是 K 的 6 个单元"},
+    "l05.plot.sample_title": {"en": "K_sample: 16 elements, 16 new cells",
+                              "zh": "K_sample：16 个元素，16 个新单元"},
+    "l05.walk.step": {"en": "step", "zh": "步骤"},
+    "l05.walk.shape": {"en": "shape", "zh": "形状"},
+    "l05.walk.kind": {"en": "view or new", "zh": "视图或新张量"},
+    "l05.walk.bytes": {"en": "allocated", "zh": "分配的内存"},
+    "l05.walk.logical": {"en": "as a copy", "zh": "若为副本"},
+    "l05.walk.view": {"en": "view", "zh": "视图"},
+    "l05.walk.new": {"en": "new", "zh": "新张量"},
+    "l05.walk.total": {"en": "total", "zh": "合计"},
+    "l05.walk.factor": {"en": "factor c", "zh": "因子 c"},
+    "l05.walk.title": {"en": "{sizes}, factor {factor}", "zh": "{sizes}，因子 {factor}"},
+    "l05.walk.counts": {
+        "en": "{sizes}, factor {factor}: U = {U} sampled keys per query, u = {u} chosen queries",
+        "zh": "{sizes}，因子 {factor}：每个查询采样 U = {U} 个键，选出 u = {u} 个查询",
+    },
+    "l05.walk.verdict": {
+        "en": "K_sample alone: {sample}, {share:.0f} % of what the plain version allocates; "
+        "the fast version allocates {fast} in all, 1/{ratio:.0f} of the plain version's",
+        "zh": "仅 K_sample 就占 {sample}，是朴素版分配内存的 {share:.0f}%；"
+        "快速版一共只分配 {fast}，是朴素版的 1/{ratio:.0f}",
+    },
+    # lesson 05, sections 7-9 (plots): keys start with "l05.bugs.", "l05.facts.", "l05.cost."
+    "l05.bugs.divide_by_u": {"en": "max − sum / U (the course)", "zh": "最大值 − 和 / U（本课程）"},
+    "l05.bugs.divide_by_lk": {"en": "max − sum / L_K (the Informer code)", "zh": "最大值 − 和 / L_K（Informer 代码）"},
+    "l05.bugs.offset_axis": {"en": "common key offset (L = 512, key length ≈ 8)", "zh": "键的共同偏移（L = 512，键长约为 8）"},
+    "l05.bugs.recall_axis": {"en": "share of the 10 active queries chosen", "zh": "10 个活跃查询中被选中的比例"},
+    "l05.facts.random_probsparse": {"en": "ProbSparse, random inputs", "zh": "ProbSparse，随机输入"},
+    "l05.facts.random_mean": {"en": "mean(V), random inputs", "zh": "mean(V)，随机输入"},
+    "l05.facts.dominant_probsparse": {"en": "ProbSparse, a few dominant queries", "zh": "ProbSparse，少数主导查询"},
+    "l05.facts.dominant_mean": {"en": "mean(V), a few dominant queries", "zh": "mean(V)，少数主导查询"},
+    "l05.facts.length_axis": {"en": "sequence length L", "zh": "序列长度 L"},
+    "l05.facts.error_axis": {"en": "relative error vs full attention", "zh": "相对于完整的注意力的相对误差"},
+    "l05.facts.random": {"en": "random inputs", "zh": "随机输入"},
+    "l05.facts.dominant": {"en": "a few dominant queries", "zh": "少数主导查询"},
+    "l05.facts.chance": {"en": "chance (u / L)", "zh": "随机水平（u / L）"},
+    "l05.facts.sample_axis": {"en": "sampled keys per query U (L = 512, u = 35)", "zh": "每个查询的采样键数 U（L = 512，u = 35）"},
+    "l05.facts.recall_axis": {"en": "recall of the 10 most active", "zh": "最活跃的 10 个的召回率"},
+    "l05.cost.sdpa": {"en": "F.scaled_dot_product_attention", "zh": "F.scaled_dot_product_attention"},
+    "l05.cost.plain": {"en": "ProbSparse, plain (gathers K_sample)", "zh": "ProbSparse 朴素版（收集 K_sample）"},
+    "l05.cost.fast": {"en": "ProbSparse, fast (no K_sample)", "zh": "ProbSparse 快速版（没有 K_sample）"},
+    "l05.cost.weights": {"en": "full attention's weights (B, H, L, L)", "zh": "完整注意力的权重 (B, H, L, L)"},
+    "l05.cost.length_axis": {"en": "sequence length L (B = 1, H = 8, D = 64)", "zh": "序列长度 L（B = 1，H = 8，D = 64）"},
+    "l05.cost.time_axis": {"en": "milliseconds per call", "zh": "每次调用的毫秒数"},
+    "l05.cost.memory_axis": {"en": "MB allocated", "zh": "分配的内存（MB）"},
+    # the teacher's grader (course_utils.grade): feedback files and its own verdicts
+    "grade.title": {"en": "Feedback on {notebook}", "zh": "{notebook} 的反馈"},
+    "grade.summary": {
+        "en": "Student: {student} · lesson {lesson} · score {score} / {max_score}",
+        "zh": "学生：{student} · 第 {lesson} 课 · 得分 {score} / {max_score}",
+    },
+    "grade.notes": {"en": "Notes", "zh": "说明"},
+    "grade.cell_error": {
+        "en": "Cell {cell} (`{first}`) raised {error}: {text} The grader skipped it and went on.",
+        "zh": "第 {cell} 个单元格（`{first}`）抛出了 {error}：{text} 评分程序跳过了它，继续往下运行。",
+    },
+    "grade.cell_time_limit": {
+        "en": "Cell {cell} (`{first}`) ran for more than {seconds:g} s and was stopped; the grader skipped it and went on.",
+        "zh": "第 {cell} 个单元格（`{first}`）运行超过 {seconds:g} 秒，已被中止；评分程序跳过了它，继续往下运行。",
+    },
+    "grade.cell_died": {
+        "en": "The notebook's kernel died while cell {cell} (`{first}`) ran (os._exit, a crash, or more than "
+        "{memory} MB of memory). The grader started a fresh kernel, ran the cells before it again, and skipped it.",
+        "zh": "第 {cell} 个单元格（`{first}`）运行时，笔记本的内核崩溃了（os._exit、程序崩溃，或内存超过 {memory} MB）。"
+        "评分程序启动了新的内核，重新运行了它之前的单元格，并跳过了它。",
+    },
+    "grade.found_by_name": {
+        "en": "The exercise cell of {exercise} has lost its metadata; the grader took the cell that defines `{name}`.",
+        "zh": "{exercise} 的练习单元格丢失了元数据；评分程序改用定义 `{name}` 的那个单元格。",
+    },
+    "grade.printed": {
+        "en": "{exercise}: your function printed {count} characters while it was checked; a check shows only the "
+        "first {limit}.",
+        "zh": "{exercise}：检查时你的函数打印了 {count} 个字符；检查只显示前 {limit} 个。",
+    },
+    "grade.review": {
+        "en": "Note for the teacher: this notebook's code reaches for the grading machinery or changes libraries "
+        "({what}). The grader computed its verdicts in its own process, which that code cannot reach; you may "
+        "still want to read it.",
+        "zh": "给教师的提示：本笔记本的代码触及了评分机制或改动了库（{what}）。评分程序在自己的进程中得出结论，"
+        "这些代码影响不到；不过你也许仍想读一读它。",
+    },
+    "grade.missing_cell": {
+        "en": "❌ {exercise}: the notebook has no exercise cell for it any more (deleted, or its metadata lost), "
+        "and no cell defines `{name}`. The grader finds your function by that cell: copy the cell back from the "
+        "course's notebook and write your answer in it.",
+        "zh": "❌ {exercise}：笔记本里已经没有这道练习的单元格（被删除，或丢失了元数据），也没有单元格定义 `{name}`。"
+        "评分程序要靠这个单元格找到你的函数：请从课程笔记本中把它复制回来，再把答案写进去。",
+    },
+    "grade.renamed": {
+        "en": "❌ {exercise}: the exercise cell defines {found}, but no longer `{name}`. The grader checks the "
+        "function by the name the exercise gave it: rename it back to `{name}`.",
+        "zh": "❌ {exercise}：练习单元格定义了 {found}，却不再定义 `{name}`。评分程序按练习给定的名字检查函数："
+        "请把它改回 `{name}`。",
+    },
+    "grade.deleted": {
+        "en": "❌ {exercise}: the exercise cell no longer defines the function `{name}`. Write your answer in it, "
+        "under that name.",
+        "zh": "❌ {exercise}：练习单元格不再定义函数 `{name}`。请在这个函数里、用这个名字写出你的答案。",
+    },
+    "grade.missing_function": {
+        "en": "❌ {exercise}: after its cell ran, the notebook has no `{name}` (does a later line delete it?).",
+        "zh": "❌ {exercise}：它的单元格运行之后，笔记本里没有 `{name}`（是不是后面某一行把它删掉了？）。",
+    },
+    "grade.syntax_error": {
+        "en": "💥 {exercise}: the exercise cell is not valid Python (line {line}: {text}). Fix it so that the cell runs.",
+        "zh": "💥 {exercise}：练习单元格不是合法的 Python 代码（第 {line} 行：{text}）。请修改，让这个单元格能运行。",
+    },
+    "grade.cell_failed": {
+        "en": "💥 {exercise}: the exercise cell raised {error} when it ran: {text}",
+        "zh": "💥 {exercise}：练习单元格运行时抛出了 {error}：{text}",
+    },
+    "grade.cell_timeout": {
+        "en": "⏱️ {exercise}: the exercise cell ran for more than {seconds:g} s and was stopped.",
+        "zh": "⏱️ {exercise}：练习单元格运行超过 {seconds:g} 秒，已被中止。",
+    },
+    "grade.kernel_died_cell": {
+        "en": "💥 {exercise}: the notebook's kernel died while the exercise cell ran (os._exit, a crash, or more "
+        "than {memory} MB of memory).",
+        "zh": "💥 {exercise}：练习单元格运行时，笔记本的内核崩溃了（os._exit、程序崩溃，或内存超过 {memory} MB）。",
+    },
+    "grade.kernel_died": {
+        "en": "💥 {exercise}: the notebook's kernel died while your function was checked (os._exit, a crash, or "
+        "more than {memory} MB of memory). The grader went on with a fresh kernel.",
+        "zh": "💥 {exercise}：检查你的函数时，笔记本的内核崩溃了（os._exit、程序崩溃，或内存超过 {memory} MB）。"
+        "评分程序换了一个新的内核继续。",
+    },
+    "grade.collect_timeout": {
+        "en": "⏱️ {exercise}: checking your function took more than {seconds:g} s in all and was stopped (a step "
+        "the per-call time limit cannot interrupt, such as one very long torch operation?).",
+        "zh": "⏱️ {exercise}：检查你的函数总共用了超过 {seconds:g} 秒，已被中止（是不是有一步单次调用的时间限制"
+        "打断不了，比如一个极其耗时的 torch 运算？）。",
+    },
+    "grade.no_result": {
+        "en": "💥 {exercise}: the grader got no usable results back from the notebook's kernel ({why}). Does a "
+        "cell change Python, torch or the course's package so that functions can no longer be checked?",
+        "zh": "💥 {exercise}：评分程序没能从笔记本的内核取回可用的结果（{why}）。是不是有单元格改动了 Python、"
+        "torch 或课程的包，使函数无法再被检查？",
+    },
+    "grade.out_of_time": {
+        "en": "⏱️ {exercise}: not checked: the notebook used up the {seconds:g} s the grader gives one notebook "
+        "before it got here.",
+        "zh": "⏱️ {exercise}：未检查：还没运行到这里，笔记本就用完了评分程序给每个笔记本的 {seconds:g} 秒。",
+    },
+    "grade.gave_up": {
+        "en": "💥 {exercise}: not checked: the notebook's kernel died {count} times, and the grader stopped "
+        "starting new ones.",
+        "zh": "💥 {exercise}：未检查：笔记本的内核已经崩溃 {count} 次，评分程序不再重新启动。",
+    },
+    "grade.no_kernel": {
+        "en": "💥 {exercise}: not checked: the grader could not start a kernel for this notebook.",
+        "zh": "💥 {exercise}：未检查：评分程序无法为这个笔记本启动内核。",
+    },
+    "grade.unreadable": {
+        "en": "💥 {exercise}: not checked: the grader cannot read the file as a notebook ({error}).",
+        "zh": "💥 {exercise}：未检查：评分程序无法把这个文件当作笔记本读取（{error}）。",
+    },
+    "grade.unknown_lesson": {
+        "en": "💥 The grader cannot tell which lesson this notebook belongs to: it has no exercise cells, and its "
+        "file name does not start with a lesson number such as 00_.",
+        "zh": "💥 评分程序无法判断这个笔记本属于哪一课：它没有练习单元格，文件名也不是以 00_ 这样的课程编号开头。",
+    },
+    "grade.grader_error": {
+        "en": "💥 {exercise}: the grader itself failed on this notebook ({error}); please tell the course's maintainers.",
+        "zh": "💥 {exercise}：评分程序自身在处理这个笔记本时出错（{error}）；请告知课程维护者。",
+    },
     # claims: facts a cell demonstrates (course_utils.claims)
     "claim.false": {
         "en": "This notebook states a fact that is false on this run: {statement}",

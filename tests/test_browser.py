@@ -1,4 +1,4 @@
-"""Lessons 01 to 04 tested as a learner uses them: in JupyterLab, in a real browser.
+"""Lessons 01 to 05 tested as a learner uses them: in JupyterLab, in a real browser.
 
 The test starts JupyterLab on localhost, opens the English and the Chinese notebook of each lesson
 in headless Chromium (Debian's ``/usr/bin/chromium``, driven by playwright), runs all cells from
@@ -52,7 +52,8 @@ CHROMIUM_ARGS = [
 # explorer needs the models the notebook trains, so running it all also proves training in a browser.
 NOTEBOOKS = [
     f"notebooks/{lang}/{lesson}.ipynb"
-    for lesson in ("01_attention_basics", "02_masking", "03_self_cross_attention", "04_multihead_attention")
+    for lesson in ("01_attention_basics", "02_masking", "03_self_cross_attention", "04_multihead_attention",
+                   "05_probsparse")
     for lang in ("en", "zh")
 ]
 

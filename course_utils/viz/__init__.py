@@ -6,12 +6,14 @@ ends with ``plt.show()``, so no ``<Figure ...>`` text is ever printed. Widgets u
 
 One module per topic; everything is importable from ``course_utils.viz`` itself:
 ``figures`` (style, fonts, new figures, the heatmap), ``shapes`` (memory layout, broadcasting,
-split heads), ``masks`` (mask pictures, head/batch slots), ``heads`` (per-head maps, cost curves).
+split heads), ``masks`` (mask pictures, head/batch slots), ``heads`` (per-head maps, cost curves),
+``probsparse`` (softmax rows and their measure, chosen queries, the walkthrough's bytes).
 """
 
 from .figures import CJK_FONT_FILE, CJK_FONT_NAME, figure_png, heatmap, new_figure, use_course_style
 from .heads import cost_lines, head_grid
 from .masks import head_batch_picture, head_slots, mask_picture
+from .probsparse import chosen_weights, format_bytes, walkthrough_bars, weight_rows
 from .shapes import broadcast_axes, broadcast_picture, memory_order, split_heads_picture
 
 __all__ = [
@@ -19,8 +21,10 @@ __all__ = [
     "CJK_FONT_NAME",
     "broadcast_axes",
     "broadcast_picture",
+    "chosen_weights",
     "cost_lines",
     "figure_png",
+    "format_bytes",
     "head_batch_picture",
     "head_grid",
     "head_slots",
@@ -30,4 +34,6 @@ __all__ = [
     "new_figure",
     "split_heads_picture",
     "use_course_style",
+    "walkthrough_bars",
+    "weight_rows",
 ]
