@@ -111,6 +111,7 @@ notebooks: setup
 # Benchmarks print ratios measured side by side in one run, on one thread; never a timed test.
 bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_multihead.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_probsparse.py
 
 check: setup
 	$(PY) -m course_utils.build --check

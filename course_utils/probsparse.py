@@ -18,9 +18,12 @@ Two implementations of the same algorithm, with the same arguments and results:
 - ``prob_sparse_attention_plain`` takes each step the way the Informer ProbSparse code does, to be
   read: it builds every query's sampled keys as a (B, H, L_Q, U, D) tensor (``K_sample``).
 - ``prob_sparse_attention`` never builds ``K_sample``: the U scores of each query are a *sampled*
-  matrix product (``torch.sparse.sampled_addmm``), so its extra memory is O(L · U), not
-  O(L · U · D). Given the same sampled indices both choose the same queries and return the same
-  values (up to float rounding: the products are summed in another order).
+  matrix product (``torch.sparse.sampled_addmm``, written straight into the values of one CSR
+  pattern that every batch item and head share), so its extra memory is O(L · U), not
+  O(L · U · D); the chosen queries attend through ``F.scaled_dot_product_attention``. Given the
+  same sampled indices both choose the same queries and return the same values (up to float
+  rounding: the products are summed in another order). ``benchmarks/bench_probsparse.py``
+  measures it against the Informer code's algorithm and against full attention.
 
 Layout: query (B, H, L_Q, D), key (B, H, L_K, D), value (B, H, L_K, D_v), as for
 ``F.scaled_dot_product_attention``. Both return ``(output, selected)``: output (B, H, L_Q, D_v)
@@ -38,14 +41,15 @@ algorithm also runs on meta tensors (``walkthrough``), which have shapes but no 
 walkthrough of any size costs nothing.
 """
 
+import contextlib
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from . import validation as check
-
 
 # --------------------------------------------------------------------------- sizes and sampling
 
@@ -73,22 +77,64 @@ def sampled_scores(query, key, index):
     """(B, H, L_Q, U): scores[b, h, i, s] = query[b, h, i] · key[b, h, index[i, s]], unscaled.
 
     Only U entries of each row of Q Kᵀ are needed: a sampled dense–dense product, computed by
-    ``torch.sparse.sampled_addmm`` straight from Q and K, without gathering the sampled keys.
+    ``torch.sparse.sampled_addmm`` straight from Q and K, without gathering the sampled keys. No
+    gradient flows through it when query and key need none (the scores only choose queries); when
+    they do, or for a dtype or device ``sampled_addmm`` lacks, the keys are gathered a block of
+    queries at a time instead (differentiable, the same values up to rounding).
     """
     B, H, L_Q, D = query.shape
     L_K, U = key.shape[-2], index.shape[-1]
     if query.is_meta:  # the walkthrough: shapes only, and sampled_addmm has no meta kernel
         return query.new_empty(B, H, L_Q, U)
-    # One CSR pattern for every (batch, head): row i holds the U sampled columns of query i.
-    rows = torch.arange(0, L_Q * U + 1, U, dtype=torch.int32).expand(B * H, -1)
-    columns = index.reshape(1, -1).to(torch.int32).expand(B * H, -1)
-    pattern = torch.sparse_csr_tensor(
-        rows, columns, query.new_empty(B * H, L_Q * U), (B * H, L_Q, L_K), check_invariants=False
-    )
-    product = torch.sparse.sampled_addmm(
-        pattern, query.reshape(B * H, L_Q, D), key.reshape(B * H, L_K, D).transpose(-2, -1), beta=0.0
-    )
-    return product.values().view(B, H, L_Q, U)
+    differentiable = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad)
+    if differentiable or query.device.type != "cpu" or query.dtype not in (torch.float32, torch.float64):
+        return _gathered_scores(query, key, index)
+    if query.numel() == 0 or key.numel() == 0:
+        return query.new_zeros(B, H, L_Q, U)
+    # One CSR pattern for every (batch, head): row i holds the U sampled columns of query i. The
+    # product is written into the pattern's own values (out=pattern): no copy of the pattern, and
+    # values start at zero because the kernel adds beta · value (0 · NaN would be NaN).
+    rows = torch.arange(0, L_Q * U + 1, U, dtype=index.dtype, device=query.device).expand(B * H, -1)
+    columns = index.reshape(1, -1).expand(B * H, -1)  # int64, the index itself: no copy
+    values = query.new_zeros(B * H, L_Q * U)
+    pattern = _csr_tensor(rows, columns, values, (B * H, L_Q, L_K))
+    mat1 = query.reshape(B * H, L_Q, D)
+    mat2 = key.reshape(B * H, L_K, D).transpose(-2, -1)
+    torch.sparse.sampled_addmm(pattern, mat1, mat2, beta=0.0, out=pattern)
+    return values.view(B, H, L_Q, U)
+
+
+_CSR_WARNING = "Sparse CSR tensor support is in beta state"
+_csr_warning_consumed = False
+
+
+def _csr_tensor(rows, columns, values, size):
+    """torch.sparse_csr_tensor, without the warning PyTorch gives (once per process) when the
+    first one is made: "Sparse CSR tensor support is in beta state" is not the learner's concern.
+    The filter is set only until that first tensor: setting one makes Python show again the
+    warnings it had shown once already."""
+    global _csr_warning_consumed
+    if _csr_warning_consumed:
+        return torch.sparse_csr_tensor(rows, columns, values, size, check_invariants=False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_CSR_WARNING, category=UserWarning)
+        tensor = torch.sparse_csr_tensor(rows, columns, values, size, check_invariants=False)
+    _csr_warning_consumed = True
+    return tensor
+
+
+def _gathered_scores(query, key, index, block_bytes=2**24):
+    """sampled_scores by gathering the sampled keys a block of queries at a time (at most about
+    ``block_bytes`` of gathered keys at once): differentiable, any dtype and device."""
+    B, H, L_Q, D = query.shape
+    U = index.shape[-1]
+    block = max(1, block_bytes // max(1, B * H * U * D * query.element_size()))
+    pieces = []
+    for start in range(0, L_Q, block):
+        rows = index[start : start + block]  # (block, U)
+        sampled = key[:, :, rows, :]  # (B, H, block, U, D)
+        pieces.append((query[:, :, start : start + block].unsqueeze(-2) @ sampled.transpose(-2, -1)).squeeze(-2))
+    return torch.cat(pieces, dim=-2) if len(pieces) > 1 else pieces[0]
 
 
 def sparsity_measure(scores):
@@ -174,16 +220,32 @@ class Trace:
     def __init__(self):
         self.steps = []
         self._known = set()  # the storages of the inputs and of every step so far
+        # The storages themselves, held while the call runs: a storage freed in mid-call could
+        # otherwise be reborn at the same address and pass a new tensor off as a view.
+        self._alive = []
 
     def inputs(self, *tensors):
         """Note the inputs' memory, so that a view of an input is seen as one."""
-        self._known.update(_storage(tensor) for tensor in tensors)
+        for tensor in tensors:
+            self._alive.append(tensor.untyped_storage())
+            self._known.add(_storage(tensor))
+
+    @contextlib.contextmanager
+    def call(self, *inputs):
+        """The span of one call: notes its inputs, lets go of its tensors when it ends."""
+        self.inputs(*inputs)
+        try:
+            yield self
+        finally:
+            self._alive.clear()
+            self._known.clear()
 
     def record(self, name, tensor):
         """Add ``tensor`` as step ``name`` and return it unchanged."""
         storage = _storage(tensor)
         view = storage in self._known
         self._known.add(storage)
+        self._alive.append(tensor.untyped_storage())
         new_bytes = 0 if view else tensor.untyped_storage().nbytes()
         logical = tensor.numel() * tensor.element_size()
         self.steps.append(Step(name, tuple(tensor.shape), tensor.dtype, view, new_bytes, logical))
@@ -211,8 +273,8 @@ class _NoTrace:
     """Stands in for a Trace when none is asked for, so the algorithm reads without `if trace:`."""
 
     @staticmethod
-    def inputs(*tensors):
-        pass
+    def call(*inputs):
+        return contextlib.nullcontext()
 
     @staticmethod
     def record(name, tensor):
@@ -263,8 +325,10 @@ def _validate(function, query, key, value, factor, scale, causal, generator, ind
     if index is not None:
         bad = not isinstance(index, torch.Tensor) or index.dtype != torch.int64 or tuple(index.shape) != (L_Q, U)
         if not bad and index.numel() and not query.is_meta:
-            limit = torch.arange(1, L_Q + 1).unsqueeze(1) if causal else L_K
-            bad = bool((index < 0).any() or (index >= limit).any())
+            low, high = torch.aminmax(index)  # one pass over the index
+            bad = bool(low < 0 or high >= L_K)
+            if causal and not bad:
+                bad = bool((index > torch.arange(L_Q, device=index.device).unsqueeze(1)).any())
         if bad:
             where = {"en": "key positions ≤ the query's own", "zh": "不超过该查询自身位置的键位置"} if causal else {"en": f"key positions in [0, {L_K})", "zh": f"[0, {L_K}) 内的键位置"}
             check.fail(
@@ -298,38 +362,38 @@ def prob_sparse_attention(
         ``(output, selected)``: (B, H, L_Q, D_v) and the chosen queries (B, H, u), or
         ``(output, weights)`` with need_weights=True.
     """
-    B, H, L_Q, L_K, D, U, u = _validate(
+    _, _, L_Q, L_K, D, U, u = _validate(
         "prob_sparse_attention", query, key, value, factor, scale, causal, generator, index
     )
     trace = _NoTrace() if trace is None else trace
-    trace.inputs(query, key, value)
-    scale = 1.0 / math.sqrt(D) if scale is None else scale
-    if index is None:
-        index = sample_keys(L_Q, L_K, U, causal=causal, generator=generator, device=query.device)
-    trace.record("index_sample", index)
+    with trace.call(query, key, value):  # the trace keeps this call's tensors alive until it ends
+        scale = 1.0 / math.sqrt(D) if scale is None else scale
+        if index is None:
+            index = sample_keys(L_Q, L_K, U, causal=causal, generator=generator, device=query.device)
+        trace.record("index_sample", index)
 
-    with torch.no_grad():  # the selection is a choice, not a function to differentiate
-        scores = trace.record("scores_sample", sampled_scores(query, key, index))
-        measure = trace.record("M", sparsity_measure(scores))
-        selected = trace.record("selected", select_queries(measure, u))
+        with torch.no_grad():  # the selection is a choice, not a function to differentiate
+            scores = trace.record("scores_sample", sampled_scores(query, key, index))
+            measure = trace.record("M", sparsity_measure(scores))
+            selected = trace.record("selected", select_queries(measure, u))
 
-    chosen = trace.record("Q_reduce", _rows(query, selected))
-    keep = causal_keep(selected, L_K) if causal else None
-    if need_weights:
-        scores_top = (chosen @ key.transpose(-2, -1)) * scale
-        if keep is not None:
-            scores_top = scores_top.masked_fill(~keep, float("-inf"))
-        weights_top = trace.record("weights_top", scores_top.softmax(-1))
-        attended = weights_top @ value
-    else:
-        attended = F.scaled_dot_product_attention(chosen, key, value, attn_mask=keep, scale=scale)
-    trace.record("attended", attended)
-    context = trace.record("context_init", lazy_context(value, L_Q, causal))
-    output = trace.record("context", _put_rows(context, selected, attended))
-    if not need_weights:
-        return output, selected
-    weights = _put_rows(_uniform_weights(output.shape, L_K, causal, value), selected, weights_top)
-    return output, weights
+        chosen = trace.record("Q_reduce", _rows(query, selected))
+        keep = causal_keep(selected, L_K) if causal else None
+        if need_weights:
+            scores_top = (chosen @ key.transpose(-2, -1)) * scale
+            if keep is not None:
+                scores_top = scores_top.masked_fill(~keep, float("-inf"))
+            weights_top = trace.record("weights_top", scores_top.softmax(-1))
+            attended = weights_top @ value
+        else:
+            attended = F.scaled_dot_product_attention(chosen, key, value, attn_mask=keep, scale=scale)
+        trace.record("attended", attended)
+        context = trace.record("context_init", lazy_context(value, L_Q, causal))
+        output = trace.record("context", _put_rows(context, selected, attended))
+        if not need_weights:
+            return output, selected
+        weights = _put_rows(_uniform_weights(output.shape, L_K, causal, value), selected, weights_top)
+        return output, weights
 
 
 def prob_sparse_attention_plain(
@@ -345,50 +409,50 @@ def prob_sparse_attention_plain(
         "prob_sparse_attention_plain", query, key, value, factor, scale, causal, generator, index
     )
     trace = _NoTrace() if trace is None else trace
-    trace.inputs(query, key, value)
-    scale = 1.0 / math.sqrt(D) if scale is None else scale
-    if index is None:
-        index = sample_keys(L_Q, L_K, U, causal=causal, generator=generator, device=query.device)
+    with trace.call(query, key, value):  # the trace keeps this call's tensors alive until it ends
+        scale = 1.0 / math.sqrt(D) if scale is None else scale
+        if index is None:
+            index = sample_keys(L_Q, L_K, U, causal=causal, generator=generator, device=query.device)
 
-    # 1. Every query's own sample of keys. K_expand repeats K once per query without copying (a
-    #    view with stride 0 on the new axis); indexing it with (query, sample) pairs copies.
-    K_expand = trace.record("K_expand", key.unsqueeze(-3).expand(B, H, L_Q, L_K, D))
-    trace.record("index_sample", index)
-    query_rows = torch.arange(L_Q, device=query.device).unsqueeze(1)  # (L_Q, 1) pairs with (L_Q, U)
-    with torch.no_grad():
-        K_sample = trace.record("K_sample", K_expand[:, :, query_rows, index, :])  # (B, H, L_Q, U, D)
-        # 2. Each query against its own sample only: (1, D) @ (D, U) per query.
-        scores = trace.record("scores_sample", (query.unsqueeze(-2) @ K_sample.transpose(-2, -1)).squeeze(-2))
-        # 3. The sparsity measure: max − mean over the U sampled scores (the mean divides by U).
-        measure = trace.record("M", sparsity_measure(scores))
-        # 4. The u most active queries.
-        selected = trace.record("selected", measure.topk(u, dim=-1).indices.sort(dim=-1).values)
+        # 1. Every query's own sample of keys. K_expand repeats K once per query without copying (a
+        #    view with stride 0 on the new axis); indexing it with (query, sample) pairs copies.
+        K_expand = trace.record("K_expand", key.unsqueeze(-3).expand(B, H, L_Q, L_K, D))
+        trace.record("index_sample", index)
+        query_rows = torch.arange(L_Q, device=query.device).unsqueeze(1)  # (L_Q, 1) pairs with (L_Q, U)
+        with torch.no_grad():
+            K_sample = trace.record("K_sample", K_expand[:, :, query_rows, index, :])  # (B, H, L_Q, U, D)
+            # 2. Each query against its own sample only: (1, D) @ (D, U) per query.
+            scores = trace.record("scores_sample", (query.unsqueeze(-2) @ K_sample.transpose(-2, -1)).squeeze(-2))
+            # 3. The sparsity measure: max − mean over the U sampled scores (the mean divides by U).
+            measure = trace.record("M", sparsity_measure(scores))
+            # 4. The u most active queries.
+            selected = trace.record("selected", measure.topk(u, dim=-1).indices.sort(dim=-1).values)
 
-    # 5. Full, scaled attention for the chosen queries only.
-    batch = torch.arange(B, device=query.device).view(B, 1, 1)
-    head = torch.arange(H, device=query.device).view(1, H, 1)
-    Q_reduce = trace.record("Q_reduce", query[batch, head, selected])  # (B, H, u, D)
-    scores_top = trace.record("scores_top", Q_reduce @ key.transpose(-2, -1) * scale)  # (B, H, u, L_K)
-    if causal:  # the chosen query at position p sees keys 0 … p only
-        scores_top = scores_top.masked_fill(~causal_keep(selected, L_K), float("-inf"))
-    weights_top = trace.record("weights_top", torch.softmax(scores_top, dim=-1))
-    attended = trace.record("attended", weights_top @ value)  # (B, H, u, D_v)
+        # 5. Full, scaled attention for the chosen queries only.
+        batch = torch.arange(B, device=query.device).view(B, 1, 1)
+        head = torch.arange(H, device=query.device).view(1, H, 1)
+        Q_reduce = trace.record("Q_reduce", query[batch, head, selected])  # (B, H, u, D)
+        scores_top = trace.record("scores_top", Q_reduce @ key.transpose(-2, -1) * scale)  # (B, H, u, L_K)
+        if causal:  # the chosen query at position p sees keys 0 … p only
+            scores_top = scores_top.masked_fill(~causal_keep(selected, L_K), float("-inf"))
+        weights_top = trace.record("weights_top", torch.softmax(scores_top, dim=-1))
+        attended = trace.record("attended", weights_top @ value)  # (B, H, u, D_v)
 
-    # 6. Lazy queries get the mean of the values they may see; the chosen rows are then replaced.
-    if causal:
-        V_mean = trace.record("V_cummean", value.cumsum(-2) / torch.arange(1, L_K + 1, dtype=value.dtype, device=value.device).unsqueeze(-1))
-        context = V_mean.clone()
-    else:
-        V_mean = trace.record("V_mean", value.mean(-2))  # (B, H, D_v)
-        context = V_mean.unsqueeze(-2).expand(B, H, L_Q, value.shape[-1]).clone()
-    trace.record("context_init", context)
-    context = context.index_put((batch, head, selected), attended)  # out of place: autograd-friendly
-    trace.record("context", context)
-    if not need_weights:
-        return context, selected
-    weights = _uniform_weights(context.shape, L_K, causal, value).clone()
-    weights[batch, head, selected] = weights_top
-    return context, weights
+        # 6. Lazy queries get the mean of the values they may see; the chosen rows are then replaced.
+        if causal:
+            V_mean = trace.record("V_cummean", value.cumsum(-2) / torch.arange(1, L_K + 1, dtype=value.dtype, device=value.device).unsqueeze(-1))
+            context = V_mean.clone()
+        else:
+            V_mean = trace.record("V_mean", value.mean(-2))  # (B, H, D_v)
+            context = V_mean.unsqueeze(-2).expand(B, H, L_Q, value.shape[-1]).clone()
+        trace.record("context_init", context)
+        context = context.index_put((batch, head, selected), attended)  # out of place: autograd-friendly
+        trace.record("context", context)
+        if not need_weights:
+            return context, selected
+        weights = _uniform_weights(context.shape, L_K, causal, value).clone()
+        weights[batch, head, selected] = weights_top
+        return context, weights
 
 
 # --------------------------------------------------------------------------- the walkthrough
