@@ -18,7 +18,7 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # The stamp's name carries the torch choice: a new choice re-runs the install.
 STAMP := $(VENV)/.installed-$(subst =,_,$(subst $(space),_,$(TORCH)))
 
-.PHONY: setup lab test test-paths bench notebooks check readme release clean
+.PHONY: setup lab test test-paths bench notebooks check readme release grade clean
 
 setup: $(STAMP)
 
@@ -127,6 +127,16 @@ readme: setup
 # `check` first: a release packages the committed notebooks, so they must match their sources.
 release: check
 	$(PY) -m course_utils.release
+
+# Grade submitted notebooks: one notebook, or a folder with a folder per student (its name is the
+# student's id). Writes $(GRADES)/grades.csv, and a result.json (Classroom 50's format) and a
+# feedback.md per submission; fails unless every submission reaches MIN_SCORE (points, or 75%).
+# `make grade SUBMISSIONS=path/to/folder MIN_SCORE=75%`; more options: python -m course_utils.grade -h
+SUBMISSIONS ?= submissions
+GRADES ?= grades
+MIN_SCORE ?= 0
+grade: setup
+	$(PY) -m course_utils.grade "$(SUBMISSIONS)" --out "$(GRADES)" --min-score "$(MIN_SCORE)" --jobs $(JOBS)
 
 clean:
 	rm -rf $(VENV) test-artifacts dist

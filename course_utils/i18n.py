@@ -502,9 +502,8 @@ MESSAGES = {
     },
     "grade.kernel_died": {
         "en": "💥 {exercise}: the notebook's kernel died while your function was checked (os._exit, a crash, or "
-        "more than {memory} MB of memory). The grader went on with a fresh kernel.",
-        "zh": "💥 {exercise}：检查你的函数时，笔记本的内核崩溃了（os._exit、程序崩溃，或内存超过 {memory} MB）。"
-        "评分程序换了一个新的内核继续。",
+        "more than {memory} MB of memory).",
+        "zh": "💥 {exercise}：检查你的函数时，笔记本的内核崩溃了（os._exit、程序崩溃，或内存超过 {memory} MB）。",
     },
     "grade.collect_timeout": {
         "en": "⏱️ {exercise}: checking your function took more than {seconds:g} s in all and was stopped (a step "

@@ -1,11 +1,19 @@
 """Grading a learner's function: a verdict, never a traceback.
 
-``evaluate`` first computes the reference's result on every case (and, where the exercise is
-differentiable, the gradients of a fixed random weighted sum of it with respect to every
-floating-point input), then calls the learner's function on fresh copies of each case inside a
-sandbox (sandbox.py: whatever the function changes is put back, it has a time limit, its printed
-output is capped). Then, the world restored, it judges (compare.py compares with functions taken
-at import, which the learner's code cannot replace):
+Grading is three steps, each a function, so that the notebook's check and the teacher's grader
+(course_utils/grade) share them:
+
+1. ``prepare`` computes the reference's result on every case (and, where the exercise is
+   differentiable, the gradients of a fixed random weighted sum of it with respect to every
+   floating-point input), before any learner code runs. Its ``calls`` are plain data: the
+   cases' arguments, the weights, the forbidden names.
+2. ``collect`` calls the learner's function on fresh copies of each case inside a sandbox
+   (sandbox.py: whatever the function changes is put back, it has a time limit, its printed
+   output is capped, forbidden calls are recorded) and keeps what happened: the ``Outcomes``.
+   The notebook's check computes gradients when the judge asks for them; the grader's kernel
+   computes them all at once, so that its outcomes can be sent back as data.
+3. ``judge`` compares the outcomes with the references (compare.py compares with functions
+   taken at import, which the learner's code cannot replace):
 
 - passed: on every case, the same types, exact dtypes, shapes and values within the tolerance,
   and, where the reference is differentiable, results attached to the graph with the same
@@ -18,6 +26,7 @@ at import, which the learner's code cannot replace):
 
 A verdict also says when the learner's code changed the world (the sandbox restored it), and
 hints at ``.transpose(-2, -1)`` when a wrong answer used ``x.T`` on more than two axes.
+``evaluate`` (what ``check`` prints) runs the three steps in one process.
 """
 
 import copy
@@ -63,84 +72,256 @@ def evaluate(exercise, function, *, time_limit=None):
         raise ValueError(message("check.unknown_exercise", got=exercise, known=", ".join(sorted(EXERCISES))))
     spec = EXERCISES[exercise]
     if not callable(function):
-        text = message("check.not_callable", got=type(function).__name__)
-        return Verdict(exercise, FAILED, text, code="NOT_CALLABLE")
+        return not_callable(exercise, type(function).__name__)
     grad_mode = _is_grad_enabled()
     _set_grad_enabled(True)  # the references' graphs, even where the notebook turned gradients off
     try:
-        return _evaluate(spec, function, time_limit)
+        reference = prepare(spec)
+        return judge(reference, collect(reference.calls, function, time_limit))
     finally:
         _set_grad_enabled(grad_mode)
 
+
+def not_callable(exercise, type_name):
+    """The verdict for a "function" that is not callable (its type's name)."""
+    return Verdict(exercise, FAILED, message("check.not_callable", got=type_name), code="NOT_CALLABLE")
+
+
+# ----------------------------------------------------------------------------- 1. the reference
 
 @dataclass
 class _Case:
     number: int
     args: tuple  # the case's arguments; every call gets copies
-    names: list  # the arguments' names
-    label: str  # "query (3, 5, 8), key (3, 7, 8), value (3, 7, 6)"
     expected: object  # the reference's result, detached
     attached: list  # which of its tensors (in compare.tensors order) are on the graph
     weights: list  # a fixed random weight for each of those
     gradients: dict  # argument position -> the reference's gradient of the weighted sum
+    names: list = None  # the arguments' names (set by the judge: the learner's, else the reference's)
+    label: str = ""  # "query (3, 5, 8), key (3, 7, 8), value (3, 7, 6)" (set by the judge)
 
+
+@dataclass
+class Reference:
+    """What an exercise expects, computed before any learner code runs (``prepare``)."""
+
+    exercise: str
+    cases: list  # of _Case
+    tolerance: tuple  # (atol, rtol)
+    mistakes: tuple
+    forbidden: tuple
+    reference: object  # the reference function (for the arguments' names)
+
+    @property
+    def calls(self):
+        """What the learner's function is called on, as plain data (tensors, numbers, lists):
+        the cases' arguments, whether gradients are compared, and for each case the positions of
+        the reference's attached outputs and their weights; the forbidden names."""
+        return {
+            "args": [case.args for case in self.cases],
+            "differentiable": any(case.attached for case in self.cases),
+            "attached": [list(case.attached) for case in self.cases],
+            "weights": [list(case.weights) for case in self.cases],
+            "forbidden": list(self.forbidden),
+        }
+
+
+def prepare(spec):
+    """The Reference of exercise `spec` (an Exercise): the reference's results and gradients on
+    every case, and what the judge needs, read now (before any learner code can change them)."""
+    grad_mode = _is_grad_enabled()
+    _set_grad_enabled(True)
+    try:
+        tolerance, mistakes, forbidden = (spec.atol, spec.rtol), tuple(spec.mistakes), tuple(spec.forbidden)
+        raw_cases = spec.cases(torch.Generator().manual_seed(spec.seed))
+        cases = [_reference_case(spec.reference, n, args) for n, args in enumerate(raw_cases, start=1)]
+        return Reference(spec.id, cases, tolerance, mistakes, forbidden, spec.reference)
+    finally:
+        _set_grad_enabled(grad_mode)
+
+
+# ----------------------------------------------------------------------------- 2. the learner's calls
 
 @dataclass(frozen=True)
 class _Raised:
-    error: BaseException
+    """An error a call raised: the exception itself (in this process), or its description as
+    data (from the grader's kernel: {"name", "kind", "text", "not_implemented", "exit"})."""
+
+    error: BaseException = None
+    record: dict = None
+    time_limit: bool = False  # it was the time limit
+
+    @property
+    def name(self):
+        return type(self.error).__name__ if self.record is None else self.record["name"]
+
+    @property
+    def kind(self):
+        """The error's type by its full name (module and qualified name)."""
+        return _kind_of(type(self.error)) if self.record is None else self.record["kind"]
+
+    @property
+    def text(self):
+        return _first_line(self.error) if self.record is None else self.record["text"]
+
+    @property
+    def not_implemented(self):
+        return isinstance(self.error, NotImplementedError) if self.record is None else self.record["not_implemented"]
+
+    @property
+    def exit(self):
+        return isinstance(self.error, SystemExit) if self.record is None else self.record["exit"]
+
+    def same_kind(self, error):
+        """Whether `error` (raised by a mistake) is of the same type as this one."""
+        return type(self.error) is type(error) if self.record is None else self.record["kind"] == _kind_of(type(error))
+
+    def describe(self):
+        """This error as data (what the grader's kernel sends back)."""
+        return {"name": self.name, "kind": self.kind, "text": self.text, "not_implemented": self.not_implemented,
+                "exit": self.exit}
 
 
-def _evaluate(spec, function, time_limit):
-    tolerance, mistakes = (spec.atol, spec.rtol), tuple(spec.mistakes)  # read before the learner's code runs
-    raw_cases = spec.cases(torch.Generator().manual_seed(spec.seed))
-    names = _argument_names(function, spec.reference, len(raw_cases[0]))
-    cases = [_reference_case(spec.reference, n, args, names) for n, args in enumerate(raw_cases, start=1)]
-    differentiable = any(case.attached for case in cases)
+class Outcomes:
+    """What the learner's function did on each case (``collect``): `results` holds what each call
+    returned, or a _Raised; the rest is what the sandbox saw. Gradients are computed when the
+    judge asks (``gradients``), or all at once with ``collect(..., eager=True)``."""
 
-    sandbox = Sandbox(spec.forbidden, time_limit)
-    outcomes, inputs = [], []  # per case: what the function returned (or _Raised), its leaf inputs
-    for case in cases:
-        leaves, args = _copies(case.args, grad=differentiable)
+    def __init__(self, sandbox, names, results, inputs, timed_out):
+        self.sandbox, self.names, self.results, self.inputs = sandbox, names, results, inputs
+        self.timed_out = timed_out  # a call of the function ran out of time (the loop stopped there)
+        self.computed = {}  # case index -> gradients (or _Raised), once computed
+
+    # what the sandbox saw, read when asked: a gradient computed later can change it too
+    seconds = property(lambda self: self.sandbox.seconds)
+    forbidden_calls = property(lambda self: list(self.sandbox.forbidden_calls))
+    used_T = property(lambda self: self.sandbox.used_T)
+    changed = property(lambda self: list(self.sandbox.changed))
+    printed = property(lambda self: self.sandbox.printed)
+
+    def on_graph(self, tensor):
+        return _on_graph(tensor)
+
+    def gradients(self, index, outputs, weights):
+        """{argument position: gradient} of Σ weights · outputs for case `index` (outputs: the
+        learner's tensors at the reference's attached positions), or the _Raised of the backward pass."""
+        if index not in self.computed:
+            try:
+                self.computed[index] = self.sandbox.call(_gradients, outputs, weights, self.inputs[index], watch=False)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as error:  # noqa: BLE001 (an in-place edit autograd refuses, a custom backward, the time limit)
+                self.computed[index] = _Raised(error, time_limit=isinstance(error, TimeLimit) or self.sandbox.timed_out)
+        return self.computed[index]
+
+
+def collect(calls, function, time_limit=None, *, eager=False):
+    """Call `function` on copies of every case of `calls` (Reference.calls) in a sandbox; the Outcomes.
+
+    eager: compute the gradients of every case now (where the result can have them), as the
+    grader's kernel does before it sends the outcomes back; otherwise the judge asks for them."""
+    grad_mode = _is_grad_enabled()
+    _set_grad_enabled(True)
+    try:
+        return _collect(calls, function, time_limit, eager)
+    finally:
+        _set_grad_enabled(grad_mode)
+
+
+def _collect(calls, function, time_limit, eager):
+    count = len(calls["args"][0]) if calls["args"] else 0
+    names = _names_of(function, count)
+    sandbox = Sandbox(tuple(calls["forbidden"]), time_limit)
+    results, inputs = [], []  # per case: what the function returned (or _Raised), its leaf inputs
+    for args in calls["args"]:
+        leaves, copies = _copies(args, grad=calls["differentiable"])
         try:
-            outcomes.append(sandbox.call(function, *args))
-        except TimeLimit:
-            outcomes.append(_Raised(TimeLimit()))
+            results.append(sandbox.call(function, *copies))
+        except TimeLimit as error:
+            results.append(_Raised(error, time_limit=True))
         except KeyboardInterrupt:
             raise
-        except BaseException as error:  # any learner error, SystemExit too, becomes a verdict
-            outcomes.append(_Raised(error))
+        except BaseException as error:  # noqa: BLE001 (any learner error, SystemExit too, becomes a verdict)
+            results.append(_Raised(error))
         inputs.append(leaves)
         if sandbox.timed_out:
             break
+    outcomes = Outcomes(sandbox, names, results, inputs, sandbox.timed_out)
+    if eager:
+        for index, result in enumerate(results):
+            outputs = _gradient_outputs(outcomes, result, calls["attached"][index], calls["weights"][index])
+            found = outcomes.gradients(index, outputs, calls["weights"][index]) if outputs is not None else None
+            if isinstance(found, _Raised) and found.time_limit:
+                break  # the judge stops at the first case whose gradients run out of time
+    return outcomes
 
-    status, text, code = _judge(spec.id, cases, outcomes, inputs, mistakes, tolerance, sandbox)
-    if status not in (PASSED, NOT_ATTEMPTED) and sandbox.used_T:
+
+def _gradient_outputs(outcomes, result, attached, weights):
+    """The learner's tensors at the reference's attached positions, when they can have the
+    reference's gradients (attached, and of the weights' shapes and dtypes); else None."""
+    if not attached or isinstance(result, _Raised):
+        return None
+    returned = tensors(result)
+    if max(attached) >= len(returned):
+        return None
+    outputs = [returned[position][1] for position in attached]
+    for output, weight in zip(outputs, weights):
+        if type(output) is not torch.Tensor or not outcomes.on_graph(output):
+            return None
+        if output.dtype != weight.dtype or output.shape != weight.shape:
+            return None
+    return outputs
+
+
+# ----------------------------------------------------------------------------- 3. the judge
+
+def judge(reference, outcomes):
+    """The Verdict for `outcomes` (from ``collect``, or received from a kernel) against `reference`."""
+    grad_mode = _is_grad_enabled()
+    _set_grad_enabled(True)
+    try:
+        return _judge_all(reference, outcomes)
+    finally:
+        _set_grad_enabled(grad_mode)
+
+
+def _judge_all(reference, outcomes):
+    cases, exercise = reference.cases, reference.exercise
+    count = len(cases[0].args) if cases else 0
+    names = outcomes.names if _good_names(outcomes.names, count) else _argument_names(None, reference.reference, count)
+    for case in cases:
+        case.names, case.label = names, _label(names, case.args)
+    status, text, code = _judge(exercise, cases, outcomes, reference.mistakes, reference.tolerance)
+    if status not in (PASSED, NOT_ATTEMPTED) and outcomes.used_T:
         text += "\n" + message("check.hint_T")
-    if sandbox.changed:
-        text += "\n" + message("check.world_changed", what=_list(_change(c) for c in sandbox.changed))
-    return Verdict(spec.id, status, text, code)
+    changed = outcomes.changed
+    if changed:
+        text += "\n" + message("check.world_changed", what=_list(_change(c) for c in changed))
+    return Verdict(exercise, status, text, code)
 
 
-def _judge(exercise, cases, outcomes, inputs, mistakes, tolerance, sandbox):
+def _judge(exercise, cases, outcomes, mistakes, tolerance):
     """(status, message, code) for the learner's outcomes on the cases."""
-    if sandbox.timed_out:
-        case = cases[len(outcomes) - 1]
-        return CRASHED, _time_limit(exercise, sandbox, case), "TIME_LIMIT"
-    raised = [(case, o.error) for case, o in zip(cases, outcomes) if isinstance(o, _Raised)]
-    unfinished = [case for case, error in raised if isinstance(error, NotImplementedError)]
+    results = outcomes.results
+    if outcomes.timed_out:
+        case = cases[len(results) - 1]
+        return CRASHED, _time_limit(exercise, outcomes, case), "TIME_LIMIT"
+    raised = [(case, o) for case, o in zip(cases, results) if isinstance(o, _Raised)]
+    unfinished = [case for case, error in raised if error.not_implemented]
     if len(unfinished) == len(cases):
         return NOT_ATTEMPTED, message("check.not_attempted", exercise=exercise), None
-    if sandbox.forbidden_calls:
-        names = _list(f"`{name}`" for name in dict.fromkeys(sandbox.forbidden_calls))
+    forbidden_calls = outcomes.forbidden_calls
+    if forbidden_calls:
+        names = _list(f"`{name}`" for name in dict.fromkeys(forbidden_calls))
         return FAILED, message("check.forbidden", exercise=exercise, names=names), "FORBIDDEN"
 
     if not raised:
-        differences = [difference(case.expected, got, tolerance) for case, got in zip(cases, outcomes)]
+        differences = [difference(case.expected, got, tolerance) for case, got in zip(cases, results)]
         if not any(differences):
-            return _judge_gradients(exercise, cases, outcomes, inputs, tolerance, sandbox)
+            return _judge_gradients(exercise, cases, outcomes, tolerance)
     plain_cases = [case.args for case in cases]
     for mistake in mistakes:
-        if reproduces(mistake, plain_cases, outcomes, tolerance):
+        if reproduces(mistake, plain_cases, results, tolerance):
             text = message("check.mistake", exercise=exercise, code=mistake.code, hint=pick(mistake.hint))
             return FAILED, text, mistake.code
     if unfinished:
@@ -149,42 +330,38 @@ def _judge(exercise, cases, outcomes, inputs, mistakes, tolerance, sandbox):
         return CRASHED, text, "NotImplementedError"
     if raised:
         case, error = raised[0]
-        if isinstance(error, SystemExit):
+        if error.exit:
             return CRASHED, message("check.exit", exercise=exercise, case=case.number, args=case.label), "SystemExit"
         text = message(
-            "check.crashed", exercise=exercise, error=type(error).__name__, case=case.number, args=case.label,
-            text=_first_line(error),
+            "check.crashed", exercise=exercise, error=error.name, case=case.number, args=case.label, text=error.text,
         )
-        return CRASHED, text, type(error).__name__
+        return CRASHED, text, error.name
     case, detail = next((case, d) for case, d in zip(cases, differences) if d)
     detail = message("check.case", case=case.number, args=case.label, detail=detail)
     return FAILED, message("check.mismatch", exercise=exercise, detail=detail), None
 
 
-def _judge_gradients(exercise, cases, outcomes, inputs, tolerance, sandbox):
+def _judge_gradients(exercise, cases, outcomes, tolerance):
     """The values are right: where the reference is on the graph, the learner's result must be
     too, with the same gradients."""
-    for case, got, leaves in zip(cases, outcomes, inputs):
+    for index, (case, got) in enumerate(zip(cases, outcomes.results)):
         if not case.attached:
             continue
         returned = tensors(got)  # [(where, tensor)], as the reference's (the values matched)
         for position in case.attached:
             where, tensor = returned[position]
-            if not _on_graph(tensor):
+            if not outcomes.on_graph(tensor):
                 text = message("check.no_graph", exercise=exercise, case=case.number, args=case.label,
                                where=where or message("diff.result"))
                 return FAILED, text, "NO_GRAPH"
         outputs = [returned[position][1] for position in case.attached]
-        try:
-            gradients = sandbox.call(_gradients, outputs, case.weights, leaves, watch=False)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as error:  # an in-place edit autograd refuses, a custom backward, the time limit
-            if isinstance(error, TimeLimit) or sandbox.timed_out:
-                return CRASHED, _time_limit(exercise, sandbox, case), "TIME_LIMIT"
+        gradients = outcomes.gradients(index, outputs, case.weights)
+        if isinstance(gradients, _Raised):
+            if gradients.time_limit:
+                return CRASHED, _time_limit(exercise, outcomes, case), "TIME_LIMIT"
             text = message(
                 "check.backward_failed", exercise=exercise, case=case.number, args=case.label,
-                error=type(error).__name__, text=_first_line(error),
+                error=gradients.name, text=gradients.text,
             )
             return FAILED, text, "BACKWARD"
         for position, expected in case.gradients.items():
@@ -197,9 +374,9 @@ def _judge_gradients(exercise, cases, outcomes, inputs, tolerance, sandbox):
     return PASSED, message("check.passed", exercise=exercise, cases=len(cases)), None
 
 
-# ----------------------------------------------------------------------------- the reference
+# ----------------------------------------------------------------------------- the reference's results
 
-def _reference_case(reference, number, args, names):
+def _reference_case(reference, number, args):
     """Run the reference on a case, before any learner code: its result, and its gradients."""
     leaves, copies = _copies(args, grad=True)
     with torch.random.fork_rng(devices=[]):
@@ -209,7 +386,7 @@ def _reference_case(reference, number, args, names):
     generator = torch.Generator().manual_seed(number)  # fixed: the same weights for reference and learner
     weights = [_randn(produced[i].shape, generator=generator, dtype=produced[i].dtype) for i in attached]
     gradients = _gradients([produced[i] for i in attached], weights, leaves) if attached else {}
-    return _Case(number, args, names, _label(names, args), _map(output, _detach), attached, weights, gradients)
+    return _Case(number, args, _map(output, _detach), attached, weights, gradients)
 
 
 def _gradients(outputs, weights, leaves):
@@ -249,8 +426,8 @@ def reproduces(mistake, cases, outcomes, tolerance):
     for case, outcome in zip(cases, outcomes):
         try:
             wrong = _call(mistake.fn, case)
-        except Exception as error:
-            if not (isinstance(outcome, _Raised) and type(outcome.error) is type(error)):
+        except Exception as error:  # noqa: BLE001 (a mistake may raise: that is how it behaves there)
+            if not (isinstance(outcome, _Raised) and outcome.same_kind(error)):
                 return False
             continue
         if isinstance(outcome, _Raised) or difference(wrong, outcome, tolerance):
@@ -271,16 +448,27 @@ def _call(function, case):
 def _argument_names(function, reference, count):
     """The names of the arguments, from the learner's function, else the reference's, else
     "argument 1", ... (read from code objects: no learner code runs)."""
-    for candidate in (function, reference):
-        skip = 0
-        if type(candidate) is types.MethodType:
-            candidate, skip = candidate.__func__, 1
-        if type(candidate) is types.FunctionType:
-            code = candidate.__code__
-            names = code.co_varnames[skip : code.co_argcount]
-            if len(names) >= count:
-                return list(names[:count])
-    return [message("diff.argument", number=n) for n in range(1, count + 1)]
+    names = _names_of(function, count) or _names_of(reference, count)
+    return names or [message("diff.argument", number=n) for n in range(1, count + 1)]
+
+
+def _names_of(candidate, count):
+    """The first `count` argument names of a Python function or method, else None."""
+    skip = 0
+    if type(candidate) is types.MethodType:
+        candidate, skip = candidate.__func__, 1
+    if type(candidate) is types.FunctionType:
+        code = candidate.__code__
+        names = code.co_varnames[skip : code.co_argcount]
+        if len(names) >= count:
+            return list(names[:count])
+    return None
+
+
+def _good_names(names, count):
+    """Argument names as the judge takes them from outcomes (which a kernel may have sent)."""
+    return (type(names) is list and len(names) == count
+            and all(type(n) is str and n.isidentifier() and len(n) <= 64 for n in names))
 
 
 def _label(names, args):
@@ -295,8 +483,8 @@ def _label(names, args):
     return message("diff.separator").join(parts)
 
 
-def _time_limit(exercise, sandbox, case):
-    return message("check.time_limit", exercise=exercise, seconds=sandbox.seconds, case=case.number, args=case.label)
+def _time_limit(exercise, outcomes, case):
+    return message("check.time_limit", exercise=exercise, seconds=outcomes.seconds, case=case.number, args=case.label)
 
 
 def _change(change):
@@ -311,9 +499,17 @@ def _list(items):
 def _first_line(error):
     try:
         text = str(error).strip()
-    except Exception:  # an exception whose __str__ fails still gets a verdict
+    except Exception:  # noqa: BLE001 (an exception whose __str__ fails still gets a verdict)
         text = ""
     return _shorten((text.splitlines() or [""])[0], 160)
+
+
+def _kind_of(cls):
+    """ "builtins.RuntimeError": a type by its module and qualified name (read past any metaclass)."""
+    try:
+        return f"{type.__getattribute__(cls, '__module__')}.{type.__getattribute__(cls, '__qualname__')}"
+    except Exception:  # noqa: BLE001 (a learner's class may defy it)
+        return "?"
 
 
 def _map(value, change):

@@ -60,7 +60,7 @@ class TimeLimit(BaseException):
     BaseException, so an ``except Exception:`` in the learner's code does not swallow it."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def resolve(name):
     """The object a forbidden name stands for: "torch.transpose", "Tensor.mT" (torch.Tensor),
     "F.softmax" (torch.nn.functional), "course_utils.attention.scaled_dot_product_attention"."""
@@ -121,7 +121,7 @@ class _Watch(TorchFunctionMode):
 
 class _Output(io.TextIOBase):
     """sys.stdout or sys.stderr during a call: passes on the first characters of the check's
-    budget, then writes one line saying the rest was cut."""
+    budget, then writes one line saying the rest was cut (and counts everything written)."""
 
     def __init__(self, budget, target):
         self.budget, self.target = budget, target
@@ -135,6 +135,7 @@ class _Output(io.TextIOBase):
 
     def write(self, text):
         text = str(text)
+        self.budget[2] += len(text)
         kept = text[: max(self.budget[0], 0)]
         if kept:
             self.target.write(kept)
@@ -353,7 +354,7 @@ def _try(function, *args):
     """Restoring goes on past one step that fails (say, a class attribute that cannot be set)."""
     try:
         return function(*args)
-    except Exception:
+    except Exception:  # noqa: BLE001
         return _ABSENT
 
 
@@ -382,13 +383,19 @@ class Sandbox:
 
     def __init__(self, forbidden=(), seconds=None, output_limit=OUTPUT_LIMIT):
         self.seconds = TIME_LIMIT if seconds is None else seconds
-        self.budget = [output_limit, True]  # characters left; whether the "cut" line is still to come
+        # characters left; whether the "cut" line is still to come; characters written in all
+        self.budget = [output_limit, True, 0]
         self.changed = []  # (kind, name) of what the learner's code changed (restored), in order
         self.forbidden_calls = []  # names of the forbidden functions it called
         self.used_T = False  # whether it used x.T on a tensor with more than 2 axes
         self.timed_out = False
         self._targets = watch_targets(forbidden) if forbidden else None
         self._warnings = set()
+
+    @property
+    def printed(self):
+        """How many characters the calls wrote to stdout and stderr (the output cap kept fewer)."""
+        return self.budget[2]
 
     def call(self, function, *args, watch=True):
         """function(*args), in the sandbox: returns what it returns, raises what it raises

@@ -1,0 +1,473 @@
+"""The teacher's grader (course_utils.grade) on a folder of generated submissions.
+
+The submissions are made at test time from the committed renders of lessons 00 and 01: right
+answers (the solution cells), known mistakes, and hostile or broken notebooks. They are graded
+once (the module's fixture, `--cells own`: each notebook's imports, setup, exercise cells and the
+learner's own cells; the lessons' demonstration cells would cost seconds each), and the gradebook
+must be exactly the expected one. Other tests read the files that run wrote, or call the pieces
+in this process (the wire format, the student and language rules).
+"""
+
+import copy
+import csv
+import io
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from course_utils import i18n
+from course_utils.exercises import EXERCISES, evaluate, grading
+from course_utils.grade import grader, submission, wire
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSON_00 = "00_tensor_shapes.ipynb"
+LESSON_01 = "01_attention_basics.ipynb"
+OPTIONS = ["--jobs", "2", "--cells", "own", "--time-limit", "2", "--cell-timeout", "8"]
+
+
+def _render(name, lang, solutions=False):
+    folder = ROOT / "notebooks" / ("solutions" if solutions else "") / lang
+    return nbformat.read(str(folder / name), as_version=4)
+
+
+def _exercise(notebook, exercise):
+    return next(c for c in notebook.cells if c.metadata.get("exercise") == exercise)
+
+
+def _answer(notebook, exercise, source):
+    """The notebook with exercise `exercise`'s cell holding `source`."""
+    _exercise(notebook, exercise).source = textwrap.dedent(source).strip()
+    return notebook
+
+
+def _insert(notebook, before_exercise, source):
+    """A new code cell (the learner's own) just before an exercise cell."""
+    index = notebook.cells.index(_exercise(notebook, before_exercise))
+    notebook.cells.insert(index, nbformat.v4.new_code_cell(textwrap.dedent(source).strip()))
+    return notebook
+
+
+def _solved(name, lang):
+    """The student render with every exercise cell replaced by its solution cell."""
+    notebook, solutions = _render(name, lang), _render(name, lang, solutions=True)
+    for cell in notebook.cells:
+        if "exercise" in cell.metadata:
+            cell.source = _exercise(solutions, cell.metadata["exercise"]).source
+    return notebook
+
+
+def _save(notebook, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, str(path))
+
+
+# Wrong answers written by hand, each one a known mistake of lesson 00.
+CAROL = {  # English
+    "00.padding_mask": "def padding_mask(lengths, max_len):\n    return torch.arange(max_len) < lengths[:, None]",
+    "00.scores_einsum": 'def scores_einsum(q, k):\n    return torch.einsum("bqhd,bkhd->bhkq", q, k)',
+    "00.split_heads": "def split_heads(x, num_heads):\n"
+                      "    B, L, HD = x.shape\n    return x.reshape(B, num_heads, L, HD // num_heads)",
+    "00.merge_heads": "def merge_heads(x):\n    B, H, L, D = x.shape\n    return x.reshape(B, L, H * D)",
+}
+DAN = {  # Chinese
+    "00.padding_mask": "def padding_mask(lengths, max_len):\n"
+                       "    return ~(torch.arange(max_len) < lengths[:, None])[:, None, None, :]",
+    "00.scores_einsum": 'import math\n\n\ndef scores_einsum(q, k):\n'
+                        '    return torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(q.shape[-1])',
+    "00.split_heads": "def split_heads(x, num_heads):\n"
+                      "    B, L, HD = x.shape\n    return x.reshape(B, L, num_heads, HD // num_heads)",
+    "00.merge_heads": "def merge_heads(x):\n    return x.sum(1)",
+}
+RIGHT_MERGE = "def merge_heads(x):\n    B, H, L, D = x.shape\n    return x.transpose(1, 2).reshape(B, L, H * D)"
+RIGHT_EINSUM = 'def scores_einsum(q, k):\n    return torch.einsum("bqhd,bkhd->bhqk", q, k)'
+
+
+def _submissions(root):
+    """Write the folder of submissions; {student: what it holds}."""
+    # alice: right answers, one of them through a helper in a cell of her own; her check cells deleted
+    alice = _solved(LESSON_00, "en")
+    alice.cells = [c for c in alice.cells if not submission.checked(c.source)]
+    _insert(alice, "00.padding_mask", "def positions(n):\n    return torch.arange(n)")
+    _answer(alice, "00.padding_mask", "def padding_mask(lengths, max_len):\n"
+                                      "    return (positions(max_len) < lengths[:, None])[:, None, None, :]")
+    _save(alice, root / "alice" / LESSON_00)
+
+    # bob: right answers in Chinese; his check cells edited to check nothing
+    bob = _solved(LESSON_00, "zh")
+    for cell in bob.cells:
+        for exercise in submission.checked(cell.source):
+            cell.source = f'check("{exercise}", lambda *args: None)'
+    _save(bob, root / "bob" / LESSON_00)
+
+    # carol (English) and dan (Chinese, in a subfolder): known mistakes
+    carol = _render(LESSON_00, "en")
+    for exercise, source in CAROL.items():
+        _answer(carol, exercise, source)
+    _save(carol, root / "carol" / LESSON_00)
+    dan = _render(LESSON_00, "zh")
+    for exercise, source in DAN.items():
+        _answer(dan, exercise, source)
+    _save(dan, root / "dan" / "week1" / LESSON_00)
+
+    # erin: a huge print, an endless loop, a forbidden permute, a renamed function, a deleted exercise cell
+    erin = _render(LESSON_00, "en")
+    _insert(erin, "00.padding_mask", 'print("x" * 20_000_000)')
+    _answer(erin, "00.padding_mask", "def padding_mask(lengths, max_len):\n    while True:\n        pass")
+    _answer(erin, "00.scores_einsum", 'def scores_einsum(q, k):\n'
+                                      '    return torch.einsum("bhqd,bhkd->bhqk", q.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3))')
+    _answer(erin, "00.split_heads", "def split(x, num_heads):\n    return x")
+    erin.cells.remove(_exercise(erin, "00.merge_heads"))
+    _save(erin, root / "erin" / LESSON_00)
+
+    # frank (Chinese): patches torch, the check engine and the grader's kernel side, then answers:
+    # garbage, a right answer that prints 10 MB, os._exit, a right answer
+    frank = _render(LESSON_00, "zh")
+    _insert(frank, "00.padding_mask", """
+        import course_utils.exercises.compare as compare
+        import course_utils.exercises.grading as grading
+        import course_utils.grade.wire as wire
+
+        torch.allclose = lambda *args, **kwargs: True
+        torch.Tensor.allclose = lambda *args, **kwargs: True
+        compare.difference = lambda *args, **kwargs: None
+        grading.judge = lambda *args, **kwargs: grading.Verdict("?", "passed", "✅", None)
+        wire.decode = lambda *args, **kwargs: None
+    """)
+    _answer(frank, "00.padding_mask", "def padding_mask(lengths, max_len):\n"
+                                      "    return torch.zeros(len(lengths), 1, 1, max_len, dtype=torch.bool)")
+    _answer(frank, "00.scores_einsum", RIGHT_EINSUM.replace("    return", '    print("y" * 10_000_000)\n    return'))
+    _answer(frank, "00.split_heads", "import os\n\n\ndef split_heads(x, num_heads):\n    os._exit(1)")
+    _answer(frank, "00.merge_heads", RIGHT_MERGE)
+    _save(frank, root / "frank" / LESSON_00)
+
+    # grace: a syntax error, a memory blow-up, a deleted function, an endless cell that ignores the
+    # interrupt (so the grader kills the kernel, starts another and runs the cells before it again),
+    # and a right answer
+    grace = _render(LESSON_00, "en")
+    _answer(grace, "00.padding_mask", "def padding_mask(lengths, max_len)\n    return lengths")
+    _answer(grace, "00.scores_einsum", "def scores_einsum(q, k):\n    return torch.empty(2**40)")
+    _answer(grace, "00.split_heads", "# I will come back to this one")
+    _insert(grace, "00.merge_heads", "import signal\n\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")
+    _answer(grace, "00.merge_heads", RIGHT_MERGE)
+    _save(grace, root / "grace" / LESSON_00)
+
+    # ivan: right answers, but before the last exercise a cell replaces the grader's side in the
+    # kernel with one that writes a forged answer
+    ivan = _solved(LESSON_00, "en")
+    _insert(ivan, "00.merge_heads", """
+        import course_utils.grade.kernel as kernel_side
+
+        def forged(namespace, name, calls_path, answer_path):
+            with open(answer_path, "wb") as file:
+                file.write(b"all passed")
+
+        kernel_side.collect = forged
+    """)
+    _save(ivan, root / "ivan" / LESSON_00)
+
+    # heidi: lesson 01, calls the package's own reference where the exercise forbids it
+    heidi = _render(LESSON_01, "en")
+    _answer(heidi, "01.scaled_dot", "import course_utils.attention\n\n\ndef my_attention(query, key, value):\n"
+                                    "    return course_utils.attention.scaled_dot_product_attention(query, key, value)")
+    _save(heidi, root / "heidi" / LESSON_01)
+
+    # judy: not a notebook; kate: a notebook of no lesson, directly in the folder
+    (root / "judy").mkdir()
+    (root / "judy" / LESSON_00).write_text("{ this is not JSON", encoding="utf-8")
+    _save(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("my notes")]), root / "kate.ipynb")
+
+
+EXPECTED = """\
+student,lesson,exercise,status,mistake,points,max_points,submission,review
+alice,00,00.padding_mask,passed,,1,1,alice/00_tensor_shapes.ipynb,
+alice,00,00.scores_einsum,passed,,1,1,alice/00_tensor_shapes.ipynb,
+alice,00,00.split_heads,passed,,1,1,alice/00_tensor_shapes.ipynb,
+alice,00,00.merge_heads,passed,,1,1,alice/00_tensor_shapes.ipynb,
+bob,00,00.padding_mask,passed,,1,1,bob/00_tensor_shapes.ipynb,
+bob,00,00.scores_einsum,passed,,1,1,bob/00_tensor_shapes.ipynb,
+bob,00,00.split_heads,passed,,1,1,bob/00_tensor_shapes.ipynb,
+bob,00,00.merge_heads,passed,,1,1,bob/00_tensor_shapes.ipynb,
+carol,00,00.padding_mask,failed,NO_UNSQUEEZE,0,1,carol/00_tensor_shapes.ipynb,
+carol,00,00.scores_einsum,failed,OUTPUT_TRANSPOSED,0,1,carol/00_tensor_shapes.ipynb,
+carol,00,00.split_heads,failed,VIEW_NO_PERMUTE,0,1,carol/00_tensor_shapes.ipynb,
+carol,00,00.merge_heads,failed,RESHAPE_NO_PERMUTE,0,1,carol/00_tensor_shapes.ipynb,
+dan,00,00.padding_mask,failed,MASK_INVERTED,0,1,dan/week1/00_tensor_shapes.ipynb,
+dan,00,00.scores_einsum,failed,SCALED,0,1,dan/week1/00_tensor_shapes.ipynb,
+dan,00,00.split_heads,failed,NO_TRANSPOSE,0,1,dan/week1/00_tensor_shapes.ipynb,
+dan,00,00.merge_heads,failed,HEADS_SUMMED,0,1,dan/week1/00_tensor_shapes.ipynb,
+erin,00,00.padding_mask,crashed,TIME_LIMIT,0,1,erin/00_tensor_shapes.ipynb,
+erin,00,00.scores_einsum,failed,FORBIDDEN,0,1,erin/00_tensor_shapes.ipynb,
+erin,00,00.split_heads,failed,RENAMED,0,1,erin/00_tensor_shapes.ipynb,
+erin,00,00.merge_heads,failed,MISSING_CELL,0,1,erin/00_tensor_shapes.ipynb,
+frank,00,00.padding_mask,failed,,0,1,frank/00_tensor_shapes.ipynb,{frank_review}
+frank,00,00.scores_einsum,passed,,1,1,frank/00_tensor_shapes.ipynb,{frank_review}
+frank,00,00.split_heads,crashed,KERNEL_DIED,0,1,frank/00_tensor_shapes.ipynb,{frank_review}
+frank,00,00.merge_heads,passed,,1,1,frank/00_tensor_shapes.ipynb,{frank_review}
+grace,00,00.padding_mask,crashed,SYNTAX_ERROR,0,1,grace/00_tensor_shapes.ipynb,
+grace,00,00.scores_einsum,crashed,RuntimeError,0,1,grace/00_tensor_shapes.ipynb,
+grace,00,00.split_heads,failed,DELETED,0,1,grace/00_tensor_shapes.ipynb,
+grace,00,00.merge_heads,passed,,1,1,grace/00_tensor_shapes.ipynb,
+heidi,01,01.additive_scores,not attempted,,0,1,heidi/01_attention_basics.ipynb,
+heidi,01,01.softmax,not attempted,,0,1,heidi/01_attention_basics.ipynb,
+heidi,01,01.scaled_dot,failed,FORBIDDEN,0,1,heidi/01_attention_basics.ipynb,
+ivan,00,00.padding_mask,passed,,1,1,ivan/00_tensor_shapes.ipynb,course_utils.grade.kernel
+ivan,00,00.scores_einsum,passed,,1,1,ivan/00_tensor_shapes.ipynb,course_utils.grade.kernel
+ivan,00,00.split_heads,passed,,1,1,ivan/00_tensor_shapes.ipynb,course_utils.grade.kernel
+ivan,00,00.merge_heads,crashed,NO_RESULT,0,1,ivan/00_tensor_shapes.ipynb,course_utils.grade.kernel
+judy,00,00.padding_mask,crashed,UNREADABLE,0,1,judy/00_tensor_shapes.ipynb,
+judy,00,00.scores_einsum,crashed,UNREADABLE,0,1,judy/00_tensor_shapes.ipynb,
+judy,00,00.split_heads,crashed,UNREADABLE,0,1,judy/00_tensor_shapes.ipynb,
+judy,00,00.merge_heads,crashed,UNREADABLE,0,1,judy/00_tensor_shapes.ipynb,
+kate,,,crashed,UNKNOWN_LESSON,0,0,kate.ipynb,
+"""
+FRANK_REVIEW = ("course_utils.exercises.compare; course_utils.exercises.grading; course_utils.grade.wire; "
+                "torch.Tensor.allclose; torch.allclose")
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """(submissions folder, output folder, exit code, stdout) of one grading run over every submission."""
+    root = tmp_path_factory.mktemp("submissions")
+    out = tmp_path_factory.mktemp("grades")
+    _submissions(root)
+    output = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.stdout", output)
+        code = grader.main([str(root), "--out", str(out), "--min-score", "50%", *OPTIONS])
+    return root, out, code, output.getvalue()
+
+
+def _read(path):
+    return Path(path).read_text(encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------- the gradebook
+
+def test_the_gradebook_is_the_expected_one(graded):
+    _, out, code, printed = graded
+    assert _read(out / "grades.csv") == EXPECTED.format(frank_review=FRANK_REVIEW)
+    assert code == 1, "carol, dan, erin, ... are below 50 %: the exit code says so"
+    assert "graded 11 submission(s)" in printed
+
+
+def test_each_result_json_is_in_classroom_50s_format(graded):
+    _, out, _, _ = graded
+    rows = list(csv.DictReader(io.StringIO(_read(out / "grades.csv"))))
+    keys = sorted({r["submission"].removesuffix(".ipynb") for r in rows})
+    for key in keys:
+        result = json.loads(_read(out / key / "result.json"))
+        assert set(result) == {"schema", "score", "max-score", "tests"} and result["schema"] == "classroom50/result/v1"
+        ours = [r for r in rows if r["submission"].removesuffix(".ipynb") == key]
+        assert [t["test-name"] for t in result["tests"]] == [r["exercise"] or key for r in ours]
+        for test, row in zip(result["tests"], ours):
+            assert {"test-name", "passed", "score", "max-score"} <= set(test)
+            assert test["passed"] is (row["status"] == "passed") and test["score"] == int(row["points"])
+            assert type(test["score"]) is int and type(test["max-score"]) is int and test["message"]
+        assert result["score"] == sum(t["score"] for t in result["tests"])
+        assert result["max-score"] == sum(t["max-score"] for t in result["tests"])
+
+
+def _evaluated(exercise, source, lang):
+    """The verdict a check prints in the notebook for the function `source` defines."""
+    namespace = {"torch": torch}
+    exec(source, namespace)  # noqa: S102 (the answers written above)
+    i18n.set_language(lang)
+    try:
+        name = next(e.function for e in submission.plan(exercise[:2], lang)[0] if e.id == exercise)
+        return evaluate(exercise, namespace[name]).message
+    finally:
+        i18n.set_language("en")
+
+
+@pytest.mark.parametrize("student, answers, lang, key", [
+    ("carol", CAROL, "en", "carol/00_tensor_shapes"), ("dan", DAN, "zh", "dan/week1/00_tensor_shapes"),
+])
+def test_feedback_is_what_the_notebooks_check_says_in_its_language(graded, student, answers, lang, key):
+    _, out, _, _ = graded
+    feedback = _read(out / key / "feedback.md")
+    for exercise, source in answers.items():
+        assert _evaluated(exercise, source, lang) in feedback
+    assert ("反馈" in feedback and "诊断" in feedback) if lang == "zh" else ("Diagnosis" in feedback)
+
+
+def test_patching_torch_and_the_check_engine_in_the_kernel_changes_no_verdict(graded):
+    """frank's cell replaced torch.allclose, compare.difference, grading.judge and wire.decode in
+    his kernel: the garbage answer still fails, the right ones still pass (the grader judged them)."""
+    _, out, _, _ = graded
+    result = json.loads(_read(out / "frank/00_tensor_shapes/result.json"))
+    statuses = {t["test-name"]: t["status"] for t in result["tests"]}
+    assert statuses["00.padding_mask"] == "failed" and statuses["00.merge_heads"] == "passed"
+    feedback = _read(out / "frank/00_tensor_shapes/feedback.md")
+    assert "内核崩溃" in feedback  # os._exit, in Chinese
+    assert "打印了 60000006 个字符" in feedback  # 10 MB and a newline on each of 6 cases, counted, not shown
+    assert "给教师的提示" in feedback and "torch.allclose" in feedback
+    # ivan replaced the kernel's side with one that writes a forged answer: refused, not believed
+    ivan = json.loads(_read(out / "ivan/00_tensor_shapes/result.json"))["tests"][-1]
+    assert ivan["mistake"] == "NO_RESULT" and "not a torch.save file" in ivan["message"]
+
+
+def test_hostile_cells_are_recorded_and_skipped(graded):
+    _, out, _, _ = graded
+    erin = _read(out / "erin/00_tensor_shapes/feedback.md")
+    assert "ran for more than 2 s on test case 1" in erin and "permute`, which this exercise asks" in erin
+    assert "defines `split`, but no longer `split_heads`" in erin and "no exercise cell for it any more" in erin
+    grace = _read(out / "grace/00_tensor_shapes/feedback.md")
+    assert "not valid Python (line 1" in grace and "can't allocate memory" in grace
+    assert "Cell 62 (`import signal`) ran for more than 8 s and was stopped; the grader skipped it" in grace
+    heidi = _read(out / "heidi/01_attention_basics/feedback.md")
+    assert "`course_utils.attention.scaled_dot_product_attention`" in heidi
+
+
+def test_a_rerun_writes_identical_files_and_removes_stale_ones(graded, tmp_path):
+    """Grading alice and judy again, alone, into a copy of the output: their files are byte for
+    byte the same, and the other students' files (no longer submitted) are gone."""
+    root, out, _, _ = graded
+    again = tmp_path / "again"
+    for student in ("alice", "judy"):
+        shutil.copytree(root / student, again / student)
+    copy_out = tmp_path / "grades"
+    shutil.copytree(out, copy_out)
+    assert grader.main([str(again), "--out", str(copy_out), *OPTIONS]) == 0
+    for key in ("alice/00_tensor_shapes", "judy/00_tensor_shapes"):
+        for name in ("result.json", "feedback.md"):
+            assert _read(copy_out / key / name) == _read(out / key / name)
+    assert sorted(p.relative_to(copy_out).as_posix() for p in copy_out.rglob("*") if p.is_file()) == [
+        "alice/00_tensor_shapes/feedback.md", "alice/00_tensor_shapes/result.json", "grades.csv",
+        "judy/00_tensor_shapes/feedback.md", "judy/00_tensor_shapes/result.json"]
+    expected = [line for line in EXPECTED.splitlines() if line.startswith(("student,", "alice,", "judy,"))]
+    assert _read(copy_out / "grades.csv").splitlines() == expected
+
+
+# ----------------------------------------------------------------------------- the pieces, in this process
+
+def _wired(exercise, function):
+    """The verdict `function` gets through the grader's path: collect (eagerly, as in a kernel),
+    encode, save, load as data, decode, judge."""
+    reference = grading.prepare(EXERCISES[exercise])
+    outcomes = grading.collect(reference.calls, function, eager=True)
+    buffer = io.BytesIO()
+    torch.save(wire.encode(outcomes), buffer)
+    buffer.seek(0)
+    answer = torch.load(buffer, weights_only=True)
+    return grading.judge(reference, wire.decode(answer, reference, outcomes.seconds))
+
+
+# every mistake of lesson 00, and two of every other exercise: each kind of result crosses the wire
+MISTAKES = [(e, m) for e in sorted(EXERCISES) for m in EXERCISES[e].mistakes[: None if e < "01" else 2]]
+
+
+@pytest.mark.parametrize("exercise, mistake", MISTAKES, ids=[f"{e}-{m.code}" for e, m in MISTAKES])
+def test_through_the_wire_a_mistake_gets_the_notebooks_verdict(exercise, mistake):
+    assert _wired(exercise, mistake.fn) == evaluate(exercise, mistake.fn)
+
+
+def _stub(*args):
+    raise NotImplementedError
+
+
+def _no_graph(scores):
+    return torch.softmax(scores, dim=-1).detach()
+
+
+def _custom_backward(scores):
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return torch.softmax(x, dim=-1)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return 2 * grad
+
+    return Twice.apply(scores)
+
+
+def _subclass(scores):
+    class Liar(torch.Tensor):
+        pass
+
+    return torch.softmax(scores, dim=-1).as_subclass(Liar)
+
+
+@pytest.mark.parametrize("exercise, function", [
+    ("01.softmax", lambda s: (s - s.amax(-1, keepdim=True)).exp() / (s - s.amax(-1, keepdim=True)).exp().sum(-1, True)),
+    ("01.softmax", _stub), ("01.softmax", _no_graph), ("01.softmax", _custom_backward), ("01.softmax", _subclass),
+    ("01.softmax", lambda s: s.tolist()), ("01.softmax", lambda s: torch.softmax(s, -1)),
+    ("01.softmax", lambda s: 1 / 0), ("01.softmax", lambda s: torch.zeros(10**7)),
+    ("02.causal_mask", lambda L_q, L_k: torch.ones(L_q, L_k).tril()), ("02.causal_mask", lambda L_q, L_k: None),
+    ("01.scaled_dot", lambda q, k, v: (q, k, v, [q] * 300)),
+], ids=["right", "stub", "no-graph", "custom-backward", "subclass", "list", "forbidden", "error", "big", "float-mask",
+        "none", "long-tuple"])
+def test_through_the_wire_every_kind_of_verdict_is_the_notebooks(exercise, function):
+    assert _wired(exercise, function) == evaluate(exercise, function)
+
+
+def test_a_forged_or_broken_answer_is_refused_not_believed(tmp_path):
+    reference = grading.prepare(EXERCISES["01.softmax"])
+    good = wire.encode(grading.collect(reference.calls, lambda s: torch.zeros_like(s), eager=True))
+    for broken in ({}, {**good, "format": "v0"}, {**good, "results": []}, {**good, "printed": -1},
+                   {**good, "results": [{"value": {"tensor": "no"}}] * len(good["results"])}):
+        with pytest.raises(wire.WireError):
+            wire.decode(broken, reference, 1.0)
+    # claiming every result is on the graph, with made-up gradients, does not make zeros right
+    forged = copy.deepcopy(good)
+    for result in forged["results"]:
+        result["value"]["on_graph"] = True
+    assert grading.judge(reference, wire.decode(forged, reference, 1.0)).status == "failed"
+    # a file with pickled code is refused, and its code never runs
+    (tmp_path / "evil.pt").write_bytes(b"cos\nsystem\n(S'touch " + str(tmp_path / "ran").encode() + b"'\ntR.")
+    with pytest.raises(wire.WireError):
+        wire.load(tmp_path / "evil.pt")
+    assert not (tmp_path / "ran").exists()
+    with pytest.raises(wire.WireError):
+        wire.load(tmp_path / "missing.pt")
+
+
+def test_student_ids_come_from_the_first_folder_or_the_file_name(tmp_path):
+    for path in ("a/00_x.ipynb", "a/week1/01_y.ipynb", "b.ipynb", ".ipynb_checkpoints/c.ipynb",
+                 "a/.ipynb_checkpoints/00_x-checkpoint.ipynb", "grades/d/00_x.ipynb"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("{}")
+    found = [(key, student) for _, key, student in submission.find(tmp_path, skip=tmp_path / "grades")]
+    assert found == [("a/00_x", "a"), ("a/week1/01_y", "a"), ("b", "b")]
+    assert [s for _, _, s in submission.find(tmp_path / "b.ipynb")] == ["b"]
+    assert [s for _, _, s in submission.find(tmp_path, student="zed")] == ["zed"] * 4
+
+
+def test_the_language_comes_from_setup_then_the_cells_tags_then_the_folder(tmp_path):
+    english = _render(LESSON_00, "en")
+    assert submission.read(ROOT / "notebooks/zh" / LESSON_00, "k", "s").lang == "zh"
+    assert submission.read(ROOT / "notebooks/en" / LESSON_00, "k", "s").lang == "en"
+    for cell in english.cells:
+        cell.source = cell.source.replace('setup(lang="en")', "setup()")
+        cell.metadata.get("tags", []).clear() if cell.cell_type == "markdown" else None
+    _save(english, tmp_path / "zh" / "x.ipynb")
+    assert submission.read(tmp_path / "zh" / "x.ipynb", "k", "s").lang == "zh"
+
+
+def test_every_grade_message_has_both_languages_and_formats():
+    from course_utils.i18n import MESSAGES
+
+    ours = {k: v for k, v in MESSAGES.items() if k.startswith("grade.")}
+    assert len(ours) > 20 and all(set(v) == {"en", "zh"} and all(v.values()) for v in ours.values())
+    for key in {key for key, _ in grader._VERDICTS.values()}:
+        assert key in ours
+
+
+def test_the_cells_run_are_every_cell_or_the_learners_own_but_never_a_check_cell():
+    found = submission.read(ROOT / "notebooks/en" / LESSON_00, "k", "s")
+    exercises, course_cells = submission.plan("00", "en")
+    exercise_cells = {submission.exercise_cell(found, e)[0].index for e in exercises}
+    every = grader.cells_to_run(found.cells, exercise_cells, "all", course_cells)
+    own = grader.cells_to_run(found.cells, exercise_cells, "own", course_cells)
+    checks = [c for c in found.cells if submission.checked(c.source)]
+    assert len(checks) == 4 and not set(map(id, checks)) & set(map(id, every))
+    assert len(every) == len(found.cells) - 4
+    assert [c.index for c in own] == [found.cells[0].index, *sorted(exercise_cells)]  # the setup cell, the exercises
+    found.cells[5].source += "\nprint('mine')"  # a cell the learner changed runs too
+    assert found.cells[5] in grader.cells_to_run(found.cells, exercise_cells, "own", course_cells)
