@@ -18,7 +18,7 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # The stamp's name carries the torch choice: a new choice re-runs the install.
 STAMP := $(VENV)/.installed-$(subst =,_,$(subst $(space),_,$(TORCH)))
 
-.PHONY: setup lab test test-paths bench notebooks check readme release grade clean
+.PHONY: setup lab test test-paths bench notebooks check readme release grade slides clean
 
 setup: $(STAMP)
 
@@ -137,6 +137,19 @@ GRADES ?= grades
 MIN_SCORE ?= 0
 grade: setup
 	$(PY) -m course_utils.grade "$(SUBMISSIONS)" --out "$(GRADES)" --min-score "$(MIN_SCORE)" --jobs $(JOBS)
+
+# Lecture slides: a reveal.js deck per lesson and language in slides/decks/{en,zh}/, from the
+# executed solution notebooks (make slides ONLY=01 for one lesson). The decks work offline: copy
+# slides/decks/ whole to the lecture machine and open a deck in a browser. reveal.js and MathJax
+# come from the npm registry (npm ci, pinned in slides/package-lock.json): the step that needs the
+# network, run again only when the lock file changes.
+SLIDES_NPM := slides/node_modules/.package-lock.json
+$(SLIDES_NPM): slides/package.json slides/package-lock.json
+	npm ci --prefix slides --ignore-scripts --no-audit --no-fund
+	@touch $@
+
+slides: setup $(SLIDES_NPM)
+	$(PY) -m course_utils.slides $(if $(ONLY),--only $(ONLY))
 
 clean:
 	rm -rf $(VENV) test-artifacts dist
