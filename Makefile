@@ -152,4 +152,4 @@ slides: setup $(SLIDES_NPM)
 	$(PY) -m course_utils.slides $(if $(ONLY),--only $(ONLY))
 
 clean:
-	rm -rf $(VENV) test-artifacts dist
+	rm -rf $(VENV) test-artifacts dist slides/decks slides/node_modules
