@@ -26,6 +26,12 @@ $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet "$(TORCH)"
 	$(PIP) install --quiet -e ".[test]"
+	@# nbgrader is a test dependency (tests/test_nbgrader.py runs its command line); installed, it
+	@# turns on its teacher menus and server extensions in every JupyterLab of this environment.
+	@# A learner's JupyterLab does not need them, so they are off (README: how a teacher turns them on).
+	@$(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader >/dev/null 2>&1 || true
+	@for part in formgrader validate_assignment assignment_list course_list; do \
+		$(BIN)/jupyter server extension disable --sys-prefix nbgrader.server_extensions.$$part >/dev/null 2>&1 || true; done
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

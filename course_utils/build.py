@@ -14,6 +14,19 @@ hash of the English text it translates. Code cells are shared. An exercise cell 
 part with ``### BEGIN SOLUTION`` / ``### END SOLUTION``; a later code cell calls
 ``check("01.scaled_dot", ...)``. Each source renders to notebooks/{en,zh}/ (student: the
 solution replaced by a stub) and notebooks/solutions/{en,zh}/.
+
+nbgrader: every render carries nbgrader's cell metadata (schema 3), the same in all four. An
+exercise cell is a solution cell, grade_id "<exercise>-code" with "_" for the id's "." (nbgrader's
+ids may not hold one): "01_scaled_dot-code"; its check cell is a locked test cell worth 1 point,
+grade_id "01_scaled_dot"; other cells carry none (nbgrader needs none, and the learner may edit
+them). A teacher gives `nbgrader generate_assignment` the SOLUTION render of one language as the
+source notebook (one assignment per language: en and zh share file names). It keeps the solution
+markers, so nbgrader replaces just the solution by its stub and keeps the function's signature and
+docstring; a student render given as source would lose its exercise cells whole (nbgrader replaces
+a solution cell without markers by its stub). nbgrader's stub comment is English: for a Chinese
+assignment set `c.ClearSolutions.code_stub = {"python": "# 在这里写你的代码\\nraise NotImplementedError()"}`.
+A student may submit nbgrader's release or the course's student render: the grade_ids are the
+same. Under nbgrader's execution a failed check raises (grading.check): its test cell scores 0.
 """
 
 import argparse
@@ -44,6 +57,10 @@ SOURCE_ONLY_METADATA = {"en_hash", "lines_to_next_cell", "cell_marker", "lines_t
 #: same depth (notebooks/en/), solutions one folder deeper (notebooks/solutions/en/).
 IMAGES_LINK = "../../images/"
 STUB_COMMENT = {"en": "# YOUR CODE HERE", "zh": "# 在这里写你的代码"}
+#: nbgrader's cell metadata (its schema 3) and what each check is worth
+NBGRADER_SCHEMA, CHECK_POINTS = 3, 1
+#: a cell that checks an exercise: check("01.scaled_dot", ...)
+CHECK_CALL = re.compile(r"""^\s*check\(\s*['"]([^'"]+)['"]""", flags=re.MULTILINE)
 
 # What every execution runs under, so two runs on two machines print the same things.
 EXECUTION_ENV = {"COURSE_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
@@ -191,9 +208,32 @@ def _stub(text, exercise, lang):
     return "\n".join(out)
 
 
+def grade_id(exercise):
+    """nbgrader's id of an exercise's check cell: "01.scaled_dot" -> "01_scaled_dot" (nbgrader's
+    ids allow letters, digits, "_" and "-")."""
+    return exercise.replace(".", "_")
+
+
+def nbgrader_metadata(cell, exercises):
+    """nbgrader's metadata for a source cell: a solution cell for an exercise, a locked test cell for
+    its check (the first check cell of each exercise in `exercises`, the ids still unclaimed: they
+    are removed), else None."""
+    if "exercise" in tags(cell):
+        cell_id, role = f"{grade_id(cell.metadata['exercise'])}-code", {"solution": True, "grade": False, "locked": False}
+    else:
+        found = CHECK_CALL.findall(cell.source) if cell.cell_type == "code" else []
+        claimed = [exercise for exercise in found if exercise in exercises]
+        if len(claimed) != 1:
+            return None
+        exercises.discard(claimed[0])
+        cell_id, role = grade_id(claimed[0]), {"solution": False, "grade": True, "locked": True, "points": CHECK_POINTS}
+    return {**role, "grade_id": cell_id, "schema_version": NBGRADER_SCHEMA}
+
+
 def render(source, lang, solutions):
     """The notebook a learner opens: one language's markdown, the shared code, stubs or solutions."""
     cells = []
+    exercises = {c.metadata["exercise"] for c in source.cells if "exercise" in tags(c)}
     for cell in source.cells:
         metadata = {key: value for key, value in cell.metadata.items() if key not in SOURCE_ONLY_METADATA}
         if cell.cell_type == "markdown":
@@ -204,6 +244,9 @@ def render(source, lang, solutions):
         text = bilingual_code.localize(cell.source, lang).replace(SETUP_CALL, f'setup(lang="{lang}")')
         if "exercise" in tags(cell) and not solutions:
             text = _stub(text, cell.metadata["exercise"], lang)
+        nbgrader = nbgrader_metadata(cell, exercises)
+        if nbgrader:
+            metadata["nbgrader"] = nbgrader
         cells.append(nbformat.v4.new_code_cell(text, metadata=metadata))
     for number, cell in enumerate(cells):
         cell.id = f"cell-{number:03d}"  # stable ids: a re-render changes nothing it need not

@@ -242,3 +242,43 @@ def test_execution_runs_under_fixed_settings_whatever_the_callers_environment(mo
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     build.execute(notebook, build.ROOT / "notebooks" / "en" / "settings_probe.ipynb")
     assert notebook.cells[0].outputs[0]["text"] == "0 1\n"
+
+
+NBGRADER_ID = r"[A-Za-z0-9_-]+"  # what nbgrader's metadata schema (version 3) allows in a grade_id
+
+
+def test_every_render_carries_nbgrader_metadata(course):
+    """Exercise cells are nbgrader solution cells, check cells locked test cells worth a point."""
+    for _, _, target in build.targets(course):
+        cells = nbformat.read(target, as_version=4).cells
+        assert cells[2].metadata["nbgrader"] == {
+            "solution": True, "grade": False, "locked": False, "grade_id": "01_scaled_dot-code", "schema_version": 3,
+        }
+        assert cells[3].metadata["nbgrader"] == {
+            "solution": False, "grade": True, "locked": True, "points": 1, "grade_id": "01_scaled_dot",
+            "schema_version": 3,
+        }
+        assert not any("nbgrader" in c.metadata for c in cells[:2])
+
+
+def test_the_nbgrader_metadata_is_checked_for_drift(course):
+    _, _, student = build.targets(course)[0]
+    notebook = nbformat.read(student, as_version=4)
+    notebook.cells[3].metadata["nbgrader"]["points"] = 5
+    build.write(notebook, student)
+    assert any("differs from a fresh render" in p for p in problems(course))
+
+
+def test_every_lessons_exercise_has_one_solution_cell_and_one_test_cell_for_nbgrader():
+    import re
+
+    for lesson, path in build.lessons().items():
+        source = build.jupytext.read(path)
+        exercises = [c.metadata["exercise"] for c in source.cells if "exercise" in build.tags(c)]
+        for lang, solutions, _ in build.targets(path):
+            found = [c.metadata["nbgrader"] for c in build.render(source, lang, solutions).cells if "nbgrader" in c.metadata]
+            ids = [meta["grade_id"] for meta in found]
+            want = [name for exercise in exercises for name in (build.grade_id(exercise) + "-code", build.grade_id(exercise))]
+            assert ids == want, (lesson, lang, solutions, ids)
+            assert all(re.fullmatch(NBGRADER_ID, i) for i in ids)
+            assert [m["grade"] for m in found] == [False, True] * len(exercises)

@@ -29,7 +29,10 @@ hints at ``.transpose(-2, -1)`` when a wrong answer used ``x.T`` on more than tw
 ``evaluate`` (what ``check`` prints) runs the three steps in one process.
 """
 
+import contextlib
 import copy
+import os
+import sys
 import types
 import warnings
 from dataclasses import dataclass
@@ -47,6 +50,8 @@ PASSED, FAILED, NOT_ATTEMPTED, CRASHED = "passed", "failed", "not attempted", "c
 _detach, _tolist, _zeros_like = torch.Tensor.detach, torch.Tensor.tolist, torch.zeros_like
 _randn, _mul, _sum, _grad = torch.randn, torch.mul, torch.sum, torch.autograd.grad
 _is_grad_enabled, _set_grad_enabled = torch.is_grad_enabled, torch._C._set_grad_enabled
+# nbgrader's autograding and validation set it for the kernel; read at import too, before a learner's cell can unset it
+_UNDER_NBGRADER = bool(os.environ.get("NBGRADER_EXECUTION"))
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,20 @@ class Verdict:
 
 
 def check(exercise, function):
-    """Check `function` against exercise `exercise` (an id such as "01.scaled_dot"); print the verdict."""
-    print(evaluate(exercise, function).message)
+    """Check `function` against exercise `exercise` (an id such as "01.scaled_dot"); print the verdict.
+
+    Under nbgrader (NBGRADER_EXECUTION set, when the package was imported or now) the check cell is
+    nbgrader's test: a verdict other than passed raises AssertionError with its message (the cell
+    scores 0), and what the check would write to stderr (a warning of the learner's code) goes to
+    stdout, as nbgrader scores 0 a cell with any stderr output."""
+    if not (_UNDER_NBGRADER or os.environ.get("NBGRADER_EXECUTION")):
+        print(evaluate(exercise, function).message)
+        return
+    with contextlib.redirect_stderr(sys.stdout):
+        verdict = evaluate(exercise, function)
+    if verdict.status != PASSED:
+        raise AssertionError(verdict.message)
+    print(verdict.message)
 
 
 def evaluate(exercise, function, *, time_limit=None):
