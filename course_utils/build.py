@@ -66,7 +66,16 @@ CHECK_CALL = re.compile(r"""^\s*check\(\s*['"]([^'"]+)['"]""", flags=re.MULTILIN
 EXECUTION_ENV = {"COURSE_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 TIMEOUT_S = 300
 BUDGET_S, BUDGET_MB = 20, 1536
-PEAK_MEMORY_CELL = "import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+# The kernel's peak resident memory in KiB: VmHWM, the high-water mark of this process's own memory.
+# Not ru_maxrss where /proc has VmHWM: Linux keeps ru_maxrss across exec, so a kernel started by a
+# big process (a pytest worker after heavy tests) would report that process's size as its own.
+PEAK_MEMORY_CELL = (
+    "import pathlib, resource\n"
+    "status = pathlib.Path('/proc/self/status')\n"
+    "hwm = [int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith('VmHWM:')] "
+    "if status.exists() else []\n"
+    "print(hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+)
 
 
 class Problem(Exception):
@@ -288,7 +297,7 @@ def execute(notebook, path):
     client.execute(env={**os.environ, **EXECUTION_ENV})  # passed on to the kernel's process
     seconds = time.perf_counter() - start
     probe = notebook.cells.pop()
-    peak_mb = int(probe.outputs[0]["text"]) / 1024  # ru_maxrss is in KiB on Linux
+    peak_mb = int(probe.outputs[0]["text"]) / 1024  # KiB (VmHWM, or ru_maxrss on Linux)
     _stable_widget_ids(notebook, path)
     return seconds, peak_mb
 
