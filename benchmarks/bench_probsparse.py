@@ -65,6 +65,7 @@ import torch
 import torch.nn.functional as F
 
 from course_utils.probsparse import prob_sparse_attention, sample_count, sample_keys
+from course_utils.probsparse_study import log_log_slope
 
 B, H, D, FACTOR = 1, 8, 64, 5
 LENGTHS = (96, 512, 2048, 4096, 8192, 16384)
@@ -197,13 +198,6 @@ def peak_extra(name, length):
 # ----------------------------------------------------------------------------- report
 
 
-def slope(lengths, values):
-    """Least-squares slope of log(value) against log(L)."""
-    xs, ys = [math.log(x) for x in lengths], [math.log(max(y, 1e-12)) for y in values]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer lengths and rounds (a smoke test, noisier numbers)")
@@ -268,8 +262,8 @@ def main(argv=None):
         print()
         print(f"log-log slopes over L = {', '.join(map(str, fitted))}:")
         for name in CANDIDATES:
-            print(f"  {name:9} time {slope(fitted, [times[x][name] for x in fitted]):5.2f}   "
-                  f"memory {slope(fitted, [memory[x][name] for x in fitted]):5.2f}")
+            print(f"  {name:9} time {log_log_slope(fitted, [times[x][name] for x in fitted]):5.2f}   "
+                  f"memory {log_log_slope(fitted, [memory[x][name] for x in fitted]):5.2f}")
 
     print()
     bars = []

@@ -82,8 +82,12 @@ def add_offset(key, offset):
 def exact_measure(query, key):
     """(B, H, L_Q): max − mean of each query's unscaled scores q·k over *all* L_K keys, the
     quantity the sampled measure estimates."""
-    scores = query @ key.transpose(-2, -1)  # (B, H, L_Q, L_K)
-    return scores.amax(-1) - scores.mean(-1)
+    return _exact_from(query @ key.transpose(-2, -1))  # (B, H, L_Q, L_K) scores first
+
+
+def _exact_from(all_scores):
+    """The exact measure from the full (B, H, L_Q, L_K) score matrix, when it is already there."""
+    return all_scores.amax(-1) - all_scores.mean(-1)
 
 
 def most_active(query, key, count):
@@ -170,7 +174,7 @@ def recall_by_sample_size(query, key, factors, *, truth_count=10, factor=5, gene
     some). Returns ([U for each f], [recall for each f])."""
     L_Q, L_K = query.shape[-2], key.shape[-2]
     all_scores = query @ key.transpose(-2, -1)
-    truth = (all_scores.amax(-1) - all_scores.mean(-1)).topk(truth_count, dim=-1).indices
+    truth = _exact_from(all_scores).topk(truth_count, dim=-1).indices
     count = probsparse.sample_count(L_Q, factor)
     sizes, recalls = [], []
     for f in factors:
@@ -197,7 +201,7 @@ def recall_by_offset(query, key, offsets, measures, *, truth_count=10, factor=5,
     for offset in offsets:
         shifted = add_offset(key, offset)
         all_scores = query @ shifted.transpose(-2, -1)
-        truth = (all_scores.amax(-1) - all_scores.mean(-1)).topk(truth_count, dim=-1).indices
+        truth = _exact_from(all_scores).topk(truth_count, dim=-1).indices
         sampled = _sampled_from(all_scores, index)
         for name, measure in measures.items():
             found[name].append(recall(probsparse.select_queries(measure(sampled), count), truth))
