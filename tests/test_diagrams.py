@@ -52,7 +52,9 @@ def test_write_all_writes_exactly_the_expected_files(drawn):
     assert all(path.parent == folder for path in paths)
     assert sorted(path.name for path in folder.iterdir()) == EXPECTED
     assert EXPECTED == sorted(["01_sdpa_en.svg", "01_sdpa_zh.svg", "03_qkv_sources_en.svg", "03_qkv_sources_zh.svg",
-                               "05_probsparse_en.svg", "05_probsparse_zh.svg"])
+                               "05_probsparse_en.svg", "05_probsparse_zh.svg",
+                               "06_encoder_layer_en.svg", "06_encoder_layer_zh.svg",
+                               "06_encoder_decoder_en.svg", "06_encoder_decoder_zh.svg"])
 
 
 def test_drawing_again_gives_the_same_bytes_and_leaves_a_right_file_alone(drawn):
@@ -111,7 +113,14 @@ def test_the_chinese_labels_use_the_glossarys_terms():
     for term in ("查询", "键", "值", "采样", "稀疏性度量", "活跃查询", "惰性查询", "均值", "累积均值", "注意力权重",
                  "因果", "输出"):
         assert term in probsparse, term
-    for table in (diagrams.SDPA, diagrams.SOURCES, diagrams.PROBSPARSE):
+    layer = " ".join(label["zh"] for label in diagrams.ENCODER_LAYER.values())
+    for term in ("后归一化", "前归一化", "层归一化", "多头自注意力", "前馈网络", "填充", "恒等路径", "输入", "输出"):
+        assert term in layer, term
+    encoder_decoder = " ".join(label["zh"] for label in diagrams.ENCODER_DECODER.values())
+    for term in ("编码器层", "解码器层", "词元", "嵌入", "位置编码", "自注意力", "因果", "交叉注意力", "前馈网络",
+                 "层归一化", "memory（编码器的输出）", "填充掩码", "目标掩码", "线性层"):
+        assert term in encoder_decoder, term
+    for table in (diagrams.SDPA, diagrams.SOURCES, diagrams.PROBSPARSE, diagrams.ENCODER_LAYER, diagrams.ENCODER_DECODER):
         for key, label in table.items():
             assert set(label) == {"en", "zh"} and label["en"] != label["zh"], key
             assert not re.search(r"[\u4e00-\u9fff][,;:()]|[,;:()][\u4e00-\u9fff]", label["zh"]), label["zh"]

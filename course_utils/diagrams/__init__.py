@@ -14,8 +14,9 @@ label never gets written.
 
 Layout of the package: ``sheet`` holds the drawing primitives (colours, ``Sheet``: boxes, text
 lines, arrows, legend, laid out in inches); each diagram is one module named after its lesson
-(``l01_sdpa``, ``l03_qkv_sources``, ``l05_probsparse``) holding its labels in both languages (a
-table such as ``SDPA``) and the function that draws it in one language (``sdpa(lang) -> Figure``);
+(``l01_sdpa``, ``l03_qkv_sources``, ``l05_probsparse``, ``l06_encoder_layer``, ``l06_encoder_decoder``)
+holding its labels in both languages (a table such as ``SDPA``) and the function that draws it in
+one language (``sdpa(lang) -> Figure``);
 this file registers them and writes the files. To add a diagram: a new module, an entry in ``DIAGRAMS``, then `make notebooks`.
 """
 
@@ -31,10 +32,12 @@ from .. import viz
 from .l01_sdpa import SDPA, sdpa
 from .l03_qkv_sources import SOURCES, qkv_sources
 from .l05_probsparse import PROBSPARSE, probsparse
+from .l06_encoder_decoder import ENCODER_DECODER, encoder_decoder
+from .l06_encoder_layer import ENCODER_LAYER, encoder_layer
 from .sheet import label
 
-__all__ = ["DIAGRAMS", "LANGUAGES", "PROBSPARSE", "SDPA", "SOURCES", "drawing_settings", "file_name", "markdown_link",
-           "svg", "write_all"]
+__all__ = ["DIAGRAMS", "ENCODER_DECODER", "ENCODER_LAYER", "LANGUAGES", "PROBSPARSE", "SDPA", "SOURCES",
+           "drawing_settings", "file_name", "markdown_link", "svg", "write_all"]
 
 LANGUAGES = ("en", "zh")
 
@@ -58,6 +61,18 @@ DIAGRAMS = {
                                         "lazy rest",
                                         "ProbSparse 注意力：采样键，用 M = 最大值 − 均值为每个查询打分，"
                                         "M 最大的 u 个查询做完整注意力，其余惰性查询取值的均值")),
+    "06_encoder_layer": (encoder_layer, label("One Transformer encoder layer, post-norm (LayerNorm after each residual "
+                                              "add, on the main path) beside pre-norm (LayerNorm at the start of each "
+                                              "sub-layer, an unbroken identity path from input to output)",
+                                              "Transformer 编码器层的两种归一化顺序：后归一化（层归一化在每次残差相加之后，"
+                                              "位于主路径上）与前归一化（层归一化在每个子层的开头，从输入到输出有一条"
+                                              "不间断的恒等路径）")),
+    "06_encoder_decoder": (encoder_decoder, label("A one-layer encoder–decoder: the source padding mask in the "
+                                                  "encoder's self-attention and the decoder's cross-attention, the "
+                                                  "target mask (causal and target padding) in the decoder's "
+                                                  "self-attention",
+                                                  "单层编码器–解码器：源填充掩码用于编码器的自注意力和解码器的交叉注意力，"
+                                                  "目标掩码（因果掩码加目标序列的填充）用于解码器的自注意力")),
 }
 
 
