@@ -1,0 +1,243 @@
+"""Lesson 06's tiny encoder–decoder: it learns to reverse sequences of different lengths.
+
+The task: a source of 1 to 8 letters and an end token -> the same letters in reverse order, then
+the end token ("abc⟩" -> "cba⟩"). The source's end token marks where it stops, a landmark the
+decoder can count back from. A batch holds sequences of different lengths, so every sequence is padded to
+the batch's longest with the token PAD, and the masks of lesson 02 keep the padding out:
+
+- the encoder's self-attention and the decoder's cross-attention get the source's padding mask;
+- the decoder's self-attention gets the target mask: causal, and the target's padding.
+
+The decoder is trained with teacher forcing: it reads the target shifted right (a start token
+BOS, then the answer so far) and predicts every next token at once. At generation time,
+``greedy_decode`` feeds its own predictions back one token at a time; the causal mask is what
+makes the two agree (position i never saw anything after i during training).
+
+Everything is deterministic: data come from a ``torch.Generator``, initial weights from ``seed``,
+and no function touches torch's global random state.
+
+What training reliably gives (tests/test_seq2seq.py proves it on 10 seeds, under the portable
+and the native CPU kernels): see ``train``.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from . import validation as check
+from .transformer import DecoderLayer, EncoderLayer, sinusoidal_encoding
+
+PAD, BOS, EOS = 0, 1, 2  # the special tokens; the letters a, b, c, ... are 3, 4, 5, ...
+SPECIALS = ("·", "⟨", "⟩")  # how PAD, BOS and EOS are shown
+LETTERS = 10  # a .. j
+VOCAB = len(SPECIALS) + LETTERS
+MAX_LENGTH = 8  # the longest source
+
+
+def show(tokens):
+    """'cba⟩' for a 1-D sequence of token ids (padding shown as '·')."""
+    return "".join(SPECIALS[t] if t < len(SPECIALS) else chr(ord("a") + t - len(SPECIALS)) for t in map(int, tokens))
+
+
+def encode_letters(text):
+    """The token ids (L,) int64 of a string of letters a .. j."""
+    if not isinstance(text, str) or not text or any(not "a" <= c < chr(ord("a") + LETTERS) for c in text):
+        check.fail("encode_letters", "text", check.describe(text),
+                   {"en": f"a non-empty string of the letters a to {chr(ord('a') + LETTERS - 1)}",
+                    "zh": f"由字母 a 到 {chr(ord('a') + LETTERS - 1)} 组成的非空字符串"})
+    return torch.tensor([ord(c) - ord("a") + len(SPECIALS) for c in text])
+
+
+def source_of(text):
+    """The source (1, n + 1) for a string of n ≤ MAX_LENGTH letters a .. j: its letters, then EOS."""
+    tokens = encode_letters(text)
+    if len(tokens) > MAX_LENGTH:
+        check.fail("source_of", "text", check.describe(text),
+                   {"en": f"at most {MAX_LENGTH} letters (the model saw no longer source)",
+                    "zh": f"至多 {MAX_LENGTH} 个字母（模型没见过更长的源序列）"})
+    return torch.cat([tokens, torch.tensor([EOS])])[None]
+
+
+@dataclass
+class Batch:
+    """Padded sequences, L_s = L_t = the longest source's letters + 1: source = letters + EOS
+    (N, L_s); target_in = BOS + the letters reversed (N, L_t); target_out = the letters reversed +
+    EOS (N, L_t); lengths (N,): each source's number of letters."""
+
+    source: torch.Tensor
+    target_in: torch.Tensor
+    target_out: torch.Tensor
+    lengths: torch.Tensor
+
+
+def make_batch(lengths, letters):
+    """The Batch for sources of `lengths` (N,) whose letters (N, >= max length) are token ids."""
+    N, L = len(lengths), int(lengths.max())
+    positions = torch.arange(L)  # (L,)
+    real = positions < lengths[:, None]  # (N, L): True at a real letter
+    source = letters[:, :L].masked_fill(~real, PAD)  # (N, L)
+    backwards = (lengths[:, None] - 1 - positions).clamp(min=0)  # (N, L): position i reads length-1-i
+    reversed_ = source.gather(1, backwards).masked_fill(~real, PAD)  # (N, L)
+    pad = torch.full((N, 1), PAD)
+    source = torch.cat([source, pad], dim=1).scatter(1, lengths[:, None], EOS)  # (N, L + 1): ends with EOS
+    target_out = torch.cat([reversed_, pad], dim=1).scatter(1, lengths[:, None], EOS)  # (N, L + 1)
+    target_in = torch.cat([torch.full((N, 1), BOS), reversed_], dim=1)  # (N, L + 1)
+    return Batch(source, target_in, target_out, lengths)
+
+
+def random_batch(size, generator, max_length=MAX_LENGTH):
+    """`size` random sources of 1 .. max_length letters (from `generator`) and their targets."""
+    lengths = torch.randint(1, max_length + 1, (size,), generator=generator)
+    letters = torch.randint(len(SPECIALS), VOCAB, (size, max_length), generator=generator)
+    return make_batch(lengths, letters)
+
+
+def held_out(count=500, seed=10_000):
+    """`count` fixed sources, drawn from their own generator (training draws from the seed's)."""
+    return random_batch(count, torch.Generator().manual_seed(seed))
+
+
+class Reverser(nn.Module):
+    """Embedding + sinusoidal positions -> encoder layers -> decoder layers -> a linear read-out.
+
+    Pre-norm layers (``norm_first=True``) with a final LayerNorm after each stack, as pre-norm
+    models need (the residual stream is never normalised inside the layers). The source and the
+    target share one token embedding, scaled by √E before the positions are added (as in the
+    original Transformer).
+    """
+
+    def __init__(self, d_model=32, nhead=2, d_ff=64, layers=1, dropout=0.0):
+        super().__init__()
+        self.d_model = d_model
+        self.embed = nn.Embedding(VOCAB, d_model)
+        self.register_buffer("positions", sinusoidal_encoding(MAX_LENGTH + 2, d_model), persistent=False)
+        options = {"dropout": dropout, "norm_first": True}
+        self.encoder = nn.ModuleList(EncoderLayer(d_model, nhead, d_ff, **options) for _ in range(layers))
+        self.decoder = nn.ModuleList(DecoderLayer(d_model, nhead, d_ff, **options) for _ in range(layers))
+        self.encoder_norm, self.decoder_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.readout = nn.Linear(d_model, VOCAB)
+
+    def _embed(self, tokens):
+        return self.embed(tokens) + self.positions[: tokens.shape[1]]  # (B, L, E)
+
+    def encode(self, source):
+        """source (B, L_s) -> memory (B, L_s, E)."""
+        x, padding = self._embed(source), source == PAD
+        for layer in self.encoder:
+            x = layer(x, key_padding_mask=padding)
+        return self.encoder_norm(x)
+
+    def decode(self, target_in, memory, source, need_weights=False):
+        """Logits (B, L_t, VOCAB) for every next token; with need_weights also the last decoder
+        layer's (self_weights (B, H, L_t, L_t), cross_weights (B, H, L_t, L_s))."""
+        x = self._embed(target_in)
+        options = {"tgt_key_padding_mask": target_in == PAD, "memory_key_padding_mask": source == PAD}
+        weights = None
+        for layer in self.decoder:
+            if need_weights:
+                x, weights = layer(x, memory, need_weights=True, **options)
+            else:
+                x = layer(x, memory, **options)
+        logits = self.readout(self.decoder_norm(x))
+        return (logits, weights) if need_weights else logits
+
+    def forward(self, source, target_in, need_weights=False):
+        """Teacher forcing: logits (B, L_t, VOCAB) for every position of target_in at once."""
+        return self.decode(target_in, self.encode(source), source, need_weights)
+
+
+def make_model(seed=0, **options):
+    """An untrained Reverser, its weights drawn from `seed` (global random state untouched)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return Reverser(**options)
+
+
+@dataclass
+class Run:
+    """What ``train`` returns: the model (in eval mode), its loss at every step, and the fraction
+    of held-out sources it reverses exactly with greedy decoding."""
+
+    model: nn.Module
+    losses: list = field(repr=False)
+    accuracy: float
+
+
+@torch.no_grad()
+def greedy_decode(model, source, max_steps=None):
+    """Generate the answer one token at a time, each step feeding back the tokens chosen so far.
+
+    source (B, L_s) -> tokens (B, T) int64, T ≤ max_steps (default L_s + 1): after a sequence's
+    EOS every further token is PAD. The encoder runs once; the decoder runs on the growing prefix.
+    """
+    B, L_s = source.shape
+    memory = model.encode(source)
+    out = torch.full((B, 1), BOS)
+    done = torch.zeros(B, dtype=torch.bool)
+    for _ in range(L_s + 1 if max_steps is None else max_steps):
+        logits = model.decode(out, memory, source)  # (B, t, VOCAB)
+        following = logits[:, -1].argmax(dim=-1).masked_fill(done, PAD)  # (B,)
+        out = torch.cat([out, following[:, None]], dim=1)
+        done |= following == EOS
+        if done.all():
+            break
+    return out[:, 1:]  # (B, T): without the BOS
+
+
+def needed_positions(batch):
+    """(N, L_t) int64: the source position each output step must read: letter n-1-t at step t < n,
+    the source's EOS (position n) at step n; 0 at the padding steps after it."""
+    t = torch.arange(batch.target_out.shape[1])  # (L_t,)
+    n = batch.lengths[:, None]  # (N, 1)
+    return torch.where(t < n, n - 1 - t, torch.where(t == n, n, 0))
+
+
+def offset_profile(weights, batch, reach=3):
+    """The cross-attention weight by offset from the needed source position, averaged over heads
+    and every letter step of the batch: {offset: mean weight} for offsets -reach .. reach.
+    weights: (N, H, L_t, L_s)."""
+    needed = needed_positions(batch)  # (N, L_t)
+    letters = torch.arange(needed.shape[1]) < batch.lengths[:, None]  # (N, L_t): the steps that say a letter
+    mean = weights.mean(1)  # (N, L_t, L_s)
+    profile = {}
+    for offset in range(-reach, reach + 1):
+        at = needed + offset
+        inside = letters & (at >= 0) & (at < mean.shape[-1])
+        got = mean.gather(-1, at.clamp(0, mean.shape[-1] - 1)[..., None]).squeeze(-1)  # (N, L_t)
+        profile[offset] = (got * inside).sum().item() / letters.sum().item()  # outside the source: weight 0
+    return profile
+
+
+def exact(predicted, batch):
+    """(N,) bool: whether each greedy answer is the reversed source followed by EOS."""
+    target = batch.target_out
+    T = max(predicted.shape[1], target.shape[1])
+    pad = lambda t: nn.functional.pad(t, (0, T - t.shape[1]), value=PAD)  # noqa: E731
+    return (pad(predicted) == pad(target)).all(dim=1)
+
+
+def train(seed=0, steps=300, batch=64, lr=1e-2, **options):
+    """Train a Reverser with Adam and teacher forcing (cross-entropy on the real target tokens,
+    padding ignored) on fresh random batches; its accuracy is measured on ``held_out()``."""
+    model = make_model(seed, **options)
+    data = torch.Generator().manual_seed(seed)
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
+    # the step size falls linearly to 0: the last steps polish instead of jumping around
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda step: 1 - step / steps)
+    loss_fn = nn.CrossEntropyLoss(ignore_index=PAD)
+    losses = []
+    model.train()
+    for _ in range(steps):
+        b = random_batch(batch, data)
+        logits = model(b.source, b.target_in)  # (B, L_t, VOCAB)
+        loss = loss_fn(logits.flatten(0, 1), b.target_out.flatten())
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        schedule.step()
+        losses.append(loss.item())
+    model.eval()
+    test = held_out()
+    return Run(model, losses, exact(greedy_decode(model, test.source), test).double().mean().item())
