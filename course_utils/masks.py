@@ -55,11 +55,7 @@ def check_keep_mask(function, keep_mask, scores):
     """Validate a keep mask against (..., L_q, L_k) scores: bool, and broadcasting to the
     scores' shape (never enlarging it). Returns keep_mask."""
     _bool(function, "keep_mask", keep_mask, KEEP_NEEDED)
-    try:
-        fits = torch.broadcast_shapes(keep_mask.shape, scores.shape) == scores.shape
-    except RuntimeError:
-        fits = False
-    if not fits:
+    if not check.broadcasts(keep_mask.shape, scores.shape):
         check.fail(
             function,
             "keep_mask",

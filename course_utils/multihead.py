@@ -163,7 +163,7 @@ class _Multihead(nn.Module):
         keep = None
         scores_shape = (B, self.num_heads, L_q, L_k)
         if keep_mask is not None:
-            if not isinstance(keep_mask, torch.Tensor) or keep_mask.dtype != torch.bool or not _broadcasts(
+            if not isinstance(keep_mask, torch.Tensor) or keep_mask.dtype != torch.bool or not check.broadcasts(
                 keep_mask.shape, scores_shape
             ):
                 check.fail(
@@ -266,14 +266,6 @@ class _Multihead(nn.Module):
                 if target is not None:
                     target.copy_(packed[name])
         return mha
-
-
-def _broadcasts(shape, target):
-    """Whether a tensor of `shape` broadcasts to `target` without making it larger."""
-    try:
-        return torch.broadcast_shapes(shape, target) == torch.Size(target)
-    except RuntimeError:
-        return False
 
 
 def torch_parameters(mha):
