@@ -5,7 +5,7 @@ grading.py judges a learner's function, sandbox.py runs it without letting it ch
 compare.py says what differs from the reference.
 """
 
-from . import l00_shapes, l01_attention, l02_masks, l03_layers, l04_multihead, l05_probsparse  # noqa: F401  (they register)
+from . import l00_shapes, l01_attention, l02_masks, l03_layers, l04_multihead, l05_probsparse, l06_transformer  # noqa: F401
 from .grading import CRASHED, FAILED, NOT_ATTEMPTED, PASSED, Verdict, check, evaluate
 from .registry import EXERCISES, TRANSPOSES, Exercise, Mistake, register
 
