@@ -22,7 +22,8 @@ with which they agree in values and gradients (tests/test_transformer.py).
 
 Masks follow the course: ``keep_mask`` is bool, True where a query may attend to a key;
 ``*_key_padding_mask`` is bool (B, L), True at padding, as in PyTorch. A query that may attend to no
-key gets a zero attention output (PyTorch gives NaN there).
+key gets a zero attention output (PyTorch gives NaN there under ``torch.no_grad()``; with autograd
+on, its general path gives zeros too: measured on torch 2.13).
 
 One difference from PyTorch, on purpose: PyTorch's layers also apply dropout to the attention
 weights (inside ``nn.MultiheadAttention``); the course's attention has no dropout, so these layers
@@ -485,7 +486,8 @@ class DecoderLayer(_Layer):
             cross_weights (B, H, L_t, L_m)))``.
 
         With causal=True and a target padded on the LEFT, query 0 may see only key 0, which is
-        padding: a row with no key, which gets a zero attention output here and NaN in PyTorch.
+        padding: a row with no key, which gets a zero attention output here and NaN in PyTorch
+        under ``torch.no_grad()`` (with autograd on, its general path gives ours; torch 2.13).
         """
         function = "DecoderLayer.forward"
         _sequence(function, "x", x, self.d_model, "(B, L_t, E)")
