@@ -218,7 +218,7 @@ def exact(predicted, batch):
     return (pad(predicted) == pad(target)).all(dim=1)
 
 
-def train(seed=0, steps=300, batch=64, lr=1e-2, **options):
+def train(seed=0, steps=250, batch=64, lr=1.5e-2, **options):
     """Train a Reverser with Adam and teacher forcing (cross-entropy on the real target tokens,
     padding ignored) on fresh random batches; its accuracy is measured on ``held_out()``."""
     model = make_model(seed, **options)

@@ -53,7 +53,7 @@ CHROMIUM_ARGS = [
 NOTEBOOKS = [
     f"notebooks/{lang}/{lesson}.ipynb"
     for lesson in ("01_attention_basics", "02_masking", "03_self_cross_attention", "04_multihead_attention",
-                   "05_probsparse")
+                   "05_probsparse", "06_transformer")
     for lang in ("en", "zh")
 ]
 

@@ -133,7 +133,7 @@ def test_every_seed_reverses_more_than_95_percent_of_the_held_out_sources_exactl
 @pytest.mark.trains
 def test_the_loss_falls_on_every_seed(runs):
     for seed, run in runs.items():
-        assert len(run.losses) == 300
+        assert len(run.losses) == 250
         assert sum(run.losses[-20:]) / 20 < 0.1 * sum(run.losses[:20]) / 20, seed
 
 
@@ -156,8 +156,11 @@ def test_cross_attention_is_a_blurred_anti_diagonal_on_every_seed(runs):
 
 @pytest.mark.trains
 def test_the_notebooks_examples_come_out_right_on_every_seed(runs):
-    """The notebook decodes these four sources and says every one comes out right."""
+    """The notebook decodes these four sources and says every one comes out right; it draws the
+    maps of "dbgeja", and its explorer opens on held-out example 0 (whose summary says whether the
+    answer is right)."""
+    first = seq2seq.show(seq2seq.held_out().source[0]).split("⟩")[0]
     for seed, run in runs.items():
-        for text in ("abcdefgh", "badge", "jade", "c"):
+        for text in ("abcdefgh", "badge", "jade", "c", "dbgeja", first):
             answer = seq2seq.show(seq2seq.greedy_decode(run.model, seq2seq.source_of(text))[0])
             assert answer == text[::-1] + "⟩", (seed, text, answer)

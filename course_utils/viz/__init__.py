@@ -7,13 +7,19 @@ ends with ``plt.show()``, so no ``<Figure ...>`` text is ever printed. Widgets u
 One module per topic; everything is importable from ``course_utils.viz`` itself:
 ``figures`` (style, fonts, new figures, the heatmap), ``shapes`` (memory layout, broadcasting,
 split heads), ``masks`` (mask pictures, head/batch slots), ``heads`` (per-head maps, cost curves),
-``probsparse`` (softmax rows and their measure, chosen queries, the walkthrough's bytes).
+``probsparse`` (softmax rows and their measure, chosen queries, the walkthrough's bytes),
+``blocks`` (the Transformer block: the decoder's two masks, a layer's multiply-adds by part),
+``positions`` (positional encodings as pictures, the gradient by layer: post-norm against pre-norm),
+``seq2seq`` (the trained encoder–decoder: its decoder's two maps, cross-attention by offset).
 """
 
+from .blocks import decoder_masks, flops_by_part
 from .figures import CJK_FONT_FILE, CJK_FONT_NAME, figure_png, heatmap, new_figure, use_course_style
 from .heads import cost_lines, head_grid
 from .masks import head_batch_picture, head_slots, mask_picture
+from .positions import encoding_curves, encoding_heatmap, gradient_by_layer, offset_dot_products
 from .probsparse import chosen_weights, format_bytes, walkthrough_bars, weight_rows
+from .seq2seq import decoder_maps, offset_bars
 from .shapes import broadcast_axes, broadcast_picture, memory_order, split_heads_picture
 
 __all__ = [
@@ -23,8 +29,14 @@ __all__ = [
     "broadcast_picture",
     "chosen_weights",
     "cost_lines",
+    "decoder_maps",
+    "decoder_masks",
+    "encoding_curves",
+    "encoding_heatmap",
     "figure_png",
+    "flops_by_part",
     "format_bytes",
+    "gradient_by_layer",
     "head_batch_picture",
     "head_grid",
     "head_slots",
@@ -32,6 +44,8 @@ __all__ = [
     "mask_picture",
     "memory_order",
     "new_figure",
+    "offset_bars",
+    "offset_dot_products",
     "split_heads_picture",
     "use_course_style",
     "walkthrough_bars",

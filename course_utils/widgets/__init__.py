@@ -7,16 +7,19 @@ text. Views are ordinary functions, so tests call them directly, without a brows
 
 One module per topic; everything is importable from ``course_utils.widgets`` itself:
 ``explorer`` (the common frame), ``shapes`` (lesson 00), ``attention`` (lessons 01–02),
-``models`` (lessons 03–04, trained toy models), ``probsparse`` (lesson 05, the shape walkthrough).
+``models`` (lessons 03–04, trained toy models), ``probsparse`` (lesson 05, the shape walkthrough),
+``seq2seq`` (lesson 06, the trained encoder–decoder's decoding).
 """
 
 from .attention import D_K_CHOICES, MASK_MAX_LEN, mask_explorer, mask_view, scaling_explorer, scaling_view
 from .explorer import explorer
 from .models import EXAMPLES, attention_maps_explorer, attention_maps_view, heads_explorer, heads_view
 from .probsparse import LENGTHS, walkthrough_explorer, walkthrough_table, walkthrough_view
+from .seq2seq import DECODING_EXAMPLES, decoding_explorer, decoding_view
 from .shapes import MASK_SHAPES, SCORES_AXES, SCORES_SHAPES, broadcast_explorer, broadcast_view, permute_explorer, permute_view
 
 __all__ = [
+    "DECODING_EXAMPLES",
     "D_K_CHOICES",
     "EXAMPLES",
     "LENGTHS",
@@ -28,6 +31,8 @@ __all__ = [
     "attention_maps_view",
     "broadcast_explorer",
     "broadcast_view",
+    "decoding_explorer",
+    "decoding_view",
     "explorer",
     "heads_explorer",
     "heads_view",

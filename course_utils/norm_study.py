@@ -1,0 +1,106 @@
+"""Post-norm or pre-norm: where the gradient goes in a stack of encoder layers at initialisation
+(lesson 06, section 3).
+
+``layer_gradients(norm_first, layers, seed)`` builds a stack of ``layers`` ``EncoderLayer``s with
+PyTorch's default initialisation and no dropout (a pre-norm stack ends with one more LayerNorm, as
+``nn.TransformerEncoder(..., norm=LayerNorm)`` does), runs a batch of random sequences through it,
+and backpropagates a fixed random read-out of the output, ``loss = Σ output · probe / √(B·L)``.
+It returns the size of the gradient at the input of every layer, at the top of the residual
+stream, over the last layer's parameters, and the size of the residual stream itself:
+
+    x_0 -> layer 0 -> x_1 -> … -> layer N-1 -> x_N (-> final LayerNorm, pre-norm only) -> output
+
+Measured on torch 2.13, 10 seeds, native and ATEN_CPU_CAPABILITY=default kernels alike (the numbers
+agree to 3 digits; tests/test_lesson06_norms.py proves what the lesson states, with margin), for
+N = 24 layers of E = 64, H = 4, d_ff = 256, B = 4 sequences of L = 16 positions:
+
+- pre-norm: the gradient reaching every layer's input is at least the one at the top, x_N (the
+  smallest ratio, at the last layer: 1.008 … 1.014), and it grows on the way down: 1.55 … 1.74
+  times the top's at x_0. The residual stream grows: its RMS at x_N is 1.77 … 1.98 times x_0's.
+- post-norm: the gradient fades on the way down: somewhere below the top it falls to
+  0.54 … 0.75 of the top's (at x_0: 0.58 … 0.85). Each LayerNorm keeps the stream at RMS ≈ 1.
+- the last layer's parameter gradient, N = 24 against N = 6: post-norm 1.00 … 1.20 times
+  (it does not shrink with depth), pre-norm 0.64 … 0.77 times (the final LayerNorm divides by the
+  grown stream). This is Xiong et al. (2020)'s reason for post-norm's learning-rate warm-up.
+
+At N = 6 the post-norm fade is small (0.94 … 0.98): PyTorch's default initialisation makes the
+sub-layers' outputs small next to the residual, so each LayerNorm changes the gradient little.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from . import validation as check
+from .transformer import EncoderLayer
+
+#: The stack the lesson measures: E, H, d_ff, and the batch B of L positions.
+D_MODEL, NHEAD, D_FF, BATCH, LENGTH = 64, 4, 256, 4, 16
+
+
+@dataclass(frozen=True)
+class LayerGradients:
+    """What ``layer_gradients`` measured, for a stack of N layers.
+
+    inputs: (N + 1,) float64, ‖∂loss/∂x_n‖ for n = 0 … N: x_n is layer n's input, x_N the top of the
+        residual stream (the output of the last layer; in a pre-norm stack, before the final LayerNorm).
+    top_layer: ‖∂loss/∂θ‖ over all the parameters θ of the last layer.
+    stream: (N + 1,) float64, the RMS size of x_n (the root of the mean square of its numbers).
+    """
+
+    inputs: torch.Tensor
+    top_layer: float
+    stream: torch.Tensor
+
+    @property
+    def relative(self):
+        """(N + 1,): the gradient at each x_n divided by the one at the top, x_N (the last entry is 1)."""
+        return self.inputs / self.inputs[-1]
+
+
+def _positive_int(argument, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        check.fail("layer_gradients", argument, check.describe(value), {"en": "a positive int", "zh": "正整数"})
+    return value
+
+
+def layer_gradients(norm_first, layers=24, seed=0, batch=BATCH, length=LENGTH, d_model=D_MODEL, nhead=NHEAD,
+                    d_ff=D_FF):
+    """Measure the gradient through a freshly initialised stack of encoder layers (see the module's docstring).
+
+    Args:
+        norm_first: True for pre-norm layers (and a final LayerNorm), False for post-norm.
+        layers: N, the number of layers.
+        seed: seeds the weights (torch.manual_seed) and, through a generator of its own, the input
+            and the read-out probe; the same seed gives the same input and probe to both norm orders.
+        batch, length, d_model, nhead, d_ff: the sizes (nhead must divide d_model).
+
+    Returns:
+        a ``LayerGradients``.
+    """
+    if not isinstance(norm_first, bool):
+        check.fail("layer_gradients", "norm_first", check.describe(norm_first),
+                   {"en": "True or False", "zh": "True 或 False"})
+    for argument, value in (("layers", layers), ("batch", batch), ("length", length), ("d_model", d_model),
+                            ("nhead", nhead), ("d_ff", d_ff)):
+        _positive_int(argument, value)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        check.fail("layer_gradients", "seed", check.describe(seed), {"en": "an int ≥ 0", "zh": "≥ 0 的整数"})
+    torch.manual_seed(seed)
+    stack = nn.ModuleList(EncoderLayer(d_model, nhead, d_ff, dropout=0.0, norm_first=norm_first)
+                          for _ in range(layers))
+    final = nn.LayerNorm(d_model) if norm_first else nn.Identity()  # pre-norm's stream is never normalised otherwise
+    g = torch.Generator().manual_seed(1000 + seed)
+    x = torch.randn(batch, length, d_model, generator=g, requires_grad=True)  # (B, L, E)
+    probe = torch.randn(batch, length, d_model, generator=g)  # the fixed random read-out
+    stream = [x]
+    for layer in stack:
+        stream.append(layer(stream[-1]))  # x_1 … x_N
+    loss = (final(stream[-1]) * probe).sum() / (batch * length) ** 0.5
+    top = list(stack[-1].parameters())
+    grads = torch.autograd.grad(loss, stream + top)
+    inputs = torch.stack([grad.norm() for grad in grads[:layers + 1]]).double()
+    top_layer = torch.cat([grad.flatten() for grad in grads[layers + 1:]]).norm().item()
+    sizes = torch.stack([h.detach().pow(2).mean().sqrt() for h in stream]).double()
+    return LayerGradients(inputs=inputs, top_layer=top_layer, stream=sizes)
