@@ -72,7 +72,7 @@ def layer_gradients(norm_first, layers=24, seed=0, batch=BATCH, length=LENGTH, d
     Args:
         norm_first: True for pre-norm layers (and a final LayerNorm), False for post-norm.
         layers: N, the number of layers.
-        seed: seeds the weights (torch.manual_seed) and, through a generator of its own, the input
+        seed: seeds the weights (torch.manual_seed, inside fork_rng: the global state is left as it was) and, through a generator of its own, the input
             and the read-out probe; the same seed gives the same input and probe to both norm orders.
         batch, length, d_model, nhead, d_ff: the sizes (nhead must divide d_model).
 
@@ -87,20 +87,23 @@ def layer_gradients(norm_first, layers=24, seed=0, batch=BATCH, length=LENGTH, d
         _positive_int(argument, value)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         check.fail("layer_gradients", "seed", check.describe(seed), {"en": "an int ≥ 0", "zh": "≥ 0 的整数"})
-    torch.manual_seed(seed)
-    stack = nn.ModuleList(EncoderLayer(d_model, nhead, d_ff, dropout=0.0, norm_first=norm_first)
-                          for _ in range(layers))
-    final = nn.LayerNorm(d_model) if norm_first else nn.Identity()  # pre-norm's stream is never normalised otherwise
+    with torch.random.fork_rng(devices=[]):  # the weights come from `seed`; the caller's random state stays
+        torch.manual_seed(seed)
+        stack = nn.ModuleList(EncoderLayer(d_model, nhead, d_ff, dropout=0.0, norm_first=norm_first)
+                              for _ in range(layers))
+    # float64: the numbers the lesson prints are then the same on every CPU's kernels
+    stack = stack.double()
+    final = nn.LayerNorm(d_model, dtype=torch.float64) if norm_first else nn.Identity()  # pre-norm's stream is never normalised otherwise
     g = torch.Generator().manual_seed(1000 + seed)
-    x = torch.randn(batch, length, d_model, generator=g, requires_grad=True)  # (B, L, E)
-    probe = torch.randn(batch, length, d_model, generator=g)  # the fixed random read-out
+    x = torch.randn(batch, length, d_model, generator=g).double().requires_grad_()  # (B, L, E)
+    probe = torch.randn(batch, length, d_model, generator=g).double()  # the fixed random read-out
     stream = [x]
     for layer in stack:
         stream.append(layer(stream[-1]))  # x_1 … x_N
     loss = (final(stream[-1]) * probe).sum() / (batch * length) ** 0.5
     top = list(stack[-1].parameters())
     grads = torch.autograd.grad(loss, stream + top)
-    inputs = torch.stack([grad.norm() for grad in grads[:layers + 1]]).double()
+    inputs = torch.stack([grad.norm() for grad in grads[:layers + 1]])
     top_layer = torch.cat([grad.flatten() for grad in grads[layers + 1:]]).norm().item()
-    sizes = torch.stack([h.detach().pow(2).mean().sqrt() for h in stream]).double()
+    sizes = torch.stack([h.detach().pow(2).mean().sqrt() for h in stream])
     return LayerGradients(inputs=inputs, top_layer=top_layer, stream=sizes)
