@@ -15,7 +15,12 @@ from torch import nn
 
 from course_utils import masks, transformer
 from course_utils.exercises import EXERCISES, FAILED, PASSED, evaluate, grading
-from course_utils.exercises.l06_transformer import _layer_reference, _masks_reference, _sinusoidal_reference
+from course_utils.exercises.l06_transformer import (
+    _layer_reference,
+    _masks_reference,
+    _sinusoidal_reference,
+    _sublayers,
+)
 from course_utils.i18n import message
 
 
@@ -164,26 +169,10 @@ def test_the_layer_reference_is_pytorchs_and_the_courses_pre_norm_layer_values_a
 
 def _stub_solution(x, key_padding_mask, norm1_weight, in_proj_weight, out_proj_weight, norm2_weight,
                    linear1_weight, linear2_weight, num_heads):
-    """The exercise cell as a learner completes it (its given sub-layers, then the three lines)."""
-    E = x.shape[-1]
-
-    def norm1(h):
-        return F.layer_norm(h, (E,), norm1_weight)
-
-    def norm2(h):
-        return F.layer_norm(h, (E,), norm2_weight)
-
-    def self_attention(h, key_padding_mask=None):
-        B, L, _ = h.shape
-        q, k, v = F.linear(h, in_proj_weight).chunk(3, dim=-1)
-        q, k, v = (t.view(B, L, num_heads, E // num_heads).transpose(1, 2) for t in (q, k, v))
-        keep = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
-        return F.linear(out.transpose(1, 2).reshape(B, L, E), out_proj_weight)
-
-    def feed_forward(h):
-        return F.linear(F.relu(F.linear(h, linear1_weight)), linear2_weight)
-
+    """The exercise cell as a learner completes it: its given sub-layers (the module builds the same
+    ones), then the three lines."""
+    norm1, norm2, self_attention, feed_forward = _sublayers(norm1_weight, in_proj_weight, out_proj_weight,
+                                                            norm2_weight, linear1_weight, linear2_weight, num_heads)
     x = x + self_attention(norm1(x), key_padding_mask)
     return x + feed_forward(norm2(x))
 
