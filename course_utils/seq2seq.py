@@ -20,7 +20,6 @@ What training reliably gives (tests/test_seq2seq.py proves it on 10 seeds, under
 and the native CPU kernels): see ``train``.
 """
 
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -214,7 +213,7 @@ def exact(predicted, batch):
     """(N,) bool: whether each greedy answer is the reversed source followed by EOS."""
     target = batch.target_out
     T = max(predicted.shape[1], target.shape[1])
-    pad = lambda t: nn.functional.pad(t, (0, T - t.shape[1]), value=PAD)  # noqa: E731
+    pad = lambda t: nn.functional.pad(t, (0, T - t.shape[1]), value=PAD)
     return (pad(predicted) == pad(target)).all(dim=1)
 
 

@@ -19,14 +19,6 @@ THRESHOLD = 0.6  # the weight the notebook says each specialised head gives its 
 
 
 @pytest.fixture(scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
 def runs(one_thread):
     """{(heads, seed): Run} for both models and every seed, trained on one thread as the notebook is."""
     return {(heads, seed): toy.train_neighbours(heads, seed=seed) for seed in SEEDS for heads in (1, 2)}

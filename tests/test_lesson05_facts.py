@@ -23,14 +23,7 @@ from course_utils.bilingual_code import localize
 
 SEEDS = range(20)  # the notebook draws from one generator; a threshold must hold on all of these
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The notebook runs on one thread; so do these draws."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # as the notebooks run
 
 
 def _lesson_functions(*names):

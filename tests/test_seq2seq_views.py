@@ -21,14 +21,7 @@ from course_utils.seq2seq import BOS, EOS, PAD
 from course_utils.validation import ArgumentError
 from course_utils.viz.seq2seq import MASKED_STYLE, NEEDED_COLOUR, decoding
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread, as the notebooks run; restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # as the notebooks run
 
 
 @pytest.fixture(scope="module")

@@ -39,15 +39,7 @@ DTYPES = [torch.float32, torch.float64]
 SHAPES = [(3, 5, 8, 2, 16), (1, 1, 4, 1, 8)]
 SHAPE_IDS = ["B3-L5", "B1-L1"]
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread, as the notebooks run (setup()): these tiny layers only lose time to threading,
-    and a loaded machine makes that loss large. Restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # as the notebooks run
 
 
 def randomize(module, seed):

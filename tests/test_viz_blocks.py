@@ -20,14 +20,7 @@ from course_utils.viz.blocks import _power_of_ten
 SEEDS = range(10)
 trains = pytest.mark.trains
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread, as the notebooks run; restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # as the notebooks run
 
 
 def lesson_masks(source_lengths=(6, 3), target_lengths=(3, 5)):

@@ -16,7 +16,15 @@ from .explorer import explorer
 from .models import EXAMPLES, attention_maps_explorer, attention_maps_view, heads_explorer, heads_view
 from .probsparse import LENGTHS, walkthrough_explorer, walkthrough_table, walkthrough_view
 from .seq2seq import DECODING_EXAMPLES, decoding_explorer, decoding_view
-from .shapes import MASK_SHAPES, SCORES_AXES, SCORES_SHAPES, broadcast_explorer, broadcast_view, permute_explorer, permute_view
+from .shapes import (
+    MASK_SHAPES,
+    SCORES_AXES,
+    SCORES_SHAPES,
+    broadcast_explorer,
+    broadcast_view,
+    permute_explorer,
+    permute_view,
+)
 
 __all__ = [
     "DECODING_EXAMPLES",
