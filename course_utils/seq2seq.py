@@ -103,8 +103,10 @@ class Reverser(nn.Module):
 
     Pre-norm layers (``norm_first=True``) with a final LayerNorm after each stack, as pre-norm
     models need (the residual stream is never normalised inside the layers). The source and the
-    target share one token embedding, scaled by √E before the positions are added (as in the
-    original Transformer).
+    target share one token embedding, to which the sinusoidal encoding is added unscaled. (The
+    original Transformer multiplies the embedding by √E first; with PyTorch's N(0, 1) embedding
+    initialisation that drowns the positions, of size about 1 per feature pair: measured here,
+    reversing then reached 35–65 % of the held-out sources exactly in 400 steps instead of 90 %+.)
     """
 
     def __init__(self, d_model=32, nhead=2, d_ff=64, layers=1, dropout=0.0):

@@ -476,7 +476,8 @@ class DecoderLayer(_Layer):
             tgt_key_padding_mask: optional bool (B, L_t), True at the target's padding.
             memory_key_padding_mask: optional bool (B, L_m), True at the source's padding.
             causal: hide later target positions in the self-attention (``masks.causal_mask``);
-                PyTorch: ``tgt_mask=nn.Transformer.generate_square_subsequent_mask(L_t)``.
+                PyTorch: ``tgt_mask=~causal_mask(L_t)`` (bool, True = may NOT attend; its own float
+                ``generate_square_subsequent_mask`` warns beside bool padding masks).
             keep_mask: optional extra bool mask for the self-attention, broadcastable to
                 (B, H, L_t, L_t), True = may attend; combined with the causal mask.
             need_weights: also return the attention weights.
@@ -539,9 +540,8 @@ class DecoderLayer(_Layer):
 
     def to_torch(self):
         """A new ``nn.TransformerDecoderLayer(..., batch_first=True)`` computing what this layer
-        computes (attention dropout 0). Call it as ``layer(x, memory, tgt_mask=
-        nn.Transformer.generate_square_subsequent_mask(L_t), tgt_is_causal=True,
-        tgt_key_padding_mask=…, memory_key_padding_mask=…)``."""
+        computes (attention dropout 0). Call it as ``layer(x, memory, tgt_mask=~causal_mask(L_t),
+        tgt_is_causal=True, tgt_key_padding_mask=…, memory_key_padding_mask=…)``."""
         layer = nn.TransformerDecoderLayer(**self._settings())
         _copy_attention_to_torch(self.self_attn, layer.self_attn)
         _copy_attention_to_torch(self.cross_attn, layer.multihead_attn)

@@ -16,17 +16,17 @@
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # # The Transformer block
 #
-# Lessons 01 to 05 were about attention. A Transformer wraps it in a few more ideas, and an
-# introductory tutorial lists them all: self-attention, multi-head attention, a feed-forward
-# network, layer normalisation, residual connections and positional encoding. This lesson builds
-# the missing ones, assembles them into the encoder and decoder layers of the original
-# Transformer (Vaswani et al., 2017), checks every piece against PyTorch's own, and trains a tiny
-# encoder–decoder in seconds.
+# Lessons 01 to 05 were about attention. A Transformer needs a few more ideas around it, and an
+# introductory attention tutorial lists them all: self-attention, multi-head attention, a
+# feed-forward network, layer normalisation, residual connections and positional encoding. This
+# lesson builds the missing ones and assembles them into the encoder and decoder layers of the
+# original Transformer (Vaswani et al., 2017). It checks every piece against PyTorch's own, and
+# trains a tiny encoder–decoder in seconds.
 #
 # In this lesson you will
 #
-# 1. give every token its position: sinusoidal and learned positional encodings, and why they
-#    are added to the token embeddings;
+# 1. give every token its position: the sinusoidal positional encoding and learned position
+#    embeddings, and why they are added to the token embeddings;
 # 2. build the encoder layer (multi-head self-attention, residual connections, LayerNorm, a
 #    position-wise feed-forward network, dropout) and prove it equal to
 #    `nn.TransformerEncoderLayer`;
@@ -39,14 +39,14 @@
 #
 # There are three exercises, each followed by a check cell.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="00bea9efd8"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="b51964c367"
 # # Transformer 块
 #
-# 第 01 到 05 课讲的都是注意力。Transformer 在注意力外面又包了几个想法，一篇入门的注意力教程把它们都列了出来：自注意力、多头注意力、前馈网络、层归一化、残差连接和位置编码。本课把还缺的部件一一做出来，组装成原始 Transformer（Vaswani 等，2017）的编码器层和解码器层，把每个部件都与 PyTorch 自己的实现对照，最后用几秒钟训练一个极小的编码器–解码器。
+# 第 01 到 05 课讲的都是注意力。Transformer 在注意力之外还用到几个别的想法，一篇入门的注意力教程把它们全列了出来：自注意力、多头注意力、前馈网络、层归一化、残差连接和位置编码。本课把还缺的部件逐一做出来，组装成最初的 Transformer（Vaswani 等，2017）的编码器层和解码器层。每个部件都要与 PyTorch 自己的实现对照；最后，我们用几秒钟训练一个极小的编码器–解码器。
 #
 # 本课你将：
 #
-# 1. 让每个词元知道自己的位置：正弦位置编码和可学习的位置编码，以及为什么把它们加到词元嵌入上；
+# 1. 让每个词元知道自己的位置：正弦位置编码和可学习的位置嵌入，以及为什么把它们加到词元嵌入上；
 # 2. 搭建编码器层（多头自注意力、残差连接、LayerNorm、逐位置的前馈网络、dropout），并证明它与 `nn.TransformerEncoderLayer` 相同；
 # 3. 比较后归一化与前归一化，看看为什么前归一化更容易训练；
 # 4. 搭建解码器层，把它的两个掩码并排画出来，并证明它与 `nn.TransformerDecoderLayer` 相同；
@@ -77,7 +77,7 @@ from course_utils.transformer import (
 )
 from course_utils.viz import (
     decoder_maps,
-    decoder_masks,
+    decoder_masks as draw_decoder_masks,
     encoding_curves,
     encoding_heatmap,
     flops_by_part,
@@ -99,15 +99,16 @@ torch.set_printoptions(precision=3, sci_mode=False)  # 比较编码，三位小�
 # ## 1. Where is each token? Positional encoding
 #
 # Attention compares every query with every key, and nothing in that comparison says where a key
-# stands in the sequence. Lesson 03 found that a self-attention layer is **permutation-equivariant**:
-# shuffle the rows of its input and the rows of its output are shuffled the same way. A whole
-# encoder layer (section 2 builds one) is too, since its other parts, the feed-forward network and
-# LayerNorm, work on each position alone. Checked on a random layer, in eval mode (no dropout):
+# stands in the sequence. Lesson 03 (section 4) found that a self-attention layer is
+# **permutation-equivariant**: shuffle the rows of its input, and the rows of its output are
+# shuffled the same way. A whole encoder layer (section 2 builds one) is too, since its other
+# parts, the feed-forward network and LayerNorm, work on each position alone. Checked on a
+# randomly initialised layer, in eval mode (no dropout):
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="31f6666620"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="3316e2b096"
 # ## 1. 每个词元在哪里？位置编码
 #
-# 注意力把每个查询与每个键相比较，而这种比较里没有任何信息说明一个键在序列中的什么位置。第 03 课发现，自注意力层是**置换等变**的：把输入的行打乱，输出的行也以同样的方式被打乱。整个编码器层（第 2 节会搭建一个）也是如此，因为它的另外两个部分，前馈网络和 LayerNorm，都只对每个位置单独起作用。在一个随机初始化的层上检查一下（eval 模式，没有 dropout）：
+# 注意力拿每个查询与每个键作比较，而比较的过程中，没有任何信息告诉它一个键位于序列的哪个位置。第 03 课（第 4 节）发现，自注意力层是**置换等变**的：把输入的行打乱，输出的行也按同样的方式被打乱。整个编码器层（第 2 节会搭建一个）也是如此，因为它的另外两个部分——前馈网络和 LayerNorm——都只对每个位置单独起作用。在一个随机初始化的层上检查一下（eval 模式，没有 dropout）：
 
 # %%
 torch.manual_seed(0)
@@ -128,11 +129,11 @@ claim("把编码器层输入的行打乱，它输出的行也以同样的方式�
 # %% [markdown] tags=["lang-en"]
 # For language this is fatal: "dog bites man" and "man bites dog" hold the same words. With the
 # letters `a`, `b`, `c` as tokens, the `a` of `abc` and the `a` of `cab` come out of the layer as the
-# same vector. The fix is to add to each token's embedding a vector that depends on its position
-# only, a **positional encoding**; then they differ:
+# same vector. The fix is to add to each token's embedding a vector that depends only on its
+# position, a **positional encoding**. Then the two differ:
 
-# %% [markdown] tags=["lang-zh"] en_hash="1473830c08"
-# 对语言来说，这是致命的：“狗咬人”和“人咬狗”用的是同样的字。把字母 `a`、`b`、`c` 当作词元，`abc` 里的 `a` 和 `cab` 里的 `a` 经过这个层后得到的是同一个向量。解决办法是给每个词元的嵌入加上一个只取决于其位置的向量，即**位置编码**；加上之后，两者就不同了：
+# %% [markdown] tags=["lang-zh"] en_hash="a1de00f54b"
+# 对语言来说，这是致命的：“狗咬人”和“人咬狗”用的是同样的字。把字母 `a`、`b`、`c` 当作词元，`abc` 里的 `a` 和 `cab` 里的 `a` 经过这个层后得到的是同一个向量。解决办法是给每个词元的嵌入加上一个只取决于其位置的向量，即**位置编码**。加上之后，两者就不同了：
 
 # %%
 # lang: en
@@ -162,9 +163,8 @@ claim("加上位置之后，两者的输出就不同了",
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ### Sinusoidal encoding: a clock with many hands
 #
-# The original Transformer (Vaswani et al., 2017) uses fixed vectors, nothing learned. Position
-# $p$ gets $E$ numbers in $E/2$ pairs; pair $i$ (features $2i$ and $2i+1$) holds the sine and the
-# cosine of one angle:
+# The original Transformer uses fixed vectors, nothing learned. Position $p$ gets $E$ numbers in
+# $E/2$ pairs; pair $i$ (features $2i$ and $2i+1$) holds the sine and the cosine of one angle:
 #
 # $$PE[p, 2i] = \sin(p\,\omega_i), \qquad PE[p, 2i+1] = \cos(p\,\omega_i), \qquad
 # \omega_i = 10000^{-2i/E}, \quad i = 0, \dots, E/2 - 1 .$$
@@ -172,25 +172,25 @@ claim("加上位置之后，两者的输出就不同了",
 # Picture each pair as the hand of a clock: $(\sin, \cos)$ is a point on the unit circle, and
 # from one position to the next the hand turns by the angle $\omega_i$. Pair 0 turns fast, one
 # radian per position, and comes round every $2\pi \approx 6.3$ positions. The last pair turns so
-# slowly that it needs tens of thousands of positions for one round (as $E$ grows, almost
-# $2\pi \cdot 10000 \approx 63\,000$). In between,
-# the wavelengths $2\pi/\omega_i$ grow geometrically: each pair's is the previous one's times
-# $10000^{2/E}$. Read together, the fast hands tell neighbouring positions apart and the slow
-# hands tell distant ones apart, like the second, minute and hour hands of a clock.
+# slowly that it needs tens of thousands of positions for one round (47,117 for $E = 64$; as $E$
+# grows, almost $2\pi \cdot 10000 \approx 63\,000$). In between, the wavelengths
+# $2\pi/\omega_i$ grow geometrically: each pair's is the previous one's times $10000^{2/E}$. Read
+# together, the fast hands tell neighbouring positions apart and the slow hands tell distant ones
+# apart, like the second, minute and hour hands of a clock.
 #
 # Sines sit on the even features and cosines on the odd ones, interleaved, as in the paper.
 # Some code puts all the sines first, then all the cosines: the same numbers with the features
 # in another order.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="e0969d0b2c"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="4da0b10b70"
 # ### 正弦位置编码：一只有许多指针的钟
 #
-# 最初的 Transformer（Vaswani 等，2017）用的是固定的向量，不需要学习。位置 $p$ 得到 $E$ 个数，分成 $E/2$ 对；第 $i$ 对（特征 $2i$ 和 $2i+1$）是同一个角度的正弦和余弦：
+# 最初的 Transformer 用的是固定的向量，不需要学习。位置 $p$ 得到 $E$ 个数，分成 $E/2$ 对；第 $i$ 对（特征 $2i$ 和 $2i+1$）是同一个角度的正弦和余弦：
 #
 # $$PE[p, 2i] = \sin(p\,\omega_i), \qquad PE[p, 2i+1] = \cos(p\,\omega_i), \qquad
 # \omega_i = 10000^{-2i/E}, \quad i = 0, \dots, E/2 - 1 .$$
 #
-# 把每一对想象成钟的一根指针：$(\sin, \cos)$ 是单位圆上的一个点，从一个位置走到下一个位置，指针转过角度 $\omega_i$。第 0 对转得快，每个位置转 1 弧度，每隔 $2\pi \approx 6.3$ 个位置转满一圈。最后一对转得极慢，要几万个位置才转满一圈（$E$ 越大，越接近 $2\pi \cdot 10000 \approx 63\,000$）。两者之间，波长 $2\pi/\omega_i$ 按几何级数增长：每一对的波长都是前一对的 $10000^{2/E}$ 倍。合起来读，快指针区分相邻的位置，慢指针区分相距很远的位置，就像钟上的秒针、分针和时针。
+# 把每一对想象成钟的一根指针：$(\sin, \cos)$ 是单位圆上的一个点，从一个位置走到下一个位置，指针转过角度 $\omega_i$。第 0 对转得快，每个位置转 1 弧度，每隔 $2\pi \approx 6.3$ 个位置转满一圈。最后一对转得极慢，要几万个位置才转满一圈（$E = 64$ 时是 47,117 个位置；$E$ 越大，越接近 $2\pi \cdot 10000 \approx 63\,000$）。两者之间，波长 $2\pi/\omega_i$ 按几何级数增长：每一对的波长都是前一对的 $10000^{2/E}$ 倍。合起来读，快指针区分相邻的位置，慢指针区分相距很远的位置，就像钟上的秒针、分针和时针。
 #
 # 正弦放在偶数号特征上，余弦放在奇数号特征上，交错排列，与论文一致。有些代码先放全部正弦，再放全部余弦：数值相同，只是特征的顺序不同。
 
@@ -212,14 +212,14 @@ claim(f"每个波长都是前一个的 10000^(2/E) = {10000 ** (2 / E):.3f} 倍"
 
 # %% [markdown] tags=["lang-en"]
 # `transformer.sinusoidal_encoding(L, E)` returns the $(L, E)$ table. On the left, each row is one
-# position's vector: the first columns (fast hands) flicker from row to row, the columns further
-# right change more and more slowly, and beyond feature 40 or so they change little over 100
-# positions (sine near 0, cosine near 1: the stripes). On the right, four features against the
-# position: features 0 and 1 are the same fast hand, read as sine and as cosine, a quarter turn
-# apart; features 10 and 20 are slower hands.
+# position's vector: the first columns (fast hands) flicker from row to row, and the columns
+# further right change more and more slowly. From feature 40 on, none moves by more than about
+# 0.3 over 100 positions (sine near 0, cosine near 1: the stripes). On the right, four features
+# against the position: features 0 and 1 are the same fast hand, read as sine and as cosine, a
+# quarter turn apart; features 10 and 20 are slower hands.
 
-# %% [markdown] tags=["lang-zh"] en_hash="969517b33a"
-# `transformer.sinusoidal_encoding(L, E)` 返回形状为 $(L, E)$ 的表。左图中每一行是一个位置的向量：最前面几列（快指针）在相邻行之间来回闪烁，越往右的列变化越慢，大约从特征 40 起，在 100 个位置之内变化很小（正弦接近 0，余弦接近 1，形成条纹）。右图画出四个特征随位置的变化：特征 0 和 1 是同一根快指针，分别按正弦和余弦读出，相差四分之一圈；特征 10 和 20 是较慢的指针。
+# %% [markdown] tags=["lang-zh"] en_hash="73db801879"
+# `transformer.sinusoidal_encoding(L, E)` 返回形状为 $(L, E)$ 的表。左图中每一行是一个位置的向量：最前面几列（快指针）在相邻行之间来回闪烁，越往右的列变化越慢。从特征 40 起，每个特征在 100 个位置之内的变化都不超过 0.3 左右（正弦接近 0，余弦接近 1，形成条纹）。右图画出四个特征随位置的变化：特征 0 和 1 是同一根快指针，分别按正弦和余弦读出，相差四分之一圈；特征 10 和 20 是较慢的指针。
 
 # %%
 pe = sinusoidal_encoding(100, E)  # (L, E)
@@ -227,6 +227,13 @@ fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
 encoding_heatmap(pe, ax=left)
 encoding_curves(pe, [0, 1, 10, 20], ax=right)
 plt.show()
+# lang: en
+claim("from feature 40 on, every feature stays within 0.31 of its value at position 0",
+      (pe[:, 40:] - pe[0, 40:]).abs().max() < 0.31)
+# lang: zh
+claim("从特征 40 起，每个特征与它在位置 0 的值相差都不到 0.31",
+      (pe[:, 40:] - pe[0, 40:]).abs().max() < 0.31)
+# lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ### Why sines *and* cosines: moving on is a rotation
@@ -240,12 +247,15 @@ plt.show()
 #
 # So one matrix $R_k$, block-diagonal with one such $2 \times 2$ block per pair, moves *every*
 # position's encoding $k$ places on: $PE[p + k] = PE[p]\,R_k^\top$ for all $p$. A linear map (and
-# attention's projections are linear maps) can therefore learn "the token $k$ places back" once,
-# for every position at once. With sines alone no matrix does this exactly:
-# $\sin(\theta + \varphi) = \sin\theta\cos\varphi + \cos\theta\sin\varphi$ needs the cosine,
-# which a table of sines does not hold. `transformer.offset_rotation(k, E)` builds $R_k$:
+# attention's projections are linear maps) can therefore learn "the token $k$ places back" once
+# and use it at every position. That is the reason the paper gives for choosing sines and cosines.
+#
+# Sines alone would not do: $\sin(\theta + \varphi) = \sin\theta\cos\varphi +
+# \cos\theta\sin\varphi$ needs the cosine, which a table of sines does not hold. Indeed no matrix
+# can move a table of sines on: at position 0 every sine is 0, and a matrix maps the zero vector
+# to zero, not to position $k$'s sines. `transformer.offset_rotation(k, E)` builds $R_k$:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="6a4e555121"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="e298d8dc30"
 # ### 为什么既要正弦又要余弦：平移就是旋转
 #
 # 向后移动 $k$ 个位置，就是给第 $i$ 对加上角度 $k\omega_i$，与 $p$ 是多少无关。给 $(\sin\theta, \cos\theta)$ 加上一个角度，就是把这一对旋转一下：
@@ -254,7 +264,9 @@ plt.show()
 # \begin{pmatrix}\cos k\omega_i & \sin k\omega_i\\ -\sin k\omega_i & \cos k\omega_i\end{pmatrix}
 # \begin{pmatrix}\sin\theta\\ \cos\theta\end{pmatrix}.$$
 #
-# 所以只需一个矩阵 $R_k$（分块对角，每一对占一个这样的 $2 \times 2$ 块），就能把*每个*位置的编码向后移动 $k$ 位：对所有 $p$，$PE[p + k] = PE[p]\,R_k^\top$。于是一个线性映射（注意力的各个投影都是线性映射）只要学一次“往回数 $k$ 个位置的词元”，就对所有位置都适用。只有正弦的话，没有哪个矩阵能精确做到这一点：$\sin(\theta + \varphi) = \sin\theta\cos\varphi + \cos\theta\sin\varphi$ 离不开余弦，而只有正弦的表里没有余弦。`transformer.offset_rotation(k, E)` 构造 $R_k$：
+# 所以只需一个矩阵 $R_k$（分块对角，每一对占一个这样的 $2 \times 2$ 块），就能把*每个*位置的编码向后移动 $k$ 位：对所有 $p$，$PE[p + k] = PE[p]\,R_k^\top$。于是一个线性映射（注意力的各个投影都是线性映射）只要学一次“往回数 $k$ 个位置的词元”，就能用在每个位置上。论文选用正弦和余弦，给出的正是这个理由。
+#
+# 只有正弦是不行的：$\sin(\theta + \varphi) = \sin\theta\cos\varphi + \cos\theta\sin\varphi$ 离不开余弦，而只有正弦的表里没有余弦。事实上，没有哪个矩阵能把只有正弦的表向后移动：位置 0 上所有的正弦都是 0，而矩阵只能把零向量映射成零向量，得不到位置 $k$ 的那些正弦值。`transformer.offset_rotation(k, E)` 构造 $R_k$：
 
 # %%
 pe64 = sinusoidal_encoding(100, E, dtype=torch.float64)  # (L, E)
@@ -372,15 +384,16 @@ check("06.sinusoidal_encoding", my_sinusoidal_encoding)
 #
 # The other common choice (BERT, GPT-2) is to learn the vectors: a table of `max_len` rows, one
 # trained vector per position, that is, an `nn.Embedding` looked up by position instead of by
-# token. `transformer.LearnedPositionalEmbedding(max_len, E)` returns the first $L$ rows, in the
-# same $(L, E)$ layout as `sinusoidal_encoding`. Training finds whatever the task needs, at a
-# price: the table has no built-in relation between positions (nothing makes rows 7 and 8 alike
-# unless training does), and it has no row beyond `max_len`:
+# token. `transformer.LearnedPositionalEmbedding(max_len, E)` is such a table; called with a
+# length $L$, it returns the first $L$ rows, in the same $(L, E)$ layout as `sinusoidal_encoding`.
+# Training finds whatever the task needs, at a price: the table has no built-in relation between
+# positions (nothing makes rows 7 and 8 alike unless training does), and it has no row beyond
+# `max_len`:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="705dab2ff3"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="57257e82e0"
 # ### 可学习的位置嵌入
 #
-# 另一种常见做法（BERT、GPT-2）是把这些向量学出来：一张有 `max_len` 行的表，每个位置一个可训练的向量，也就是一个按位置（而不是按词元）查表的 `nn.Embedding`。`transformer.LearnedPositionalEmbedding(max_len, E)` 返回表的前 $L$ 行，布局 $(L, E)$ 与 `sinusoidal_encoding` 相同。任务需要什么，训练就学出什么，但这是有代价的：表里的位置之间没有任何内在联系（除非训练让第 7 行和第 8 行变得相像，否则它们毫无关系），而且超出 `max_len` 的位置没有对应的行：
+# 另一种常见做法（BERT、GPT-2）是把这些向量学出来：一张有 `max_len` 行的表，每个位置一个可训练的向量，也就是一个按位置（而不是按词元）查表的 `nn.Embedding`。`transformer.LearnedPositionalEmbedding(max_len, E)` 就是这样一张表；用长度 $L$ 调用它，返回表的前 $L$ 行，布局 $(L, E)$ 与 `sinusoidal_encoding` 相同。任务需要什么，训练就学出什么，但这是有代价的：表里的位置之间没有任何内在联系（除非训练让第 7 行和第 8 行变得相像，否则它们毫无关系），而且超出 `max_len` 的位置没有对应的行：
 
 # %%
 torch.manual_seed(0)
@@ -416,17 +429,17 @@ claim("正弦和余弦可以延伸到任意长度：10,000 个位置，形状为
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ### Added, not concatenated
 #
-# Lesson 03's toy models **concatenated** a learned position embedding to each token embedding:
-# `toy.ReverseModel` makes each position [token (16 features) ; position (16 features)], so its
-# attention works on 32 features. The standard Transformer **adds** them: $x = \text{embedding}
+# Lesson 03's toy models (section 5) **concatenated** a learned position embedding to each token
+# embedding: `toy.ReverseModel` makes each position [token (16 features) ; position (16 features)],
+# so its attention works on 32 features. The standard Transformer **adds** them: $x = \text{embedding}
 # \cdot \sqrt{E} + PE$, and the width stays $E$. (The paper multiplies the token embeddings by
 # $\sqrt{E}$ without saying why. A common reading: embeddings initialised at about $1/\sqrt{E}$ per
 # feature would otherwise be small next to the encoding's values of about $\pm 1$.)
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="a218f6bf7b"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="29d556ccce"
 # ### 相加，而不是拼接
 #
-# 第 03 课的玩具模型把可学习的位置嵌入**拼接**在每个词元嵌入的后面：`toy.ReverseModel` 把每个位置表示成 [词元（16 个特征）; 位置（16 个特征）]，所以它的注意力处理的是 32 个特征。标准的 Transformer 则把两者**相加**：$x = \text{embedding} \cdot \sqrt{E} + PE$，宽度保持为 $E$。（论文把词元嵌入乘以 $\sqrt{E}$，但没有说明原因。一种常见的解释是：嵌入初始化时每个特征约为 $1/\sqrt{E}$，不放大的话，与取值约为 $\pm 1$ 的位置编码相比就太小了。）
+# 第 03 课（第 5 节）的玩具模型把可学习的位置嵌入**拼接**在每个词元嵌入的后面：`toy.ReverseModel` 把每个位置表示成 [词元（16 个特征）; 位置（16 个特征）]，所以它的注意力处理的是 32 个特征。标准的 Transformer 则把两者**相加**：$x = \text{embedding} \cdot \sqrt{E} + PE$，宽度保持为 $E$。（论文把词元嵌入乘以 $\sqrt{E}$，但没有说明原因。一种常见的解释是：嵌入初始化时每个特征约为 $1/\sqrt{E}$，不放大的话，与取值约为 $\pm 1$ 的位置编码相比就太小了。）
 
 # %%
 # lang: en
@@ -489,12 +502,12 @@ claim(f"E = 512：没有哪一对重叠很多，|cos| 至多 {wide:.2f}（1/√5
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
-# This shows there is room, not that a trained model uses it; but it explains why adding costs
-# little in a model of realistic width, and in exchange every layer keeps working on $E$
-# features, not $E$ plus the size of the position part.
+# This shows that there is room, not that a trained model uses it. It does make it plausible that
+# adding costs little in a model of realistic width, and adding keeps every layer at $E$
+# features, where concatenating would widen every layer by the size of the position part.
 
-# %% [markdown] tags=["lang-zh"] en_hash="3692d4b5f4"
-# 这只说明有这样的余地，并不说明训练好的模型确实利用了它；但它解释了为什么在宽度合乎实际的模型里，相加几乎没有代价。作为交换，每一层处理的始终是 $E$ 个特征，而不是 $E$ 再加上位置部分的宽度。
+# %% [markdown] tags=["lang-zh"] en_hash="bdea3addf1"
+# 这只说明有这样的余地，并不说明训练好的模型确实利用了它。不过，它让人有理由相信：在宽度合乎实际的模型里，相加几乎没有代价。而相加让每一层处理的始终是 $E$ 个特征；拼接则会让每一层都加宽，多出位置部分的宽度。
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 2. The encoder layer
@@ -503,53 +516,52 @@ claim(f"E = 512：没有哪一对重叠很多，|cos| 至多 {wide:.2f}（1/√5
 #
 # - a **residual connection** around each sub-layer: the sub-layer's input is added to its output,
 #   so a layer only has to learn a change to its input;
-# - **layer normalisation** (`nn.LayerNorm`): each position's vector is rescaled to mean 0 and
+# - **layer normalisation** (`nn.LayerNorm`): each position's vector is normalised to mean 0 and
 #   variance 1 over its $E$ features, then scaled and shifted by learned $\gamma$ and $\beta$;
 # - a **position-wise feed-forward network** after the attention.
 #
-# The two sub-layers, multi-head self-attention and then the feed-forward network, are wrapped
-# the same way. The original paper puts each LayerNorm after the residual sum (**post-norm**);
-# most models today put it on the branch, before the sub-layer (**pre-norm**):
+# Both sub-layers, multi-head self-attention and then the feed-forward network, are wrapped the
+# same way. The original paper puts each LayerNorm after the residual sum (**post-norm**); most
+# models today put it on the branch, before the sub-layer (**pre-norm**):
 #
 # $$\text{post-norm:}\quad x \leftarrow \mathrm{LN}\big(x + \mathrm{Sublayer}(x)\big)
 # \qquad\qquad
 # \text{pre-norm:}\quad x \leftarrow x + \mathrm{Sublayer}\big(\mathrm{LN}(x)\big)$$
 #
-# with Sublayer the multi-head self-attention, then the feed-forward network. In PyTorch: `nn.TransformerEncoderLayer(..., norm_first=False)` (the default) and `norm_first=True`.
+# with Sublayer the multi-head self-attention, then the feed-forward network. In PyTorch these
+# are `nn.TransformerEncoderLayer(..., norm_first=False)` (the default) and `norm_first=True`.
 #
 # ![The encoder layer: post-norm on the left, pre-norm on the right](../../images/06_encoder_layer_en.svg)
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="79fb547bdf"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="9662d6f60e"
 # ## 2. 编码器层
 #
 # 编码器层在自注意力之外又加了三样东西：
 #
 # - 每个子层外面的**残差连接**：把子层的输入加到它的输出上，于是一个层只需学习对输入的改动；
-# - **层归一化**（`nn.LayerNorm`）：把每个位置的向量在它的 $E$ 个特征上缩放到均值为 0、方差为 1，再用可学习的 $\gamma$ 和 $\beta$ 缩放、平移；
+# - **层归一化**（`nn.LayerNorm`）：把每个位置的向量在它的 $E$ 个特征上归一化到均值为 0、方差为 1，再用可学习的 $\gamma$ 和 $\beta$ 缩放、平移；
 # - 注意力之后的**逐位置前馈网络**。
 #
-# 两个子层，先是多头自注意力，然后是前馈网络，都以同样的方式包装起来。原论文把每个 LayerNorm 放在残差相加之后（**后归一化**，Post-LN）；如今大多数模型把它放在支路上、子层之前（**前归一化**，Pre-LN）：
+# 两个子层（先是多头自注意力，再是前馈网络）都这样包装。原论文把每个 LayerNorm 放在残差相加之后（**后归一化**，Post-LN）；如今大多数模型把它放在支路上、子层之前（**前归一化**，Pre-LN）：
 #
 # $$\text{后归一化：}\quad x \leftarrow \mathrm{LN}\big(x + \mathrm{Sublayer}(x)\big)
 # \qquad\qquad
 # \text{前归一化：}\quad x \leftarrow x + \mathrm{Sublayer}\big(\mathrm{LN}(x)\big)$$
 #
-# 其中 Sublayer 依次是多头自注意力和前馈网络。
-#
-# 在 PyTorch 里分别是 `nn.TransformerEncoderLayer(..., norm_first=False)`（默认）和 `norm_first=True`。
+# 其中 Sublayer 依次是多头自注意力和前馈网络。在 PyTorch 里，两者分别是 `nn.TransformerEncoderLayer(..., norm_first=False)`（默认）和 `norm_first=True`。
 #
 # ![编码器层：左为后归一化，右为前归一化](../../images/06_encoder_layer_zh.svg)
 
-# %% [markdown] tags=["lang-en"]
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ### The feed-forward network
 #
 # $\mathrm{FFN}(x) = W_2\,\mathrm{ReLU}(W_1 x + b_1) + b_2$: two linear layers, $E \to F \to E$
 # ($F = 4E$ in the paper: 512 → 2048 → 512), applied to every position **on its own**, with the
 # same weights at every position. Attention is where positions exchange information; the
-# feed-forward network is where each position's features are mixed non-linearly.
-# `transformer.FeedForward` changes one position of its input and sees one row of its output change:
+# feed-forward network is where each position's features are mixed non-linearly. Change one
+# position of `transformer.FeedForward`'s input, and only that row of its output changes:
 
-# %% [markdown] tags=["lang-zh"] en_hash="1d2e8f55f3"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="82060f13fc"
 # ### 前馈网络
 #
 # $\mathrm{FFN}(x) = W_2\,\mathrm{ReLU}(W_1 x + b_1) + b_2$：两个线性层，$E \to F \to E$（论文中 $F = 4E$：512 → 2048 → 512），对每个位置**单独**作用，每个位置用的是同一组权重。位置之间交换信息靠的是注意力；每个位置自身的特征做非线性混合，靠的是前馈网络。改动 `transformer.FeedForward` 输入中的一个位置，输出只有对应的一行会变：
@@ -579,7 +591,7 @@ claim("其余各行一点都没变", torch.equal(after[:, others], before[:, oth
 # ### The layer, checked against PyTorch's
 #
 # `transformer.EncoderLayer(d_model, nhead, d_ff, dropout, norm_first)` puts it together: lesson
-# 04's `FusedMultiheadAttention`, a `FeedForward`, two LayerNorms and dropout, batch-first
+# 04's `FusedMultiheadAttention` (section 3), a `FeedForward`, two LayerNorms and dropout, batch-first
 # $(B, L, E)$. `EncoderLayer.to_torch()` builds an `nn.TransformerEncoderLayer(..., batch_first=True)`
 # with the same weights, and `EncoderLayer.from_torch(layer)` goes the other way.
 #
@@ -590,10 +602,10 @@ claim("其余各行一点都没变", torch.equal(after[:, others], before[:, oth
 # attends to it), and what PyTorch returns there depends on its code path (below). For the
 # gradients, a fixed random read-out of the real positions is backpropagated to the input.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="881e9d9366"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="ee058205e9"
 # ### 这个层与 PyTorch 的层对照
 #
-# `transformer.EncoderLayer(d_model, nhead, d_ff, dropout, norm_first)` 把这些部件组装起来：第 04 课的 `FusedMultiheadAttention`、一个 `FeedForward`、两个 LayerNorm 和 dropout，批量在前，形状为 $(B, L, E)$。`EncoderLayer.to_torch()` 构造一个权重相同的 `nn.TransformerEncoderLayer(..., batch_first=True)`，`EncoderLayer.from_torch(layer)` 则反过来。
+# `transformer.EncoderLayer(d_model, nhead, d_ff, dropout, norm_first)` 把这些部件组装起来：第 04 课（第 3 节）的 `FusedMultiheadAttention`、一个 `FeedForward`、两个 LayerNorm 和 dropout，批量在前，形状为 $(B, L, E)$。`EncoderLayer.to_torch()` 构造一个权重相同的 `nn.TransformerEncoderLayer(..., batch_first=True)`，`EncoderLayer.from_torch(layer)` 则反过来。
 #
 # 对照用 float64 计算，两种归一化顺序都测，输入是长度分别为 6、4、2 的 3 条序列，都填充到 6。PyTorch 的 `src_key_padding_mask` 是形状为 $(B, L)$ 的 bool 张量，**True 表示填充**；本课程的层把同一个掩码作为 `key_padding_mask` 接收。只比较真实位置：填充位置的输出没有意义（它关注真实位置，却没有任何位置关注它），而 PyTorch 在那里返回什么，取决于它走哪条代码路径（见下文）。比较梯度时，对真实位置取一个固定的随机读出，再反向传播到输入。
 
@@ -638,14 +650,15 @@ for norm_first in (False, True):
 # %% [markdown] tags=["lang-en"]
 # One of PyTorch's surprises (measured with torch 2.13). In eval mode under `torch.no_grad()`, the
 # usual way to run a model for inference, `nn.TransformerEncoderLayer` takes a fused **fast
-# path**. It computes the same numbers, except for an item that is padding everywhere: there
-# it returns NaN, where the course's layer (and PyTorch's general path, taken when gradients are
-# on, as above) returns finite numbers. `nn.TransformerEncoder` adds one more: with its nested
-# tensors it returns exact zeros at padded positions. Hence: compare real positions only, and
-# give every item at least one real token.
+# path**. It computes the same numbers, except for an item that is padding everywhere: there it
+# returns NaN, where the course's layer and PyTorch's general path (taken when gradients are on,
+# as above) return finite numbers. `nn.TransformerEncoder` adds one more difference: when it packs
+# the batch into nested tensors (it does so for post-norm layers on this path), it returns exact
+# zeros at padded positions. Hence: compare real positions only, and give every item at least one
+# real token.
 
-# %% [markdown] tags=["lang-zh"] en_hash="047306f8e0"
-# PyTorch 的一个出人意料之处（用 torch 2.13 测得）：在 eval 模式下、`torch.no_grad()` 之中（推理时通常就这样运行模型），`nn.TransformerEncoderLayer` 会走一条融合的**快速路径**。它算出的数值相同，只有一种情况例外：全是填充的样本。在那里它返回 NaN，而本课程的层（以及 PyTorch 的通用路径，即像上面那样开启梯度时走的路径）返回的是有限的数。`nn.TransformerEncoder` 还有一处不同：它使用嵌套张量时，在填充位置返回精确的零。所以：只比较真实位置，并且让每个样本至少有一个真实的词元。
+# %% [markdown] tags=["lang-zh"] en_hash="d7aa8a430d"
+# PyTorch 的一个出人意料之处（用 torch 2.13 测得）：在 eval 模式下、`torch.no_grad()` 之中（推理时通常就这样运行模型），`nn.TransformerEncoderLayer` 会走一条融合的**快速路径**。它算出的数值相同，只有一种情况例外：全是填充的样本。在那里它返回 NaN，而本课程的层和 PyTorch 的通用路径（像上面那样开启梯度时走的路径）返回的都是有限的数。`nn.TransformerEncoder` 还有一处不同：它把批量打包成嵌套张量时（在这条路径上，后归一化的层会这样做），在填充位置返回精确的零。所以：只比较真实位置，并且让每个样本至少有一个真实的词元。
 
 # %%
 all_padding = padding.clone()
@@ -658,13 +671,22 @@ with torch.no_grad():
     fast = theirs(x64, src_key_padding_mask=all_padding)
     general = ours(x64, key_padding_mask=all_padding)
 # lang: en
+slow = theirs(x64, src_key_padding_mask=all_padding)  # gradients on: PyTorch's general path
+# lang: zh
+slow = theirs(x64, src_key_padding_mask=all_padding)  # 开启梯度：PyTorch 的通用路径
+# lang: end
+# lang: en
 claim("the fast path returns NaN for the item with no real token", fast[2].isnan().all())
 claim("the course's layer returns finite numbers there", general[2].isfinite().all())
-claim("at the real positions of the other items the two agree", torch.allclose(fast[:2][real[:2]], general[:2][real[:2]]))
+claim("and so does PyTorch's general path, with gradients on", slow[2].isfinite().all())
+claim("at the real positions of the other items the fast path and the course's layer agree",
+      torch.allclose(fast[:2][real[:2]], general[:2][real[:2]]))
 # lang: zh
 claim("对没有任何真实词元的样本，快速路径返回 NaN", fast[2].isnan().all())
 claim("本课程的层在那里返回有限的数", general[2].isfinite().all())
-claim("其他样本的真实位置上，两者一致", torch.allclose(fast[:2][real[:2]], general[:2][real[:2]]))
+claim("开启梯度时，PyTorch 的通用路径在那里返回的也是有限的数", slow[2].isfinite().all())
+claim("在其他样本的真实位置上，快速路径与本课程的层一致",
+      torch.allclose(fast[:2][real[:2]], general[:2][real[:2]]))
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
@@ -796,8 +818,9 @@ check("06.pre_norm_layer", pre_norm_encoder_layer)
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 3. Post-norm or pre-norm
 #
-# The original Transformer is post-norm; GPT-2 and most large models since are pre-norm, because
-# deep pre-norm stacks train more easily. Post-norm Transformers need a learning-rate **warm-up**
+# Section 2 built both orders and checked both against PyTorch. Which one to use? The original
+# Transformer is post-norm; GPT-2 and most large models since are pre-norm, because deep pre-norm
+# stacks train more easily. Post-norm Transformers need a learning-rate **warm-up**
 # (the first few thousand steps at a small, growing learning rate) and without one often fail to
 # train at all; pre-norm ones train without it (Xiong et al., 2020, *On Layer Normalization in the
 # Transformer Architecture*). The reason lies in the path the gradient takes back down the stack.
@@ -815,13 +838,13 @@ check("06.pre_norm_layer", pre_norm_encoder_layer)
 #
 # the gradient at the top reaches every layer whole. In post-norm, every residual sum goes through
 # a LayerNorm, two per layer; on its way down to layer $n$ the gradient passes $2(N - n)$ of them,
-# and each divides it by the standard deviation of the sum it normalised. What arrives depends on
-# the depth and on the weights.
+# and each roughly divides it by the standard deviation of the sum it normalised. What arrives
+# depends on the depth and on the weights.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="fcb42fec71"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="bf9e1b684d"
 # ## 3. 后归一化还是前归一化
 #
-# 最初的 Transformer 用后归一化；GPT-2 以及此后大多数大模型用前归一化，因为很深的前归一化堆叠更容易训练。后归一化的 Transformer 需要学习率**预热**（最初几千步使用较小且逐渐增大的学习率），没有预热往往根本训练不起来；前归一化的不需要预热也能训练（Xiong 等，2020，*On Layer Normalization in the Transformer Architecture*）。原因在于梯度沿着堆叠往回传的路径。
+# 第 2 节把两种顺序都搭了出来，也都与 PyTorch 对照过。该用哪一种？最初的 Transformer 用后归一化；GPT-2 以及此后大多数大模型用前归一化，因为很深的前归一化堆叠更容易训练。后归一化的 Transformer 需要学习率**预热**（最初几千步使用较小且逐渐增大的学习率），没有预热往往根本训练不起来；前归一化的不需要预热也能训练（Xiong 等，2020，*On Layer Normalization in the Transformer Architecture*）。原因在于梯度沿着堆叠往回传的路径。
 #
 # 把第 $n$ 层的输入记作 $x_n$：整个堆叠从 $x_0$ 一直到顶端 $x_N$。在前归一化中，每一层只是往它的输入上加一些东西，所以
 #
@@ -832,7 +855,7 @@ check("06.pre_norm_layer", pre_norm_encoder_layer)
 # $$\frac{\partial \mathcal{L}}{\partial x_n} = \frac{\partial \mathcal{L}}{\partial x_N} +
 # \big(\text{第 } n \text{ 层以上的支路贡献的部分}\big)：$$
 #
-# 顶端的梯度原封不动地到达每一层。在后归一化中，每个残差和都要经过一个 LayerNorm，每层两个；梯度往下传到第 $n$ 层，要穿过 $2(N - n)$ 个 LayerNorm，每个都要把它除以自己所归一化的那个和的标准差。最后到达的是多少，取决于深度，也取决于权重。
+# 顶端的梯度原封不动地到达每一层。在后归一化中，每个残差和都要经过一个 LayerNorm，每层两个；梯度往下传到第 $n$ 层，要穿过 $2(N - n)$ 个 LayerNorm，每个都大致要把它除以自己所归一化的那个和的标准差。最后到达的是多少，取决于深度，也取决于权重。
 
 # %% [markdown] tags=["lang-en"]
 # Measured on a stack of $N = 24$ layers ($E = 64$, $H = 4$, $F = 256$), as PyTorch initialises
@@ -917,14 +940,18 @@ claim(f"只有 6 层时，后归一化的梯度在往下传的途中只降到顶
 # %% [markdown] tags=["lang-en"]
 # The last line is a caution about this small measurement. PyTorch's default initialisation
 # keeps each sub-layer's output small next to the residual, so at 6 layers the LayerNorms barely
-# change the gradient; the fading grows with depth, and during training, as the sub-layers grow.
+# change the gradient. The fading grows with depth, and it can grow during training, as the
+# sub-layers' outputs grow.
+#
 # Pre-norm is not free either: its stream grows, it needs the final LayerNorm, and post-norm,
 # when it does train (with warm-up), is often reported to end up slightly better (Liu et al.,
 # 2020, *Understanding the Difficulty of Training Transformers*). In PyTorch the choice is one
 # argument, `norm_first`.
 
-# %% [markdown] tags=["lang-zh"] en_hash="0de16c0761"
-# 最后一行提醒我们，这个小实验有它的局限。PyTorch 的默认初始化让每个子层的输出比残差小得多，所以只有 6 层时，LayerNorm 几乎不改变梯度；层数越多，或者在训练过程中子层的输出变大以后，梯度的衰减才越明显。前归一化也不是没有代价：它的 $x_n$ 会不断增长，最后必须接一个 LayerNorm；而且据报道，后归一化一旦训练成功（借助预热），最终效果往往还略好一些（Liu 等，2020，*Understanding the Difficulty of Training Transformers*）。在 PyTorch 里，这个选择只是一个参数：`norm_first`。
+# %% [markdown] tags=["lang-zh"] en_hash="1d83b0a082"
+# 最后一行提醒我们，这个小实验有它的局限。PyTorch 的默认初始化让每个子层的输出比残差小得多，所以只有 6 层时，LayerNorm 几乎不改变梯度。层数越多，衰减越明显；训练过程中子层的输出变大以后，衰减也可能加剧。
+#
+# 前归一化也不是没有代价：它的 $x_n$ 会不断增长，最后必须接一个 LayerNorm；而且据报道，后归一化一旦训练成功（借助预热），最终效果往往还略好一些（Liu 等，2020，*Understanding the Difficulty of Training Transformers*）。在 PyTorch 里，这个选择只是一个参数：`norm_first`。
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 4. The decoder layer and its two masks
@@ -934,7 +961,7 @@ claim(f"只有 6 层时，后归一化的梯度在往下传的途中只降到顶
 # connection and a LayerNorm:
 #
 # 1. **causal self-attention** over the target written so far: position $i$ sees target positions
-#    $0 \dots i$ only (lesson 02);
+#    $0 \dots i$ only (lesson 02, section 1);
 # 2. **cross-attention** over the **memory** (the encoder's output): the queries come from the
 #    decoder, the keys and values from the memory (lesson 03, section 2);
 # 3. the position-wise **feed-forward network**.
@@ -945,7 +972,7 @@ claim(f"只有 6 层时，后归一化的梯度在往下传的途中只降到顶
 # Y \leftarrow \mathrm{LN}_2\big(Y + \mathrm{CrossAttn}(Y, M)\big),\quad
 # Y \leftarrow \mathrm{LN}_3\big(Y + \mathrm{FFN}(Y)\big).$$
 #
-# Pre-norm moves each LayerNorm onto its sub-layer's input, as in section 3:
+# Pre-norm moves each LayerNorm onto its sub-layer's input, as in the encoder layer (section 2):
 # $Y \leftarrow Y + \mathrm{SelfAttn}(\mathrm{LN}_1(Y))$, and so on. The decoder never normalises
 # the memory itself.
 #
@@ -956,13 +983,13 @@ claim(f"只有 6 层时，后归一化的梯度在往下传的途中只降到顶
 # PyTorch's do, as bool $(B, L)$ tensors that are **True at padding**; `DecoderLayer` adds the
 # causal part itself (`causal=True`, the default).
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="fe59b11370"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="05f4d38c0d"
 # ## 4. 解码器层及其两个掩码
 #
 # 编码器读入源序列，解码器则一个词元接一个词元地写出目标序列。一个解码器层有三个子层，和编码器层一样，每个子层外面都包着残差连接和 LayerNorm：
 #
-# 1. **因果自注意力**，作用在已经写出的目标序列上：位置 $i$ 只能看到目标位置 $0 \dots i$（第 02 课）；
-# 2. **交叉注意力**，作用在 **memory（编码器的输出）** 上：查询来自解码器，键和值来自 memory（第 03 课第 2 节）；
+# 1. **因果自注意力**，作用在已经写出的目标序列上：位置 $i$ 只能看到目标位置 $0 \dots i$（第 02 课第 1 节）；
+# 2. **交叉注意力**，作用在 **memory（编码器输出）** 上：查询来自解码器，键和值来自 memory（第 03 课第 2 节）；
 # 3. 逐位置的**前馈网络**。
 #
 # 写成后归一化的形式，记目标一侧为 $Y$，memory 为 $M$：
@@ -971,9 +998,9 @@ claim(f"只有 6 层时，后归一化的梯度在往下传的途中只降到顶
 # Y \leftarrow \mathrm{LN}_2\big(Y + \mathrm{CrossAttn}(Y, M)\big),\quad
 # Y \leftarrow \mathrm{LN}_3\big(Y + \mathrm{FFN}(Y)\big).$$
 #
-# 前归一化则像第 3 节那样，把每个 LayerNorm 挪到子层的输入上：$Y \leftarrow Y + \mathrm{SelfAttn}(\mathrm{LN}_1(Y))$，其余类推。解码器自己从不对 memory 做归一化。
+# 前归一化则和编码器层（第 2 节）一样，把每个 LayerNorm 挪到子层的输入上：$Y \leftarrow Y + \mathrm{SelfAttn}(\mathrm{LN}_1(Y))$，其余类推。解码器自己从不对 memory 做归一化。
 #
-# 用一个含两对序列的批量把形状落到实处。样本 0 的源序列有 6 个词元，目标序列有 3 个；样本 1 的源序列有 3 个，目标序列有 5 个。填充到最长之后，$L_s = 6$，$L_t = 5$：同一个样本的两侧长度不同，两个样本之间也不同。这里的嵌入是随机的（第 5 节会学出真正的嵌入）。这些层接收填充的方式与 PyTorch 的层相同：形状为 $(B, L)$ 的 bool 张量，**True 表示填充**；因果的部分由 `DecoderLayer` 自己加上（`causal=True`，默认值）。
+# 下面用一个包含两对序列的批量，让形状具体起来。样本 0 的源序列有 6 个词元，目标序列有 3 个；样本 1 的源序列有 3 个，目标序列有 5 个。填充到最长之后，$L_s = 6$，$L_t = 5$：同一个样本的两侧长度不同，两个样本之间也不同。这里的嵌入是随机的（第 5 节会学出真正的嵌入）。这些层接收填充的方式与 PyTorch 的层相同：形状为 $(B, L)$ 的 bool 张量，**True 表示填充**；因果的部分由 `DecoderLayer` 自己加上（`causal=True`，默认值）。
 
 # %%
 torch.manual_seed(0)
@@ -995,7 +1022,7 @@ decoder = DecoderLayer(d_model, nhead, d_ff).eval()
 # lang: en
 memory = encoder(source, key_padding_mask=source_padding)  # (B, L_s, E): the encoder's output
 # lang: zh
-memory = encoder(source, key_padding_mask=source_padding)  # (B, L_s, E)：编码器的输出
+memory = encoder(source, key_padding_mask=source_padding)  # (B, L_s, E)：编码器输出
 # lang: end
 output, (self_weights, cross_weights) = decoder(target, memory, tgt_key_padding_mask=target_padding,
                                                 memory_key_padding_mask=source_padding, need_weights=True)
@@ -1014,7 +1041,7 @@ claim("自注意力的权重是 (B, H, L_t, L_t)，交叉注意力的权重是 (
       and cross_weights.shape == (2, nhead, L_t, L_s))
 # lang: end
 
-# %% [markdown] tags=["lang-en"]
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ### Checked against `nn.TransformerDecoderLayer`
 #
 # `DecoderLayer.from_torch` copies the weights of PyTorch's layer (`to_torch` goes the other
@@ -1025,7 +1052,7 @@ claim("自注意力的权重是 (B, H, L_t, L_t)，交叉注意力的权重是 (
 # padding masks it still works, but warns that mixing the two kinds is deprecated.) In eval mode,
 # without dropout, for both norm orders:
 
-# %% [markdown] tags=["lang-zh"] en_hash="cedb4eba24"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="cedb4eba24"
 # ### 与 `nn.TransformerDecoderLayer` 对照
 #
 # `DecoderLayer.from_torch` 拷贝 PyTorch 层的权重（`to_torch` 则反过来）。PyTorch 的填充掩码就是我们已经在传的那种，True 表示填充。它的 bool `tgt_mask` 与课程的保留掩码方向相反（第 02 课第 3 节）：True 表示查询**不得**关注该键，所以因果部分要写成 `~causal_mask(L_t)`。（PyTorch 自带的 `nn.Transformer.generate_square_subsequent_mask` 给出的是由 0 和 −∞ 组成的浮点掩码；和 bool 填充掩码一起用也能算，但会警告说混用两种掩码已被弃用。）在 eval 模式下（没有 dropout），两种归一化顺序的结果如下：
@@ -1053,13 +1080,13 @@ for norm_first in (False, True):
 # %% [markdown] tags=["lang-en"]
 # The call above also passes `tgt_is_causal=True`. That argument is a promise, not a request: it
 # tells PyTorch that `tgt_mask` *is* the causal mask, so that a kernel may apply its own causal
-# mask instead of reading yours. It does not make the layer causal, and PyTorch does not check
-# it. Depending on the other arguments (and on whether autograd is on), PyTorch either trusts the
-# promise or uses your mask, so a false promise gives results that change with them. Pass it only together with the causal
-# `tgt_mask`:
+# mask instead of reading yours. Without a `tgt_mask` it raises an error, and PyTorch never checks
+# that the mask you pass is causal. Depending on the other arguments (and on whether autograd is
+# on), PyTorch either trusts the promise or reads your mask, so a false promise gives results that
+# change with them. Pass it only together with the causal `tgt_mask`:
 
-# %% [markdown] tags=["lang-zh"] en_hash="6ebf3a8e72"
-# 上面的调用还传了 `tgt_is_causal=True`。这个参数是一个承诺，而不是一个请求：它告诉 PyTorch，`tgt_mask` *就是*因果掩码，于是内核可以直接套用自己的因果掩码，而不去读你的掩码。它不会让这个层变成因果的，PyTorch 也不检查它。根据其他参数的不同（以及是否开启了 autograd），PyTorch 要么相信这个承诺，要么使用你给的掩码；所以一个不实的承诺，会让结果随这些条件而变。只在同时传入因果 `tgt_mask` 时才传它：
+# %% [markdown] tags=["lang-zh"] en_hash="3aed129a06"
+# 上面的调用还传了 `tgt_is_causal=True`。这个参数是一个承诺，而不是一个请求：它告诉 PyTorch，`tgt_mask` *就是*因果掩码，于是内核可以直接套用自己的因果掩码，而不去读你的掩码。不传 `tgt_mask` 时它会报错；而你传入的掩码是不是因果的，PyTorch 从不检查。根据其他参数的不同（以及是否开启了 autograd），PyTorch 要么相信这个承诺，要么读取你给的掩码；所以一个不实的承诺，会让结果随这些条件而变。只在同时传入因果 `tgt_mask` 时才传它：
 
 # %%
 # lang: en
@@ -1101,7 +1128,7 @@ claim("只传 tgt_is_causal=True 而不传 tgt_mask 会抛出 RuntimeError", rai
 # masks, True where a query may attend to a key:
 #
 # - the **target mask**, for the self-attention: target query $i$ may attend to target key $j$
-#   when $j \le i$ (causal) **and** $j$ is a real target token (padding). Per item it is
+#   when $j \le i$ (causal) **and** $j$ is a real target token, not padding. Per item it is
 #   $(L_t, L_t)$, square, because the queries and the keys are the same target positions. You
 #   built it in lesson 02, Exercise 2.
 # - the **source mask**, for the cross-attention: target query $i$ may attend to memory
@@ -1115,12 +1142,12 @@ claim("只传 tgt_is_causal=True 而不传 tgt_mask 会抛出 RuntimeError", rai
 # attention weights: a hidden key gets exactly zero weight, a kept one a positive weight. For each
 # item, the cells where the first head's weights are not zero (light: may attend, dark: hidden):
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="9e42c18baa"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="40da41db05"
 # ### 两个掩码
 #
 # 解码器层要做两次注意力，所以需要两个掩码。按课程的约定，它们都是保留掩码，True 表示查询可以关注该键：
 #
-# - **目标掩码**，用于自注意力：当 $j \le i$（因果）**并且** $j$ 是目标序列的真实词元（填充）时，目标查询 $i$ 可以关注目标键 $j$。每个样本的目标掩码形状为 $(L_t, L_t)$，是方的，因为查询和键是同一组目标位置。你在第 02 课的练习 2 里已经构造过它。
+# - **目标掩码**，用于自注意力：当 $j \le i$（因果）**并且** $j$ 是目标序列的真实词元而不是填充时，目标查询 $i$ 可以关注目标键 $j$。每个样本的目标掩码形状为 $(L_t, L_t)$，是方的，因为查询和键是同一组目标位置。你在第 02 课的练习 2 里已经构造过它。
 # - **源掩码**，用于交叉注意力：当 $j$ 是源序列的真实词元时，目标查询 $i$ 可以关注 memory 的位置 $j$。每个样本的源掩码形状为 $(L_t, L_s)$：查询来自目标序列，键来自源序列，和第 03 课一样 $L_q \ne L_k$。它没有因果的部分，因为解码器写出第一个词元之前，整个源序列就已经知道了；每个目标位置都可以读它的全部，所以源掩码的各行都相同。
 #
 # 层根据收到的参数构造这两个掩码：`causal=True` 与 `tgt_key_padding_mask` 组成目标掩码，`memory_key_padding_mask` 组成源掩码。它实际用了什么掩码，可以从注意力权重上读出来：被遮住的键权重恰好为零，保留的键权重为正。下图对每个样本画出第一个头的权重不为零的单元格（浅色表示可以关注，深色表示被遮住）：
@@ -1132,7 +1159,11 @@ target_used = self_weights[:, 0] > 0  # (B, L_t, L_t): where head 0 gave a key s
 target_used = self_weights[:, 0] > 0  # (B, L_t, L_t)：头 0 给了权重的位置
 # lang: end
 memory_used = cross_weights[:, 0] > 0  # (B, L_t, L_s)
-decoder_masks(target_used, memory_used)
+# lang: en
+draw_decoder_masks(target_used, memory_used)  # the name decoder_masks belongs to Exercise 3
+# lang: zh
+draw_decoder_masks(target_used, memory_used)  # decoder_masks 这个名字留给练习 3
+# lang: end
 plt.show()
 
 # %% [markdown] tags=["lang-en"]
@@ -1182,31 +1213,33 @@ claim("两种注意力里，每一行权重之和仍然都是 1",
 # %% [markdown] tags=["lang-en"]
 # The rows of item 0's padded target *queries* 3 and 4 are computed too: they attend to the real
 # positions, and their outputs are thrown away later (the loss of section 5 skips them). With the
-# padding on the right no row is fully masked, since key 0 is real and never in anyone's future.
-# (Padding on the left would leave query 0 a fully masked row, lesson 02, section 4:
-# `DecoderLayer` gives it a zero attention output.)
-#
+# padding on the right no row is fully masked: key 0 is real and in no query's future, so the
+# target mask keeps it for every query. Padding on the left would make query 0's row fully masked
+# (lesson 02, section 4); `DecoderLayer` gives such a row a zero attention output.
+
+# %% [markdown] tags=["lang-zh"] en_hash="a7306e99f0"
+# 样本 0 中填充位置上的目标*查询* 3 和 4 所在的行也会被计算：它们关注真实位置，它们的输出之后会被丢掉（第 5 节的损失会跳过它们）。填充在右侧时，不会出现全遮蔽行：键 0 是真实词元，也不在任何查询的未来，所以目标掩码对每个查询都保留它。若填充在左侧，查询 0 的那一行就成了全遮蔽行（第 02 课第 4 节）；`DecoderLayer` 给这样的行的注意力输出为零。
+
+# %% [markdown] tags=["lang-en"]
 # ### What the masks guarantee
 #
 # Three facts follow, checked by changing the inputs:
 #
 # - changing a later target token changes no earlier output: the output at position $i$ depends
 #   on target tokens $0 \dots i$ only, so training on whole targets at once (teacher forcing,
-#   section 5) computes at each position what generating up to it would;
+#   section 5) shows each position only what generating up to it would;
 # - changing whatever sits at a padded source position changes nothing at all, anywhere;
-# - while changing one real source token changes every target position of its item: the memory
-#   has no causal mask.
+# - while changing one real source token changes every target position of its item: the source
+#   mask has no causal part.
 
-# %% [markdown] tags=["lang-zh"] en_hash="cc1acde724"
-# 样本 0 中填充位置上的目标*查询* 3 和 4 所在的行也会被计算：它们关注真实位置，它们的输出之后会被丢掉（第 5 节的损失会跳过它们）。填充在右侧时，不会出现全遮蔽行，因为键 0 是真实词元，而且不在任何查询的未来。（若填充在左侧，查询 0 就成了全遮蔽行，见第 02 课第 4 节：`DecoderLayer` 给它的注意力输出为零。）
-#
+# %% [markdown] tags=["lang-zh"] en_hash="0c7d8d2c10"
 # ### 掩码保证了什么
 #
 # 由此可以得出三条事实，我们通过改动输入来检验：
 #
-# - 改动靠后的目标词元，不会改变任何更靠前的输出：位置 $i$ 的输出只取决于目标词元 $0 \dots i$，所以一次用整个目标序列训练（教师强制，第 5 节）时，每个位置算出的结果与逐个生成到该位置时完全相同；
+# - 改动靠后的目标词元，不会改变任何更靠前的输出：位置 $i$ 的输出只取决于目标词元 $0 \dots i$，所以一次用整个目标序列训练（教师强制，第 5 节）时，每个位置看到的正是逐个生成到该位置时能看到的东西；
 # - 无论填充的源位置上放的是什么，改动它都不会改变任何地方的任何输出；
-# - 而改动一个真实的源词元，会改变该样本的每一个目标位置：memory 没有因果掩码。
+# - 而改动一个真实的源词元，会改变该样本的每一个目标位置：源掩码没有因果的部分。
 
 # %%
 def decode(y, m):
@@ -1327,23 +1360,25 @@ check("06.decoder_masks", decoder_masks)
 #   model could not do it (section 1);
 # - **the source mask**: the padding must not count as letters, in the encoder's self-attention
 #   and in the decoder's cross-attention;
-# - **the target mask**: the decoder learns to write one token at a time.
+# - **the target mask**: the decoder is trained on whole answers at once, yet must write one token
+#   at a time.
 #
 # The decoder is trained with **teacher forcing**: it reads the right answer shifted one step to
 # the right, after a start token `⟨`, and predicts every next token at once. Its input at step
-# $t$ is the answer's tokens before $t$; its target is the token at $t$. The causal part of the
-# target mask keeps step $t$ from peeking at the token it must predict.
+# $t$ is the answer's tokens before $t$; its target is the token at $t$. (So it never reads the
+# answer's `⟩`: nothing comes after it.) The causal part of the target mask keeps step $t$ from
+# peeking at the token it must predict.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="d7e8cd5253"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="c9677f7b90"
 # ## 5. 一个极小的编码器–解码器学会倒序
 #
-# 现在让这些部件一起干活。任务是：读入几个字母，再把它们倒着写出来，`abc⟩` → `cba⟩`。源序列有 1 到 8 个字母，以结束词元 `⟩` 收尾；一个批量里长短不一，所以每条序列都用 `·` 填充到该批量中最长的长度。这个任务用得上本课的每个部件：
+# 是时候让这些部件一起工作了。任务是：读入几个字母，再把它们倒着写出来，`abc⟩` → `cba⟩`。源序列有 1 到 8 个字母，以结束词元 `⟩` 收尾；一个批量里长短不一，所以每条序列都用 `·` 填充到该批量中最长的长度。这个任务用得上本课的每个部件：
 #
 # - **位置**：倒序关心的是字母*在哪里*，没有位置编码，模型就做不到（第 1 节）；
 # - **源掩码**：无论在编码器的自注意力里，还是在解码器的交叉注意力里，填充都不能算作字母；
-# - **目标掩码**：解码器要学会一次写一个词元。
+# - **目标掩码**：训练时解码器一次读入整个答案，生成时却必须一次写一个词元。
 #
-# 解码器用**教师强制**训练：它读入向右移了一步的正确答案（前面加一个起始词元 `⟨`），一次预测出每一个下一个词元。第 $t$ 步的输入是答案中 $t$ 之前的词元，目标是第 $t$ 个词元。目标掩码的因果部分保证第 $t$ 步偷看不到它要预测的那个词元。
+# 解码器用**教师强制**训练：它读入向右移了一步的正确答案（前面加一个起始词元 `⟨`），一次预测出每一个下一个词元。第 $t$ 步的输入是答案中 $t$ 之前的词元，目标是第 $t$ 个词元。（所以它从不读入答案末尾的 `⟩`：那之后没有要预测的词元了。）目标掩码的因果部分保证第 $t$ 步偷看不到它要预测的那个词元。
 
 # %%
 batch5 = seq2seq.random_batch(4, torch.Generator().manual_seed(7))
@@ -1355,12 +1390,12 @@ print("源序列     解码器输入     目标")
 for source, target_in, target_out in zip(batch5.source, batch5.target_in, batch5.target_out):
     print(f"{seq2seq.show(source):10} {seq2seq.show(target_in):14} {seq2seq.show(target_out)}")
 # lang: en
-claim("the decoder's input is the target shifted one step right, after the start token ⟨",
+claim("the decoder's input is the target shifted one step right, after the start token ⟨, without the ⟩",
       torch.equal(batch5.target_in[:, 1:], batch5.target_out[:, :-1].masked_fill(batch5.target_out[:, :-1] == seq2seq.EOS,
                                                                                   seq2seq.PAD))
       and bool((batch5.target_in[:, 0] == seq2seq.BOS).all()))
 # lang: zh
-claim("解码器的输入就是目标向右移一步，前面加上起始词元 ⟨",
+claim("解码器的输入就是目标向右移一步，前面加上起始词元 ⟨，去掉 ⟩",
       torch.equal(batch5.target_in[:, 1:], batch5.target_out[:, :-1].masked_fill(batch5.target_out[:, :-1] == seq2seq.EOS,
                                                                                   seq2seq.PAD))
       and bool((batch5.target_in[:, 0] == seq2seq.BOS).all()))
@@ -1463,27 +1498,28 @@ claim("在 50 条留出的源序列上，把模型自己的答案一次性喂回
 # ### What the decoder reads
 #
 # To write the letter at step $t$ of a source of $n$ letters, the decoder needs source position
-# $n - 1 - t$: its cross-attention should form an anti-diagonal. Below, for one source, the
-# decoder's self-attention (the target mask's triangle) and the cross-attention of each head
-# (the source's padding gets no weight):
+# $n - 1 - t$: its cross-attention should form an anti-diagonal. Below, the decoder reverses one
+# source. Each row of the figure is one head: on the left its self-attention (the target mask's
+# triangle), on the right its cross-attention over the source. A query row is labelled with the
+# token the step read and the token it wrote; masked cells (weight exactly 0) are hatched grey.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="199f01982c"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="5d103f2c55"
 # ### 解码器读了什么
 #
-# 对一个有 $n$ 个字母的源序列，要在第 $t$ 步写出字母，解码器需要源序列的位置 $n - 1 - t$：它的交叉注意力应当形成一条反对角线。下面是一个源序列上解码器的自注意力（目标掩码的三角形）和每个头的交叉注意力（源序列的填充得不到任何权重）：
+# 对一个有 $n$ 个字母的源序列，要在第 $t$ 步写出字母，解码器需要源序列的位置 $n - 1 - t$：它的交叉注意力应当形成一条反对角线。下面让解码器倒序一个源序列。图中每一行是一个头：左边是它的自注意力（目标掩码的三角形），右边是它对源序列的交叉注意力。每个查询行都标出这一步读入的词元和写出的词元；被遮住的单元格（权重恰好为 0）画成灰色斜线。
 
 # %%
 decoder_maps(model, "dbgeja")
 plt.show()
 
 # %% [markdown] tags=["lang-en"]
-# The anti-diagonal is there, but blurred: a step gives its needed position about half of its
-# weight and spreads the rest over the neighbours. The read-out still picks the right letter,
-# for the needed letter outweighs each of the others. Averaged over the 500 held-out sources,
-# the weight by offset from the needed position:
+# The anti-diagonal is there, but blurred: a step gives roughly half of its weight to the position
+# it needs and spreads most of the rest over the neighbours. Yet the answers come out right, as
+# the accuracy above showed. The weight by offset from the needed position, averaged over the
+# heads and over every letter step of the 500 held-out sources:
 
-# %% [markdown] tags=["lang-zh"] en_hash="95de97e94e"
-# 反对角线确实有，但有些模糊：每一步把大约一半的权重给了它需要的位置，其余的分给了相邻的位置。读出层仍然能挑出正确的字母，因为需要的那个字母比其他任何一个字母的权重都大。在 500 条留出的源序列上取平均，按偏离所需位置的距离统计的权重如下：
+# %% [markdown] tags=["lang-zh"] en_hash="aab06d557d"
+# 反对角线确实有，但有些模糊：每一步把大约一半的权重给了它需要的位置，其余的大多分给了相邻的位置。尽管如此，答案还是对的，前面的准确率已经说明了这一点。下面按偏离所需位置的距离统计权重，对所有头、对 500 条留出源序列中写字母的每一步取平均：
 
 # %%
 test = seq2seq.held_out()
@@ -1493,19 +1529,21 @@ profile = seq2seq.offset_profile(cross5, test)
 offset_bars(profile)
 plt.show()
 # lang: en
-claim("the needed source position gets more than 0.35 of the weight on average", profile[0] > 0.35)
+claim(f"on average the needed source position gets {profile[0]:.2f} of the weight, more than 0.35", profile[0] > 0.35)
 claim("and more than any other offset", all(profile[0] > weight for offset, weight in profile.items() if offset))
 # lang: zh
-claim("平均而言，所需的源位置得到的权重超过 0.35", profile[0] > 0.35)
+claim(f"平均而言，所需的源位置得到 {profile[0]:.2f} 的权重，超过 0.35", profile[0] > 0.35)
 claim("而且比任何其他偏移处的权重都大", all(profile[0] > weight for offset, weight in profile.items() if offset))
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
 # Try it yourself: pick a held-out example with the slider, or type up to 8 letters from `a` to
-# `j`. Do long sources go wrong more often? Does a repeated letter confuse it?
+# `j`. The explorer pads every source to 9 positions, the longest a source can be, so the source
+# mask is at work too: the padding's columns are hatched. Do long sources go wrong more often?
+# Does a repeated letter confuse it?
 
-# %% [markdown] tags=["lang-zh"] en_hash="b5b8bba484"
-# 自己试一试：用滑块挑一个留出的例子，或者输入最多 8 个 `a` 到 `j` 之间的字母。长的源序列是不是更容易出错？重复的字母会不会把它弄糊涂？
+# %% [markdown] tags=["lang-zh"] en_hash="d93d34854b"
+# 自己试一试：用滑块挑一个留出的例子，或者输入最多 8 个 `a` 到 `j` 之间的字母。探索器会把每个源序列都填充到 9 个位置（源序列最长就是 9 个位置），所以源掩码也在起作用：填充所在的列画成了斜线。长的源序列是不是更容易出错？重复的字母会不会把它弄糊涂？
 
 # %%
 decoding_explorer(model)
@@ -1535,8 +1573,9 @@ for part, count in params.items():
     print(f"{part:>12}: {count:>9,}")
 # lang: en
 claim("attention: 4E² + 4E = 1,050,624 parameters", params["attention"] == 4 * E**2 + 4 * E == 1_050_624)
-claim("feed-forward network: 2EF + F + E = 2,099,712, twice the attention's",
-      params["feed_forward"] == 2 * E * d_ff + d_ff + E == 2_099_712)
+claim("feed-forward network: 2EF + F + E = 2,099,712, about twice the attention's",
+      params["feed_forward"] == 2 * E * d_ff + d_ff + E == 2_099_712
+      and round(params["feed_forward"] / params["attention"]) == 2)
 claim("two LayerNorms: 2 · 2E = 2,048", params["norms"] == 2 * 2 * E == 2_048)
 claim("two thirds of the layer's 3,152,384 parameters are in the feed-forward network",
       params["total"] == 3_152_384 and round(params["feed_forward"] / params["total"], 2) == 0.67)
@@ -1544,8 +1583,9 @@ claim("nn.TransformerEncoderLayer(512, 8, 2048) has the same number",
       params["total"] == sum(p.numel() for p in base.to_torch().parameters()))
 # lang: zh
 claim("注意力：4E² + 4E = 1,050,624 个参数", params["attention"] == 4 * E**2 + 4 * E == 1_050_624)
-claim("前馈网络：2EF + F + E = 2,099,712 个，是注意力的两倍",
-      params["feed_forward"] == 2 * E * d_ff + d_ff + E == 2_099_712)
+claim("前馈网络：2EF + F + E = 2,099,712 个，约为注意力的两倍",
+      params["feed_forward"] == 2 * E * d_ff + d_ff + E == 2_099_712
+      and round(params["feed_forward"] / params["attention"]) == 2)
 claim("两个 LayerNorm：2 · 2E = 2,048 个", params["norms"] == 2 * 2 * E == 2_048)
 claim("这个层的 3,152,384 个参数中，三分之二在前馈网络里",
       params["total"] == 3_152_384 and round(params["feed_forward"] / params["total"], 2) == 0.67)
@@ -1564,15 +1604,16 @@ claim("nn.TransformerEncoderLayer(512, 8, 2048) 的参数个数相同",
 # | feed-forward network | $2LEF$ |
 # | two LayerNorms ($\gamma \hat x + \beta$) | $2LE$ |
 #
-# Every term grows like $L$, except the scores: every query meets every key, $L^2$ pairs. So
-# attention catches up with the feed-forward network where (dividing by $2LE$)
+# Every row grows like $L$ except the second, the scores and the weighted sum of the values:
+# every query meets every key, $L^2$ pairs. So attention catches up with the feed-forward network
+# where (dividing by $2LE$)
 #
 # $$4LE^2 + 2L^2E = 2LEF \iff 2E + L = F \iff L = F - 2E,$$
 #
 # which is $2048 - 1024 = 1024$ for the base model. Since its $F = 4E$, it is also where the
 # scores catch up with the projections: $2L^2E = 4LE^2 \iff L = 2E = 1024$.
 
-# %% [markdown] tags=["lang-zh"] en_hash="535085bea9"
+# %% [markdown] tags=["lang-zh"] en_hash="e0ba0719a0"
 # 一条有 $L$ 个位置的序列所需的计算量，以乘加次数计（`flops` 统计的是矩阵乘积；一次乘加是两次浮点运算）：
 #
 # | 部分 | 乘加次数 |
@@ -1582,7 +1623,7 @@ claim("nn.TransformerEncoderLayer(512, 8, 2048) 的参数个数相同",
 # | 前馈网络 | $2LEF$ |
 # | 两个 LayerNorm（$\gamma \hat x + \beta$） | $2LE$ |
 #
-# 除了分数，每一项都随 $L$ 线性增长：分数要让每个查询遇上每个键，共 $L^2$ 对。所以注意力追上前馈网络的位置是（两边同除以 $2LE$）
+# 除了第二行（分数，以及对值的加权求和），每一行都随 $L$ 线性增长：第二行要让每个查询遇上每个键，共 $L^2$ 对。所以注意力追上前馈网络的位置是（两边同除以 $2LE$）
 #
 # $$4LE^2 + 2L^2E = 2LEF \iff 2E + L = F \iff L = F - 2E,$$
 #
@@ -1644,12 +1685,13 @@ plt.show()
 # outgrows every other term, which all grow like $L$. Memory follows the same pattern: a layer
 # that keeps its weights stores $(B, H, L, L)$ numbers (lesson 05, section 1), while its
 # parameters stay fixed. That $L^2$ term is what lesson 05's ProbSparse attention attacks: it
-# scores only $u = c \cdot \lceil \ln L \rceil$ queries against all the keys, so the scores cost
-# about $L \ln L$ instead of $L^2$. It leaves the projections and the feed-forward network as
-# they are, so below the crossover it saves little.
+# scores every query against a sample of $U = c \cdot \lceil \ln L \rceil$ keys, and then only the
+# $u = c \cdot \lceil \ln L \rceil$ queries it picks against all the keys, so the scores cost about
+# $L \ln L$ instead of $L^2$. It leaves the projections and the feed-forward network as they are,
+# so below the crossover it saves little.
 
-# %% [markdown] tags=["lang-zh"] en_hash="6789c7942f"
-# 过了分界长度，注意力就占了大头，而且它的比例还在不断逼近 1：它的 $L^2$ 项比其他各项增长得都快，其他各项都只随 $L$ 线性增长。内存也是同样的规律：一个要保留权重的层要存下 $(B, H, L, L)$ 个数（第 05 课第 1 节），而它的参数始终不变。第 05 课的 ProbSparse 注意力攻击的正是这个 $L^2$ 项：它只让 $u = c \cdot \lceil \ln L \rceil$ 个查询与全部键打分，于是分数的代价大约是 $L \ln L$，而不是 $L^2$。投影和前馈网络它都原样保留，所以在分界长度以下，它省不了多少。
+# %% [markdown] tags=["lang-zh"] en_hash="8ca79a6a67"
+# 过了分界长度，注意力就占了大头，而且它的比例还在不断逼近 1：它的 $L^2$ 项比其他各项增长得都快，其他各项都只随 $L$ 线性增长。内存也是同样的规律：一个要保留权重的层要存下 $(B, H, L, L)$ 个数（第 05 课第 1 节），而它的参数始终不变。第 05 课的 ProbSparse 注意力针对的正是这个 $L^2$ 项：它先让每个查询只与 $U = c \cdot \lceil \ln L \rceil$ 个采样的键打分，再只让挑出的 $u = c \cdot \lceil \ln L \rceil$ 个查询与全部键打分，于是分数的代价大约是 $L \ln L$，而不是 $L^2$。投影和前馈网络它都原样保留，所以在分界长度以下，它省不了多少。
 
 # %%
 # lang: en
@@ -1688,15 +1730,15 @@ claim(f"L = 1024 时，一条序列的注意力权重就占 {format_bytes(weight
 # - Trained with teacher forcing, a one-layer encoder–decoder learns to reverse sequences of 1 to
 #   8 letters in seconds; greedy decoding writes the answer one token at a time, and the causal
 #   mask makes it see what it saw in training.
-# - The feed-forward network holds two thirds of a layer's parameters; attention's cost grows
-#   with $L^2$ and overtakes it from $L = F - 2E$ on, which is where lesson 05's ProbSparse
-#   attention earns its keep.
+# - With $F = 4E$, the feed-forward network holds two thirds of a layer's parameters; attention's
+#   cost grows with $L^2$ and overtakes it from $L = F - 2E$ on, which is where lesson 05's
+#   ProbSparse attention earns its keep.
 #
 # That is the whole Transformer block, and the end of the course: every piece of it, from the
-# shapes of lesson 00 to the masks, the heads and the cost, now in code you have written and
-# checked against PyTorch's.
+# shapes of lesson 00 to the masks, the heads and the cost, is now code you have read or written
+# and checked against PyTorch's.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="70f787d22b"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="dc7bf28f11"
 # ## 小结
 #
 # - 单靠注意力分不出顺序。位置编码给每个位置一个向量，加到它的词元嵌入上（宽度仍是 $E$）。正弦位置编码把特征两两配成频率按几何级数排列的正弦和余弦，于是平移 $k$ 个位置对每个位置都是同一个旋转 $R_k$，而且可以延伸到任意长度；可学习的位置表则超不出它的最后一行。
@@ -1704,6 +1746,6 @@ claim(f"L = 1024 时，一条序列的注意力权重就占 {format_bytes(weight
 # - 后归一化（原论文的做法）把每个 LayerNorm 放在主路径上；前归一化把它移进支路，让每一层到顶端都有一条恒等路径，顶端的梯度能原封不动地到达每一层。很深的前归一化堆叠不需要后归一化所需的学习率预热也能训练；代价是残差流随深度增长，最后必须再接一个 LayerNorm。
 # - 解码器层在因果自注意力和前馈网络之间加了一个在 memory 上的交叉注意力。它有两个掩码：目标掩码（因果加上目标序列的填充，$(L_t, L_t)$）和源掩码（源序列的填充，$(L_t, L_s)$，没有因果部分）。
 # - 用教师强制训练，一个单层的编码器–解码器几秒钟就学会把 1 到 8 个字母倒过来；贪心解码一次写一个词元，因果掩码让它看到的正是训练时看到的。
-# - 前馈网络占了一个层三分之二的参数；注意力的代价随 $L^2$ 增长，从 $L = F - 2E$ 起超过前馈网络，这正是第 05 课的 ProbSparse 注意力派上用场的地方。
+# - 当 $F = 4E$ 时，前馈网络占了一个层三分之二的参数；注意力的代价随 $L^2$ 增长，从 $L = F - 2E$ 起超过前馈网络，这正是第 05 课的 ProbSparse 注意力派上用场的地方。
 #
-# 这就是完整的 Transformer 块，也是本课程的终点：从第 00 课的形状，到掩码、多头和代价，每一个部件如今都有你亲手写出、并与 PyTorch 对照过的代码。
+# 这就是完整的 Transformer 块，也是本课程的终点：从第 00 课的形状，到掩码、多头和代价，每一个部件如今都是你读过或亲手写过、并与 PyTorch 对照过的代码。
