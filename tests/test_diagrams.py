@@ -118,7 +118,7 @@ def test_the_chinese_labels_use_the_glossarys_terms():
         assert term in layer, term
     encoder_decoder = " ".join(label["zh"] for label in diagrams.ENCODER_DECODER.values())
     for term in ("编码器层", "解码器层", "词元", "嵌入", "位置编码", "自注意力", "因果", "交叉注意力", "前馈网络",
-                 "层归一化", "memory（编码器的输出）", "填充掩码", "目标掩码", "线性层"):
+                 "层归一化", "memory（编码器输出）", "填充掩码", "目标掩码", "线性层"):
         assert term in encoder_decoder, term
     for table in (diagrams.SDPA, diagrams.SOURCES, diagrams.PROBSPARSE, diagrams.ENCODER_LAYER, diagrams.ENCODER_DECODER):
         for key, label in table.items():

@@ -32,7 +32,7 @@ ENCODER_DECODER = {
     "from_memory": label("from the memory", "来自 memory"),
     "add_norm": label("Add & LayerNorm", "残差相加与层归一化"),
     "ffn": label("Feed-forward network", "前馈网络"),
-    "memory": label("memory (the encoder's output)", "memory（编码器的输出）"),
+    "memory": label("memory (the encoder's output)", "memory（编码器输出）"),
     "linear": label("Linear", "线性层"),
     "logits": label("next-token logits", "下一个词元的 logits"),
     "predicts": label("each position predicts the next token", "每个位置预测下一个词元"),
