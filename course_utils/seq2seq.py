@@ -20,13 +20,13 @@ What training reliably gives (tests/test_seq2seq.py proves it on 10 seeds, under
 and the native CPU kernels): see ``train``.
 """
 
-import math
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from . import validation as check
+from .optim import Adam
 from .transformer import DecoderLayer, EncoderLayer, sinusoidal_encoding
 
 PAD, BOS, EOS = 0, 1, 2  # the special tokens; the letters a, b, c, ... are 3, 4, 5, ...
@@ -218,32 +218,6 @@ def exact(predicted, batch):
     T = max(predicted.shape[1], target.shape[1])
     pad = lambda t: nn.functional.pad(t, (0, T - t.shape[1]), value=PAD)
     return (pad(predicted) == pad(target)).all(dim=1)
-
-
-class Adam:
-    """Adam with torch.optim.Adam's defaults and arithmetic (tests/test_seq2seq.py compares the two
-    step by step). Written out because torch.optim's first use imports torch._dynamo, 2 to 3 s of
-    lesson 06's 20 s budget (measured), for nothing this loop needs."""
-
-    def __init__(self, parameters, betas=(0.9, 0.999), eps=1e-8):
-        self.parameters = list(parameters)
-        self.betas, self.eps, self.steps = betas, eps, 0
-        self.means = [torch.zeros_like(p) for p in self.parameters]  # of the gradients
-        self.squares = [torch.zeros_like(p) for p in self.parameters]  # mean squared gradients
-
-    @torch.no_grad()
-    def step(self, lr):
-        """One step of size `lr` along every parameter's .grad (None: the parameter stays)."""
-        self.steps += 1
-        beta1, beta2 = self.betas
-        step_size = lr / (1 - beta1**self.steps)
-        root_correction = math.sqrt(1 - beta2**self.steps)
-        for p, mean, square in zip(self.parameters, self.means, self.squares):
-            if p.grad is None:
-                continue
-            mean.lerp_(p.grad, 1 - beta1)
-            square.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-            p.addcdiv_(mean, (square.sqrt() / root_correction).add_(self.eps), value=-step_size)
 
 
 def train(seed=0, steps=250, batch=64, lr=1.5e-2, **options):

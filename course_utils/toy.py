@@ -32,6 +32,7 @@ from torch import nn
 
 from . import validation as check
 from .layers import CrossAttention, SelfAttention
+from .optim import Adam
 
 LENGTH, VOCAB = 8, 10  # sequences of 8 tokens out of 10
 TASKS = ("reverse", "double")
@@ -206,16 +207,16 @@ def _fit(model, next_batch, steps, lr):
     """Adam on `steps` fresh batches from `next_batch()` -> (tokens, targets), with the cross-entropy
     of every answer; leaves the model in eval mode and returns the loss of each step. Every toy
     task trains this way, so their runs differ only in their data and their model."""
-    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    optimiser = Adam(model.parameters())
     loss_fn = nn.CrossEntropyLoss()
     losses = []
     for _ in range(steps):
         tokens, targets = next_batch()
         logits, _ = model(tokens)  # (B, ..., vocab): one row of logits per answer
         loss = loss_fn(logits.flatten(0, -2), targets.flatten())
-        optimiser.zero_grad()
+        model.zero_grad(set_to_none=True)
         loss.backward()
-        optimiser.step()
+        optimiser.step(lr)
         losses.append(loss.item())
     model.eval()
     return losses

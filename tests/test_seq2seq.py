@@ -5,7 +5,6 @@ native kernels)."""
 
 import pytest
 import torch
-from torch import nn
 
 from course_utils import seq2seq
 from course_utils.seq2seq import BOS, EOS, PAD
@@ -158,22 +157,3 @@ def test_the_notebooks_examples_come_out_right_on_every_seed(runs):
             answer = seq2seq.show(seq2seq.greedy_decode(run.model, seq2seq.source_of(text))[0])
             assert answer == text[::-1] + "⟩", (seed, text, answer)
 
-
-def test_the_written_out_adam_steps_as_torch_optim_adam_does():
-    """seq2seq.Adam (written out to spare the lesson torch._dynamo's import) against torch.optim.Adam,
-    with a step size that changes every step, as training's does."""
-    ours, theirs = seq2seq.make_model(2), seq2seq.make_model(2)
-    adam = seq2seq.Adam(ours.parameters())
-    reference = torch.optim.Adam(theirs.parameters(), lr=1.0)
-    for step in range(5):
-        batch = seq2seq.random_batch(8, torch.Generator().manual_seed(step))
-        lr = 0.01 * (1 - step / 5)
-        for model in (ours, theirs):
-            model.zero_grad(set_to_none=True)
-            nn.functional.cross_entropy(model(batch.source, batch.target_in).flatten(0, 1),
-                                        batch.target_out.flatten(), ignore_index=PAD).backward()
-        adam.step(lr)
-        reference.param_groups[0]["lr"] = lr
-        reference.step()
-        for p, q in zip(ours.parameters(), theirs.parameters()):
-            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-7)
