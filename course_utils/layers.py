@@ -35,8 +35,7 @@ class _ProjectedAttention(nn.Module):
     def __init__(self, embed_dim, kv_dim, bias):
         super().__init__()
         for name, size in (("embed_dim", embed_dim), ("kv_dim", kv_dim)):
-            if not isinstance(size, int) or isinstance(size, bool) or size < 1:
-                check.fail(type(self).__name__, name, check.describe(size), {"en": "a positive int", "zh": "正整数"})
+            check.positive_int(type(self).__name__, name, size)
         self.embed_dim, self.kv_dim = embed_dim, kv_dim
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)  # E_q -> E_q
         self.k_proj = nn.Linear(kv_dim, embed_dim, bias=bias)  # E_kv -> E_q

@@ -54,12 +54,6 @@ def merge_heads(x):
     return x.transpose(1, 2).reshape(B, L, H * d)  # one copy: the transposed view is not contiguous
 
 
-def _positive_int(function, argument, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        check.fail(function, argument, check.describe(value), {"en": "a positive int", "zh": "正整数"})
-    return value
-
-
 class AttentionHead(nn.Module):
     """One head of a naive multi-head layer: its own W_Q, W_K, W_V and scaled dot-product attention.
 
@@ -103,10 +97,10 @@ class _Multihead(nn.Module):
     def __init__(self, embed_dim, num_heads, kdim, vdim, bias, head_dim):
         super().__init__()
         name = type(self).__name__
-        _positive_int(name, "embed_dim", embed_dim)
-        _positive_int(name, "num_heads", num_heads)
-        kdim = embed_dim if kdim is None else _positive_int(name, "kdim", kdim)
-        vdim = embed_dim if vdim is None else _positive_int(name, "vdim", vdim)
+        check.positive_int(name, "embed_dim", embed_dim)
+        check.positive_int(name, "num_heads", num_heads)
+        kdim = embed_dim if kdim is None else check.positive_int(name, "kdim", kdim)
+        vdim = embed_dim if vdim is None else check.positive_int(name, "vdim", vdim)
         if head_dim is None:
             if embed_dim % num_heads:
                 check.fail(
@@ -119,7 +113,7 @@ class _Multihead(nn.Module):
                     },
                 )
             head_dim = embed_dim // num_heads
-        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, _positive_int(name, "head_dim", head_dim)
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, check.positive_int(name, "head_dim", head_dim)
         self.kdim, self.vdim, self.bias = kdim, vdim, bias
 
     # -- checks

@@ -59,12 +59,6 @@ class LayerGradients:
         return self.inputs / self.inputs[-1]
 
 
-def _positive_int(argument, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        check.fail("layer_gradients", argument, check.describe(value), {"en": "a positive int", "zh": "正整数"})
-    return value
-
-
 def layer_gradients(norm_first, layers=24, seed=0, batch=BATCH, length=LENGTH, d_model=D_MODEL, nhead=NHEAD,
                     d_ff=D_FF):
     """Measure the gradient through a freshly initialised stack of encoder layers (see the module's docstring).
@@ -79,12 +73,10 @@ def layer_gradients(norm_first, layers=24, seed=0, batch=BATCH, length=LENGTH, d
     Returns:
         a ``LayerGradients``.
     """
-    if not isinstance(norm_first, bool):
-        check.fail("layer_gradients", "norm_first", check.describe(norm_first),
-                   {"en": "True or False", "zh": "True 或 False"})
+    check.flag("layer_gradients", "norm_first", norm_first)
     for argument, value in (("layers", layers), ("batch", batch), ("length", length), ("d_model", d_model),
                             ("nhead", nhead), ("d_ff", d_ff)):
-        _positive_int(argument, value)
+        check.positive_int("layer_gradients", argument, value)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         check.fail("layer_gradients", "seed", check.describe(seed), {"en": "an int ≥ 0", "zh": "≥ 0 的整数"})
     with torch.random.fork_rng(devices=[]):  # the weights come from `seed`; the caller's random state stays

@@ -310,8 +310,7 @@ def _validate(function, query, key, value, factor, scale, causal, generator, ind
         check.fail(function, "factor", check.describe(factor), {"en": "a positive int (usually 5)", "zh": "正整数（通常为 5）"})
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0):
         check.fail(function, "scale", check.describe(scale), {"en": "None (1/√D) or a positive number", "zh": "None（即 1/√D）或正数"})
-    if not isinstance(causal, bool):
-        check.fail(function, "causal", check.describe(causal), {"en": "True or False", "zh": "True 或 False"})
+    check.flag(function, "causal", causal)
     if causal and L_Q != L_K:
         check.fail(
             function,
@@ -462,8 +461,7 @@ def walkthrough(batch=32, heads=8, length=96, dim=64, factor=5, *, fast=False, c
     """The Trace of one call at any size, computed on meta tensors: shapes and bytes, no data, no
     time. The defaults are the sizes of the Informer ProbSparse code's own printout."""
     for name, value in (("batch", batch), ("heads", heads), ("length", length), ("dim", dim), ("factor", factor)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            check.fail("walkthrough", name, check.describe(value), {"en": "a positive int", "zh": "正整数"})
+        check.positive_int("walkthrough", name, value)
     q, k, v = (torch.empty(batch, heads, length, dim, device="meta") for _ in range(3))
     U = sample_count(length, factor)
     index = torch.empty(length, U, dtype=torch.int64, device="meta")

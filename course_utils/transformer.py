@@ -52,18 +52,6 @@ ACTIVATIONS = ("relu", "gelu")
 # ----------------------------------------------------------------------------- argument checks
 
 
-def _positive_int(function, argument, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        check.fail(function, argument, check.describe(value), {"en": "a positive int", "zh": "正整数"})
-    return value
-
-
-def _flag(function, argument, value):
-    if not isinstance(value, bool):
-        check.fail(function, argument, check.describe(value), {"en": "True or False", "zh": "True 或 False"})
-    return value
-
-
 def _probability(function, argument, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         check.fail(function, argument, check.describe(value),
@@ -147,8 +135,8 @@ def sinusoidal_encoding(length, d_model, base=10000.0, dtype=torch.float32):
         ~3 decimals of the angle), which would make far positions noisy.
     """
     function = "sinusoidal_encoding"
-    _positive_int(function, "length", length)
-    _positive_int(function, "d_model", d_model)
+    check.positive_int(function, "length", length)
+    check.positive_int(function, "d_model", d_model)
     _positive_number(function, "base", base)
     _floating_dtype(function, "dtype", dtype)
     pairs = (d_model + 1) // 2  # an odd d_model still needs a frequency for its last (sine-only) feature
@@ -186,7 +174,7 @@ def offset_rotation(k, d_model, base=10000.0, dtype=torch.float64):
     function = "offset_rotation"
     if not isinstance(k, int) or isinstance(k, bool):
         check.fail(function, "k", check.describe(k), {"en": "an int (the offset in positions)", "zh": "整数（位置偏移量）"})
-    _positive_int(function, "d_model", d_model)
+    check.positive_int(function, "d_model", d_model)
     if d_model % 2:
         check.fail(function, "d_model", check.describe(d_model),
                    {"en": "an even number: each sine feature needs its cosine partner to rotate with",
@@ -216,13 +204,13 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def __init__(self, max_len, d_model):
         super().__init__()
-        self.max_len = _positive_int("LearnedPositionalEmbedding", "max_len", max_len)
-        self.d_model = _positive_int("LearnedPositionalEmbedding", "d_model", d_model)
+        self.max_len = check.positive_int("LearnedPositionalEmbedding", "max_len", max_len)
+        self.d_model = check.positive_int("LearnedPositionalEmbedding", "d_model", d_model)
         self.embedding = nn.Embedding(max_len, d_model)  # row p is position p's vector
 
     def forward(self, length, offset=0):
         function = "LearnedPositionalEmbedding.forward"
-        _positive_int(function, "length", length)
+        check.positive_int(function, "length", length)
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             check.fail(function, "offset", check.describe(offset), {"en": "an int ≥ 0", "zh": "≥ 0 的整数"})
         if offset + length > self.max_len:
@@ -256,10 +244,10 @@ class FeedForward(nn.Module):
     def __init__(self, d_model, d_ff, dropout=0.0, activation="relu", bias=True):
         super().__init__()
         name = "FeedForward"
-        self.d_model = _positive_int(name, "d_model", d_model)
-        self.d_ff = _positive_int(name, "d_ff", d_ff)
+        self.d_model = check.positive_int(name, "d_model", d_model)
+        self.d_ff = check.positive_int(name, "d_ff", d_ff)
         self.activation = _activation(name, activation)
-        self.linear1 = nn.Linear(d_model, d_ff, bias=_flag(name, "bias", bias))  # E -> d_ff
+        self.linear1 = nn.Linear(d_model, d_ff, bias=check.flag(name, "bias", bias))  # E -> d_ff
         self.dropout = nn.Dropout(_probability(name, "dropout", dropout))
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)  # d_ff -> E
 
@@ -280,18 +268,18 @@ class _Layer(nn.Module):
     def __init__(self, d_model, nhead, d_ff, dropout, activation, norm_first, layer_norm_eps, bias):
         super().__init__()
         name = type(self).__name__
-        self.d_model = _positive_int(name, "d_model", d_model)
-        self.nhead = _positive_int(name, "nhead", nhead)
+        self.d_model = check.positive_int(name, "d_model", d_model)
+        self.nhead = check.positive_int(name, "nhead", nhead)
         if d_model % nhead:
             check.fail(name, "nhead", check.describe(nhead),
                        {"en": f"a divisor of d_model = {d_model}, so that every head gets d_model / nhead features",
                         "zh": f"d_model = {d_model} 的约数，这样每个头才能分到 d_model / nhead 个特征"})
-        self.d_ff = _positive_int(name, "d_ff", d_ff)
+        self.d_ff = check.positive_int(name, "d_ff", d_ff)
         self.dropout_p = _probability(name, "dropout", dropout)
         self.activation = _activation(name, activation)
-        self.norm_first = _flag(name, "norm_first", norm_first)
+        self.norm_first = check.flag(name, "norm_first", norm_first)
         self.layer_norm_eps = _positive_number(name, "layer_norm_eps", layer_norm_eps)
-        self.bias = _flag(name, "bias", bias)
+        self.bias = check.flag(name, "bias", bias)
 
     def _norm(self):
         return nn.LayerNorm(self.d_model, eps=self.layer_norm_eps, bias=self.bias)
@@ -398,7 +386,7 @@ class EncoderLayer(_Layer):
         function = "EncoderLayer.forward"
         _sequence(function, "x", x, self.d_model, "(B, L, E)")
         _padding(function, "key_padding_mask", key_padding_mask, x.shape[0], x.shape[1])
-        _flag(function, "need_weights", need_weights)
+        check.flag(function, "need_weights", need_weights)
 
         weights = []
 
@@ -496,8 +484,8 @@ class DecoderLayer(_Layer):
         _sequence(function, "memory", memory, self.d_model, "(B, L_m, E)", batch=B)
         _padding(function, "tgt_key_padding_mask", tgt_key_padding_mask, B, L_t)
         _padding(function, "memory_key_padding_mask", memory_key_padding_mask, B, memory.shape[1])
-        _flag(function, "causal", causal)
-        _flag(function, "need_weights", need_weights)
+        check.flag(function, "causal", causal)
+        check.flag(function, "need_weights", need_weights)
         keep = causal_mask(L_t).to(x.device) if causal else None  # (L_t, L_t): key j ≤ query i
         if keep_mask is not None:
             keep = keep_mask if keep is None else keep & keep_mask  # a bad keep_mask is named by self_attn
@@ -622,8 +610,8 @@ def flops(layer, length, memory_length=None):
     """
     function = "flops"
     attention, linears, norms = _layer_argument(function, layer)
-    L = _positive_int(function, "length", length)
-    M = L if memory_length is None else _positive_int(function, "memory_length", memory_length)
+    L = check.positive_int(function, "length", length)
+    M = L if memory_length is None else check.positive_int(function, "memory_length", memory_length)
     E, F_ = linears[0].in_features, linears[0].out_features
     counts = {}
     for name in attention:

@@ -62,6 +62,20 @@ def fail(function, argument, got, needed):
     )
 
 
+def positive_int(function, argument, value):
+    """`value` when it is an int ≥ 1 (not a bool); otherwise an ArgumentError naming `argument`."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        fail(function, argument, describe(value), {"en": "a positive int", "zh": "正整数"})
+    return value
+
+
+def flag(function, argument, value):
+    """`value` when it is True or False; otherwise an ArgumentError naming `argument`."""
+    if not isinstance(value, bool):
+        fail(function, argument, describe(value), {"en": "True or False", "zh": "True 或 False"})
+    return value
+
+
 def broadcasts(shape, target):
     """Whether a tensor of `shape` broadcasts to `target` without making it larger.
 

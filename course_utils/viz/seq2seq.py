@@ -20,6 +20,7 @@ from matplotlib.patches import Patch, Rectangle
 from .. import seq2seq
 from .. import validation as check
 from ..i18n import message
+from ..masks import causal_mask
 from .figures import heatmap
 
 #: How masked cells are drawn on top of a map (weight exactly 0 there).
@@ -58,18 +59,14 @@ def _source(function, source, pad_to):
     """`source` as token ids (L_s,) int64: a string of letters gets its EOS; then padding to `pad_to`."""
     longest = seq2seq.MAX_LENGTH + 1  # letters and the EOS
     if isinstance(source, str):
-        if len(source) > seq2seq.MAX_LENGTH:
-            check.fail(function, "source", check.describe(source),
-                       {"en": f"at most {seq2seq.MAX_LENGTH} letters", "zh": f"最多 {seq2seq.MAX_LENGTH} 个字母"})
         try:
-            letters = seq2seq.encode_letters(source)
+            tokens = seq2seq.source_of(source)[0]  # the letters, then EOS
         except check.ArgumentError:
             check.fail(function, "source", check.describe(source),
-                       {"en": f"a non-empty string of the letters a to {chr(ord('a') + seq2seq.LETTERS - 1)}, "
+                       {"en": f"1 to {seq2seq.MAX_LENGTH} of the letters a to {chr(ord('a') + seq2seq.LETTERS - 1)}, "
                               "or a 1-D tensor of token ids",
-                        "zh": f"由字母 a 到 {chr(ord('a') + seq2seq.LETTERS - 1)} 组成的非空字符串，"
+                        "zh": f"1 到 {seq2seq.MAX_LENGTH} 个 a 到 {chr(ord('a') + seq2seq.LETTERS - 1)} 的字母，"
                               "或一维的词元 id 张量"})
-        tokens = torch.cat([letters, torch.tensor([seq2seq.EOS])])
     elif (isinstance(source, torch.Tensor) and source.ndim == 1 and not source.dtype.is_floating_point
           and source.dtype != torch.bool and 1 <= len(source) <= longest
           and bool(((source >= 0) & (source < seq2seq.VOCAB)).all()) and int(source[0]) != seq2seq.PAD):
@@ -106,7 +103,7 @@ def decoding(model, source, pad_to=None, function="decoding"):
     target_in = torch.cat([torch.tensor([seq2seq.BOS]), answer[:-1]])  # (T,): what each step read
     _, (self_weights, cross_weights) = model(tokens[None], target_in[None], need_weights=True)
     T = len(answer)
-    target_keep = torch.ones(T, T, dtype=torch.bool).tril() & (target_in != seq2seq.PAD)[None, :]  # (T, T)
+    target_keep = causal_mask(T) & (target_in != seq2seq.PAD)[None, :]  # (T, T)
     source_keep = (tokens != seq2seq.PAD)[None, :].expand(T, -1)  # (T, L_s)
     return Decoding(tokens, answer, target_in, self_weights[0], cross_weights[0], target_keep, source_keep)
 

@@ -29,8 +29,7 @@ def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0):
     scores' standard deviation, query 0's largest weight and the largest weight averaged over
     all queries (1/keys would be uniform attention, 1 a one-hot lookup).
     """
-    if not isinstance(d_k, int) or isinstance(d_k, bool) or d_k < 1:
-        validation.fail("scaling_view", "d_k", validation.describe(d_k), {"en": "a positive int", "zh": "正整数"})
+    validation.positive_int("scaling_view", "d_k", d_k)
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(queries, 1, d_k, generator=generator, dtype=torch.float64)  # (N, 1, d_k)
     k = torch.randn(queries, keys, d_k, generator=generator, dtype=torch.float64)  # (N, L_k, d_k): own keys

@@ -54,8 +54,7 @@ def walkthrough_table(trace):
 
 def _check_sizes(function, **sizes):
     for name, value in sizes.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            validation.fail(function, name, validation.describe(value), {"en": "a positive int", "zh": "正整数"})
+        validation.positive_int(function, name, value)
 
 
 def walkthrough_view(length=96, batch=32, heads=8, dim=64, factor=5):
