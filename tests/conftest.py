@@ -1,5 +1,24 @@
 """Every test starts and ends in English, with the course's plot style: a test that switches the
-language (or a font) cannot leak into the next one. And `one_thread`, for the modules that ask for it."""
+language (or a font) cannot leak into the next one. And `one_thread` / `threads`, for the tests that
+compare floats bit for bit.
+
+Floats and threads. torch splits a reduction (a sum, a matrix product, a mean) into one chunk per
+thread, and even an elementwise op into chunks whose edges decide which elements take the vectorised
+loop; so the last bits of a result can change with the number of threads, and with the CPU's kernels
+(AVX-512, AVX2 or the portable ones). A test that compares floats bit for bit (``torch.equal``, ``==``,
+printed digits) therefore fixes the thread count for both sides of the comparison, with the fixture
+``one_thread`` (module-wide: ``pytestmark = pytest.mark.usefixtures("one_thread")``, or as a test's
+argument) or ``threads``, and says so in a comment; every other comparison of floats has a tolerance.
+
+Run the suite as another machine would (what CI has: 2 cores, so torch takes two threads; another CPU
+runs other kernels; only the paths this CPU has: `make test-paths` lists them)::
+
+    OMP_NUM_THREADS=2 .venv/bin/python -m pytest -n 2 --dist loadfile tests
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -n 2 --dist loadfile tests
+    ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=2 .venv/bin/python -m pytest -n 2 --dist loadfile tests
+    ATEN_CPU_CAPABILITY=avx2 ...      # and avx512, where the CPU has it
+    make test-paths                   # the `trains` tests and the student notebooks on every path
+"""
 
 import pytest
 import torch
@@ -17,10 +36,18 @@ def english():
 
 @pytest.fixture(scope="module")
 def one_thread():
-    """One torch thread for a module's tests, as the notebooks run (and as trained facts are proved);
-    restored afterwards. A module that wants it for every test says
-    ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    """One torch thread for a module's tests from the first that asks for it to the module's end, as the
+    notebooks run (and as trained facts are proved); restored afterwards. A module that wants it for
+    every test says ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def threads():
+    """``threads(n)``: run the rest of one test on `n` torch threads; the number is restored afterwards."""
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
     torch.set_num_threads(before)

@@ -18,11 +18,10 @@ from course_utils.widgets import EXAMPLES, attention_maps_explorer, attention_ma
 
 
 @pytest.fixture(scope="module")
-def models():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+def models(one_thread):
+    """The notebook's two models, trained on one thread as the notebook trains them (the module's tests
+    then run on one thread too: the explorer's summaries are compared as text)."""
     trained = {task: toy.train(task, seed=0).model for task in toy.TASKS}
-    torch.set_num_threads(before)
     return trained["reverse"], trained["double"]
 
 

@@ -17,22 +17,18 @@ from course_utils.norm_study import LayerGradients, layer_gradients
 from course_utils.transformer import sinusoidal_encoding
 from course_utils.validation import ArgumentError
 
-pytestmark = pytest.mark.trains
+# One thread for every test, as the notebook measures: the determinism test compares floats bit for bit.
+pytestmark = [pytest.mark.trains, pytest.mark.usefixtures("one_thread")]
 
 SEEDS = range(10)  # the notebook measures seed 0
 DEEP, SHALLOW = 24, 6
 
 
 @pytest.fixture(scope="module")
-def runs():
+def runs(one_thread):
     """{(norm_first, layers, seed): LayerGradients}, measured on one thread as the notebook is."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return {(norm_first, layers, seed): layer_gradients(norm_first, layers, seed)
-                for seed in SEEDS for norm_first in (False, True) for layers in (SHALLOW, DEEP)}
-    finally:
-        torch.set_num_threads(before)
+    return {(norm_first, layers, seed): layer_gradients(norm_first, layers, seed)
+            for seed in SEEDS for norm_first in (False, True) for layers in (SHALLOW, DEEP)}
 
 
 def test_what_is_measured_has_one_entry_per_layer_and_is_deterministic(runs):
@@ -40,7 +36,7 @@ def test_what_is_measured_has_one_entry_per_layer_and_is_deterministic(runs):
     assert isinstance(result, LayerGradients)
     assert result.inputs.shape == result.stream.shape == (DEEP + 1,)
     assert result.relative[-1] == 1.0 and result.inputs.dtype == torch.float64
-    again = layer_gradients(True, DEEP, 0)
+    again = layer_gradients(True, DEEP, 0)  # on one thread too (the module's): bit for bit
     assert torch.equal(again.inputs, result.inputs) and again.top_layer == result.top_layer
     # the same seed gives both norm orders the same input: x_0 has the same size
     assert runs[False, DEEP, 3].stream[0] == runs[True, DEEP, 3].stream[0]

@@ -111,7 +111,8 @@ SPARSE = [(2, 3, 64, 64, 8, 5, False), (1, 2, 50, 80, 6, 6, False), (2, 2, 70, 7
 
 @pytest.mark.parametrize("shape", SPARSE, ids=["x".join(map(str, s[:-1])) + ("-causal" if s[-1] else "") for s in SPARSE])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
-def test_fast_equals_plain_under_the_same_index(shape, dtype):
+# floats compared bit for bit: both sides on one thread (the fixture)
+def test_fast_equals_plain_under_the_same_index(shape, dtype, one_thread):
     B, H, L_Q, L_K, D, D_v, causal = shape
     q, k, v = qkv(B, H, L_Q, L_K, D, D_v, dtype=dtype, seed=3)
     U, u = sample_count(L_K), sample_count(L_Q)
@@ -173,7 +174,8 @@ def test_sampled_scores_are_finite_whatever_memory_held_before():
 
 @pytest.mark.parametrize("which", IMPLEMENTATIONS)
 @pytest.mark.parametrize("position", [1, 17, 39])
-def test_causal_outputs_never_see_a_later_value(which, position):
+# floats compared bit for bit: both sides on one thread (the fixture)
+def test_causal_outputs_never_see_a_later_value(which, position, one_thread):
     q, k, v = qkv(2, 2, 40, 40, 6, 5, seed=9)
     index = sample_keys(40, 40, sample_count(40), causal=True, generator=torch.Generator().manual_seed(10))
     attention = IMPLEMENTATIONS[which]
@@ -194,7 +196,8 @@ def test_causal_outputs_never_see_a_later_value(which, position):
     assert torch.equal(after[:, :, :position], before[:, :, :position])
 
 
-def test_a_causal_measure_does_not_depend_on_later_keys():
+# floats compared bit for bit: both sides on one thread (the fixture)
+def test_a_causal_measure_does_not_depend_on_later_keys(one_thread):
     q, k = tensors((1, 3, 30, 8), (1, 3, 30, 8), seed=11)
     index = sample_keys(30, 30, 20, causal=True, generator=torch.Generator().manual_seed(12))
     measure = sparsity_measure(sampled_scores(q, k, index))
@@ -207,7 +210,8 @@ def test_a_causal_measure_does_not_depend_on_later_keys():
 
 
 @pytest.mark.parametrize("which", IMPLEMENTATIONS)
-def test_without_causal_mode_the_last_value_moves_the_first_output(which):
+# floats compared bit for bit: both sides on one thread (the fixture)
+def test_without_causal_mode_the_last_value_moves_the_first_output(which, one_thread):
     # ERRATA 13: the Informer code has no causal mode; lazy queries get mean(V) over all positions
     q, k, v = qkv(1, 2, 64, 64, 8, 8, seed=13)
     index = sample_keys(64, 64, sample_count(64), generator=torch.Generator().manual_seed(14))
@@ -226,7 +230,8 @@ def test_without_causal_mode_the_last_value_moves_the_first_output(which):
 
 @pytest.mark.parametrize("which", IMPLEMENTATIONS)
 @pytest.mark.parametrize("causal", [False, True])
-def test_the_generator_alone_decides_the_sample(which, causal):
+# floats compared bit for bit: both sides on one thread (the fixture)
+def test_the_generator_alone_decides_the_sample(which, causal, one_thread):
     q, k, v = qkv(2, 2, 100, 100, 8, 8, dtype=torch.float32, seed=15)
     attention = IMPLEMENTATIONS[which]
     state = torch.random.get_rng_state()

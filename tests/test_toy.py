@@ -28,14 +28,6 @@ GUESS, GUESS_ROOM = 0.2, 0.03  # without positions: fewer than 20 % right (guess
 TIME_BOUND_S = 10.0  # the lesson says "a second or two" per run; leave room for a busy machine
 
 
-@pytest.fixture
-def threads():
-    """Run a test with a given number of torch threads, then restore the previous number."""
-    before = torch.get_num_threads()
-    yield torch.set_num_threads
-    torch.set_num_threads(before)
-
-
 def _train_timed(*args, **options):
     start = time.perf_counter()
     run = toy.train(*args, **options)
@@ -43,13 +35,9 @@ def _train_timed(*args, **options):
 
 
 @pytest.fixture(scope="module")
-def runs():
+def runs(one_thread):
     """{(task, seed): (run, seconds)} for ten seeds of each task, on one thread (the notebook trains seed 0)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    found = {(task, seed): _train_timed(task, seed=seed) for task in toy.TASKS for seed in SEEDS}
-    torch.set_num_threads(before)
-    return found
+    return {(task, seed): _train_timed(task, seed=seed) for task in toy.TASKS for seed in SEEDS}
 
 
 def _facts(run, task):
@@ -116,7 +104,7 @@ def test_the_facts_hold_with_two_threads(task, threads):
 
 @pytest.mark.parametrize("task", toy.TASKS)
 def test_training_is_deterministic_and_leaves_the_global_generator_alone(runs, task, threads):
-    threads(1)
+    threads(1)  # as `runs` trained: the two runs are compared bit for bit
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
