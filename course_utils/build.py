@@ -2,7 +2,8 @@
 
     python -m course_utils.build                 render and execute every lesson
     python -m course_utils.build --only 01       just lesson 01
-    python -m course_utils.build --check         re-render without executing; fail on drift
+    python -m course_utils.build --check         re-render without executing; fail on drift (and
+                                                 when the exercises' public data is stale)
     python -m course_utils.build --stamp-translations --only 01
                                                  record that lesson 01's Chinese cells are up
                                                  to date with their English cells
@@ -368,6 +369,9 @@ def check_lesson(lesson, lesson_path):
 def build(only=None):
     """Render and execute every lesson (or one); print each notebook's time and peak memory."""
     failed = False
+    from course_teacher import publish  # the public cases' data the checks read, before any check runs
+
+    print(f"{len(publish.write())} exercises' public cases written", flush=True)
     for path in diagrams.write_all(ROOT / "images"):
         print(f"{path.relative_to(ROOT)}: drawn", flush=True)
     for lesson, lesson_path in lessons(only).items():
@@ -388,7 +392,11 @@ def build(only=None):
 
 
 def check(only=None):
+    from course_teacher import publish
+
     problems = [p for lesson, path in lessons(only).items() for p in check_lesson(lesson, path)]
+    problems += [Problem("exercises", "course_utils/exercises/public", f"{text}: run `make notebooks`")
+                 for text in publish.problems()]
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     count = len(lessons(only))

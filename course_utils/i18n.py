@@ -478,7 +478,7 @@ MESSAGES = {
     },
     "viz.seq2seq.agree": {"en": "they agree", "zh": "二者一致"},
     "viz.seq2seq.differ": {"en": "they differ", "zh": "二者不一致"},
-    # the teacher's grader (course_utils.grade): feedback files and its own verdicts
+    # the teacher's grader (course_teacher.grade): feedback files and its own verdicts
     "grade.title": {"en": "Feedback on {notebook}", "zh": "{notebook} 的反馈"},
     "grade.summary": {
         "en": "Student: {student} · lesson {lesson} · score {score} / {max_score}",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.grade import grader
+from course_teacher.grade import grader
 
 yaml = pytest.importorskip("yaml")  # jupytext depends on PyYAML, so it is there
 
@@ -41,7 +41,7 @@ def test_the_grader_comes_from_the_pinned_course_not_from_the_push(steps):
 
 def test_the_grade_step_uses_options_the_grader_has(steps, capsys):
     command = _step(steps, "Grade")["run"]
-    assert command.strip().startswith("python -m course_utils.grade ")
+    assert command.strip().startswith("python -m course_teacher.grade ")
     with pytest.raises(SystemExit):
         grader.main(["--help"])
     usage = capsys.readouterr().out

@@ -11,11 +11,14 @@ import nbformat
 import pytest
 import torch
 
+from course_teacher.exercises import EXERCISES, prepare
+from course_teacher.exercises import evaluate as evaluate_hidden
 from course_utils import build, evaluate, i18n
-from course_utils.exercises import CRASHED, EXERCISES, FAILED, NOT_ATTEMPTED, PASSED, check
-from course_utils.exercises.grading import _call, _copies, _Raised, reproduces
+from course_utils.exercises import CRASHED, FAILED, NOT_ATTEMPTED, PASSED, check
+from course_utils.exercises.grading import _Raised, copies, reproduces
 
 IDS = sorted(EXERCISES)
+HIDDEN_SEED = 12345  # a teacher's
 MISTAKES = [(exercise, mistake) for exercise in IDS for mistake in EXERCISES[exercise].mistakes]
 
 
@@ -44,6 +47,18 @@ def test_each_known_mistake_fails_and_is_named(exercise, mistake):
     assert set(mistake.hint) == {"en", "zh"} and all(mistake.hint.values())
 
 
+@pytest.mark.parametrize("exercise, mistake", MISTAKES, ids=[f"{e}-{m.code}" for e, m in MISTAKES])
+def test_each_known_mistake_is_named_on_the_hidden_cases_too(exercise, mistake):
+    """As the grader judges it: the public cases and hidden ones drawn from a teacher's seed."""
+    verdict = evaluate_hidden(exercise, mistake.fn, hidden_seed=HIDDEN_SEED)
+    assert verdict.status == FAILED and verdict.code == mistake.code, verdict.message
+
+
+def _call(function, case):
+    with torch.no_grad():
+        return function(*copies(case, grad=False)[1])
+
+
 def _outcomes(exercise, function):
     """The function's output on each case of the exercise, or the error it raised there."""
     spec = EXERCISES[exercise]
@@ -54,21 +69,21 @@ def _outcomes(exercise, function):
             outcomes.append(_call(function, case))
         except Exception as error:  # a mistake may raise on some case: that is how it behaves there
             outcomes.append(_Raised(error))
-    return cases, outcomes, (spec.atol, spec.rtol)
+    return outcomes, (spec.atol, spec.rtol)
 
 
 @pytest.mark.parametrize("exercise", IDS)
 def test_mistakes_are_told_apart_from_the_reference_and_from_each_other(exercise):
     """Otherwise a check could name the wrong mistake, or call a correct answer a mistake."""
-    mistakes = EXERCISES[exercise].mistakes
-    for made in mistakes:
-        cases, outcomes, tolerance = _outcomes(exercise, made.fn)
-        for other in mistakes:
-            if other is not made:
-                assert not reproduces(other, cases, outcomes, tolerance), f"{made.code} reads as {other.code}"
-    cases, outcomes, tolerance = _outcomes(exercise, EXERCISES[exercise].reference)
-    for mistake in mistakes:
-        assert not reproduces(mistake, cases, outcomes, tolerance), f"the reference reads as {mistake.code}"
+    known = prepare(EXERCISES[exercise]).mistakes  # their results on the public cases, as the check has them
+    for made in EXERCISES[exercise].mistakes:
+        outcomes, tolerance = _outcomes(exercise, made.fn)
+        for other in known:
+            if other.code != made.code:
+                assert not reproduces(other, outcomes, tolerance), f"{made.code} reads as {other.code}"
+    outcomes, tolerance = _outcomes(exercise, EXERCISES[exercise].reference)
+    for mistake in known:
+        assert not reproduces(mistake, outcomes, tolerance), f"the reference reads as {mistake.code}"
 
 
 @pytest.mark.parametrize("exercise, mistake", MISTAKES, ids=[f"{e}-{m.code}" for e, m in MISTAKES])
@@ -125,6 +140,39 @@ def test_the_lessons_own_solutions_pass_their_checks(lesson):
     for exercise, function in solutions.items():
         verdict = evaluate(exercise, function)
         assert verdict.status == PASSED, verdict.message
+        verdict = evaluate_hidden(exercise, function, hidden_seed=HIDDEN_SEED)
+        assert verdict.status == PASSED and "passed" in verdict.message, verdict.message
+
+
+def test_the_public_data_is_what_the_teachers_references_give():
+    from course_teacher import publish
+    from course_utils.exercises import public
+
+    assert public.EXERCISES == tuple(IDS)
+    assert publish.problems() == []
+
+
+def test_a_table_of_the_public_answers_fails_on_the_hidden_cases():
+    """What the student's package holds (the public cases' results) cannot pass the grader."""
+    from course_utils.exercises import public
+
+    passed = []
+    for exercise in IDS:
+        reference = public.load(exercise)
+        table = [(case.args, case.expected) for case in reference.cases]
+
+        def looked_up(*args):
+            for known, expected in table:
+                if len(known) == len(args) and all(
+                    (torch.equal(a, b) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+                     and a.shape == b.shape and a.dtype == b.dtype else a == b)
+                    if type(a) is type(b) else False for a, b in zip(known, args)):
+                    return expected
+            raise ValueError("not a public case")
+
+        if evaluate_hidden(exercise, looked_up, hidden_seed=HIDDEN_SEED).status == PASSED:
+            passed.append(exercise)
+    assert passed == []
 
 
 @pytest.mark.parametrize("exercise", IDS)
@@ -159,7 +207,7 @@ def _reference_outputs(exercise, grad=False):
     spec = EXERCISES[exercise]
     first = spec.cases(torch.Generator().manual_seed(spec.seed))[0]
     found = []
-    _map_tensors(spec.reference(*_copies(first, grad=grad)[1]), lambda t: found.append(t) or t)
+    _map_tensors(spec.reference(*copies(first, grad=grad)[1]), lambda t: found.append(t) or t)
     return found
 
 

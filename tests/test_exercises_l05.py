@@ -10,9 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from course_teacher.exercises import EXERCISES
+from course_teacher.exercises.l05_probsparse import _causal_reference, _measure_reference, _top_u_reference
 from course_utils import probsparse
-from course_utils.exercises import EXERCISES, FAILED, PASSED, evaluate
-from course_utils.exercises.l05_probsparse import _causal_reference, _measure_reference, _top_u_reference
+from course_utils.exercises import FAILED, PASSED, evaluate
 
 
 def _cases(exercise):

@@ -13,14 +13,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils import masks, transformer
-from course_utils.exercises import EXERCISES, FAILED, PASSED, evaluate, grading
-from course_utils.exercises.l06_transformer import (
+from course_teacher.exercises import EXERCISES, prepare
+from course_teacher.exercises.l06_transformer import (
     _layer_reference,
     _masks_reference,
     _sinusoidal_reference,
     _sublayers,
 )
+from course_utils import masks, transformer
+from course_utils.exercises import FAILED, PASSED, evaluate
 from course_utils.i18n import message
 
 
@@ -32,7 +33,7 @@ def _cases(exercise):
 def test_every_case_is_plain_data_that_crosses_to_a_kernel():
     """The grader sends the calls with torch.save and the kernel loads them with weights_only=True."""
     for exercise in ("06.sinusoidal_encoding", "06.pre_norm_layer", "06.decoder_masks"):
-        calls = grading.prepare(EXERCISES[exercise]).calls
+        calls = prepare(EXERCISES[exercise]).calls
         buffer = io.BytesIO()
         torch.save(calls, buffer)
         buffer.seek(0)

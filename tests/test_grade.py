@@ -1,4 +1,4 @@
-"""The teacher's grader (course_utils.grade) on a folder of generated submissions.
+"""The teacher's grader (course_teacher.grade) on a folder of generated submissions.
 
 The submissions are made at test time from the committed renders of lessons 00 and 01: right
 answers (the solution cells), known mistakes, and hostile or broken notebooks. They are graded
@@ -20,9 +20,10 @@ import nbformat
 import pytest
 import torch
 
+from course_teacher.exercises import EXERCISES, prepare
+from course_teacher.grade import grader, submission
 from course_utils import i18n
-from course_utils.exercises import EXERCISES, evaluate, grading
-from course_utils.grade import grader, submission, wire
+from course_utils.exercises import evaluate, grading, wire
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSON_00 = "00_tensor_shapes.ipynb"
@@ -130,7 +131,7 @@ def _submissions(root):
     _insert(frank, "00.padding_mask", """
         import course_utils.exercises.compare as compare
         import course_utils.exercises.grading as grading
-        import course_utils.grade.wire as wire
+        import course_utils.exercises.wire as wire
 
         torch.allclose = lambda *args, **kwargs: True
         torch.Tensor.allclose = lambda *args, **kwargs: True
@@ -160,7 +161,7 @@ def _submissions(root):
     # kernel with one that writes a forged answer
     ivan = _solved(LESSON_00, "en")
     _insert(ivan, "00.merge_heads", """
-        import course_utils.grade.kernel as kernel_side
+        import course_utils.exercises.kernel as kernel_side
 
         def forged(namespace, name, calls_path, answer_path):
             with open(answer_path, "wb") as file:
@@ -215,17 +216,17 @@ grace,00,00.merge_heads,passed,,1,1,grace/00_tensor_shapes.ipynb,
 heidi,01,01.additive_scores,not attempted,,0,1,heidi/01_attention_basics.ipynb,
 heidi,01,01.softmax,not attempted,,0,1,heidi/01_attention_basics.ipynb,
 heidi,01,01.scaled_dot,failed,FORBIDDEN,0,1,heidi/01_attention_basics.ipynb,
-ivan,00,00.padding_mask,passed,,1,1,ivan/00_tensor_shapes.ipynb,course_utils.grade.kernel
-ivan,00,00.scores_einsum,passed,,1,1,ivan/00_tensor_shapes.ipynb,course_utils.grade.kernel
-ivan,00,00.split_heads,passed,,1,1,ivan/00_tensor_shapes.ipynb,course_utils.grade.kernel
-ivan,00,00.merge_heads,crashed,NO_RESULT,0,1,ivan/00_tensor_shapes.ipynb,course_utils.grade.kernel
+ivan,00,00.padding_mask,passed,,1,1,ivan/00_tensor_shapes.ipynb,course_utils.exercises.kernel
+ivan,00,00.scores_einsum,passed,,1,1,ivan/00_tensor_shapes.ipynb,course_utils.exercises.kernel
+ivan,00,00.split_heads,passed,,1,1,ivan/00_tensor_shapes.ipynb,course_utils.exercises.kernel
+ivan,00,00.merge_heads,crashed,NO_RESULT,0,1,ivan/00_tensor_shapes.ipynb,course_utils.exercises.kernel
 judy,00,00.padding_mask,crashed,UNREADABLE,0,1,judy/00_tensor_shapes.ipynb,
 judy,00,00.scores_einsum,crashed,UNREADABLE,0,1,judy/00_tensor_shapes.ipynb,
 judy,00,00.split_heads,crashed,UNREADABLE,0,1,judy/00_tensor_shapes.ipynb,
 judy,00,00.merge_heads,crashed,UNREADABLE,0,1,judy/00_tensor_shapes.ipynb,
 kate,,,crashed,UNKNOWN_LESSON,0,0,kate.ipynb,
 """
-FRANK_REVIEW = ("course_utils.exercises.compare; course_utils.exercises.grading; course_utils.grade.wire; "
+FRANK_REVIEW = ("course_utils.exercises.compare; course_utils.exercises.grading; course_utils.exercises.wire; "
                 "torch.Tensor.allclose; torch.allclose")
 
 
@@ -348,7 +349,7 @@ def test_a_rerun_writes_identical_files_and_removes_stale_ones(graded, tmp_path)
 def _wired(exercise, function):
     """The verdict `function` gets through the grader's path: collect (eagerly, as in a kernel),
     encode, save, load as data, decode, judge."""
-    reference = grading.prepare(EXERCISES[exercise])
+    reference = prepare(EXERCISES[exercise])
     outcomes = grading.collect(reference.calls, function, eager=True)
     buffer = io.BytesIO()
     torch.save(wire.encode(outcomes), buffer)
@@ -408,7 +409,7 @@ def test_through_the_wire_every_kind_of_verdict_is_the_notebooks(exercise, funct
 
 
 def test_a_forged_or_broken_answer_is_refused_not_believed(tmp_path):
-    reference = grading.prepare(EXERCISES["01.softmax"])
+    reference = prepare(EXERCISES["01.softmax"])
     good = wire.encode(grading.collect(reference.calls, lambda s: torch.zeros_like(s), eager=True))
     for broken in ({}, {**good, "format": "v0"}, {**good, "results": []}, {**good, "printed": -1},
                    {**good, "results": [{"value": {"tensor": "no"}}] * len(good["results"])}):

@@ -9,8 +9,9 @@ import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
 
+from course_teacher.exercises import EXERCISES
 from course_utils import i18n, viz, widgets
-from course_utils.exercises import EXERCISES, FAILED, PASSED, evaluate
+from course_utils.exercises import FAILED, PASSED, evaluate
 
 matplotlib.use("Agg")
 

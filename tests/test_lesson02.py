@@ -9,8 +9,9 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
+from course_teacher.exercises import EXERCISES
 from course_utils import evaluate, i18n, viz
-from course_utils.exercises import EXERCISES, FAILED, PASSED
+from course_utils.exercises import FAILED, PASSED
 from course_utils.validation import ArgumentError
 from course_utils.widgets import MASK_MAX_LEN, mask_explorer, mask_view
 

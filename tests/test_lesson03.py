@@ -10,9 +10,9 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 from torch import nn
 
+from course_teacher.exercises import EXERCISES
 from course_utils import build, i18n, toy
 from course_utils.bilingual_code import localize
-from course_utils.exercises import EXERCISES
 from course_utils.layers import CrossAttention, SelfAttention
 from course_utils.widgets import EXAMPLES, attention_maps_explorer, attention_maps_view
 

@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_teacher.exercises import EXERCISES
 from course_utils import i18n
-from course_utils.exercises import EXERCISES
 from course_utils.multihead import (
     FAST_PATH,
     PACKED_NAMES,

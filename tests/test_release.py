@@ -137,10 +137,6 @@ def _leaks(files, solutions):
         if len(code) < MIN_SOLUTION_CHARS:
             continue
         for name, text in texts.items():
-            # The check engine's module for the lesson holds the exercise's reference implementation:
-            # the learner's check compares with it, so it ships by design (the grader forbids calling it).
-            if re.fullmatch(rf"course_utils/exercises/l{lesson}_\w+\.py", name):
-                continue
             if f"\n{code}\n" in text:
                 leaks.append((name, exercise))
     return leaks

@@ -1,15 +1,12 @@
-"""The exercises of every lesson, and the check a notebook calls.
+"""The check a notebook calls, and what it needs: each exercise's public cases as data.
 
-Importing this package registers every lesson's exercises (each lesson module registers its own).
-grading.py judges a learner's function, sandbox.py runs it without letting it change the notebook,
-compare.py says what differs from the reference.
+public.py reads an exercise's public cases, expected results and known mistakes (data written by the
+teacher's side, course_teacher); grading.py judges a learner's function against them; sandbox.py
+runs it without letting it change the notebook; compare.py says what differs. kernel.py and wire.py
+are the grader's side inside a submission's kernel. Nothing in this package solves an exercise.
 """
 
-from . import l00_shapes, l01_attention, l02_masks, l03_layers, l04_multihead, l05_probsparse, l06_transformer  # noqa: F401
 from .grading import CRASHED, FAILED, NOT_ATTEMPTED, PASSED, Verdict, check, evaluate
-from .registry import EXERCISES, TRANSPOSES, Exercise, Mistake, register
+from .public import EXERCISES
 
-__all__ = [
-    "CRASHED", "EXERCISES", "Exercise", "FAILED", "Mistake", "NOT_ATTEMPTED", "PASSED", "TRANSPOSES",
-    "Verdict", "check", "evaluate", "register",
-]
+__all__ = ["CRASHED", "EXERCISES", "FAILED", "NOT_ATTEMPTED", "PASSED", "Verdict", "check", "evaluate"]

@@ -1,12 +1,16 @@
 """Grading a learner's function: a verdict, never a traceback.
 
-Grading is three steps, each a function, so that the notebook's check and the teacher's grader
-(course_utils/grade) share them:
+Grading is three steps, so that the notebook's check and the teacher's grader (course_teacher.grade)
+share them:
 
-1. ``prepare`` computes the reference's result on every case (and, where the exercise is
-   differentiable, the gradients of a fixed random weighted sum of it with respect to every
-   floating-point input), before any learner code runs. Its ``calls`` are plain data: the
-   cases' arguments, the weights, the forbidden names.
+1. A ``Reference``: what the exercise expects on each case, as data: the result (and, where the
+   exercise is differentiable, the gradients of a fixed random weighted sum of it with respect to
+   every floating-point input), and what each known mistake returns or raises there. The notebook's
+   check reads the public cases' Reference from the package (``public.load``: data written by the
+   teacher's side, ``python -m course_teacher.publish``); the grader computes one in its own process
+   from the references, on the public cases and hidden ones drawn from the teacher's seed
+   (``course_teacher.exercises.prepare``). Its ``calls`` are plain data: the cases' arguments, the
+   weights, the forbidden names. No function on this side computes an answer.
 2. ``collect`` calls the learner's function on fresh copies of each case inside a sandbox
    (sandbox.py: whatever the function changes is put back, it has a time limit, its printed
    output is capped, forbidden calls are recorded) and keeps what happened: the ``Outcomes``.
@@ -26,7 +30,7 @@ Grading is three steps, each a function, so that the notebook's check and the te
 
 A verdict also says when the learner's code changed the world (the sandbox restored it), and
 hints at ``.transpose(-2, -1)`` when a wrong answer used ``x.T`` on more than two axes.
-``evaluate`` (what ``check`` prints) runs the three steps in one process.
+``evaluate`` (what ``check`` prints) runs them in one process.
 """
 
 import contextlib
@@ -34,21 +38,20 @@ import copy
 import os
 import sys
 import types
-import warnings
 from dataclasses import dataclass
 
 import torch
 
 from ..i18n import message, pick
+from . import public
 from .compare import difference, gap, tensors
-from .registry import EXERCISES
 from .sandbox import Sandbox, TimeLimit
 
 PASSED, FAILED, NOT_ATTEMPTED, CRASHED = "passed", "failed", "not attempted", "crashed"
 
 # Taken when the package is imported: a learner's code that replaces them changes nothing here.
 _detach, _tolist, _zeros_like = torch.Tensor.detach, torch.Tensor.tolist, torch.zeros_like
-_randn, _mul, _sum, _grad = torch.randn, torch.mul, torch.sum, torch.autograd.grad
+_mul, _sum, _grad = torch.mul, torch.sum, torch.autograd.grad
 _is_grad_enabled, _set_grad_enabled = torch.is_grad_enabled, torch._C._set_grad_enabled
 # nbgrader's autograding and validation set it for the kernel; read at import too, before a learner's cell can unset it
 _UNDER_NBGRADER = bool(os.environ.get("NBGRADER_EXECUTION"))
@@ -85,18 +88,12 @@ def check(exercise, function):
 def evaluate(exercise, function, *, time_limit=None):
     """The Verdict for `function` on exercise id `exercise` (see the module docstring).
     time_limit: seconds for each call of `function` (default sandbox.TIME_LIMIT)."""
-    if exercise not in EXERCISES:
-        raise ValueError(message("check.unknown_exercise", got=exercise, known=", ".join(sorted(EXERCISES))))
-    spec = EXERCISES[exercise]
+    if exercise not in public.EXERCISES:
+        raise ValueError(message("check.unknown_exercise", got=exercise, known=", ".join(public.EXERCISES)))
     if not callable(function):
         return not_callable(exercise, type(function).__name__)
-    grad_mode = _is_grad_enabled()
-    _set_grad_enabled(True)  # the references' graphs, even where the notebook turned gradients off
-    try:
-        reference = prepare(spec)
-        return judge(reference, collect(reference.calls, function, time_limit))
-    finally:
-        _set_grad_enabled(grad_mode)
+    reference = public.load(exercise)
+    return judge(reference, collect(reference.calls, function, time_limit))
 
 
 def not_callable(exercise, type_name):
@@ -118,16 +115,27 @@ class _Case:
     label: str = ""  # "query (3, 5, 8), key (3, 7, 8), value (3, 7, 6)" (set by the judge)
 
 
+@dataclass(frozen=True)
+class Known:
+    """A known mistake, as data: its stable code, its hint in both languages, and what it gives on
+    each case: ``("value", result)`` or ``("raised", "builtins.RuntimeError")``."""
+
+    code: str
+    hint: dict
+    results: tuple
+
+
 @dataclass
 class Reference:
-    """What an exercise expects, computed before any learner code runs (``prepare``)."""
+    """What an exercise expects on its cases, as data (see the module docstring)."""
 
     exercise: str
     cases: list  # of _Case
     tolerance: tuple  # (atol, rtol)
-    mistakes: tuple
+    mistakes: tuple  # of Known
     forbidden: tuple
-    reference: object  # the reference function (for the arguments' names)
+    names: list  # the reference's argument names (when the learner's cannot be read)
+    points: int = 1
 
     @property
     def calls(self):
@@ -141,20 +149,6 @@ class Reference:
             "weights": [list(case.weights) for case in self.cases],
             "forbidden": list(self.forbidden),
         }
-
-
-def prepare(spec):
-    """The Reference of exercise `spec` (an Exercise): the reference's results and gradients on
-    every case, and what the judge needs, read now (before any learner code can change them)."""
-    grad_mode = _is_grad_enabled()
-    _set_grad_enabled(True)
-    try:
-        tolerance, mistakes, forbidden = (spec.atol, spec.rtol), tuple(spec.mistakes), tuple(spec.forbidden)
-        raw_cases = spec.cases(torch.Generator().manual_seed(spec.seed))
-        cases = [_reference_case(spec.reference, n, args) for n, args in enumerate(raw_cases, start=1)]
-        return Reference(spec.id, cases, tolerance, mistakes, forbidden, spec.reference)
-    finally:
-        _set_grad_enabled(grad_mode)
 
 
 # ----------------------------------------------------------------------------- 2. the learner's calls
@@ -175,7 +169,7 @@ class _Raised:
     @property
     def kind(self):
         """The error's type by its full name (module and qualified name)."""
-        return _kind_of(type(self.error)) if self.record is None else self.record["kind"]
+        return kind_of(type(self.error)) if self.record is None else self.record["kind"]
 
     @property
     def text(self):
@@ -188,10 +182,6 @@ class _Raised:
     @property
     def exit(self):
         return isinstance(self.error, SystemExit) if self.record is None else self.record["exit"]
-
-    def same_kind(self, error):
-        """Whether `error` (raised by a mistake) is of the same type as this one."""
-        return type(self.error) is type(error) if self.record is None else self.record["kind"] == _kind_of(type(error))
 
     def describe(self):
         """This error as data (what the grader's kernel sends back)."""
@@ -224,7 +214,7 @@ class Outcomes:
         learner's tensors at the reference's attached positions), or the _Raised of the backward pass."""
         if index not in self.computed:
             try:
-                self.computed[index] = self.sandbox.call(_gradients, outputs, weights, self.inputs[index], watch=False)
+                self.computed[index] = self.sandbox.call(gradients, outputs, weights, self.inputs[index], watch=False)
             except KeyboardInterrupt:
                 raise
             except BaseException as error:  # noqa: BLE001 (an in-place edit autograd refuses, a custom backward, the time limit)
@@ -247,13 +237,13 @@ def collect(calls, function, time_limit=None, *, eager=False):
 
 def _collect(calls, function, time_limit, eager):
     count = len(calls["args"][0]) if calls["args"] else 0
-    names = _names_of(function, count)
+    names = names_of(function, count)
     sandbox = Sandbox(tuple(calls["forbidden"]), time_limit)
     results, inputs = [], []  # per case: what the function returned (or _Raised), its leaf inputs
     for args in calls["args"]:
-        leaves, copies = _copies(args, grad=calls["differentiable"])
+        leaves, fresh = copies(args, grad=calls["differentiable"])
         try:
-            results.append(sandbox.call(function, *copies))
+            results.append(sandbox.call(function, *fresh))
         except TimeLimit as error:
             results.append(_Raised(error, time_limit=True))
         except KeyboardInterrupt:
@@ -305,7 +295,7 @@ def judge(reference, outcomes):
 def _judge_all(reference, outcomes):
     cases, exercise = reference.cases, reference.exercise
     count = len(cases[0].args) if cases else 0
-    names = outcomes.names if _good_names(outcomes.names, count) else _argument_names(None, reference.reference, count)
+    names = outcomes.names if _good_names(outcomes.names, count) else _fallback_names(reference.names, count)
     for case in cases:
         case.names, case.label = names, _label(names, case.args)
     status, text, code = _judge(exercise, cases, outcomes, reference.mistakes, reference.tolerance)
@@ -336,9 +326,8 @@ def _judge(exercise, cases, outcomes, mistakes, tolerance):
         differences = [difference(case.expected, got, tolerance) for case, got in zip(cases, results)]
         if not any(differences):
             return _judge_gradients(exercise, cases, outcomes, tolerance)
-    plain_cases = [case.args for case in cases]
     for mistake in mistakes:
-        if reproduces(mistake, plain_cases, results, tolerance):
+        if reproduces(mistake, results, tolerance):
             text = message("check.mistake", exercise=exercise, code=mistake.code, hint=pick(mistake.hint))
             return FAILED, text, mistake.code
     if unfinished:
@@ -391,22 +380,9 @@ def _judge_gradients(exercise, cases, outcomes, tolerance):
     return PASSED, message("check.passed", exercise=exercise, cases=len(cases)), None
 
 
-# ----------------------------------------------------------------------------- the reference's results
+# ----------------------------------------------------------------------------- gradients and copies
 
-def _reference_case(reference, number, args):
-    """Run the reference on a case, before any learner code: its result, and its gradients."""
-    leaves, copies = _copies(args, grad=True)
-    with torch.random.fork_rng(devices=[]):
-        output = reference(*copies)
-    produced = [t for _, t in tensors(output)]
-    attached = [i for i, t in enumerate(produced) if t.is_floating_point() and _on_graph(t)]
-    generator = torch.Generator().manual_seed(number)  # fixed: the same weights for reference and learner
-    weights = [_randn(produced[i].shape, generator=generator, dtype=produced[i].dtype) for i in attached]
-    gradients = _gradients([produced[i] for i in attached], weights, leaves) if attached else {}
-    return _Case(number, args, _map(output, _detach), attached, weights, gradients)
-
-
-def _gradients(outputs, weights, leaves):
+def gradients(outputs, weights, leaves):
     """{argument position: d(Σ weights · outputs)/d(argument)}, zeros for an argument not used."""
     total = sum(_sum(_mul(output, weight)) for output, weight in zip(outputs, weights))
     found = _grad([total], list(leaves.values()), allow_unused=True)
@@ -416,11 +392,11 @@ def _gradients(outputs, weights, leaves):
     }
 
 
-def _copies(args, grad):
+def copies(args, grad):
     """Fresh copies of a case's arguments, and {position: leaf} for the floating-point tensors
     when `grad`: each is a leaf that requires grad, and the call gets a clone of it (so an
     in-place edit of an argument is allowed, and reaches neither the case nor the leaf)."""
-    leaves, copies = {}, []
+    leaves, fresh = {}, []
     for position, arg in enumerate(args):
         if isinstance(arg, torch.Tensor):
             arg = arg.detach().clone()
@@ -429,22 +405,20 @@ def _copies(args, grad):
                 arg = arg.clone()
         else:
             arg = copy.deepcopy(arg)
-        copies.append(arg)
-    return leaves, tuple(copies)
+        fresh.append(arg)
+    return leaves, tuple(fresh)
 
 
 # ----------------------------------------------------------------------------- mistakes
 
-def reproduces(mistake, cases, outcomes, tolerance):
-    """True when the mistake behaves as the learner's function did on every case: the same
+def reproduces(mistake, outcomes, tolerance):
+    """True when the mistake (a Known) behaved as the learner's function did on every case: the same
     output where the learner's returned, the same kind of error where it raised (a transposed
     matrix, say, only crashes once L_q != L_k), and at least one case returns. Outputs only."""
     returned = False
-    for case, outcome in zip(cases, outcomes):
-        try:
-            wrong = _call(mistake.fn, case)
-        except Exception as error:  # noqa: BLE001 (a mistake may raise: that is how it behaves there)
-            if not (isinstance(outcome, _Raised) and outcome.same_kind(error)):
+    for (kind, wrong), outcome in zip(mistake.results, outcomes):
+        if kind == "raised":
+            if not (isinstance(outcome, _Raised) and outcome.kind == wrong):
                 return False
             continue
         if isinstance(outcome, _Raised) or difference(wrong, outcome, tolerance):
@@ -453,23 +427,16 @@ def reproduces(mistake, cases, outcomes, tolerance):
     return returned
 
 
-def _call(function, case):
-    """Call a mistake (our code) on copies of `case`, quietly, leaving the random state alone."""
-    with torch.random.fork_rng(devices=[]), torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return function(*_copies(case, grad=False)[1])
-
-
 # ----------------------------------------------------------------------------- naming things
 
-def _argument_names(function, reference, count):
-    """The names of the arguments, from the learner's function, else the reference's, else
-    "argument 1", ... (read from code objects: no learner code runs)."""
-    names = _names_of(function, count) or _names_of(reference, count)
-    return names or [message("diff.argument", number=n) for n in range(1, count + 1)]
+def _fallback_names(names, count):
+    """The reference's argument names, else "argument 1", ..."""
+    if type(names) is list and len(names) >= count:
+        return list(names[:count])
+    return [message("diff.argument", number=n) for n in range(1, count + 1)]
 
 
-def _names_of(candidate, count):
+def names_of(candidate, count):
     """The first `count` argument names of a Python function or method, else None."""
     skip = 0
     if type(candidate) is types.MethodType:
@@ -521,20 +488,12 @@ def _first_line(error):
     return _shorten((text.splitlines() or [""])[0], 160)
 
 
-def _kind_of(cls):
+def kind_of(cls):
     """ "builtins.RuntimeError": a type by its module and qualified name (read past any metaclass)."""
     try:
         return f"{type.__getattribute__(cls, '__module__')}.{type.__getattribute__(cls, '__qualname__')}"
     except Exception:  # noqa: BLE001 (a learner's class may defy it)
         return "?"
-
-
-def _map(value, change):
-    if isinstance(value, torch.Tensor):
-        return change(value)
-    if isinstance(value, (tuple, list)):
-        return type(value)(_map(item, change) for item in value)
-    return value
 
 
 def _shorten(text, limit):

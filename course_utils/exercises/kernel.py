@@ -8,13 +8,12 @@ case, a time limit, capped output, forbidden calls recorded, gradients computed)
 outcomes as plain data (wire.py). It judges nothing: the grader does, in its own process.
 
 Everything here runs beside the learner's code, which may have replaced any of it; the grader
-treats what comes back as a claim to check, never as a verdict (see course_utils/grade/__init__.py).
+treats what comes back as a claim to check, never as a verdict (see course_teacher/grade/__init__.py).
 """
 
 import torch
 
-from ..exercises import grading
-from . import wire
+from . import grading, wire
 
 
 def collect(namespace, name, calls_path, answer_path):

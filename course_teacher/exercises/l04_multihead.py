@@ -12,7 +12,8 @@ import math
 
 import torch
 
-from .. import attention
+from course_utils import attention
+
 from .registry import Exercise, Mistake, randn, register
 
 #: Hints two exercises share.
@@ -358,6 +359,19 @@ def _attn_mask_cases(generator):
     ]
 
 
+def _hidden_attn_mask_cases(generator):
+    """The grader's hidden cases: sizes, lengths and sides of the padding drawn from its generator."""
+    def draw(low, high):
+        return int(torch.randint(low, high + 1, (1,), generator=generator))
+
+    cases = []
+    for _ in range(5):
+        batch, length = draw(1, 3), draw(1, 6)
+        lengths = torch.randint(0, length + 1, (batch,), generator=generator)
+        cases.append((_padding(lengths, length, left=bool(draw(0, 1))), draw(1, 4), draw(1, 6)))
+    return cases
+
+
 def _attn_mask_reference(key_padding_mask, num_heads, L_q):
     B, L_k = key_padding_mask.shape
     mask = key_padding_mask[:, None, None, :].expand(B, num_heads, L_q, L_k)  # (B, H, L_q, L_k)
@@ -392,6 +406,7 @@ register(
         id="04.attn_mask",
         reference=_attn_mask_reference,
         cases=_attn_mask_cases,
+        hidden=_hidden_attn_mask_cases,
         mistakes=(
             Mistake(
                 "HEAD_ORDER",

@@ -53,6 +53,18 @@ def _sinusoidal_cases(generator):
     return [(6, 8), (1, 4), (10, 2), (7, 5), (3, 12), (20, 3), (40, 16)]
 
 
+def _hidden_sinusoidal_cases(generator):
+    """The grader's hidden cases: sizes drawn from its generator, and one table longer than the
+    5000 positions a precomputed table usually holds."""
+    lengths, widths = _sizes(generator, 5, 1, 64), _sizes(generator, 5, 1, 33)
+    return list(zip(lengths, widths)) + [(_sizes(generator, 1, 5001, 6000)[0], 4)]
+
+
+def _sizes(generator, count, low, high):
+    """`count` integers drawn uniformly from [low, high] by the grader's generator."""
+    return [int(n) for n in torch.randint(low, high + 1, (count,), generator=generator)]
+
+
 def _angles(length, d_model, *, base=BASE, pair_factor=2.0, start=0):
     """(L, pairs) float64: p / base^(pair_factor·i / E) for every position p and pair i."""
     pairs = (d_model + 1) // 2
@@ -129,6 +141,7 @@ register(
         id="06.sinusoidal_encoding",
         reference=_sinusoidal_reference,
         cases=_sinusoidal_cases,
+        hidden=_hidden_sinusoidal_cases,
         forbidden=("course_utils.transformer.sinusoidal_encoding", "course_utils.transformer.offset_rotation"),
         mistakes=(
             Mistake(

@@ -9,7 +9,8 @@ keys are all hidden, so a function that ignores one argument fails somewhere.
 
 import torch
 
-from .. import masks
+from course_utils import masks
+
 from .registry import Exercise, Mistake, randn, register
 
 # ----------------------------------------------------------------------------- 02.causal_mask
@@ -23,6 +24,17 @@ def _causal_cases(generator):
     return [(4, 4), (1, 1), (3, 5), (2, 5), (5, 2), (4, 1), (1, 4)]
 
 
+def _hidden_causal_cases(generator):
+    """The grader's hidden cases: sizes drawn from its generator (the public ones are all known)."""
+    q, k = _sizes(generator, 6, 1, 12), _sizes(generator, 6, 1, 12)
+    return list(zip(q, k))
+
+
+def _sizes(generator, count, low, high):
+    """`count` integers drawn uniformly from [low, high] by the grader's generator."""
+    return [int(n) for n in torch.randint(low, high + 1, (count,), generator=generator)]
+
+
 def _ones(L_q, L_k):
     return torch.ones(L_q, L_k, dtype=torch.bool)
 
@@ -32,6 +44,7 @@ register(
         id="02.causal_mask",
         reference=masks.causal_mask,
         cases=_causal_cases,
+        hidden=_hidden_causal_cases,
         mistakes=(
             Mistake(
                 "MASK_INVERTED",

@@ -14,7 +14,8 @@ import math
 
 import torch
 
-from .. import attention
+from course_utils import attention
+
 from .registry import Exercise, Mistake, randn, register
 
 

@@ -9,7 +9,8 @@ import math
 
 import torch
 
-from .. import attention
+from course_utils import attention
+
 from .registry import Exercise, Mistake, randn, register
 
 # ----------------------------------------------------------------------------- 01.scaled_dot

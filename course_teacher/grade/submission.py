@@ -27,14 +27,15 @@ from pathlib import Path
 
 import nbformat
 
+from course_utils.i18n import LANGUAGES
+
 from ..exercises import EXERCISES
-from ..i18n import LANGUAGES
 
 LESSON_FILE = re.compile(r"^(\d\d)_")
 # What the review note names: code that reaches for the grading machinery or patches libraries.
 SUSPECT_NAMES = {"settrace", "setprofile", "_getframe", "get_referrers", "__code__", "__globals__", "EXERCISES",
                  "Sandbox", "_Watch", "TorchFunctionMode", "TorchDispatchMode"}
-SUSPECT_MODULES = ("course_utils.exercises", "course_utils.grade")
+SUSPECT_MODULES = ("course_utils.exercises", "course_teacher")
 PATCHED_ROOTS = {"torch", "F", "nn", "course_utils", "builtins", "sys", "math", "np", "numpy"}
 
 
@@ -293,7 +294,7 @@ def plan(lesson, lang):
 def _course_render(lesson, lang):
     """The course's student notebook for `lesson`: rendered from its source, else the committed
     render, else None."""
-    from .. import build
+    from course_utils import build
 
     with contextlib.suppress(SystemExit, Exception):  # no source here: the committed render
         import jupytext

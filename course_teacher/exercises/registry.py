@@ -1,7 +1,9 @@
-"""What an exercise is: a reference, inputs to test on, and the mistakes learners make.
+"""What an exercise is, on the teacher's side: a reference, inputs to test on, and the mistakes
+learners make, as functions.
 
-Each lesson's module (``l01_attention.py``, ...) builds its exercises and registers them here;
-``check`` looks them up by id.
+Each lesson's module (``l01_attention.py``, ...) builds its exercises and registers them here.
+``prepare`` (reference.py) turns one into the data a check compares with; ``python -m
+course_teacher.publish`` writes its public cases' data into the student's package.
 """
 
 from dataclasses import dataclass, field
@@ -9,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from .sandbox import protect, watch_targets
+from course_utils.exercises.sandbox import watch_targets
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,11 @@ class Exercise:
     or ``TRANSPOSES``: "torch.x" and "F.x" (torch.nn.functional) functions, "Tensor.x" methods
     and properties (``Tensor.mT`` catches ``k.mT``), and Python functions by their full module
     path (caught however the learner imported them). A call to one fails the check (FORBIDDEN).
+    The exercise's text must say so, in both languages.
+
+    The public cases are ``cases`` drawn from ``seed``: their data ships with the course. The
+    grader adds hidden cases, drawn from the teacher's seed: ``hidden(generator)`` when given,
+    else ``cases`` again with other numbers (the same shapes, new values).
     """
 
     id: str
@@ -48,6 +55,8 @@ class Exercise:
     rtol: float = 1e-4
     seed: int = 0
     forbidden: tuple = ()
+    points: int = 1
+    hidden: Callable[[torch.Generator], list] = None
 
 
 #: Every way to swap or reorder axes, for an exercise that says "no transpose".
@@ -63,7 +72,6 @@ TRANSPOSES = tuple(
 
 
 EXERCISES = {}
-protect("course_utils.exercises.EXERCISES", EXERCISES)  # a learner's code cannot swap an exercise
 
 
 def randn(generator, *shape):

@@ -16,7 +16,8 @@ import types
 
 import torch
 
-from .. import probsparse
+from course_utils import probsparse
+
 from .registry import Exercise, Mistake, randn, register
 
 #: The package's own ProbSparse, every public function of it: the learner writes the steps.

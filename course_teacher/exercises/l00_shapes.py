@@ -10,9 +10,9 @@ import math
 
 import torch
 
-from .. import masks
-from .registry import TRANSPOSES, Exercise, Mistake, randn, register
+from course_utils import masks
 
+from .registry import TRANSPOSES, Exercise, Mistake, randn, register
 
 # ----------------------------------------------------------------------------- 00.split_heads
 # (B, L, H*D) -> (B, H, L, D): the feature axis holds H blocks of D features, head after head.

@@ -23,11 +23,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import i18n
-from ..exercises import CRASHED, EXERCISES, FAILED, PASSED, grading, sandbox
-from ..i18n import message
+from course_utils import i18n
+from course_utils.exercises import CRASHED, FAILED, PASSED, grading, sandbox, wire
+from course_utils.i18n import message
+
+from ..exercises import EXERCISES, prepare
 from . import submission as reading
-from . import wire
 from .runner import ForkServer, Kernel, KernelDied, Reply
 
 CSV_COLUMNS = ("student", "lesson", "exercise", "status", "mistake", "points", "max_points", "submission", "review")
@@ -101,7 +102,7 @@ def _reference(exercise):
     """The exercise's Reference, computed once per process (under the lock: it mutates nothing
     the next submission sees except the labels, which every judge sets again)."""
     if exercise not in _references:
-        _references[exercise] = grading.prepare(EXERCISES[exercise])
+        _references[exercise] = prepare(EXERCISES[exercise])
     return _references[exercise]
 
 
@@ -170,7 +171,7 @@ class _Run:
         with _judging:
             calls = dict(reference.calls, time_limit=float(self.options.time_limit))
         wire.save(calls, calls_path)
-        code = (f"__import__('course_utils.grade.kernel', fromlist=['collect']).collect("
+        code = (f"__import__('course_utils.exercises.kernel', fromlist=['collect']).collect("
                 f"globals(), {function!r}, {str(calls_path)!r}, {str(answer_path)!r})")
         budget = (2 * len(reference.cases) + 1) * self.options.time_limit + ANSWER_MARGIN_S
         reply = kernel.run(code, min(budget, self.remaining()), history=False)

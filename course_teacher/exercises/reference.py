@@ -1,0 +1,83 @@
+"""An exercise's Reference, computed on the teacher's side: what the references and the known
+mistakes give on the public cases, and on hidden cases drawn from the teacher's seed.
+
+The notebook's check reads the public part as data (course_utils.exercises.public); the grader
+computes the whole in its own process, before any learner code runs anywhere.
+"""
+
+import warnings
+
+import torch
+
+from course_utils.exercises.compare import tensors
+from course_utils.exercises.grading import Known, Reference, _Case, _on_graph, copies, gradients, kind_of, names_of
+
+#: The hidden cases' seed when the teacher gives none. It is public (this line): set your own with
+#: ``make grade SEED=...`` (``--seed``) so that no learner can know the hidden cases.
+DEFAULT_HIDDEN_SEED = 20_261_125
+
+
+def prepare(exercise, hidden_seed=None):
+    """The grading.Reference of `exercise` (a registry.Exercise): its public cases, then, when
+    `hidden_seed` is given, its hidden cases drawn from it."""
+    grad_mode = torch.is_grad_enabled()
+    torch.set_grad_enabled(True)
+    try:
+        args = list(exercise.cases(torch.Generator().manual_seed(exercise.seed)))
+        if hidden_seed is not None:
+            draw = exercise.hidden or exercise.cases
+            args += list(draw(torch.Generator().manual_seed(int(hidden_seed))))
+        cases = [_case(exercise.reference, number, case) for number, case in enumerate(args, start=1)]
+        mistakes = tuple(Known(m.code, dict(m.hint), tuple(_behaviour(m.fn, case) for case in args))
+                         for m in exercise.mistakes)
+        count = len(args[0]) if args else 0
+        names = names_of(exercise.reference, count) or []
+        return Reference(exercise.id, cases, (exercise.atol, exercise.rtol), mistakes, tuple(exercise.forbidden),
+                         names, exercise.points)
+    finally:
+        torch.set_grad_enabled(grad_mode)
+
+
+def _case(reference, number, args):
+    """Run the reference on a case: its result, and its gradients."""
+    leaves, fresh = copies(args, grad=True)
+    with torch.random.fork_rng(devices=[]):
+        output = reference(*fresh)
+    produced = [t for _, t in tensors(output)]
+    attached = [i for i, t in enumerate(produced) if t.is_floating_point() and _on_graph(t)]
+    generator = torch.Generator().manual_seed(number)  # fixed: the same weights for reference and learner
+    weights = [torch.randn(produced[i].shape, generator=generator, dtype=produced[i].dtype) for i in attached]
+    found = gradients([produced[i] for i in attached], weights, leaves) if attached else {}
+    return _Case(number, tuple(args), _detached(output), attached, weights, found)
+
+
+def _behaviour(mistake, args):
+    """What a mistake (our code) gives on a case: ("value", result) or ("raised", its error's kind);
+    quietly, on copies, leaving the random state alone."""
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ("value", _detached(mistake(*copies(args, grad=False)[1])))
+    except Exception as error:  # noqa: BLE001 (a mistake may raise: that is how it behaves there)
+        return ("raised", kind_of(type(error)))
+
+
+def _detached(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_detached(item) for item in value)
+    return value
+
+
+def evaluate(exercise, function, *, hidden_seed=None, time_limit=None):
+    """The grading.Verdict for `function` on `exercise` (an id or a registry.Exercise), judged in this
+    process against the teacher's references: the public cases, and hidden ones when `hidden_seed`
+    is given. What the grader decides, without a kernel (tests, and a teacher trying an answer)."""
+    from course_utils.exercises import grading
+
+    from .registry import EXERCISES
+
+    spec = EXERCISES[exercise] if isinstance(exercise, str) else exercise
+    reference = prepare(spec, hidden_seed)
+    return grading.judge(reference, grading.collect(reference.calls, function, time_limit))
