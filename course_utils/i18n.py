@@ -508,13 +508,6 @@ MESSAGES = {
         "first {limit}.",
         "zh": "{exercise}：检查时你的函数打印了 {count} 个字符；检查只显示前 {limit} 个。",
     },
-    "grade.review": {
-        "en": "Note for the teacher: this notebook's code reaches for the grading machinery or changes libraries "
-        "({what}). The grader computed its verdicts in its own process, which that code cannot reach; you may "
-        "still want to read it.",
-        "zh": "给教师的提示：本笔记本的代码触及了评分机制或改动了库（{what}）。评分程序在自己的进程中得出结论，"
-        "这些代码影响不到；不过你也许仍想读一读它。",
-    },
     "grade.missing_cell": {
         "en": "❌ {exercise}: the notebook has no exercise cell for it any more (deleted, or its metadata lost), "
         "and no cell defines `{name}`. The grader finds your function by that cell: copy the cell back from the "
@@ -594,6 +587,65 @@ MESSAGES = {
         "file name does not start with a lesson number such as 00_.",
         "zh": "💥 评分程序无法判断这个笔记本属于哪一课：它没有练习单元格，文件名也不是以 00_ 这样的课程编号开头。",
     },
+    "grade.forbidden_code": {
+        "en": "❌ {exercise}: 0 points. Cell {cell} (`{first}`) uses `{name}`, which this exercise forbids (its text "
+        "says so): write the answer yourself, and keep such calls out of the notebook you hand in.",
+        "zh": "❌ {exercise}：0 分。第 {cell} 个单元格（`{first}`）用到了本题禁止使用的 `{name}`（题目中已说明）："
+        "请自己写出答案，交上来的笔记本里也不要留着这样的调用。",
+    },
+    "grade.for_review": {
+        "en": "🔎 {exercise}: 0 points, for the teacher's review. Cell {cell} (`{first}`) holds `{code}`: code that "
+        "runs what the grader cannot read without running it, or changes a library or the grading machinery. "
+        "Ask your teacher to look at it.",
+        "zh": "🔎 {exercise}：0 分，留待教师复核。第 {cell} 个单元格（`{first}`）里有 `{code}`：这类代码要么会运行"
+        "评分程序不运行就读不懂的内容，要么会改动库或评分机制。请找老师看一看。",
+    },
+    "grade.reason.link": {
+        "en": "it is a symbolic link, and the grader reads no notebook through a link",
+        "zh": "它是一个符号链接，评分程序不会通过链接读取笔记本",
+    },
+    "grade.reason.special": {
+        "en": "it is not a regular file (a pipe, a device, a socket or a folder)",
+        "zh": "它不是普通文件（而是管道、设备、套接字或文件夹）",
+    },
+    "grade.reason.too_large": {
+        "en": "it is larger than {limit} MB",
+        "zh": "它超过了 {limit} MB",
+    },
+    "grade.reason.not_json": {
+        "en": "it is not a JSON text file",
+        "zh": "它不是 JSON 文本文件",
+    },
+    "grade.reason.not_notebook": {
+        "en": "it is JSON, but not a Jupyter notebook",
+        "zh": "它是 JSON 文件，但不是 Jupyter 笔记本",
+    },
+    "grade.reason.unreadable": {
+        "en": "the file cannot be opened or read",
+        "zh": "无法打开或读取这个文件",
+    },
+    "grade.mismatch.name": {
+        "en": "its exercise cells are lesson {cells}'s, but its file name says lesson {name}",
+        "zh": "它的练习单元格属于第 {cells} 课，文件名却是第 {name} 课",
+    },
+    "grade.mismatch.assignment": {
+        "en": "its exercise cells are lesson {cells}'s, but this assignment is lesson {assignment}",
+        "zh": "它的练习单元格属于第 {cells} 课，本次作业却是第 {assignment} 课",
+    },
+    "grade.mismatch.both": {
+        "en": "its exercise cells are lesson {cells}'s, but its file name says lesson {name} and this assignment is "
+        "lesson {assignment}",
+        "zh": "它的练习单元格属于第 {cells} 课，文件名却是第 {name} 课，本次作业是第 {assignment} 课",
+    },
+    "grade.mismatch.name_assignment": {
+        "en": "its file name says lesson {name}, but this assignment is lesson {assignment}",
+        "zh": "它的文件名是第 {name} 课，本次作业却是第 {assignment} 课",
+    },
+    "grade.wrong_lesson": {
+        "en": "❌ {exercise}: not checked: this notebook is not lesson {lesson}'s ({why}). Hand in the lesson {lesson} "
+        "notebook, under its own file name.",
+        "zh": "❌ {exercise}：未检查：这个笔记本不是第 {lesson} 课的（{why}）。请提交第 {lesson} 课的笔记本，并保留它原来的文件名。",
+    },
     "grade.grader_error": {
         "en": "💥 {exercise}: the grader itself failed on this notebook ({error}); please tell the course's maintainers.",
         "zh": "💥 {exercise}：评分程序自身在处理这个笔记本时出错（{error}）；请告知课程维护者。",
@@ -636,6 +688,12 @@ def language():
 def message(key, **fields):
     """The catalogue entry `key` in the current language, with `fields` filled in."""
     return MESSAGES[key][_current].format(**fields)
+
+
+def text(lang, key, **fields):
+    """The catalogue entry `key` in `lang` (not the current language: for threads that each write
+    in a language of their own, such as the grader's), with `fields` filled in."""
+    return MESSAGES[key][lang].format(**fields)
 
 
 def pick(texts):

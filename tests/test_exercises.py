@@ -398,9 +398,9 @@ def _check_outputs(path):
     """{exercise id: the text its check cell printed} in one committed notebook."""
     found = {}
     for cell in nbformat.read(path, as_version=4).cells:
-        if cell.cell_type == "code" and cell.source.lstrip().startswith("check("):
-            exercise = cell.source.split('"')[1]
-            found[exercise] = "".join(o.get("text", "") for o in cell.outputs)
+        called = build.CHECK_CALL.search(cell.source) if cell.cell_type == "code" else None
+        if called:
+            found[called.group(1)] = "".join(o.get("text", "") for o in cell.outputs)
     return found
 
 

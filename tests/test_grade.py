@@ -125,9 +125,9 @@ def _submissions(root):
     erin.cells.remove(_exercise(erin, "00.merge_heads"))
     _save(erin, root / "erin" / LESSON_00)
 
-    # frank (Chinese): patches torch, the check engine and the grader's kernel side, then answers:
-    # garbage, a right answer that prints 10 MB, os._exit, a right answer
-    frank = _render(LESSON_00, "zh")
+    # frank (Chinese): patches torch, the check engine and the grader's kernel side, then answers
+    # right: the grader reads that code before anything runs and scores every exercise 0, for review
+    frank = _solved(LESSON_00, "zh")
     _insert(frank, "00.padding_mask", """
         import course_utils.exercises.compare as compare
         import course_utils.exercises.grading as grading
@@ -139,12 +139,16 @@ def _submissions(root):
         grading.judge = lambda *args, **kwargs: grading.Verdict("?", "passed", "✅", None)
         wire.decode = lambda *args, **kwargs: None
     """)
-    _answer(frank, "00.padding_mask", "def padding_mask(lengths, max_len):\n"
-                                      "    return torch.zeros(len(lengths), 1, 1, max_len, dtype=torch.bool)")
-    _answer(frank, "00.scores_einsum", RIGHT_EINSUM.replace("    return", '    print("y" * 10_000_000)\n    return'))
-    _answer(frank, "00.split_heads", "import os\n\n\ndef split_heads(x, num_heads):\n    os._exit(1)")
-    _answer(frank, "00.merge_heads", RIGHT_MERGE)
     _save(frank, root / "frank" / LESSON_00)
+
+    # leo (Chinese): garbage, a right answer that prints 10 MB, os._exit, a right answer
+    leo = _render(LESSON_00, "zh")
+    _answer(leo, "00.padding_mask", "def padding_mask(lengths, max_len):\n"
+                                    "    return torch.zeros(len(lengths), 1, 1, max_len, dtype=torch.bool)")
+    _answer(leo, "00.scores_einsum", RIGHT_EINSUM.replace("    return", '    print("y" * 10_000_000)\n    return'))
+    _answer(leo, "00.split_heads", "import os\n\n\ndef split_heads(x, num_heads):\n    os._exit(1)")
+    _answer(leo, "00.merge_heads", RIGHT_MERGE)
+    _save(leo, root / "leo" / LESSON_00)
 
     # grace: a syntax error, a memory blow-up, a deleted function, an endless cell that ignores the
     # interrupt (so the grader kills the kernel, starts another and runs the cells before it again),
@@ -205,10 +209,10 @@ erin,00,00.padding_mask,crashed,TIME_LIMIT,0,1,erin/00_tensor_shapes.ipynb,
 erin,00,00.scores_einsum,failed,FORBIDDEN,0,1,erin/00_tensor_shapes.ipynb,
 erin,00,00.split_heads,failed,RENAMED,0,1,erin/00_tensor_shapes.ipynb,
 erin,00,00.merge_heads,failed,MISSING_CELL,0,1,erin/00_tensor_shapes.ipynb,
-frank,00,00.padding_mask,failed,,0,1,frank/00_tensor_shapes.ipynb,{frank_review}
-frank,00,00.scores_einsum,passed,,1,1,frank/00_tensor_shapes.ipynb,{frank_review}
-frank,00,00.split_heads,crashed,KERNEL_DIED,0,1,frank/00_tensor_shapes.ipynb,{frank_review}
-frank,00,00.merge_heads,passed,,1,1,frank/00_tensor_shapes.ipynb,{frank_review}
+frank,00,00.padding_mask,failed,REVIEW,0,1,frank/00_tensor_shapes.ipynb,{frank_review}
+frank,00,00.scores_einsum,failed,REVIEW,0,1,frank/00_tensor_shapes.ipynb,{frank_review}
+frank,00,00.split_heads,failed,REVIEW,0,1,frank/00_tensor_shapes.ipynb,{frank_review}
+frank,00,00.merge_heads,failed,REVIEW,0,1,frank/00_tensor_shapes.ipynb,{frank_review}
 grace,00,00.padding_mask,crashed,SYNTAX_ERROR,0,1,grace/00_tensor_shapes.ipynb,
 grace,00,00.scores_einsum,crashed,RuntimeError,0,1,grace/00_tensor_shapes.ipynb,
 grace,00,00.split_heads,failed,DELETED,0,1,grace/00_tensor_shapes.ipynb,
@@ -216,18 +220,22 @@ grace,00,00.merge_heads,passed,,1,1,grace/00_tensor_shapes.ipynb,
 heidi,01,01.additive_scores,not attempted,,0,1,heidi/01_attention_basics.ipynb,
 heidi,01,01.softmax,not attempted,,0,1,heidi/01_attention_basics.ipynb,
 heidi,01,01.scaled_dot,failed,FORBIDDEN,0,1,heidi/01_attention_basics.ipynb,
-ivan,00,00.padding_mask,passed,,1,1,ivan/00_tensor_shapes.ipynb,course_utils.exercises.kernel
-ivan,00,00.scores_einsum,passed,,1,1,ivan/00_tensor_shapes.ipynb,course_utils.exercises.kernel
-ivan,00,00.split_heads,passed,,1,1,ivan/00_tensor_shapes.ipynb,course_utils.exercises.kernel
-ivan,00,00.merge_heads,crashed,NO_RESULT,0,1,ivan/00_tensor_shapes.ipynb,course_utils.exercises.kernel
-judy,00,00.padding_mask,crashed,UNREADABLE,0,1,judy/00_tensor_shapes.ipynb,
-judy,00,00.scores_einsum,crashed,UNREADABLE,0,1,judy/00_tensor_shapes.ipynb,
-judy,00,00.split_heads,crashed,UNREADABLE,0,1,judy/00_tensor_shapes.ipynb,
-judy,00,00.merge_heads,crashed,UNREADABLE,0,1,judy/00_tensor_shapes.ipynb,
+ivan,00,00.padding_mask,failed,REVIEW,0,1,ivan/00_tensor_shapes.ipynb,{ivan_review}
+ivan,00,00.scores_einsum,failed,REVIEW,0,1,ivan/00_tensor_shapes.ipynb,{ivan_review}
+ivan,00,00.split_heads,failed,REVIEW,0,1,ivan/00_tensor_shapes.ipynb,{ivan_review}
+ivan,00,00.merge_heads,failed,REVIEW,0,1,ivan/00_tensor_shapes.ipynb,{ivan_review}
+judy,00,00.padding_mask,crashed,NOT_JSON,0,1,judy/00_tensor_shapes.ipynb,
+judy,00,00.scores_einsum,crashed,NOT_JSON,0,1,judy/00_tensor_shapes.ipynb,
+judy,00,00.split_heads,crashed,NOT_JSON,0,1,judy/00_tensor_shapes.ipynb,
+judy,00,00.merge_heads,crashed,NOT_JSON,0,1,judy/00_tensor_shapes.ipynb,
 kate,,,crashed,UNKNOWN_LESSON,0,0,kate.ipynb,
+leo,00,00.padding_mask,failed,,0,1,leo/00_tensor_shapes.ipynb,
+leo,00,00.scores_einsum,passed,,1,1,leo/00_tensor_shapes.ipynb,
+leo,00,00.split_heads,crashed,KERNEL_DIED,0,1,leo/00_tensor_shapes.ipynb,
+leo,00,00.merge_heads,passed,,1,1,leo/00_tensor_shapes.ipynb,
 """
-FRANK_REVIEW = ("course_utils.exercises.compare; course_utils.exercises.grading; course_utils.exercises.wire; "
-                "torch.Tensor.allclose; torch.allclose")
+FRANK_REVIEW = "import course_utils.exercises.compare as compare (cell 44); torch.allclose (cell 44)"
+IVAN_REVIEW = "import course_utils.exercises.kernel as kernel_side (cell 62); kernel_side.collect (cell 62)"
 
 
 @pytest.fixture(scope="module")
@@ -251,9 +259,9 @@ def _read(path):
 
 def test_the_gradebook_is_the_expected_one(graded):
     _, out, code, printed = graded
-    assert _read(out / "grades.csv") == EXPECTED.format(frank_review=FRANK_REVIEW)
+    assert _read(out / "grades.csv") == EXPECTED.format(frank_review=FRANK_REVIEW, ivan_review=IVAN_REVIEW)
     assert code == 1, "carol, dan, erin, ... are below 50 %: the exit code says so"
-    assert "graded 11 submission(s)" in printed
+    assert "graded 12 submission(s)" in printed
 
 
 def test_each_result_json_is_in_classroom_50s_format(graded):
@@ -296,26 +304,31 @@ def test_feedback_is_what_the_notebooks_check_says_in_its_language(graded, stude
     assert ("反馈" in feedback and "诊断" in feedback) if lang == "zh" else ("Diagnosis" in feedback)
 
 
-def test_patching_torch_and_the_check_engine_in_the_kernel_changes_no_verdict(graded):
-    """frank's cell replaced torch.allclose, compare.difference, grading.judge and wire.decode in
-    his kernel: the garbage answer still fails, the right ones still pass (the grader judged them)."""
+def test_code_that_patches_torch_or_the_grading_machinery_scores_0_for_review(graded):
+    """frank's cell replaces torch.allclose, compare.difference, grading.judge and wire.decode; ivan's
+    replaces the grader's side in the kernel with one that forges an answer. The grader reads that
+    code in its own process before anything runs: every exercise 0, for the teacher's review, saying
+    which cell and what. (Had it run: the answers come back as data and are judged here, see the
+    wire tests below.)"""
     _, out, _, _ = graded
-    result = json.loads(_read(out / "frank/00_tensor_shapes/result.json"))
-    statuses = {t["test-name"]: t["status"] for t in result["tests"]}
-    assert statuses["00.padding_mask"] == "failed" and statuses["00.merge_heads"] == "passed"
-    feedback = _read(out / "frank/00_tensor_shapes/feedback.md")
-    assert "内核崩溃" in feedback  # os._exit, in Chinese
-    assert "打印了 60000006 个字符" in feedback  # 10 MB and a newline on each of 6 cases, counted, not shown
-    assert "给教师的提示" in feedback and "torch.allclose" in feedback
-    # ivan replaced the kernel's side with one that writes a forged answer: refused, not believed
-    ivan = json.loads(_read(out / "ivan/00_tensor_shapes/result.json"))["tests"][-1]
-    assert ivan["mistake"] == "NO_RESULT" and "not a torch.save file" in ivan["message"]
+    frank = _read(out / "frank/00_tensor_shapes/feedback.md")
+    assert "留待教师复核" in frank and "第 44 个单元格" in frank and "`torch.allclose`" in frank, frank
+    ivan = json.loads(_read(out / "ivan/00_tensor_shapes/result.json"))["tests"]
+    assert all(t["mistake"] == "REVIEW" and "for the teacher's review" in t["message"] for t in ivan)
+
+
+def test_printing_and_dying_in_a_kernel_get_their_verdicts(graded):
+    _, out, _, _ = graded
+    leo = _read(out / "leo/00_tensor_shapes/feedback.md")
+    assert "内核崩溃" in leo  # os._exit, in Chinese
+    # 10 MB and a newline on each of 12 cases (6 public, 6 hidden), counted, not shown
+    assert "打印了 120000012 个字符" in leo
 
 
 def test_hostile_cells_are_recorded_and_skipped(graded):
     _, out, _, _ = graded
     erin = _read(out / "erin/00_tensor_shapes/feedback.md")
-    assert "ran for more than 2 s on test case 1" in erin and "permute`, which this exercise asks" in erin
+    assert "ran for more than 2 s on test case 1" in erin and "uses `Tensor.permute`, which this exercise forbids" in erin
     assert "defines `split`, but no longer `split_heads`" in erin and "no exercise cell for it any more" in erin
     grace = _read(out / "grace/00_tensor_shapes/feedback.md")
     assert "not valid Python (line 1" in grace and "can't allocate memory" in grace
@@ -338,7 +351,7 @@ def test_a_rerun_writes_identical_files_and_removes_stale_ones(graded, tmp_path)
         for name in ("result.json", "feedback.md"):
             assert _read(copy_out / key / name) == _read(out / key / name)
     assert sorted(p.relative_to(copy_out).as_posix() for p in copy_out.rglob("*") if p.is_file()) == [
-        "alice/00_tensor_shapes/feedback.md", "alice/00_tensor_shapes/result.json", "grades.csv",
+        ".gradebook.json", "alice/00_tensor_shapes/feedback.md", "alice/00_tensor_shapes/result.json", "grades.csv",
         "judy/00_tensor_shapes/feedback.md", "judy/00_tensor_shapes/result.json"]
     expected = [line for line in EXPECTED.splitlines() if line.startswith(("student,", "alice,", "judy,"))]
     assert _read(copy_out / "grades.csv").splitlines() == expected

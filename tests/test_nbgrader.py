@@ -7,7 +7,8 @@ to the setup cell and the exercise and check cells, so the test stays fast. Subm
 release as handed out (stubs), the release with every exercise solved, and the course's own student
 render with one exercise solved, one wrong (and its check cell edited to `pass`: nbgrader puts the
 locked cell back), one left as the stub and one solved. The scores per check cell (grade_id) are
-read from the gradebook, and the totals from `nbgrader export`'s CSV.
+read from the gradebook, and the totals from `nbgrader export`'s CSV. And an answer cell that rebinds
+`check` to a no-op scores nothing it did not earn: each locked check cell imports `check` itself.
 """
 
 import csv
@@ -27,6 +28,9 @@ from course_utils.exercises import grading
 LESSON = "00"
 POINTS = build.CHECK_POINTS
 LIMIT_S = 300  # a guard against a hung command, not a timing: the test takes ~40 s alone
+#: A check cell's first line: the check it calls is imported inside the locked cell, so that no
+#: answer cell can hand it another `check`.
+CHECK_IMPORT = "from course_utils import check\n"
 
 
 def _trimmed(notebook):
@@ -145,7 +149,7 @@ def test_generate_autograde_and_export_score_each_check(course):
     for lang, assignment in assignments.items():
         graded = nbformat.read(root / "autograded" / "course" / assignment / name, as_version=4)
         by_id = {c.metadata["nbgrader"]["grade_id"]: c for c in graded.cells if "nbgrader" in c.metadata}
-        assert by_id[wrong].source.startswith("check("), "nbgrader puts the locked check cell back"
+        assert by_id[wrong].source.startswith(CHECK_IMPORT), "nbgrader puts the locked check cell back"
         assert [o.ename for o in by_id[wrong].outputs if o.output_type == "error"] == ["AssertionError"]
         assert [o.name for o in by_id[right].outputs] == ["stdout"]
 
@@ -155,6 +159,42 @@ def test_generate_autograde_and_export_score_each_check(course):
     students = {student_id for student_id, _ in expected}
     totals = {(s, a): 0.0 for s in students for a in assignments.values()}  # no submission: 0
     assert rows == {**totals, **{key: float(sum(want.values())) for key, want in expected.items()}}
+
+
+def test_an_answer_cell_that_rebinds_check_scores_zero(course):
+    """`check = lambda *a, **k: None` in an answer cell would turn every later check into a no-op, and
+    nbgrader gives a test cell that raises nothing its points: each locked check cell imports the real
+    check first, so a wrong answer still scores 0 (and a right one its points)."""
+    root, env = course
+    name, solution, _ = _renders("en")
+    assignment = f"l{LESSON}-en"
+    (root / "source" / assignment).mkdir(parents=True)
+    nbformat.write(solution, root / "source" / assignment / name)
+    _nbgrader(root, env, "generate_assignment", assignment)
+    release = nbformat.read(root / "release" / assignment / name, as_version=4)
+    for cell in release.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade"):
+            assert cell.source.startswith(CHECK_IMPORT) and "\ncheck(" in cell.source, cell.source
+
+    no_op = "\n\ncheck = lambda *args, **kwargs: None  # every later check() would do nothing\n"
+    submission, solved = nbformat.from_dict(release), _exercise_cells(solution)
+    right, wrong, *stubs = sorted(_exercise_cells(submission))
+    cells = _exercise_cells(submission)
+    cells[right].source = _solved(solved[right]) + no_op
+    cells[wrong].source = cells[wrong].source.replace("raise NotImplementedError()", "return None") + no_op
+    for stub in stubs:
+        cells[stub].source += no_op
+    folder = root / "submitted" / "rebinder" / assignment
+    folder.mkdir(parents=True)
+    nbformat.write(submission, folder / name)
+    _nbgrader(root, env, "autograde", assignment)
+
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", "attention") as gradebook:
+        notebook = gradebook.find_submission_notebook(name.removesuffix(".ipynb"), assignment, "rebinder")
+        found = {grade.name: grade.score for grade in notebook.grades if grade.cell.max_score > 0}
+    assert found == {right: POINTS, wrong: 0, **dict.fromkeys(stubs, 0)}, found
 
 
 # ----------------------------------------------------------------------------- check() under nbgrader

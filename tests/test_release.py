@@ -78,11 +78,22 @@ def test_course_utils_imports_from_an_extracted_student_zip(zips, tmp_path):
     assert result.stdout.strip().startswith(str(course)), result.stdout
 
 
+def test_the_student_zip_holds_the_exercises_public_data_and_no_teachers_side(zips):
+    """The checks need each exercise's public cases (data); the references, the mistakes as functions,
+    the hidden cases and the grader are the teacher's (course_teacher) and stay out. tests/test_student_side.py
+    proves that no function of course_utils, the package this zip ships, passes an exercise."""
+    from course_utils.exercises import public
+
+    names = _contents(zips[0])
+    assert {f"course_utils/exercises/public/{e}.pt" for e in public.EXERCISES} <= set(names)
+    assert not [n for n in names if n.startswith("course_teacher/") or "/grade/" in n]
+
+
 def test_no_solution_path_and_no_clutter_in_the_student_zip(zips):
     for name in _contents(zips[0]):
         parts = name.split("/")
         assert "solutions" not in parts and not name.startswith("notebooks/source/"), name
-        assert parts[0] not in {"tests", "test-artifacts", ".venv", "dist", "benchmarks", ".git"}, name
+        assert parts[0] not in {"tests", "test-artifacts", ".venv", "dist", "benchmarks", ".git", "course_teacher"}, name
         assert "__pycache__" not in parts and not name.endswith(".pyc"), name
 
 

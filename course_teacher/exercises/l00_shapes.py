@@ -44,6 +44,7 @@ register(
         id="00.split_heads",
         reference=_split_heads,
         cases=_split_cases,
+        forbidden=("course_utils.multihead.split_heads",),  # the course's own: this exercise's answer
         mistakes=(
             Mistake(
                 "VIEW_NO_PERMUTE",
@@ -153,6 +154,7 @@ register(
         id="00.merge_heads",
         reference=_merge_heads,
         cases=_merge_cases,
+        forbidden=("course_utils.multihead.merge_heads",),  # the course's own: this exercise's answer
         mistakes=(
             Mistake(
                 "RESHAPE_NO_PERMUTE",
@@ -248,6 +250,7 @@ register(
         id="00.padding_mask",
         reference=masks.padding_mask,
         cases=_mask_cases,
+        forbidden=("course_utils.masks.padding_mask",),  # the course's own (the reference): the answer
         mistakes=(
             Mistake(
                 "NO_UNSQUEEZE",

@@ -233,10 +233,12 @@ register(
         # correct answers round differently (through logsumexp, say): their gradients differ from
         # the reference's by up to about 2e-5 there, which the default atol of 1e-5 would reject
         atol=1e-4,
-        # the exercise is to write it: torch's own softmax (or its logarithm) would do it for you
+        # the exercise is to write it: torch's own softmax (or its logarithm) would do it for you, and
+        # so would the course's masked softmax, which without a mask is that softmax
         forbidden=(
             "torch.softmax", "F.softmax", "Tensor.softmax", "torch.special.softmax",
             "torch.log_softmax", "F.log_softmax", "Tensor.log_softmax", "torch.special.log_softmax",
+            "course_utils.masks.masked_softmax",
         ),
         mistakes=(
             Mistake(
@@ -358,6 +360,7 @@ register(
         id="01.additive_scores",
         reference=lambda q, k, w_q, w_k, v: attention.additive_scores(q, k, w_q, w_k, v),
         cases=_additive_cases,
+        forbidden=("course_utils.attention.additive_scores",),  # the course's own (the reference): the answer
         mistakes=(
             Mistake(
                 "TANH_MISSING",

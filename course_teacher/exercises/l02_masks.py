@@ -45,6 +45,7 @@ register(
         reference=masks.causal_mask,
         cases=_causal_cases,
         hidden=_hidden_causal_cases,
+        forbidden=("course_utils.masks.causal_mask",),  # the course's own (the reference): the answer
         mistakes=(
             Mistake(
                 "MASK_INVERTED",
@@ -289,6 +290,9 @@ register(
         id="02.masked_softmax",
         reference=masks.masked_softmax,
         cases=_masked_softmax_cases,
+        # the course's own (the reference), and so every function built on it, such as
+        # attention.scaled_dot_product_attention; torch.softmax stays allowed (the text uses it)
+        forbidden=("course_utils.masks.masked_softmax",),
         mistakes=(
             Mistake(
                 "NAN_ON_FULLY_MASKED",
@@ -332,7 +336,7 @@ register(
             ),
             Mistake(
                 "MASK_INVERTED",
-                lambda scores, keep: masks.masked_softmax(scores, ~keep),
+                lambda scores, keep: _recipe(scores, ~keep),
                 {
                     "en": "The mask is read the other way round: True means the query may attend to the key, so "
                     "fill the scores where keep_mask is False (~keep_mask).",

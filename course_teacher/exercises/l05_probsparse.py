@@ -2,9 +2,11 @@
 keys, full attention for the top-u queries with the mean of the values for the lazy ones, and the
 causal (decoder) version of that last step.
 
-The references are written here in plain code; the package's own ProbSparse
-(``course_utils.probsparse``) is forbidden, so a learner cannot pass by calling it. Every argument
-varies on its own across the cases (batch 1, one head, L_Q != L_K, D != D_v, one sampled key or
+The references are written here in plain code. 05.sampled_measure forbids the package's functions
+that compute the sampled measure or its two steps (the sampled scores, max − mean), so a learner
+cannot pass by calling them; the other two exercises forbid nothing: no function of the package
+does their step (the lesson's own helpers, such as ``probsparse.lazy_context``, are building
+blocks the lesson names). Every argument varies on its own across the cases (batch 1, one head, L_Q != L_K, D != D_v, one sampled key or
 one chosen query, every query chosen, keys with a large common offset, repeated sample positions,
 chosen positions in any order, float64), so a function that ignores an argument or uses one size
 where another is meant fails somewhere. The first case of each exercise is one where every known
@@ -12,20 +14,22 @@ mistake runs, so a mistake is recognised by its output.
 """
 
 import math
-import types
 
 import torch
 
-from course_utils import probsparse
-
 from .registry import Exercise, Mistake, randn, register
 
-#: The package's own ProbSparse, every public function of it: the learner writes the steps.
-PACKAGE = tuple(
-    f"course_utils.probsparse.{name}"
-    for name, function in sorted(vars(probsparse).items())
-    if isinstance(function, types.FunctionType) and function.__module__ == probsparse.__name__
-    and not name.startswith("_")
+#: What computes 05.sampled_measure, or one of its two steps, for the learner: the sampled scores
+#: (``sampled_scores`` and the private helper it uses with gradients; the study's ``_sampled_from``
+#: reads them off the full score matrix) and max − mean (``sparsity_measure``; the study's
+#: ``exact_measure`` and the ``_exact_from`` it calls compute the same over whatever keys they get).
+MEASURE = (
+    "course_utils.probsparse.sampled_scores",
+    "course_utils.probsparse._gathered_scores",
+    "course_utils.probsparse.sparsity_measure",
+    "course_utils.probsparse_study.exact_measure",
+    "course_utils.probsparse_study._exact_from",
+    "course_utils.probsparse_study._sampled_from",
 )
 
 
@@ -144,7 +148,7 @@ register(
         id="05.sampled_measure",
         reference=_measure_reference,
         cases=_measure_cases,
-        forbidden=PACKAGE,
+        forbidden=MEASURE,
         mistakes=(
             Mistake(
                 "SUMS_SAMPLES_AWAY",
@@ -371,7 +375,6 @@ register(
         id="05.top_u_attention",
         reference=_top_u_reference,
         cases=_top_u_cases,
-        forbidden=PACKAGE,
         mistakes=(
             Mistake(
                 "LAZY_ZERO",
@@ -622,7 +625,6 @@ register(
         id="05.causal_prob_sparse",
         reference=_causal_reference,
         cases=_causal_cases,
-        forbidden=PACKAGE,
         mistakes=(
             Mistake(
                 "LAZY_SEES_FUTURE",

@@ -1,25 +1,29 @@
-"""Grading submissions: one notebook in one fresh kernel, verdicts judged here; the gradebook.
+"""Grading submissions: each notebook in fresh kernels of its own, in a sandbox; verdicts judged here.
 
-``grade_one`` reads a submission (submission.py), starts a kernel (runner.py), runs the
-notebook's cells in order up to each exercise cell, asks the kernel to call the learner's
-function on this process's cases (kernel.py, wire.py) and judges the answer with the check
-engine (grading.judge). ``grade`` does that for every submission, ``--jobs`` at a time, and
-writes the gradebook (``write``). ``main`` is ``python -m course_utils.grade``.
+``grade_one`` reads a submission (submission.py: only a regular file, of a bounded size, whose
+lesson its cells, its file name and the assignment agree on), reads the learner's code for what
+the exercises forbid (scan.py, in this process: a kernel cannot forge it), starts a kernel in a
+sandbox of its own (runner.py, sandbox.py), runs the notebook's cells in order up to each
+exercise cell, asks the kernel to call the learner's function on this process's cases, public
+and hidden (course_utils.exercises.kernel, wire) and judges the answer with the check engine
+(grading.judge) against the references, computed here. ``grade`` does that for every submission,
+``--jobs`` at a time, and hands each result to the gradebook (gradebook.py) as soon as it is known.
+``main`` is ``python -m course_teacher.grade``.
 """
 
 import argparse
 import contextlib
-import csv
-import io
-import json
 import os
+import queue
+import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,17 +31,18 @@ from course_utils import i18n
 from course_utils.exercises import CRASHED, FAILED, PASSED, grading, sandbox, wire
 from course_utils.i18n import message
 
-from ..exercises import EXERCISES, prepare
+from ..exercises import DEFAULT_HIDDEN_SEED, EXERCISES, prepare
+from . import runner, scan
 from . import submission as reading
-from .runner import ForkServer, Kernel, KernelDied, Reply
+from .gradebook import Gradebook
+from .runner import Kernel, KernelDied, Reply
+from .sandbox import available as sandbox_available
 
-CSV_COLUMNS = ("student", "lesson", "exercise", "status", "mistake", "points", "max_points", "submission", "review")
-RESULT_SCHEMA = "classroom50/result/v1"
-# The identity fields of a Classroom 50 result, from the variables its runner sets (when set).
-RESULT_ENVIRONMENT = (("classroom", "CLASSROOM"), ("assignment", "ASSIGNMENT"), ("owner", "OWNER"),
-                      ("submission", "SUBMISSION_TAG"), ("commit", "COMMIT_URL"), ("release", "RELEASE_URL"),
-                      ("review", "REVIEW_URL"))
 ANSWER_MARGIN_S = 15  # beyond the per-call time limits, for the kernel to collect and write its answer
+# Outcomes another submission graded at the same time could have caused (it took the CPU or the
+# memory): a submission that has one is graded again, alone, before its result is final.
+STRAINED = {"TIME_LIMIT", "KERNEL_DIED", "NO_RESULT"}
+TEMPORARY_PREFIX = "course-grade-"
 
 # The check engine's messages follow one process-wide language, and the references are computed
 # with torch's global random state forked: judging happens one submission at a time.
@@ -53,6 +58,9 @@ class Options:
     memory_mb: int = 4096  # the kernel's address space (0: no limit)
     cells: str = "all"  # "all": every code cell; "own": imports, setup, exercises and the learner's own cells
     max_restarts: int = 3  # fresh kernels after deaths, per notebook
+    hidden_seed: int = DEFAULT_HIDDEN_SEED  # draws the hidden cases (the teacher's own: --seed)
+    lesson: str = None  # the assignment's lesson ("00"), when the grader is told it
+    sandboxed: bool = True  # each kernel in a bwrap sandbox of its own
 
 
 @dataclass
@@ -74,8 +82,9 @@ class Graded:
     notebook: str  # the submission's path under the folder graded (its file name, when given alone)
     rows: list = field(default_factory=list)
     notes: list = field(default_factory=list)  # about the other cells, in the notebook's language
-    review: list = field(default_factory=list)
+    review: list = field(default_factory=list)  # what the scan found for the teacher's review (the CSV's column)
     seconds: float = 0.0
+    strained: bool = False  # a cell or a check ran out of time or memory (see STRAINED)
 
     @property
     def score(self):
@@ -98,12 +107,12 @@ def _speaking(lang):
             i18n.set_language(before)
 
 
-def _reference(exercise):
-    """The exercise's Reference, computed once per process (under the lock: it mutates nothing
-    the next submission sees except the labels, which every judge sets again)."""
-    if exercise not in _references:
-        _references[exercise] = prepare(EXERCISES[exercise])
-    return _references[exercise]
+def _reference(exercise, hidden_seed):
+    """The exercise's Reference on its public and hidden cases, computed once per process (under the
+    lock: it mutates nothing the next submission sees except the labels, which every judge sets again)."""
+    if (exercise, hidden_seed) not in _references:
+        _references[exercise, hidden_seed] = prepare(EXERCISES[exercise], hidden_seed)
+    return _references[exercise, hidden_seed]
 
 
 # ----------------------------------------------------------------------------- one submission
@@ -119,10 +128,10 @@ class _GaveUp(Exception):
 class _Run:
     """The kernel of one submission, the cells it ran, and what became of the others."""
 
-    def __init__(self, options, folder, server):
-        self.options, self.folder, self.server = options, Path(folder), server
+    def __init__(self, options, folder, slot):
+        self.options, self.folder, self.slot = options, Path(folder), slot
         self.kernel, self.ok, self.failed = None, [], {}  # failed: cell index -> Reply
-        self.kernels, self.deadline = 0, time.monotonic() + options.submission_timeout
+        self.kernels, self.checks, self.deadline = 0, 0, time.monotonic() + options.submission_timeout
 
     def remaining(self):
         left = self.deadline - time.monotonic()
@@ -141,7 +150,7 @@ class _Run:
             self.kernels += 1
             folder = self.folder / f"kernel-{self.kernels}"
             folder.mkdir()
-            kernel = Kernel(folder, self.options.memory_mb, server=self.server)
+            kernel = Kernel(folder, self.options.memory_mb, sandboxed=self.options.sandboxed, slot=self.slot)
             kernel.start()  # KernelDied when it cannot
             self.kernel = kernel
             for cell in [c for c in self.ok if c.index < index]:  # again, after a death
@@ -165,19 +174,19 @@ class _Run:
         """The kernel's answer for `function` (defined by `cell`) on the reference's calls: a
         Reply that is not ok, or the answer's data."""
         kernel = self.kernel_before(cell.index + 1)
-        folder = Path(kernel.folder)
-        number = len(list(folder.glob("calls-*.pt"))) + 1
-        calls_path, answer_path = folder / f"calls-{number}.pt", folder / f"answer-{number}.pt"
+        self.checks += 1  # our own count: the kernel writes its folder, and may plant files there
+        calls_name, answer_name = f"calls-{self.checks}.pt", f"answer-{self.checks}.pt"
         with _judging:
             calls = dict(reference.calls, time_limit=float(self.options.time_limit))
-        wire.save(calls, calls_path)
+        wire.save(calls, kernel.folder / calls_name, mode=0o644)  # the sandbox's user reads it
+        # relative names: the kernel's working folder is this folder (sandbox.WORK inside)
         code = (f"__import__('course_utils.exercises.kernel', fromlist=['collect']).collect("
-                f"globals(), {function!r}, {str(calls_path)!r}, {str(answer_path)!r})")
+                f"globals(), {function!r}, {calls_name!r}, {answer_name!r})")
         budget = (2 * len(reference.cases) + 1) * self.options.time_limit + ANSWER_MARGIN_S
         reply = kernel.run(code, min(budget, self.remaining()), history=False)
         if not reply.ok:
             return reply, budget
-        return wire.load(answer_path), budget
+        return wire.load(kernel.folder / answer_name), budget
 
     def close(self):
         if self.kernel is not None:
@@ -185,18 +194,19 @@ class _Run:
             self.kernel = None
 
 
-def grade_one(path, key, student, options=None, shown=None, server=None):
+def grade_one(path, key, student, options=None, shown=None, slot=0, folder=None):
     """Grade the notebook at `path`; its Graded (rows in the lesson's order, feedback notes).
-    server: a runner.ForkServer to fork its kernel (else it is started from nothing)."""
+    slot: its job slot, one of its own among the submissions graded at once (sandbox.py: as root,
+    a uid of its own); folder: where its kernels' folders go (a temporary folder of its own)."""
     options = options or Options()
     started = time.monotonic()
-    found = reading.read(path, key, student)
-    graded = Graded(key, student, found.lesson or "", found.lang, shown or Path(path).name, review=found.review)
+    found = reading.read(path, key, student, lesson=options.lesson)
+    graded = Graded(key, student, found.lesson or "", found.lang, shown or Path(path).name)
     try:
-        if found.unreadable or found.lesson is None:
-            _unreadable(graded, found)
+        if found.unreadable or found.lesson is None or found.mismatch:
+            _not_graded(graded, found)
         else:
-            _grade(graded, found, options, server)
+            _grade(graded, found, options, slot, folder)
     except Exception as error:  # noqa: BLE001 (a bug of the grader's: this notebook gets a verdict, the others go on)
         traceback.print_exc()
         with _speaking(found.lang):
@@ -208,29 +218,43 @@ def grade_one(path, key, student, options=None, shown=None, server=None):
     return graded
 
 
-def _unreadable(graded, found):
+def _not_graded(graded, found):
+    """Rows for a submission the grader does not run: no lesson, not a notebook it can read, or
+    the notebook of another lesson than its name or the assignment says (every exercise 0)."""
     with _speaking(found.lang):
         if found.lesson is None:
-            graded.rows = [Row("", CRASHED, "UNKNOWN_LESSON", message("grade.unknown_lesson"), 0, 0)]
+            graded.rows = [Row("", CRASHED, found.problem or "UNKNOWN_LESSON",
+                               found.unreadable or message("grade.unknown_lesson"), 0, 0)]
             return
-        exercises = reading.plan(found.lesson, found.lang)[0]
-        graded.rows = [Row(e.id, CRASHED, "UNREADABLE", message("grade.unreadable", exercise=e.id, error=found.unreadable),
-                           0, e.points) for e in exercises]
+        for exercise in reading.plan(found.lesson, found.lang)[0]:
+            if found.unreadable:
+                row = Row(exercise.id, CRASHED, found.problem or "UNREADABLE",
+                          message("grade.unreadable", exercise=exercise.id, error=found.unreadable), 0, exercise.points)
+            else:
+                row = Row(exercise.id, FAILED, "WRONG_LESSON", message("grade.wrong_lesson", exercise=exercise.id,
+                          lesson=found.lesson, why=found.mismatch), 0, exercise.points)
+            graded.rows.append(row)
 
 
-def _grade(graded, found, options, server):
+def _grade(graded, found, options, slot, folder):
     with _judging:
         exercises, course_cells = reading.plan(found.lesson, found.lang)
     located = {e.id: reading.exercise_cell(found, e) for e in exercises}
     exercise_cells = {cell.index for cell, _ in located.values() if cell is not None}
     to_run = cells_to_run(found.cells, exercise_cells, options.cells, course_cells)
+    findings = scan.scan(found.cells, _course_sources(found.lesson), scan.targets(found, exercises))
+    graded.review = sorted({f"{hit.code} (cell {hit.cell})" for hit in findings.review})
     verdicts, notes = {}, []
-    folder = tempfile.mkdtemp(prefix="course-grade-")
-    run = _Run(options, folder, server)
+    folder = tempfile.mkdtemp(prefix="submission-", dir=folder)
+    run = _Run(options, folder, slot)
     try:
         position = 0
         for exercise in sorted(exercises, key=lambda e: located[e.id][0].index if located[e.id][0] else -1):
             cell, by_name = located[exercise.id]
+            read = findings.verdict(exercise.id)
+            if read is not None:  # the learner's code, read here, settles it: nothing to run
+                verdicts[exercise.id] = _read_verdict(read)
+                continue
             if cell is None:
                 verdicts[exercise.id] = ("MISSING_CELL", {"name": exercise.function})
                 continue
@@ -252,6 +276,7 @@ def _grade(graded, found, options, server):
     finally:
         run.close()
         shutil.rmtree(folder, ignore_errors=True)
+    graded.strained = any(reply.status in ("died", "timeout") for reply in run.failed.values())
     with _speaking(found.lang):
         for cell in found.cells:
             reply = run.failed.get(cell.index)
@@ -266,6 +291,23 @@ def _grade(graded, found, options, server):
             if isinstance(outcome, _Judged) and outcome.printed > sandbox.OUTPUT_LIMIT:
                 graded.notes.append(message("grade.printed", exercise=exercise.id, count=outcome.printed,
                                             limit=sandbox.OUTPUT_LIMIT))
+    graded.strained |= any(row.code in STRAINED for row in graded.rows)
+
+
+def _course_sources(lesson):
+    """The text of every code cell the course distributes for `lesson`: its student and solution
+    renders, in both languages (a learner may hand in either; their cells are not the learner's own)."""
+    return frozenset().union(*(reading.course_cells(lesson, lang, solutions)
+                               for lang in i18n.LANGUAGES for solutions in (False, True)))
+
+
+def _read_verdict(found):
+    """The verdict of an exercise that the scan settles (scan.Verdict): a forbidden name, or code it cannot read."""
+    hit = found.hits[0]
+    fields = {"cell": hit.cell, "first": hit.line}
+    if found.mistake == scan.FORBIDDEN:
+        return ("FORBIDDEN_CODE", dict(fields, name=hit.name))
+    return ("FOR_REVIEW", dict(fields, code=hit.code))
 
 
 def cells_to_run(cells, exercise_cells, mode, course_cells):
@@ -307,7 +349,7 @@ def _check(run, cell, exercise, options):
             return ("RENAMED", {"name": exercise.function, "found": ", ".join(f"`{n}`" for n in functions[:5])})
         return ("DELETED", {"name": exercise.function})
     with _judging:
-        reference = _reference(exercise.id)
+        reference = _reference(exercise.id, options.hidden_seed)
     try:
         answer, budget = run.collect(cell, exercise.function, reference)
     except wire.WireError as error:  # no answer file, or not one: the kernel's side was broken or replaced
@@ -349,10 +391,12 @@ _VERDICTS = {
     "KERNEL_DIED": ("grade.kernel_died", CRASHED), "COLLECT_TIMEOUT": ("grade.collect_timeout", CRASHED),
     "NO_RESULT": ("grade.no_result", CRASHED), "OUT_OF_TIME": ("grade.out_of_time", CRASHED),
     "GAVE_UP": ("grade.gave_up", CRASHED), "NO_KERNEL": ("grade.no_kernel", CRASHED),
+    "FORBIDDEN_CODE": ("grade.forbidden_code", FAILED), "FOR_REVIEW": ("grade.for_review", FAILED),
 }
 # the code a verdict gets in the gradebook
 _CODES = {"KERNEL_DIED_CELL": "KERNEL_DIED", "CELL_TIMEOUT": "TIME_LIMIT", "COLLECT_TIMEOUT": "TIME_LIMIT",
-          "OUT_OF_TIME": "TIME_LIMIT", "GAVE_UP": "KERNEL_DIED", "NO_KERNEL": "NO_RESULT"}
+          "OUT_OF_TIME": "TIME_LIMIT", "GAVE_UP": "KERNEL_DIED", "NO_KERNEL": "NO_RESULT",
+          "FORBIDDEN_CODE": "FORBIDDEN", "FOR_REVIEW": "REVIEW"}
 
 
 def _row(exercise, outcome):
@@ -393,106 +437,102 @@ def _cell_note(cell, reply, options):
 
 # ----------------------------------------------------------------------------- every submission
 
+class Interrupted(Exception):
+    """The run was stopped (SIGINT, SIGTERM): the submissions that finished are in the gradebook."""
+
+
 def grade(path, options=None, *, jobs=2, student=None, skip=None, report=None):
     """Grade the notebook or every notebook under `path` (`jobs` at a time); [Graded] in path order.
-    report(graded), if given, is called as each finishes."""
+    report(graded) is called as each result is final. A submission whose run was strained (a cell
+    or a check out of time or memory, which a neighbour graded at the same time could have caused)
+    is graded again alone, so that no submission's grade depends on another's."""
     options = options or Options()
     found = reading.find(path, student=student, skip=skip)
     base = Path(path)
+    jobs = max(1, min(jobs, len(found)))
+    _sweep()
+    work = tempfile.mkdtemp(prefix=f"{TEMPORARY_PREFIX}{os.getpid()}-")
+    slots = queue.SimpleQueue()  # a job slot per submission graded at once (as root: a uid per slot)
+    for slot in range(jobs):
+        slots.put(slot)
+    stopping = threading.Event()
 
     def one(item):
-        notebook, key, owner = item
-        shown = notebook.name if base.is_file() else notebook.relative_to(base).as_posix()
-        graded = grade_one(notebook, key, owner, options, shown, server)
-        if report:
-            report(graded)
-        return graded
+        shown = item.path.name if base.is_file() else item.path.relative_to(base).as_posix()
+        slot = slots.get()
+        try:
+            return grade_one(item.path, item.key, item.student, options, shown, slot, work)
+        finally:
+            slots.put(slot)
 
-    with ForkServer() as server:
-        if jobs <= 1 or len(found) <= 1:
-            return [one(item) for item in found]
+    results = {}
+    try:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(one, found))
+            futures = {pool.submit(one, item): item for item in found}
+            try:
+                for future in as_completed(futures):
+                    graded = future.result()
+                    if graded.strained and jobs > 1:
+                        continue  # graded again alone below
+                    results[futures[future].key] = graded
+                    if report:
+                        report(graded)
+            except BaseException:
+                stopping.set()
+                pool.shutdown(wait=False, cancel_futures=True)
+                runner.kill_all()  # the running submissions end at once, their results unreported
+                raise
+        for item in found:  # the strained ones, alone
+            if item.key not in results:
+                graded = one(item)
+                results[item.key] = graded
+                if report:
+                    report(graded)
+    except KeyboardInterrupt:
+        raise Interrupted() from None
+    finally:
+        runner.kill_all()
+        shutil.rmtree(work, ignore_errors=True)
+    return [results[item.key] for item in found]
 
 
-# ----------------------------------------------------------------------------- the gradebook
+def _sweep():
+    """Remove the temporary folders of earlier runs whose grader is gone (killed: nothing cleaned up)."""
+    pattern = re.compile(rf"^{re.escape(TEMPORARY_PREFIX)}(\d+)-")
+    for entry in os.scandir(tempfile.gettempdir()):
+        found = pattern.match(entry.name)
+        if found and entry.is_dir(follow_symlinks=False) and not _alive(int(found.group(1))):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
 
 def write(results, out):
-    """Write grades.csv, and result.json and feedback.md for each submission, under `out`; each
-    file whole or not at all (a temporary file, then os.replace). result.json and feedback.md
-    files a previous run left for submissions no longer graded are removed."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    written = set()
-    buffer = io.StringIO()
-    table = csv.writer(buffer, lineterminator="\n")
-    table.writerow(CSV_COLUMNS)
+    """Write the gradebook of `results` (a list of Graded) under `out`; the path of grades.csv."""
+    gradebook = Gradebook(out)
     for graded in results:
-        review = "; ".join(graded.review)
-        for row in graded.rows:
-            table.writerow([graded.student, graded.lesson, row.exercise, row.status, row.code, row.points,
-                            row.max_points, graded.notebook, review])
-        folder = out / graded.key
-        written.add(_write(folder / "result.json", json.dumps(result_json(graded), indent=2, ensure_ascii=False) + "\n"))
-        written.add(_write(folder / "feedback.md", feedback(graded)))
-    written.add(_write(out / "grades.csv", buffer.getvalue()))
-    for stale in list(out.rglob("result.json")) + list(out.rglob("feedback.md")):
-        if stale.resolve() not in written:
-            stale.unlink()
-            with contextlib.suppress(OSError):
-                stale.parent.rmdir()
-    return out / "grades.csv"
-
-
-def _write(path, text):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as file:
-            file.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    return path.resolve()
-
-
-def result_json(graded):
-    """The submission's result in Classroom 50's format (classroom50/result/v1): score, max-score
-    and a test per exercise; the identity fields its runner stamps come from its environment
-    variables when they are set (a local run has none)."""
-    result = {"schema": RESULT_SCHEMA}
-    for field_name, variable in RESULT_ENVIRONMENT:
-        if os.environ.get(variable):
-            result[field_name] = os.environ[variable]
-    result["score"], result["max-score"] = graded.score, graded.max_score
-    result["tests"] = [
-        {"test-name": row.exercise or graded.key, "passed": row.status == PASSED, "score": row.points,
-         "max-score": row.max_points, "status": row.status, "mistake": row.code, "message": row.message}
-        for row in graded.rows
-    ]
-    return result
-
-
-def feedback(graded):
-    """The learner's feedback, in the notebook's language: each exercise's verdict as a check
-    prints it in the notebook, then what happened to the notebook's other cells."""
-    with _speaking(graded.lang):
-        lines = [f"# {message('grade.title', notebook=graded.notebook)}", "",
-                 message("grade.summary", student=graded.student, lesson=graded.lesson or "?", score=graded.score,
-                         max_score=graded.max_score), ""]
-        for row in graded.rows:
-            if row.exercise:
-                lines += [f"## {row.exercise} ({row.points} / {row.max_points})", ""]
-            lines += [paragraph for paragraph in row.message.split("\n")] + [""]
-        notes = graded.notes + ([message("grade.review", what=", ".join(graded.review))] if graded.review else [])
-        if notes:
-            lines += [f"## {message('grade.notes')}", ""] + [f"- {note}" for note in notes] + [""]
-    return "\n".join(lines)
+        gradebook.add(graded)
+    gradebook.close()
+    return Path(out) / "grades.csv"
 
 
 # ----------------------------------------------------------------------------- the command
+
+NO_SANDBOX_WARNING = (
+    "warning: grading WITHOUT a sandbox ({why}). Every submission's code runs as you, with your files and "
+    "your network: one submission can change another's grade, read the answers and your files. Grade "
+    "untrusted work only in a sandbox (install bubblewrap: apt-get install bubblewrap), or in a container "
+    "or CI job that holds nothing else."
+)
+
 
 def _min_score(text):
     """--min-score: points ("3") or a share of the maximum ("75%")."""
@@ -502,9 +542,13 @@ def _min_score(text):
         raise argparse.ArgumentTypeError(f"needs points (3) or a percentage (75%), got {text!r}") from None
 
 
+def _stop(signum, frame):
+    raise KeyboardInterrupt()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        prog="python -m course_utils.grade",
+        prog="python -m course_teacher.grade",
         description="Grade submitted notebooks: grades.csv, a result.json and feedback.md per submission.")
     parser.add_argument("submissions", help="a notebook, or a folder of them (the first folder under it names the student)")
     parser.add_argument("--out", default="grades", help="output folder (default: grades)")
@@ -512,6 +556,11 @@ def main(argv=None):
                         help="exit 1 unless every submission scores at least this: points (3) or a percentage (75%%)")
     parser.add_argument("--jobs", type=int, default=2, help="submissions graded at once (default: 2)")
     parser.add_argument("--student", help="the student's id for every submission (default: from the path)")
+    parser.add_argument("--lesson", help="the assignment's lesson (00, 01, ...): a notebook of another lesson scores 0")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="your own secret number: it draws the hidden cases (default: a public one; see the README)")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="run the kernels without bubblewrap (only for work you trust: see the README)")
     parser.add_argument("--cells", choices=("all", "own"), default="all",
                         help="run every code cell (all, default), or only imports and setup, the exercise cells "
                         "and the cells the learner wrote or changed (own: faster)")
@@ -523,22 +572,56 @@ def main(argv=None):
     parser.add_argument("--memory-mb", type=int, default=4096,
                         help="the kernel's address-space limit in MB, 0 for none (default: 4096)")
     args = parser.parse_args(argv)
-    if not Path(args.submissions).exists():
+    if not os.path.lexists(args.submissions):
         parser.error(f"argument submissions: {args.submissions!r} does not exist")
-    options = Options(args.time_limit, args.cell_timeout, args.submission_timeout, args.memory_mb, args.cells)
+    try:
+        lesson = reading.assignment(args.lesson)
+    except ValueError as error:
+        parser.error(f"argument --lesson: {error}")
     found = reading.find(args.submissions, student=args.student, skip=args.out)
     if not found:
         parser.error(f"argument submissions: no notebook (.ipynb) in {args.submissions!r}")
+    sandboxed = not args.no_sandbox
+    if sandboxed:
+        ok, why = sandbox_available()
+        if not ok and len(found) > 1:
+            print(f"error: no sandbox for the kernels: {why}.\nWithout one, one submission can change another's "
+                  "grade. Install bubblewrap (apt-get install bubblewrap), or grade in the course's CI or a "
+                  "container; --no-sandbox grades anyway (see the README).", file=sys.stderr)
+            return 2
+        if not ok:  # one submission, in a fresh container or CI job: nothing of another student's to reach
+            print(NO_SANDBOX_WARNING.format(why=why), file=sys.stderr)
+            sandboxed = False
+    else:
+        print(NO_SANDBOX_WARNING.format(why="--no-sandbox"), file=sys.stderr)
+    if args.seed is None:
+        print("note: the hidden cases come from the public default seed; give your own with --seed "
+              "(make grade SEED=...) so that no student can know them.", file=sys.stderr)
+    options = Options(args.time_limit, args.cell_timeout, args.submission_timeout, args.memory_mb, args.cells,
+                      hidden_seed=DEFAULT_HIDDEN_SEED if args.seed is None else args.seed, lesson=lesson,
+                      sandboxed=sandboxed)
     started = time.monotonic()
+    gradebook = Gradebook(args.out)
 
     def report(graded):
+        gradebook.add(graded)
         print(f"{graded.key}: {graded.score} / {graded.max_score} ({graded.seconds:.1f} s)", flush=True)
 
-    results = grade(args.submissions, options, jobs=args.jobs, student=args.student, skip=args.out, report=report)
-    table = write(results, args.out)
+    # SIGTERM as Ctrl-C: kernels killed, what finished kept (a handler can only be set in the main thread)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _stop) if main_thread else None
+    try:
+        results = grade(args.submissions, options, jobs=args.jobs, student=args.student, skip=args.out, report=report)
+    except Interrupted:
+        print(f"stopped: the gradebook in {args.out} holds the submissions that finished", file=sys.stderr)
+        return 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+    gradebook.close()
     bar, share = args.min_score
     below = [g.key for g in results if g.score < (bar * g.max_score if share else bar)]
-    print(f"graded {len(results)} submission(s) in {time.monotonic() - started:.1f} s: {table}")
+    print(f"graded {len(results)} submission(s) in {time.monotonic() - started:.1f} s: {Path(args.out) / 'grades.csv'}")
     if below:
         print(f"below --min-score: {', '.join(below)}", file=sys.stderr)
     return 1 if below else 0

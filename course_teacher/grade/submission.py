@@ -2,8 +2,22 @@
 cells, and, for each of the lesson's exercises, the cell it lives in and the name its function
 must have. Nothing here runs the notebook's code: it is read as text (and parsed, never executed).
 
+- Files: only regular files named ``*.ipynb`` are read as notebooks. ``find`` walks the folder
+  without following links; a link, pipe, device or socket named ``*.ipynb`` is not read but
+  reported (``Found.problem`` is ``NOT_REGULAR``), so that the teacher sees it. ``read`` opens a
+  file without following a link and without blocking (``O_NOFOLLOW | O_NONBLOCK``), requires a
+  regular file of at most ``MAX_BYTES``, and reads no more than that. A file it cannot read gets a
+  fixed reason by kind (``Submission.problem``: ``NOT_REGULAR``, ``TOO_LARGE``, ``NOT_JSON``,
+  ``NOT_NOTEBOOK``, ``UNREADABLE``; ``Submission.unreadable``: the sentence, in the notebook's
+  language): never the file's contents, nor a parser's message that may quote them.
 - Lesson: the exercise ids in the exercise cells' metadata, else the exercise ids the notebook's
-  check calls name, else the file name's two-digit prefix (``00_tensor_shapes.ipynb``).
+  check calls name (the lesson its cells carry); it must agree with the file name's two-digit
+  prefix (``00_tensor_shapes.ipynb``) when the name has one, and with the assignment's lesson when
+  the grader is given one (``read(..., lesson="01")``). The lesson graded is the one claimed: the
+  assignment's, else the file name's, else the cells'. On a disagreement ``Submission.mismatch``
+  says which (and the grader scores the claimed lesson's exercises 0): a solved lesson 00 saved
+  as ``06_transformer.ipynb`` is not lesson 06's work. A notebook whose cells carry no lesson is
+  the file name's lesson, else the assignment's.
 - Language: the notebook's ``setup(lang=...)`` call, else its markdown cells' ``lang-en`` /
   ``lang-zh`` tags (every render carries them), else a folder named ``en`` or ``zh`` in its
   path, else English.
@@ -18,8 +32,12 @@ must have. Nothing here runs the notebook's code: it is read as text (and parsed
 
 import ast
 import contextlib
+import errno
 import functools
+import logging
+import os
 import re
+import stat
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,16 +45,27 @@ from pathlib import Path
 
 import nbformat
 
+from course_utils import i18n
 from course_utils.i18n import LANGUAGES
 
 from ..exercises import EXERCISES
 
 LESSON_FILE = re.compile(r"^(\d\d)_")
-# What the review note names: code that reaches for the grading machinery or patches libraries.
-SUSPECT_NAMES = {"settrace", "setprofile", "_getframe", "get_referrers", "__code__", "__globals__", "EXERCISES",
-                 "Sandbox", "_Watch", "TorchFunctionMode", "TorchDispatchMode"}
-SUSPECT_MODULES = ("course_utils.exercises", "course_teacher")
-PATCHED_ROOTS = {"torch", "F", "nn", "course_utils", "builtins", "sys", "math", "np", "numpy"}
+MAX_MB = 20
+MAX_BYTES = MAX_MB * 1024 * 1024  # a notebook larger than this is refused before it is read
+# why a file is not read: Submission.problem -> its reason's key (NOT_REGULAR has two: a link, or another kind)
+PROBLEMS = {"NOT_REGULAR": "grade.reason.special", "TOO_LARGE": "grade.reason.too_large",
+            "NOT_JSON": "grade.reason.not_json", "NOT_NOTEBOOK": "grade.reason.not_notebook",
+            "UNREADABLE": "grade.reason.unreadable"}
+
+_log = logging.getLogger(__name__)
+
+
+def reason(problem, lang, kind=None):
+    """The fixed sentence saying why a file is not read as a notebook: `problem` is a
+    Submission.problem code, `kind` ("link" or "special") tells a link from other special files."""
+    key = "grade.reason.link" if problem == "NOT_REGULAR" and kind == "link" else PROBLEMS[problem]
+    return i18n.text(lang if lang in LANGUAGES else "en", key, limit=MAX_MB)
 
 
 @dataclass
@@ -58,10 +87,15 @@ class Submission:
     key: str  # where its files go in the output folder: its path under the root, without .ipynb
     student: str
     lang: str = "en"
-    lesson: str = None
+    lesson: str = None  # the lesson graded: the assignment's, else the file name's, else the cells'
     cells: list = field(default_factory=list)  # its code cells
-    unreadable: str = None  # why the file is not a notebook the grader can read
-    review: list = field(default_factory=list)  # what the review note names
+    unreadable: str = None  # why the file is not a notebook the grader can read (a fixed sentence, in `lang`)
+    problem: str = None  # with `unreadable`: NOT_REGULAR, TOO_LARGE, NOT_JSON, NOT_NOTEBOOK or UNREADABLE
+    kind: str = None  # for NOT_REGULAR: "link" or "special" (a pipe, a device, a socket)
+    cells_lesson: str = None  # the lesson its cells carry (exercise metadata, else check calls), if any
+    name_lesson: str = None  # the lesson its file name's two-digit prefix names, if any
+    assignment: str = None  # the lesson the grader was told to grade, if any
+    mismatch: str = None  # when those disagree: which way (a sentence in `lang`); `lesson` is then scored 0
 
 
 @dataclass(frozen=True)
@@ -73,58 +107,227 @@ class Exercise:
 
 # ----------------------------------------------------------------------------- finding submissions
 
+class Found(tuple):
+    """One thing `find` found: (path, key, student), a tuple as it always was, and `problem`:
+    None for a notebook to grade, "NOT_REGULAR" for an entry named *.ipynb that is a link, a pipe,
+    a device or a socket (not read; `kind` is "link" or "special"). `read` on such a path gives
+    the same verdict without opening it."""
+
+    def __new__(cls, path, key, student, problem=None, kind=None):
+        found = super().__new__(cls, (Path(path), key, student))
+        found.problem, found.kind = problem, kind
+        return found
+
+    path = property(lambda self: self[0])
+    key = property(lambda self: self[1])
+    student = property(lambda self: self[2])
+
+
+def _kind(mode):
+    """None for a regular file, else "link" or "special"."""
+    if stat.S_ISREG(mode):
+        return None
+    return "link" if stat.S_ISLNK(mode) else "special"
+
+
 def find(path, student=None, skip=None):
-    """[(notebook path, key, student)] for `path`: one notebook, or every notebook under a folder
-    (hidden folders such as .ipynb_checkpoints, and the folder `skip`, left out).
+    """[Found(notebook path, key, student)] for `path`: one notebook, or every notebook under a
+    folder (hidden folders such as .ipynb_checkpoints, hidden files, and the folder `skip` left
+    out), in path order. The walk follows no link: an entry named *.ipynb that is a link (to a
+    file or a folder), a pipe, a device or a socket is listed with problem NOT_REGULAR, not read.
+    `path` itself may be a link to a folder (the teacher's own argument); a link given alone is
+    reported like any other.
 
     The student is the first folder under `path` (``submissions/alice/00_x.ipynb`` is alice's),
     or, for a notebook directly in `path` or given alone, the file's name without .ipynb;
     `student` overrides both."""
     path = Path(path)
-    if path.is_file():
-        return [(path, path.stem, student or path.stem)]
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return []
+    if not stat.S_ISDIR(mode) and not (stat.S_ISLNK(mode) and path.is_dir()):
+        kind = _kind(mode)
+        return [Found(path, path.stem, student or path.stem, "NOT_REGULAR" if kind else None, kind)]
+    skip_id = _identity(skip) if skip else None
+    if skip_id is not None and skip_id == _identity(path):
+        return []
     found = []
-    skip = Path(skip).resolve() if skip else None
-    for notebook in sorted(path.rglob("*.ipynb")):
-        relative = notebook.relative_to(path)
-        if any(part.startswith(".") for part in relative.parts):
-            continue
-        if skip and (skip == notebook.resolve().parent or skip in notebook.resolve().parents):
-            continue
-        key = relative.with_suffix("").as_posix()
+
+    def add(full, kind):
+        relative = Path(full).relative_to(path)
+        key = relative.with_suffix("").as_posix() if relative.suffix == ".ipynb" else relative.as_posix()
         owner = relative.parts[0] if len(relative.parts) > 1 else relative.stem
-        found.append((notebook, key, student or owner))
-    return found
+        found.append(Found(full, key, student or owner, "NOT_REGULAR" if kind else None, kind))
+
+    def unreadable_folder(error):
+        _log.warning("grade: cannot list %r (%s): skipped", getattr(error, "filename", "?"), type(error).__name__)
+
+    for folder, folders, files in os.walk(path, followlinks=False, onerror=unreadable_folder):
+        kept = []
+        for name in folders:  # links to folders are listed here too: never followed
+            if name.startswith("."):
+                continue
+            full = os.path.join(folder, name)
+            try:
+                info = os.lstat(full)
+            except OSError:
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                if name.endswith(".ipynb"):
+                    add(full, "link")
+                continue
+            if skip_id is not None and (info.st_dev, info.st_ino) == skip_id:
+                continue
+            kept.append(name)
+        folders[:] = kept
+        for name in files:
+            if name.startswith(".") or not name.endswith(".ipynb"):
+                continue
+            full = os.path.join(folder, name)
+            try:
+                info = os.lstat(full)
+            except OSError:
+                continue
+            add(full, _kind(info.st_mode))
+    return sorted(found, key=lambda f: f.path.relative_to(path).parts)
+
+
+def _identity(path):
+    """(device, inode) of the folder `path` (links followed: the teacher's own arguments), or None."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino
 
 
 # ----------------------------------------------------------------------------- reading one
 
-def read(path, key, student):
-    """The Submission at `path` (its lesson, language and code cells), or one that says why not."""
-    submission = Submission(Path(path), key, student)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            notebook = nbformat.read(str(path), as_version=4)
-        cells = list(notebook.cells)
-        for cell in cells:
-            if not isinstance(cell.get("source"), str) or cell.get("cell_type") not in ("code", "markdown", "raw"):
-                raise ValueError("a cell without source text")
-    except Exception as error:  # noqa: BLE001 (not JSON, not a notebook, not readable: a verdict, not a crash)
-        text = (str(error).strip().splitlines() or [""])[0][:200]
-        submission.unreadable = f"{type(error).__name__}: {text}" if text else type(error).__name__
-        submission.lesson = _lesson_from_name(Path(path).name)
-        submission.lang = _lang_from_path(Path(path))
+def read(path, key, student, lesson=None):
+    """The Submission at `path` (its lesson, language and code cells), or one that says why not.
+    lesson: the assignment's lesson ("00"), when the grader is told which lesson it grades."""
+    path = Path(path)
+    submission = Submission(path, key, student, assignment=assignment(lesson))
+    submission.name_lesson = _lesson_from_name(path.name)
+    data, problem, kind = _load(path)
+    notebook = None
+    if problem is None:
+        notebook, problem = _notebook(data)
+    if problem is not None:
+        submission.problem, submission.kind = problem, kind
+        submission.lang = _lang_from_path(path)
+        submission.unreadable = reason(problem, submission.lang, kind)
+        _settle_lesson(submission)
         return submission
+    cells = list(notebook.cells)
     for index, cell in enumerate(cells):
         if cell["cell_type"] == "code":
             metadata = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
             exercise = metadata.get("exercise")
             submission.cells.append(Cell(index, cell["source"], exercise if isinstance(exercise, str) else None))
-    submission.lesson = _lesson(submission, Path(path).name)
-    submission.lang = _lang(submission, cells, Path(path))
-    submission.review = sorted({found for cell in submission.cells for found in review(cell.source)})
+    submission.cells_lesson = _cells_lesson(submission)
+    submission.lang = _lang(submission, cells, path)
+    _settle_lesson(submission)
     return submission
+
+
+def assignment(lesson):
+    """The assignment's lesson as two digits ("1" and 1 give "01"); ValueError for no lesson of the course."""
+    if lesson is None:
+        return None
+    name = str(lesson).strip()
+    name = name.zfill(2) if name.isdigit() else name
+    if not any(e.startswith(name + ".") for e in EXERCISES):
+        known = sorted({e.split(".")[0] for e in EXERCISES})
+        raise ValueError(f"lesson {lesson!r} is not one of the course's lessons ({', '.join(known)})")
+    return name
+
+
+def _load(path):
+    """(the file's bytes, None, None), or (None, problem, kind): a regular file of at most
+    MAX_BYTES, opened without following a link or blocking, checked before a byte is read."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None, "UNREADABLE", None
+    kind = _kind(info.st_mode)
+    if kind:
+        return None, "NOT_REGULAR", kind
+    if info.st_size > MAX_BYTES:
+        return None, "TOO_LARGE", None
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:  # replaced since the lstat: a link (ELOOP), a socket (ENXIO), ...
+        if error.errno == errno.ELOOP:
+            return None, "NOT_REGULAR", "link"
+        if error.errno == errno.ENXIO:
+            return None, "NOT_REGULAR", "special"
+        return None, "UNREADABLE", None
+    try:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode):
+            return None, "NOT_REGULAR", "special"
+        if info.st_size > MAX_BYTES:
+            return None, "TOO_LARGE", None
+        chunks, size = [], 0
+        while size <= MAX_BYTES:
+            chunk = os.read(handle, min(MAX_BYTES + 1 - size, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_BYTES:  # it grew since the fstat
+            return None, "TOO_LARGE", None
+        return b"".join(chunks), None, None
+    except OSError:
+        return None, "UNREADABLE", None
+    finally:
+        os.close(handle)
+
+
+def _notebook(data):
+    """(the notebook, None) from a file's bytes, or (None, "NOT_JSON" or "NOT_NOTEBOOK"); the
+    parsers' own messages, which may quote the file, are dropped."""
+    try:
+        source = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None, "NOT_JSON"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            notebook = nbformat.reads(source, as_version=4)
+        cells = list(notebook.cells)
+        for cell in cells:
+            if not isinstance(cell.get("source"), str) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+                return None, "NOT_NOTEBOOK"
+    except nbformat.reader.NotJSONError:
+        return None, "NOT_JSON"
+    except RecursionError:  # absurd nesting: json gives up before it is a notebook
+        return None, "NOT_JSON"
+    except Exception:  # noqa: BLE001 (JSON, but not a notebook: a verdict, not a crash)
+        return None, "NOT_NOTEBOOK"
+    return notebook, None
+
+
+def _settle_lesson(submission):
+    """The lesson graded (the assignment's, else the file name's, else the cells') and, when the
+    cells, the file name and the assignment disagree, the mismatch."""
+    cells, name, assignment = submission.cells_lesson, submission.name_lesson, submission.assignment
+    submission.lesson = assignment or name or cells
+    fields = {"cells": cells, "name": name, "assignment": assignment}
+    lang = submission.lang
+    if cells:
+        wrong_name = name is not None and name != cells
+        wrong_assignment = assignment is not None and assignment != cells
+        if wrong_name and wrong_assignment:
+            submission.mismatch = i18n.text(lang, "grade.mismatch.both", **fields)
+        elif wrong_name:
+            submission.mismatch = i18n.text(lang, "grade.mismatch.name", **fields)
+        elif wrong_assignment:
+            submission.mismatch = i18n.text(lang, "grade.mismatch.assignment", **fields)
+    elif name and assignment and name != assignment:
+        submission.mismatch = i18n.text(lang, "grade.mismatch.name_assignment", **fields)
 
 
 def _lesson_from_name(name):
@@ -134,13 +337,14 @@ def _lesson_from_name(name):
     return None
 
 
-def _lesson(submission, name):
+def _cells_lesson(submission):
+    """The lesson the notebook's cells carry: its exercise cells' metadata, else its check calls; or None."""
     ids = [c.exercise for c in submission.cells if c.exercise in EXERCISES]
     if not ids:
         ids = [e for c in submission.cells for e in checked(c.source) if e in EXERCISES]
     if ids:
         return Counter(e.split(".")[0] for e in ids).most_common(1)[0][0]
-    return _lesson_from_name(name)
+    return None
 
 
 def _lang(submission, cells, path):
@@ -229,39 +433,6 @@ def defined(tree):
     return list(dict.fromkeys(names))
 
 
-def review(source):
-    """What in a cell's code a teacher may want to look at: reaching for the grading machinery
-    (the check engine, the registry, tracers, frames, code objects) or assigning to attributes of
-    torch, Python or the course's package. Read from the syntax tree; obfuscated code escapes it."""
-    tree = parse(source)
-    if not isinstance(tree, ast.AST):
-        return []
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in SUSPECT_NAMES:
-            found.append(node.id)
-        elif isinstance(node, ast.Attribute) and node.attr in SUSPECT_NAMES:
-            found.append(node.attr)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in SUSPECT_NAMES:
-            found.append(node.value)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            modules = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
-            found += [m for m in modules if m.startswith(SUSPECT_MODULES)]
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            root = node
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            if isinstance(root, ast.Name) and root.id in PATCHED_ROOTS:
-                found.append(ast.unparse(node))
-        elif isinstance(node, ast.Call) and _called(node) in ("setattr", "delattr") and node.args:
-            root = node.args[0]
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            if isinstance(root, ast.Name) and root.id in PATCHED_ROOTS:
-                found.append(f"{_called(node)}({ast.unparse(node.args[0])}, …)")
-    return found
-
-
 # ----------------------------------------------------------------------------- the course's side
 
 @functools.cache
@@ -291,16 +462,25 @@ def plan(lesson, lang):
     return tuple(exercises), sources
 
 
-def _course_render(lesson, lang):
-    """The course's student notebook for `lesson`: rendered from its source, else the committed
-    render, else None."""
+@functools.cache
+def course_cells(lesson, lang, solutions=False):
+    """The stripped text of every code cell of the course's render of `lesson` in `lang` (the
+    student's, or with `solutions` the solutions'): what the learner did not write."""
+    render = _course_render(lesson, lang, solutions)
+    return frozenset(c.source.strip() for c in render.cells if c.cell_type == "code") if render else frozenset()
+
+
+def _course_render(lesson, lang, solutions=False):
+    """The course's notebook for `lesson` (the student's, or the solutions'): rendered from its
+    source, else the committed render, else None."""
     from course_utils import build
 
     with contextlib.suppress(SystemExit, Exception):  # no source here: the committed render
         import jupytext
 
-        return build.render(jupytext.read(build.lessons(lesson)[lesson]), lang, solutions=False)
-    committed = sorted((build.NOTEBOOKS / lang).glob(f"{lesson}_*.ipynb"))
+        return build.render(jupytext.read(build.lessons(lesson)[lesson]), lang, solutions=solutions)
+    folder = build.NOTEBOOKS / "solutions" / lang if solutions else build.NOTEBOOKS / lang
+    committed = sorted(folder.glob(f"{lesson}_*.ipynb"))
     return nbformat.read(str(committed[0]), as_version=4) if committed else None
 
 

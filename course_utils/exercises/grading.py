@@ -243,7 +243,7 @@ def _collect(calls, function, time_limit, eager):
     for args in calls["args"]:
         leaves, fresh = copies(args, grad=calls["differentiable"])
         try:
-            results.append(sandbox.call(function, *fresh))
+            results.append(_returned(sandbox.call(function, *fresh)))
         except TimeLimit as error:
             results.append(_Raised(error, time_limit=True))
         except KeyboardInterrupt:
@@ -261,6 +261,17 @@ def _collect(calls, function, time_limit, eager):
             if isinstance(found, _Raised) and found.time_limit:
                 break  # the judge stops at the first case whose gradients run out of time
     return outcomes
+
+
+class _Impostor:
+    """Stands for a _Raised that a learner's function returned (the judge takes a _Raised in the
+    results for an error its function raised): judged as an object of another type."""
+
+    __name__ = "_Raised"
+
+
+def _returned(value):
+    return _Impostor() if isinstance(value, _Raised) else value
 
 
 def _gradient_outputs(outcomes, result, attached, weights):

@@ -7,7 +7,7 @@ puts that snapshot back and remembers what differed:
 - the attributes of torch, torch.Tensor, torch.nn, torch.nn.functional, torch.linalg,
   torch.special, torch.autograd, torch.nn.Module, math, builtins and every loaded
   ``course_utils`` module (replaced, added or deleted), the code and defaults of the Python
-  functions among them, and the exercise registry;
+  functions among them;
 - global torch settings: the default dtype and device, grad mode, inference mode, deterministic
   algorithms, anomaly detection, the torch function and dispatch mode stacks, the number of
   threads, the print options; torch's random generator; sys.stdout, sys.stderr and the tracer.
@@ -273,18 +273,10 @@ def _same(a, b):
 
 # ----------------------------------------------------------------------------- the snapshot
 
-def protect(name, mapping):
-    """Restore `mapping` (a dict, such as the exercise registry) after every call too."""
-    _DICTS.append((name, mapping))
-
-
-_DICTS = []
-
-
 def _watched():
     """(name, namespace, kind) for every namespace whose entries are restored."""
     found = [(module.__name__, module, "module") for module in _MODULES]
-    found += [(name, cls, "class") for name, cls in _CLASSES] + [(name, d, "dict") for name, d in _DICTS]
+    found += [(name, cls, "class") for name, cls in _CLASSES]
     if _ours[0] != len(sys.modules):  # the package's modules, listed again when modules were loaded
         names = [n for n in list(sys.modules) if n == "course_utils" or n.startswith("course_utils.")]
         _ours[:] = [len(sys.modules), names]
@@ -303,7 +295,7 @@ def snapshot():
     # the Python functions there: a learner's code can swap a function's body without rebinding it
     if _functions[0] != _ours[0]:  # listed again when modules were loaded
         _functions[:] = [_ours[0], [
-            (f, name, key) for name, _, kind, entries in namespaces if kind != "dict"
+            (f, name, key) for name, _, _, entries in namespaces
             for key, f in entries.items() if type(f) is types.FunctionType
         ]]
     functions = [(f, f.__code__, f.__defaults__, f.__kwdefaults__) for f, _, _ in _functions[1]]
@@ -330,7 +322,7 @@ def restore(saved):
             if old is _ABSENT and isinstance(new, types.ModuleType) and new.__name__ == f"{owner_name}.{key}":
                 continue  # a submodule imported on first use
             change = "added" if old is _ABSENT else "deleted" if new is _ABSENT else "replaced"
-            changed.append((change, f"{owner_name}[{key!r}]" if kind == "dict" else f"{owner_name}.{key}"))
+            changed.append((change, f"{owner_name}.{key}"))
             _try(_put, owner, kind, key, old)
     for (f, code, defaults, kwdefaults), (_, owner_name, key) in zip(functions, _functions[1]):
         if f.__code__ is not code or f.__defaults__ is not defaults or f.__kwdefaults__ is not kwdefaults:
@@ -359,7 +351,7 @@ def _try(function, *args):
 
 
 def _entries(owner, kind):
-    return owner if kind == "dict" else vars(owner)
+    return vars(owner)
 
 
 def _put(owner, kind, key, value):

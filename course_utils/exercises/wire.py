@@ -15,7 +15,9 @@ not a dense CPU tensor by its type name, dtype and shape; tuples and lists item 
 numbers and strings as they are; any other object by its type's name.
 """
 
+import io
 import os
+import stat
 import tempfile
 import zipfile
 
@@ -46,13 +48,15 @@ class WireError(Exception):
 
 # ----------------------------------------------------------------------------- files
 
-def save(data, path):
-    """Write `data` to `path` whole or not at all (a temporary file, then os.replace)."""
+def save(data, path, mode=0o600):
+    """Write `data` to `path` whole or not at all (a temporary file, then os.replace); the file gets
+    `mode` (the grader's calls are 0o644: the sandboxed kernel runs as another user and reads them)."""
     folder = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(dir=folder, suffix=".part")
     try:
         with os.fdopen(handle, "wb") as file:
             torch.save(data, file)
+            os.fchmod(file.fileno(), mode)
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
@@ -61,23 +65,34 @@ def save(data, path):
 
 
 def load(path):
-    """Read what `save` wrote, as data only (weights_only): a WireError if it is missing, too
-    big, or not such a file."""
+    """Read what `save` wrote, as data only (weights_only): a WireError if it is missing, not a
+    regular file (the kernel writes its folder: a link or a pipe there must not make the grader read
+    another file or wait for ever), too big, or not such a file."""
     try:
-        size = os.path.getsize(path)
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         raise WireError("no answer file") from None
-    if size > MAX_FILE_BYTES:
-        raise WireError(f"an answer of {size} bytes")
+    try:
+        status = os.fstat(handle)
+        if not stat.S_ISREG(status.st_mode):
+            raise WireError("an answer that is not a regular file")
+        if status.st_size > MAX_FILE_BYTES:
+            raise WireError(f"an answer of {status.st_size} bytes")
+        with os.fdopen(handle, "rb", closefd=False) as file:
+            content = file.read(MAX_FILE_BYTES + 1)
+    finally:
+        os.close(handle)
+    if len(content) > MAX_FILE_BYTES:
+        raise WireError("an answer that grew while it was read")
     try:  # torch.save writes a zip of stored (uncompressed) entries: no entry may unpack to more
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(io.BytesIO(content)) as archive:
             entries = archive.infolist()
     except (OSError, zipfile.BadZipFile):
         raise WireError("an answer that is not a torch.save file") from None
     if any(e.compress_type != zipfile.ZIP_STORED for e in entries) or sum(e.file_size for e in entries) > MAX_FILE_BYTES:
         raise WireError("a compressed or oversized answer")
     try:
-        return torch.load(path, weights_only=True)
+        return torch.load(io.BytesIO(content), weights_only=True)
     except Exception as error:  # noqa: BLE001 (whatever is wrong with the file, it is no answer)
         raise WireError(f"an unreadable answer ({type(error).__name__})") from None
 

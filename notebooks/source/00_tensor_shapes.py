@@ -686,17 +686,18 @@ for scores_shape in [(2, 4, 2, 5), (2, 4, 1, 5)]:
 # shape (B,) and holds the number of real tokens of each sequence (an integer tensor; a length
 # may be 0); `max_len` is $L_k$, the padded length, which may be larger than every length.
 # Return a `torch.bool` mask of shape (B, 1, 1, L_k) that is True where the key position is a
-# real token, that is where position < length (positions count from 0).
+# real token, that is where position < length (positions count from 0). The check refuses the
+# course's own `masks.padding_mask`, which is this exercise's answer.
 #
 # Hint: compare a (L_k,) tensor of positions with a (B, 1) view of the lengths and let
 # broadcasting build the (B, L_k) grid; then add the two size-1 axes.
 
-# %% [markdown] tags=["lang-zh"] en_hash="04fe76323d"
+# %% [markdown] tags=["lang-zh"] en_hash="670b0d7f6c"
 # ### 练习 00.padding_mask
 #
 # 不再手写，而是根据序列长度构造保留掩码，让填充位置为 False。`lengths` 的形状是 (B,)，存放每条序列的真实词元数
 # （整数张量，长度可以为 0）；`max_len` 就是 $L_k$，即填充后的长度，它可以比所有长度都大。
-# 返回一个形状为 (B, 1, 1, L_k)、类型为 `torch.bool` 的掩码：键的位置是真实词元时为 True，即位置 < 长度（位置从 0 开始计数）。
+# 返回一个形状为 (B, 1, 1, L_k)、类型为 `torch.bool` 的掩码：键的位置是真实词元时为 True，即位置 < 长度（位置从 0 开始计数）。检查不接受课程自带的 `masks.padding_mask`（它正是本题的答案）。
 #
 # 提示：把形状为 (L_k,) 的位置张量与长度的 (B, 1) 视图相比较，让广播生成 (B, L_k) 的网格；再补上两个大小为 1 的维度。
 
@@ -729,6 +730,7 @@ def padding_mask(lengths, max_len):
 
 
 # %%
+from course_utils import check
 check("00.padding_mask", padding_mask)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
@@ -803,14 +805,16 @@ claim("加权求和也与 w @ v 相同（误差在 1e-5 以内）", torch.allclo
 # Right after the projection, queries and keys come laid out as (B, L, H, D): sequence,
 # position, head, feature (section 7 shows why). Compute the scores (B, H, L_q, L_k) straight
 # from that layout, with a single `torch.einsum` and no `transpose` or `permute`. `q` has shape
-# (B, L_q, H, D) and `k` has shape (B, L_k, H, D); return the unscaled scores.
+# (B, L_q, H, D) and `k` has shape (B, L_k, H, D); return the unscaled scores. The check refuses
+# every transpose and every other way to reorder axes: `transpose`, `permute`, `swapaxes`,
+# `movedim`, `.T`, `.mT` and their kin.
 
-# %% [markdown] tags=["lang-zh"] en_hash="0ea4cfbc31"
+# %% [markdown] tags=["lang-zh"] en_hash="d3380549c6"
 # ### 练习 00.scores_einsum
 #
 # 刚做完投影时，查询和键的布局是 (B, L, H, D)：序列、位置、头、特征（第 7 节会说明原因）。
 # 请直接从这种布局算出分数 (B, H, L_q, L_k)：只用一次 `torch.einsum`，不用 `transpose` 或 `permute`。
-# `q` 的形状是 (B, L_q, H, D)，`k` 的形状是 (B, L_k, H, D)；返回未缩放的分数。
+# `q` 的形状是 (B, L_q, H, D)，`k` 的形状是 (B, L_k, H, D)；返回未缩放的分数。检查不接受任何转置或其他重排维度的操作，例如 `transpose`、`permute`、`swapaxes`、`movedim`、`.T` 和 `.mT`。
 
 # %% tags=["exercise"] exercise="00.scores_einsum"
 def scores_einsum(q, k):
@@ -835,6 +839,7 @@ def scores_einsum(q, k):
 
 
 # %%
+from course_utils import check
 check("00.scores_einsum", scores_einsum)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
@@ -872,16 +877,17 @@ plt.show()
 # ### Exercise 00.split_heads
 #
 # Write `split_heads(x, num_heads)`: `x` has shape (B, L, H·D) with $H$ = `num_heads`; return
-# (B, H, L, D).
+# (B, H, L, D). The check refuses the course's own `multihead.split_heads`, which is this
+# exercise's answer.
 
-# %% [markdown] tags=["lang-zh"] en_hash="136110aae4"
+# %% [markdown] tags=["lang-zh"] en_hash="45e8ef54b2"
 # 分两步完成。先把最后一维拆成 (H, D)，头在前；这只是把一个连续的维度一分为二，所以是视图。
 # 再交换位置维和头维；这仍是视图，但已经不连续了。如果一步 `view` 直接变成 (B, H, L, D)，形状是对的，数却错了：
 # 它把内存切成每块 $L \cdot D$ 个数，每一块横跨好几个位置。
 #
 # ### 练习 00.split_heads
 #
-# 写出 `split_heads(x, num_heads)`：`x` 的形状是 (B, L, H·D)，其中 $H$ = `num_heads`；返回 (B, H, L, D)。
+# 写出 `split_heads(x, num_heads)`：`x` 的形状是 (B, L, H·D)，其中 $H$ = `num_heads`；返回 (B, H, L, D)。检查不接受课程自带的 `multihead.split_heads`（它正是本题的答案）。
 
 # %% tags=["exercise"] exercise="00.split_heads"
 def split_heads(x, num_heads):
@@ -912,6 +918,7 @@ def split_heads(x, num_heads):
 
 
 # %%
+from course_utils import check
 check("00.split_heads", split_heads)
 
 # %% [markdown] tags=["lang-en"]
@@ -986,12 +993,13 @@ claim("L = 1 时交换后的张量仍然连续，所以 view 可以运行",
 # ### Exercise 00.merge_heads
 #
 # Write `merge_heads(x)`, the inverse of `split_heads`: `x` has shape (B, H, L, D); return
-# (B, L, H·D), head 0's $D$ features first.
+# (B, L, H·D), head 0's $D$ features first. The check refuses the course's own
+# `multihead.merge_heads`, which is this exercise's answer.
 
-# %% [markdown] tags=["lang-zh"] en_hash="48be2ba0e4"
+# %% [markdown] tags=["lang-zh"] en_hash="a32feb0e63"
 # ### 练习 00.merge_heads
 #
-# 写出 `merge_heads(x)`，即 `split_heads` 的逆操作：`x` 的形状是 (B, H, L, D)；返回 (B, L, H·D)，第 0 个头的 $D$ 个特征在前。
+# 写出 `merge_heads(x)`，即 `split_heads` 的逆操作：`x` 的形状是 (B, H, L, D)；返回 (B, L, H·D)，第 0 个头的 $D$ 个特征在前。检查不接受课程自带的 `multihead.merge_heads`（它正是本题的答案）。
 
 # %% tags=["exercise"] exercise="00.merge_heads"
 def merge_heads(x):
@@ -1023,6 +1031,7 @@ def merge_heads(x):
 
 
 # %%
+from course_utils import check
 check("00.merge_heads", merge_heads)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]

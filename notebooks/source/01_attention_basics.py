@@ -405,9 +405,10 @@ claim("作用在 [q; k] 上的 MLP 给出的正是加性分数", same)
 #    $(B, L_q, 1, d_h) + (B, 1, L_k, d_h) \to (B, L_q, L_k, d_h)$;
 # 3. apply tanh, then multiply by `v` to get $(B, L_q, L_k)$.
 #
-# The check tries shapes where $L_q \ne L_k$ and $d_q \ne d_k$.
+# The check tries shapes where $L_q \ne L_k$ and $d_q \ne d_k$. It refuses the course's own
+# `attention.additive_scores`, which is this exercise's answer.
 
-# %% [markdown] tags=["lang-zh"] en_hash="99c2b6cb26"
+# %% [markdown] tags=["lang-zh"] en_hash="5cdc1900d7"
 # 拼接后的张量装着 $L_q \cdot L_k$ 个长度为 $d_q + d_k$ 的向量，每个配对一个。拆开后的写法根本不需要构造它：查询只投影一次，键也只投影一次，再借助广播把每个查询的投影与每个键的投影相加。
 #
 # ### 练习 1：加性评分
@@ -419,7 +420,7 @@ claim("作用在 [q; k] 上的 MLP 给出的正是加性分数", same)
 #    $(B, L_q, 1, d_h) + (B, 1, L_k, d_h) \to (B, L_q, L_k, d_h)$；
 # 3. 先做 tanh，再与 `v` 相乘，得到 $(B, L_q, L_k)$。
 #
-# 检查会在 $L_q \ne L_k$、$d_q \ne d_k$ 的形状上测试你的函数。
+# 检查会在 $L_q \ne L_k$、$d_q \ne d_k$ 的形状上测试你的函数，并且不接受课程自带的 `attention.additive_scores`（它正是本题的答案）。
 
 # %% tags=["exercise"] exercise="01.additive_scores"
 def my_additive_scores(query, key, w_query, w_key, v):
@@ -446,6 +447,7 @@ def my_additive_scores(query, key, w_query, w_key, v):
 
 
 # %%
+from course_utils import check
 check("01.additive_scores", my_additive_scores)
 
 # %% [markdown] tags=["lang-en"]
@@ -569,20 +571,23 @@ claim("softmax(big - 1000) = softmax(big)：平移不改变任何结果",
 # ### Exercise 2: a stable softmax
 #
 # Write `my_softmax(scores)`: the softmax over the last axis of a tensor of any shape
-# $(\dots, L)$, safe for large scores, from elementary operations (torch's own `softmax` and
-# `log_softmax`, in any spelling, are off limits here). Subtract each row's maximum
+# $(\dots, L)$, safe for large scores, from elementary operations. The check refuses every
+# ready-made softmax: torch's `torch.softmax`, `F.softmax`, `Tensor.softmax` and
+# `torch.special.softmax`, their logarithms `torch.log_softmax`, `F.log_softmax`,
+# `Tensor.log_softmax` and `torch.special.log_softmax`, and the course's `masks.masked_softmax`,
+# which without a mask is the same softmax. Subtract each row's maximum
 # (`amax(dim=-1, keepdim=True)`), exponentiate, and divide by each row's sum. Without
 # `keepdim=True` the row maxima lose their last axis and broadcast against the wrong one. The
 # check includes scores around +500 and −500, and one tensor whose rows sit around +500, −300
 # and 0 at once, so one shift for the whole tensor is not enough: each row needs its own. It
 # also tries a 1-D tensor, rows of length 1 and float64 scores.
 
-# %% [markdown] tags=["lang-zh"] en_hash="784f64bfd1"
+# %% [markdown] tags=["lang-zh"] en_hash="63c9b45c54"
 # PyTorch 的 softmax 没有这个问题，因为它利用了第一条性质：先让每一行减去该行的最大值，再取指数。这样最大的指数项是 $e^0 = 1$，不会上溢；分母至少为 1，也不会除以零（分数非常负时同样适用，否则它们的指数会全部下溢为 0）。
 #
 # ### 练习 2：数值稳定的 softmax
 #
-# 写出 `my_softmax(scores)`：对任意形状 $(\dots, L)$ 的张量沿最后一维做 softmax，分数很大时也不出问题。只用基本运算来写（这里不能调用 torch 自带的 `softmax` 和 `log_softmax`，无论哪种写法）。先减去每一行的最大值（`amax(dim=-1, keepdim=True)`），再取指数，最后除以每一行的和。不加 `keepdim=True` 的话，每行的最大值会丢掉最后一维，于是沿错误的维度广播。检查用例里有 +500 和 −500 左右的分数，还有一个张量，它的各行分别在 +500、−300 和 0 附近，所以整个张量只减一个数是不够的，每一行都要减去自己的最大值。检查还会测试一维张量、长度为 1 的行以及 float64 分数。
+# 写出 `my_softmax(scores)`：对任意形状 $(\dots, L)$ 的张量沿最后一维做 softmax，分数很大时也不出问题。只用基本运算来写：检查不接受任何现成的 softmax，包括 torch 的 `torch.softmax`、`F.softmax`、`Tensor.softmax` 和 `torch.special.softmax`，它们的对数版本 `torch.log_softmax`、`F.log_softmax`、`Tensor.log_softmax` 和 `torch.special.log_softmax`，以及课程自带的 `masks.masked_softmax`（不传掩码时，它算的就是同一个 softmax）。先减去每一行的最大值（`amax(dim=-1, keepdim=True)`），再取指数，最后除以每一行的和。不加 `keepdim=True` 的话，每行的最大值会丢掉最后一维，于是沿错误的维度广播。检查用例里有 +500 和 −500 左右的分数，还有一个张量，它的各行分别在 +500、−300 和 0 附近，所以整个张量只减一个数是不够的，每一行都要减去自己的最大值。检查还会测试一维张量、长度为 1 的行以及 float64 分数。
 
 # %% tags=["exercise"] exercise="01.softmax"
 def my_softmax(scores):
@@ -615,6 +620,7 @@ def my_softmax(scores):
 
 
 # %%
+from course_utils import check
 check("01.softmax", my_softmax)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
@@ -825,12 +831,12 @@ for scaled in (False, True):
 # ### Exercise 3: scaled dot-product attention
 #
 # Write `my_attention(query, key, value)`. You may use `torch.softmax` (or your `my_softmax`),
-# but not `F.scaled_dot_product_attention` or the package's `scaled_dot_product_attention`:
-# the point is to write it.
+# but the check refuses `F.scaled_dot_product_attention` and the course's own
+# `attention.scaled_dot_product_attention`: the point is to write it.
 # The check tries $L_q \ne L_k$, $d_k \ne d_v$, sequences of length 1, a batch of one,
 # $d_k = 64$ and float64 inputs.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="06f806b67e"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="0a93cfe69f"
 # ## 5. 从零实现缩放点积注意力
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{d_k}}\Big)\, V$$
@@ -848,7 +854,7 @@ for scaled in (False, True):
 #
 # ### 练习 3：缩放点积注意力
 #
-# 写出 `my_attention(query, key, value)`。可以使用 `torch.softmax`（或者你自己写的 `my_softmax`），但不能调用 `F.scaled_dot_product_attention` 或工具包里的 `scaled_dot_product_attention`：这道练习就是要你亲手写出它。检查会测试 $L_q \ne L_k$、$d_k \ne d_v$、长度为 1 的序列、只有一个样本的批量、$d_k = 64$ 以及 float64 输入等情形。
+# 写出 `my_attention(query, key, value)`。可以使用 `torch.softmax`（或者你自己写的 `my_softmax`），但检查不接受 `F.scaled_dot_product_attention` 和课程自带的 `attention.scaled_dot_product_attention`：这道练习就是要你亲手写出它。检查会测试 $L_q \ne L_k$、$d_k \ne d_v$、长度为 1 的序列、只有一个样本的批量、$d_k = 64$ 以及 float64 输入等情形。
 
 # %% tags=["exercise"] exercise="01.scaled_dot"
 def my_attention(query, key, value):
@@ -884,6 +890,7 @@ def my_attention(query, key, value):
 
 
 # %%
+from course_utils import check
 check("01.scaled_dot", my_attention)
 
 # %% [markdown] tags=["lang-en"]

@@ -271,12 +271,13 @@ plt.show()
 # is a bool tensor of shape (L_q, L_k), True where key $j \le$ query $i$.
 # `torch.ones(..., dtype=torch.bool).tril()` does it in one line; so does comparing a column of
 # query positions with a row of key positions. The check tries $L_q \ne L_k$ both ways, changes
-# $L_q$ and $L_k$ one at a time, and tries $1 \times 1$.
+# $L_q$ and $L_k$ one at a time, and tries $1 \times 1$. It refuses the course's own
+# `masks.causal_mask`, which is this exercise's answer.
 
-# %% [markdown] tags=["lang-zh"] en_hash="e3b79e15b7"
+# %% [markdown] tags=["lang-zh"] en_hash="08f96bd598"
 # ### 练习 1：因果掩码
 #
-# 写出 `my_causal_mask(L_q, L_k)`：按左上角对齐的因果掩码，也就是 `is_causal=True` 所用的那个。它是一个形状为 (L_q, L_k) 的 bool 张量，键 $j \le$ 查询 $i$ 时为 True。`torch.ones(..., dtype=torch.bool).tril()` 一行就能做到；把一列查询位置与一行键位置相比较也可以。检查会测试 $L_q \ne L_k$ 的两种情形，分别单独改变 $L_q$ 和 $L_k$，还会测试 $1 \times 1$。
+# 写出 `my_causal_mask(L_q, L_k)`：按左上角对齐的因果掩码，也就是 `is_causal=True` 所用的那个。它是一个形状为 (L_q, L_k) 的 bool 张量，键 $j \le$ 查询 $i$ 时为 True。`torch.ones(..., dtype=torch.bool).tril()` 一行就能做到；把一列查询位置与一行键位置相比较也可以。检查会测试 $L_q \ne L_k$ 的两种情形，分别单独改变 $L_q$ 和 $L_k$，还会测试 $1 \times 1$。检查不接受课程自带的 `masks.causal_mask`（它正是本题的答案）。
 
 # %% tags=["exercise"] exercise="02.causal_mask"
 def my_causal_mask(L_q, L_k):
@@ -295,6 +296,7 @@ def my_causal_mask(L_q, L_k):
 
 
 # %%
+from course_utils import check
 check("02.causal_mask", my_causal_mask)
 
 # %% [markdown] tags=["lang-en"]
@@ -347,6 +349,7 @@ def my_decoder_mask(lengths, max_len):
 
 
 # %%
+from course_utils import check
 check("02.decoder_mask", my_decoder_mask)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
@@ -1125,16 +1128,18 @@ claim("masked_softmax 给出零，而且仍然是 float16", (ours_half[1] == 0).
 # Write `my_masked_softmax(scores, keep_mask)`: the softmax over the last axis of `scores`
 # (..., L_q, L_k), where keys with `keep_mask` False get exactly zero weight and a fully masked
 # row gets all-zero weights, never NaN. `keep_mask` broadcasts against `scores`. The check also
-# compares gradients, so a fully masked row must not send NaN backward either.
+# compares gradients, so a fully masked row must not send NaN backward either. `torch.softmax` is
+# fine, but the check refuses the course's own `masks.masked_softmax`, which is this exercise's
+# answer (and so every course function that calls it).
 #
 # 1. find the fully masked rows: `~keep_mask.any(dim=-1, keepdim=True)`;
 # 2. fill the hidden scores with −∞, and the fully masked rows with any finite number;
 # 3. take the softmax, then set the fully masked rows' weights to 0.
 
-# %% [markdown] tags=["lang-zh"] en_hash="63444df691"
+# %% [markdown] tags=["lang-zh"] en_hash="43cfc96c2d"
 # ### 练习 3：带掩码的 softmax
 #
-# 写出 `my_masked_softmax(scores, keep_mask)`：对 `scores` (..., L_q, L_k) 沿最后一维做 softmax；`keep_mask` 为 False 的键权重必须精确为零；全遮蔽行的权重全为零，绝不能是 NaN。`keep_mask` 可以与 `scores` 广播。检查还会比较梯度，所以全遮蔽行在反向传播时也不能传回 NaN。
+# 写出 `my_masked_softmax(scores, keep_mask)`：对 `scores` (..., L_q, L_k) 沿最后一维做 softmax；`keep_mask` 为 False 的键权重必须精确为零；全遮蔽行的权重全为零，绝不能是 NaN。`keep_mask` 可以与 `scores` 广播。检查还会比较梯度，所以全遮蔽行在反向传播时也不能传回 NaN。可以用 `torch.softmax`，但检查不接受课程自带的 `masks.masked_softmax`（它正是本题的答案），因此也不接受调用了它的其他课程函数。
 #
 # 1. 找出全遮蔽行：`~keep_mask.any(dim=-1, keepdim=True)`；
 # 2. 被遮住的分数填入 −∞，全遮蔽行填入任意有限值；
@@ -1172,6 +1177,7 @@ def my_masked_softmax(scores, keep_mask):
 
 
 # %%
+from course_utils import check
 check("02.masked_softmax", my_masked_softmax)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]

@@ -148,6 +148,7 @@ def my_self_attention(x, w_q, w_k, w_v):
 
 
 # %%
+from course_utils import check
 check("03.self_attention", my_self_attention)
 
 # %% [markdown] tags=["lang-en"]
@@ -285,6 +286,7 @@ def my_cross_attention(x, memory, w_q, w_k, w_v):
 
 
 # %%
+from course_utils import check
 check("03.cross_attention", my_cross_attention)
 
 # %% [markdown] tags=["lang-en"]
@@ -770,6 +772,7 @@ def my_alignment(weights, keep_mask):
 
 
 # %%
+from course_utils import check
 check("03.alignment", my_alignment)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]

@@ -473,12 +473,14 @@ claim("权重 (B, H, L_q, L_k) 也相同", torch.allclose(fused_weights, weights
 # into heads, attend in every head at once (scale by $\sqrt{d_k}$), merge, project with `w_o`.
 # Return `(output, weights)`: $(B, L_q, E_{out})$ and every head's weights $(B, H, L_q, L_k)$,
 # float32 like the inputs. The check tries one head, one query, one key, $d_k \ne d_v$ and
-# $E_{out} \ne E_q$, and compares gradients too.
+# $E_{out} \ne E_q$, and compares gradients too. It refuses PyTorch's
+# `F.multi_head_attention_forward`, the function `nn.MultiheadAttention` runs, which would do
+# all of this for you.
 
-# %% [markdown] tags=["lang-zh"] en_hash="90bec37ae8"
+# %% [markdown] tags=["lang-zh"] en_hash="ecca6b2c35"
 # ### 练习 1：融合版的前向计算
 #
-# 用公式布局下的普通矩阵（`query @ w_q`，不带偏置）写出 `my_multihead(query, key, value, w_q, w_k, w_v, w_o, num_heads)`。`query` 的形状为 $(B, L_q, E_q)$，`key` 为 $(B, L_k, E_k)$，`value` 为 $(B, L_k, E_v)$；`w_q` 为 $(E_q, H \cdot d_k)$，`w_k` 为 $(E_k, H \cdot d_k)$，`w_v` 为 $(E_v, H \cdot d_v)$，`w_o` 为 $(H \cdot d_v, E_{out})$，其中 $H$ = `num_heads`。先投影，再拆成多头，在所有头上一次做完注意力（除以 $\sqrt{d_k}$），合并，最后用 `w_o` 投影。按 `(output, weights)` 的顺序返回：$(B, L_q, E_{out})$ 和每个头各自的权重 $(B, H, L_q, L_k)$，与输入一样是 float32。检查会测试只有一个头、只有一个查询、只有一个键、$d_k \ne d_v$ 以及 $E_{out} \ne E_q$ 的情形，还会比较梯度。
+# 用公式布局下的普通矩阵（`query @ w_q`，不带偏置）写出 `my_multihead(query, key, value, w_q, w_k, w_v, w_o, num_heads)`。`query` 的形状为 $(B, L_q, E_q)$，`key` 为 $(B, L_k, E_k)$，`value` 为 $(B, L_k, E_v)$；`w_q` 为 $(E_q, H \cdot d_k)$，`w_k` 为 $(E_k, H \cdot d_k)$，`w_v` 为 $(E_v, H \cdot d_v)$，`w_o` 为 $(H \cdot d_v, E_{out})$，其中 $H$ = `num_heads`。先投影，再拆成多头，在所有头上一次做完注意力（除以 $\sqrt{d_k}$），合并，最后用 `w_o` 投影。按 `(output, weights)` 的顺序返回：$(B, L_q, E_{out})$ 和每个头各自的权重 $(B, H, L_q, L_k)$，与输入一样是 float32。检查会测试只有一个头、只有一个查询、只有一个键、$d_k \ne d_v$ 以及 $E_{out} \ne E_q$ 的情形，还会比较梯度。检查不接受 PyTorch 的 `F.multi_head_attention_forward`：`nn.MultiheadAttention` 运行的就是这个函数，它会替你把这些步骤全部做完。
 
 # %% tags=["exercise"] exercise="04.fused_forward"
 def my_multihead(query, key, value, w_q, w_k, w_v, w_o, num_heads):
@@ -512,6 +514,7 @@ def my_multihead(query, key, value, w_q, w_k, w_v, w_o, num_heads):
 
 
 # %%
+from course_utils import check
 check("04.fused_forward", my_multihead)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
@@ -598,6 +601,7 @@ def my_in_proj(q_heads, k_heads, v_heads, q_biases, k_biases, v_biases):
 
 
 # %%
+from course_utils import check
 check("04.in_proj", my_in_proj)
 
 # %% [markdown] tags=["lang-en"]
@@ -1071,6 +1075,7 @@ def my_attn_mask(key_padding_mask, num_heads, L_q):
 
 
 # %%
+from course_utils import check
 check("04.attn_mask", my_attn_mask)
 
 # %% [markdown] tags=["lang-en"]

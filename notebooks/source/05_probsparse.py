@@ -443,14 +443,17 @@ claim("而全局随机状态与原来完全一样", torch.equal(torch.get_rng_st
 # same for every batch item and head. Return $M$, $(B, H, L_Q)$ in query's dtype: for each query,
 # the max minus the mean of its $U$ sampled **unscaled** scores $q_i \cdot k_{\mathrm{index}[i, s]}$.
 # A position may appear twice in a row of `index` (the sample is drawn with replacement): it counts
-# twice in the mean, which divides by $U$. Write the steps yourself: the check does not accept a
-# call to `course_utils.probsparse`. A start: `key[:, :, index]` is $(B, H, L_Q, U, D)$, every
+# twice in the mean, which divides by $U$. Write the steps yourself: the check refuses the course
+# functions that compute them, `probsparse.sampled_scores` (and its helper
+# `probsparse._gathered_scores`), `probsparse.sparsity_measure`, and the study's
+# `probsparse_study.exact_measure`, `probsparse_study._exact_from` and
+# `probsparse_study._sampled_from`. A start: `key[:, :, index]` is $(B, H, L_Q, U, D)$, every
 # query's own keys.
 
-# %% [markdown] tags=["lang-zh"] en_hash="200f8a606d"
+# %% [markdown] tags=["lang-zh"] en_hash="0b753e7396"
 # ### 练习 1：用样本估计的度量
 #
-# 写出 `sampled_measure(query, key, index)`。`query` 的形状为 $(B, H, L_Q, D)$，`key` 为 $(B, H, L_K, D)$，`index` 是形状为 $(L_Q, U)$ 的 int64 张量：第 $i$ 行是为查询 $i$ 抽取的 $U$ 个键的位置，批量中的每个样本、每个头都相同。返回 $M$，形状为 $(B, H, L_Q)$，dtype 与 query 相同：对每个查询，取它的 $U$ 个**未缩放**的采样分数 $q_i \cdot k_{\mathrm{index}[i, s]}$ 的最大值减平均值。`index` 的同一行里可能出现同一个位置两次（样本是有放回抽取的）：在平均值里它也算两次，平均值除以的是 $U$。请自己写出每一步：检查不接受对 `course_utils.probsparse` 的调用。提示：`key[:, :, index]` 的形状是 $(B, H, L_Q, U, D)$，也就是每个查询自己的那些键。
+# 写出 `sampled_measure(query, key, index)`。`query` 的形状为 $(B, H, L_Q, D)$，`key` 为 $(B, H, L_K, D)$，`index` 是形状为 $(L_Q, U)$ 的 int64 张量：第 $i$ 行是为查询 $i$ 抽取的 $U$ 个键的位置，批量中的每个样本、每个头都相同。返回 $M$，形状为 $(B, H, L_Q)$，dtype 与 query 相同：对每个查询，取它的 $U$ 个**未缩放**的采样分数 $q_i \cdot k_{\mathrm{index}[i, s]}$ 的最大值减平均值。`index` 的同一行里可能出现同一个位置两次（样本是有放回抽取的）：在平均值里它也算两次，平均值除以的是 $U$。请自己写出每一步：检查不接受课程里替你完成这些步骤的函数，即 `probsparse.sampled_scores`（及其辅助函数 `probsparse._gathered_scores`）、`probsparse.sparsity_measure`，以及实验模块里的 `probsparse_study.exact_measure`、`probsparse_study._exact_from` 和 `probsparse_study._sampled_from`。提示：`key[:, :, index]` 的形状是 $(B, H, L_Q, U, D)$，也就是每个查询自己的那些键。
 
 # %% tags=["exercise"] exercise="05.sampled_measure"
 def sampled_measure(query, key, index):
@@ -488,6 +491,7 @@ def sampled_measure(query, key, index):
 
 
 # %%
+from course_utils import check
 check("05.sampled_measure", sampled_measure)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
@@ -628,6 +632,7 @@ def top_u_attention(query, key, value, measure, u):
 
 
 # %%
+from course_utils import check
 check("05.top_u_attention", top_u_attention)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
@@ -842,6 +847,7 @@ def causal_prob_sparse(query, key, value, selected):
 
 
 # %%
+from course_utils import check
 check("05.causal_prob_sparse", causal_prob_sparse)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]

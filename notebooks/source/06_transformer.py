@@ -324,13 +324,14 @@ plt.show()
 # even features, cosines on the odd ones, interleaved. An odd $E$ is allowed: its last feature is
 # the sine of the last pair, with no room left for that pair's cosine. Computing the angles in
 # float64 and rounding once at the end is a good habit (far positions lose digits of their angle in
-# float32); return float32. Write it yourself: the check does not accept a call to
-# `course_utils.transformer.sinusoidal_encoding` or `offset_rotation`.
+# float32); return float32. Write it yourself: the check refuses the course's own
+# `transformer.sinusoidal_encoding`, which is this exercise's answer, and
+# `transformer.offset_rotation`, which gives it too.
 
-# %% [markdown] tags=["lang-zh"] en_hash="356edd0648"
+# %% [markdown] tags=["lang-zh"] en_hash="c9903adadb"
 # ### 练习 1：正弦编码表
 #
-# 写出 `my_sinusoidal_encoding(length, d_model)`：返回形状为 $(L, E)$ 的 float32 表，对每个位置 $p = 0 \dots L-1$ 和每一对特征 $i$，$PE[p, 2i] = \sin(p / 10000^{2i/E})$，$PE[p, 2i+1] = \cos(p / 10000^{2i/E})$：偶数号特征放正弦，奇数号特征放余弦，两者交错排列。$E$ 可以是奇数：这时最后一个特征是最后一对的正弦，已经没有位置再放这一对的余弦。用 float64 计算角度、最后只舍入一次是个好习惯（位置越靠后，float32 丢掉的角度有效数字越多）；返回 float32。请自己写出来：检查不接受对 `course_utils.transformer.sinusoidal_encoding` 或 `offset_rotation` 的调用。
+# 写出 `my_sinusoidal_encoding(length, d_model)`：返回形状为 $(L, E)$ 的 float32 表，对每个位置 $p = 0 \dots L-1$ 和每一对特征 $i$，$PE[p, 2i] = \sin(p / 10000^{2i/E})$，$PE[p, 2i+1] = \cos(p / 10000^{2i/E})$：偶数号特征放正弦，奇数号特征放余弦，两者交错排列。$E$ 可以是奇数：这时最后一个特征是最后一对的正弦，已经没有位置再放这一对的余弦。用 float64 计算角度、最后只舍入一次是个好习惯（位置越靠后，float32 丢掉的角度有效数字越多）；返回 float32。请自己写出来：检查不接受课程自带的 `transformer.sinusoidal_encoding`（它正是本题的答案），也不接受同样能得出这张表的 `transformer.offset_rotation`。
 
 # %% tags=["exercise"] exercise="06.sinusoidal_encoding"
 def my_sinusoidal_encoding(length, d_model):
@@ -377,6 +378,7 @@ def my_sinusoidal_encoding(length, d_model):
 
 
 # %%
+from course_utils import check
 check("06.sinusoidal_encoding", my_sinusoidal_encoding)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
@@ -739,13 +741,15 @@ claim("to_torch：注意力权重的 dropout 为 0，其余 dropout 的 p = 0.1"
 # which input each sub-layer reads, where each residual connection adds, and where the padding
 # mask goes. The weights are those of `nn.TransformerEncoderLayer(E, num_heads, F, bias=False,
 # norm_first=True, batch_first=True)` (`layer.norm1.weight`, `layer.self_attn.in_proj_weight`, …),
-# so you can compare with it. The check compares the gradients with respect to `x` and to every
-# weight too.
+# so you can compare with it outside your function; inside it, the check refuses the ready-made
+# layers: PyTorch's `TransformerEncoderLayer.forward` and `TransformerDecoderLayer.forward`, and
+# the course's `EncoderLayer.forward` and `DecoderLayer.forward`. The check also compares the
+# gradients with respect to `x` and to every weight.
 
-# %% [markdown] tags=["lang-zh"] en_hash="e2a4fa5514"
+# %% [markdown] tags=["lang-zh"] en_hash="e6518d2a35"
 # ### 练习 2：前归一化的编码器层
 #
-# 写出前归一化编码器层（`norm_first=True`）的前向计算，不带 dropout（相当于 `eval()` 模式），也不带偏置。练习单元已经用这一层的权重搭好了它的四个子层，每个都把 $(B, L, E)$ 映射为 $(B, L, E)$：`norm1` 和 `norm2`（LayerNorm）、`self_attention(h, key_padding_mask=None)`（多头自注意力）以及 `feed_forward(h)`。`key_padding_mask` 遵循 PyTorch 的约定：True 表示**填充**。你要做的是把它们连起来：每个子层读取什么输入、每条残差连接加在哪里、填充掩码传到哪里。这些权重就是 `nn.TransformerEncoderLayer(E, num_heads, F, bias=False, norm_first=True, batch_first=True)` 的权重（`layer.norm1.weight`、`layer.self_attn.in_proj_weight`……），所以你可以拿它来对照。检查也会比较对 `x` 和对每个权重的梯度。
+# 写出前归一化编码器层（`norm_first=True`）的前向计算，不带 dropout（相当于 `eval()` 模式），也不带偏置。练习单元已经用这一层的权重搭好了它的四个子层，每个都把 $(B, L, E)$ 映射为 $(B, L, E)$：`norm1` 和 `norm2`（LayerNorm）、`self_attention(h, key_padding_mask=None)`（多头自注意力）以及 `feed_forward(h)`。`key_padding_mask` 遵循 PyTorch 的约定：True 表示**填充**。你要做的是把它们连起来：每个子层读取什么输入、每条残差连接加在哪里、填充掩码传到哪里。这些权重就是 `nn.TransformerEncoderLayer(E, num_heads, F, bias=False, norm_first=True, batch_first=True)` 的权重（`layer.norm1.weight`、`layer.self_attn.in_proj_weight`……），所以你可以在函数之外拿它来对照；但在函数里，检查不接受现成的层：PyTorch 的 `TransformerEncoderLayer.forward` 和 `TransformerDecoderLayer.forward`，以及课程自带的 `EncoderLayer.forward` 和 `DecoderLayer.forward`。检查也会比较对 `x` 和对每个权重的梯度。
 
 # %% tags=["exercise"] exercise="06.pre_norm_layer"
 def pre_norm_encoder_layer(x, key_padding_mask, norm1_weight, in_proj_weight, out_proj_weight, norm2_weight,
@@ -813,6 +817,7 @@ def pre_norm_encoder_layer(x, key_padding_mask, norm1_weight, in_proj_weight, ou
 
 
 # %%
+from course_utils import check
 check("06.pre_norm_layer", pre_norm_encoder_layer)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
@@ -1346,6 +1351,7 @@ def decoder_masks(source_lengths, source_len, target_lengths, target_len):
 
 
 # %%
+from course_utils import check
 check("06.decoder_masks", decoder_masks)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]

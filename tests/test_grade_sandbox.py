@@ -1,0 +1,465 @@
+"""The sandbox around each grading kernel (course_teacher.grade.sandbox, runner.Kernel).
+
+Each property is proved from inside: the test starts a real sandboxed kernel, has it run code that
+tries what a hostile notebook would, and reads what the kernel wrote into its working folder (a
+JSON answer) or what the grader sees from outside (its processes). One kernel serves the checks
+that cannot disturb each other; the others (a second sandbox at once, a kernel to kill, a grader
+to kill) have their own. The tests that need bwrap skip, with the reason, where it cannot make a
+sandbox (no bwrap, or a container without namespaces).
+"""
+
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import course_utils
+from course_teacher.grade import runner, sandbox
+from course_teacher.grade.runner import Kernel
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = ("COURSE_TEST_FAKE_TOKEN", f"s3cret-{uuid.uuid4().hex}")
+MEMORY_MB = 2048
+AVAILABLE, WHY = sandbox.available()
+needs_bwrap = pytest.mark.skipif(not AVAILABLE, reason=f"no sandbox here: {WHY}")
+
+# What the kernel's environment holds, all of it: runner.kernel_environment, and PWD (bwrap's,
+# the working folder).
+EXPECTED_ENVIRONMENT = {"PATH", "HOME", "LANG", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "COURSE_THREADS",
+                        "PYTHONHASHSEED", "MPLBACKEND", "PYDEVD_DISABLE_FILE_VALIDATION", "MPLCONFIGDIR",
+                        "IPYTHONDIR", "PWD"} | {name for name in runner.PASSED_ON if name in os.environ}
+
+# A process that detaches itself for good: a new session, orphaned by a double fork, asleep 60 s.
+# argv[1] is a marker to find it by from outside.
+DETACH = """
+import subprocess, sys
+SLEEPER = "import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    if os.fork() == 0:\\n        time.sleep(60)\\n    os._exit(0)\\n"
+subprocess.run([sys.executable, "-c", SLEEPER, {marker!r}], check=True)
+"""
+
+
+def _ask(kernel, code, timeout=60):
+    """Run `code` in `kernel`; it sets `answer`, which the kernel writes as JSON into its working
+    folder; the test reads it there, from outside."""
+    name = f"answer-{uuid.uuid4().hex}.json"
+    epilogue = f"\nimport json as _json\nwith open({name!r}, 'w') as _file:\n    _json.dump(answer, _file)\n"
+    reply = kernel.run(textwrap.dedent(code) + epilogue, timeout)
+    assert reply.ok, reply
+    return json.loads((kernel.folder / name).read_text())
+
+
+def _start(folder, slot=0, sandboxed=True, memory_mb=MEMORY_MB):
+    folder.mkdir(parents=True, exist_ok=True)
+    kernel = Kernel(folder, memory_mb, sandboxed=sandboxed, slot=slot)
+    kernel.start()
+    return kernel
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """A sandboxed kernel (job slot 0), started while the test's environment holds a fake secret."""
+    os.environ[SECRET[0]] = SECRET[1]
+    try:
+        started = _start(tmp_path_factory.mktemp("sandbox") / "kernel")
+    finally:
+        del os.environ[SECRET[0]]
+    yield started
+    started.kill()
+
+
+def _pids(marker=None, namespace=None):
+    """The host's processes whose command line holds `marker`, or that are in PID `namespace`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if marker is not None and marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.append(int(entry))
+            if namespace is not None and os.readlink(f"/proc/{entry}/ns/pid") == namespace:
+                found.append(int(entry))
+        except OSError:  # gone meanwhile
+            continue
+    return found
+
+
+def _stat(pid):
+    """A host process's parent, session and command name (/proc/<pid>/stat)."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2:].split()
+    return {"command": text[text.index("(") + 1:text.rindex(")")], "ppid": int(fields[1]), "session": int(fields[3])}
+
+
+def _eventually(condition, seconds=15):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return condition()
+
+
+def _bound():
+    """Every path the sandbox's file system is made of (destinations of binds, links, folders, mounts)."""
+    line = sandbox.command("/nowhere", {}, ["true"])
+    paths = set()
+    for index, option in enumerate(line):
+        if option in ("--ro-bind", "--bind", "--symlink"):
+            paths.add(line[index + 2])
+        elif option in ("--dir", "--tmpfs", "--proc", "--dev"):
+            paths.add(line[index + 1])
+    return paths - {"/nowhere"}
+
+
+# ----------------------------------------------------------------------------- without bwrap
+
+def test_without_bwrap_on_path_there_is_no_sandbox_and_it_says_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no bwrap
+    sandbox.available.cache_clear()
+    try:
+        ok, why = sandbox.available()
+    finally:
+        monkeypatch.undo()
+        sandbox.available.cache_clear()
+    assert ok is False and "bwrap" in why and "not installed" in why
+
+
+# ----------------------------------------------------------------------------- who and where
+
+@needs_bwrap
+def test_the_kernel_is_not_root_and_runs_under_its_limits(kernel):
+    answer = _ask(kernel, """
+        import os, resource
+        try:
+            os.setuid(0)
+            back = True
+        except OSError:
+            back = False
+        status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
+        answer = {"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "groups": os.getgroups(),
+                  "back": back, "cwd": os.getcwd(), "no_new_privs": status["NoNewPrivs"].strip(),
+                  "capabilities": [status[name].strip() for name in ("CapPrm", "CapEff", "CapAmb")],
+                  "limits": {name: resource.getrlimit(getattr(resource, name))[0]
+                             for name in ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_CORE", "RLIMIT_NPROC", "RLIMIT_NOFILE")}}
+    """)
+    assert answer["uid"] != 0 and answer["euid"] != 0 and answer["gid"] != 0 and not answer["back"]
+    # no capability left, and no way to gain one (bwrap's mounts are nosuid, and no_new_privs holds)
+    assert set(answer["capabilities"]) == {"0000000000000000"} and answer["no_new_privs"] == "1"
+    assert answer["cwd"] == sandbox.WORK
+    limits = answer["limits"]
+    assert limits["RLIMIT_AS"] == MEMORY_MB * 2**20 and limits["RLIMIT_FSIZE"] == 64 * 2**20
+    assert limits["RLIMIT_CORE"] == 0 and limits["RLIMIT_NOFILE"] <= 1024
+    if os.geteuid() == 0:  # root drops to a uid of the job slot's own, where NPROC can hold
+        assert answer["uid"] == answer["gid"] == sandbox.FIRST_UID and answer["groups"] == []
+        assert limits["RLIMIT_NPROC"] == 256
+    else:
+        assert answer["uid"] == sandbox.NOBODY
+
+
+@needs_bwrap
+def test_it_sees_python_the_venv_and_course_utils_and_nothing_else(kernel, tmp_path):
+    submission = tmp_path / "submissions" / "alice" / "00_tensor_shapes.ipynb"
+    submission.parent.mkdir(parents=True)
+    submission.write_text("{}")
+    hidden = [ROOT / "course_teacher", ROOT / "course_teacher" / "grade" / "grader.py", ROOT / "notebooks",
+              ROOT / "notebooks" / "solutions", ROOT / ".git", ROOT / "tests", ROOT / "README.md", submission,
+              "/root/.bashrc", "/root/.ssh", "/etc/passwd", "/etc/shadow", "/sys", "/var", "/opt"]
+    bound = _bound()
+    folders = sorted({str(parent) for path in bound for parent in Path(path).parents} | {str(ROOT)})
+    answer = _ask(kernel, f"""
+        import os
+        answer = {{"seen": [path for path in {[str(p) for p in hidden]!r} if os.path.lexists(path)],
+                   "listed": {{folder: sorted(os.listdir(folder)) for folder in {folders!r} if os.path.isdir(folder)}}}}
+        try:
+            import course_teacher
+            answer["course_teacher"] = course_teacher.__file__
+        except ImportError as error:
+            answer["course_teacher"] = type(error).__name__
+    """)
+    assert answer["seen"] == [], "the kernel sees the grader's files"
+    assert answer["course_teacher"] == "ModuleNotFoundError"
+    for folder, children in answer["listed"].items():  # the folders above a bind hold only the way to it
+        extra = {str(Path(folder) / child) for child in children} - bound - set(folders)
+        assert not extra, f"{folder} shows {extra}"
+    expected_root = {"course_utils"} | ({Path(sys.prefix).name} if Path(sys.prefix).parent == ROOT else set())
+    assert set(answer["listed"][str(ROOT)]) == expected_root  # the repository: its student-side package, the venv
+    assert set(answer["listed"]["/root"]) <= {".pyenv"} | {Path(p).relative_to("/root").parts[0] for p in bound
+                                                           if p.startswith("/root/")}
+
+
+@needs_bwrap
+def test_course_utils_is_importable_and_read_only(kernel):
+    folder = Path(course_utils.__file__).parent
+    answer = _ask(kernel, """
+        import os, course_utils
+        folder = os.path.dirname(course_utils.__file__)
+        tried = {}
+        for path in (os.path.join(folder, "planted.py"), os.path.join(folder, "__init__.py"),
+                     os.path.join(os.path.dirname(os.__file__), "planted.py")):
+            try:
+                with open(path, "a") as file:
+                    file.write("import os; os.system('echo owned')")
+                tried[path] = "written"
+            except OSError as error:
+                tried[path] = error.errno
+        answer = {"file": course_utils.__file__, "tried": tried}
+    """)
+    assert answer["file"] == course_utils.__file__
+    tried = answer["tried"]
+    assert all(error in (errno.EROFS, errno.EACCES) for error in tried.values()), tried  # nothing written
+    assert tried[str(folder / "planted.py")] == errno.EROFS  # a read-only mount, whoever the kernel is
+    assert not (folder / "planted.py").exists() and "owned" not in (folder / "__init__.py").read_text()
+
+
+# ----------------------------------------------------------------------------- HOME, startup files, history
+
+@needs_bwrap
+def test_home_is_private_and_no_startup_file_or_history_reaches_another_kernel(kernel, tmp_path):
+    first = _ask(kernel, """
+        import os
+        home = os.environ["HOME"]
+        with open(os.path.join(home, "notes.txt"), "w") as file:
+            file.write("alice's answers")
+        startup = get_ipython().profile_dir.startup_dir  # where IPython looks, under IPYTHONDIR in HOME
+        os.makedirs(startup, exist_ok=True)
+        with open(os.path.join(startup, "00-evil.py"), "w") as file:
+            file.write("open('/sandbox/work/STARTUP_RAN', 'w').close()")
+        answer = {"home": home, "startup": startup, "history": get_ipython().history_manager.enabled,
+                  "files": sorted(os.path.relpath(os.path.join(top, name), home)
+                                  for top, _, names in os.walk(home) for name in names)}
+    """)
+    assert first["home"] == sandbox.HOME and first["startup"].startswith(sandbox.HOME + "/")
+    assert first["history"] is False
+    assert not any("history" in name for name in first["files"]), first["files"]  # no history.sqlite
+
+    other = _start(tmp_path / "other", slot=1)  # another sandbox at once, started after those writes
+    try:
+        second = _ask(other, """
+            import os
+            home = os.environ["HOME"]
+            answer = {"uid": os.getuid(), "startup_ran": os.path.exists("STARTUP_RAN"),
+                      "files": sorted(os.path.relpath(os.path.join(top, name), home)
+                                      for top, _, names in os.walk(home) for name in names)}
+        """)
+    finally:
+        other.kill()
+    assert second["files"] == [".ipython/profile_default/startup/README"]  # IPython's own, made at its start
+    assert second["startup_ran"] is False
+    if os.geteuid() == 0:
+        assert second["uid"] == sandbox.FIRST_UID + 1  # its own uid, not the first kernel's
+
+
+# ----------------------------------------------------------------------------- network, processes, environment
+
+@needs_bwrap
+def test_there_is_no_network(kernel):
+    with socket.socket() as listener:  # a service of the host's, on its loopback
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()  # the host reaches it
+        answer = _ask(kernel, f"""
+            import socket
+            answer = {{"interfaces": [name for _, name in socket.if_nameindex()]}}
+            for where in (("127.0.0.1", {port}), ("8.8.8.8", 53)):
+                try:
+                    socket.create_connection(where, timeout=3).close()
+                    answer[str(where)] = "connected"
+                except OSError as error:
+                    answer[str(where)] = type(error).__name__
+        """)
+    assert answer["interfaces"] == ["lo"]
+    assert answer[str(("127.0.0.1", port))] == "ConnectionRefusedError"  # its own loopback, not the host's
+    assert answer[str(("8.8.8.8", 53))] != "connected"
+
+
+@needs_bwrap
+def test_proc_shows_only_the_sandboxs_processes(kernel):
+    grader = os.getpid()
+    answer = _ask(kernel, f"""
+        import os
+        pids = sorted(int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+        try:
+            open("/proc/{grader}/environ").read()
+            environ = "read"
+        except OSError as error:
+            environ = type(error).__name__
+        answer = {{"pids": pids, "me": os.getpid(), "environ": environ,
+                   "commands": [open(f"/proc/{{pid}}/cmdline", "rb").read().split(b"\\0")[0].decode() for pid in pids]}}
+    """)
+    assert grader not in answer["pids"] and answer["environ"] == "FileNotFoundError"
+    assert answer["pids"][0] == 1 and answer["me"] in answer["pids"] and len(answer["pids"]) < 10
+    assert {Path(command).name for command in answer["commands"]} <= {"bwrap", Path(sys.executable).name}
+
+
+@needs_bwrap
+def test_the_environment_holds_only_the_kernels_variables(kernel):
+    answer = _ask(kernel, """
+        import os
+        initial = dict(item.split("=", 1) for item in open("/proc/self/environ").read().split("\\0") if item)
+        answer = {"initial": initial, "now": dict(os.environ)}
+    """)
+    assert set(answer["initial"]) == EXPECTED_ENVIRONMENT
+    assert SECRET[0] not in answer["now"] and SECRET[1] not in json.dumps(answer)
+    assert answer["initial"]["HOME"] == sandbox.HOME and answer["initial"]["LANG"] == "C.UTF-8"
+    assert answer["initial"]["IPYTHONDIR"].startswith(sandbox.HOME + "/")
+    assert answer["initial"]["MPLCONFIGDIR"].startswith(sandbox.HOME + "/")
+
+
+# ----------------------------------------------------------------------------- limits
+
+@needs_bwrap
+def test_a_big_allocation_fails_inside_and_the_kernel_goes_on(kernel):
+    reply = kernel.run("block = bytearray(2 * 2**30)", 60)  # 2 GiB, past the 2 GiB address space
+    assert reply.status == "error" and reply.error == "MemoryError"
+    assert kernel.alive and kernel.run("block = bytearray(2**20)", 10).ok
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="RLIMIT_NPROC is set where the kernel has a uid of its own (root mode)")
+def test_a_fork_bomb_stops_at_the_process_limit(tmp_path):
+    # A kernel of a slot no other test uses: the limit counts every process of its uid, and a grading
+    # run in another test (slots 0 and 1) must not meet it.
+    kernel = _start(tmp_path / "kernel", slot=9)
+    try:
+        answer = _fork_bomb(kernel)
+    finally:
+        kernel.kill()
+    assert answer["error"] == "EAGAIN" and answer["children"] < 256
+
+
+def _fork_bomb(kernel):
+    return _ask(kernel, """
+        import errno, os
+        read, write = os.pipe()
+        children, error = [], None
+        try:
+            while len(children) < 1000:
+                pid = os.fork()
+                if pid == 0:  # waits until the parent closes the pipe, then exits
+                    os.close(write)
+                    os.read(read, 1)
+                    os._exit(0)
+                children.append(pid)
+        except OSError as failed:
+            error = errno.errorcode[failed.errno]
+        os.close(write)
+        for pid in children:
+            os.waitpid(pid, 0)
+        os.close(read)
+        answer = {"children": len(children), "error": error}
+    """)
+
+
+@needs_bwrap
+def test_tmp_and_home_are_size_capped(kernel):
+    answer = _ask(kernel, """
+        import errno, os
+        answer = {}
+        for folder in ("/tmp", os.environ["HOME"]):
+            written, chunk, index = 0, b"x" * 2**24, 0
+            try:
+                while written < 2**30:
+                    with open(os.path.join(folder, f"fill-{index}"), "wb") as file:
+                        for _ in range(3):  # 48 MB a file: under RLIMIT_FSIZE
+                            written += file.write(chunk)
+                    index += 1
+                answer[folder] = ["no limit", written]
+            except OSError as error:
+                answer[folder] = [errno.errorcode[error.errno], written]
+            for name in os.listdir(folder):
+                if name.startswith("fill-"):
+                    os.remove(os.path.join(folder, name))
+    """)
+    for folder in ("/tmp", sandbox.HOME):
+        code, written = answer[folder]
+        assert code == "ENOSPC" and written <= sandbox.TMP_BYTES, answer
+
+
+@needs_bwrap
+def test_a_cell_past_its_time_is_interrupted_and_the_kernel_goes_on(kernel):
+    started = time.monotonic()
+    assert kernel.run("while True:\n    pass", 1).status == "timeout"
+    assert time.monotonic() - started < 1 + runner.INTERRUPT_GRACE_S and kernel.alive
+    assert kernel.run("x = 1", 10).ok
+
+
+# ----------------------------------------------------------------------------- dying
+
+@needs_bwrap
+def test_a_detached_process_dies_when_the_kernel_is_killed(tmp_path):
+    marker = f"detached-{uuid.uuid4().hex}"
+    kernel = _start(tmp_path / "kernel", slot=1)
+    try:
+        assert kernel.run(DETACH.format(marker=marker), 30).ok
+        assert _eventually(lambda: _pids(marker)), "the detached process did not start"
+        sleeper = max(_pids(marker))  # the grandchild (its parent may not have exited yet)
+        namespace = os.readlink(f"/proc/{sleeper}/ns/pid")
+        assert _eventually(lambda: _stat(_stat(sleeper)["ppid"])["command"] == "bwrap")  # orphaned: bwrap's init adopts it
+        assert _stat(sleeper)["session"] != _stat(_stat(sleeper)["ppid"])["session"]  # in a session of its own
+    finally:
+        kernel.kill()
+    assert _eventually(lambda: not _pids(namespace=namespace)), "processes of the sandbox outlived it"
+    assert not _pids(marker)
+
+
+HELPER = """
+import os, sys, threading, time
+from pathlib import Path
+from course_teacher.grade.runner import Kernel
+
+kernel = Kernel(Path(sys.argv[1]), 2048, slot=1)
+starter = threading.Thread(target=kernel.start)  # started from a thread that ends (as the grader's pool threads do)
+starter.start()
+starter.join()
+time.sleep(1)
+assert kernel.run("x = 1", 30).ok, "the kernel died with the thread that started it"
+assert kernel.run(os.environ["DETACH"], 30).ok
+print(kernel.process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@needs_bwrap
+def test_the_sandbox_dies_with_the_grader_even_by_sigkill(tmp_path):
+    marker = f"orphan-{uuid.uuid4().hex}"
+    folder = tmp_path / "kernel"
+    folder.mkdir()
+    grader = subprocess.Popen([sys.executable, "-c", HELPER, str(folder)], stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, DETACH=DETACH.format(marker=marker)))
+    try:
+        bwrap = int(grader.stdout.readline())
+        assert _eventually(lambda: _pids(marker)), "the detached process did not start"
+        namespace = os.readlink(f"/proc/{_pids(marker)[0]}/ns/pid")
+        assert len(_pids(namespace=namespace)) >= 3  # bwrap's init, the kernel, the detached sleeper
+    finally:
+        grader.send_signal(signal.SIGKILL)
+        grader.wait()
+    assert _eventually(lambda: not _pids(namespace=namespace)), "the sandbox outlived the grader"
+    assert _eventually(lambda: not os.path.exists(f"/proc/{bwrap}"))
+
+
+# ----------------------------------------------------------------------------- without the sandbox
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/environ"), reason="reads the kernel's environment in /proc (Linux)")
+def test_without_the_sandbox_the_kernel_still_gets_a_clean_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(*SECRET)
+    kernel = _start(tmp_path / "kernel", sandboxed=False)
+    try:
+        answer = _ask(kernel, """
+            import os
+            initial = dict(item.split("=", 1) for item in open("/proc/self/environ").read().split("\\0") if item)
+            answer = {"initial": initial, "history": get_ipython().history_manager.enabled}
+        """)
+    finally:
+        kernel.kill()
+    expected = EXPECTED_ENVIRONMENT - {"PWD"} | {"JPY_PARENT_PID"}  # ipykernel exits when the grader does
+    assert set(answer["initial"]) == expected and answer["initial"]["JPY_PARENT_PID"] == str(os.getpid())
+    assert answer["initial"]["HOME"] == str(tmp_path / "kernel" / "home") and answer["history"] is False
