@@ -137,12 +137,18 @@ release: check
 # Grade submitted notebooks: one notebook, or a folder with a folder per student (its name is the
 # student's id). Writes $(GRADES)/grades.csv, and a result.json (Classroom 50's format) and a
 # feedback.md per submission; fails unless every submission reaches MIN_SCORE (points, or 75%).
-# `make grade SUBMISSIONS=path/to/folder MIN_SCORE=75%`; more options: python -m course_teacher.grade -h
+# Each submission runs in a bubblewrap sandbox of its own (apt-get install bubblewrap).
+# SEED: your own secret number, which draws the hidden cases (the default one is public);
+# LESSON: the assignment's lesson, so that a notebook of another lesson scores 0.
+# `make grade SUBMISSIONS=path/to/folder SEED=8231 LESSON=02 MIN_SCORE=75%`; more: python -m course_teacher.grade -h
 SUBMISSIONS ?= submissions
 GRADES ?= grades
 MIN_SCORE ?= 0
+SEED ?=
+LESSON ?=
 grade: setup
-	$(PY) -m course_teacher.grade "$(SUBMISSIONS)" --out "$(GRADES)" --min-score "$(MIN_SCORE)" --jobs $(JOBS)
+	$(PY) -m course_teacher.grade "$(SUBMISSIONS)" --out "$(GRADES)" --min-score "$(MIN_SCORE)" --jobs $(JOBS) \
+		$(if $(SEED),--seed "$(SEED)") $(if $(LESSON),--lesson "$(LESSON)")
 
 # Lecture slides: a reveal.js deck per lesson and language in slides/decks/{en,zh}/, from the
 # executed solution notebooks (make slides ONLY=01 for one lesson). The decks work offline: copy

@@ -1,103 +1,97 @@
 """The teacher's grader: submitted notebooks in, a gradebook out.
 
-    python -m course_utils.grade SUBMISSIONS [--out grades] [--min-score 3 | 75%] [--jobs 2]
-    make grade SUBMISSIONS=path [MIN_SCORE=...]
+    python -m course_teacher.grade SUBMISSIONS [--out grades] [--seed N] [--lesson NN]
+                                   [--min-score 3 | 75%] [--jobs 2] [--no-sandbox]
+    make grade SUBMISSIONS=path [SEED=N] [LESSON=NN] [MIN_SCORE=...]
 
 SUBMISSIONS is one notebook or a folder of them, nested as you like. The student's id is the
 first folder under SUBMISSIONS (``submissions/alice/00_tensor_shapes.ipynb`` and
 ``submissions/alice/week1/00_tensor_shapes.ipynb`` are alice's); a notebook directly in
 SUBMISSIONS, or given alone, is named by its file name without ``.ipynb`` (``bob.ipynb``: bob);
 ``--student`` sets the id outright. Hidden folders (``.ipynb_checkpoints``) and the output folder
-are skipped.
+are skipped; links are never followed.
 
-What it writes, under ``--out`` (default ``grades/``), each file whole or not at all (a
-temporary file, then ``os.replace``):
+What it writes, under ``--out`` (default ``grades/``; gradebook.py), each file whole or not at all
+and as soon as the submission is graded (a grader stopped half-way leaves the gradebook of what
+finished):
 
 - ``grades.csv``: a row per submission and exercise: student, lesson, exercise, status (passed,
   failed, not attempted, crashed), mistake (the named mistake or kind of failure: ``NO_SCALE``,
-  ``FORBIDDEN``, ``TIME_LIMIT``, ``RENAMED``, ...), points, max_points, submission (its path under
-  SUBMISSIONS), review (what a teacher may want to read, see below);
+  ``FORBIDDEN``, ``REVIEW``, ``TIME_LIMIT``, ``RENAMED``, ``WRONG_LESSON``, ``NOT_REGULAR``, ...),
+  points, max_points, submission (its path under SUBMISSIONS), review (the code the teacher should
+  read, for REVIEW rows); cells that a spreadsheet would take for a formula are escaped;
 - for each submission, ``<its path without .ipynb>/result.json`` in Classroom 50's format
   (``classroom50/result/v1``: score, max-score, a test per exercise) and ``feedback.md``: the
   verdicts and hints a check prints in the notebook, in the notebook's language, and what
-  became of the notebook's other cells.
+  became of the notebook's other cells, every string that comes from the submission escaped;
+- ``.gradebook.json``: what the grader wrote, so that a later run removes only its own stale files.
 
-Every run grades everything again and writes the same files for the same submissions (no dates,
-no timings in them); files left by an earlier run for notebooks no longer there are removed. An
-exercise is worth its ``points`` attribute, 1 when it has none: full points when it passes, else 0.
+Every run grades everything again and writes the same files for the same submissions and seed (no
+dates, no timings in them). An exercise is worth its ``points``: full points when it passes, else 0.
 The exit code is 0 when every submission reached ``--min-score`` (default 0), 1 when one did not,
-2 when there was nothing to grade.
+2 when there was nothing to grade or no sandbox for several submissions, 130 when stopped.
 
 How one submission is graded (grader.py)
 ----------------------------------------
-Each notebook gets its own fresh kernel (runner.py): a new process that has run no other
-notebook's code, forked from a template process that has only imported torch, matplotlib and the
-course's package (forkserver.py; it saves each kernel those seconds of imports), or, where that
-cannot be, started from nothing by a launch wrapper (launch.py). Either sets a memory limit
-(RLIMIT_AS) before the kernel starts. The kernel also gets a time limit per cell, per call of the
-learner's function and per notebook, a temporary working folder and an environment without the
-grader's secrets. The grader reads the notebook as text (submission.py) and, for each of the
-lesson's exercises in notebook order, runs the code cells up to and including its exercise cell,
-then has the kernel call the learner's function:
+1. Read (submission.py): a regular file only (a link, a pipe or a device is not opened), at most
+   20 MB, a notebook; its lesson is the one its cells carry, and must be the one its file name and
+   ``--lesson`` say (else every exercise scores 0, WRONG_LESSON). Nothing of the file is ever
+   quoted back.
+2. Read the learner's code (scan.py), in the grader's own process: every cell the learner wrote or
+   changed, together. A function an exercise forbids (its text says which), reached in any way,
+   scores that exercise 0 (FORBIDDEN); code whose effect cannot be read without running it
+   (``exec``, ``importlib``, ``getattr`` on a built string, patching a library, IPython's output
+   history, ...) scores every exercise 0 for the teacher's review (REVIEW). The cell and the code
+   are named in the feedback.
+3. Run (runner.py, sandbox.py): a fresh kernel in a bubblewrap sandbox of its own (below). The
+   cells run in order up to each exercise cell (``--cells all``: every cell but the check cells;
+   ``--cells own``: imports, setup, the exercise cells and the learner's own cells). A cell that
+   fails, runs past ``--cell-timeout`` or kills the kernel is noted and skipped; after a death a
+   fresh kernel runs the cells that had run well again (at most 3 per notebook).
+4. Check: the kernel calls the learner's function (found by the name the exercise gave it) on the
+   grader's cases, public and hidden (drawn from ``--seed``), through the check engine's sandbox
+   (copies, a time limit per call, capped output, forbidden calls watched, gradients computed), and
+   writes back plain data (course_utils/exercises/kernel.py, wire.py). The grader judges it with
+   the references it computed itself (course_teacher.exercises.prepare) and the check engine's
+   comparisons, so the verdicts and hints are the ones a check prints in the notebook.
 
-- which cells run: ``--cells all`` (default) runs every code cell but the check cells, as the
-  learner's notebook would; ``--cells own`` runs only the cells that import or call ``setup``,
-  the exercise cells, and the cells the learner wrote or changed (any code cell whose text is not
-  one of the course's own cells): much faster, and enough when the exercises use no variable of
-  the lesson's other cells (true of the course's exercises). Check cells, the ones calling
-  ``check("NN.name", ...)``, never run: a learner may have edited them.
-- a cell that fails, runs past ``--cell-timeout`` (interrupted, then killed) or kills the kernel
-  is recorded in the feedback and skipped; after a death the grader starts a fresh kernel and
-  runs the cells that had run well again (at most 3 fresh kernels per notebook).
-- the function is found by its exercise cell (cell metadata ``exercise``), under the name the
-  course's own render gives it (its check cell: ``check("00.padding_mask", padding_mask)``). An
-  exercise cell that is gone, not valid Python, failing, or no longer defining that name (renamed
-  or deleted) gets a verdict of its own: MISSING_CELL, SYNTAX_ERROR, CELL_ERROR, RENAMED, DELETED.
-- the kernel calls it on the grader's cases through the check engine's sandbox (copies of each
-  case, ``--time-limit`` per call, capped output, forbidden helpers watched, gradients computed)
-  and sends back data (wire.py): outputs, errors, gradients, printed size, forbidden calls. The
-  grader judges them in its own process with the registry's references, computed there, and the
-  check engine's comparisons (exercises/grading.py: ``prepare`` / ``collect`` / ``judge``), so
-  the verdicts and hints are the ones a check prints in the notebook.
-- a kernel that dies while the function runs (``os._exit``, a crash) gives KERNEL_DIED; a check
-  that runs past all its time limits, TIME_LIMIT; an answer that does not come back or makes no
-  sense, NO_RESULT. Then the next exercise goes on in a fresh kernel. Nothing one notebook does
-  stops the others: ``--jobs`` notebooks (default 2) are graded at once, each in its own kernel.
+``--jobs`` submissions are graded at once. A submission whose run was strained (a cell or a check
+out of time or memory: a neighbour taking the CPU could cause it) is graded again alone before its
+result is final, so that no grade depends on what else ran beside it.
 
-Time, measured on the course's 2-core machine while other work loaded it: a lesson 00 notebook
-takes 2-4 s with ``--cells own`` and 4-5 s with ``--cells all``; lessons whose cells train models
-(01-04) take 8-18 s with ``--cells all``. Starting the grader (its imports and the template
-process) takes another 10-15 s once per run.
-
-Runs on Linux (and other systems with fork, resource limits and Unix sockets), not on Windows.
+Runs on Linux; the sandbox needs bubblewrap (Debian/Ubuntu: ``apt-get install bubblewrap``).
 
 Threat model
 ------------
-What the grader guarantees: a verdict is computed in the grader's process, from its own cases and
-references, by code the notebook cannot reach. A notebook that patches torch (``torch.allclose =
-lambda *a, **k: True``), the check engine (``course_utils.exercises.grading``), the registry, or
-even this package's kernel side changes only its own kernel: it cannot make a wrong answer pass,
-because the values the grader compares come back as data and must match the references to the
-tolerance. The grader unpickles that data with ``torch.load(weights_only=True)`` (tensors,
-numbers, strings, lists: no code runs), checks every field, and never trusts what the notebook
-printed.
+Every submission is treated as written by someone who wants full marks without solving, or wants
+to change a classmate's grade.
 
-What the kernel reports and a determined learner can fake, because it is computed beside their
-code: that no forbidden helper was called (the watcher is in the kernel; code run before it can
-switch it off, and the package's references are importable there), that a result is on the graph
-and its gradients (they are checked against the references, but computed in the kernel), and
-what changed in the world. So a learner who calls the package's own reference and also disables
-the kernel's watcher can pass an exercise that forbids it: the forbidden-helper verdict catches
-the honest use, not a deliberate forgery. To help a teacher spot such notebooks, the grader reads
-every code cell's syntax tree (in its own process) for code that reaches for the grading
-machinery (the check engine, the registry, tracers, frames, code objects) or assigns to
-attributes of torch, Python or the package; the ``review`` column and the feedback name what it
-found. Obfuscated code escapes that reading.
+- No submission can reach another's grade. Each kernel runs in its own sandbox: its own PID,
+  network, IPC and UTS namespaces, as an unprivileged user of its own (one uid per job slot, with
+  limits on processes, memory, file size and open files), seeing only the Python installation, the
+  virtual environment and the student-side package ``course_utils``, all read-only, a private
+  size-capped HOME and /tmp, its working folder, and an environment of a few variables (no secret of
+  the grader's). It cannot see the grader, the repository, the answers (``course_teacher``), the
+  solutions, the other submissions or the gradebook; it cannot write the grader's files; its IPython
+  keeps no history; every process it starts dies with it, and it dies with the grader.
+- The verdicts are the grader's: computed in its process, from its own cases and references, on
+  data the kernel sends (unpickled as data only, every field checked, files opened without
+  following links). A kernel that patches torch or the check engine changes only its own answers.
+- The answers are out of reach: the student-side package holds each exercise's public cases and
+  their results as data, and no function that passes an exercise (tests/test_student_side.py);
+  the hidden cases are drawn from the teacher's seed, in the grader.
 
-What the grader is not: an operating-system sandbox. The kernel runs as the grader's user, can
-read and write the files that user can and start processes (killed with the kernel's process
-group when it is done; a process that detaches itself survives). Grade untrusted submissions in a
-container or a CI job (the classroom workflow does), not on a machine holding anything of value.
-The memory limit is on address space: allocations past it fail inside the kernel rather than
-exhausting the machine.
+What remains, and what the teacher does about it:
+
+- The course's repository is public, with its solutions and this package: with the default seed,
+  anyone can compute the hidden cases. Give your own ``--seed`` (kept secret), and for assessed
+  work give students a repository or bundle without ``notebooks/solutions`` and ``course_teacher``
+  (``make release``'s student zip).
+- What the kernel reports about itself (that no forbidden function ran, the gradients) is computed
+  beside the learner's code; the static scan (step 2) is the check a kernel cannot forge, and code
+  it cannot read goes to the teacher (REVIEW) instead of being trusted.
+- Without bubblewrap (``--no-sandbox``, macOS, a container without namespaces) the kernels run as
+  the grader's user: grade one submission per fresh container or CI job then, never a class on a
+  machine holding anything of value. The grader refuses several submissions without a sandbox
+  unless told ``--no-sandbox``.
 """
