@@ -51,22 +51,22 @@ def _ask(kernel, code, timeout=60):
     """Run `code` in `kernel`; it sets `answer`, which the kernel writes as JSON into its working
     folder; the test reads it there, from outside."""
     name = f"answer-{uuid.uuid4().hex}.json"
-    epilogue = f"\nimport json as _json\nwith open({name!r}, 'w') as _file:\n    _json.dump(answer, _file)\n"
+    epilogue = f"\nimport json as _json\nwith open({kernel.inside(name)!r}, 'w') as _file:\n    _json.dump(answer, _file)\n"
     reply = kernel.run(textwrap.dedent(code) + epilogue, timeout)
     assert reply.ok, reply
-    return json.loads((kernel.folder / name).read_text())
+    return json.loads((kernel.work / name).read_text())
 
 
-def _start(folder, slot=0, sandboxed=True, memory_mb=MEMORY_MB):
+def _start(folder, sandboxed=True, memory_mb=MEMORY_MB):
     folder.mkdir(parents=True, exist_ok=True)
-    kernel = Kernel(folder, memory_mb, sandboxed=sandboxed, slot=slot)
+    kernel = Kernel(folder, memory_mb, sandboxed=sandboxed)
     kernel.start()
     return kernel
 
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    """A sandboxed kernel (job slot 0), started while the test's environment holds a fake secret."""
+    """A sandboxed kernel, started while the test's environment holds a fake secret."""
     os.environ[SECRET[0]] = SECRET[1]
     try:
         started = _start(tmp_path_factory.mktemp("sandbox") / "kernel")
@@ -108,14 +108,14 @@ def _eventually(condition, seconds=15):
 
 def _bound():
     """Every path the sandbox's file system is made of (destinations of binds, links, folders, mounts)."""
-    line = sandbox.command("/nowhere", {}, ["true"])
+    line = sandbox.command({}, ["true"], None, 98, 99)
     paths = set()
     for index, option in enumerate(line):
-        if option in ("--ro-bind", "--bind", "--symlink"):
+        if option in ("--ro-bind", "--bind", "--symlink", "--file"):
             paths.add(line[index + 2])
         elif option in ("--dir", "--tmpfs", "--proc", "--dev"):
             paths.add(line[index + 1])
-    return paths - {"/nowhere"}
+    return paths
 
 
 # ----------------------------------------------------------------------------- without bwrap
@@ -152,12 +152,13 @@ def test_the_kernel_is_not_root_and_runs_under_its_limits(kernel):
     assert answer["uid"] != 0 and answer["euid"] != 0 and answer["gid"] != 0 and not answer["back"]
     # no capability left, and no way to gain one (bwrap's mounts are nosuid, and no_new_privs holds)
     assert set(answer["capabilities"]) == {"0000000000000000"} and answer["no_new_privs"] == "1"
-    assert answer["cwd"] == sandbox.WORK
+    assert answer["cwd"] == sandbox.CWD
     limits = answer["limits"]
     assert limits["RLIMIT_AS"] == MEMORY_MB * 2**20 and limits["RLIMIT_FSIZE"] == 64 * 2**20
     assert limits["RLIMIT_CORE"] == 0 and limits["RLIMIT_NOFILE"] <= 1024
-    if os.geteuid() == 0:  # root drops to a uid of the job slot's own, where NPROC can hold
-        assert answer["uid"] == answer["gid"] == sandbox.FIRST_UID and answer["groups"] == []
+    if os.geteuid() == 0:  # root drops to a uid of the kernel's own, where NPROC can hold
+        assert answer["uid"] == answer["gid"] == kernel.uid and answer["groups"] == []
+        assert sandbox.FIRST_UID <= kernel.uid < sandbox.FIRST_UID + sandbox.UIDS
         assert limits["RLIMIT_NPROC"] == 256
     else:
         assert answer["uid"] == sandbox.NOBODY
@@ -172,7 +173,10 @@ def test_it_sees_python_the_venv_and_course_utils_and_nothing_else(kernel, tmp_p
               ROOT / "notebooks" / "solutions", ROOT / ".git", ROOT / "tests", ROOT / "README.md", submission,
               "/root/.bashrc", "/root/.ssh", "/etc/passwd", "/etc/shadow", "/sys", "/var", "/opt"]
     bound = _bound()
-    folders = sorted({str(parent) for path in bound for parent in Path(path).parents} | {str(ROOT)})
+    # (/dev is bwrap's own minimal one, its devices no file of the host's; the exchange folder holds
+    # the kernel's own sockets and answers)
+    folders = sorted({str(parent) for path in bound for parent in Path(path).parents} - {"/dev", sandbox.WORK}
+                     | {str(ROOT)})
     answer = _ask(kernel, f"""
         import os
         answer = {{"seen": [path for path in {[str(p) for p in hidden]!r} if os.path.lexists(path)],
@@ -239,12 +243,12 @@ def test_home_is_private_and_no_startup_file_or_history_reaches_another_kernel(k
     assert first["history"] is False
     assert not any("history" in name for name in first["files"]), first["files"]  # no history.sqlite
 
-    other = _start(tmp_path / "other", slot=1)  # another sandbox at once, started after those writes
+    other = _start(tmp_path / "other")  # another sandbox at once, started after those writes
     try:
         second = _ask(other, """
             import os
             home = os.environ["HOME"]
-            answer = {"uid": os.getuid(), "startup_ran": os.path.exists("STARTUP_RAN"),
+            answer = {"uid": os.getuid(), "startup_ran": os.path.exists("/sandbox/work/STARTUP_RAN"),
                       "files": sorted(os.path.relpath(os.path.join(top, name), home)
                                       for top, _, names in os.walk(home) for name in names)}
         """)
@@ -253,7 +257,7 @@ def test_home_is_private_and_no_startup_file_or_history_reaches_another_kernel(k
     assert second["files"] == [".ipython/profile_default/startup/README"]  # IPython's own, made at its start
     assert second["startup_ran"] is False
     if os.geteuid() == 0:
-        assert second["uid"] == sandbox.FIRST_UID + 1  # its own uid, not the first kernel's
+        assert second["uid"] != kernel.uid  # its own uid, not the first kernel's
 
 
 # ----------------------------------------------------------------------------- network, processes, environment
@@ -325,9 +329,8 @@ def test_a_big_allocation_fails_inside_and_the_kernel_goes_on(kernel):
 @needs_bwrap
 @pytest.mark.skipif(os.geteuid() != 0, reason="RLIMIT_NPROC is set where the kernel has a uid of its own (root mode)")
 def test_a_fork_bomb_stops_at_the_process_limit(tmp_path):
-    # A kernel of a slot no other test uses: the limit counts every process of its uid, and a grading
-    # run in another test (slots 0 and 1) must not meet it.
-    kernel = _start(tmp_path / "kernel", slot=9)
+    # The limit counts every process of the kernel's uid: a uid no other running kernel holds.
+    kernel = _start(tmp_path / "kernel")
     try:
         answer = _fork_bomb(kernel)
     finally:
@@ -384,6 +387,48 @@ def test_tmp_and_home_are_size_capped(kernel):
 
 
 @needs_bwrap
+def test_nothing_the_kernel_writes_reaches_the_hosts_disk_or_its_import_path(kernel):
+    """The exchange folder and /dev/shm are memory file systems with a cap too (the host's disk holds
+    nothing of the kernel's), and no folder Python imports from can be written: the working
+    directory and the sandbox's root are read-only (a module the notebook wrote cannot be imported)."""
+    answer = _ask(kernel, """
+        import errno, os, sys
+        answer = {}
+        for folder in ("/sandbox/work", "/dev/shm"):
+            written, chunk, index = 0, b"x" * 2**22, 0
+            try:
+                while written < 2**30:
+                    with open(os.path.join(folder, f"fill-{index}"), "wb") as file:
+                        written += file.write(chunk)
+                    index += 1
+                answer[folder] = ["no limit", written]
+            except OSError as error:
+                answer[folder] = [errno.errorcode[error.errno], written]
+            for name in os.listdir(folder):
+                if name.startswith("fill-"):
+                    os.remove(os.path.join(folder, name))
+        writable = []
+        for entry in sys.path:
+            folder = os.path.abspath(entry or os.getcwd())
+            try:
+                with open(os.path.join(folder, "planted.py"), "w"):
+                    pass
+                writable.append(folder)
+            except OSError:
+                pass
+        answer["writable"] = writable
+        try:
+            open("/planted", "w").close()
+            answer["root"] = "written"
+        except OSError as error:
+            answer["root"] = errno.errorcode[error.errno]
+    """)
+    assert answer["/sandbox/work"][0] == "ENOSPC" and answer["/sandbox/work"][1] <= sandbox.WORK_BYTES, answer
+    assert answer["/dev/shm"][0] == "ENOSPC" and answer["/dev/shm"][1] <= sandbox.SHM_BYTES, answer
+    assert answer["writable"] == [] and answer["root"] == "EROFS", answer
+
+
+@needs_bwrap
 def test_a_cell_past_its_time_is_interrupted_and_the_kernel_goes_on(kernel):
     started = time.monotonic()
     assert kernel.run("while True:\n    pass", 1).status == "timeout"
@@ -396,7 +441,7 @@ def test_a_cell_past_its_time_is_interrupted_and_the_kernel_goes_on(kernel):
 @needs_bwrap
 def test_a_detached_process_dies_when_the_kernel_is_killed(tmp_path):
     marker = f"detached-{uuid.uuid4().hex}"
-    kernel = _start(tmp_path / "kernel", slot=1)
+    kernel = _start(tmp_path / "kernel")
     try:
         assert kernel.run(DETACH.format(marker=marker), 30).ok
         assert _eventually(lambda: _pids(marker)), "the detached process did not start"
@@ -415,7 +460,7 @@ import os, sys, threading, time
 from pathlib import Path
 from course_teacher.grade.runner import Kernel
 
-kernel = Kernel(Path(sys.argv[1]), 2048, slot=1)
+kernel = Kernel(Path(sys.argv[1]), 2048)
 starter = threading.Thread(target=kernel.start)  # started from a thread that ends (as the grader's pool threads do)
 starter.start()
 starter.join()

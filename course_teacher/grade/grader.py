@@ -14,7 +14,6 @@ and hidden (course_utils.exercises.kernel, wire) and judges the answer with the 
 import argparse
 import contextlib
 import os
-import queue
 import re
 import shutil
 import signal
@@ -128,8 +127,8 @@ class _GaveUp(Exception):
 class _Run:
     """The kernel of one submission, the cells it ran, and what became of the others."""
 
-    def __init__(self, options, folder, slot):
-        self.options, self.folder, self.slot = options, Path(folder), slot
+    def __init__(self, options, folder, stopping=None):
+        self.options, self.folder, self.stopping = options, Path(folder), stopping
         self.kernel, self.ok, self.failed = None, [], {}  # failed: cell index -> Reply
         self.kernels, self.checks, self.deadline = 0, 0, time.monotonic() + options.submission_timeout
 
@@ -150,7 +149,9 @@ class _Run:
             self.kernels += 1
             folder = self.folder / f"kernel-{self.kernels}"
             folder.mkdir()
-            kernel = Kernel(folder, self.options.memory_mb, sandboxed=self.options.sandboxed, slot=self.slot)
+            if self.stopping is not None and self.stopping.is_set():  # the grader is being stopped
+                raise KernelDied("stopped")
+            kernel = Kernel(folder, self.options.memory_mb, sandboxed=self.options.sandboxed)
             kernel.start()  # KernelDied when it cannot
             self.kernel = kernel
             for cell in [c for c in self.ok if c.index < index]:  # again, after a death
@@ -178,15 +179,14 @@ class _Run:
         calls_name, answer_name = f"calls-{self.checks}.pt", f"answer-{self.checks}.pt"
         with _judging:
             calls = dict(reference.calls, time_limit=float(self.options.time_limit))
-        wire.save(calls, kernel.folder / calls_name, mode=0o644)  # the sandbox's user reads it
-        # relative names: the kernel's working folder is this folder (sandbox.WORK inside)
+        wire.save(calls, kernel.work / calls_name, mode=0o644)  # the sandbox's user reads it
         code = (f"__import__('course_utils.exercises.kernel', fromlist=['collect']).collect("
-                f"globals(), {function!r}, {calls_name!r}, {answer_name!r})")
+                f"globals(), {function!r}, {kernel.inside(calls_name)!r}, {kernel.inside(answer_name)!r})")
         budget = (2 * len(reference.cases) + 1) * self.options.time_limit + ANSWER_MARGIN_S
         reply = kernel.run(code, min(budget, self.remaining()), history=False)
         if not reply.ok:
             return reply, budget
-        return wire.load(kernel.folder / answer_name), budget
+        return wire.load(kernel.work / answer_name), budget
 
     def close(self):
         if self.kernel is not None:
@@ -194,10 +194,10 @@ class _Run:
             self.kernel = None
 
 
-def grade_one(path, key, student, options=None, shown=None, slot=0, folder=None):
+def grade_one(path, key, student, options=None, shown=None, folder=None, stopping=None):
     """Grade the notebook at `path`; its Graded (rows in the lesson's order, feedback notes).
-    slot: its job slot, one of its own among the submissions graded at once (sandbox.py: as root,
-    a uid of its own); folder: where its kernels' folders go (a temporary folder of its own)."""
+    folder: where its kernels' folders go (default: a temporary folder of its own); stopping: a
+    threading.Event that, once set, lets it start no new kernel (the grader is being stopped)."""
     options = options or Options()
     started = time.monotonic()
     found = reading.read(path, key, student, lesson=options.lesson)
@@ -206,7 +206,7 @@ def grade_one(path, key, student, options=None, shown=None, slot=0, folder=None)
         if found.unreadable or found.lesson is None or found.mismatch:
             _not_graded(graded, found)
         else:
-            _grade(graded, found, options, slot, folder)
+            _grade(graded, found, options, folder, stopping)
     except Exception as error:  # noqa: BLE001 (a bug of the grader's: this notebook gets a verdict, the others go on)
         traceback.print_exc()
         with _speaking(found.lang):
@@ -236,7 +236,7 @@ def _not_graded(graded, found):
             graded.rows.append(row)
 
 
-def _grade(graded, found, options, slot, folder):
+def _grade(graded, found, options, folder, stopping):
     with _judging:
         exercises, course_cells = reading.plan(found.lesson, found.lang)
     located = {e.id: reading.exercise_cell(found, e) for e in exercises}
@@ -246,7 +246,7 @@ def _grade(graded, found, options, slot, folder):
     graded.review = sorted({f"{hit.code} (cell {hit.cell})" for hit in findings.review})
     verdicts, notes = {}, []
     folder = tempfile.mkdtemp(prefix="submission-", dir=folder)
-    run = _Run(options, folder, slot)
+    run = _Run(options, folder, stopping)
     try:
         position = 0
         for exercise in sorted(exercises, key=lambda e: located[e.id][0].index if located[e.id][0] else -1):
@@ -452,18 +452,11 @@ def grade(path, options=None, *, jobs=2, student=None, skip=None, report=None):
     jobs = max(1, min(jobs, len(found)))
     _sweep()
     work = tempfile.mkdtemp(prefix=f"{TEMPORARY_PREFIX}{os.getpid()}-")
-    slots = queue.SimpleQueue()  # a job slot per submission graded at once (as root: a uid per slot)
-    for slot in range(jobs):
-        slots.put(slot)
     stopping = threading.Event()
 
     def one(item):
         shown = item.path.name if base.is_file() else item.path.relative_to(base).as_posix()
-        slot = slots.get()
-        try:
-            return grade_one(item.path, item.key, item.student, options, shown, slot, work)
-        finally:
-            slots.put(slot)
+        return grade_one(item.path, item.key, item.student, options, shown, work, stopping)
 
     results = {}
     try:
@@ -478,9 +471,9 @@ def grade(path, options=None, *, jobs=2, student=None, skip=None, report=None):
                     if report:
                         report(graded)
             except BaseException:
-                stopping.set()
-                pool.shutdown(wait=False, cancel_futures=True)
-                runner.kill_all()  # the running submissions end at once, their results unreported
+                stopping.set()  # no new kernel; the running ones killed: their threads end at once
+                runner.kill_all()
+                pool.shutdown(wait=True, cancel_futures=True)  # their results unreported
                 raise
         for item in found:  # the strained ones, alone
             if item.key not in results:

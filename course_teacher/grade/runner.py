@@ -11,9 +11,12 @@ grader's user in a session of its own (killed by process group; a process that d
 survives), still with the small environment and a HOME of its own, and exits when the grader
 does (ipykernel's parent watcher).
 
-It listens on local sockets (ipc) in the submission's own folder, which is also its working
-directory (bound at sandbox.WORK inside): the kernel is given a connection file whose socket
-paths are the inside ones, the grader's client the same key and ports with the outside paths.
+It listens on local sockets (ipc) in its exchange folder: in the sandbox, a memory file system
+at sandbox.WORK, which the grader reaches through /proc/<pid>/root (bwrap tells the pid); without
+it, the grader's folder for the kernel. The kernel's connection file names the sockets by their
+inside paths, the grader's client by the outside ones, with the same key and ports. Kernels are
+killed from the thread that uses them (``kill``); ``kill_all`` only kills their processes, from
+any thread (a stopped grader), and each thread then finds its kernel dead and closes it.
 
 ``run`` sends code and waits for the reply on the shell channel only: what a cell prints or
 displays is published on the kernel's IOPub channel, which the grader never subscribes to, so a
@@ -24,6 +27,7 @@ it does not stop within a few seconds, the kernel is killed.
 """
 
 import contextlib
+import json
 import os
 import queue
 import signal
@@ -36,7 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jupyter_client import BlockingKernelClient
-from jupyter_client.connect import write_connection_file
 
 from . import sandbox
 
@@ -48,6 +51,7 @@ KERNEL_ENV = {"COURSE_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": 
 # Passed on from the grader's environment when it has them (they change how torch computes);
 # nothing else is: no tokens, no CI secrets, no HOME.
 PASSED_ON = ("ATEN_CPU_CAPABILITY", "OMP_WAIT_POLICY")
+CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
 START_TIMEOUT_S = 60  # for the kernel to answer its first request
 INTERRUPT_GRACE_S = 3  # after an interrupt, before the kill
 
@@ -63,11 +67,12 @@ _running, _running_lock = set(), threading.Lock()
 
 
 def kill_all():
-    """Kill every kernel this process started and has not killed yet."""
+    """Kill the processes of every kernel this process started and has not killed yet (their
+    threads then see them dead, and close them)."""
     with _running_lock:
         kernels = list(_running)
     for kernel in kernels:
-        kernel.kill()
+        kernel.terminate()
 
 
 class KernelDied(Exception):
@@ -95,16 +100,18 @@ def kernel_environment(home, path):
 
 
 class Kernel:
-    """One running kernel in `folder` (which must exist and be empty of other kernels' files), under
-    an address-space limit of `memory_mb` and a file-size limit of `file_mb` (0: none), in its own
-    sandbox unless `sandboxed` is False. `slot` is the job slot it runs in (0 to jobs - 1): the
-    kernels running at once must have different slots (as root, each slot is a uid of its own)."""
+    """One running kernel, under an address-space limit of `memory_mb` and a file-size limit of
+    `file_mb` (0: none), in a sandbox of its own unless `sandboxed` is False. `folder` (which must
+    exist) is the grader's folder for it; without the sandbox it is also the kernel's working folder.
 
-    def __init__(self, folder, memory_mb, file_mb=64, sandboxed=True, slot=0):
-        self.folder, self.memory_mb, self.file_mb = Path(folder), memory_mb, file_mb
-        self.sandboxed, self.slot = sandboxed, slot
-        self.uid = sandbox.uid(slot) if sandboxed else None  # the uid launch.py drops to (root only)
-        self.process = self.client = None
+    ``work`` is the kernel's exchange folder as the grader reaches it (the sandbox's memory file
+    system, through /proc; or `folder`), and ``inside(name)`` a file of it as the kernel names it."""
+
+    def __init__(self, folder, memory_mb, file_mb=64, sandboxed=True):
+        self.folder, self.memory_mb, self.file_mb, self.sandboxed = Path(folder), memory_mb, file_mb, sandboxed
+        self.process = self.client = self.work = None
+        self.uid = self.lock = None  # root mode: the uid launch.py drops to, and its claim (sandbox.claim)
+        self._lock = threading.Lock()
 
     def __enter__(self):
         self.start()
@@ -115,51 +122,73 @@ class Kernel:
 
     @property
     def alive(self):
-        return self.process is not None and self.process.poll() is None
+        process = self.process
+        return process is not None and process.poll() is None
+
+    def inside(self, name):
+        return f"{sandbox.WORK}/{name}" if self.sandboxed else str(self.folder / name)
 
     def start(self):
         if self.sandboxed:
             ok, why = sandbox.available()
             if not ok:
                 raise KernelDied(f"no sandbox: {why}")
-        inside = sandbox.WORK if self.sandboxed else str(self.folder)
-        connection = self.folder / "kernel.json"
-        _, info = write_connection_file(str(connection), transport="ipc", ip=f"{inside}/kernel",
-                                        key=os.urandom(16).hex().encode())
-        if self.uid is not None:
-            sandbox.give(self.folder, self.uid)
-            os.chown(connection, self.uid, self.uid)
+        # ipc sockets are files named <ip>-<port>: a fresh folder each, so ports 1 to 5 are free
+        info = {"ip": self.inside("kernel"), "transport": "ipc", "key": os.urandom(16).hex(),
+                "signature_scheme": "hmac-sha256", "kernel_name": "",
+                **{f"{channel}_port": port for port, channel in enumerate(CHANNELS, start=1)}}
         try:
-            self.process = _starter.submit(self._popen, f"{inside}/kernel.json").result()
+            self.process, self.work = _starter.submit(self._popen, info).result()
         except OSError as error:
+            self.kill()
             raise KernelDied(f"the kernel could not be started: {error}") from None
         with _running_lock:
             _running.add(self)
         self.client = BlockingKernelClient()
-        self.client.load_connection_info(dict(info, ip=str(self.folder / "kernel")))  # the same sockets, outside
+        self.client.load_connection_info(dict(info, ip=str(self.work / "kernel")))  # the same sockets, outside
         self.client.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=True)
         reply = self._wait(self.client.kernel_info(), time.monotonic() + START_TIMEOUT_S)
         if reply is None or not self.alive:
             self.kill()
             raise KernelDied("the kernel did not start")
 
-    def _popen(self, connection):
-        """Start the kernel on `connection` (its path as the kernel sees it): bwrap, or launch.py."""
-        kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", connection, "--HistoryManager.enabled=False"]
+    def _popen(self, info):
+        """Start the kernel (bwrap, or launch.py) with the connection `info`; (process, exchange folder)."""
+        connection = json.dumps(info).encode()
+        kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", self.inside("kernel.json"),
+                  "--HistoryManager.enabled=False"]
         limits = [str(self.memory_mb), str(self.file_mb), "--", *kernel]
         quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL,
                  "start_new_session": True}
-        if self.sandboxed:
-            user = [] if self.uid is None else ["--user", str(self.uid)]
-            argv = [sys.executable, "-I", sandbox.INSIDE_LAUNCH, *user, *limits]
-            environment = kernel_environment(sandbox.HOME, sandbox.PATH)
-            return subprocess.Popen(sandbox.command(self.folder, environment, argv, self.slot), env={}, **quiet)
-        home = self.folder / "home"  # a HOME of its own: no startup files, no history of other notebooks
-        home.mkdir(exist_ok=True)
-        environment = dict(kernel_environment(home, os.environ.get("PATH", os.defpath)),
-                           JPY_PARENT_PID=str(os.getpid()))  # ipykernel exits when the grader does
-        return subprocess.Popen([sys.executable, "-I", str(LAUNCH), *limits], cwd=self.folder, env=environment,
-                                **quiet)
+        if not self.sandboxed:
+            (self.folder / "kernel.json").write_bytes(connection)
+            home = self.folder / "home"  # a HOME of its own: no startup files, no history of other notebooks
+            home.mkdir(exist_ok=True)
+            environment = dict(kernel_environment(home, os.environ.get("PATH", os.defpath)),
+                               JPY_PARENT_PID=str(os.getpid()))  # ipykernel exits when the grader does
+            process = subprocess.Popen([sys.executable, "-I", str(LAUNCH), *limits], cwd=self.folder,
+                                       env=environment, **quiet)
+            return process, self.folder
+        self.uid, self.lock = sandbox.claim()
+        user = [] if self.uid is None else ["--user", str(self.uid)]
+        argv = [sys.executable, "-I", sandbox.INSIDE_LAUNCH, *user, *limits]
+        environment = kernel_environment(sandbox.HOME, sandbox.PATH)
+        source, (report, written) = sandbox._data_fd(connection), os.pipe()
+        try:
+            process = subprocess.Popen(sandbox.command(environment, argv, self.uid, source, written), env={},
+                                       pass_fds=(source, written), **quiet)
+        finally:
+            os.close(source)
+            os.close(written)
+        with os.fdopen(report, "rb") as answer:  # bwrap writes the sandbox's pid once it made it (EOF if it failed)
+            text = answer.read(4096)
+        try:
+            pid = int(json.loads(text)["child-pid"])
+        except (ValueError, KeyError, TypeError):
+            process.kill()
+            process.wait()
+            raise OSError("bwrap did not make the sandbox") from None
+        return process, sandbox.outside(pid)
 
     def run(self, code, timeout, *, history=True):
         """Run `code`; its Reply. At `timeout` seconds, interrupt it; kill the kernel if that fails."""
@@ -195,21 +224,30 @@ class Kernel:
                 return reply
         return None
 
-    def kill(self):
-        """Kill the kernel and whatever it started (bwrap: every process of its sandbox; without
-        the sandbox: its process group), and close the channels."""
-        if self.client is not None:
-            with contextlib.suppress(Exception):
-                self.client.stop_channels()
-            self.client = None
-        process, self.process = self.process, None
+    def terminate(self):
+        """Kill the kernel's processes (bwrap, and with it its whole sandbox; or its process group),
+        from any thread: the thread using the kernel sees it die and cleans up (``kill``)."""
+        process = self.process
         if process is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except OSError:
-                pass
+
+    def kill(self):
+        """Kill the kernel and whatever it started, close the channels, give back its uid. Called by
+        the thread that uses the kernel (its channels are that thread's)."""
+        with self._lock:
+            client, self.client = self.client, None
+            process, self.process = self.process, None
+            lock, self.lock = self.lock, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.stop_channels()
+        if process is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
+        sandbox.release(lock)
         with _running_lock:
             _running.discard(self)
 

@@ -171,6 +171,9 @@ DYNAMIC = (
     "builtins.globals", "builtins.locals", "builtins.vars", "builtins", "operator.attrgetter",
     "operator.methodcaller", "string.Formatter", "sys.modules", "sys.meta_path", "sys.path_hooks",
     "sys.path_importer_cache",
+    # where imports come from: a module the notebook wrote (the sandbox's working directory is
+    # read-only, but its HOME and /tmp are not) must not become importable
+    "sys.path", "site", "os.chdir", "os.fchdir",
     # frames, code objects, the interpreter's insides
     "inspect", "sys._getframe", "sys._current_frames", "sys._current_exceptions", "sys.settrace",
     "sys.setprofile", "sys.call_tracing", "sys.monitoring", "threading.settrace", "threading.setprofile",
