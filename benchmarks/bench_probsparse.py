@@ -9,12 +9,15 @@ self-attention, B = 1, H = 8, D = D_v = 64, factor 5 (U = u = 5·⌈ln L⌉), fo
 
 - course: ``course_utils.probsparse.prob_sparse_attention`` (sampled scores by
   ``torch.sparse.sampled_addmm``, never a (B, H, L, U, D) tensor);
-- original: the Informer ProbSparse code's algorithm, re-created below (``original``): K_expand,
+- original: the algorithm of the official Informer code's ProbAttention without a mask (Informer2020,
+  ``models/attn.py``), which the widely copied re-implementation lesson 05 dissects takes step for
+  step, re-created below (``original``): K_expand,
   the gathered K_sample (B, H, L_Q, U, D), its matmul with Q, the measure M, top-u, Q_reduce, the
-  scaled attention of the chosen queries and the mean(V) context. Two defects are fixed so that it
-  computes what the course computes: the scores use matmul (ERRATA 9, the einsum) and the scale is
-  applied (ERRATA 10); its measure divides by the sample size U, as the course's does (ERRATA 12:
-  the original divides by L_K, which changes which queries win, so the outputs would differ).
+  scaled attention of the chosen queries and the mean(V) context. It computes what the course
+  computes: the scores use matmul and the scale is applied, as the official code does (the
+  re-implementation's einsum and missing scale, ERRATA 9 and 10, are not re-created); its measure
+  divides by the sample size U, as the course's does (ERRATA 12: both codes divide by L_K, which
+  changes which queries win, so the outputs would differ).
   It takes the same contiguous (B, H, L, D) tensors as the others (the Informer layer transposes
   its (B, L, H, D) inputs first and copies its output back; that cost is left out);
 - F.sdpa: full attention, ``F.scaled_dot_product_attention``.
@@ -78,9 +81,9 @@ CANDIDATES = ("course", "original", "F.sdpa")
 
 
 def original(queries, keys, values, index_sample, factor=FACTOR, scale=None):
-    """The Informer ProbSparse code's ProbAttention (no mask), on (B, H, L, D) tensors, with the
-    sampled indices passed in. Its steps, in its order; ERRATA 9 and 10 fixed, the measure divided
-    by the sample size (see the module docstring)."""
+    """The official Informer code's ProbAttention (no mask), on (B, H, L, D) tensors, with the
+    sampled indices passed in. Its steps, in its order; the measure divided by the sample size (see
+    the module docstring)."""
     B, H, L_K, E = keys.shape
     _, _, L_Q, _ = queries.shape
     U_part = min(factor * math.ceil(math.log(L_K)), L_K)
@@ -214,7 +217,7 @@ def main(argv=None):
           f"{torch.get_num_threads()} thread, {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs, load average {load:.1f} at start")
     print(f"ProbSparse forward, inference mode, B={B}, H={H}, D={D}, factor {FACTOR}; "
-          f"'original' = the Informer code's algorithm re-created (ERRATA 9, 10 fixed, divisor U)")
+          f"'original' = the official Informer code's algorithm re-created (divisor U)")
     print()
 
     with torch.inference_mode():  # every candidate once at a small size: libraries loaded, nothing timed yet

@@ -58,6 +58,9 @@ SOURCE_ONLY_METADATA = {"en_hash", "lines_to_next_cell", "cell_marker", "lines_t
 #: same depth (notebooks/en/), solutions one folder deeper (notebooks/solutions/en/).
 IMAGES_LINK = "../../images/"
 STUB_COMMENT = {"en": "# YOUR CODE HERE", "zh": "# 在这里写你的代码"}
+#: What the stub's NotImplementedError says, in the notebook's language (the check reads any
+#: NotImplementedError on every case as "not attempted", whatever it says).
+STUB_ERROR = {"en": "exercise {exercise}", "zh": "练习 {exercise}"}
 #: nbgrader's cell metadata (its schema 3) and what each check is worth
 NBGRADER_SCHEMA, CHECK_POINTS = 3, 1
 #: a cell that checks an exercise: check("01.scaled_dot", ...)
@@ -203,14 +206,15 @@ def solution_lines(cell):
 
 
 def _stub(text, exercise, lang):
-    """An exercise cell's code with its solution replaced by a NotImplementedError naming the exercise."""
+    """An exercise cell's code with its solution replaced by a NotImplementedError naming the
+    exercise in the notebook's language."""
     out, inside = [], False
     for line in text.splitlines():
         if line.strip() == BEGIN:
             inside = True
             indent = line[: len(line) - len(line.lstrip())]
             out.append(indent + STUB_COMMENT[lang])
-            out.append(f'{indent}raise NotImplementedError("exercise {exercise}")')
+            out.append(f'{indent}raise NotImplementedError("{STUB_ERROR[lang].format(exercise=exercise)}")')
         elif line.strip() == END:
             inside = False
         elif not inside:

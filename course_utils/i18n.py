@@ -57,6 +57,14 @@ MESSAGES = {
         "write that step yourself.",
         "zh": "❌ {exercise}：你的函数调用了 {names}，而本练习要求不用它：请自己写出这一步。",
     },
+    "check.input_modified": {
+        "en": "❌ {exercise}: on test case {case} ({args}) your function changed its argument `{name}` in place: "
+        "a function must not change what it is given. Work on a copy, e.g. `{copy}`, or use the out-of-place "
+        "form (`masked_fill` rather than `masked_fill_`, `x = x + 1` rather than `x += 1`).",
+        "zh": "❌ {exercise}：在第 {case} 组测试（{args}）中，你的函数原地修改了参数 `{name}`：函数不能改动传给它的参数。"
+        "请在副本上操作，例如 `{copy}`，或者改用非原地的写法（用 `masked_fill` 而不是 `masked_fill_`，"
+        "用 `x = x + 1` 而不是 `x += 1`）。",
+    },
     "check.no_graph": {
         "en": "❌ {exercise}: the values are right, but on test case {case} ({args}) {where} is cut off from the "
         "computation graph, so no gradient flows back through it (a model built on it would not learn). Was it "
@@ -326,9 +334,10 @@ MESSAGES = {
     "l04.plot.head": {"en": "head {h}", "zh": "头 {h}"},
     "l04.plot.keys": {"en": "input (keys)", "zh": "输入（键）"},
     "l04.plot.queries": {"en": "position (queries)", "zh": "位置（查询）"},
-    "l04.plot.one_head": {"en": "1 head", "zh": "1 个头"},
-    "l04.plot.model_head": {"en": "{model}: head {h}", "zh": "{model}：头 {h}"},
-    "l04.plot.two_heads": {"en": "2 heads", "zh": "2 个头"},
+    "l04.plot.one_head": {"en": "1 head, linear read-out", "zh": "1 个头，线性读出层"},
+    "l04.plot.model_head": {"en": "{model}\nhead {h}", "zh": "{model}\n头 {h}"},
+    "l04.plot.two_heads": {"en": "2 heads, linear read-out", "zh": "2 个头，线性读出层"},
+    "l04.plot.mlp_head": {"en": "1 head, MLP read-out", "zh": "1 个头，MLP 读出层"},
     "l04.plot.naive": {"en": "naive (loop over heads)", "zh": "朴素版（逐头循环）"},
     "l04.plot.fused": {"en": "fused", "zh": "融合版"},
     "l04.plot.torch": {"en": "nn.MultiheadAttention", "zh": "nn.MultiheadAttention"},
@@ -369,7 +378,8 @@ MESSAGES = {
         "两侧：{verdict}",
     },
     # lesson 05, sections 1-6 (widgets, plots): keys start with "l05." (not l05.facts/cost/bugs)
-    "l05.plot.row_measure": {"en": "M = {m:.2f}, largest weight {top:.2f}", "zh": "M = {m:.2f}，最大权重 {top:.2f}"},
+    "l05.plot.row_measure": {"en": "M̄ = {m:.2f}, largest weight {top:.2f}", "zh": "M̄ = {m:.2f}，最大权重 {top:.2f}"},
+    "l05.trace.no_step": {"en": "no step of this name; the steps are {names}", "zh": "没有这个名字的步骤；已有的步骤是 {names}"},
     "l05.plot.uniform": {"en": "uniform: 1/{n}", "zh": "均匀：1/{n}"},
     "l05.plot.row_label": {"en": "{label}: {text}", "zh": "{label}：{text}"},
     "l05.plot.query_chosen": {"en": "query (◂ chosen)", "zh": "查询（◂ 被选中）"},
@@ -403,7 +413,7 @@ MESSAGES = {
     },
     # lesson 05, sections 7-9 (plots): keys start with "l05.bugs.", "l05.facts.", "l05.cost."
     "l05.bugs.divide_by_u": {"en": "max − sum / U (the course)", "zh": "最大值 − 和 / U（本课程）"},
-    "l05.bugs.divide_by_lk": {"en": "max − sum / L_K (the Informer code)", "zh": "最大值 − 和 / L_K（Informer 代码）"},
+    "l05.bugs.divide_by_lk": {"en": "max − sum / L_K (both codes)", "zh": "最大值 − 和 / L_K（两份代码）"},
     "l05.bugs.offset_axis": {"en": "common key offset (L = 512, key length ≈ 8)", "zh": "键的共同偏移（L = 512，键长约为 8）"},
     "l05.bugs.recall_axis": {"en": "share of the 10 active queries chosen", "zh": "10 个活跃查询中被选中的比例"},
     "l05.facts.random_probsparse": {"en": "ProbSparse, random inputs", "zh": "ProbSparse，随机输入"},
@@ -411,12 +421,22 @@ MESSAGES = {
     "l05.facts.dominant_probsparse": {"en": "ProbSparse, a few dominant queries", "zh": "ProbSparse，少数主导查询"},
     "l05.facts.dominant_mean": {"en": "mean(V), a few dominant queries", "zh": "mean(V)，少数主导查询"},
     "l05.facts.length_axis": {"en": "sequence length L", "zh": "序列长度 L"},
-    "l05.facts.error_axis": {"en": "relative error vs full attention", "zh": "相对于完整的注意力的相对误差"},
+    "l05.facts.error_axis": {"en": "relative error vs full attention", "zh": "相对完整注意力的误差"},
     "l05.facts.random": {"en": "random inputs", "zh": "随机输入"},
     "l05.facts.dominant": {"en": "a few dominant queries", "zh": "少数主导查询"},
     "l05.facts.chance": {"en": "chance (u / L)", "zh": "随机水平（u / L）"},
     "l05.facts.sample_axis": {"en": "sampled keys per query U (L = 512, u = 35)", "zh": "每个查询的采样键数 U（L = 512，u = 35）"},
-    "l05.facts.recall_axis": {"en": "recall of the 10 most active", "zh": "最活跃的 10 个的召回率"},
+    "l05.facts.recall_axis": {"en": "recall of the 10 most active", "zh": "最活跃 10 个查询的召回率"},
+    "l05.trained.encoder_self": {"en": "encoder self-attention", "zh": "编码器自注意力"},
+    "l05.trained.decoder_self": {"en": "decoder self-attention", "zh": "解码器自注意力"},
+    "l05.trained.cross": {"en": "cross-attention", "zh": "交叉注意力"},
+    "l05.trained.measure_axis": {"en": "M̄ of a row (max − mean of its scaled scores)",
+                                 "zh": "一行的 M̄（缩放后分数的最大值 − 平均值）"},
+    "l05.trained.density_axis": {"en": "share of rows (density)", "zh": "行的占比（密度）"},
+    "l05.trained.row": {
+        "en": "{name}: {rows} rows, {lazy:.0%} lazy (no key gets twice the uniform weight), median M̄ {median:.2f}",
+        "zh": "{name}：{rows} 行，{lazy:.0%} 是惰性的（没有哪个键分到均匀权重的两倍），M̄ 中位数 {median:.2f}",
+    },
     "l05.cost.sdpa": {"en": "F.scaled_dot_product_attention", "zh": "F.scaled_dot_product_attention"},
     "l05.cost.plain": {"en": "ProbSparse, plain (gathers K_sample)", "zh": "ProbSparse 朴素版（收集 K_sample）"},
     "l05.cost.fast": {"en": "ProbSparse, fast (no K_sample)", "zh": "ProbSparse 快速版（没有 K_sample）"},
@@ -456,6 +476,14 @@ MESSAGES = {
     "viz.positions.gradient_axis": {"en": "gradient at x_n ÷ gradient at x_N", "zh": "x_n 处的梯度 ÷ x_N 处的梯度"},
     "viz.positions.post": {"en": "post-norm", "zh": "后归一化（Post-LN）"},
     "viz.positions.pre": {"en": "pre-norm", "zh": "前归一化（Pre-LN）"},
+    # lesson 06: training with and without a learning-rate warm-up (course_utils.viz.positions.warmup_curves)
+    "viz.warmup.without": {"en": "{order}, no warm-up", "zh": "{order}，不预热"},
+    "viz.warmup.with": {"en": "{order}, {steps}-step warm-up", "zh": "{order}，预热 {steps} 步"},
+    "viz.warmup.schedule_without": {"en": "no warm-up", "zh": "不预热"},
+    "viz.warmup.schedule_with": {"en": "{steps}-step warm-up", "zh": "预热 {steps} 步"},
+    "viz.warmup.step": {"en": "training step", "zh": "训练步数"},
+    "viz.warmup.loss": {"en": "training loss", "zh": "训练损失"},
+    "viz.warmup.rate": {"en": "learning rate", "zh": "学习率"},
     # lesson 06 plots and explorer (course_utils.viz.seq2seq, widgets.seq2seq): the trained encoder–decoder
     "viz.seq2seq.self_title": {"en": "head {h}: self-attention (target mask)", "zh": "头 {h}：自注意力（目标掩码）"},
     "viz.seq2seq.cross_title": {"en": "head {h}: cross-attention (source mask)", "zh": "头 {h}：交叉注意力（源掩码）"},
@@ -478,6 +506,12 @@ MESSAGES = {
     },
     "viz.seq2seq.agree": {"en": "they agree", "zh": "二者一致"},
     "viz.seq2seq.differ": {"en": "they differ", "zh": "二者不一致"},
+    "viz.seq2seq.bad_letters": {
+        "en": "Type 1 to {most} letters from a to {last}, such as abcd (you typed '{text}'), or leave the box "
+              "empty to see the example the slider picks.",
+        "zh": "请输入 1 到 {most} 个 a 到 {last} 之间的字母，例如 abcd（你输入的是“{text}”）；"
+              "或者留空，查看滑块选中的样例。",
+    },
     # the teacher's grader (course_teacher.grade): feedback files and its own verdicts
     "grade.title": {"en": "Feedback on {notebook}", "zh": "{notebook} 的反馈"},
     "grade.summary": {

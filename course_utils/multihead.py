@@ -317,7 +317,7 @@ class NaiveMultiheadAttention(_Multihead):
         outputs, weights = [], []
         for h, head in enumerate(self.heads):  # one head at a time
             out, w = head(query, key, value, keep_mask=_mask_of_head(keep, h), need_weights=need_weights)
-            outputs.append(out)  # (B, L_q, d): keep the head's OUTPUT (not its weights)
+            outputs.append(out)  # (B, L_q, d): keep the head's output, not its weights
             weights.append(w)  # (B, L_q, L_k)
         concatenated = torch.cat(outputs, dim=-1)  # (B, L_q, H·d): the heads side by side
         output = self.out_proj(concatenated)  # (B, L_q, E): W_O mixes the heads
@@ -465,27 +465,34 @@ def parameter_count(module):
     return sum(p.numel() for p in module.parameters())
 
 
-def operators(call):
+def operators(call, sizes=False):
     """Run ``call()`` and list the PyTorch operators (ATen ops, such as "aten.mm.default") it ran,
-    in order. Returns (result, [operator names]).
+    in order. Returns (result, [operator names]); with ``sizes=True``, (result, [(operator name,
+    the number of elements of the largest tensor it returned)]).
 
     It watches at the dispatcher, below Python (``TorchDispatchMode``), so it sees what actually
     ran: for ``nn.MultiheadAttention`` it tells its fast path (one operator,
-    "aten._native_multi_head_attention.default") from its general path (many)."""
+    "aten._native_multi_head_attention.default") from its general path (many); for
+    ``F.scaled_dot_product_attention`` it names the kernel that ran (its flash kernel on the CPU,
+    "aten._scaled_dot_product_flash_attention_for_cpu.default", or the operators of its math
+    fallback), and ``sizes`` shows whether any of them made a (B, H, L_q, L_k) tensor."""
     from torch.utils._python_dispatch import TorchDispatchMode  # PyTorch's hook for watching operators
 
     class _Record(TorchDispatchMode):
         def __init__(self):
             super().__init__()
-            self.names = []
+            self.found = []
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.names.append(str(func))
-            return func(*args, **(kwargs or {}))
+            out = func(*args, **(kwargs or {}))
+            returned = out if isinstance(out, (tuple, list)) else (out,)
+            largest = max((t.numel() for t in returned if isinstance(t, torch.Tensor)), default=0)
+            self.found.append((str(func), largest) if sizes else str(func))
+            return out
 
     with _Record() as record:
         result = call()
-    return result, record.names
+    return result, record.found
 
 
 FAST_PATH = "aten._native_multi_head_attention.default"

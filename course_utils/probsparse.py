@@ -2,34 +2,46 @@
 
 Full attention scores every query against every key: O(L_Q · L_K) time and memory. ProbSparse
 observes that most queries are "lazy": their softmax row is close to uniform, so their output is
-close to the mean of the values. Only a few "active" queries have a peaked row. It therefore
+close to the mean of the values. Only a few "active" queries have a peaked row. The paper's query
+sparsity measurement M (its Eq. 2) is log-sum-exp minus the mean of a query's scores; what the
+algorithm computes is its estimate M̄ = max − mean (Eq. 4; Lemma 1: M̄ ≤ M ≤ M̄ + ln L_K). It
 
 1. samples U = factor · ⌈ln L_K⌉ keys for every query (``sample_keys``) and scores each query
    against its own sample only (``sampled_scores``: (B, H, L_Q, U), never (L_Q, L_K));
-2. rates each query by its sparsity measure M = max − mean of those scores
-   (``sparsity_measure``; a uniform row has M = 0, a peaked one a large M);
-3. keeps the u = factor · ⌈ln L_Q⌉ queries with the largest M (``select_queries``) and gives only
+2. rates each query by M̄ = max − mean of those scores (``sparsity_measure``; a uniform row has
+   M̄ = 0, a peaked one a large M̄);
+3. keeps the u = factor · ⌈ln L_Q⌉ queries with the largest M̄ (``select_queries``) and gives only
    them full attention over all keys;
 4. gives every other (lazy) query the mean of the values: of all values, or in causal mode the
    cumulative mean of the values up to its own position, so that no query sees the future.
 
 Two implementations of the same algorithm, with the same arguments and results:
 
-- ``prob_sparse_attention_plain`` takes each step the way the Informer ProbSparse code does, to be
-  read: it builds every query's sampled keys as a (B, H, L_Q, U, D) tensor (``K_sample``).
+- ``prob_sparse_attention_plain`` takes each step the way the official Informer code
+  (Informer2020, ``models/attn.py``) and a widely copied re-implementation of it do, to be read:
+  it builds every query's sampled keys as a (B, H, L_Q, U, D) tensor (``K_sample``).
 - ``prob_sparse_attention`` never builds ``K_sample``: the U scores of each query are a *sampled*
   matrix product (``torch.sparse.sampled_addmm``, written straight into the values of one CSR
   pattern that every batch item and head share), so its extra memory is O(L · U), not
   O(L · U · D); the chosen queries attend through ``F.scaled_dot_product_attention``. Given the
   same sampled indices both choose the same queries and return the same values (up to float
   rounding: the products are summed in another order). ``benchmarks/bench_probsparse.py``
-  measures it against the Informer code's algorithm and against full attention.
+  measures it against that algorithm and against full attention.
 
 Layout: query (B, H, L_Q, D), key (B, H, L_K, D), value (B, H, L_K, D_v), as for
 ``F.scaled_dot_product_attention``. Both return ``(output, selected)``: output (B, H, L_Q, D_v)
 and the indices of the chosen queries, (B, H, u) in increasing position; with
 ``need_weights=True`` the second result is instead the (B, H, L_Q, L_K) weights every query
 effectively used (a lazy row is uniform: its output is the mean of the values it may see).
+
+In causal mode query i samples its keys from positions 0 … i only (the official code samples them
+from all L_K positions, so that a query's measure reads later keys), and a lazy query i gets the mean
+of v_0 … v_i (the official code gives it their sum, ``V.cumsum(dim=-2)``, which grows with i).
+
+Every public function checks its arguments and fails with an ``ArgumentError`` that names the
+argument, what it got and what it needs, in the notebook's language; none can crash the process
+(``torch.sparse.sampled_addmm`` does, given more sampled keys per query than there are keys: then
+the keys are gathered instead).
 
 Randomness only comes from the ``generator`` argument (a ``torch.Generator``), never from the
 global random state: the same generator state gives the same sample, and a call leaves every
@@ -50,20 +62,100 @@ import torch
 import torch.nn.functional as F
 
 from . import validation as check
+from .i18n import message
+
+# --------------------------------------------------------------------------- argument checks
+
+
+def _int_tensor(function, argument, value, layout, ndim=None):
+    """`value` when it is an int64 tensor (with `ndim` axes, if given); otherwise an ArgumentError."""
+    if not isinstance(value, torch.Tensor) or value.dtype != torch.int64 or (ndim is not None and value.ndim != ndim):
+        check.fail(function, argument, check.describe(value),
+                   {"en": f"an int64 tensor {layout}", "zh": f"int64 张量 {layout}"})
+    return value
+
+
+def _device(function, argument, value):
+    """`value` as a torch.device (None stays None); otherwise an ArgumentError."""
+    if value is None or isinstance(value, torch.device):
+        return value
+    try:
+        return torch.device(value)
+    except (TypeError, ValueError, RuntimeError):
+        check.fail(function, argument, check.describe(value),
+                   {"en": "None, a torch.device or a device name such as 'cpu'",
+                    "zh": "None、torch.device，或 'cpu' 这样的设备名"})
+
+
+def _generator(function, generator, device=None):
+    """`generator` when it is None or a torch.Generator that can draw on `device`."""
+    if generator is None:
+        return None
+    if not isinstance(generator, torch.Generator):
+        check.fail(function, "generator", check.describe(generator),
+                   {"en": "None or a torch.Generator", "zh": "None 或 torch.Generator"})
+    if device is not None and device.type not in ("meta", generator.device.type):
+        check.fail(function, "generator", f"torch.Generator(device='{generator.device}')",
+                   {"en": f"a generator on the device it draws for, '{device}'",
+                    "zh": f"与抽样所在设备 '{device}' 相同的随机数生成器"})
+    return generator
+
+
+def _float_tensor(function, argument, value, layout, ndim=4):
+    """`value` when it is a floating-point tensor with `ndim` axes; otherwise an ArgumentError."""
+    check.tensor(function, argument, value, min_ndim=ndim, layout=layout)
+    if value.ndim != ndim:
+        check.fail(function, argument, check.describe(value),
+                   {"en": f"a {ndim}-D floating-point tensor {layout}", "zh": f"{ndim} 维浮点张量 {layout}"})
+    return value
+
+
+def _index_values(function, index, length_k, length_q=None, causal=False):
+    """Fail unless every entry of `index` (L_Q, U) is a key position in [0, L_K) (in causal mode,
+    also at most its own row's position). Reads the index only when it has data."""
+    if index.is_meta or index.numel() == 0:
+        return
+    low, high = torch.aminmax(index)  # one pass over the index
+    bad = bool(low < 0 or high >= length_k)
+    if causal and not bad:
+        bad = bool((index > torch.arange(index.shape[0], device=index.device).unsqueeze(1)).any())
+    if bad:
+        where = ({"en": "key positions ≤ the query's own", "zh": "不超过该查询自身位置的键位置"} if causal
+                 else {"en": f"key positions in [0, {length_k})", "zh": f"[0, {length_k}) 内的键位置"})
+        shape = f"({length_q}, U)" if length_q is not None else "(L_Q, U)"
+        check.fail(function, "index", check.describe(index),
+                   {"en": f"an int64 tensor of shape {shape} holding {where['en']}",
+                    "zh": f"形状为 {shape}、取值为{where['zh']}的 int64 张量"})
+
 
 # --------------------------------------------------------------------------- sizes and sampling
 
 
 def sample_count(length, factor=5):
     """factor · ⌈ln length⌉, at most ``length``: U for L_K keys, u for L_Q queries."""
+    check.positive_int("sample_count", "length", length)
+    check.positive_int("sample_count", "factor", factor)
     return min(length, factor * math.ceil(math.log(length))) if length > 1 else length
 
 
 def sample_keys(length_q, length_k, count, *, causal=False, generator=None, device=None):
     """(length_q, count) int64: for each query, ``count`` key positions drawn uniformly with
-    replacement from all ``length_k`` keys, or in causal mode from positions 0 … i for query i
-    (so that the measure of query i never looks at a later key). One sample serves every batch
-    item and head, as in the Informer code."""
+    replacement from all ``length_k`` keys, or in causal mode (self-attention: length_q ==
+    length_k) from positions 0 … i for query i, so that the measure of query i never reads a
+    later key. One sample serves every batch item and head, as in the Informer code.
+
+    Drawing from fewer keys has a price: an early query's sample holds few distinct keys, so its
+    max − mean tends to be smaller, and causal mode chooses fewer early queries (lesson 05, section 5)."""
+    function = "sample_keys"
+    for name, value in (("length_q", length_q), ("length_k", length_k), ("count", count)):
+        check.positive_int(function, name, value)
+    check.flag(function, "causal", causal)
+    if causal and length_q != length_k:
+        check.fail(function, "length_k", check.describe(length_k),
+                   {"en": f"length_q = {length_q}: causal mode is self-attention",
+                    "zh": f"length_q = {length_q}：因果模式用于自注意力"})
+    device = _device(function, "device", device)
+    generator = _generator(function, generator, device if device is not None else torch.device("cpu"))
     if not causal:
         return torch.randint(length_k, (length_q, count), generator=generator, device=device)
     visible = torch.arange(1, length_q + 1, device=device).unsqueeze(1)  # query i sees i + 1 keys
@@ -76,21 +168,43 @@ def sample_keys(length_q, length_k, count, *, causal=False, generator=None, devi
 def sampled_scores(query, key, index):
     """(B, H, L_Q, U): scores[b, h, i, s] = query[b, h, i] · key[b, h, index[i, s]], unscaled.
 
+    query (B, H, L_Q, D) and key (B, H, L_K, D) of one floating dtype; index (L_Q, U) int64, key
+    positions in [0, L_K) (repeats allowed), on query's device.
+
     Only U entries of each row of Q Kᵀ are needed: a sampled dense–dense product, computed by
     ``torch.sparse.sampled_addmm`` straight from Q and K, without gathering the sampled keys. No
     gradient flows through it when query and key need none (the scores only choose queries); when
-    they do, or for a dtype or device ``sampled_addmm`` lacks, the keys are gathered a block of
+    they do, for a dtype or device ``sampled_addmm`` lacks, or when a row samples more keys than
+    there are (U > L_K: ``sampled_addmm`` would crash the process), the keys are gathered a block of
     queries at a time instead (differentiable, the same values up to rounding).
     """
+    function = "sampled_scores"
+    _float_tensor(function, "query", query, "(B, H, L_Q, D)")
+    _float_tensor(function, "key", key, "(B, H, L_K, D)")
     B, H, L_Q, D = query.shape
-    L_K, U = key.shape[-2], index.shape[-1]
+    if key.shape[:2] != (B, H) or key.dtype != query.dtype or key.device != query.device:
+        check.fail(function, "key", check.describe(key),
+                   {"en": f"a tensor (B, H, L_K, D) with (B, H) = {(B, H)}, dtype {query.dtype} and device "
+                          f"'{query.device}', like query",
+                    "zh": f"形状为 (B, H, L_K, D) 的张量，且 (B, H) = {(B, H)}、类型 {query.dtype}、设备 "
+                          f"'{query.device}' 都与 query 一致"})
+    check.same_size(function, "key", key, -1, D, {"en": "query's D", "zh": "query 的 D"})
+    L_K = key.shape[-2]
+    _int_tensor(function, "index", index, f"({L_Q}, U)", ndim=2)
+    if index.shape[0] != L_Q or index.shape[1] < 1 or index.device != query.device:
+        check.fail(function, "index", check.describe(index),
+                   {"en": f"an int64 tensor of shape ({L_Q}, U), U ≥ 1, on query's device '{query.device}'",
+                    "zh": f"形状为 ({L_Q}, U)（U ≥ 1）、与 query 同在设备 '{query.device}' 上的 int64 张量"})
+    _index_values(function, index, L_K, L_Q)
+    U = index.shape[-1]
     if query.is_meta:  # the walkthrough: shapes only, and sampled_addmm has no meta kernel
         return query.new_empty(B, H, L_Q, U)
-    differentiable = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad)
-    if differentiable or query.device.type != "cpu" or query.dtype not in (torch.float32, torch.float64):
-        return _gathered_scores(query, key, index)
     if query.numel() == 0 or key.numel() == 0:
         return query.new_zeros(B, H, L_Q, U)
+    differentiable = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad)
+    supported = query.device.type == "cpu" and query.dtype in (torch.float32, torch.float64)
+    if differentiable or not supported or U > L_K:
+        return _gathered_scores(query, key, index)
     # One CSR pattern for every (batch, head): row i holds the U sampled columns of query i. The
     # product is written into the pattern's own values (out=pattern): no copy of the pattern, and
     # values start at zero because the kernel adds beta · value (0 · NaN would be NaN).
@@ -138,23 +252,46 @@ def _gathered_scores(query, key, index, block_bytes=2**24):
 
 
 def sparsity_measure(scores):
-    """M = max − mean of each query's (sampled) scores, over the last axis: (..., L_Q, U) -> (..., L_Q).
+    """M̄ = max − mean of each query's (sampled) scores, over the last axis: (..., L_Q, U) -> (..., L_Q).
 
-    A query whose scores are all alike (a flat softmax row) gets M ≈ 0; one with a few large scores
-    gets a large M. It bounds how far the row is from uniform: max − mean ≥ log-sum-exp − mean − ln L.
+    The paper's max-mean measurement (Informer, Eq. 4), the estimate of its measure M =
+    log-sum-exp − mean (Eq. 2): M̄ ≤ M ≤ M̄ + ln U over the same scores. A query whose scores are
+    all alike (a flat softmax row) gets M̄ ≈ 0; one with a few large scores gets a large M̄.
     """
+    check.tensor("sparsity_measure", "scores", scores, min_ndim=1, layout="(..., L_Q, U)")
+    if scores.shape[-1] == 0:
+        check.fail("sparsity_measure", "scores", check.describe(scores),
+                   {"en": "at least one score per query on the last axis", "zh": "最后一维上每个查询至少有一个分数"})
     return scores.amax(-1) - scores.sum(-1) / scores.shape[-1]
 
 
 def select_queries(measure, count):
-    """(B, H, count) int64: the positions of the ``count`` queries with the largest measure, in
-    increasing position (the order does not change the result; increasing is easy to read)."""
+    """(..., count) int64: the positions of the ``count`` queries with the largest measure (the
+    last axis of ``measure``, (..., L_Q)), in increasing position (the order does not change the
+    result; increasing is easy to read)."""
+    check.tensor("select_queries", "measure", measure, min_ndim=1, layout="(..., L_Q)")
+    check.positive_int("select_queries", "count", count)
+    if count > measure.shape[-1]:
+        check.fail("select_queries", "count", check.describe(count),
+                   {"en": f"at most L_Q = {measure.shape[-1]}, the queries there are",
+                    "zh": f"不超过 L_Q = {measure.shape[-1]}，即查询的个数"})
     return measure.topk(count, dim=-1).indices.sort(dim=-1).values
 
 
 def lazy_context(value, length_q, causal=False):
     """What a lazy query gets, (B, H, L_Q, D_v): the mean of all values, or in causal mode the mean
-    of the values at positions 0 … i for query i (a cumulative mean)."""
+    of the values at positions 0 … i for query i (a cumulative mean; causal mode is
+    self-attention: ``length_q`` must be L). value: (B, H, L, D_v), floating, L ≥ 1."""
+    function = "lazy_context"
+    _float_tensor(function, "value", value, "(B, H, L, D_v)")
+    check.positive_int(function, "length_q", length_q)
+    check.flag(function, "causal", causal)
+    if value.shape[-2] == 0:
+        check.fail(function, "value", check.describe(value), {"en": "at least one position", "zh": "至少一个位置"})
+    if causal and length_q != value.shape[-2]:
+        check.fail(function, "length_q", check.describe(length_q),
+                   {"en": f"value's L = {value.shape[-2]}: causal mode is self-attention",
+                    "zh": f"value 的 L = {value.shape[-2]}：因果模式用于自注意力"})
     if causal:
         counts = torch.arange(1, value.shape[-2] + 1, dtype=value.dtype, device=value.device)
         return value.cumsum(-2) / counts.unsqueeze(-1)
@@ -163,7 +300,10 @@ def lazy_context(value, length_q, causal=False):
 
 
 def causal_keep(selected, length_k):
-    """(B, H, u, L_K) bool: True where the selected query at position p may see key j (j ≤ p)."""
+    """(..., u, L_K) bool: True where the selected query at position p may see key j (j ≤ p).
+    selected: (..., u) int64 positions."""
+    _int_tensor("causal_keep", "selected", selected, "(..., u)")
+    check.positive_int("causal_keep", "length_k", length_k)
     return torch.arange(length_k, device=selected.device) <= selected.unsqueeze(-1)
 
 
@@ -226,6 +366,10 @@ class Trace:
 
     def inputs(self, *tensors):
         """Note the inputs' memory, so that a view of an input is seen as one."""
+        for number, tensor in enumerate(tensors):
+            if not isinstance(tensor, torch.Tensor):
+                check.fail("Trace.inputs", f"tensors[{number}]", check.describe(tensor),
+                           {"en": "a tensor", "zh": "张量"})
         for tensor in tensors:
             self._alive.append(tensor.untyped_storage())
             self._known.add(_storage(tensor))
@@ -242,6 +386,11 @@ class Trace:
 
     def record(self, name, tensor):
         """Add ``tensor`` as step ``name`` and return it unchanged."""
+        if not isinstance(name, str) or not name:
+            check.fail("Trace.record", "name", check.describe(name), {"en": "a step's name, a non-empty string",
+                                                                      "zh": "步骤名，即非空字符串"})
+        if not isinstance(tensor, torch.Tensor):
+            check.fail("Trace.record", "tensor", check.describe(tensor), {"en": "a tensor", "zh": "张量"})
         storage = _storage(tensor)
         view = storage in self._known
         self._known.add(storage)
@@ -252,10 +401,11 @@ class Trace:
         return tensor
 
     def __getitem__(self, name):
+        """The step called ``name``; a KeyError that lists the steps there are when none is."""
         for step in self.steps:
             if step.name == name:
                 return step
-        raise KeyError(name)
+        raise KeyError(f"{name!r}: " + message("l05.trace.no_step", names=", ".join(s.name for s in self.steps) or "-"))
 
     def __iter__(self):
         return iter(self.steps)
@@ -284,7 +434,7 @@ class _NoTrace:
 # --------------------------------------------------------------------------- validation
 
 
-def _validate(function, query, key, value, factor, scale, causal, generator, index):
+def _validate(function, query, key, value, factor, scale, causal, generator, index, need_weights, trace):
     """Check every argument; return (B, H, L_Q, L_K, D, U, u)."""
     check.tensor(function, "query", query, min_ndim=4, layout="(B, H, L_Q, D)")
     if query.ndim != 4:
@@ -301,6 +451,9 @@ def _validate(function, query, key, value, factor, scale, causal, generator, ind
             )
         if tensor.dtype != query.dtype:
             check.fail(function, name, check.describe(tensor), {"en": f"query's dtype, {query.dtype}", "zh": f"与 query 相同的类型 {query.dtype}"})
+        if tensor.device != query.device:
+            check.fail(function, name, f"{check.describe(tensor)} on '{tensor.device}'",
+                       {"en": f"query's device, '{query.device}'", "zh": f"与 query 相同的设备 '{query.device}'"})
     check.same_size(function, "key", key, -1, D, {"en": "query's D", "zh": "query 的 D"})
     L_K = key.shape[-2]
     check.same_size(function, "value", value, -2, L_K, {"en": "key's L_K", "zh": "key 的 L_K"})
@@ -318,24 +471,23 @@ def _validate(function, query, key, value, factor, scale, causal, generator, ind
             check.describe(key),
             {"en": f"L_K = L_Q = {L_Q}: causal mode is self-attention", "zh": f"L_K = L_Q = {L_Q}：因果模式用于自注意力"},
         )
-    if generator is not None and not isinstance(generator, torch.Generator):
-        check.fail(function, "generator", check.describe(generator), {"en": "None or a torch.Generator", "zh": "None 或 torch.Generator"})
+    _generator(function, generator, query.device)
+    check.flag(function, "need_weights", need_weights)
+    if trace is not None and not isinstance(trace, Trace):
+        check.fail(function, "trace", check.describe(trace), {"en": "None or a probsparse.Trace", "zh": "None 或 probsparse.Trace"})
     U, u = sample_count(L_K, factor), sample_count(L_Q, factor)
     if index is not None:
-        bad = not isinstance(index, torch.Tensor) or index.dtype != torch.int64 or tuple(index.shape) != (L_Q, U)
-        if not bad and index.numel() and not query.is_meta:
-            low, high = torch.aminmax(index)  # one pass over the index
-            bad = bool(low < 0 or high >= L_K)
-            if causal and not bad:
-                bad = bool((index > torch.arange(L_Q, device=index.device).unsqueeze(1)).any())
-        if bad:
-            where = {"en": "key positions ≤ the query's own", "zh": "不超过该查询自身位置的键位置"} if causal else {"en": f"key positions in [0, {L_K})", "zh": f"[0, {L_K}) 内的键位置"}
+        where = {"en": "key positions ≤ the query's own", "zh": "不超过该查询自身位置的键位置"} if causal else {"en": f"key positions in [0, {L_K})", "zh": f"[0, {L_K}) 内的键位置"}
+        if (not isinstance(index, torch.Tensor) or index.dtype != torch.int64 or tuple(index.shape) != (L_Q, U)
+                or index.device != query.device):
             check.fail(
                 function,
                 "index",
                 check.describe(index),
-                {"en": f"an int64 tensor of shape (L_Q, U) = ({L_Q}, {U}) holding {where['en']}", "zh": f"形状为 (L_Q, U) = ({L_Q}, {U})、取值为{where['zh']}的 int64 张量"},
+                {"en": f"an int64 tensor of shape (L_Q, U) = ({L_Q}, {U}) on query's device holding {where['en']}",
+                 "zh": f"形状为 (L_Q, U) = ({L_Q}, {U})、与 query 在同一设备上、取值为{where['zh']}的 int64 张量"},
             )
+        _index_values(function, index, L_K, L_Q, causal)
     return B, H, L_Q, L_K, D, U, u
 
 
@@ -362,7 +514,7 @@ def prob_sparse_attention(
         ``(output, weights)`` with need_weights=True.
     """
     _, _, L_Q, L_K, D, U, u = _validate(
-        "prob_sparse_attention", query, key, value, factor, scale, causal, generator, index
+        "prob_sparse_attention", query, key, value, factor, scale, causal, generator, index, need_weights, trace
     )
     trace = _NoTrace() if trace is None else trace
     with trace.call(query, key, value):  # the trace keeps this call's tensors alive until it ends
@@ -405,7 +557,7 @@ def prob_sparse_attention_plain(
     which is easy to read and costly: the walkthrough shows how costly.
     """
     B, H, L_Q, L_K, D, U, u = _validate(
-        "prob_sparse_attention_plain", query, key, value, factor, scale, causal, generator, index
+        "prob_sparse_attention_plain", query, key, value, factor, scale, causal, generator, index, need_weights, trace
     )
     trace = _NoTrace() if trace is None else trace
     with trace.call(query, key, value):  # the trace keeps this call's tensors alive until it ends
@@ -462,6 +614,8 @@ def walkthrough(batch=32, heads=8, length=96, dim=64, factor=5, *, fast=False, c
     time. The defaults are the sizes of the Informer ProbSparse code's own printout."""
     for name, value in (("batch", batch), ("heads", heads), ("length", length), ("dim", dim), ("factor", factor)):
         check.positive_int("walkthrough", name, value)
+    check.flag("walkthrough", "fast", fast)
+    check.flag("walkthrough", "causal", causal)
     q, k, v = (torch.empty(batch, heads, length, dim, device="meta") for _ in range(3))
     U = sample_count(length, factor)
     index = torch.empty(length, U, dtype=torch.int64, device="meta")

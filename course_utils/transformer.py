@@ -214,10 +214,18 @@ class LearnedPositionalEmbedding(nn.Module):
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             check.fail(function, "offset", check.describe(offset), {"en": "an int ≥ 0", "zh": "≥ 0 的整数"})
         if offset + length > self.max_len:
-            check.fail(function, "length", check.describe(length),
-                       {"en": f"offset + length ≤ max_len = {self.max_len}: a learned table has no vector "
-                        "for later positions",
-                        "zh": f"offset + length ≤ max_len = {self.max_len}：学习得到的表没有更靠后位置的向量"})
+            last = self.max_len - 1
+            if offset == 0:  # the usual call, learned(length): say it without the offset
+                needed = {"en": f"length ≤ max_len = {self.max_len}: the table has vectors for positions 0 … {last} "
+                          "only, and a learned table knows nothing of later positions",
+                          "zh": f"length ≤ max_len = {self.max_len}：这张表只有位置 0 … {last} 的向量，"
+                          "学习得到的表对更靠后的位置一无所知"}
+            else:
+                needed = {"en": f"offset + length ≤ max_len = {self.max_len}: positions offset … offset + length − 1 "
+                          f"= {offset} … {offset + length - 1} must lie in the table's 0 … {last}",
+                          "zh": f"offset + length ≤ max_len = {self.max_len}：位置 offset … offset + length − 1 "
+                          f"= {offset} … {offset + length - 1} 必须落在表的 0 … {last} 之内"}
+            check.fail(function, "length", check.describe(length), needed)
         positions = torch.arange(offset, offset + length, device=self.embedding.weight.device)  # (L,)
         return self.embedding(positions)  # (L, E)
 

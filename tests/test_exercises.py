@@ -14,8 +14,8 @@ import torch
 from course_teacher.exercises import EXERCISES, prepare
 from course_teacher.exercises import evaluate as evaluate_hidden
 from course_utils import build, evaluate, i18n
-from course_utils.exercises import CRASHED, FAILED, NOT_ATTEMPTED, PASSED, check
-from course_utils.exercises.grading import _Raised, copies, reproduces
+from course_utils.exercises import CRASHED, FAILED, NOT_ATTEMPTED, PASSED, check, public
+from course_utils.exercises.grading import _Raised, changed_arguments, copies, reproduces
 
 IDS = sorted(EXERCISES)
 HIDDEN_SEED = 12345  # a teacher's
@@ -192,6 +192,66 @@ def test_a_raising_function_gets_a_crashed_verdict(exercise):
     verdict = evaluate(exercise, broken)
     assert verdict.status == CRASHED and "KeyError" in verdict.message and "oops" in verdict.message
     assert "test case 1 (" in verdict.message  # the case, with its arguments
+
+
+def _tensor_positions(exercise):
+    """The positions of the tensor arguments of the exercise's first case."""
+    return [i for i, arg in enumerate(_first_case(exercise)) if isinstance(arg, torch.Tensor)]
+
+
+def _first_case(exercise):
+    spec = EXERCISES[exercise]
+    return spec.cases(torch.Generator().manual_seed(spec.seed))[0]
+
+
+def _changed_in_place(tensor):
+    with torch.no_grad():
+        if tensor.dtype == torch.bool:
+            tensor.logical_not_()
+        else:
+            tensor.add_(1)
+
+
+ARGUMENTS = [(e, p) for e in IDS for p in _tensor_positions(e)]
+
+
+@pytest.mark.parametrize("exercise, position", ARGUMENTS, ids=[f"{e}-{p}" for e, p in ARGUMENTS])
+def test_a_right_answer_that_changes_an_argument_in_place_fails_naming_it(exercise, position):
+    """An exercise's function never changes its arguments (lesson 00's first exercise and the README
+    say so): whichever argument it changes, the check fails as INPUT_MODIFIED and names it."""
+    solution = SOLUTIONS[exercise]
+
+    def changes_one(*args):
+        result = solution(*args)
+        _changed_in_place(args[position])
+        return result
+
+    names = public.load(exercise).names
+    verdict = evaluate(exercise, changes_one)
+    assert verdict.status == FAILED and verdict.code == "INPUT_MODIFIED", verdict.message
+    assert f"changed its argument `{names[position]}` in place" in verdict.message
+    assert f"`{names[position]} = {names[position]}.clone()`" in verdict.message
+
+
+@pytest.mark.parametrize("lesson", sorted(build.lessons()))
+def test_the_course_changes_no_argument_in_place(lesson):
+    """The lesson's solutions, the references and every known mistake leave their arguments as
+    they were given (bit for bit), on every public and hidden case: the course keeps its own rule."""
+    for exercise in [e for e in IDS if e.startswith(f"{lesson}.")]:
+        spec = EXERCISES[exercise]
+        cases = list(spec.cases(torch.Generator().manual_seed(spec.seed)))
+        cases += list((spec.hidden or spec.cases)(torch.Generator().manual_seed(HIDDEN_SEED)))
+        functions = [("solution", SOLUTIONS[exercise]), ("reference", spec.reference)]
+        functions += [(m.code, m.fn) for m in spec.mistakes]
+        for name, function in functions:
+            for number, case in enumerate(cases, start=1):
+                given = copies(case, grad=False)[1]
+                try:
+                    with torch.no_grad():
+                        function(*given)
+                except Exception:  # noqa: BLE001 (a mistake may raise: what matters is what it did to its arguments)
+                    pass
+                assert changed_arguments(case, given) == [], f"{exercise} {name} changes case {number}"
 
 
 def _map_tensors(output, change):

@@ -1,9 +1,9 @@
 """Lesson 06's exercises beyond the generic tests (tests/test_exercises.py): the references agree
-with course_utils.transformer, course_utils.masks and PyTorch's own layers; other correct ways to
-write each function pass, values and gradients (so the check does not demand the reference's own
-route); the package's encoding and layers are forbidden; a learner's change to torch's global
-state is caught and undone; the cases are plain data (they cross to a grader's kernel) and hold
-what the module docstring promises."""
+with course_utils.transformer and PyTorch's own nn.TransformerDecoderLayer (values and gradients);
+other correct ways to write each function pass, values and gradients (so the check does not demand
+the reference's own route); the package's encoding, rotation and layers are forbidden; a learner's
+change to torch's global state is caught and undone; the cases are plain data (they cross to a
+grader's kernel), hold what the module docstring promises, and show an in-place edit of any input."""
 
 import io
 import math
@@ -15,12 +15,14 @@ from torch import nn
 
 from course_teacher.exercises import EXERCISES, prepare
 from course_teacher.exercises.l06_transformer import (
-    _layer_reference,
-    _masks_reference,
+    DECODER_WEIGHTS,
+    LONG,
+    _decoder_reference,
+    _decoder_sublayers,
+    _rotation_reference,
     _sinusoidal_reference,
-    _sublayers,
 )
-from course_utils import masks, transformer
+from course_utils import transformer
 from course_utils.exercises import FAILED, PASSED, evaluate
 from course_utils.i18n import message
 
@@ -32,7 +34,7 @@ def _cases(exercise):
 
 def test_every_case_is_plain_data_that_crosses_to_a_kernel():
     """The grader sends the calls with torch.save and the kernel loads them with weights_only=True."""
-    for exercise in ("06.sinusoidal_encoding", "06.pre_norm_layer", "06.decoder_masks"):
+    for exercise in ("06.sinusoidal_encoding", "06.offset_rotation", "06.post_norm_decoder"):
         calls = prepare(EXERCISES[exercise]).calls
         buffer = io.BytesIO()
         torch.save(calls, buffer)
@@ -118,247 +120,320 @@ def test_a_learner_who_changes_the_default_dtype_is_told_and_the_dtype_is_put_ba
     assert message("check.setting.default_dtype") in verdict.message
 
 
-def test_the_sinusoidal_cases_cover_length_1_d_model_2_and_odd_d_model():
+def test_the_sinusoidal_cases_cover_length_1_d_model_2_and_odd_d_model_and_a_table_longer_than_5000():
     cases = _cases("06.sinusoidal_encoding")
     assert any(length == 1 for length, _ in cases) and any(d == 2 for _, d in cases)
     assert sum(d % 2 for _, d in cases) >= 2
     assert any(length > d for length, d in cases) and any(d > length for length, d in cases)
-    assert all(length <= 64 for length, _ in cases)  # float32 angles p·ω stay well inside the tolerance
+    assert max(length for length, _ in cases) == LONG > 5000
+    # float32 angles p·ω stay well inside the tolerance: short tables, and the long one has one
+    # feature, angle p·1, exact in float32
+    assert all(length <= 64 or d == 1 for length, d in cases)
 
 
-# ----------------------------------------------------------------------------- 06.pre_norm_layer
+def _precomputed(length, d_model, max_len=5000):
+    """The widely copied module: a max_len table computed once, sliced to the length asked for."""
+    return _encoding_exp_log(max_len, d_model)[:length]
 
 
-def _weights(case):
-    x, mask, norm1, in_proj, out_proj, norm2, linear1, linear2, heads = case
-    return x, mask, heads, {"norm1.weight": norm1, "self_attn.in_proj_weight": in_proj,
-                            "self_attn.out_proj.weight": out_proj, "norm2.weight": norm2,
-                            "linear1.weight": linear1, "linear2.weight": linear2}
+def test_a_table_precomputed_for_5000_positions_fails_and_is_named():
+    verdict = evaluate("06.sinusoidal_encoding", _precomputed)
+    assert verdict.status == FAILED and verdict.code == "TABLE_OF_5000", verdict.message
 
 
-def _torch_layer(x, heads, state):
-    E, d_ff = x.shape[-1], state["linear1.weight"].shape[0]
-    layer = nn.TransformerEncoderLayer(E, heads, d_ff, dropout=0.0, norm_first=True, bias=False, batch_first=True,
-                                       dtype=x.dtype)
-    layer.load_state_dict(state)
+# ----------------------------------------------------------------------------- 06.offset_rotation
+
+
+@pytest.mark.parametrize("k, d_model", [(0, 2), (1, 2), (3, 8), (-7, 10), (5003, 16), (-12345, 64)])
+def test_the_rotation_reference_is_the_packages_and_moves_the_table(k, d_model):
+    R = _rotation_reference(k, d_model)
+    assert R.dtype == torch.float64 and R.shape == (d_model, d_model)
+    torch.testing.assert_close(R, transformer.offset_rotation(k, d_model), rtol=0, atol=1e-12)
+    torch.testing.assert_close(R @ R.T, torch.eye(d_model, dtype=torch.float64))  # a rotation
+    table = transformer.sinusoidal_encoding(abs(k) + 20, d_model, dtype=torch.float64)
+    if k >= 0:
+        torch.testing.assert_close(table[k:], table[: len(table) - k] @ R.T, rtol=0, atol=1e-9)
+    else:
+        torch.testing.assert_close(table[: len(table) + k], table[-k:] @ R.T, rtol=0, atol=1e-9)
+
+
+def _rotation_from_a_2x2_loop(k, d_model):
+    R = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(d_model // 2):
+        phi = k * 10000 ** (-2 * i / d_model)
+        R[2 * i: 2 * i + 2, 2 * i: 2 * i + 2] = torch.tensor(
+            [[math.cos(phi), math.sin(phi)], [-math.sin(phi), math.cos(phi)]], dtype=torch.float64)
+    return R
+
+
+def _rotation_from_the_table(k, d_model):
+    """The angles' sines and cosines read off the encoding of position |k| (the package's table,
+    which the exercise allows), and the blocks put together with torch.block_diag."""
+    row = transformer.sinusoidal_encoding(abs(k) + 1, d_model, dtype=torch.float64)[abs(k)]  # (E,)
+    s, c = row[0::2] * (1 if k >= 0 else -1), row[1::2]
+    return torch.block_diag(*[torch.stack([torch.stack([ci, si]), torch.stack([-si, ci])]) for si, ci in zip(s, c)])
+
+
+def _rotation_by_exp_log_in_float64(k, d_model):
+    omega = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
+    phi = k * omega
+    R = torch.diag(phi.cos().repeat_interleave(2))
+    R[torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)] = phi.sin()
+    R[torch.arange(1, d_model, 2), torch.arange(0, d_model, 2)] = -phi.sin()
+    return R
+
+
+@pytest.mark.parametrize("function", [_rotation_from_a_2x2_loop, _rotation_from_the_table,
+                                      _rotation_by_exp_log_in_float64], ids=lambda f: f.__name__)
+def test_other_right_rotations_pass(function):
+    verdict = evaluate("06.offset_rotation", function)
+    assert verdict.status == PASSED, verdict.message
+
+
+def test_calling_the_packages_rotation_fails_as_forbidden():
+    verdict = evaluate("06.offset_rotation", lambda k, d_model: transformer.offset_rotation(k, d_model))
+    assert verdict.status == FAILED and verdict.code == "FORBIDDEN", verdict.message
+    assert "course_utils.transformer.offset_rotation" in verdict.message
+
+
+def test_the_rotation_cases_cover_zero_one_negative_and_large_offsets_and_one_pair():
+    cases = _cases("06.offset_rotation")
+    offsets, sizes = [k for k, _ in cases], [d for _, d in cases]
+    assert 0 in offsets and 1 in offsets and min(offsets) < 0 and max(offsets) > 5000
+    assert 2 in sizes and all(d % 2 == 0 for d in sizes) and max(sizes) >= 32
+    assert len(set(sizes)) == len(sizes)  # every size once: a size fixed in the code fails somewhere
+    first_k, first_d = cases[0]
+    assert first_k not in (0, 1) and first_d >= 4  # where every mistake shows
+
+
+# ----------------------------------------------------------------------------- 06.post_norm_decoder
+
+
+def _decoder_parts(case):
+    x, memory, tgt_padding, memory_padding, *weights, heads = case
+    return x, memory, tgt_padding, memory_padding, weights, heads
+
+
+def _torch_decoder(x, heads, weights):
+    E, d_ff = x.shape[-1], weights[-2].shape[0]
+    layer = nn.TransformerDecoderLayer(E, heads, d_ff, dropout=0.0, bias=False, batch_first=True, dtype=x.dtype)
+    layer.load_state_dict(dict(zip(DECODER_WEIGHTS, weights)))
     return layer
 
 
-@pytest.mark.parametrize("index", range(7))
-def test_the_layer_reference_is_pytorchs_and_the_courses_pre_norm_layer_values_and_gradients(index):
-    case = _cases("06.pre_norm_layer")[index]
-    x, mask, heads, state = _weights(case)
-    torch_layer = _torch_layer(x, heads, state)
-    course_layer = transformer.EncoderLayer.from_torch(torch_layer)
+def _torch_call(layer, x, memory, tgt_padding, memory_padding):
+    L_t = x.shape[1]
+    future = torch.ones(L_t, L_t, dtype=torch.bool).triu(1)  # bool: True = may NOT attend
+    return layer(x, memory, tgt_mask=future, tgt_key_padding_mask=tgt_padding, memory_key_padding_mask=memory_padding)
+
+
+@pytest.mark.parametrize("index", range(8))
+def test_the_decoder_reference_is_pytorchs_and_the_courses_post_norm_layer_values_and_gradients(index):
+    """Every position, padded target positions included; the gradients with respect to x, memory and
+    every weight."""
+    x, memory, tgt_padding, memory_padding, weights, heads = _decoder_parts(_cases("06.post_norm_decoder")[index])
+    torch_layer = _torch_decoder(x, heads, [w.clone() for w in weights])
+    course_layer = transformer.DecoderLayer.from_torch(torch_layer).eval()
     tolerance = {"atol": 1e-5, "rtol": 1e-4} if x.dtype == torch.float32 else {"atol": 1e-10, "rtol": 1e-9}
 
-    x_ref = x.clone().requires_grad_()
-    weights = [w.clone().requires_grad_() for w in case[2:8]]
-    ours = _layer_reference(x_ref, mask, *weights, heads)
-    x_torch = x.clone().requires_grad_()
-    theirs = torch_layer(x_torch, src_key_padding_mask=mask)
-    course = course_layer(x.clone(), key_padding_mask=mask)
+    leaves = [t.clone().requires_grad_() for t in (x, memory, *weights)]
+    ours = _decoder_reference(leaves[0], leaves[1], tgt_padding, memory_padding, *leaves[2:], heads)
+    x_torch, memory_torch = x.clone().requires_grad_(), memory.clone().requires_grad_()
+    theirs = _torch_call(torch_layer, x_torch, memory_torch, tgt_padding, memory_padding)
+    course = course_layer(x, memory, tgt_key_padding_mask=tgt_padding, memory_key_padding_mask=memory_padding)
+    assert ours.dtype == x.dtype
     torch.testing.assert_close(ours, theirs, **tolerance)
     torch.testing.assert_close(ours, course, **tolerance)
 
     probe = torch.randn(ours.shape, generator=torch.Generator().manual_seed(index), dtype=x.dtype)
     (ours * probe).sum().backward()
     (theirs * probe).sum().backward()
-    torch.testing.assert_close(x_ref.grad, x_torch.grad, **tolerance)
-    for weight, name in zip(weights, state):
-        parameter = dict(torch_layer.named_parameters())[name]
-        torch.testing.assert_close(weight.grad, parameter.grad, **tolerance)
+    torch.testing.assert_close(leaves[0].grad, x_torch.grad, **tolerance)
+    torch.testing.assert_close(leaves[1].grad, memory_torch.grad, **tolerance)
+    parameters = dict(torch_layer.named_parameters())
+    for leaf, name in zip(leaves[2:], DECODER_WEIGHTS):
+        torch.testing.assert_close(leaf.grad, parameters[name].grad, **tolerance)
 
 
-def _stub_solution(x, key_padding_mask, norm1_weight, in_proj_weight, out_proj_weight, norm2_weight,
-                   linear1_weight, linear2_weight, num_heads):
-    """The exercise cell as a learner completes it: its given sub-layers (the module builds the same
-    ones), then the three lines."""
-    norm1, norm2, self_attention, feed_forward = _sublayers(norm1_weight, in_proj_weight, out_proj_weight,
-                                                            norm2_weight, linear1_weight, linear2_weight, num_heads)
-    x = x + self_attention(norm1(x), key_padding_mask)
-    return x + feed_forward(norm2(x))
+def _decoder_through_pytorch_functions(x, memory, tgt_key_padding_mask, memory_key_padding_mask, norm1_weight,
+                                       self_in_proj_weight, self_out_proj_weight, norm2_weight, cross_in_proj_weight,
+                                       cross_out_proj_weight, norm3_weight, linear1_weight, linear2_weight,
+                                       num_heads):
+    """nn.functional's multi-head attention (sequence-first) and layer_norm; the causal mask as a
+    float mask of -inf above the diagonal, the padding masks as bool, as PyTorch's layer takes them."""
+    E, L_t = x.shape[-1], x.shape[1]
+
+    def attend(h, context, in_proj, out_proj, padding, mask):
+        if padding is not None and mask is not None:  # one kind of mask: float, like the causal one
+            padding = torch.zeros(padding.shape, dtype=h.dtype).masked_fill(padding, float("-inf"))
+        out, _ = F.multi_head_attention_forward(
+            h.transpose(0, 1), context.transpose(0, 1), context.transpose(0, 1), E, num_heads, in_proj, None, None,
+            None, False, 0.0, out_proj, None, training=False, key_padding_mask=padding, need_weights=False,
+            attn_mask=mask)
+        return out.transpose(0, 1)
+
+    causal = torch.full((L_t, L_t), float("-inf"), dtype=x.dtype).triu(1)
+    x = F.layer_norm(x + attend(x, x, self_in_proj_weight, self_out_proj_weight, tgt_key_padding_mask, causal),
+                     (E,), norm1_weight)
+    x = F.layer_norm(x + attend(x, memory, cross_in_proj_weight, cross_out_proj_weight, memory_key_padding_mask,
+                                None), (E,), norm2_weight)
+    hidden = F.relu(x @ linear1_weight.T) @ linear2_weight.T
+    return F.layer_norm(x + hidden, (E,), norm3_weight)
 
 
-def _layer_by_hand(x, key_padding_mask, norm1_weight, in_proj_weight, out_proj_weight, norm2_weight,
-                   linear1_weight, linear2_weight, num_heads):
-    """Everything written out: LayerNorm from mean and variance, attention with masked_fill."""
+def _decoder_by_hand(x, memory, tgt_key_padding_mask, memory_key_padding_mask, *weights_and_heads):
+    """Everything written out: LayerNorm from mean and variance, separate Q, K, V weights, keep masks
+    built first and applied with masked_fill."""
+    (norm1, self_in, self_out, norm2, cross_in, cross_out, norm3, linear1, linear2), heads = (
+        weights_and_heads[:-1], weights_and_heads[-1])
+    B, L_t, E = x.shape
+    L_s, d = memory.shape[1], E // heads
 
     def layer_norm(h, weight):
-        mean = h.mean(-1, keepdim=True)
-        variance = h.var(-1, keepdim=True, unbiased=False)
-        return (h - mean) / torch.sqrt(variance + 1e-5) * weight
+        return (h - h.mean(-1, keepdim=True)) / torch.sqrt(h.var(-1, keepdim=True, unbiased=False) + 1e-5) * weight
 
-    B, L, E = x.shape
-    d = E // num_heads
-    h = layer_norm(x, norm1_weight)
-    q, k, v = (h @ in_proj_weight.T).split(E, dim=-1)
-    q, k, v = (t.reshape(B, L, num_heads, d).permute(0, 2, 1, 3) for t in (q, k, v))
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d)
-    if key_padding_mask is not None:
-        scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
-    out = (torch.softmax(scores, dim=-1) @ v).permute(0, 2, 1, 3).reshape(B, L, E)
-    x = x + out @ out_proj_weight.T
-    return x + torch.relu(layer_norm(x, norm2_weight) @ linear1_weight.T) @ linear2_weight.T
+    def attend(h, context, in_proj, out_proj, keep):
+        W_q, W_k, W_v = in_proj.split(E)
+        q = (h @ W_q.T).reshape(B, -1, heads, d).permute(0, 2, 1, 3)
+        k = (context @ W_k.T).reshape(B, -1, heads, d).permute(0, 2, 1, 3)
+        v = (context @ W_v.T).reshape(B, -1, heads, d).permute(0, 2, 1, 3)
+        scores = (q @ k.transpose(-2, -1) / math.sqrt(d)).masked_fill(~keep[:, None], float("-inf"))
+        return (torch.softmax(scores, dim=-1) @ v).permute(0, 2, 1, 3).reshape(B, -1, E) @ out_proj.T
 
-
-def _layer_through_pytorch_functions(x, key_padding_mask, norm1_weight, in_proj_weight, out_proj_weight,
-                                     norm2_weight, linear1_weight, linear2_weight, num_heads):
-    """nn.functional's multi-head attention (sequence-first) and layer_norm."""
-    E = x.shape[-1]
-    h = F.layer_norm(x, (E,), norm1_weight).transpose(0, 1)  # (L, B, E)
-    attended, _ = F.multi_head_attention_forward(
-        h, h, h, E, num_heads, in_proj_weight, None, None, None, False, 0.0, out_proj_weight, None,
-        training=False, key_padding_mask=key_padding_mask, need_weights=False)
-    x = x + attended.transpose(0, 1)
-    return x + F.linear(F.relu(F.linear(F.layer_norm(x, (E,), norm2_weight), linear1_weight)), linear2_weight)
+    target_real = torch.ones(B, L_t, dtype=torch.bool) if tgt_key_padding_mask is None else ~tgt_key_padding_mask
+    source_real = torch.ones(B, L_s, dtype=torch.bool) if memory_key_padding_mask is None else ~memory_key_padding_mask
+    self_keep = torch.ones(L_t, L_t, dtype=torch.bool).tril() & target_real[:, None, :]  # (B, L_t, L_t)
+    cross_keep = source_real[:, None, :].expand(B, L_t, L_s)  # (B, L_t, L_s)
+    x = layer_norm(x + attend(x, x, self_in, self_out, self_keep), norm1)
+    x = layer_norm(x + attend(x, memory, cross_in, cross_out, cross_keep), norm2)
+    return layer_norm(x + torch.relu(x @ linear1.T) @ linear2.T, norm3)
 
 
-@pytest.mark.parametrize("function", [_stub_solution, _layer_by_hand, _layer_through_pytorch_functions],
-                         ids=lambda f: f.__name__)
-def test_other_right_layers_pass_values_and_gradients(function):
-    verdict = evaluate("06.pre_norm_layer", function)
+@pytest.mark.parametrize("function", [_decoder_through_pytorch_functions, _decoder_by_hand], ids=lambda f: f.__name__)
+def test_other_right_decoder_layers_pass_values_and_gradients(function):
+    verdict = evaluate("06.post_norm_decoder", function)
     assert verdict.status == PASSED, verdict.message
 
 
-def test_borrowing_pytorchs_layer_fails_as_forbidden():
-    def borrowed(x, key_padding_mask, *weights_and_heads):
+def test_borrowing_pytorchs_decoder_layer_fails_as_forbidden():
+    def borrowed(x, memory, tgt_key_padding_mask, memory_key_padding_mask, *weights_and_heads):
         *weights, heads = weights_and_heads
-        state = dict(zip(["norm1.weight", "self_attn.in_proj_weight", "self_attn.out_proj.weight", "norm2.weight",
-                          "linear1.weight", "linear2.weight"], weights))
-        layer = _torch_layer(x, heads, {name: w.detach() for name, w in state.items()})
-        return torch.func.functional_call(layer, state, (x,), {"src_key_padding_mask": key_padding_mask})
+        layer = _torch_decoder(x, heads, [w.detach() for w in weights])
+        future = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+        return torch.func.functional_call(layer, dict(zip(DECODER_WEIGHTS, weights)), (x, memory), {
+            "tgt_mask": future, "tgt_key_padding_mask": tgt_key_padding_mask,
+            "memory_key_padding_mask": memory_key_padding_mask})
 
-    verdict = evaluate("06.pre_norm_layer", borrowed)
+    verdict = evaluate("06.post_norm_decoder", borrowed)
     assert verdict.status == FAILED and verdict.code == "FORBIDDEN", verdict.message
-    assert "torch.nn.TransformerEncoderLayer.forward" in verdict.message
+    assert "torch.nn.TransformerDecoderLayer.forward" in verdict.message
+
+
+def test_borrowing_the_courses_decoder_layer_fails_as_forbidden():
+    def borrowed(x, memory, tgt_key_padding_mask, memory_key_padding_mask, *weights_and_heads):
+        *weights, heads = weights_and_heads
+        layer = transformer.DecoderLayer.from_torch(_torch_decoder(x, heads, [w.detach() for w in weights])).eval()
+        return layer(x, memory, tgt_key_padding_mask=tgt_key_padding_mask,
+                     memory_key_padding_mask=memory_key_padding_mask)
+
+    verdict = evaluate("06.post_norm_decoder", borrowed)
+    assert verdict.status == FAILED and verdict.code == "FORBIDDEN", verdict.message
+    assert "course_utils.transformer.DecoderLayer.forward" in verdict.message
 
 
 def test_a_learner_who_turns_gradients_off_gets_no_graph_and_grad_mode_comes_back():
     def without_gradients(*args):
         torch.set_grad_enabled(False)
-        return _stub_solution(*args)
+        return _decoder_reference(*args)
 
-    verdict = evaluate("06.pre_norm_layer", without_gradients)
+    verdict = evaluate("06.post_norm_decoder", without_gradients)
     assert torch.is_grad_enabled()
     assert verdict.status == FAILED and verdict.code == "NO_GRAPH", verdict.message
     assert message("check.setting.grad_mode") in verdict.message
 
 
-def test_a_layer_that_detaches_a_weight_fails_on_its_gradient():
-    def detached_norm(x, key_padding_mask, norm1_weight, *rest):
-        return _stub_solution(x, key_padding_mask, norm1_weight.detach(), *rest)
+@pytest.mark.parametrize("position, name", [(1, "memory"), (4, "norm1_weight"), (8, "cross_in_proj_weight"),
+                                            (12, "linear2_weight")])
+def test_a_layer_that_detaches_an_input_fails_on_its_gradient(position, name):
+    def detached(*args):
+        args = list(args)
+        args[position] = args[position].detach()
+        return _decoder_reference(*args)
 
-    verdict = evaluate("06.pre_norm_layer", detached_norm)
-    assert verdict.status == FAILED and verdict.code == "GRADIENT" and "norm1_weight" in verdict.message
+    verdict = evaluate("06.post_norm_decoder", detached)
+    assert verdict.status == FAILED and verdict.code == "GRADIENT" and name in verdict.message, verdict.message
 
 
-def test_the_layer_cases_vary_every_size_and_pad_no_item_whole():
-    cases = _cases("06.pre_norm_layer")
-    sizes = [(x.shape, heads, case[6].shape[0]) for case in cases for x, heads in [(case[0], case[8])]]
-    assert any(shape[0] == 1 for shape, _, _ in sizes) and any(shape[1] == 1 for shape, _, _ in sizes)
-    assert {heads for _, heads, _ in sizes} >= {1, 2, 8}
-    assert any(d_ff != 4 * shape[2] for shape, _, d_ff in sizes)
-    assert any(case[1] is None for case in cases) and any(case[0].dtype == torch.float64 for case in cases)
+def test_the_decoder_cases_vary_every_argument_on_its_own():
+    cases = _cases("06.post_norm_decoder")
+    # (B, L_t, E), L_s, H, F
+    shapes = [(case[0].shape, case[1].shape[1], case[-1], case[11].shape[0]) for case in cases]
+    assert any(shape[0] == 1 for shape, *_ in shapes) and any(shape[0] == 3 for shape, *_ in shapes)
+    assert any(shape[1] == 1 for shape, *_ in shapes) and any(L_s == 1 for _, L_s, _, _ in shapes)
+    assert any(L_s > shape[1] for shape, L_s, _, _ in shapes) and any(L_s < shape[1] for shape, L_s, _, _ in shapes)
+    assert {heads for *_, heads, _ in shapes} >= {1, 2, 8}
+    assert any(d_ff != 4 * shape[2] for shape, _, _, d_ff in shapes)
+    tgt, mem = [case[2] for case in cases], [case[3] for case in cases]
+    assert any(t is None and m is not None for t, m in zip(tgt, mem))  # each mask None on its own
+    assert any(m is None and t is not None for t, m in zip(tgt, mem))
+    assert any(t is None and m is None for t, m in zip(tgt, mem))
+    assert any(case[0].dtype == torch.float64 for case in cases)
     for case in cases:
-        x, mask = case[0], case[1]
-        assert not torch.equal(case[2], case[5])  # two different norms
-        assert x.mean().abs() > 0.3 and x.std() > 1.5  # far from normalised
-        if mask is not None:
-            assert mask.dtype == torch.bool and mask.shape == x.shape[:2]
-            assert (~mask).any(-1).all()  # no item is padding only
-            if x.shape[0] > 1 and x.shape[1] > 1:
-                assert len(set((~mask).sum(-1).tolist())) > 1  # items of different lengths
-    first_mask = cases[0][1]
-    assert first_mask.any(-1).all()  # every item padded: the inverted mask leaves every query a key
+        x, memory, tgt_padding, memory_padding = case[:4]
+        norms = case[4], case[7], case[10]
+        assert memory.dtype == x.dtype and all(w.dtype == x.dtype for w in case[4:13])
+        assert not torch.equal(norms[0], norms[1]) and not torch.equal(norms[1], norms[2])  # three different norms
+        assert x.mean().abs() > 0.3 and x.std() > 1.5 and memory.mean().abs() > 0.2  # far from normalised
+        for padding, sequence in ((tgt_padding, x), (memory_padding, memory)):
+            if padding is not None:
+                assert padding.dtype == torch.bool and padding.shape == sequence.shape[:2]
+                assert (~padding[:, 0]).all()  # right padding: no sequence is all padding
+    first = cases[0]
+    assert first[0].shape[1] == first[1].shape[1]  # L_s = L_t: the mistakes that need it run there
+    assert first[2].any(-1).all() and first[3].any(-1).all()  # every item padded on both sides
+    assert any(t is not None and (~t).all(-1).any() for t in tgt)  # and some item not padded at all
+    assert any(m is not None and (~m).all(-1).any() for m in mem)
 
 
-# ----------------------------------------------------------------------------- 06.decoder_masks
+@pytest.mark.parametrize("exercise", ["06.sinusoidal_encoding", "06.offset_rotation", "06.post_norm_decoder"])
+def test_every_tensor_a_case_passes_would_show_an_in_place_edit(exercise):
+    """A check that compares each case's inputs before and after the call (a generic INPUT_MODIFIED
+    verdict) sees an edit only where it changes a value: no floating-point input is all zeros
+    (x.zero_(), x *= 0 change it), and every mask is bool with a False in it (~mask and
+    mask.logical_not_() change it; so does filling it with True)."""
+    for case in _cases(exercise):
+        for arg in case:
+            if isinstance(arg, torch.Tensor):
+                if arg.is_floating_point():
+                    assert arg.abs().amax() > 0, exercise
+                else:
+                    assert arg.dtype == torch.bool and (~arg).any(), exercise
 
 
-@pytest.mark.parametrize("index", range(6))
-def test_the_masks_reference_is_lesson_02s_masks_and_the_opposite_of_pytorchs(index):
-    source_lengths, source_len, target_lengths, target_len = _cases("06.decoder_masks")[index]
-    self_keep, cross_keep = _masks_reference(source_lengths, source_len, target_lengths, target_len)
-    B = target_lengths.shape[0]
-    assert self_keep.dtype == cross_keep.dtype == torch.bool
-    assert self_keep.shape == (B, target_len, target_len) and cross_keep.shape == (B, target_len, source_len)
-    assert torch.equal(self_keep, (masks.padding_mask(target_lengths, target_len) & masks.causal_mask(target_len))[:, 0])
-    assert torch.equal(cross_keep, masks.padding_mask(source_lengths, source_len)[:, 0].expand(-1, target_len, -1))
-    # PyTorch: an additive causal mask (-inf above the diagonal) and key padding masks, True at padding
-    tgt_padding = torch.arange(target_len) >= target_lengths[:, None]
-    memory_padding = torch.arange(source_len) >= source_lengths[:, None]
-    hidden = nn.Transformer.generate_square_subsequent_mask(target_len) == -math.inf
-    assert torch.equal(~self_keep, hidden | tgt_padding[:, None, :])
-    assert torch.equal(~cross_keep, memory_padding[:, None, :].expand(-1, target_len, -1))
+def test_an_in_place_residual_fails_as_input_modified():
+    """The classic `x += …` of a residual returns the right values but changes the caller's x: the
+    check names it (INPUT_MODIFIED, the argument x), which it can because no case's x is zero."""
+    def in_place(x, memory, tgt_key_padding_mask, memory_key_padding_mask, *weights_and_heads):
+        norm1, norm2, norm3, self_attention, cross_attention, feed_forward = _decoder_sublayers(*weights_and_heads)
+        x += self_attention(x, tgt_key_padding_mask, causal=True)  # edits the argument
+        x = norm1(x)
+        x = norm2(x + cross_attention(x, memory, memory_key_padding_mask))
+        return norm3(x + feed_forward(x))
+
+    verdict = evaluate("06.post_norm_decoder", in_place)
+    assert verdict.status == FAILED and verdict.code == "INPUT_MODIFIED", verdict.message
+    assert "x" in verdict.message
 
 
-def test_the_two_masks_make_a_decoder_layer_compute_what_pytorchs_padding_masks_make_it_compute():
-    torch.manual_seed(0)
-    layer = transformer.DecoderLayer(8, 2, 16, dropout=0.0).eval()
-    source_lengths, source_len, target_lengths, target_len = _cases("06.decoder_masks")[1]
-    self_keep, cross_keep = _masks_reference(source_lengths, source_len, target_lengths, target_len)
-    x, memory = torch.randn(3, target_len, 8), torch.randn(3, source_len, 8)
-    expected = layer(x, memory, tgt_key_padding_mask=torch.arange(target_len) >= target_lengths[:, None],
-                     memory_key_padding_mask=torch.arange(source_len) >= source_lengths[:, None])
-    ours = layer(x, memory, causal=False, keep_mask=self_keep[:, None], memory_key_padding_mask=~cross_keep[:, 0])
-    torch.testing.assert_close(ours, expected)
-    torch.testing.assert_close(layer.to_torch()(x, memory, tgt_mask=~self_keep.repeat_interleave(2, 0),
-                                                memory_mask=~cross_keep.repeat_interleave(2, 0)), expected)
+def test_inverting_a_mask_in_place_fails_as_input_modified():
+    def inverts(x, memory, tgt_key_padding_mask, memory_key_padding_mask, *rest):
+        if memory_key_padding_mask is not None:
+            memory_key_padding_mask.logical_not_().logical_not_()  # back as it was: no edit to see
+        if tgt_key_padding_mask is not None:
+            tgt_key_padding_mask.logical_not_()  # and left inverted
+            tgt_key_padding_mask = ~tgt_key_padding_mask
+        return _decoder_reference(x, memory, tgt_key_padding_mask, memory_key_padding_mask, *rest)
 
-
-def _masks_with_the_package(source_lengths, source_len, target_lengths, target_len):
-    self_keep = masks.padding_mask(target_lengths, target_len) & masks.causal_mask(target_len)  # (B, 1, L_t, L_t)
-    cross_keep = masks.padding_mask(source_lengths, source_len).repeat(1, 1, target_len, 1)  # (B, 1, L_t, L_s)
-    return self_keep.squeeze(1), cross_keep.squeeze(1)
-
-
-def _masks_by_loops(source_lengths, source_len, target_lengths, target_len):
-    B = len(target_lengths)
-    self_keep = torch.zeros(B, target_len, target_len, dtype=torch.bool)
-    cross_keep = torch.zeros(B, target_len, source_len, dtype=torch.bool)
-    for b in range(B):
-        for i in range(target_len):
-            for j in range(target_len):
-                self_keep[b, i, j] = j <= i and j < target_lengths[b]
-            cross_keep[b, i, : source_lengths[b]] = True
-    return self_keep, cross_keep
-
-
-def _masks_from_padding(source_lengths, source_len, target_lengths, target_len):
-    """PyTorch's masks first (True = hide), then turned into keep masks."""
-    tgt_padding = torch.arange(target_len)[None, :] >= target_lengths.unsqueeze(-1)
-    memory_padding = torch.arange(source_len)[None, :] >= source_lengths.unsqueeze(-1)
-    future = torch.triu(torch.ones(target_len, target_len), diagonal=1).bool()
-    self_keep = ~(future | tgt_padding[:, None, :])
-    cross_keep = ~memory_padding[:, None, :] & torch.ones(1, target_len, 1, dtype=torch.bool)
-    return self_keep, cross_keep
-
-
-@pytest.mark.parametrize("function", [_masks_with_the_package, _masks_by_loops, _masks_from_padding],
-                         ids=lambda f: f.__name__)
-def test_other_right_masks_pass(function):
-    verdict = evaluate("06.decoder_masks", function)
-    assert verdict.status == PASSED, verdict.message
-
-
-def test_float_masks_fail_naming_the_dtype():
-    def floats(*args):
-        return tuple(m.float() for m in _masks_reference(*args))
-
-    verdict = evaluate("06.decoder_masks", floats)
-    assert verdict.status == FAILED and "bool" in verdict.message and "float32" in verdict.message
-
-
-def test_the_mask_cases_vary_every_length_on_its_own():
-    cases = _cases("06.decoder_masks")
-    assert any(s_len > t_len for _, s_len, _, t_len in cases) and any(s_len < t_len for _, s_len, _, t_len in cases)
-    assert any(int(s.max()) < s_len for s, s_len, _, _ in cases) and any(int(t.max()) < t_len for _, _, t, t_len in cases)
-    assert any((s == s_len).any() for s, s_len, _, _ in cases) and any((t == t_len).any() for _, _, t, t_len in cases)
-    assert any((s == 1).any() for s, _, _, _ in cases) and any((t == 1).any() for _, _, t, _ in cases)
-    assert any(len(t) == 1 for _, _, t, _ in cases) and any(t_len == 1 for _, _, _, t_len in cases)
-    for s, s_len, t, t_len in cases:
-        assert s.dtype == t.dtype == torch.int64 and len(s) == len(t)
-        assert (s >= 1).all() and (s <= s_len).all() and (t >= 1).all() and (t <= t_len).all()
-    s, _, t, _ = cases[0]
-    assert not torch.equal(s, t) and (t < t.max()).any()  # the first case tells every mistake apart
+    verdict = evaluate("06.post_norm_decoder", inverts)
+    assert verdict.status == FAILED and verdict.code == "INPUT_MODIFIED", verdict.message
+    assert "tgt_key_padding_mask" in verdict.message

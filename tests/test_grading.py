@@ -11,6 +11,7 @@ import dataclasses
 import io
 import math
 import re
+import signal
 import sys
 import time
 import warnings
@@ -434,14 +435,172 @@ def _returns_after_the_alarm(scores):
         return softmax_(scores)
 
 
-@pytest.mark.parametrize("function", [_loops, _swallows_exceptions,
-                                      _returns_after_the_alarm], ids=["loop", "except Exception", "returns late"])
+def _swallows_base_exception(scores):  # ran 15 s and 40 s against the 50 ms alarm alone
+    while True:
+        try:
+            sum(range(1000))
+        except BaseException:  # noqa: BLE001
+            pass
+
+
+def _bare_except_retries(scores):  # the retry loop a learner writes, spelt `except:`
+    while True:
+        try:
+            return softmax_(scores.view(-1, 7))  # fails on most shapes, and is retried for ever
+        except:  # noqa: E722
+            continue
+
+
+def _nested_handlers(scores):
+    while True:
+        try:
+            try:
+                while True:
+                    try:
+                        sum(range(10))
+                    except BaseException:  # noqa: BLE001
+                        pass
+            except BaseException:  # noqa: BLE001
+                pass
+        except BaseException:  # noqa: BLE001
+            pass
+
+
+def _handler_removes_the_tracer(scores):  # what beats a time limit raised from a trace function
+    while True:
+        try:
+            try:
+                while True:
+                    sum(range(10))
+            except BaseException:  # noqa: BLE001
+                pass
+        except BaseException:  # noqa: BLE001
+            sys.settrace(None)
+            sys.setprofile(None)
+
+
+def _recursive_handlers(scores):
+    def again(depth):
+        try:
+            again(depth + 1)
+        except BaseException:  # noqa: BLE001
+            again(depth + 1)
+
+    again(0)
+
+
+def _suppressed(scores):
+    import contextlib
+
+    while True:
+        with contextlib.suppress(BaseException):
+            sum(range(1000))
+
+
+def _finally_continue(scores):
+    while True:
+        try:
+            sum(range(1000))
+        finally:
+            continue  # noqa: B012 - swallows whatever was raised
+
+
+def _generator_swallows(scores):
+    def numbers():
+        while True:
+            try:
+                yield 1
+            except BaseException:  # noqa: BLE001
+                pass
+
+    for _ in numbers():
+        try:
+            pass
+        except BaseException:  # noqa: BLE001
+            pass
+
+
+def _sleeps(scores):
+    while True:
+        try:
+            time.sleep(1)
+        except BaseException:  # noqa: BLE001
+            pass
+
+
+LOOPS = [_loops, _swallows_exceptions, _returns_after_the_alarm, _swallows_base_exception, _bare_except_retries,
+         _nested_handlers, _handler_removes_the_tracer, _recursive_handlers, _suppressed, _finally_continue,
+         _generator_swallows, _sleeps]
+
+
+@pytest.mark.parametrize("function", LOOPS, ids=[f.__name__.strip("_") for f in LOOPS])
 def test_a_function_that_never_ends_gets_a_time_limit_verdict(function):
-    started = time.monotonic()
+    """However its handlers catch the time limit (see sandbox._Timer), within a fraction of a second
+    of it (the recursive one unwinds about a thousand frames, each raising anew)."""
+    handler, started = signal.getsignal(signal.SIGALRM), time.monotonic()
     verdict = evaluate("01.softmax", function, time_limit=0.2)
     assert time.monotonic() - started < 5
     assert verdict.status == CRASHED and verdict.code == "TIME_LIMIT", verdict.message
     assert "0.2 s" in verdict.message and "test case 1 (scores" in verdict.message
+    assert "put everything back" not in verdict.message  # the learner's own `with` could not undo its settings
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0) and signal.getsignal(signal.SIGALRM) == handler
+
+
+def test_the_time_limit_ends_a_loop_of_long_torch_operations_when_one_returns(one_thread):
+    """A torch operation in C is not interrupted: the call ends as the operation running at the
+    limit returns, raising there."""
+    a = torch.randn(700, 700)
+    started = time.monotonic()
+    for _ in range(5):
+        a @ a @ a
+    operation = (time.monotonic() - started) / 5
+
+    def multiplies(scores):
+        while True:
+            try:
+                a @ a @ a
+            except BaseException:  # noqa: BLE001
+                pass
+
+    started = time.monotonic()
+    verdict = evaluate("01.softmax", multiplies, time_limit=0.2)
+    assert verdict.code == "TIME_LIMIT", verdict.message
+    assert time.monotonic() - started < 0.2 + 4 * operation + 2
+
+
+def test_a_backward_pass_that_never_ends_gets_a_time_limit_verdict():
+    class Endless(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return softmax_(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            while True:
+                try:
+                    sum(range(1000))
+                except BaseException:  # noqa: BLE001
+                    pass
+
+    started = time.monotonic()
+    verdict = evaluate("01.softmax", Endless.apply, time_limit=0.2)
+    assert time.monotonic() - started < 5
+    assert verdict.code == "TIME_LIMIT", verdict.message
+
+
+def test_a_right_answers_check_pays_nothing_for_the_time_limit(monkeypatch):
+    """Until the time is up no handler runs and no tracer is set: a right answer runs as fast as
+    without the limit."""
+    fired, traced = [], []
+    original = sandbox._Timer._fire
+    monkeypatch.setattr(sandbox._Timer, "_fire", lambda self, *args: fired.append(1) or original(self, *args))
+
+    def right(x, w_q, w_k, w_v):  # (an exercise that forbids no Python function, whose calls a tracer watches)
+        traced.append((sys.gettrace(), sys.getprofile()))
+        return self_attention_(x, w_q, w_k, w_v)
+
+    assert evaluate("03.self_attention", right).status == PASSED
+    assert fired == [] and set(traced) == {(None, None)}
 
 
 def test_the_default_time_limit_is_ten_seconds_and_a_right_answer_is_far_below_it():
@@ -516,7 +675,7 @@ def test_key_T_on_three_axes_gets_a_hint_every_time():
     assert verdict.status == PASSED and ".transpose(-2, -1)" not in verdict.message
 
 
-def test_in_place_edits_of_the_inputs_reach_no_other_call():
+def test_in_place_edits_of_the_inputs_fail_naming_the_argument_and_reach_no_other_call():
     seen = []
 
     def edits_in_place(scores, keep_mask):
@@ -527,15 +686,69 @@ def test_in_place_edits_of_the_inputs_reach_no_other_call():
 
     def zeroes_its_inputs(weights, keep_mask):
         result = alignment_(weights, keep_mask)
-        weights.zero_()
         keep_mask.zero_()
         return result
 
-    assert evaluate("02.masked_softmax", edits_in_place).status == PASSED
+    verdict = evaluate("02.masked_softmax", edits_in_place)
+    assert verdict.status == FAILED and verdict.code == "INPUT_MODIFIED", verdict.message
+    assert "changed its argument `scores` in place" in verdict.message and "`scores = scores.clone()`" in verdict.message
+    assert "test case 1 (scores (4, 4, 4), keep_mask (4, 4, 4))" in verdict.message
     first_run = [t.clone() for t in seen]
-    assert evaluate("02.masked_softmax", edits_in_place).status == PASSED
+    assert evaluate("02.masked_softmax", edits_in_place).code == "INPUT_MODIFIED"
     assert all(torch.equal(a, b) for a, b in zip(first_run, seen[len(first_run):]))  # fresh copies each time
-    assert evaluate("03.alignment", zeroes_its_inputs).status == PASSED
+    verdict = evaluate("03.alignment", zeroes_its_inputs)
+    assert verdict.code == "INPUT_MODIFIED" and "`keep_mask`" in verdict.message, verdict.message
+
+
+@pytest.mark.parametrize("edit", [
+    lambda t: t.add_(1), lambda t: t.unsqueeze_(0), lambda t: t.transpose_(-2, -1), lambda t: t.__setitem__(0, 0.5),
+    lambda t: setattr(t, "data", t.data.double()), lambda t: t.set_(torch.zeros(2)), lambda t: t.mul_(1).neg_().neg_().add_(1e-3),
+], ids=["add_", "unsqueeze_", "transpose_", "setitem", "data-dtype", "set_", "tiny"])
+def test_every_kind_of_change_to_an_argument_is_seen(edit):
+    """Values, shape, layout and dtype: whatever the function changes in what it was given."""
+    def changes_scores(scores):
+        result = softmax_(scores)
+        with torch.no_grad():
+            edit(scores)
+        return result
+
+    verdict = evaluate("01.softmax", changes_scores)
+    assert verdict.status == FAILED and verdict.code == "INPUT_MODIFIED", verdict.message
+
+
+def test_a_change_undone_before_returning_is_no_change_and_nan_equals_nan():
+    def restores(scores):
+        saved = scores.clone()
+        with torch.no_grad():
+            scores.mul_(2)
+            scores.copy_(saved)
+        return softmax_(scores)
+
+    assert evaluate("01.softmax", restores).status == PASSED
+    from course_utils.exercises.grading import changed_arguments, same_value
+
+    nan = torch.tensor([1.0, float("nan")])
+    assert same_value(nan, nan.clone()) and not same_value(nan, torch.tensor([1.0, 2.0]))
+    assert not same_value(torch.tensor([0.0]), torch.tensor([-0.0]))  # bit for bit
+    assert not same_value(torch.ones(2), torch.ones(2, dtype=torch.float64)) and not same_value(torch.ones(2), [1.0, 1.0])
+    assert same_value([1, (2, torch.zeros(1))], [1, (2, torch.zeros(1))]) and not same_value([1, 2], [1, 2, 3])
+    assert same_value({"a": 1}, {"a": 1}) and not same_value({"a": 1}, {"a": 2}) and same_value(None, None)
+    assert changed_arguments((torch.zeros(2), 3, [1]), (torch.zeros(2), 3, [1, 2])) == [2]
+
+
+def test_an_argument_changed_in_place_is_named_in_chinese_too():
+    i18n.set_language("zh")
+
+    def decrements(lengths, max_len):
+        lengths -= 0  # a no-op: not a change
+        lengths.sub_(1).add_(1)  # and back: not a change
+        positions = torch.arange(max_len)
+        lengths.clamp_(max=max_len - 1)  # changes the lengths equal to max_len
+        return (positions < lengths[:, None])[:, None, None, :]
+
+    verdict = evaluate("00.padding_mask", decrements)
+    assert verdict.code == "INPUT_MODIFIED", verdict.message
+    assert "原地修改了参数 `lengths`" in verdict.message and "`lengths = lengths.clone()`" in verdict.message
 
 
 # ----------------------------------------------------------------------------- forbidden calls

@@ -275,20 +275,32 @@ def test_an_answer_that_ignores_one_argument_fails():
 
 
 def test_right_values_with_nan_gradients_fail_on_the_gradient():
-    """An additive -inf mask, or weights renormalised after masking, give the right values once
-    nan_to_num cleans the output, but the fully masked rows send NaN back into the scores."""
+    """An additive -inf mask gives the right values once nan_to_num cleans the output, but the
+    fully masked rows send NaN back into the scores."""
     def additive_then_nan_to_num(scores, keep_mask):
         additive = torch.zeros(keep_mask.shape).masked_fill(~keep_mask, float("-inf"))
         return (scores + additive).softmax(-1).nan_to_num(0.0)
 
+    verdict = evaluate("02.masked_softmax", additive_then_nan_to_num)
+    assert verdict.status == FAILED and verdict.code == "GRADIENT", verdict.message
+    assert "NaN" in verdict.message
+
+
+def test_weights_renormalised_after_the_softmax_fail_where_a_hidden_key_outscores_the_kept_ones():
+    """Renormalising after masking is right in exact arithmetic, and nan_to_num hides the 0/0 of
+    fully masked rows; but where a hidden key scores far above the kept ones (the padded case,
+    +120), the kept weights underflow to 0 before the division: the values are wrong there."""
     def renormalised(scores, keep_mask):
         weights = scores.softmax(-1) * keep_mask
         return (weights / weights.sum(-1, keepdim=True)).nan_to_num(0.0)
 
-    for wrong in (additive_then_nan_to_num, renormalised):
-        verdict = evaluate("02.masked_softmax", wrong)
-        assert verdict.status == FAILED and verdict.code == "GRADIENT", verdict.message
-        assert "NaN" in verdict.message
+    verdict = evaluate("02.masked_softmax", renormalised)
+    assert verdict.status == FAILED and "Case 6 (scores (1, 3, 4, 5)" in verdict.message, verdict.message
+    def renormalised_with_nan(scores, keep_mask):
+        weights = scores.softmax(-1) * keep_mask
+        return weights / weights.sum(-1, keepdim=True)
+
+    assert evaluate("02.masked_softmax", renormalised_with_nan).code == "RENORMALISED_AFTER_SOFTMAX"
 
 
 def test_a_softmax_without_the_maximum_subtracted_fails():

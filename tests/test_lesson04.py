@@ -1,10 +1,19 @@
 """Lesson 04: the facts its notebook states from training (proved on 10 seeds; `make test` runs
 this module under ATEN_CPU_CAPABILITY=default as well as the native kernels), the heads explorer,
-the head grid and cost plots, and the neighbours task."""
+the head grid and cost plots, and the neighbours task.
+
+The notebook trains three models on the neighbours task, seed 0, one thread: one head with the
+linear read-out ("one"), two heads with the linear read-out ("two"), one head with the MLP
+read-out ("mlp"). The tests train on one thread, as the notebook's build does; nbval re-runs the
+notebook on two threads, so the margins in the docstrings below were measured on seeds 0-9 under
+the native kernels (AVX-512 here) and ATEN_CPU_CAPABILITY=default, with one and with two threads:
+the weakest of the four measurements is given.
+"""
 
 import ipywidgets as w
 import pytest
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from course_utils import i18n, toy, viz
@@ -16,17 +25,24 @@ pytestmark = pytest.mark.trains
 
 SEEDS = range(10)  # the notebook trains seed 0
 THRESHOLD = 0.6  # the weight the notebook says each specialised head gives its neighbour at every query
+VERSIONS = {"one": dict(heads=1), "two": dict(heads=2), "mlp": dict(heads=1, readout="mlp")}
 
 
 @pytest.fixture(scope="module")
 def runs(one_thread):
-    """{(heads, seed): Run} for both models and every seed, trained on one thread as the notebook is."""
-    return {(heads, seed): toy.train_neighbours(heads, seed=seed) for seed in SEEDS for heads in (1, 2)}
+    """{(version, seed): Run} for the three models and every seed, trained on one thread as the notebook is."""
+    return {(version, seed): toy.train_neighbours(seed=seed, **options)
+            for seed in SEEDS for version, options in VERSIONS.items()}
 
 
 @pytest.fixture(scope="module")
 def held_out():
     return torch.stack([toy.neighbours_example(i)[0] for i in range(EXAMPLES)])  # (50, L)
+
+
+@pytest.fixture(scope="module")
+def answers():
+    return torch.stack([toy.neighbours_example(i)[1] for i in range(EXAMPLES)])  # (50, L, 2)
 
 
 def _maps(model, held_out):
@@ -35,19 +51,78 @@ def _maps(model, held_out):
 
 # ----------------------------------------------------------------------------- the notebook's claims
 
-def test_two_heads_learn_the_task_and_one_head_cannot_on_every_seed(runs):
+def test_two_heads_learn_the_task_and_one_head_with_a_linear_read_out_cannot_on_every_seed(runs):
+    """Claims: two heads ≥ 95 % right (measured: 1.000 on every seed), one head with the linear
+    read-out < 75 % (measured: at most 0.592), and the two layers have the same parameters."""
     for seed in SEEDS:
-        assert runs[2, seed].accuracy >= 0.95, (seed, runs[2, seed].accuracy)
-        assert runs[1, seed].accuracy < 0.75, (seed, runs[1, seed].accuracy)
-        assert parameter_count(runs[1, seed].model) == parameter_count(runs[2, seed].model)
+        assert runs["two", seed].accuracy >= 0.95, (seed, runs["two", seed].accuracy)
+        assert runs["one", seed].accuracy < 0.75, (seed, runs["one", seed].accuracy)
+        assert parameter_count(runs["one", seed].model) == parameter_count(runs["two", seed].model)
+
+
+def test_one_head_with_a_linear_read_out_answers_one_side_and_guesses_the_other(runs, held_out, answers):
+    """Claims: on the 50 held-out examples, one side more than 90 % right (measured: at least 0.950),
+    the other fewer than 30 % (measured: at most 0.203); and the head gives each neighbour more
+    than 0.25 of its weight at every query (measured: at least 0.306)."""
+    better, worse, shares = [], [], []
+    for seed in SEEDS:
+        model = runs["one", seed].model
+        high, low = toy.side_accuracy(model, held_out, answers).sort(descending=True).values.tolist()
+        better.append(high)
+        worse.append(low)
+        shares.append(toy.neighbour_weights(_maps(model, held_out)).min().item())
+    assert min(better) > 0.9 + 0.03, better
+    assert max(worse) < 0.3 - 0.05, worse
+    assert min(shares) > 0.25 + 0.03, shares
+
+
+def test_one_head_with_a_linear_read_out_stays_below_75_percent_after_five_times_as_many_steps(one_thread):
+    """The lesson says training the linear model five times as long does not help: 1,500 steps
+    instead of 300 (measured: at most 0.613 right, against the claim's 0.75)."""
+    found = [toy.train_neighbours(1, seed=seed, steps=1500).accuracy for seed in SEEDS]
+    assert max(found) < 0.75 - 0.1, found
+
+
+def test_one_head_with_an_mlp_read_out_learns_the_task_from_unequal_weights(runs, held_out):
+    """Claims: ≥ 95 % right (measured: 1.000 on every seed); at every query of the 50 held-out
+    examples the two neighbours together get more than 0.8 (measured: at least 0.865) and one at
+    least 0.1 more than the other (measured: at least 0.191); on average the smaller share is
+    below 0.35 (measured: at most 0.295) and the larger above 0.6 (measured: at least 0.666)."""
+    totals, gaps, small, large = [], [], [], []
+    for seed in SEEDS:
+        run = runs["mlp", seed]
+        assert run.accuracy >= 0.95, (seed, run.accuracy)
+        shares = toy.neighbour_weights(_maps(run.model, held_out))[:, 0]  # (50, L, 2)
+        smaller, larger = shares.min(dim=-1).values, shares.max(dim=-1).values
+        totals.append((smaller + larger).min().item())
+        gaps.append((larger - smaller).min().item())
+        small.append(smaller.mean().item())
+        large.append(larger.mean().item())
+    assert min(totals) > 0.8 + 0.03, totals
+    assert min(gaps) > 0.1 + 0.05, gaps
+    assert max(small) < 0.35 - 0.03, small
+    assert min(large) > 0.6 + 0.03, large
+
+
+def test_the_mlp_read_out_is_linear_relu_linear_of_4e(runs):
+    model = runs["mlp", 0].model
+    first, relu, last = model.readout
+    assert (first.in_features, first.out_features, last.out_features) == (32, 128, 2 * toy.VOCAB)
+    assert isinstance(relu, torch.nn.ReLU)
+    assert parameter_count(model.attention) == parameter_count(runs["one", 0].model.attention)
+    with pytest.raises(ArgumentError, match="'readout'"):
+        toy.NeighboursModel(1, readout="conv")
+    with pytest.raises(ArgumentError, match="'hidden'"):
+        toy.NeighboursModel(1, readout="mlp", hidden=0)
 
 
 def test_one_head_reads_each_neighbour_on_every_seed_with_margin(runs, held_out):
     """The notebook's claim: one head gives its left neighbour, the other its right neighbour,
-    more than 0.6 of its weight at every query of the 50 held-out examples."""
+    more than 0.6 of its weight at every query of the 50 held-out examples (measured: at least
+    0.705)."""
     weakest = []
     for seed in SEEDS:
-        maps = _maps(runs[2, seed].model, held_out)
+        maps = _maps(runs["two", seed].model, held_out)
         sides = toy.head_sides(maps, threshold=THRESHOLD)
         assert set(sides) == {"left", "right"}, (seed, sides)
         found = toy.neighbour_weights(maps)  # (50, H, L, 2)
@@ -55,13 +130,12 @@ def test_one_head_reads_each_neighbour_on_every_seed_with_margin(runs, held_out)
     assert min(weakest) > THRESHOLD + 0.05, weakest  # a margin above the stated 0.6
 
 
-def test_every_held_out_example_is_answered_right_so_the_printed_summary_says_correct(runs, held_out):
+def test_every_held_out_example_is_answered_right_so_the_printed_summary_says_correct(runs, held_out, answers):
     for seed in SEEDS:
-        model = runs[2, seed].model
+        model = runs["two", seed].model
         with torch.no_grad():
             predicted = model(held_out)[0].argmax(dim=-1)  # (50, L, 2)
-        targets = torch.stack([toy.neighbours_example(i)[1] for i in range(EXAMPLES)])
-        assert torch.equal(predicted, targets), seed
+        assert torch.equal(predicted, answers), seed
 
 
 def test_the_summary_the_notebook_prints_is_the_same_for_every_seed(runs, held_out):
@@ -69,7 +143,7 @@ def test_the_summary_the_notebook_prints_is_the_same_for_every_seed(runs, held_o
     whichever head that is, the text is the same."""
     texts = set()
     for seed in SEEDS:
-        model = runs[2, seed].model
+        model = runs["two", seed].model
         sides = toy.head_sides(_maps(model, held_out))
         texts.add(heads_view(model, example=7, head=sides.index("left"))[1])
     assert len(texts) == 1
@@ -82,7 +156,14 @@ def test_training_is_deterministic_and_leaves_the_global_generator_alone(runs, o
     torch.manual_seed(123)
     again = toy.train_neighbours(2, seed=0)
     assert torch.equal(torch.rand(3), expected)
-    assert again.losses == runs[2, 0].losses and again.accuracy == runs[2, 0].accuracy
+    assert again.losses == runs["two", 0].losses and again.accuracy == runs["two", 0].accuracy
+
+
+def test_side_accuracy_counts_each_side_on_its_own(runs, held_out, answers):
+    model = runs["two", 0].model
+    assert torch.equal(toy.side_accuracy(model, held_out, answers), torch.tensor([1.0, 1.0], dtype=torch.float64))
+    swapped = answers.flip(-1)  # left and right answers exchanged
+    assert toy.side_accuracy(model, held_out, swapped).max() < 0.2
 
 
 # ----------------------------------------------------------------------------- the task
@@ -112,7 +193,7 @@ def test_head_sides_reads_a_perfect_map_and_refuses_a_blur():
 # ----------------------------------------------------------------------------- the explorer
 
 def test_the_view_draws_the_chosen_heads_map_and_states_its_side_and_the_answers(runs):
-    model = runs[2, 0].model
+    model = runs["two", 0].model
     tokens, targets = toy.neighbours_example(3)
     sides = toy.head_sides(toy.head_maps(model, tokens))
     for head in range(2):
@@ -135,12 +216,12 @@ def test_an_untrained_model_gets_no_side_and_wrong_answers():
 
 def test_the_summary_follows_the_language(runs):
     i18n.set_language("zh")
-    _, summary = heads_view(runs[2, 0].model, example=2, head=0)
+    _, summary = heads_view(runs["two", 0].model, example=2, head=0)
     assert summary.startswith("样例 2：输入") and "这个头" in summary and "左邻：预测" in summary
 
 
 def test_the_view_rejects_a_bad_example_or_head(runs):
-    model = runs[2, 0].model
+    model = runs["two", 0].model
     with pytest.raises(ArgumentError, match="'example'"):
         heads_view(model, example=-1)
     with pytest.raises(ArgumentError, match="'head'.*0 to 1"):
@@ -148,7 +229,7 @@ def test_the_view_rejects_a_bad_example_or_head(runs):
 
 
 def test_the_explorer_has_an_example_slider_and_a_head_picker_that_update_it(runs):
-    box = heads_explorer(runs[2, 0].model)
+    box = heads_explorer(runs["two", 0].model)
     slider, picker = box.children[0].children
     assert isinstance(slider, w.IntSlider) and slider.max == EXAMPLES - 1
     assert isinstance(picker, w.ToggleButtons) and [value for _, value in picker.options] == [0, 1]
@@ -178,3 +259,19 @@ def test_cost_lines_draws_a_line_per_series_on_log_axes():
     ax = figure.subplots()
     viz.cost_lines(ax, [1, 2, 4], {"a": [1.0, 2.0, 4.0], "b": [3.0, 3.0, 3.0]}, "x", "ms")
     assert len(ax.lines) == 2 and ax.get_yscale() == "log" and ax.get_xscale() == "log"
+
+
+@pytest.mark.parametrize("values", [[0.68, 0.7, 0.75, 0.78], [0.62, 0.75, 0.9, 1.4], [1.1, 2.0, 3.0, 3.4],
+                                    [0.7, 0.8, 1.1, 6.5], [8.0, 64.0, 1024.0, 4096.0]],
+                         ids=["within-15-percent", "within-a-factor-3", "a-factor-3", "one-decade", "three-decades"])
+def test_cost_lines_labels_several_y_ticks_as_plain_numbers(values):
+    """A log axis whose values stay within one decade showed a single tick (or none) before."""
+    figure = Figure()
+    FigureCanvasAgg(figure)  # a canvas that draws, so that the tick labels are set
+    ax = figure.subplots()
+    viz.cost_lines(ax, [1, 4, 16, 64], {"a": values}, "H", "ms")
+    figure.canvas.draw()
+    low, high = ax.get_ylim()
+    shown = [t for t in ax.yaxis.get_major_ticks() if low <= t.get_loc() <= high and t.label1.get_text()]
+    assert len(shown) >= 3, [t.label1.get_text() for t in shown]
+    assert all("^" not in t.label1.get_text() and "$" not in t.label1.get_text() for t in shown)

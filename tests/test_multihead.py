@@ -249,6 +249,28 @@ def test_parameter_counts_with_kdim_vdim_and_with_full_size_heads():
 
 # ----------------------------------------------------------------------------- the fast path
 
+def test_operators_with_sizes_tells_the_flash_kernel_from_the_math_fallback():
+    """What the notebook states: F.scaled_dot_product_attention's flash kernel makes no (B, H, L, L)
+    tensor; its math fallback (taken with dropout) does; and with need_weights=True the fused layer
+    makes one. Under no_grad, float32 and float64 alike."""
+    flash = "aten._scaled_dot_product_flash_attention_for_cpu.default"
+    for dtype in (torch.float32, torch.float64):
+        layer = FusedMultiheadAttention(64, 8).to(dtype)
+        x = torch.randn(2, 128, 64, dtype=dtype)
+        q = torch.randn(2, 8, 128, 8, dtype=dtype)
+        every = 2 * 8 * 128 * 128
+        with torch.no_grad():
+            (_, weights), found = operators(lambda: layer(x, x, x, need_weights=False), sizes=True)
+            _, dropped = operators(lambda: F.scaled_dot_product_attention(q, q, q, dropout_p=0.1), sizes=True)
+            _, stored = operators(lambda: layer(x, x, x), sizes=True)
+        assert weights is None
+        assert flash in dict(found) and max(size for _, size in found) < every
+        assert flash not in dict(dropped) and max(size for _, size in dropped) >= every
+        assert max(size for _, size in stored) >= every
+    _, names = operators(lambda: torch.ones(3) + 1)
+    assert all(isinstance(name, str) for name in names)
+
+
 def test_took_fast_path_sees_pytorchs_fast_path_and_only_it():
     torch.manual_seed(0)
     mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()
@@ -311,7 +333,7 @@ def _cases(exercise):
     return spec.cases(torch.Generator().manual_seed(spec.seed))
 
 
-@pytest.mark.parametrize("number", range(5))
+@pytest.mark.parametrize("number", range(6))
 def test_the_fused_forward_reference_is_pytorchs_attention_head_by_head(number):
     query, key, value, w_q, w_k, w_v, w_o, H = _cases("04.fused_forward")[number]
     args = [t.double().requires_grad_() for t in (query, key, value, w_q, w_k, w_v, w_o)]
@@ -338,29 +360,40 @@ def test_the_fused_forward_reference_is_nn_multihead_attention_without_biases_wh
     torch.testing.assert_close(weights, their_weights)
 
 
-@pytest.mark.parametrize("number", range(5))
-def test_the_in_proj_reference_makes_nn_multihead_attention_equal_the_naive_layer(number):
-    q_heads, k_heads, v_heads, q_b, k_b, v_b = _cases("04.in_proj")[number]
-    H, d, E = q_heads.shape
-    naive = NaiveMultiheadAttention(E, H, head_dim=d)
+@pytest.mark.parametrize("number", range(7))
+def test_the_score_matrices_reference_gives_nn_multihead_attentions_weights_head_by_head(number):
+    """softmax(X A_h Xᵀ) over the keys is head h's weights in nn.MultiheadAttention (bias=False), for
+    the in_proj_weight of every public case, in its dtype; and X_q A_h X_kᵀ is head h's scaled
+    scores from the fused layer's own projections."""
+    in_proj_weight, H = _cases("04.score_matrices")[number]
+    E = in_proj_weight.shape[1]
+    A = EXERCISES["04.score_matrices"].reference(in_proj_weight, H)
+    assert A.shape == (H, E, E) and A.dtype == in_proj_weight.dtype
+    mha = nn.MultiheadAttention(E, H, bias=False, batch_first=True, dtype=in_proj_weight.dtype)
     with torch.no_grad():
-        for h, head in enumerate(naive.heads):
-            for proj, w, b in ((head.q_proj, q_heads, q_b), (head.k_proj, k_heads, k_b), (head.v_proj, v_heads, v_b)):
-                proj.weight.copy_(w[h])
-                proj.bias.copy_(b[h])
-    weight, bias = EXERCISES["04.in_proj"].reference(q_heads, k_heads, v_heads, q_b, k_b, v_b)
-    assert weight.shape == (3 * H * d, E) and bias.shape == (3 * H * d,)
-    if H * d != E:  # nn.MultiheadAttention needs H·d = E; compare with the package's packing instead
-        packed = naive.packed_weights()
-        torch.testing.assert_close(weight, torch.cat([packed["q_weight"], packed["k_weight"], packed["v_weight"]]))
-        return
-    mha = nn.MultiheadAttention(E, H, batch_first=True)
-    with torch.no_grad():
-        mha.in_proj_weight.copy_(weight)
-        mha.in_proj_bias.copy_(bias)
-        mha.out_proj.load_state_dict(naive.out_proj.state_dict())
-    x = torch.randn(2, 3, E)
-    torch.testing.assert_close(mha(x, x, x)[0], naive(x, x, x)[0])
+        mha.in_proj_weight.copy_(in_proj_weight)
+    x = torch.randn(2, 5, E, generator=torch.Generator().manual_seed(number), dtype=in_proj_weight.dtype)
+    _, theirs = mha(x, x, x, average_attn_weights=False)  # (B, H, L, L)
+    ours = torch.softmax(x[:, None] @ A @ x[:, None].transpose(-2, -1), dim=-1)  # (B, H, L, L)
+    torch.testing.assert_close(ours, theirs)
+    fused = FusedMultiheadAttention(E, H, bias=False).to(in_proj_weight.dtype)
+    fused.load_packed_weights(dict(zip(("q_weight", "k_weight", "v_weight"), in_proj_weight.split(E)),
+                                   out_weight=torch.eye(E, dtype=in_proj_weight.dtype)))
+    q, k = split_heads(fused.q_proj(x), H), split_heads(fused.k_proj(x), H)  # (B, H, L, d)
+    scores = q @ k.transpose(-2, -1) / (E // H) ** 0.5
+    torch.testing.assert_close(x[:, None] @ A @ x[:, None].transpose(-2, -1), scores)
+
+
+def test_the_score_matrices_cases_have_float64_one_head_and_heads_of_one_feature():
+    cases = _cases("04.score_matrices")
+    assert {w.dtype for w, _ in cases} == {torch.float32, torch.float64}
+    assert {H for _, H in cases} >= {1, 2, 3, 4, 6}
+    assert any(w.shape[1] == H for w, H in cases)  # d = 1
+    assert all(w.shape == (3 * w.shape[1], w.shape[1]) and w.shape[1] % H == 0 for w, H in cases)
+
+
+def test_the_fused_forward_cases_have_a_float64_case():
+    assert {case[0].dtype for case in _cases("04.fused_forward")} == {torch.float32, torch.float64}
 
 
 @pytest.mark.parametrize("number", range(5))

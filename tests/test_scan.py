@@ -318,10 +318,10 @@ def test_a_method_is_reached_through_its_class_a_subclass_and_any_module_path():
         ("def build(package):\n    return package.EncoderLayer(8, 2, 16)", ours),
         ("f = EncoderLayer.forward", ours),
     ]:
-        lesson = Lesson(L06).before("06.pre_norm_layer", source)
-        assert [n for _, n in _names(lesson.scan(), "06.pre_norm_layer")] == [name], source
+        lesson = Lesson(L06).before("06.post_norm_decoder", source)
+        assert [n for _, n in _names(lesson.scan(), "06.post_norm_decoder")] == [name], source
     # a method's name alone, on an object the scan cannot name, is nobody's
-    assert not Lesson(L06).before("06.pre_norm_layer", "def run(module, x):\n    return module.forward(x)").scan()
+    assert not Lesson(L06).before("06.post_norm_decoder", "def run(module, x):\n    return module.forward(x)").scan()
 
 
 def test_the_learners_own_attributes_are_theirs_even_named_like_a_forbidden_function():

@@ -286,8 +286,12 @@ def test_the_explorer_builds_and_its_controls_change_the_summary(untrained):
     assert "held-out example 3" in box.summary.value and "dgjejjgb⟩" not in box.summary.value
     text.value = "ab"
     assert "your letters" in box.summary.value and "ab⟩" in box.summary.value
-    text.value = "xyz"  # a message instead of a crash, and no picture
-    assert "text" in box.summary.value and box.image.layout.display == "none"
+    text.value = "abcdz"  # a message in the learner's words instead of a crash, and no picture
+    assert "Type 1 to 8 letters from a to j" in box.summary.value and "abcdz" in box.summary.value
+    assert "decoding_view" not in box.summary.value and "argument" not in box.summary.value
+    assert box.image.layout.display == "none"
+    text.value = "abcdefghij"  # too many
+    assert "Type 1 to 8 letters" in box.summary.value and box.image.layout.display == "none"
     text.value = ""
     assert "held-out example 3" in box.summary.value and box.image.layout.display is None
 
@@ -298,6 +302,8 @@ def test_the_explorer_speaks_the_notebooks_language(untrained):
     slider, text = box.children[0].children
     assert (slider.description, text.description) == ("样例", "字母") and "留空" in text.placeholder
     assert "留出样例 0" in box.summary.value
+    text.value = "abz"
+    assert "请输入 1 到 8 个 a 到 j 之间的字母" in box.summary.value and "decoding_view" not in box.summary.value
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

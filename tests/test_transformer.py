@@ -357,8 +357,13 @@ def test_learned_positional_embedding_is_the_table_row_by_row():
     assert torch.equal(table(3, offset=7), table.embedding.weight[7:10])
     table(4).sum().backward()
     assert bool((table.embedding.weight.grad[:4] == 1).all()) and bool((table.embedding.weight.grad[4:] == 0).all())
-    with pytest.raises(ArgumentError, match="'length'.*max_len = 10"):
+    with pytest.raises(ArgumentError, match="'length'.*max_len = 10") as called_plainly:
         table(11)
+    # the usual call names no offset, which the learner never passed; a call with one says what it covered
+    assert "offset" not in str(called_plainly.value) and "0 … 9" in str(called_plainly.value)
+    with pytest.raises(ArgumentError, match=r"offset \+ length ≤ max_len = 10.*= 7 … 10") as called_with_offset:
+        table(4, offset=7)
+    assert "0 … 9" in str(called_with_offset.value)
     with pytest.raises(ArgumentError, match="'offset'"):
         table(2, offset=-1)
 

@@ -1,5 +1,5 @@
-"""course_utils.viz.positions: the pictures of lesson 06, sections 1 and 3 (positional encodings, the
-gradient by layer). Each draws on the Axes it is given and returns it, labels in the notebook's
+"""course_utils.viz.positions: the pictures of lesson 06, sections 1, 3 and 5 (positional encodings,
+the gradient by layer, training with and without a warm-up). Each draws on the Axes it is given and returns it, labels in the notebook's
 language, and names a bad argument."""
 
 import numpy as np
@@ -75,13 +75,51 @@ def test_gradient_by_layer_draws_both_stacks_relative_to_the_top():
     assert ax.get_title() == "N = 2" and "x_n" in ax.get_xlabel() and "x_N" in ax.get_ylabel()
 
 
+def _run(norm_first, warmup, steps=4):
+    """A stand-in for a norm_study.WarmupRun: four steps."""
+    from course_utils.norm_study import WarmupRun
+    from course_utils.seq2seq import learning_rate
+
+    rates = [learning_rate(t, steps, 0.01, warmup) for t in range(steps)]
+    return WarmupRun(norm_first, warmup, [2.0, 1.5, 1.0 + norm_first, 0.5], rates, 0.4)
+
+
+def test_warmup_curves_draws_each_runs_loss_and_each_schedule_once():
+    runs = [_run(False, 0), _run(False, 2), _run(True, 0)]
+    figure = Figure()
+    loss_ax, rate_ax = viz.warmup_curves(runs, axes=figure.subplots(1, 2))
+    assert legend_texts(loss_ax) == ["post-norm, no warm-up", "post-norm, 2-step warm-up", "pre-norm, no warm-up"]
+    assert [line.get_linestyle() for line in loss_ax.lines] == ["-", "--", "-"]
+    np.testing.assert_allclose(loss_ax.lines[2].get_ydata(), [2.0, 1.5, 2.0, 0.5])
+    assert list(loss_ax.lines[0].get_xdata()) == [1, 2, 3, 4] and loss_ax.get_yscale() == "log"
+    assert legend_texts(rate_ax) == ["no warm-up", "2-step warm-up"]  # one line per schedule
+    np.testing.assert_allclose(rate_ax.lines[1].get_ydata(), [0.005, 0.01, 0.01, 0.005])
+    assert (loss_ax.get_xlabel(), loss_ax.get_ylabel(), rate_ax.get_ylabel()) == (
+        "training step", "training loss", "learning rate")
+
+
+def test_warmup_curves_speaks_chinese_and_names_its_bad_arguments():
+    i18n.set_language("zh")
+    loss_ax, rate_ax = viz.warmup_curves([_run(False, 0), _run(False, 2)], axes=Figure().subplots(1, 2))
+    assert legend_texts(loss_ax) == ["后归一化（Post-LN），不预热", "后归一化（Post-LN），预热 2 步"]
+    assert (loss_ax.get_xlabel(), rate_ax.get_ylabel()) == ("训练步数", "学习率")
+    i18n.set_language("en")
+    for bad in ([], [1, 2], [_run(False, 0), _run(True, 0, steps=5)], "runs", None):
+        with pytest.raises(ArgumentError, match="warmup_curves: argument 'runs'"):
+            viz.warmup_curves(bad)
+    for bad in (axes(), [axes()], "ax"):
+        with pytest.raises(ArgumentError, match="warmup_curves: argument 'axes'"):
+            viz.warmup_curves([_run(False, 0)], axes=bad)
+
+
 def test_without_axes_each_plot_makes_a_new_pyplot_figure():
     import matplotlib.pyplot as plt
 
     table = sinusoidal_encoding(10, 4)
     try:
         for ax in (viz.encoding_heatmap(table), viz.encoding_curves(table, [0]),
-                   viz.offset_dot_products(table, [0], 5), viz.gradient_by_layer([1.0, 2.0], [2.0, 1.0])):
+                   viz.offset_dot_products(table, [0], 5), viz.gradient_by_layer([1.0, 2.0], [2.0, 1.0]),
+                   viz.warmup_curves([_run(True, 0)])[0]):
             assert ax.figure in [plt.figure(n) for n in plt.get_fignums()]
     finally:
         plt.close("all")

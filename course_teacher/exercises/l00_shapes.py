@@ -116,6 +116,17 @@ register(
                     "zh": "结果的布局是 (H, B, L, D)：批量维应保持在最前，结果应为 (B, H, L, D)。",
                 },
             ),
+            Mistake(
+                "CHUNKS_CONCATENATED",
+                lambda x, h: torch.cat(x.chunk(h, dim=-1), dim=1),
+                {
+                    "en": "The heads were cut with chunk and concatenated along the positions, giving (B, H·L, D): "
+                    "the heads need an axis of their own. Stack the chunks on a new axis 1 (torch.stack(..., dim=1)), "
+                    "or view as (B, L, H, D) and .transpose(1, 2).",
+                    "zh": "你用 chunk 切出各个头，再沿位置维拼接，得到了 (B, H·L, D)：头需要单独占一维。"
+                    "请把切出的块沿新的第 1 维堆叠（torch.stack(..., dim=1)），或者先 view 成 (B, L, H, D) 再 .transpose(1, 2)。",
+                },
+            ),
         ),
     )
 )
@@ -138,6 +149,9 @@ def _merge_cases(generator):
         (randn(generator, 1, 2, 6, 5),),  # batch 1
         (randn(generator, 2, 1, 4, 3),),  # one head
         (randn(generator, 3, 2, 4, 1),),  # one feature per head
+        # (B, H, L, D) = (2, 3, 4, 2) as split_heads leaves it: a transposed view of (B, L, H, D)
+        # memory, not contiguous (the check's copies keep the layout)
+        (randn(generator, 2, 4, 3, 2).transpose(1, 2),),
     ]
 
 
@@ -237,6 +251,7 @@ def _mask_cases(generator):
         (torch.tensor([4, 4]), 4),  # no padding at all
         (torch.tensor([0, 3]), 5),  # an empty sequence: its row is all False
         (torch.tensor([6, 2, 6, 3, 1], dtype=torch.int32), 6),  # int32 lengths, B = 5
+        (torch.tensor([2, 0, 3, 1, 3, 2, 1]), 3),  # more sequences than positions: B = 7 > L_k = 3
     ]
 
 
@@ -334,6 +349,39 @@ register(
                 },
             ),
             Mistake(
+                "POSITIONS_FROM_ONE",
+                lambda lengths, max_len: (torch.arange(1, max_len + 1) < lengths[:, None])[:, None, None, :],
+                {
+                    "en": "Each sequence's last real token is hidden: the positions were counted from 1. Positions "
+                    "count from 0, torch.arange(max_len), and a sequence of length n uses positions 0 … n-1: "
+                    "keep position < length.",
+                    "zh": "每条序列的最后一个真实词元被遮住了：位置是从 1 开始数的。位置应从 0 开始，即 torch.arange(max_len)，"
+                    "长度为 n 的序列占据位置 0 … n-1：保留位置 < 长度的键。",
+                },
+            ),
+            Mistake(
+                "UNSQUEEZED_AT_END",
+                lambda lengths, max_len: _grid(lengths, max_len)[:, :, None, None],
+                {
+                    "en": "The mask has shape (B, L_k, 1, 1): the size-1 axes went after the keys, so against scores "
+                    "(B, H, L_q, L_k) its key axis would meet the heads. Insert them between the batch and the keys: "
+                    "mask[:, None, None, :], shape (B, 1, 1, L_k).",
+                    "zh": "掩码的形状是 (B, L_k, 1, 1)：大小为 1 的维度加在了键维之后，与 (B, H, L_q, L_k) 的分数广播时，"
+                    "它的键维会对上头维。应把它们插在批量维和键维之间：mask[:, None, None, :]，形状为 (B, 1, 1, L_k)。",
+                },
+            ),
+            Mistake(
+                "EXPANDED_TO_SQUARE",
+                lambda lengths, max_len: _grid(lengths, max_len)[:, None, None, :].expand(-1, 1, max_len, max_len),
+                {
+                    "en": "The mask has shape (B, 1, L_k, L_k): it was expanded to one row per query, as if there were "
+                    "as many queries as keys. Broadcasting repeats the rows for free, and for any L_q: keep size 1 on "
+                    "the query axis, (B, 1, 1, L_k).",
+                    "zh": "掩码的形状是 (B, 1, L_k, L_k)：它被扩展成每个查询一行，仿佛查询和键一样多。广播会免费地把行重复出来，"
+                    "而且适用于任意 L_q：查询维的大小保持为 1，即 (B, 1, 1, L_k)。",
+                },
+            ),
+            Mistake(
                 "INT_MASK",
                 lambda lengths, max_len: _grid(lengths, max_len).long()[:, None, None, :],
                 {
@@ -424,6 +472,18 @@ register(
                     "with k's feature i: that is the dot product.",
                     "zh": "q 和 k 的特征维用了不同的字母，einsum 便各自对特征求和，再把两个和相乘。"
                     "两边用同一个字母（都写 d），q 的第 i 个特征才会与 k 的第 i 个特征配对相乘：这才是点积。",
+                },
+            ),
+            Mistake(
+                "POSITIONS_SAME_LETTER",
+                lambda q, k: torch.einsum("bqhd,bqhd->bhq", q, k),
+                {
+                    "en": "q and k name their positions with the same letter, so einsum pairs query i with key i only "
+                    "(one score per position, and only when L_q = L_k). Give the keys' positions a letter of their "
+                    "own (bkhd) and keep both letters after ->: bhqk, every query against every key.",
+                    "zh": "q 和 k 的位置维用了同一个字母，einsum 便只把第 i 个查询与第 i 个键配对（每个位置只得到一个分数，"
+                    "而且要求 L_q = L_k）。请给键的位置另起一个字母（bkhd），并在 -> 之后同时保留两个字母：bhqk，"
+                    "让每个查询与每个键都算一次。",
                 },
             ),
             Mistake(

@@ -16,7 +16,12 @@ from .registry import Exercise, Mistake, randn, register
 # ----------------------------------------------------------------------------- 01.scaled_dot
 
 
-def _qkv(g, batch, l_q, l_k, d_k, d_v, dtype=torch.float32):
+def _qkv(g, batch, l_q, l_k, d_k, d_v, dtype=torch.float32, transposed=False):
+    """Random (query, key, value). `transposed`: key and value laid out in memory as (B, d, L_k)
+    and transposed, as a key comes out of a transpose (the check's copies keep the layout)."""
+    if transposed:
+        key, value = randn(g, batch, d_k, l_k).transpose(1, 2), randn(g, batch, d_v, l_k).transpose(1, 2)
+        return randn(g, batch, l_q, d_k), key, value
     case = randn(g, batch, l_q, d_k), randn(g, batch, l_k, d_k), randn(g, batch, l_k, d_v)
     return tuple(t.to(dtype) for t in case)
 
@@ -25,7 +30,9 @@ def _attention_cases(generator):
     # (batch, L_q, L_k, d_k, d_v). The first case has every size equal (4), so that even the
     # mistakes that mix up axes (key.T reverses all three, value @ weights) run there; then every
     # size differs from every other, a batch of one with length 1, a wide d_k where the scale
-    # matters most, one query (a decoding step), one key, and float64.
+    # matters most (d_k = 64, the original paper's, where dividing by a fixed 8 is right by
+    # chance), one query (a decoding step), one key, float64, and a key and value that are not
+    # contiguous (reshaping the key instead of transposing it gives other numbers there too).
     return [
         _qkv(generator, 4, 4, 4, 4, 4),
         _qkv(generator, 3, 5, 7, 8, 6),
@@ -34,6 +41,7 @@ def _attention_cases(generator):
         _qkv(generator, 2, 1, 6, 5, 7),
         _qkv(generator, 3, 6, 1, 4, 2),
         _qkv(generator, 2, 4, 5, 6, 3, dtype=torch.float64),
+        _qkv(generator, 2, 3, 6, 5, 4, transposed=True),
     ]
 
 
@@ -65,6 +73,30 @@ def _no_softmax(q, k, v):
 def _matmul_order(q, k, v):
     weights = torch.softmax(_scores(q, k), dim=-1)
     return v @ weights, weights
+
+
+def _key_viewed(q, k, v):
+    return _attend(q @ k.view(k.shape[0], k.shape[2], k.shape[1]) / math.sqrt(q.shape[-1]), v)
+
+
+def _returns_scores(q, k, v):
+    scores = _scores(q, k)
+    return torch.softmax(scores, dim=-1) @ v, scores
+
+
+#: Hints the scaled dot-product exercises share (01.scaled_dot here, 03's self- and cross-attention).
+SOFTMAX_BATCH_DIM_HINT = {
+    "en": "The softmax runs over the batch axis (dim=0): that is what F.softmax(scores) or nn.Softmax() picks on a "
+    "3-D tensor when dim is left out (PyTorch warns that the implicit dim is deprecated). Always pass dim=-1: "
+    "each query's weights over the keys sum to 1.",
+    "zh": "softmax 作用在了批量维（dim=0）上：不写 dim 时，F.softmax(scores) 或 nn.Softmax() 在三维张量上选的就是它"
+    "（PyTorch 会警告这种隐式的 dim 已被弃用）。请始终写明 dim=-1：每个查询对所有键的权重之和为 1。",
+}
+MATMUL_ORDER_HINT = {
+    "en": "The last product is the wrong way round: the output is weights @ value, "
+    "(B, L_q, L_k) @ (B, L_k, d_v) → (B, L_q, d_v).",
+    "zh": "最后一次乘法的顺序反了：输出是 weights @ value，(B, L_q, L_k) @ (B, L_k, d_v) → (B, L_q, d_v)。",
+}
 
 
 register(
@@ -155,13 +187,68 @@ register(
                     "只转置最后两维：key.transpose(-2, -1) 或 key.mT。",
                 },
             ),
+            Mistake("MATMUL_ORDER", _matmul_order, MATMUL_ORDER_HINT),
             Mistake(
-                "MATMUL_ORDER",
-                _matmul_order,
+                "SCALE_HARD_CODED",
+                lambda q, k, v: _attend(_scores(q, k, scale=1 / 8), v),
                 {
-                    "en": "The last product is the wrong way round: the output is weights @ value, "
-                    "(B, L_q, L_k) @ (B, L_k, d_v) → (B, L_q, d_v).",
-                    "zh": "最后一次乘法的顺序反了：输出是 weights @ value，(B, L_q, L_k) @ (B, L_k, d_v) → (B, L_q, d_v)。",
+                    "en": "The scores are divided by a fixed 8, √64 for the d_k = 64 of the original paper: it is right "
+                    "only when d_k is 64. Read d_k from the input, query.shape[-1], and divide by its square root.",
+                    "zh": "分数除以的是固定的 8，即原论文里 d_k = 64 时的 √64：只有 d_k 恰好为 64 时才对。"
+                    "请从输入读出 d_k，即 query.shape[-1]，再除以它的平方根。",
+                },
+            ),
+            Mistake(
+                "SCALE_BY_L_Q",
+                lambda q, k, v: _attend(_scores(q, k, scale=1 / math.sqrt(q.shape[1])), v),
+                {
+                    "en": "The scores are divided by √L_q: on a (B, L_q, d_k) query, query.shape[1] (or size(1)) is "
+                    "the number of queries. d_k is the last axis: query.shape[-1].",
+                    "zh": "分数除以的是 √L_q：对形状为 (B, L_q, d_k) 的查询来说，query.shape[1]（或 size(1)）是查询的个数。"
+                    "d_k 是最后一维：query.shape[-1]。",
+                },
+            ),
+            Mistake("SOFTMAX_BATCH_DIM", lambda q, k, v: _attend(_scores(q, k), v, dim=0), SOFTMAX_BATCH_DIM_HINT),
+            Mistake(
+                "KEY_TRANSPOSE_01",
+                lambda q, k, v: _attend(q @ k.transpose(0, 1) / math.sqrt(q.shape[-1]), v),
+                {
+                    "en": "key.transpose(0, 1) swaps the batch and length axes of a (B, L_k, d_k) key: (0, 1) are the "
+                    "last two axes only of a matrix. Swap the last two: key.transpose(-2, -1) or key.mT.",
+                    "zh": "key.transpose(0, 1) 交换的是形状为 (B, L_k, d_k) 的 key 的批量维和长度维：(0, 1) 只有对矩阵来说"
+                    "才是最后两维。请交换最后两维：key.transpose(-2, -1) 或 key.mT。",
+                },
+            ),
+            Mistake(
+                "KEY_RESHAPED",
+                lambda q, k, v: _attend(q @ k.reshape(k.shape[0], k.shape[2], k.shape[1]) / math.sqrt(q.shape[-1]), v),
+                {
+                    "en": "key.reshape(B, d_k, L_k) (or .view) has the right shape but does not swap axes: it reads the "
+                    "numbers in memory order and cuts them into the new shape, mixing keys and features. Transpose: "
+                    "key.transpose(-2, -1).",
+                    "zh": "key.reshape(B, d_k, L_k)（或 .view）形状对了，却没有交换维度：它按内存顺序读出数据，"
+                    "再切成新的形状，把不同的键和特征混在了一起。应当转置：key.transpose(-2, -1)。",
+                },
+            ),
+            Mistake(
+                "KEY_VIEWED",
+                _key_viewed,
+                {
+                    "en": "key.view(B, d_k, L_k) does not swap axes: it reads the numbers in memory order and cuts them "
+                    "into the new shape, mixing keys and features (and it fails on a key that is not contiguous, as "
+                    "in the last case). Transpose: key.transpose(-2, -1).",
+                    "zh": "key.view(B, d_k, L_k) 并不会交换维度：它按内存顺序读出数据，再切成新的形状，把不同的键和特征"
+                    "混在了一起（遇到不连续的 key 还会报错，最后一组测试就是这样）。应当转置：key.transpose(-2, -1)。",
+                },
+            ),
+            Mistake(
+                "RETURNS_SCORES",
+                _returns_scores,
+                {
+                    "en": "The output is right, but the second value returned is the scaled scores, not the weights: "
+                    "return the softmax of the scores, whose rows sum to 1.",
+                    "zh": "输出是对的，但返回的第二个值是缩放后的分数，而不是权重：应返回分数经过 softmax 之后的结果，"
+                    "它的每一行之和为 1。",
                 },
             ),
             Mistake(
@@ -201,7 +288,9 @@ def _softmax_cases(generator):
     # broadcasts and runs; then L_q != L_k; scores so large (or so negative) that exp() overflows
     # (or underflows) in float32 unless a maximum is subtracted first; rows with very different
     # offsets in one tensor, where only each row's own maximum works; a 1-D tensor; rows of
-    # length 1; four axes; and float64.
+    # length 1; four axes; float64; scores around +800 and -800, beyond what exp() holds even
+    # in float64 (about ±709), in float32 and float64, so that computing in float64 does not
+    # replace the shift; and scores that are not contiguous (a transposed tensor).
     g = generator
     return [
         (2.0 * randn(g, 4, 4, 4),),
@@ -213,6 +302,9 @@ def _softmax_cases(generator):
         (50.0 * randn(g, 3, 1),),
         (3.0 * randn(g, 3, 2, 4, 5),),
         ((4.0 * randn(g, 2, 3, 6)).double(),),
+        (20.0 * randn(g, 3, 5) + 800.0,),
+        ((20.0 * randn(g, 2, 3, 4) + torch.tensor([800.0, -800.0]).view(2, 1, 1)).double(),),
+        ((3.0 * randn(g, 2, 6, 4)).transpose(-2, -1),),
     ]
 
 
@@ -224,14 +316,37 @@ def _normalised(exponentials, dim=-1):
     return exponentials / exponentials.sum(dim=dim, keepdim=True)
 
 
+def _float64_no_shift(scores):
+    exponentials = scores.double().exp()
+    return (exponentials / exponentials.sum(dim=-1, keepdim=True)).to(scores.dtype)
+
+
+def _rows_viewed(scores):
+    """A softmax that flattens the rows with .view: right, where .view can run."""
+    rows = scores.view(-1, scores.shape[-1])  # raises on the transposed case
+    return _normalised(_exp_shifted(rows)).view(scores.shape)
+
+
+def _log_softmax(scores):
+    shifted = scores - scores.amax(dim=-1, keepdim=True)
+    return shifted - shifted.exp().sum(dim=-1, keepdim=True).log()
+
+
+_KEEPDIM_HINT = {
+    "en": "The row maxima and sums lost their last axis, so they broadcast along the wrong "
+    "axis (or fail to): pass keepdim=True.",
+    "zh": "每行的最大值与和丢掉了最后一维，于是沿错误的维度广播（或无法广播）：请传入 keepdim=True。",
+}
+
+
 register(
     Exercise(
         id="01.softmax",
         reference=lambda scores: torch.softmax(scores, dim=-1),
         cases=_softmax_cases,
-        # float32 scores near ±500 carry a rounding error of about 3e-5 (their spacing is 6e-5), and
-        # correct answers round differently (through logsumexp, say): their gradients differ from
-        # the reference's by up to about 2e-5 there, which the default atol of 1e-5 would reject
+        # float32 scores near ±500 and +800 carry a rounding error of up to about 3e-5 (their spacing is
+        # 3e-5 to 6e-5), and correct answers round differently (through logsumexp, say): their gradients
+        # differ from the reference's by a few 1e-5 there, which the default atol of 1e-5 would reject
         atol=1e-4,
         # the exercise is to write it: torch's own softmax (or its logarithm) would do it for you, and
         # so would the course's masked softmax, which without a mask is that softmax
@@ -311,10 +426,81 @@ register(
             Mistake(
                 "KEEPDIM_MISSING",
                 lambda s: (s - s.amax(dim=-1)).exp() / (s - s.amax(dim=-1)).exp().sum(dim=-1),
+                _KEEPDIM_HINT,
+            ),
+            Mistake("SUM_KEEPDIM_MISSING", lambda s: _exp_shifted(s) / _exp_shifted(s).sum(dim=-1), _KEEPDIM_HINT),
+            Mistake(
+                "FLOAT64_NO_SHIFT",
+                _float64_no_shift,
                 {
-                    "en": "The row maxima and sums lost their last axis, so they broadcast along the wrong "
-                    "axis (or fail to): pass keepdim=True.",
-                    "zh": "每行的最大值与和丢掉了最后一维，于是沿错误的维度广播（或无法广播）：请传入 keepdim=True。",
+                    "en": "Computing in float64 only moves the overflow: exp() overflows float64 above about 709 "
+                    "(float32 above about 88), and scores can be larger, here around 800. Subtract each row's maximum "
+                    "before exp(): then no dtype overflows.",
+                    "zh": "换成 float64 计算只是把上溢推后了：分数大于约 709 时 exp() 在 float64 中也会上溢"
+                    "（float32 约为 88），而分数可以更大，这里就有 800 左右的。先减去每一行的最大值再取 exp()，"
+                    "这样在哪种 dtype 下都不会上溢。",
+                },
+            ),
+            Mistake(
+                "GLOBAL_SUM",
+                lambda s: _exp_shifted(s) / _exp_shifted(s).sum(),
+                {
+                    "en": "Each row's maximum is subtracted, but the sum runs over the whole tensor, so the rows do not "
+                    "each sum to 1: sum over the last axis, sum(dim=-1, keepdim=True).",
+                    "zh": "每一行都减去了自己的最大值，求和却是对整个张量做的，所以各行之和都不为 1："
+                    "应沿最后一维求和，即 sum(dim=-1, keepdim=True)。",
+                },
+            ),
+            Mistake(
+                "SHIFT_NUMERATOR_ONLY",
+                lambda s: _exp_shifted(s) / s.exp().sum(dim=-1, keepdim=True),
+                {
+                    "en": "Only the numerator was shifted: the denominator must be the sum of the same shifted "
+                    "exponentials, exp(s − max), or the rows do not sum to 1 (and exp(s) still overflows).",
+                    "zh": "只有分子减去了最大值：分母必须是同样平移后的指数 exp(s − max) 之和，否则各行之和不为 1"
+                    "（而且 exp(s) 照样会上溢）。",
+                },
+            ),
+            Mistake(
+                "DIM_1",
+                lambda s: _normalised((s - s.amax(dim=1, keepdim=True)).exp(), dim=1),
+                {
+                    "en": "The softmax runs over dim=1, the second axis. That is the rows' axis only for a matrix: the "
+                    "scores can have any number of axes, and the rows are always the last one: dim=-1.",
+                    "zh": "softmax 沿 dim=1（第 1 维）做。只有对矩阵来说，这才是每一行所在的维度：分数可以有任意多维，"
+                    "而行总是最后一维：dim=-1。",
+                },
+            ),
+            Mistake(
+                "DIM_0",
+                lambda s: _normalised((s - s.amax(dim=0, keepdim=True)).exp(), dim=0),
+                {
+                    "en": "The softmax runs over dim=0, the first axis (for a matrix, down each column). The scores "
+                    "can have any number of axes, and the rows are always the last one: dim=-1.",
+                    "zh": "softmax 沿 dim=0（第 0 维）做（对矩阵来说就是沿每一列）。分数可以有任意多维，"
+                    "而行总是最后一维：dim=-1。",
+                },
+            ),
+            Mistake(
+                "VIEW_NOT_CONTIGUOUS",
+                _rows_viewed,
+                {
+                    "en": "Your function uses .view, which needs the tensor's memory to match the new shape: it fails on "
+                    "scores that are not contiguous, such as a transposed tensor (here, the last case). Use .reshape, "
+                    "or do not flatten at all: amax and sum take dim=-1 on a tensor of any shape.",
+                    "zh": "你的函数用了 .view，它要求张量的内存布局与新形状相符：遇到不连续的分数（例如转置得到的张量，"
+                    "这里的最后一组测试就是）就会报错。请改用 .reshape，或者干脆不要展平：amax 和 sum 对任意形状的张量"
+                    "都可以写 dim=-1。",
+                },
+            ),
+            Mistake(
+                "LOG_SOFTMAX",
+                _log_softmax,
+                {
+                    "en": "You returned log-probabilities, s − max − log Σ exp(s − max): that is log-softmax. The "
+                    "softmax is its exp(), positive values that sum to 1 in each row.",
+                    "zh": "你返回的是对数概率 s − max − log Σ exp(s − max)，也就是 log-softmax。softmax 是它的 exp()："
+                    "每一行都是和为 1 的正数。",
                 },
             ),
         ),
@@ -429,6 +615,17 @@ register(
                     "pairs every query with every key.",
                     "zh": "投影后的查询和键是按位置逐个相加的，只算出了第 i 个查询与第 i 个键的分数"
                     "（L_q != L_k 时直接报错）。先 unsqueeze，再靠广播让每个查询与每个键配对。",
+                },
+            ),
+            Mistake(
+                "V_ON_THE_LEFT",
+                lambda q, k, w_q, w_k, v: v @ torch.tanh(_pairs(q @ w_q, k @ w_k)),
+                {
+                    "en": "v @ h multiplies v with the second-to-last axis of h, the keys, not with its features (and "
+                    "fails unless L_k = d_h). The formula's vᵀ h is the dot product over d_h: put v on the right, "
+                    "tanh(...) @ v.",
+                    "zh": "v @ h 是让 v 与 h 的倒数第二维（键）相乘，而不是与它的特征相乘（而且只有 L_k = d_h 时才不报错）。"
+                    "公式里的 vᵀ h 是沿 d_h 的点积：应把 v 放在右边，tanh(...) @ v。",
                 },
             ),
             Mistake(

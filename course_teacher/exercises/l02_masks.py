@@ -99,6 +99,37 @@ register(
                 },
             ),
             Mistake(
+                "SEES_NEXT_KEY",
+                lambda L_q, L_k: _ones(L_q, L_k).tril(1),
+                {
+                    "en": "Each query also sees the key right after it: .tril(1) keeps one diagonal above the main one "
+                    "(with a comparison, j <= i + 1 or j < i + 2). Keep key j when j <= i: .tril() with the default "
+                    "diagonal=0.",
+                    "zh": "每个查询还看得到紧跟在它后面的那个键：.tril(1) 会在主对角线之上多保留一条对角线"
+                    "（用比较来写就是 j <= i + 1 或 j < i + 2）。键 j ≤ i 时才保留：用默认 diagonal=0 的 .tril()。",
+                },
+            ),
+            Mistake(
+                "TRANSPOSED",
+                lambda L_q, L_k: torch.arange(L_k)[:, None] <= torch.arange(L_q),
+                {
+                    "en": "The mask has shape (L_k, L_q), one row per key: it is the causal mask transposed. Rows are "
+                    "queries and columns keys: compare a column of query positions, torch.arange(L_q)[:, None], with "
+                    "a row of key positions, torch.arange(L_k).",
+                    "zh": "掩码的形状是 (L_k, L_q)，每个键占一行：这是因果掩码的转置。行对应查询、列对应键："
+                    "应把一列查询位置 torch.arange(L_q)[:, None] 与一行键位置 torch.arange(L_k) 相比较。",
+                },
+            ),
+            Mistake(
+                "IGNORES_L_Q",
+                lambda L_q, L_k: _ones(L_k, L_k).tril(),
+                {
+                    "en": "The mask has shape (L_k, L_k): L_q was not used. It needs one row per query and one column "
+                    "per key: (L_q, L_k).",
+                    "zh": "掩码的形状是 (L_k, L_k)：没有用到 L_q。它应该每个查询一行、每个键一列：(L_q, L_k)。",
+                },
+            ),
+            Mistake(
                 "FLOAT_MASK",
                 lambda L_q, L_k: torch.ones(L_q, L_k).tril(),
                 {
@@ -143,6 +174,7 @@ def _decoder_cases(generator):
         (torch.tensor([1]), 1),  # batch 1, a single token
         (torch.tensor([3]), 5),  # batch 1 with padding
         (torch.tensor([0, 2]), 2),  # an empty sequence: every row of item 0 is fully hidden
+        (torch.tensor([2, 0, 3, 1, 3]), 3),  # more sequences than positions: B = 5 > L = 3
     ]
 
 
@@ -232,6 +264,37 @@ register(
                 },
             ),
             Mistake(
+                "CAUSAL_HIDES_DIAGONAL",
+                lambda lengths, max_len: masks.padding_mask(lengths, max_len) & _ones(max_len, max_len).tril(-1),
+                {
+                    "en": "The causal part hides the diagonal, so query i cannot see its own position (and query 0 sees "
+                    "nothing). Keep key j when j <= i: .tril() with the default diagonal=0.",
+                    "zh": "因果部分把对角线也遮住了，查询 i 看不到自己所在的位置（查询 0 更是什么都看不到）。"
+                    "键 j ≤ i 时应保留：用默认 diagonal=0 的 .tril()。",
+                },
+            ),
+            Mistake(
+                "CAUSAL_UPPER",
+                lambda lengths, max_len: masks.padding_mask(lengths, max_len) & _ones(max_len, max_len).triu(),
+                {
+                    "en": "The causal part keeps the upper triangle: each query sees itself and the future, not the "
+                    "past. Keep the lower triangle, .tril().",
+                    "zh": "因果部分保留的是上三角：每个查询看得到自己和未来，却看不到过去。应保留下三角：.tril()。",
+                },
+            ),
+            Mistake(
+                "FLOAT_MASK",
+                lambda lengths, max_len: _decoder_mask(lengths, max_len).float(),
+                {
+                    "en": "The mask holds the numbers 1.0 and 0.0 (float, from multiplying float masks, say). A keep mask "
+                    "is bool: combine bool masks with &, or convert with .bool(). A float mask means something else to "
+                    "PyTorch: F.scaled_dot_product_attention adds it to the scores.",
+                    "zh": "掩码里是 1.0 和 0.0 这样的浮点数（例如把两个浮点掩码相乘得到的）。保留掩码是 bool 类型："
+                    "用 & 合并 bool 掩码，或用 .bool() 转换。浮点掩码在 PyTorch 里另有含义："
+                    "F.scaled_dot_product_attention 会把它加到分数上。",
+                },
+            ),
+            Mistake(
                 "NO_HEAD_AXIS",
                 lambda lengths, max_len: _decoder_mask(lengths, max_len)[:, 0],
                 {
@@ -248,6 +311,10 @@ register(
 
 # ----------------------------------------------------------------------------- 02.masked_softmax
 # scores (..., L_q, L_k), keep mask broadcastable to it -> weights; fully hidden rows all zero.
+
+
+def _normalised(weights):
+    return weights / weights.sum(dim=-1, keepdim=True)
 
 
 def _hidden_rows(keep):
@@ -269,13 +336,23 @@ def _masked_softmax_cases(generator):
     # rows far apart: exp(100) overflows float32 and exp(-110) underflows, so the maximum must be subtracted
     offsets = torch.tensor([0.0, 100.0, -110.0, 50.0, 5.0]).view(5, 1)
     per_key = torch.tensor([True, False, True, True, False, True])  # (L_k,): the same keys hidden everywhere
-    return [
+    cases = [
         (2.0 * randn(g, 4, 4, 4), square),
         (3.0 * randn(g, 3, 5, 7) + offsets, wide),
         (randn(g, 2, 1, 1), torch.tensor([True, False]).view(2, 1, 1)),  # length 1, one row hidden
         (3.0 * randn(g, 2, 2, 6, 3), masks.causal_mask(6, 3, align="bottom_right")),  # (B, H, L_q, L_k), L_q > L_k
         (randn(g, 2, 3, 6).double(), per_key),  # float64, a 1-D mask
     ]
+    # batch 1 with three heads and a (B, 1, 1, L_k) padding mask, as multi-head attention gets it, whose
+    # hidden key scores far above the kept ones: a softmax over every key leaves them 0
+    padded = 2.0 * randn(g, 1, 3, 4, 5)
+    padded[..., 2] += 120.0
+    cases.append((padded, torch.tensor([True, True, False, True, False]).view(1, 1, 1, 5)))
+    # scores that are not contiguous (a transposed tensor), L_q < L_k, a fully hidden row
+    scattered = keep(2, 4, 6)
+    scattered[1, 2] = False
+    cases.append(((2.0 * randn(g, 2, 6, 4)).transpose(-2, -1), scattered))
+    return cases
 
 
 def _recipe(scores, keep, dim=-1, hidden=None):
@@ -322,6 +399,29 @@ register(
                     "en": "Hidden scores were set to 0, and exp(0) = 1 is not zero weight. Fill them with -inf "
                     "before the softmax.",
                     "zh": "被遮住的分数被设成了 0，而 exp(0) = 1，权重并不为零。请在 softmax 之前填入 -inf。",
+                },
+            ),
+            Mistake(
+                "FILL_ZERO_ONLY",
+                lambda scores, keep: scores.masked_fill(~keep, 0.0).softmax(dim=-1),
+                {
+                    "en": "Hidden scores were set to 0, and exp(0) = 1 is not zero weight: hidden keys still get "
+                    "weight, and a fully masked row gets uniform weights. Fill hidden scores with -inf before the "
+                    "softmax, and give fully masked rows zero weights after it.",
+                    "zh": "被遮住的分数被设成了 0，而 exp(0) = 1，权重并不为零：被遮住的键仍然分到权重，全遮蔽行得到均匀的权重。"
+                    "请在 softmax 之前给被遮住的分数填入 -inf，并在 softmax 之后把全遮蔽行的权重置零。",
+                },
+            ),
+            Mistake(
+                "RENORMALISED_AFTER_SOFTMAX",
+                lambda scores, keep: _normalised(scores.softmax(dim=-1) * keep),
+                {
+                    "en": "The softmax ran over every key, then the hidden weights were zeroed and the rest divided by "
+                    "their sum. A fully masked row gives 0/0 = NaN, and so does a row whose kept keys are far below a "
+                    "hidden one (their weights underflow to 0). Fill the hidden scores with -inf before the softmax.",
+                    "zh": "先对所有键做了 softmax，再把被遮住的权重置零，其余的除以它们的和。全遮蔽行会得到 0/0 = NaN；"
+                    "如果保留下来的键的分数远低于某个被遮住的键，它们的权重下溢为 0，同样得到 NaN。"
+                    "请在 softmax 之前给被遮住的分数填入 -inf。",
                 },
             ),
             Mistake(

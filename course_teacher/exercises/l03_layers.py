@@ -16,12 +16,13 @@ import torch
 
 from course_utils import attention
 
+from .l01_attention import MATMUL_ORDER_HINT, SOFTMAX_BATCH_DIM_HINT
 from .registry import Exercise, Mistake, randn, register
 
 
-def _attend(q, k, v, divisor=None, dim=-1, softmax_first=False, softmax=True):
+def _attend(q, k, v, divisor=None, dim=-1, softmax_first=False, softmax=True, value_first=False):
     """softmax(q kᵀ / divisor) v along `dim` (divisor √d_k by default), returning (output, weights);
-    the variants make the mistakes below."""
+    the variants make the mistakes below (`value_first`: v @ weights)."""
     divisor = math.sqrt(q.shape[-1]) if divisor is None else divisor
     scores = q @ k.transpose(-2, -1)  # (B, L_q, L_k)
     if not softmax:
@@ -30,7 +31,7 @@ def _attend(q, k, v, divisor=None, dim=-1, softmax_first=False, softmax=True):
         weights = torch.softmax(scores, dim=dim) / divisor
     else:
         weights = torch.softmax(scores / divisor, dim=dim)
-    return weights @ v, weights
+    return (v @ weights if value_first else weights @ v), weights
 
 
 #: Hints several exercises share.
@@ -51,6 +52,17 @@ SCALE_BY_D_K_HINT = {
     "en": "The scores are divided by d_k; divide by its square root, √d_k (math.sqrt(d_k)).",
     "zh": "分数除以的是 d_k；应除以它的平方根 √d_k（math.sqrt(d_k)）。",
 }
+SCALE_BY_D_V_HINT = {
+    "en": "The scores are divided by √d_v, the size of the values (w_v.shape[-1]); divide by √d_k, the size of "
+    "the projected queries and keys that the dot product sums over (w_q.shape[-1]).",
+    "zh": "分数除以的是 √d_v（值的维度 w_v.shape[-1]）；应除以 √d_k，即点积所求和的、投影后查询和键的维度（w_q.shape[-1]）。",
+}
+WEIGHTS_TRANSPOSED_HINT = {
+    "en": "The projection matrices were transposed (x @ w_q.T, the way nn.Linear applies its weight): here each "
+    "is stored to be used as it is, w_q of shape (E, d_k): Q = x @ w_q.",
+    "zh": "投影矩阵被转置了（x @ w_q.T，这是 nn.Linear 使用其权重的方式）：这里的矩阵按原样使用即可，"
+    "w_q 的形状为 (E, d_k)：Q = x @ w_q。",
+}
 NO_SOFTMAX_HINT = {
     "en": "There is no softmax: the weights are the scaled scores themselves. Apply torch.softmax(..., dim=-1) "
     "so that each query's weights are positive and sum to 1.",
@@ -61,25 +73,28 @@ NO_SOFTMAX_HINT = {
 
 # ----------------------------------------------------------------------------- 03.self_attention
 
-def _self_case(g, batch, length, embed, d_k, d_v):
-    return (
+def _self_case(g, batch, length, embed, d_k, d_v, dtype=torch.float32):
+    case = (
         randn(g, batch, length, embed),
         randn(g, embed, d_k) / math.sqrt(embed),
         randn(g, embed, d_k) / math.sqrt(embed),
         randn(g, embed, d_v) / math.sqrt(embed),
     )
+    return tuple(t.to(dtype) for t in case)
 
 
 def _self_cases(generator):
     # (batch, L, E, d_k, d_v). First square everywhere (L = E = d_k = d_v), so that mistakes which
     # mix up sizes or weights still run and are recognised by their values; then L, E, d_k and d_v
-    # all different, batch 1 with E < d_k, length 1, and a wide d_k where the scale matters most.
+    # all different, batch 1 with E < d_k, length 1, a wide d_k where the scale matters most, and
+    # float64.
     return [
         _self_case(generator, 2, 4, 4, 4, 4),
         _self_case(generator, 3, 5, 6, 3, 7),
         _self_case(generator, 1, 7, 3, 5, 4),
         _self_case(generator, 3, 1, 5, 8, 2),
         _self_case(generator, 2, 6, 8, 32, 3),
+        _self_case(generator, 2, 3, 5, 4, 6, dtype=torch.float64),
     ]
 
 
@@ -164,6 +179,26 @@ register(
                 },
             ),
             Mistake(
+                "SCALE_BY_D_V",
+                lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x @ w_v, divisor=math.sqrt(w_v.shape[-1])),
+                SCALE_BY_D_V_HINT,
+            ),
+            Mistake(
+                "SOFTMAX_BATCH_DIM",
+                lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x @ w_v, dim=0),
+                SOFTMAX_BATCH_DIM_HINT,
+            ),
+            Mistake(
+                "MATMUL_ORDER",
+                lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x @ w_v, value_first=True),
+                MATMUL_ORDER_HINT,
+            ),
+            Mistake(
+                "WEIGHTS_TRANSPOSED",
+                lambda x, w_q, w_k, w_v: _attend(x @ w_q.transpose(0, 1), x @ w_k.transpose(0, 1), x @ w_v.transpose(0, 1)),
+                WEIGHTS_TRANSPOSED_HINT,
+            ),
+            Mistake(
                 "V_NOT_PROJECTED",
                 lambda x, w_q, w_k, w_v: _attend(x @ w_q, x @ w_k, x),
                 {
@@ -178,14 +213,15 @@ register(
 
 # ----------------------------------------------------------------------------- 03.cross_attention
 
-def _cross_case(g, batch, l_q, l_kv, e_q, e_kv, d_k, d_v):
-    return (
+def _cross_case(g, batch, l_q, l_kv, e_q, e_kv, d_k, d_v, dtype=torch.float32):
+    case = (
         randn(g, batch, l_q, e_q),
         randn(g, batch, l_kv, e_kv),
         randn(g, e_q, d_k) / math.sqrt(e_q),
         randn(g, e_kv, d_k) / math.sqrt(e_kv),
         randn(g, e_kv, d_v) / math.sqrt(e_kv),
     )
+    return tuple(t.to(dtype) for t in case)
 
 
 def _cross_cases(generator):
@@ -193,7 +229,7 @@ def _cross_cases(generator):
     # is recognised by its values. Then L_q, L_kv, E_q, E_kv, d_k and d_v all different, where
     # projecting the wrong side crashes (as it would for a learner); batch 1 with d_v > d_k; a
     # length-1 query; a length-1 memory; and E_q == E_kv with L_q != L_kv and a wide d_k, where the
-    # wrong side runs and gives the wrong shape.
+    # wrong side runs and gives the wrong shape; and float64.
     return [
         _cross_case(generator, 2, 4, 4, 4, 4, 4, 4),
         _cross_case(generator, 3, 5, 7, 6, 3, 8, 5),
@@ -201,6 +237,7 @@ def _cross_cases(generator):
         _cross_case(generator, 2, 1, 6, 4, 5, 4, 2),
         _cross_case(generator, 2, 3, 1, 8, 8, 16, 3),
         _cross_case(generator, 2, 6, 4, 5, 5, 32, 3),
+        _cross_case(generator, 2, 3, 5, 4, 6, 3, 7, dtype=torch.float64),
     ]
 
 
@@ -306,6 +343,23 @@ register(
                 NO_SOFTMAX_HINT,
             ),
             Mistake(
+                "SCALE_BY_D_V",
+                lambda x, memory, w_q, w_k, w_v: _attend(
+                    x @ w_q, memory @ w_k, memory @ w_v, divisor=math.sqrt(w_v.shape[-1])
+                ),
+                SCALE_BY_D_V_HINT,
+            ),
+            Mistake(
+                "SOFTMAX_BATCH_DIM",
+                lambda x, memory, w_q, w_k, w_v: _attend(x @ w_q, memory @ w_k, memory @ w_v, dim=0),
+                SOFTMAX_BATCH_DIM_HINT,
+            ),
+            Mistake(
+                "MATMUL_ORDER",
+                lambda x, memory, w_q, w_k, w_v: _attend(x @ w_q, memory @ w_k, memory @ w_v, value_first=True),
+                MATMUL_ORDER_HINT,
+            ),
+            Mistake(
                 "SOFTMAX_DIM",
                 lambda x, memory, w_q, w_k, w_v: _attend(x @ w_q, memory @ w_k, memory @ w_v, dim=-2),
                 {
@@ -349,6 +403,8 @@ def _alignment_cases(generator):
         _alignment_case(g, 1, 1, 9),
         _alignment_case(g, 1, 6, 8, empty_rows=[(0, 3)], scores=True),
         _alignment_case(g, 3, 4, 1),
+        tuple(t.double() if t.is_floating_point() else t
+              for t in _alignment_case(g, 2, 3, 5, empty_rows=[(0, 1)], scores=True)),  # float64 raw scores
     ]
 
 
@@ -384,6 +440,30 @@ register(
                 },
             ),
             Mistake(
+                "MASK_UNUSED",
+                lambda weights, keep: weights.argmax(dim=-1),
+                {
+                    "en": "keep_mask is not used at all: a hidden key can win, and a query whose mask keeps no key gets "
+                    "a position instead of -1. Set the hidden weights to -inf (masked_fill(~keep_mask, "
+                    "float('-inf'))) before the argmax, then give the empty rows -1 (~keep_mask.any(dim=-1)).",
+                    "zh": "完全没有用到 keep_mask：被遮住的键可能被选中，掩码一个键也没保留的查询也得到了一个位置，而不是 -1。"
+                    "取 argmax 之前先把被遮住的权重设为 -inf（masked_fill(~keep_mask, float('-inf'))），"
+                    "再让空行得到 -1（~keep_mask.any(dim=-1)）。",
+                },
+            ),
+            Mistake(
+                "MASK_INVERTED_IN_FILL",
+                lambda weights, keep: (weights.masked_fill(keep, float("-inf")).argmax(dim=-1)
+                                       .masked_fill(~keep.any(dim=-1), -1)),
+                {
+                    "en": "The kept keys were filled with -inf, not the hidden ones, so the argmax picks among the hidden "
+                    "keys: True in keep_mask means the key counts. Fill where it is False: "
+                    "masked_fill(~keep_mask, float('-inf')).",
+                    "zh": "被填成 -inf 的是保留的键而不是被遮住的键，于是 argmax 只在被遮住的键里挑："
+                    "keep_mask 中 True 表示该键有效。应在它为 False 的地方填充：masked_fill(~keep_mask, float('-inf'))。",
+                },
+            ),
+            Mistake(
                 "FILL_ZERO",
                 lambda weights, keep: (weights * keep).argmax(dim=-1).masked_fill(~keep.any(dim=-1), -1),
                 {
@@ -411,6 +491,28 @@ register(
                     "at all gets -1: test ~keep_mask.any(dim=-1), not ~keep_mask.all(dim=-1).",
                     "zh": "只要掩码遮住了一个键，查询就得到了 -1；只有掩码一个键也没保留的查询才应得到 -1："
                     "判断条件是 ~keep_mask.any(dim=-1)，而不是 ~keep_mask.all(dim=-1)。",
+                },
+            ),
+            Mistake(
+                "ARGMAX_KEEPDIM",
+                lambda weights, keep: (weights.masked_fill(~keep, float("-inf")).argmax(dim=-1, keepdim=True)
+                                       .masked_fill(~keep.any(dim=-1, keepdim=True), -1)),
+                {
+                    "en": "The result is (B, L_q, 1): argmax(dim=-1, keepdim=True) kept the key axis. Return "
+                    "(B, L_q), one index per query: leave keepdim out.",
+                    "zh": "结果的形状是 (B, L_q, 1)：argmax(dim=-1, keepdim=True) 保留了键这一维。"
+                    "应返回 (B, L_q)，每个查询一个索引：不要加 keepdim。",
+                },
+            ),
+            Mistake(
+                "RETURNS_MAX_VALUES",
+                lambda weights, keep: (weights.masked_fill(~keep, float("-inf")).amax(dim=-1)
+                                       .masked_fill(~keep.any(dim=-1), -1.0)),
+                {
+                    "en": "You returned the largest weights themselves (max(...).values or amax), a float tensor; the "
+                    "exercise asks where they are: their indices, argmax(dim=-1) (or max(...).indices), int64.",
+                    "zh": "你返回的是最大的权重本身（max(...).values 或 amax），是浮点张量；本练习要的是它们的位置："
+                    "索引，即 argmax(dim=-1)（或 max(...).indices），类型为 int64。",
                 },
             ),
             Mistake(

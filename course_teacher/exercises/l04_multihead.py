@@ -1,11 +1,20 @@
-"""Lesson 04's exercises: the fused multi-head forward pass, packing per-head weights the way
-``nn.MultiheadAttention`` stores them, and the (B·H, L_q, L_k) mask of its batched call.
+"""Lesson 04's exercises: the fused multi-head forward pass, each head's score matrix
+W_Q^h W_K^hᵀ / √d read out of ``nn.MultiheadAttention``'s packed ``in_proj_weight``, and the
+(B·H, L_q, L_k) mask of its batched call.
 
 Every argument varies on its own across the cases (batch 1, one head, length 1, L_q != L_k,
 different feature sizes for query, key and value, d_k != d_v, an output size other than E), so a
 function that ignores an argument or uses one size where another is meant fails somewhere. The
 first case of each exercise is one where every known mistake runs (B = H = 2, square sizes),
-so a mistake is recognised by its output.
+so a mistake is recognised by its output. The floating-point exercises have float64 cases too, so
+a result built in a float32 buffer (``torch.zeros(...)`` without ``dtype=``) fails.
+
+In-place edits of an argument: the check gives each call copies, so an answer that edits its
+inputs in place and still returns the right values is caught only by the check engine's generic
+INPUT_MODIFIED verdict. The cases are chosen so that the in-place edits learners make change the
+inputs' values (tests/test_exercises_l04.py proves it): scaling ``query`` by 1/√d_k in place
+(every d_k here is above 1), scaling the Q rows of ``in_proj_weight`` in place (d above 1 in all
+but one case), inverting ``key_padding_mask`` in place (every case has entries).
 """
 
 import math
@@ -28,8 +37,8 @@ HEAD_ORDER_HINT = {
 
 # ----------------------------------------------------------------------------- 04.fused_forward
 
-def _fused_case(g, batch, l_q, l_k, e_q, e_k, e_v, heads, d_k, d_v, e_out):
-    return (
+def _fused_case(g, batch, l_q, l_k, e_q, e_k, e_v, heads, d_k, d_v, e_out, dtype=torch.float32):
+    tensors = (
         randn(g, batch, l_q, e_q),
         randn(g, batch, l_k, e_k),
         randn(g, batch, l_k, e_v),
@@ -37,14 +46,15 @@ def _fused_case(g, batch, l_q, l_k, e_q, e_k, e_v, heads, d_k, d_v, e_out):
         randn(g, e_k, heads * d_k) / math.sqrt(e_k),
         randn(g, e_v, heads * d_v) / math.sqrt(e_v),
         randn(g, heads * d_v, e_out) / math.sqrt(heads * d_v),
-        heads,
     )
+    return (*(t.to(dtype) for t in tensors), heads)
 
 
 def _fused_cases(generator):
     # (batch, L_q, L_k, E_q, E_k, E_v, H, d_k, d_v, E_out). First B = H = 2 and square sizes, so
     # every mistake runs; then every size different (d_k != d_v, E_out != E); batch 1 with one
-    # query and four heads; one head and one key; and wide heads (d_k = 16) where the scale matters.
+    # query and four heads; one head and one key; wide heads (d_k = 16) where the scale matters;
+    # and float64, where a float32 buffer shows.
     g = generator
     return [
         _fused_case(g, 2, 4, 4, 8, 8, 8, 2, 4, 4, 8),
@@ -52,6 +62,7 @@ def _fused_cases(generator):
         _fused_case(g, 1, 1, 6, 4, 5, 3, 4, 3, 2, 5),
         _fused_case(g, 2, 3, 1, 8, 6, 8, 1, 8, 5, 8),
         _fused_case(g, 2, 6, 4, 16, 12, 12, 4, 16, 4, 16),
+        _fused_case(g, 2, 3, 5, 6, 4, 4, 2, 3, 2, 6, dtype=torch.float64),
     ]
 
 
@@ -135,6 +146,62 @@ def _not_split(query, key, value, w_q, w_k, w_v, w_o, num_heads):
     return out @ w_o, weights
 
 
+def _no_scale(query, key, value, w_q, w_k, w_v, w_o, num_heads):
+    q, k, v = (_split(t, num_heads) for t in _project(query, key, value, w_q, w_k, w_v))
+    out, weights = _heads_attend(q, k, v, 1.0)  # the raw dot products
+    return _merge(out) @ w_o, weights
+
+
+def _scale_not_sqrt(query, key, value, w_q, w_k, w_v, w_o, num_heads):
+    q, k, v = (_split(t, num_heads) for t in _project(query, key, value, w_q, w_k, w_v))
+    out, weights = _heads_attend(q, k, v, q.shape[-1])  # d_k instead of √d_k
+    return _merge(out) @ w_o, weights
+
+
+def _scale_by_d_v(query, key, value, w_q, w_k, w_v, w_o, num_heads):
+    q, k, v = (_split(t, num_heads) for t in _project(query, key, value, w_q, w_k, w_v))
+    out, weights = _heads_attend(q, k, v, math.sqrt(v.shape[-1]))  # √d_v: the values' size per head
+    return _merge(out) @ w_o, weights
+
+
+def _softmax_over(dim):
+    def attend(query, key, value, w_q, w_k, w_v, w_o, num_heads):
+        q, k, v = (_split(t, num_heads) for t in _project(query, key, value, w_q, w_k, w_v))
+        weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=dim)
+        return _merge(weights @ v) @ w_o, weights
+
+    return attend
+
+
+def _swapped_return(*args):
+    output, weights = _fused_reference(*args)
+    return weights, output  # (weights, output): the order of the tutorial's bug
+
+
+def _linear_layout(query, key, value, w_q, w_k, w_v, w_o, num_heads):
+    # x @ W.T, as nn.Linear computes with its (out, in) weight; these weights are (in, out)
+    return _fused_reference(query, key, value, w_q.T, w_k.T, w_v.T, w_o.T, num_heads)
+
+
+def _merge_interleaved(query, key, value, w_q, w_k, w_v, w_o, num_heads):
+    q, k, v = (_split(t, num_heads) for t in _project(query, key, value, w_q, w_k, w_v))
+    out, weights = attention.scaled_dot_product_attention(q, k, v)  # (B, H, L_q, d_v)
+    B, H, L_q, d_v = out.shape
+    merged = out.permute(0, 2, 3, 1).reshape(B, L_q, H * d_v)  # (B, L_q, d, H): feature j of head h at j·H + h
+    return merged @ w_o, weights
+
+
+def _heads_interleaved(query, key, value, w_q, w_k, w_v, w_o, num_heads):
+    def split(t):  # head h gets features h, h + H, h + 2H, ...
+        B, L, width = t.shape
+        return t.view(B, L, width // num_heads, num_heads).permute(0, 3, 1, 2)  # (B, H, L, d)
+
+    q, k, v = (split(t) for t in _project(query, key, value, w_q, w_k, w_v))
+    out, weights = attention.scaled_dot_product_attention(q, k, v)
+    B, H, L_q, d_v = out.shape
+    return out.permute(0, 2, 3, 1).reshape(B, L_q, H * d_v) @ w_o, weights  # merged back the same way
+
+
 register(
     Exercise(
         id="04.fused_forward",
@@ -201,6 +268,105 @@ register(
                 },
             ),
             Mistake(
+                "NO_SCALE",
+                _no_scale,
+                {
+                    "en": "The scores are not scaled: each head's softmax gets the raw dot products q·k. Divide them by "
+                    "√d_k (d_k = the features of one head's queries, q.shape[-1] after the split) before the "
+                    "softmax, as in lesson 01.",
+                    "zh": "分数没有缩放：每个头的 softmax 拿到的是原始点积 q·k。应在 softmax 之前除以 √d_k"
+                    "（d_k 是一个头的查询的特征数，即拆分后的 q.shape[-1]），与第 01 课相同。",
+                },
+            ),
+            Mistake(
+                "SCALE_BY_D_K",
+                _scale_not_sqrt,
+                {
+                    "en": "The scores are divided by d_k, not by its square root. The dot product of two vectors of "
+                    "d_k unit-variance features has a standard deviation of √d_k: divide by math.sqrt(d_k).",
+                    "zh": "分数除以的是 d_k，而不是它的平方根。两个各有 d_k 个单位方差特征的向量，点积的标准差是 √d_k："
+                    "应除以 math.sqrt(d_k)。",
+                },
+            ),
+            Mistake(
+                "SCALE_BY_D_V",
+                _scale_by_d_v,
+                {
+                    "en": "The scores are divided by √d_v, the size of one head's values. The scale belongs to the dot "
+                    "product of a query and a key: divide by √d_k (the two differ here: w_q has H·d_k columns, "
+                    "w_v has H·d_v).",
+                    "zh": "分数除以的是 √d_v，即一个头的值的大小。缩放针对的是查询与键的点积：应除以 √d_k"
+                    "（这里两者不同：w_q 有 H·d_k 列，w_v 有 H·d_v 列）。",
+                },
+            ),
+            Mistake(
+                "SOFTMAX_DIM",
+                _softmax_over(-2),
+                {
+                    "en": "The softmax runs over the queries (dim=-2), so each key's column sums to 1. Each query's "
+                    "weights over the keys must sum to 1: softmax over the last axis, dim=-1, of the "
+                    "(B, H, L_q, L_k) scores.",
+                    "zh": "softmax 作用在了查询这一维上（dim=-2），于是每个键所在的列之和为 1。应当是每个查询对所有键的权重"
+                    "之和为 1：在 (B, H, L_q, L_k) 分数的最后一维上做 softmax，dim=-1。",
+                },
+            ),
+            Mistake(
+                "SOFTMAX_OVER_HEADS",
+                _softmax_over(1),
+                {
+                    "en": "The softmax runs over dim=1, which in the (B, H, L_q, L_k) scores is the heads (in a "
+                    "one-head (B, L_q, L_k) layout dim=1 would be the queries, wrong too). Use dim=-1: the keys, "
+                    "whatever axes come before.",
+                    "zh": "softmax 作用在 dim=1 上，而在 (B, H, L_q, L_k) 的分数里这一维是头（在单头的 (B, L_q, L_k) "
+                    "布局里 dim=1 是查询，同样不对）。应使用 dim=-1：无论前面有几维，它都是键。",
+                },
+            ),
+            Mistake(
+                "SWAPPED_RETURN",
+                _swapped_return,
+                {
+                    "en": "The pair is returned as (weights, output). Return (output, weights), the order of every "
+                    "layer in this course and of nn.MultiheadAttention (section 2 shows what the other order "
+                    "does to a tutorial's code).",
+                    "zh": "返回的顺序是 (weights, output)。应返回 (output, weights)，这是本课程每个层、也是 "
+                    "nn.MultiheadAttention 的顺序（第 2 节展示了另一种顺序给一篇教程的代码带来了什么）。",
+                },
+            ),
+            Mistake(
+                "WEIGHTS_TRANSPOSED",
+                _linear_layout,
+                {
+                    "en": "The weights are used transposed (x @ w.T), as nn.Linear uses its (out, in) weight. These are "
+                    "in the formula's (in, out) layout: query @ w_q, ..., merged @ w_o. (Only square weights let "
+                    "this run at all.)",
+                    "zh": "你把权重转置后使用（x @ w.T），这是 nn.Linear 使用它 (out, in) 权重的方式。这里的权重是公式的 "
+                    "(in, out) 布局：query @ w_q、……、merged @ w_o。（只有方阵权重才让这种写法能够运行。）",
+                },
+            ),
+            Mistake(
+                "MERGE_INTERLEAVED",
+                _merge_interleaved,
+                {
+                    "en": "The heads are merged in the wrong order: permuting (B, H, L_q, d) to (B, L_q, d, H) before "
+                    "the reshape interleaves them (feature j of head h lands at j·H + h). w_o expects head 0's "
+                    "d features first: out.transpose(1, 2).reshape(B, L_q, H·d), i.e. permute(0, 2, 1, 3).",
+                    "zh": "合并多头时顺序错了：reshape 之前把 (B, H, L_q, d) 排列成 (B, L_q, d, H)，会让各个头交错在一起"
+                    "（第 h 个头的第 j 个特征落在 j·H + h 处）。w_o 期望第 0 个头的 d 个特征排在最前："
+                    "out.transpose(1, 2).reshape(B, L_q, H·d)，即 permute(0, 2, 1, 3)。",
+                },
+            ),
+            Mistake(
+                "HEADS_INTERLEAVED",
+                _heads_interleaved,
+                {
+                    "en": "Each head gets every H-th feature (view(B, L, d, H)): head h reads features h, h + H, .... "
+                    "Head h owns a contiguous block, features h·d … (h+1)·d - 1 of the projection: "
+                    "view(B, L, H, d).transpose(1, 2).",
+                    "zh": "每个头拿到的是每隔 H 个取一个的特征（view(B, L, d, H)）：第 h 个头读的是特征 h、h + H、……。"
+                    "第 h 个头拥有投影结果中连续的一段，即特征 h·d … (h+1)·d - 1：view(B, L, H, d).transpose(1, 2)。",
+                },
+            ),
+            Mistake(
                 "NOT_SPLIT",
                 _not_split,
                 {
@@ -215,121 +381,174 @@ register(
 )
 
 
-# ----------------------------------------------------------------------------- 04.in_proj
+# ----------------------------------------------------------------------------- 04.score_matrices
 
-def _in_proj_case(g, heads, d, e):
-    weights = [randn(g, heads, d, e) / math.sqrt(e) for _ in range(3)]  # (H, d, E): each head's (out, in)
-    biases = [randn(g, heads, d) for _ in range(3)]  # (H, d)
-    return (*weights, *biases)
+def _score_case(g, embed, heads, dtype=torch.float32):
+    return (randn(g, 3 * embed, embed).to(dtype) / math.sqrt(embed), heads)  # (3E, E): Q's rows, K's, V's
 
 
-def _in_proj_cases(generator):
-    # (H, d, E). First H = d = 2, E = 12 (so 3·H·d = E: even the transposed layout has the right
-    # shape); then every size different, one head, heads of size 1, four heads.
+def _score_cases(generator):
+    # (E, H). First E = 4, H = 2 (d = 2, so every mistake runs, the (d, d) one too); then three
+    # heads, one head of d = E, four heads of d = 2, six heads of d = 1 (no scale to get wrong);
+    # and float64 cases, where a float32 buffer shows.
     g = generator
     return [
-        _in_proj_case(g, 2, 2, 12),
-        _in_proj_case(g, 3, 2, 5),
-        _in_proj_case(g, 1, 4, 3),
-        _in_proj_case(g, 4, 1, 7),
-        _in_proj_case(g, 2, 3, 6),
+        _score_case(g, 4, 2),
+        _score_case(g, 6, 3),
+        _score_case(g, 5, 1),
+        _score_case(g, 8, 4),
+        _score_case(g, 6, 6),
+        _score_case(g, 12, 3, torch.float64),
+        _score_case(g, 6, 2, torch.float64),
     ]
 
 
-def _in_proj_reference(q_heads, k_heads, v_heads, q_biases, k_biases, v_biases):
-    H, d, E = q_heads.shape
-    weight = torch.cat([w.reshape(H * d, E) for w in (q_heads, k_heads, v_heads)])  # (3·H·d, E): Q, K, V
-    bias = torch.cat([b.reshape(H * d) for b in (q_biases, k_biases, v_biases)])  # (3·H·d,)
-    return weight, bias
+def _blocks(in_proj_weight, num_heads):
+    """Q's and K's rows of a packed (3E, E) in_proj_weight, per head: (H, d, E) each, head h's (out, in)."""
+    E = in_proj_weight.shape[1]
+    q, k, _ = in_proj_weight.split(E)  # (E, E) each: Q's rows, then K's, then V's
+    return q.view(num_heads, E // num_heads, E), k.view(num_heads, E // num_heads, E)
 
 
-def _interleaved(q_heads, k_heads, v_heads, q_biases, k_biases, v_biases):
-    H, d, E = q_heads.shape
-    weight = torch.cat([w.transpose(0, 1).reshape(H * d, E) for w in (q_heads, k_heads, v_heads)])  # row j·H + h
-    bias = torch.cat([b.transpose(0, 1).reshape(H * d) for b in (q_biases, k_biases, v_biases)])
-    return weight, bias
+def _score_reference(in_proj_weight, num_heads):
+    q, k = _blocks(in_proj_weight, num_heads)  # (H, d, E): (W_Q^h)ᵀ and (W_K^h)ᵀ
+    d = q.shape[1]
+    return q.transpose(1, 2) @ k / math.sqrt(d)  # (H, E, E): W_Q^h W_K^hᵀ / √d
 
 
-def _per_head_qkv(q_heads, k_heads, v_heads, q_biases, k_biases, v_biases):
-    H, d, E = q_heads.shape
-    weight = torch.stack([q_heads, k_heads, v_heads], dim=1).reshape(3 * H * d, E)  # q_0, k_0, v_0, q_1, ...
-    bias = torch.stack([q_biases, k_biases, v_biases], dim=1).reshape(3 * H * d)
-    return weight, bias
+def _score_no_scale(in_proj_weight, num_heads):
+    q, k = _blocks(in_proj_weight, num_heads)
+    return q.transpose(1, 2) @ k
 
 
-def _transposed(q_heads, k_heads, v_heads, q_biases, k_biases, v_biases):
-    H, d, E = q_heads.shape
-    weight = torch.cat([w.reshape(H * d, E).T for w in (q_heads, k_heads, v_heads)], dim=1)  # (E, 3·H·d)
-    return weight, _in_proj_reference(q_heads, k_heads, v_heads, q_biases, k_biases, v_biases)[1]
+def _score_scale_by_e(in_proj_weight, num_heads):
+    q, k = _blocks(in_proj_weight, num_heads)
+    return q.transpose(1, 2) @ k / math.sqrt(in_proj_weight.shape[1])  # √E instead of √d
 
 
-def _stacked(q_heads, k_heads, v_heads, q_biases, k_biases, v_biases):
-    H, d, E = q_heads.shape
-    weight = torch.stack([w.reshape(H * d, E) for w in (q_heads, k_heads, v_heads)])  # (3, H·d, E)
-    bias = torch.stack([b.reshape(H * d) for b in (q_biases, k_biases, v_biases)])  # (3, H·d)
-    return weight, bias
+def _score_heads_interleaved(in_proj_weight, num_heads):
+    E = in_proj_weight.shape[1]
+    d = E // num_heads
+    q, k, _ = in_proj_weight.split(E)
+    q, k = (t.view(d, num_heads, E).transpose(0, 1) for t in (q, k))  # head h: rows h, h + H, ...
+    return q.transpose(1, 2) @ k / math.sqrt(d)
 
 
-def _kqv(q_heads, k_heads, v_heads, q_biases, k_biases, v_biases):
-    return _in_proj_reference(k_heads, q_heads, v_heads, k_biases, q_biases, v_biases)
+def _score_qk_swapped(in_proj_weight, num_heads):
+    q, k = _blocks(in_proj_weight, num_heads)
+    return k.transpose(1, 2) @ q / math.sqrt(q.shape[1])  # W_K^h W_Q^hᵀ: every matrix transposed
+
+
+def _score_v_for_k(in_proj_weight, num_heads):
+    E = in_proj_weight.shape[1]
+    q, _, v = in_proj_weight.split(E)
+    d = E // num_heads
+    q, v = q.view(num_heads, d, E), v.view(num_heads, d, E)
+    return q.transpose(1, 2) @ v / math.sqrt(d)  # the third block taken for K
+
+
+def _score_d_by_d(in_proj_weight, num_heads):
+    q, k = _blocks(in_proj_weight, num_heads)
+    return q @ k.transpose(1, 2) / math.sqrt(q.shape[1])  # (H, d, d): the blocks multiplied as (out, in)
+
+
+def _score_in_out_layout(in_proj_weight, num_heads):
+    E = in_proj_weight.shape[1]
+    d = E // num_heads
+    q, k, _ = in_proj_weight.split(E)
+    # head h's block read as columns h·d … (h+1)·d - 1, as if the weight were stored (in, out)
+    q, k = (t.view(E, num_heads, d).transpose(0, 1) for t in (q, k))  # (H, E, d)
+    return q @ k.transpose(1, 2) / math.sqrt(d)
+
+
+def _score_heads_summed(in_proj_weight, num_heads):
+    return _score_reference(in_proj_weight, num_heads).sum(dim=0)  # (E, E): Q's rows times K's rows, all heads
 
 
 register(
     Exercise(
-        id="04.in_proj",
-        reference=_in_proj_reference,
-        cases=_in_proj_cases,
+        id="04.score_matrices",
+        reference=_score_reference,
+        cases=_score_cases,
         mistakes=(
             Mistake(
+                "NO_SCALE",
+                _score_no_scale,
+                {
+                    "en": "The matrices are not scaled. Head h's scores are q·k / √d: divide W_Q^h W_K^hᵀ by √d, "
+                    "d = E / num_heads.",
+                    "zh": "矩阵没有缩放。第 h 个头的分数是 q·k / √d：应把 W_Q^h W_K^hᵀ 除以 √d，d = E / num_heads。",
+                },
+            ),
+            Mistake(
+                "SCALE_BY_E",
+                _score_scale_by_e,
+                {
+                    "en": "The matrices are divided by √E. Each head compares vectors of d = E / num_heads features: "
+                    "divide by √d.",
+                    "zh": "矩阵除以的是 √E。每个头比较的是 d = E / num_heads 维的向量：应除以 √d。",
+                },
+            ),
+            Mistake(
                 "HEADS_INTERLEAVED",
-                _interleaved,
+                _score_heads_interleaved,
                 {
-                    "en": "The heads are interleaved: your row j·H + h holds feature j of head h. In the packed matrix "
-                    "the heads follow each other, rows h·d … (h+1)·d - 1 are head h's: reshape (H, d, E) to "
-                    "(H·d, E) without moving any axis (or torch.cat the heads along dim 0).",
-                    "zh": "各个头交错排在了一起：你的第 j·H + h 行是第 h 个头的第 j 个特征。打包后的矩阵里各个头依次排列，"
-                    "第 h·d … (h+1)·d - 1 行属于第 h 个头：直接把 (H, d, E) reshape 成 (H·d, E)，不要移动任何维度"
-                    "（或者用 torch.cat 沿第 0 维把各个头拼起来）。",
-                },
-            ),
-            Mistake(
-                "PER_HEAD_QKV",
-                _per_head_qkv,
-                {
-                    "en": "Q, K and V are grouped by head (q_0, k_0, v_0, q_1, …). Some libraries pack their weights "
-                    "that way, but nn.MultiheadAttention's in_proj_weight holds all of Q's rows first, then all "
-                    "of K's, then all of V's.",
-                    "zh": "你按头把 Q、K、V 分成了组（q_0、k_0、v_0、q_1……）。有些库确实这样打包权重，但 "
-                    "nn.MultiheadAttention 的 in_proj_weight 是先放 Q 的全部行，再放 K 的全部行，最后放 V 的全部行。",
-                },
-            ),
-            Mistake(
-                "TRANSPOSED",
-                _transposed,
-                {
-                    "en": "The packed weight is transposed, (E, 3·H·d). nn.Linear and nn.MultiheadAttention store a "
-                    "weight as (out, in), so in_proj_weight is (3·H·d, E) and the heads' (d, E) blocks go one "
-                    "below the other.",
-                    "zh": "打包后的权重被转置成了 (E, 3·H·d)。nn.Linear 和 nn.MultiheadAttention 以 (out, in) 的形式"
-                    "存放权重，所以 in_proj_weight 的形状是 (3·H·d, E)，各个头的 (d, E) 块上下叠放。",
-                },
-            ),
-            Mistake(
-                "STACKED",
-                _stacked,
-                {
-                    "en": "torch.stack adds a new axis, giving (3, H·d, E). in_proj_weight is one matrix, (3·H·d, E): "
-                    "join Q, K and V with torch.cat along dim 0 (and the biases into one (3·H·d,) vector).",
-                    "zh": "torch.stack 会新增一个维度，得到 (3, H·d, E)。in_proj_weight 是一个 (3·H·d, E) 的矩阵："
-                    "应该用 torch.cat 沿第 0 维把 Q、K、V 连接起来（偏置也连接成一个 (3·H·d,) 的向量）。",
+                    "en": "Each head got every H-th row (rows h, h + H, ...). In in_proj_weight head h's rows are a "
+                    "block, h·d … (h+1)·d - 1 of Q's E rows (and of K's): view(H, d, E), not view(d, H, E).",
+                    "zh": "每个头拿到的是每隔 H 行取一行（第 h、h + H、……行）。在 in_proj_weight 里，第 h 个头的行是连续的"
+                    "一块，即 Q 的 E 行（以及 K 的 E 行）中的第 h·d … (h+1)·d - 1 行：应 view(H, d, E)，而不是 "
+                    "view(d, H, E)。",
                 },
             ),
             Mistake(
                 "QK_SWAPPED",
-                _kqv,
+                _score_qk_swapped,
                 {
-                    "en": "K's rows come before Q's. The order in in_proj_weight is Q, K, V.",
-                    "zh": "K 的行排在了 Q 的前面。in_proj_weight 中的顺序是 Q、K、V。",
+                    "en": "Every matrix is transposed: you computed W_K^h W_Q^hᵀ. The first E rows of in_proj_weight "
+                    "are Q's, the next E rows K's; the query multiplies from the left (x_q A_h x_kᵀ), so "
+                    "A_h = W_Q^h W_K^hᵀ.",
+                    "zh": "每个矩阵都被转置了：你算的是 W_K^h W_Q^hᵀ。in_proj_weight 的前 E 行属于 Q，接下来的 E 行属于 K；"
+                    "查询从左边乘（x_q A_h x_kᵀ），所以 A_h = W_Q^h W_K^hᵀ。",
+                },
+            ),
+            Mistake(
+                "V_FOR_K",
+                _score_v_for_k,
+                {
+                    "en": "The keys' rows were taken from the third block, which holds V's. in_proj_weight stacks Q, K, "
+                    "V in that order: K's rows are E … 2E - 1.",
+                    "zh": "键的行取自第三块，而那一块是 V 的。in_proj_weight 按 Q、K、V 的顺序堆叠：K 的行是第 E … 2E - 1 行。",
+                },
+            ),
+            Mistake(
+                "D_BY_D",
+                _score_d_by_d,
+                {
+                    "en": "The result is (H, d, d): you multiplied head h's (d, E) blocks as Q_h @ K_hᵀ. nn.Linear stores "
+                    "a weight as (out, in), so a (d, E) block is (W^h)ᵀ, and W_Q^h W_K^hᵀ = Q_hᵀ @ K_h, an (E, E) "
+                    "matrix.",
+                    "zh": "结果的形状是 (H, d, d)：你把第 h 个头的 (d, E) 块按 Q_h @ K_hᵀ 相乘了。nn.Linear 以 (out, in) "
+                    "的形式存放权重，所以一个 (d, E) 块是 (W^h)ᵀ，而 W_Q^h W_K^hᵀ = Q_hᵀ @ K_h，是一个 (E, E) 矩阵。",
+                },
+            ),
+            Mistake(
+                "IN_OUT_LAYOUT",
+                _score_in_out_layout,
+                {
+                    "en": "Head h's block was read as columns h·d … (h+1)·d - 1, as if in_proj_weight were stored "
+                    "(in, out). It is (out, in), like nn.Linear's weight: head h's block is rows h·d … (h+1)·d - 1.",
+                    "zh": "你把第 h 个头的块当成了第 h·d … (h+1)·d - 1 列来读，仿佛 in_proj_weight 是按 (in, out) 存放的。"
+                    "它与 nn.Linear 的权重一样是 (out, in)：第 h 个头的块是第 h·d … (h+1)·d - 1 行。",
+                },
+            ),
+            Mistake(
+                "HEADS_SUMMED",
+                _score_heads_summed,
+                {
+                    "en": "One (E, E) matrix came back: Q's rows times K's rows, all heads at once, is the sum of the H "
+                    "heads' matrices. Keep one matrix per head: (H, E, E).",
+                    "zh": "返回的是一个 (E, E) 矩阵：Q 的全部行乘以 K 的全部行，等于 H 个头的矩阵之和。应为每个头各保留一个"
+                    "矩阵：(H, E, E)。",
                 },
             ),
         ),
@@ -401,6 +620,17 @@ def _attn_mask_four_axes(key_padding_mask, num_heads, L_q):
     return key_padding_mask[:, None, None, :].expand(B, num_heads, L_q, L_k)  # (B, H, L_q, L_k)
 
 
+def _attn_mask_rows(key_padding_mask, num_heads, L_q):
+    B, L_k = key_padding_mask.shape
+    # the padding put on the queries' axis: rows hidden, not columns (only square when L_q = L_k)
+    return key_padding_mask[:, None, :, None].expand(B, num_heads, L_k, L_q).reshape(B * num_heads, L_k, L_q)
+
+
+def _attn_mask_float(key_padding_mask, num_heads, L_q):
+    ignore = _attn_mask_reference(key_padding_mask, num_heads, L_q)
+    return torch.zeros(ignore.shape).masked_fill(ignore, float("-inf"))  # additive: 0 keep, -inf drop
+
+
 register(
     Exercise(
         id="04.attn_mask",
@@ -448,6 +678,28 @@ register(
                     "every item, (B·H, L_q, L_k).",
                     "zh": "你为每个批量样本只给了一个切片，形状为 (B, L_q, L_k)；3 维的 attn_mask 需要为每个样本的每个头"
                     "各给一个，形状为 (B·H, L_q, L_k)。",
+                },
+            ),
+            Mistake(
+                "ROWS_NOT_KEYS",
+                _attn_mask_rows,
+                {
+                    "en": "The padding hides rows (queries) instead of columns (keys): key_padding_mask[b, j] says "
+                    "whether key j is padding, so it belongs on the last axis, mask[..., j], the same for every "
+                    "query: key_padding_mask[:, None, None, :] before expanding to (B, H, L_q, L_k).",
+                    "zh": "填充遮住的是行（查询），而不是列（键）：key_padding_mask[b, j] 说明键 j 是否为填充，所以它应放在"
+                    "最后一维 mask[..., j] 上，对每个查询都一样：先写 key_padding_mask[:, None, None, :]，"
+                    "再扩展成 (B, H, L_q, L_k)。",
+                },
+            ),
+            Mistake(
+                "FLOAT_MASK",
+                _attn_mask_float,
+                {
+                    "en": "This is an additive float mask (0 to keep, -inf to drop). nn.MultiheadAttention accepts one "
+                    "too, but the exercise asks for the bool mask, True where a query must not attend.",
+                    "zh": "这是加性浮点掩码（0 表示保留，-inf 表示丢弃）。nn.MultiheadAttention 也接受这种掩码，"
+                    "但本练习要的是 bool 掩码，True 表示查询不得关注该键。",
                 },
             ),
             Mistake(

@@ -1,16 +1,29 @@
-"""Lesson 05's exercises: ProbSparse attention in three steps. The sparsity measure from sampled
-keys, full attention for the top-u queries with the mean of the values for the lazy ones, and the
-causal (decoder) version of that last step.
+"""Lesson 05's exercises: ProbSparse attention in three steps. The sampled max-mean measure M̄,
+full attention for the top-u queries with the mean of the values for the lazy ones, and the causal
+(decoder) version of that last step.
 
 The references are written here in plain code. 05.sampled_measure forbids the package's functions
 that compute the sampled measure or its two steps (the sampled scores, max − mean), so a learner
-cannot pass by calling them; the other two exercises forbid nothing: no function of the package
-does their step (the lesson's own helpers, such as ``probsparse.lazy_context``, are building
-blocks the lesson names). Every argument varies on its own across the cases (batch 1, one head, L_Q != L_K, D != D_v, one sampled key or
-one chosen query, every query chosen, keys with a large common offset, repeated sample positions,
-chosen positions in any order, float64), so a function that ignores an argument or uses one size
-where another is meant fails somewhere. The first case of each exercise is one where every known
-mistake runs, so a mistake is recognised by its output.
+cannot pass by calling them, and compares values only: the measure only chooses queries, and no
+gradient flows through it (its reference runs under no_grad, as ``probsparse`` computes it). The
+other two exercises forbid nothing and say so: no function of the package does their step (the
+lesson's building blocks, ``probsparse.select_queries``, ``lazy_context`` and ``causal_keep``, are
+named in their texts as allowed); they compare gradients.
+
+Every argument varies on its own across the cases (batch 1, one head, L_Q != L_K, D != D_v, one
+sampled key or one chosen query, every query chosen, keys with a large common offset, repeated
+sample positions, chosen positions in any order, float64), so a function that ignores an argument
+or uses one size where another is meant fails somewhere. The first case of each exercise is one
+where every known mistake runs, so a mistake is recognised by its output.
+
+In-place edits. A function that changes an argument fails with the check engine's generic
+INPUT_MODIFIED verdict (it compares every argument with the case's, bit for bit, after the call).
+Learners write such edits, and some give the right values: centring ``measure`` or blanking
+chosen entries with ``measure[...] = -inf`` (05.top_u_attention), ``query /= math.sqrt(D)``
+(05.top_u_attention, 05.causal_prob_sparse), centring ``key`` (05.sampled_measure: max − mean does
+not see it). Those rely on INPUT_MODIFIED alone, and the cases make them visible: every case's
+measure has rows of non-zero mean and no two equal entries, every query and key has non-zero
+entries (tests/test_exercises_l05.py tries each such edit).
 """
 
 import math
@@ -95,8 +108,9 @@ def _sampled_scores(query, key, index):
 
 
 def _measure_reference(query, key, index):
-    scores = _sampled_scores(query, key, index)  # (B, H, L_Q, U)
-    return scores.amax(-1) - scores.mean(-1)  # (B, H, L_Q)
+    with torch.no_grad():  # the measure only chooses queries: no gradient is compared (the text says so)
+        scores = _sampled_scores(query, key, index)  # (B, H, L_Q, U)
+        return scores.amax(-1) - scores.mean(-1)  # (B, H, L_Q)
 
 
 def _sums_samples_away(query, key, index):
@@ -137,6 +151,36 @@ def _log_sum_exp(query, key, index):
     return scores.logsumexp(-1) - scores.mean(-1)
 
 
+def _keeps_sample_axis(query, key, index):
+    scores = _sampled_scores(query, key, index)
+    return scores.amax(-1, keepdim=True) - scores.mean(-1, keepdim=True)  # (B, H, L_Q, 1)
+
+
+def _reduces_query_axis(query, key, index):
+    scores = _sampled_scores(query, key, index)
+    return scores.amax(-2) - scores.mean(-2)  # (B, H, U): over the queries, not over the samples
+
+
+def _argmax_not_max(query, key, index):
+    scores = _sampled_scores(query, key, index)
+    return scores.max(-1).indices - scores.mean(-1)  # the position of the max, not its value
+
+
+def _max_over_all_keys(query, key, index):
+    return (query @ key.transpose(-2, -1)).amax(-1) - _sampled_scores(query, key, index).mean(-1)
+
+
+def _drops_repeats(query, key, index):
+    scores = _sampled_scores(query, key, index)  # (B, H, L_Q, U)
+    rows = []
+    for i in range(index.shape[0]):  # each query's distinct sampled keys only
+        sampled = index[i].tolist()
+        first = torch.tensor([sampled[s] not in sampled[:s] for s in range(len(sampled))])  # a key's first draw
+        row = scores[:, :, i][..., first]
+        rows.append(row.amax(-1) - row.mean(-1))
+    return torch.stack(rows, dim=-1)
+
+
 def _index_transposed(query, key, index):
     K_sample = key[:, :, index.T, :]  # (B, H, U, L_Q, D) taken for (B, H, L_Q, U, D)
     scores = (query.unsqueeze(-2) @ K_sample.transpose(-2, -1)).squeeze(-2)
@@ -154,12 +198,12 @@ register(
                 "SUMS_SAMPLES_AWAY",
                 _sums_samples_away,
                 {
-                    "en": "Every score is q_i · (the sum of the sampled keys of all queries): like the Informer "
-                    "ProbSparse code's einsum('bhije,bhkle->bhijl'), your product sums the query axis of the "
+                    "en": "Every score is q_i · (the sum of the sampled keys of all queries): like the widely copied "
+                    "re-implementation's einsum('bhije,bhkle->bhijl'), your product sums the query axis of the "
                     "gathered keys away. Score query i against its own sample only: with K_sample = "
                     "key[:, :, index] of shape (B, H, L_Q, U, D), (query.unsqueeze(-2) @ "
                     "K_sample.transpose(-2, -1)).squeeze(-2) is (B, H, L_Q, U).",
-                    "zh": "每个分数都成了 q_i ·（所有查询采样到的键之和）：和 Informer 的 ProbSparse 代码里的 "
+                    "zh": "每个分数都成了 q_i ·（所有查询采样到的键之和）：和那份广为流传的重写版里的 "
                     "einsum('bhije,bhkle->bhijl') 一样，你的乘积把收集来的键在查询这一维上求和消掉了。"
                     "查询 i 只应与它自己采样到的键打分：令 K_sample = key[:, :, index]，形状为 (B, H, L_Q, U, D)，"
                     "则 (query.unsqueeze(-2) @ K_sample.transpose(-2, -1)).squeeze(-2) 的形状为 (B, H, L_Q, U)。",
@@ -169,11 +213,11 @@ register(
                 "DIVIDES_BY_L_K",
                 _divides_by_l_k,
                 {
-                    "en": "The sum of the U sampled scores is divided by L_K, the number of all keys (the original "
+                    "en": "The sum of the U sampled scores is divided by L_K, the number of all keys (the official "
                     "Informer code does this too); the mean of U samples divides by U. It matters most when the "
                     "keys share a common offset (as a key-projection bias gives): every score then carries the "
                     "same q·offset, which max − mean cancels only when the mean divides by U.",
-                    "zh": "U 个采样分数之和除以的是全部键的个数 L_K（Informer 的原始代码也是这样做的）；U 个样本的平均值"
+                    "zh": "U 个采样分数之和除以的是全部键的个数 L_K（Informer 官方代码也是这样做的）；U 个样本的平均值"
                     "应除以 U。当所有键带有一个共同的偏移时（键投影的偏置就会带来这种偏移），问题最明显：每个分数都含有"
                     "同一项 q·offset，只有平均值除以 U 时，max − mean 才能把它抵消。",
                 },
@@ -194,9 +238,9 @@ register(
                 {
                     "en": "Your measure is divided by √D. Multiplying every score by a positive number does not change "
                     "which queries rank highest, so both conventions choose the same queries; this exercise's "
-                    "convention is the unscaled scores q·k, as in the Informer code. Leave out the 1/√D here.",
+                    "convention is the unscaled scores q·k, as in the official Informer code. Leave out the 1/√D here.",
                     "zh": "你的度量除以了 √D。把所有分数乘以同一个正数，并不会改变哪些查询排在最前面，所以两种约定选出的"
-                    "查询相同；本练习约定使用未缩放的分数 q·k，与 Informer 的代码一致。这里不要乘 1/√D。",
+                    "查询相同；本练习约定使用未缩放的分数 q·k，与 Informer 官方代码一致。这里不要乘 1/√D。",
                 },
             ),
             Mistake(
@@ -225,20 +269,73 @@ register(
                 "MEAN_MINUS_MAX",
                 _mean_minus_max,
                 {
-                    "en": "The sign is flipped: M = max − mean, which is never negative and is large for an active "
+                    "en": "The sign is flipped: M̄ = max − mean, which is never negative and is large for an active "
                     "query whose few scores stand out.",
-                    "zh": "符号反了：M = max − mean，它永远不会是负数；对于少数分数特别突出的活跃查询，它的值很大。",
+                    "zh": "符号反了：M̄ = max − mean，它永远不会是负数；对于少数分数特别突出的活跃查询，它的值很大。",
                 },
             ),
             Mistake(
                 "LOG_SUM_EXP",
                 _log_sum_exp,
                 {
-                    "en": "You used log-sum-exp − mean: that is the exact form of the measure in the Informer "
-                    "paper. The sampled measure ProbSparse computes, and this exercise asks for, replaces the "
-                    "log-sum-exp by the max: max − mean of the U sampled scores.",
-                    "zh": "你用的是 log-sum-exp − mean：这是 Informer 论文中稀疏性度量的精确形式。ProbSparse 实际计算的"
-                    "（也是本练习要求的）采样度量用最大值代替 log-sum-exp：U 个采样分数的 max − mean。",
+                    "en": "You used log-sum-exp − mean: that is M, the sparsity measure of the Informer paper (its "
+                    "Eq. 2). ProbSparse ranks queries by its estimate M̄ (Eq. 4), which replaces the "
+                    "log-sum-exp by the max: max − mean of the U sampled scores, as this exercise asks.",
+                    "zh": "你用的是 log-sum-exp − mean：这是 Informer 论文的稀疏性度量 M（式 2）。ProbSparse 用它的估计 "
+                    "M̄（式 4）给查询排序，M̄ 把 log-sum-exp 换成最大值：U 个采样分数的 max − mean，也就是本练习要求的。",
+                },
+            ),
+            Mistake(
+                "KEEPS_SAMPLE_AXIS",
+                _keeps_sample_axis,
+                {
+                    "en": "Your result is (B, H, L_Q, 1): the reduction kept the sample axis (keepdim=True, or a "
+                    "(1, D) @ (D, U) product left unsqueezed). Return one number per query, (B, H, L_Q): "
+                    "amax(-1) - mean(-1) without keepdim.",
+                    "zh": "你的结果形状是 (B, H, L_Q, 1)：归约时保留了样本那一维（keepdim=True，或者 (1, D) @ (D, U) "
+                    "的乘积没有 squeeze）。每个查询只返回一个数，形状为 (B, H, L_Q)：不带 keepdim 的 "
+                    "amax(-1) - mean(-1)。",
+                },
+            ),
+            Mistake(
+                "REDUCES_QUERY_AXIS",
+                _reduces_query_axis,
+                {
+                    "en": "The max and the mean run over the queries (dim=-2), not over each query's U sampled "
+                    "scores. The scores are (B, H, L_Q, U): reduce the last axis, one M̄ per query.",
+                    "zh": "最大值和平均值是在查询这一维（dim=-2）上算的，而不是在每个查询的 U 个采样分数上算的。"
+                    "分数的形状是 (B, H, L_Q, U)：应在最后一维上归约，每个查询得到一个 M̄。",
+                },
+            ),
+            Mistake(
+                "ARGMAX_NOT_MAX",
+                _argmax_not_max,
+                {
+                    "en": "You used the position of the largest score (max(-1).indices, or max(-1)[1]) where its "
+                    "value is meant: max(-1) returns (values, indices); take .values, or use amax(-1).",
+                    "zh": "你用的是最大分数所在的位置（max(-1).indices 或 max(-1)[1]），而这里要的是它的值："
+                    "max(-1) 返回 (values, indices)，应取 .values，或者直接用 amax(-1)。",
+                },
+            ),
+            Mistake(
+                "MAX_OVER_ALL_KEYS",
+                _max_over_all_keys,
+                {
+                    "en": "The mean is taken over the sampled scores but the max over the scores of all L_K keys. "
+                    "ProbSparse estimates both terms from the same U sampled scores: the max too.",
+                    "zh": "平均值取自采样分数，最大值却是在全部 L_K 个键的分数上取的。ProbSparse 用同一组 U 个采样分数"
+                    "估计这两项：最大值也一样。",
+                },
+            ),
+            Mistake(
+                "DROPS_REPEATS",
+                _drops_repeats,
+                {
+                    "en": "A key sampled twice for a query was counted once. The sample is drawn with replacement, "
+                    "and the measure is max − mean of all U sampled scores, repeats included: the mean divides "
+                    "by U.",
+                    "zh": "同一个查询被采样两次的键只算了一次。样本是有放回抽取的，度量是全部 U 个采样分数（包括重复的）"
+                    "的最大值减平均值：平均值除以的是 U。",
                 },
             ),
             Mistake(
@@ -364,6 +461,40 @@ def _only_chosen_rows(query, key, value, measure, u):
     return _attend(query, key, value, _top(measure, u))  # (B, H, u, D_v)
 
 
+def _top_u_scaled(query, key, value, measure, u, divisor):
+    selected = _top(measure, u)
+    scores = _rows(query, selected) @ key.transpose(-2, -1) / divisor  # (B, H, u, L_K)
+    return _put(_mean_of_values(value, query.shape[-2]), selected, torch.softmax(scores, dim=-1) @ value)
+
+
+def _scale_by_d_v(query, key, value, measure, u):
+    return _top_u_scaled(query, key, value, measure, u, math.sqrt(value.shape[-1]))
+
+
+def _scale_by_d(query, key, value, measure, u):
+    return _top_u_scaled(query, key, value, measure, u, query.shape[-1])
+
+
+def _scatter_one_feature(query, key, value, measure, u):
+    selected = _top(measure, u)
+    context = _mean_of_values(value, query.shape[-2])
+    return context.scatter(-2, selected.unsqueeze(-1), _attend(query, key, value, selected))  # index not expanded
+
+
+def _scatter_result_dropped(query, key, value, measure, u):
+    selected = _top(measure, u)
+    context = _mean_of_values(value, query.shape[-2]).clone()
+    context.scatter(-2, selected.unsqueeze(-1).expand(*selected.shape, value.shape[-1]), _attend(query, key, value, selected))
+    return context  # scatter is out of place: its result was dropped
+
+
+def _attends_chosen_keys_only(query, key, value, measure, u):
+    selected = _top(measure, u)
+    keys, values = _rows(key, selected), _rows(value, selected)  # the keys at the chosen queries' positions
+    weights = torch.softmax(_rows(query, selected) @ keys.transpose(-2, -1) / math.sqrt(query.shape[-1]), dim=-1)
+    return _put(_mean_of_values(value, query.shape[-2]), selected, weights @ values)
+
+
 def _wrong_rows(query, key, value, measure, u):
     context = _mean_of_values(value, query.shape[-2]).clone()
     context[:, :, :u] = _attend(query, key, value, _top(measure, u))  # rows 0 … u − 1, not the chosen positions
@@ -390,11 +521,11 @@ register(
                 "NO_SCALE",
                 _top_u_no_scale,
                 {
-                    "en": "The chosen queries' scores are not divided by √D (the Informer ProbSparse code stores its "
-                    "scale and never applies it). The measure that chose them may stay unscaled, since a "
+                    "en": "The chosen queries' scores are not divided by √D (the widely copied re-implementation "
+                    "stores its scale and never applies it). The measure that chose them may stay unscaled, since a "
                     "positive factor does not change which queries win, but their attention is "
                     "softmax(q·Kᵀ/√D)·V.",
-                    "zh": "被选中查询的分数没有除以 √D（Informer 的 ProbSparse 代码保存了 scale，却从未用上）。"
+                    "zh": "被选中查询的分数没有除以 √D（那份广为流传的重写版保存了 scale，却从未用上）。"
                     "用来挑选查询的度量可以不缩放，因为乘以一个正数不会改变哪些查询胜出；但这些查询的注意力是 "
                     "softmax(q·Kᵀ/√D)·V。",
                 },
@@ -496,6 +627,55 @@ register(
                     "values.",
                     "zh": "只返回了 u 个被选中查询的行，形状为 (B, H, u, D_v)。应为每个查询都返回一行，形状为 "
                     "(B, H, L_Q, D_v)：被选中的查询放在各自的位置上，惰性查询得到所有值的平均。",
+                },
+            ),
+            Mistake(
+                "SCALE_BY_D_V",
+                _scale_by_d_v,
+                {
+                    "en": "The scores are divided by √D_v, the values' width. The scale comes from the dot products: "
+                    "divide by √D, D = query.shape[-1] (the queries' and keys' width).",
+                    "zh": "分数除以的是值的宽度 √D_v。缩放来自点积本身：应除以 √D，D = query.shape[-1]（查询和键的宽度）。",
+                },
+            ),
+            Mistake(
+                "SCALE_BY_D",
+                _scale_by_d,
+                {
+                    "en": "The scores are divided by D, not by √D: softmax(q·Kᵀ/√D)·V. Use math.sqrt(D).",
+                    "zh": "分数除以的是 D，而不是 √D：应为 softmax(q·Kᵀ/√D)·V。请用 math.sqrt(D)。",
+                },
+            ),
+            Mistake(
+                "SCATTER_ONE_FEATURE",
+                _scatter_one_feature,
+                {
+                    "en": "Only the first feature of each chosen row was written: scatter writes one element per "
+                    "index entry, and the index was (B, H, u, 1). Expand it to the rows' full width, "
+                    "selected.unsqueeze(-1).expand(B, H, u, D_v).",
+                    "zh": "每个被选中的行只写入了第一个特征：scatter 的索引有几个元素就写几个元素，而你的索引形状是 "
+                    "(B, H, u, 1)。应把它扩展到整行的宽度：selected.unsqueeze(-1).expand(B, H, u, D_v)。",
+                },
+            ),
+            Mistake(
+                "SCATTER_RESULT_DROPPED",
+                _scatter_result_dropped,
+                {
+                    "en": "Every query got the mean of the values: the chosen queries' outputs never reached the "
+                    "result. Tensor.scatter is out of place: it returns a new tensor and leaves the one you "
+                    "called it on alone. Keep what it returns, context = context.scatter(...).",
+                    "zh": "每个查询得到的都是值的平均：被选中查询的输出根本没写进结果。Tensor.scatter 不是原地操作："
+                    "它返回一个新张量，调用它的那个张量保持不变。应保留它的返回值：context = context.scatter(...)。",
+                },
+            ),
+            Mistake(
+                "ATTENDS_CHOSEN_KEYS_ONLY",
+                _attends_chosen_keys_only,
+                {
+                    "en": "The chosen queries attend only to the keys at the chosen positions. ProbSparse reduces "
+                    "the queries, not the keys: each chosen query attends over all L_K keys.",
+                    "zh": "被选中的查询只关注了被选中位置上的那些键。ProbSparse 只精简查询，不精简键：每个被选中的查询"
+                    "都在全部 L_K 个键上做注意力。",
                 },
             ),
             Mistake(
@@ -613,6 +793,31 @@ def _causal_no_scale(query, key, value, selected):
     return _with_keep(query, key, value, selected, _visible(selected, query.shape[-2]), scale=False)
 
 
+def _masked_with_zero(query, key, value, selected):
+    scores = _rows(query, selected) @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (B, H, u, L)
+    future = ~_visible(selected, query.shape[-2])
+    return _put(_cumulative_mean(value), selected, torch.softmax(scores.masked_fill(future, 0.0), dim=-1) @ value)
+
+
+def _mask_after_softmax(query, key, value, selected):
+    scores = _rows(query, selected) @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (B, H, u, L)
+    weights = torch.softmax(scores, dim=-1) * _visible(selected, query.shape[-2])  # rows no longer sum to 1
+    return _put(_cumulative_mean(value), selected, weights @ value)
+
+
+def _causal_scale_by_d_v(query, key, value, selected):
+    scores = _rows(query, selected) @ key.transpose(-2, -1) / math.sqrt(value.shape[-1])
+    keep = _visible(selected, query.shape[-2])
+    return _put(_cumulative_mean(value), selected, torch.softmax(scores.masked_fill(~keep, float("-inf")), -1) @ value)
+
+
+def _causal_scatter_dropped(query, key, value, selected):
+    context = _cumulative_mean(value)
+    attended = _masked_attend(query, key, value, selected, _visible(selected, query.shape[-2]))
+    context.scatter(-2, selected.unsqueeze(-1).expand(*selected.shape, value.shape[-1]), attended)
+    return context  # scatter is out of place: its result was dropped
+
+
 def _ignores_selection(query, key, value, selected):
     length = query.shape[-2]
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # every query chosen
@@ -631,11 +836,11 @@ register(
                 _lazy_sees_future,
                 {
                     "en": "The lazy queries got the mean of all values, later positions included. That is right "
-                    "without a mask, but in a decoder it leaks the future (the Informer ProbSparse code has no "
+                    "without a mask, but in a decoder it leaks the future (the widely copied re-implementation has no "
                     "causal mode and does this). Lazy query i gets the mean of v_0 … v_i: value.cumsum(-2) "
                     "divided by i + 1.",
                     "zh": "惰性查询得到的是所有值的平均，连后面位置的值也算了进去。不加掩码时这样做没错，但在解码器里它会"
-                    "泄露未来的信息（Informer 的 ProbSparse 代码没有因果模式，做的正是这件事）。惰性查询 i 应得到 "
+                    "泄露未来的信息（那份广为流传的重写版没有因果模式，做的正是这件事）。惰性查询 i 应得到 "
                     "v_0 … v_i 的平均：value.cumsum(-2) 除以 i + 1。",
                 },
             ),
@@ -654,13 +859,12 @@ register(
                 "CUMSUM_NOT_MEAN",
                 _cumsum_not_mean,
                 {
-                    "en": "Lazy query i got the cumulative sum v_0 + … + v_i. The original Informer code's causal mode "
-                    "does exactly this (its lazy queries get value.cumsum(-2)); in this lesson a lazy query gets "
-                    "the mean instead, what a uniform softmax over keys 0 … i gives: divide the cumulative sum "
-                    "by i + 1.",
-                    "zh": "惰性查询 i 得到的是累积和 v_0 + … + v_i。Informer 原始代码的因果模式正是这样做的（它的惰性查询"
-                    "得到 value.cumsum(-2)）；本课中的惰性查询得到的则是平均值，也就是在第 0 … i 个键上做均匀 softmax "
-                    "的结果：把累积和除以 i + 1。",
+                    "en": "Lazy query i got the cumulative sum v_0 + … + v_i, as in the official Informer code's "
+                    "causal mode (value.cumsum(-2)), a defect: the sum grows with i. A lazy query gets what a "
+                    "uniform softmax over keys 0 … i gives, their mean: divide the cumulative sum by i + 1.",
+                    "zh": "惰性查询 i 得到的是累积和 v_0 + … + v_i，和 Informer 官方代码的因果模式（value.cumsum(-2)）"
+                    "一样，而这是个缺陷：这个和随 i 增大。惰性查询应得到在第 0 … i 个键上做均匀 softmax 的结果，也就是"
+                    "它们的平均值：把累积和除以 i + 1。",
                 },
             ),
             Mistake(
@@ -721,11 +925,51 @@ register(
                 "NO_SCALE",
                 _causal_no_scale,
                 {
-                    "en": "The chosen queries' scores are not divided by √D (the Informer ProbSparse code stores its "
-                    "scale and never applies it). Their attention is softmax(q·kᵀ/√D) over the visible keys, "
+                    "en": "The chosen queries' scores are not divided by √D (the widely copied re-implementation "
+                    "stores its scale and never applies it). Their attention is softmax(q·kᵀ/√D) over the visible keys, "
                     "times V.",
-                    "zh": "被选中查询的分数没有除以 √D（Informer 的 ProbSparse 代码保存了 scale，却从未用上）。它们的注意力"
+                    "zh": "被选中查询的分数没有除以 √D（那份广为流传的重写版保存了 scale，却从未用上）。它们的注意力"
                     "是在可见的键上做 softmax(q·kᵀ/√D)，再乘以 V。",
+                },
+            ),
+            Mistake(
+                "MASKED_WITH_ZERO",
+                _masked_with_zero,
+                {
+                    "en": "The future keys' scores were set to 0, not to −inf: a score of 0 still gets weight "
+                    "e⁰ = 1 in the softmax, so every chosen query sees the future. Fill with float('-inf').",
+                    "zh": "未来键的分数被设成了 0，而不是 −inf：分数为 0 在 softmax 里仍有 e⁰ = 1 的权重，于是每个被选中"
+                    "的查询都看到了未来。应填入 float('-inf')。",
+                },
+            ),
+            Mistake(
+                "MASK_AFTER_SOFTMAX",
+                _mask_after_softmax,
+                {
+                    "en": "The mask was applied after the softmax (weights times keep): the future gets weight 0, "
+                    "but the rows no longer sum to 1. Mask the scores with −inf before the softmax.",
+                    "zh": "掩码是在 softmax 之后才乘上的（权重乘以保留掩码）：未来的权重是 0 了，但每一行加起来不再等于 1。"
+                    "应在 softmax 之前用 −inf 遮住分数。",
+                },
+            ),
+            Mistake(
+                "SCALE_BY_D_V",
+                _causal_scale_by_d_v,
+                {
+                    "en": "The scores are divided by √D_v, the values' width. The scale comes from the dot products: "
+                    "divide by √D, D = query.shape[-1].",
+                    "zh": "分数除以的是值的宽度 √D_v。缩放来自点积本身：应除以 √D，D = query.shape[-1]。",
+                },
+            ),
+            Mistake(
+                "SCATTER_RESULT_DROPPED",
+                _causal_scatter_dropped,
+                {
+                    "en": "Every query got the cumulative mean: the chosen queries' outputs never reached the "
+                    "result. Tensor.scatter is out of place: it returns a new tensor. Keep what it returns, "
+                    "context = context.scatter(...).",
+                    "zh": "每个查询得到的都是累积均值：被选中查询的输出根本没写进结果。Tensor.scatter 不是原地操作，"
+                    "它返回一个新张量：应保留它的返回值，context = context.scatter(...)。",
                 },
             ),
             Mistake(

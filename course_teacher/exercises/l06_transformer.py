@@ -1,33 +1,36 @@
-"""Lesson 06's exercises: the sinusoidal positional encoding, a pre-norm encoder layer's forward
-pass from its given sub-layers, and the two keep masks of a decoder.
+"""Lesson 06's exercises: the sinusoidal positional encoding, the matrix that moves it k positions
+on, and a post-norm decoder layer's forward pass from its given sub-layers.
 
 The references are written here in plain code (tests/test_exercises_l06.py proves they agree with
-``course_utils.transformer``, ``course_utils.masks`` and PyTorch's layers); the package's
-``sinusoidal_encoding`` and ``offset_rotation`` and the ``forward`` of the course's and PyTorch's
-encoder and decoder layers are forbidden, so a learner cannot pass by calling them.
+``course_utils.transformer`` and PyTorch's ``nn.TransformerDecoderLayer``, values and gradients); the
+package's ``sinusoidal_encoding`` and ``offset_rotation`` and the ``forward`` of the course's and
+PyTorch's encoder and decoder layers are forbidden, so a learner cannot pass by calling them.
 
 Every argument varies on its own across the cases, so a function that ignores one, or uses one
 size where another is meant, fails somewhere:
 
-- 06.sinusoidal_encoding: length 1, d_model 2 (one pair, where every base gives the same
+- 06.sinusoidal_encoding: length 1, d_model 1 and 2 (one pair, where every base gives the same
   table), odd d_model (the last feature a sine without its cosine), length > d_model and
-  d_model > length;
-- 06.pre_norm_layer: batch 1, length 1, one head and eight heads, E and d_ff unrelated, no mask
-  (None), items padded to different lengths (none all padding), float64; the inputs are far from
-  normalised (a common offset, a spread of 2) and the two LayerNorms have different weights, so
-  that using the wrong norm, or none, shows;
-- 06.decoder_masks: batch 1, a target of length 1, a length equal to the padded length, padded
-  lengths longer than every length, L_s > L_t and L_s < L_t.
+  d_model > length, and 5001 positions (one more than a table precomputed for max_len = 5000);
+- 06.offset_rotation: k = 0 (the identity), k = 1, negative k, a k of thousands of positions,
+  d_model 2 (one pair) up to 32;
+- 06.post_norm_decoder: batch 1, a target of length 1, a memory of length 1, L_s = L_t, L_s > L_t
+  and L_s < L_t, one head and eight, E and d_ff unrelated, either padding mask None on its own and
+  both, full and padded items on each side (none all padding), float64; the inputs are far from
+  normalised (a common offset, a spread of 2) and the three LayerNorms have different weights, so
+  that a norm in the wrong place, or the wrong one, shows.
 
 The first case of each exercise is one where every known mistake runs, so a mistake is recognised
-by its output.
+by its output. No tensor a case passes is all zeros (or all False), so a check that compares a
+case's inputs before and after the call sees an in-place edit of any of them.
 
-The encoder layer's sub-layers cannot be passed to the learner's function as modules (a case is
+The decoder layer's sub-layers cannot be passed to the learner's function as modules (a case is
 plain data: the grader sends it to the notebook's kernel as tensors, numbers and lists), so the
-function takes the layer's weight tensors, as ``nn.TransformerEncoderLayer(..., bias=False)``
-stores them, and the exercise cell gives the four sub-layers built from them (``_sublayers`` here
-is the same code). The learner writes the wiring. Every weight is an argument of its own, so the
-check compares the gradients with respect to each of them as well as to x.
+function takes the layer's weight tensors, as ``nn.TransformerDecoderLayer(..., bias=False)``
+stores them, and the exercise cell gives the six sub-layers built from them (``_decoder_sublayers``
+here is the same code). The learner writes the wiring: the norm order, the residuals, which input
+and which mask each attention gets. Every weight is an argument of its own, so the check compares
+the gradients with respect to each of them as well as to x and memory.
 """
 
 import math
@@ -48,9 +51,15 @@ def _sinusoidal_cases(generator):
     del generator  # the sizes are chosen by hand: each case tests an edge
     # (length, d_model). First 6 positions and 8 features, even and unequal, so every mistake runs
     # and shows; then length 1 (position 0 only), d_model 2 (one pair, ω = 1 whatever the base),
-    # odd d_model (5 and 3: the last feature a sine), more features than positions, and 40
-    # positions (the table's full range of frequencies, p up to 39).
-    return [(6, 8), (1, 4), (10, 2), (7, 5), (3, 12), (20, 3), (40, 16)]
+    # odd d_model (5 and 3: the last feature a sine), more features than positions, 40 positions
+    # (the table's full range of frequencies, p up to 39), and 5001 positions of one feature: one
+    # more than a table precomputed for max_len = 5000 holds (one feature, angle p·1: exact in
+    # float32 too, so a float32 computation stays well inside the tolerance there).
+    return [(6, 8), (1, 4), (10, 2), (7, 5), (3, 12), (20, 3), (40, 16), (LONG, 1)]
+
+
+#: The longest public case: one position more than a precomputed max_len = 5000 table.
+LONG = 5001
 
 
 def _hidden_sinusoidal_cases(generator):
@@ -119,6 +128,11 @@ def _positions_from_one(length, d_model):
 def _float64(length, d_model):
     angles = _angles(length, d_model)
     return _interleave(angles.sin(), angles.cos(), d_model)  # left in float64
+
+
+def _table_of_5000(length, d_model):
+    """A table precomputed for max_len = 5000 positions and sliced: pe[:length] stops at 5000 rows."""
+    return _sinusoidal_reference(min(length, 5000), d_model)
 
 
 def _angle_inverted(length, d_model):
@@ -242,6 +256,19 @@ register(
                 },
             ),
             Mistake(
+                "TABLE_OF_5000",
+                _table_of_5000,
+                {
+                    "en": "Right up to 5000 positions, but a longer table stops at row 5000: the table was "
+                    "computed once for max_len = 5000 (as a widely copied implementation does) and sliced, "
+                    "pe[:length], which silently returns fewer rows. The sines and cosines are defined at "
+                    "every position: compute the table for the `length` positions asked for.",
+                    "zh": "5000 个位置以内都是对的，但更长的表只有 5000 行：表是按 max_len = 5000 预先算好的（一个"
+                    "流传很广的实现就是这样做的），再切片 pe[:length]，而切片超出范围时会悄悄地少返回几行。正弦和"
+                    "余弦在任何位置都有定义：按要求的 `length` 个位置计算这张表。",
+                },
+            ),
+            Mistake(
                 "ODD_D_MODEL_CRASHES",
                 _odd_d_model_crashes,
                 {
@@ -259,18 +286,184 @@ register(
 )
 
 
-# ----------------------------------------------------------------------------- 06.pre_norm_layer
-# x (B, L, E), key_padding_mask (B, L) bool True at padding or None, the weights of a bias-free
-# nn.TransformerEncoderLayer, num_heads -> (B, L, E):
-#     x = x + self_attention(norm1(x), key_padding_mask)
-#     x = x + feed_forward(norm2(x))
 
 
-def _sublayers(norm1_weight, in_proj_weight, out_proj_weight, norm2_weight, linear1_weight, linear2_weight,
-               num_heads):
-    """(norm1, norm2, self_attention, feed_forward): the four sub-layers the exercise cell gives,
-    the same code; each (B, L, E) -> (B, L, E)."""
-    E = in_proj_weight.shape[-1]
+# ----------------------------------------------------------------------------- 06.offset_rotation
+# (k, d_model) -> (E, E) float64 R_k with PE[p + k] = PE[p] @ R_kᵀ for every position p: block
+# diagonal, one 2×2 block [[cos φ_i, sin φ_i], [−sin φ_i, cos φ_i]] per pair i (features 2i, 2i + 1),
+# φ_i = k · 10000^(−2i/E). E even.
+
+
+def _rotation_cases(generator):
+    del generator  # the sizes are chosen by hand: each case tests an edge
+    # (k, d_model). First k = 3 and four pairs, so that every mistake runs and shows; then k = 0
+    # (the identity), a negative k, one pair (d_model 2: ω = 1 whatever the exponent), k = 1 (one
+    # step), a wide matrix with a large k (angles of thousands of radians: float64 keeps them), and
+    # a negative k of a large size.
+    return [(3, 8), (0, 6), (-2, 4), (5, 2), (1, 10), (5003, 16), (-40, 32)]
+
+
+def _hidden_rotation_cases(generator):
+    """The grader's hidden cases: offsets from −6000 to 6000 and even sizes from 2 to 32."""
+    offsets = [int(k) for k in torch.randint(-6000, 6001, (5,), generator=generator)]
+    return list(zip(offsets, [2 * n for n in _sizes(generator, 5, 1, 16)]))
+
+
+def _rotation(k, d_model, *, exponent=2.0, sign=1.0, steps=None, dtype=torch.float64, halves=False):
+    """R_k, or one of its mistaken forms (see the mistakes below)."""
+    pairs = d_model // 2
+    omega = BASE ** (-sign * exponent * torch.arange(pairs, dtype=torch.float64) / d_model)  # (E/2,)
+    phi = (k if steps is None else steps) * omega  # (E/2,): the angle each pair turns by
+    c, s = phi.cos(), phi.sin()
+    R = torch.zeros(d_model, d_model, dtype=torch.float64)
+    sine, cosine = (torch.arange(pairs), torch.arange(pairs) + pairs) if halves else (
+        torch.arange(0, d_model, 2), torch.arange(1, d_model, 2))
+    # row = the feature written, column = the feature read: sin(θ + φ) = cos φ · sin θ + sin φ · cos θ
+    R[sine, sine], R[sine, cosine] = c, s
+    R[cosine, sine], R[cosine, cosine] = -s, c  # cos(θ + φ) = −sin φ · sin θ + cos φ · cos θ
+    return R.to(dtype)
+
+
+def _rotation_reference(k, d_model):
+    return _rotation(k, d_model)
+
+
+def _rotation_transposed(k, d_model):
+    return _rotation(k, d_model).T.contiguous()  # = R_(−k): moves k positions back
+
+
+def _rotation_one_step(k, d_model):
+    return _rotation(k, d_model, steps=1)  # the angle ω_i, not k·ω_i
+
+
+def _rotation_halves(k, d_model):
+    return _rotation(k, d_model, halves=True)  # pairs (i, i + E/2): all the sines first
+
+
+def _rotation_pair_index_without_two(k, d_model):
+    return _rotation(k, d_model, exponent=1.0)
+
+
+def _rotation_angle_inverted(k, d_model):
+    return _rotation(k, d_model, sign=-1.0)
+
+
+def _rotation_float32(k, d_model):
+    return _rotation(k, d_model, dtype=torch.float32)
+
+
+register(
+    Exercise(
+        id="06.offset_rotation",
+        reference=_rotation_reference,
+        cases=_rotation_cases,
+        hidden=_hidden_rotation_cases,
+        forbidden=("course_utils.transformer.offset_rotation",),
+        mistakes=(
+            Mistake(
+                "TRANSPOSED",
+                _rotation_transposed,
+                {
+                    "en": "Your matrix moves every encoding k positions back: PE[p] @ Rᵀ gives PE[p − k] (it is "
+                    "R_−k, the transpose of R_k). With the sine first, pair i's block, acting on the column "
+                    "(sin θ, cos θ), is [[cos φ, sin φ], [−sin φ, cos φ]]: sin(θ + φ) = cos φ · sin θ + sin φ · cos θ "
+                    "and cos(θ + φ) = −sin φ · sin θ + cos φ · cos θ. (The textbook block [[cos, −sin], [sin, cos]] "
+                    "is for a column that starts with the cosine.)",
+                    "zh": "你的矩阵把每个编码往回移动了 k 个位置：PE[p] @ Rᵀ 得到的是 PE[p − k]（它是 R_−k，即 R_k 的"
+                    "转置）。正弦在前时，第 i 对的块作用在列向量 (sin θ, cos θ) 上，是 [[cos φ, sin φ], [−sin φ, cos φ]]："
+                    "sin(θ + φ) = cos φ · sin θ + sin φ · cos θ，cos(θ + φ) = −sin φ · sin θ + cos φ · cos θ。"
+                    "（教科书上的 [[cos, −sin], [sin, cos]] 适用于余弦在前的列向量。）",
+                },
+            ),
+            Mistake(
+                "ONE_STEP",
+                _rotation_one_step,
+                {
+                    "en": "Every pair turns by ω_i, one position's angle, whatever k is: your matrix is R_1. Moving k "
+                    "positions on turns pair i by k·ω_i: φ_i = k / 10000^(2i / d_model).",
+                    "zh": "不管 k 是多少，每一对都只转了 ω_i，也就是一个位置的角度：你的矩阵是 R_1。向后移动 k 个位置，"
+                    "第 i 对要转 k·ω_i：φ_i = k / 10000^(2i / d_model)。",
+                },
+            ),
+            Mistake(
+                "HALVES",
+                _rotation_halves,
+                {
+                    "en": "Your blocks rotate feature i together with feature i + d_model/2, as if all the sines came "
+                    "first and then all the cosines. In the encoding of this lesson the sine and the cosine of "
+                    "pair i sit side by side, features 2i and 2i + 1: each 2×2 block sits on the diagonal, rows "
+                    "and columns 2i and 2i + 1 (torch.block_diag of the blocks).",
+                    "zh": "你的块把特征 i 和特征 i + d_model/2 放在一起旋转，好像先放全部正弦、再放全部余弦。本课的编码里，"
+                    "第 i 对的正弦和余弦相邻，是特征 2i 和 2i + 1：每个 2×2 块都在对角线上，占第 2i、2i + 1 行和列"
+                    "（可以用 torch.block_diag 把这些块拼起来）。",
+                },
+            ),
+            Mistake(
+                "PAIR_INDEX_WITHOUT_TWO",
+                _rotation_pair_index_without_two,
+                {
+                    "en": "Pair i turns at ω_i = 10000^(−i / d_model): the exponent lost its factor 2. It is "
+                    "2i / d_model, i the pair's index, the same frequencies as the encoding's: "
+                    "ω_i = 10000^(−2i / d_model).",
+                    "zh": "第 i 对的频率成了 ω_i = 10000^(−i / d_model)：指数丢了因子 2。指数应为 2i / d_model，其中 i 是"
+                    "这一对的索引，与编码用的频率相同：ω_i = 10000^(−2i / d_model)。",
+                },
+            ),
+            Mistake(
+                "ANGLE_INVERTED",
+                _rotation_angle_inverted,
+                {
+                    "en": "The frequencies grow with i: ω_i = 10000^(+2i / d_model). They shrink, as in the encoding: "
+                    "ω_i = 10000^(−2i / d_model), one radian per position for pair 0 and slower after it.",
+                    "zh": "频率随 i 增大了：ω_i = 10000^(+2i / d_model)。与编码一样，频率应当递减：ω_i = 10000^(−2i / d_model)，"
+                    "第 0 对每个位置转 1 弧度，之后各对越来越慢。",
+                },
+            ),
+            Mistake(
+                "FLOAT32",
+                _rotation_float32,
+                {
+                    "en": "The numbers are right but the matrix's dtype is float32. This exercise asks for float64, "
+                    "like transformer.offset_rotation: k·ω_i reaches thousands of radians, and float64 keeps its "
+                    "digits. Build the angles in float64 and return the matrix in float64.",
+                    "zh": "数值是对的，但矩阵的 dtype 是 float32。本练习要的是 float64，与 transformer.offset_rotation "
+                    "一样：k·ω_i 可以大到几千弧度，float64 才能保留足够的有效数字。用 float64 计算角度，并以 float64 返回矩阵。",
+                },
+            ),
+        ),
+    )
+)
+
+
+# ----------------------------------------------------------------------------- 06.post_norm_decoder
+# x (B, L_t, E), memory (B, L_s, E), tgt_key_padding_mask (B, L_t) / memory_key_padding_mask
+# (B, L_s) bool, True at padding, or None; the weights of a bias-free post-norm
+# nn.TransformerDecoderLayer; num_heads -> (B, L_t, E):
+#     x = norm1(x + self_attention(x, tgt_key_padding_mask, causal=True))
+#     x = norm2(x + cross_attention(x, memory, memory_key_padding_mask))
+#     x = norm3(x + feed_forward(x))
+
+
+def _decoder_sublayers(norm1_weight, self_in_proj_weight, self_out_proj_weight, norm2_weight, cross_in_proj_weight,
+                       cross_out_proj_weight, norm3_weight, linear1_weight, linear2_weight, num_heads):
+    """(norm1, norm2, norm3, self_attention, cross_attention, feed_forward): the sub-layers the
+    exercise cell gives, the same code; each keeps the (B, L, E) layout."""
+    E = norm1_weight.shape[0]
+
+    def attention(h, context, in_proj_weight, out_proj_weight, key_padding_mask, causal):
+        B, L_q, L_k = h.shape[0], h.shape[1], context.shape[1]
+        q = F.linear(h, in_proj_weight[:E])  # (B, L_q, E)
+        k, v = F.linear(context, in_proj_weight[E:]).chunk(2, dim=-1)  # (B, L_k, E) each
+        q, k, v = (t.view(B, -1, num_heads, E // num_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, L, d)
+        keep = torch.ones(L_q, L_k, dtype=torch.bool)
+        if causal:
+            keep = keep.tril()  # key j <= query i
+        if key_padding_mask is not None:
+            keep = keep & ~key_padding_mask[:, None, None, :]  # (B, 1, L_q, L_k)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(E // num_heads)  # (B, H, L_q, L_k)
+        weights = scores.masked_fill(~keep, float("-inf")).softmax(dim=-1).nan_to_num(0.0)  # a row with no key: 0
+        out = (weights @ v).transpose(1, 2).reshape(B, L_q, E)
+        return F.linear(out, out_proj_weight)
 
     def norm1(h):
         return F.layer_norm(h, (E,), norm1_weight)
@@ -278,124 +471,188 @@ def _sublayers(norm1_weight, in_proj_weight, out_proj_weight, norm2_weight, line
     def norm2(h):
         return F.layer_norm(h, (E,), norm2_weight)
 
-    def self_attention(h, key_padding_mask=None):
-        B, L, _ = h.shape
-        q, k, v = F.linear(h, in_proj_weight).chunk(3, dim=-1)  # (B, L, E) each
-        q, k, v = (t.view(B, L, num_heads, E // num_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, L, d)
-        keep = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]  # (B, 1, 1, L)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)  # (B, H, L, d)
-        return F.linear(out.transpose(1, 2).reshape(B, L, E), out_proj_weight)
+    def norm3(h):
+        return F.layer_norm(h, (E,), norm3_weight)
+
+    def self_attention(h, key_padding_mask=None, causal=False):
+        return attention(h, h, self_in_proj_weight, self_out_proj_weight, key_padding_mask, causal)
+
+    def cross_attention(h, memory, key_padding_mask=None, causal=False):
+        return attention(h, memory, cross_in_proj_weight, cross_out_proj_weight, key_padding_mask, causal)
 
     def feed_forward(h):
         return F.linear(F.relu(F.linear(h, linear1_weight)), linear2_weight)
 
-    return norm1, norm2, self_attention, feed_forward
+    return norm1, norm2, norm3, self_attention, cross_attention, feed_forward
 
 
-def _layer_case(g, batch, length, embed, heads, d_ff, lengths, dtype=torch.float32):
-    x = 2.0 * randn(g, batch, length, embed) + 1.0  # far from normalised: the norms matter
-    mask = None if lengths is None else torch.arange(length) >= torch.tensor(lengths)[:, None]  # True at padding
+#: The names of the decoder layer's weights in nn.TransformerDecoderLayer's state dict, in the
+#: exercise's argument order.
+DECODER_WEIGHTS = ("norm1.weight", "self_attn.in_proj_weight", "self_attn.out_proj.weight", "norm2.weight",
+                   "multihead_attn.in_proj_weight", "multihead_attn.out_proj.weight", "norm3.weight",
+                   "linear1.weight", "linear2.weight")
+
+
+def _padding(lengths, padded):
+    """(B, padded) bool, True at padding (right-padded sequences of `lengths`), or None for None."""
+    return None if lengths is None else torch.arange(padded) >= torch.tensor(lengths)[:, None]
+
+
+def _decoder_case(g, batch, target_len, source_len, embed, heads, d_ff, target_lengths, source_lengths,
+                  dtype=torch.float32):
+    x = 2.0 * randn(g, batch, target_len, embed) + 1.0  # far from normalised: where the norms sit shows
+    memory = 1.5 * randn(g, batch, source_len, embed) - 0.5
     weights = (
         1.0 + 0.3 * randn(g, embed),  # norm1_weight
-        randn(g, 3 * embed, embed) / math.sqrt(embed),  # in_proj_weight
-        randn(g, embed, embed) / math.sqrt(embed),  # out_proj_weight
+        randn(g, 3 * embed, embed) / math.sqrt(embed),  # self_in_proj_weight
+        randn(g, embed, embed) / math.sqrt(embed),  # self_out_proj_weight
         1.0 + 0.3 * randn(g, embed),  # norm2_weight: another one
+        randn(g, 3 * embed, embed) / math.sqrt(embed),  # cross_in_proj_weight
+        randn(g, embed, embed) / math.sqrt(embed),  # cross_out_proj_weight
+        1.0 + 0.3 * randn(g, embed),  # norm3_weight: a third
         randn(g, d_ff, embed) / math.sqrt(embed),  # linear1_weight
         randn(g, embed, d_ff) / math.sqrt(d_ff),  # linear2_weight
     )
-    return (x.to(dtype), mask, *(w.to(dtype) for w in weights), heads)
+    return (x.to(dtype), memory.to(dtype), _padding(target_lengths, target_len), _padding(source_lengths, source_len),
+            *(w.to(dtype) for w in weights), heads)
 
 
-def _layer_cases(generator):
-    # (B, L, E, H, d_ff, lengths). First B = H = 2, every item padded (so even the inverted mask
-    # leaves each query a key); then three items of different lengths, one of them full; batch 1
-    # and one head; length 1; no mask at all (None) with eight heads; d_ff unrelated to E; float64.
+def _decoder_cases(generator):
+    # (B, L_t, L_s, E, H, d_ff, target lengths, source lengths). First every item padded on both
+    # sides and L_s = L_t, so that every mistake runs (the decoder's own input as memory, or the two
+    # masks swapped, only fit when L_s = L_t) and shows; then L_s > L_t with a full target and a full
+    # source; batch 1, one head, L_s < L_t; a target of length 1 and a source of length 1; no
+    # target padding mask (None) with eight heads; no memory padding mask; neither, with a memory of
+    # one position and d_ff unrelated to E; float64.
     g = generator
     return [
-        _layer_case(g, 2, 5, 8, 2, 16, [4, 2]),
-        _layer_case(g, 3, 7, 12, 3, 20, [7, 2, 5]),
-        _layer_case(g, 1, 6, 6, 1, 10, [4]),
-        _layer_case(g, 2, 1, 8, 4, 8, [1, 1]),
-        _layer_case(g, 2, 4, 16, 8, 24, None),
-        _layer_case(g, 4, 9, 4, 2, 32, [9, 1, 6, 3]),
-        _layer_case(g, 2, 6, 8, 2, 12, [6, 3], dtype=torch.float64),
+        _decoder_case(g, 2, 5, 5, 8, 2, 16, [3, 4], [4, 2]),
+        _decoder_case(g, 3, 4, 7, 12, 3, 20, [4, 2, 3], [7, 3, 5]),
+        _decoder_case(g, 1, 6, 3, 6, 1, 10, [4], [2]),
+        _decoder_case(g, 2, 1, 4, 8, 4, 8, [1, 1], [4, 1]),
+        _decoder_case(g, 2, 5, 6, 16, 8, 24, None, [6, 3]),
+        _decoder_case(g, 2, 4, 5, 8, 2, 12, [4, 2], None),
+        _decoder_case(g, 3, 3, 1, 4, 2, 32, None, None),
+        _decoder_case(g, 2, 5, 4, 8, 2, 12, [5, 3], [2, 4], dtype=torch.float64),
     ]
 
 
-def _layer_reference(x, key_padding_mask, norm1_weight, in_proj_weight, out_proj_weight, norm2_weight, linear1_weight,
-                     linear2_weight, num_heads):
-    norm1, norm2, self_attention, feed_forward = _sublayers(
-        norm1_weight, in_proj_weight, out_proj_weight, norm2_weight, linear1_weight, linear2_weight, num_heads)
-    x = x + self_attention(norm1(x), key_padding_mask)  # the residual path is never normalised
-    return x + feed_forward(norm2(x))
+def _hidden_decoder_cases(generator):
+    """The grader's hidden cases: sizes and lengths drawn from its generator (right padding, at least
+    one real token per sequence), each mask present or None, one of them in float64."""
+    g, cases = generator, []
+    for number in range(5):
+        batch, target_len, source_len = _sizes(g, 1, 1, 3)[0], _sizes(g, 1, 1, 7)[0], _sizes(g, 1, 1, 7)[0]
+        heads = [1, 2, 4][_sizes(g, 1, 0, 2)[0]]
+        embed, d_ff = heads * _sizes(g, 1, 1, 4)[0], _sizes(g, 1, 2, 24)[0]
+        target_lengths = _sizes(g, batch, 1, target_len) if _sizes(g, 1, 0, 3)[0] else None
+        source_lengths = _sizes(g, batch, 1, source_len) if _sizes(g, 1, 0, 3)[0] else None
+        dtype = torch.float64 if number == 4 else torch.float32
+        cases.append(_decoder_case(g, batch, target_len, source_len, embed, heads, d_ff, target_lengths,
+                                   source_lengths, dtype))
+    return cases
 
 
-def _post_norm(x, key_padding_mask, *weights_and_heads):
-    norm1, norm2, self_attention, feed_forward = _sublayers(*weights_and_heads)
-    x = norm1(x + self_attention(x, key_padding_mask))
-    return norm2(x + feed_forward(x))
+def _decoder_reference(x, memory, tgt_key_padding_mask, memory_key_padding_mask, norm1_weight, self_in_proj_weight,
+                       self_out_proj_weight, norm2_weight, cross_in_proj_weight, cross_out_proj_weight, norm3_weight,
+                       linear1_weight, linear2_weight, num_heads):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = _decoder_sublayers(
+        norm1_weight, self_in_proj_weight, self_out_proj_weight, norm2_weight, cross_in_proj_weight,
+        cross_out_proj_weight, norm3_weight, linear1_weight, linear2_weight, num_heads)
+    x = norm1(x + self_attention(x, tgt_key_padding_mask, causal=True))  # each norm after its residual add
+    x = norm2(x + cross_attention(x, memory, memory_key_padding_mask))
+    return norm3(x + feed_forward(x))
 
 
-def _residual_from_normalised(x, key_padding_mask, *weights_and_heads):
-    norm1, norm2, self_attention, feed_forward = _sublayers(*weights_and_heads)
-    h = norm1(x)
-    x = h + self_attention(h, key_padding_mask)
-    h = norm2(x)
-    return h + feed_forward(h)
+def _decoder_mistake(wiring):
+    """A mistaken decoder layer: `wiring(x, memory, tgt_padding, memory_padding, sublayers)` with the
+    sub-layers (norm1, norm2, norm3, self_attention, cross_attention, feed_forward)."""
+
+    def mistake(x, memory, tgt_key_padding_mask, memory_key_padding_mask, *weights_and_heads):
+        return wiring(x, memory, tgt_key_padding_mask, memory_key_padding_mask, _decoder_sublayers(*weights_and_heads))
+
+    mistake.__name__ = wiring.__name__
+    return mistake
 
 
-def _no_attention_residual(x, key_padding_mask, *weights_and_heads):
-    norm1, norm2, self_attention, feed_forward = _sublayers(*weights_and_heads)
-    x = self_attention(norm1(x), key_padding_mask)
-    return x + feed_forward(norm2(x))
+@_decoder_mistake
+def _pre_norm_decoder(x, memory, tgt, mem, sub):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = sub
+    x = x + self_attention(norm1(x), tgt, causal=True)
+    x = x + cross_attention(norm2(x), memory, mem)
+    return x + feed_forward(norm3(x))
 
 
-def _no_feed_forward_residual(x, key_padding_mask, *weights_and_heads):
-    norm1, norm2, self_attention, feed_forward = _sublayers(*weights_and_heads)
-    x = x + self_attention(norm1(x), key_padding_mask)
-    return feed_forward(norm2(x))
+@_decoder_mistake
+def _residual_after_norm(x, memory, tgt, mem, sub):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = sub
+    x = x + norm1(self_attention(x, tgt, causal=True))
+    x = x + norm2(cross_attention(x, memory, mem))
+    return x + norm3(feed_forward(x))
 
 
-def _one_norm(x, key_padding_mask, *weights_and_heads):
-    norm1, _, self_attention, feed_forward = _sublayers(*weights_and_heads)
-    x = x + self_attention(norm1(x), key_padding_mask)
-    return x + feed_forward(norm1(x))
+@_decoder_mistake
+def _no_causal(x, memory, tgt, mem, sub):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = sub
+    x = norm1(x + self_attention(x, tgt))
+    x = norm2(x + cross_attention(x, memory, mem))
+    return norm3(x + feed_forward(x))
 
 
-def _norms_swapped(x, key_padding_mask, *weights_and_heads):
-    norm1, norm2, self_attention, feed_forward = _sublayers(*weights_and_heads)
-    x = x + self_attention(norm2(x), key_padding_mask)
-    return x + feed_forward(norm1(x))
+@_decoder_mistake
+def _causal_on_cross(x, memory, tgt, mem, sub):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = sub
+    x = norm1(x + self_attention(x, tgt, causal=True))
+    x = norm2(x + cross_attention(x, memory, mem, causal=True))
+    return norm3(x + feed_forward(x))
 
 
-def _mask_not_passed(x, key_padding_mask, *weights_and_heads):
-    norm1, norm2, self_attention, feed_forward = _sublayers(*weights_and_heads)
-    x = x + self_attention(norm1(x))
-    return x + feed_forward(norm2(x))
+@_decoder_mistake
+def _cross_on_itself(x, memory, tgt, mem, sub):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = sub
+    x = norm1(x + self_attention(x, tgt, causal=True))
+    x = norm2(x + cross_attention(x, x, mem))  # the decoder's own input where the memory belongs
+    return norm3(x + feed_forward(x))
 
 
-def _mask_inverted(x, key_padding_mask, *weights_and_heads):
-    norm1, norm2, self_attention, feed_forward = _sublayers(*weights_and_heads)
-    x = x + self_attention(norm1(x), ~key_padding_mask)  # (raises TypeError where the mask is None)
-    return x + feed_forward(norm2(x))
+@_decoder_mistake
+def _masks_swapped(x, memory, tgt, mem, sub):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = sub
+    x = norm1(x + self_attention(x, mem, causal=True))
+    x = norm2(x + cross_attention(x, memory, tgt))
+    return norm3(x + feed_forward(x))
 
 
-def _feed_forward_unnormalised(x, key_padding_mask, *weights_and_heads):
-    norm1, _, self_attention, feed_forward = _sublayers(*weights_and_heads)
-    x = x + self_attention(norm1(x), key_padding_mask)
-    return x + feed_forward(x)
+@_decoder_mistake
+def _mask_inverted(x, memory, tgt, mem, sub):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = sub
+    x = norm1(x + self_attention(x, ~tgt, causal=True))  # (raises TypeError where a mask is None)
+    x = norm2(x + cross_attention(x, memory, ~mem))
+    return norm3(x + feed_forward(x))
 
 
-def _parallel(x, key_padding_mask, *weights_and_heads):
-    norm1, norm2, self_attention, feed_forward = _sublayers(*weights_and_heads)
-    return x + self_attention(norm1(x), key_padding_mask) + feed_forward(norm2(x))
+@_decoder_mistake
+def _memory_padding_missing(x, memory, tgt, mem, sub):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = sub
+    x = norm1(x + self_attention(x, tgt, causal=True))
+    x = norm2(x + cross_attention(x, memory))
+    return norm3(x + feed_forward(x))
+
+
+@_decoder_mistake
+def _target_padding_missing(x, memory, tgt, mem, sub):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = sub
+    x = norm1(x + self_attention(x, causal=True))
+    x = norm2(x + cross_attention(x, memory, mem))
+    return norm3(x + feed_forward(x))
 
 
 register(
     Exercise(
-        id="06.pre_norm_layer",
-        reference=_layer_reference,
-        cases=_layer_cases,
+        id="06.post_norm_decoder",
+        reference=_decoder_reference,
+        cases=_decoder_cases,
+        hidden=_hidden_decoder_cases,
         forbidden=(
             "course_utils.transformer.EncoderLayer.forward",
             "course_utils.transformer.DecoderLayer.forward",
@@ -404,388 +661,114 @@ register(
         ),
         mistakes=(
             Mistake(
-                "POST_NORM",
-                _post_norm,
+                "PRE_NORM",
+                _pre_norm_decoder,
                 {
-                    "en": "This is the post-norm layer of the original paper (norm_first=False): each norm comes "
-                    "after its residual addition, x = norm1(x + self_attention(x)). It is a correct layer, but "
-                    "not the one asked for. In a pre-norm layer each sub-layer reads a normalised copy of x, and "
-                    "its output is added to x itself: x = x + self_attention(norm1(x), key_padding_mask), then "
-                    "the same with norm2 and feed_forward.",
-                    "zh": "这是原论文中的后归一化层（norm_first=False）：每个归一化都放在残差相加之后，"
-                    "x = norm1(x + self_attention(x))。这本身是正确的一种层，但不是本题要的。在前归一化层里，每个子层读取"
-                    " x 归一化后的副本，它的输出再加回 x 本身：x = x + self_attention(norm1(x), key_padding_mask)，"
-                    "然后用 norm2 和 feed_forward 同样做一遍。",
+                    "en": "This is the pre-norm layer (norm_first=True): each sub-layer reads a normalised copy and "
+                    "its output is added to x, x = x + self_attention(norm1(x), …). It is a correct layer, but not "
+                    "the one asked for. In the post-norm layer of the original paper each norm comes after its "
+                    "residual addition: x = norm1(x + self_attention(x, …)), then norm2 around the "
+                    "cross-attention and norm3 around the feed-forward network.",
+                    "zh": "这是前归一化的层（norm_first=True）：每个子层读取归一化后的副本，输出再加回 x，"
+                    "x = x + self_attention(norm1(x), …)。这本身是正确的一种层，但不是本题要的。原论文的后归一化层里，"
+                    "每个归一化都在它的残差相加之后：x = norm1(x + self_attention(x, …))，交叉注意力外面是 norm2，"
+                    "前馈网络外面是 norm3。",
                 },
             ),
             Mistake(
-                "RESIDUAL_FROM_NORMALISED",
-                _residual_from_normalised,
+                "RESIDUAL_AFTER_NORM",
+                _residual_after_norm,
                 {
-                    "en": "The residual adds the sub-layer's output to the normalised input, h + self_attention(h) "
-                    "with h = norm1(x), so the norm ends up on the residual path. Add it to x itself: "
-                    "x = x + self_attention(norm1(x), key_padding_mask). The path from the input to the output "
-                    "then goes through no norm at all, which is why pre-norm stacks train easily.",
-                    "zh": "残差把子层的输出加到了归一化之后的输入上：h + self_attention(h)，其中 h = norm1(x)，于是归一化"
-                    "落在了残差路径上。应加到 x 本身：x = x + self_attention(norm1(x), key_padding_mask)。这样从输入到"
-                    "输出的那条路径上没有任何归一化，这正是前归一化的层堆叠起来容易训练的原因。",
+                    "en": "Each norm is applied to the sub-layer's output alone and the residual is added after it: "
+                    "x = x + norm1(self_attention(x, …)). Then nothing normalises the sum, and x keeps growing. "
+                    "Post-norm normalises the sum of the input and the sub-layer's output: "
+                    "x = norm1(x + self_attention(x, …)).",
+                    "zh": "每个归一化只作用在子层的输出上，残差在归一化之后才加：x = x + norm1(self_attention(x, …))。"
+                    "这样一来，没有任何东西对和做归一化，x 会越来越大。后归一化归一化的是输入与子层输出之和："
+                    "x = norm1(x + self_attention(x, …))。",
                 },
             ),
-            Mistake(
-                "NO_ATTENTION_RESIDUAL",
-                _no_attention_residual,
-                {
-                    "en": "The attention sub-layer has no residual connection: x = self_attention(norm1(x)) replaces "
-                    "x instead of adding to it. Keep the input: x = x + self_attention(norm1(x), "
-                    "key_padding_mask).",
-                    "zh": "注意力子层缺少残差连接：x = self_attention(norm1(x)) 替换掉了 x，而不是加到 x 上。应保留输入："
-                    "x = x + self_attention(norm1(x), key_padding_mask)。",
-                },
-            ),
-            Mistake(
-                "NO_FEED_FORWARD_RESIDUAL",
-                _no_feed_forward_residual,
-                {
-                    "en": "The feed-forward sub-layer has no residual connection: the layer returns "
-                    "feed_forward(norm2(x)) alone. Add it to its input: x + feed_forward(norm2(x)).",
-                    "zh": "前馈子层缺少残差连接：这一层只返回了 feed_forward(norm2(x))。应把它加到输入上："
-                    "x + feed_forward(norm2(x))。",
-                },
-            ),
-            Mistake(
-                "ONE_NORM",
-                _one_norm,
-                {
-                    "en": "norm1 serves both sub-layers. Each sub-layer has a LayerNorm of its own, with its own "
-                    "learned weight: norm1 before the attention, norm2 before the feed-forward.",
-                    "zh": "两个子层都用了 norm1。每个子层都有自己的 LayerNorm，各自有学到的权重：注意力之前用 norm1，"
-                    "前馈网络之前用 norm2。",
-                },
-            ),
-            Mistake(
-                "NORMS_SWAPPED",
-                _norms_swapped,
-                {
-                    "en": "The norms are swapped: norm2 before the attention and norm1 before the feed-forward. "
-                    "norm1 belongs to the first sub-layer (the attention), norm2 to the second (the "
-                    "feed-forward), as in nn.TransformerEncoderLayer.",
-                    "zh": "两个归一化用反了：注意力之前用了 norm2，前馈网络之前用了 norm1。norm1 属于第一个子层（注意力），"
-                    "norm2 属于第二个子层（前馈网络），与 nn.TransformerEncoderLayer 一致。",
-                },
-            ),
-            Mistake(
-                "MASK_NOT_PASSED",
-                _mask_not_passed,
-                {
-                    "en": "key_padding_mask is not passed to self_attention, so every position attends to the "
-                    "padding too. Pass it on: self_attention(norm1(x), key_padding_mask).",
-                    "zh": "没有把 key_padding_mask 传给 self_attention，于是每个位置也关注了填充位置。应把它传下去："
-                    "self_attention(norm1(x), key_padding_mask)。",
-                },
-            ),
-            Mistake(
-                "MASK_INVERTED",
-                _mask_inverted,
-                {
-                    "en": "The mask passed to self_attention is inverted (~key_padding_mask): the attention then "
-                    "sees only the padding. key_padding_mask already follows the convention self_attention "
-                    "expects, PyTorch's: True at padding. Pass it as it is (the course's keep masks, True = may "
-                    "attend, are the opposite).",
-                    "zh": "传给 self_attention 的掩码取反了（~key_padding_mask）：注意力于是只看得到填充位置。"
-                    "key_padding_mask 本来就符合 self_attention 期望的约定，即 PyTorch 的约定：True 表示填充。"
-                    "原样传入即可（课程里的保留掩码 True 表示可以关注，正好相反）。",
-                },
-            ),
-            Mistake(
-                "FEED_FORWARD_UNNORMALISED",
-                _feed_forward_unnormalised,
-                {
-                    "en": "The feed-forward reads x itself, not normalised. In a pre-norm layer both sub-layers read "
-                    "a normalised input: x + feed_forward(norm2(x)).",
-                    "zh": "前馈网络读取的是未经归一化的 x。在前归一化层里，两个子层读取的都是归一化后的输入："
-                    "x + feed_forward(norm2(x))。",
-                },
-            ),
-            Mistake(
-                "PARALLEL",
-                _parallel,
-                {
-                    "en": "Both sub-layers read the layer's input x: x + self_attention(norm1(x)) + "
-                    "feed_forward(norm2(x)). That is the parallel layer of some later models (GPT-J, PaLM), "
-                    "a design of its own. In the encoder layer asked for here the sub-layers run one after the "
-                    "other: the feed-forward reads norm2 of the x that already includes the attention's output.",
-                    "zh": "两个子层读取的都是这一层的输入 x：x + self_attention(norm1(x)) + feed_forward(norm2(x))。"
-                    "这是后来一些模型（GPT-J、PaLM）使用的并行层，是另一种设计。本题要的编码器层中，两个子层是先后执行的："
-                    "前馈网络读取的是已经加上注意力输出之后的 x 再经 norm2 归一化的结果。",
-                },
-            ),
-        ),
-    )
-)
-
-
-# ----------------------------------------------------------------------------- 06.decoder_masks
-# (source_lengths (B,), source_len L_s, target_lengths (B,), target_len L_t) -> (self_keep
-# (B, L_t, L_t), cross_keep (B, L_t, L_s)), bool keep masks (True = may attend):
-#     self_keep[b, i, j]  = j <= i and j < target_lengths[b]
-#     cross_keep[b, i, j] = j < source_lengths[b]            (the same for every query i)
-
-
-def _masks_cases(generator):
-    del generator  # the lengths are chosen by hand: each case tests an edge
-    # (source_lengths, L_s, target_lengths, L_t). First two items, L_s > L_t, L_s longer than every
-    # source, every length different (so each mistake runs and shows); then three items with a
-    # source and a target as long as their padded lengths, and L_t longer than every target; batch
-    # 1 with a target of length 1 (L_t = 1); L_s > L_t with a full target; L_s < L_t with a source
-    # of length 1; batch 1 with a full source and a padded target.
-    t = torch.tensor
-    return [
-        (t([5, 3]), 6, t([2, 4]), 4),
-        (t([4, 1, 7]), 7, t([5, 5, 2]), 6),
-        (t([3]), 3, t([1]), 1),
-        (t([2, 6]), 8, t([7, 3]), 7),
-        (t([1, 2, 3, 4]), 4, t([4, 1, 3, 2]), 5),
-        (t([9]), 9, t([3]), 8),
-    ]
-
-
-def _real(lengths, padded, *, inclusive=False):
-    """(B, padded) bool: True at the real tokens (position < length; <= with inclusive)."""
-    positions = torch.arange(padded)
-    return positions <= lengths[:, None] if inclusive else positions < lengths[:, None]
-
-
-def _causal(rows, columns, diagonal=0):
-    return torch.ones(rows, columns, dtype=torch.bool).tril(diagonal)  # (rows, columns): key j <= query i
-
-
-def _masks_reference(source_lengths, source_len, target_lengths, target_len):
-    B = target_lengths.shape[0]
-    self_keep = _causal(target_len, target_len) & _real(target_lengths, target_len)[:, None, :]  # (B, L_t, L_t)
-    cross_keep = _real(source_lengths, source_len)[:, None, :].expand(B, target_len, source_len)  # (B, L_t, L_s)
-    return self_keep, cross_keep
-
-
-def _cross(source_lengths, source_len, target_len):
-    return _real(source_lengths, source_len)[:, None, :].expand(source_lengths.shape[0], target_len, source_len)
-
-
-def _with_self(self_keep, source_lengths, source_len, target_len):
-    return self_keep, _cross(source_lengths, source_len, target_len)
-
-
-def _no_causal(source_lengths, source_len, target_lengths, target_len):
-    self_keep = _real(target_lengths, target_len)[:, None, :].expand(-1, target_len, -1)
-    return _with_self(self_keep, source_lengths, source_len, target_len)
-
-
-def _causal_inverted(source_lengths, source_len, target_lengths, target_len):
-    upper = torch.ones(target_len, target_len, dtype=torch.bool).triu()  # key j >= query i
-    return _with_self(upper & _real(target_lengths, target_len)[:, None, :], source_lengths, source_len, target_len)
-
-
-def _diagonal_excluded(source_lengths, source_len, target_lengths, target_len):
-    strict = _causal(target_len, target_len, -1) & _real(target_lengths, target_len)[:, None, :]  # j < i
-    return _with_self(strict, source_lengths, source_len, target_len)
-
-
-def _padding_on_queries(source_lengths, source_len, target_lengths, target_len):
-    rows = _causal(target_len, target_len) & _real(target_lengths, target_len)[:, :, None]  # (B, L_t, 1): queries
-    return _with_self(rows, source_lengths, source_len, target_len)
-
-
-def _hides_padded_queries(source_lengths, source_len, target_lengths, target_len):
-    self_keep, cross_keep = _masks_reference(source_lengths, source_len, target_lengths, target_len)
-    real_queries = _real(target_lengths, target_len)[:, :, None]  # (B, L_t, 1)
-    return self_keep & real_queries, cross_keep & real_queries
-
-
-def _no_target_padding(source_lengths, source_len, target_lengths, target_len):
-    B = target_lengths.shape[0]
-    return _with_self(_causal(target_len, target_len).expand(B, -1, -1), source_lengths, source_len, target_len)
-
-
-def _cross_from_target_lengths(source_lengths, source_len, target_lengths, target_len):
-    self_keep, _ = _masks_reference(source_lengths, source_len, target_lengths, target_len)
-    return self_keep, _cross(target_lengths, source_len, target_len)
-
-
-def _causal_on_cross(source_lengths, source_len, target_lengths, target_len):
-    self_keep, cross_keep = _masks_reference(source_lengths, source_len, target_lengths, target_len)
-    return self_keep, cross_keep & _causal(target_len, source_len)
-
-
-def _true_means_masked(*args):
-    self_keep, cross_keep = _masks_reference(*args)
-    return ~self_keep, ~cross_keep
-
-
-def _padding_off_by_one(source_lengths, source_len, target_lengths, target_len):
-    B = target_lengths.shape[0]
-    self_keep = _causal(target_len, target_len) & _real(target_lengths, target_len, inclusive=True)[:, None, :]
-    cross_keep = _real(source_lengths, source_len, inclusive=True)[:, None, :].expand(B, target_len, source_len)
-    return self_keep, cross_keep
-
-
-def _head_axis(*args):
-    self_keep, cross_keep = _masks_reference(*args)
-    return self_keep[:, None], cross_keep[:, None]  # (B, 1, L_t, L_t), (B, 1, L_t, L_s)
-
-
-def _cross_not_expanded(source_lengths, source_len, target_lengths, target_len):
-    self_keep, _ = _masks_reference(source_lengths, source_len, target_lengths, target_len)
-    return self_keep, _real(source_lengths, source_len)[:, None, :]  # (B, 1, L_s)
-
-
-def _swapped_return(*args):
-    self_keep, cross_keep = _masks_reference(*args)
-    return cross_keep, self_keep
-
-
-register(
-    Exercise(
-        id="06.decoder_masks",
-        reference=_masks_reference,
-        cases=_masks_cases,
-        mistakes=(
             Mistake(
                 "NO_CAUSAL",
                 _no_causal,
                 {
-                    "en": "self_keep hides only the target's padding: every query still sees the keys after it. "
-                    "A decoder's self-attention is causal too: keep key j for query i only when j <= i, "
-                    "combined (&) with the padding.",
-                    "zh": "self_keep 只遮住了目标序列的填充：每个查询仍然看得到它后面的键。解码器的自注意力还必须是因果的："
-                    "只有 j <= i 时查询 i 才保留键 j，再与填充掩码用 & 合并。",
-                },
-            ),
-            Mistake(
-                "CAUSAL_INVERTED",
-                _causal_inverted,
-                {
-                    "en": "self_keep keeps the upper triangle: each query sees itself and the future, not the past. "
-                    "Keep the lower triangle, key j <= query i: .tril().",
-                    "zh": "self_keep 保留的是上三角：每个查询看得到自己和未来，却看不到过去。应保留下三角，即键 j <= 查询 i："
-                    "用 .tril()。",
-                },
-            ),
-            Mistake(
-                "DIAGONAL_EXCLUDED",
-                _diagonal_excluded,
-                {
-                    "en": "The diagonal is hidden in self_keep, so query i cannot see its own position (and query 0 "
-                    "sees nothing). Keep key j when j <= i: .tril() with the default diagonal=0.",
-                    "zh": "self_keep 遮住了对角线，查询 i 看不到自己所在的位置（查询 0 更是什么都看不到）。"
-                    "键 j <= i 时应保留：用默认 diagonal=0 的 .tril()。",
-                },
-            ),
-            Mistake(
-                "PADDING_ON_QUERIES",
-                _padding_on_queries,
-                {
-                    "en": "In self_keep the target's padding hides rows (padded queries) instead of columns (padded "
-                    "keys): padded queries see nothing, and nothing hides the padded keys. A padding mask "
-                    "hides keys: index it on the last axis, real[:, None, :], then & the causal mask.",
-                    "zh": "在 self_keep 中，目标序列的填充遮住的是行（填充位置上的查询），而不是列（填充位置上的键）："
-                    "填充位置上的查询什么也看不到，而填充位置上的键却没有被遮住。填充掩码遮的是键：把它放在最后一维上，"
-                    "real[:, None, :]，再与因果掩码用 & 合并。",
-                },
-            ),
-            Mistake(
-                "HIDES_PADDED_QUERIES",
-                _hides_padded_queries,
-                {
-                    "en": "Your masks also hide every key from the padded target queries (whole rows of both "
-                    "masks), so those rows are fully masked. Some code does that on purpose, since the outputs "
-                    "of padded positions are thrown away, but this exercise asks for the padding on the keys "
-                    "only: padded queries keep their rows (in self_keep they see every real key, all of which "
-                    "lie before them).",
-                    "zh": "你的掩码还对目标序列中填充位置上的查询遮住了所有键（两个掩码的整行），于是这些行成了全遮蔽行。"
-                    "有些代码是有意这样做的，因为填充位置的输出反正会被丢掉；但本练习要求填充只作用在键上：填充位置上的"
-                    "查询保留它们的行（在 self_keep 中，它们看得到所有真实的键，这些键都在它们之前）。",
-                },
-            ),
-            Mistake(
-                "NO_TARGET_PADDING",
-                _no_target_padding,
-                {
-                    "en": "self_keep is the causal mask alone. For a real query that is enough (the target's "
-                    "padding lies in its future), but a padded query then attends to the padding before it. "
-                    "This exercise asks for both: the causal mask & the target's padding on the keys.",
-                    "zh": "self_keep 只有因果掩码。对真实查询来说这已经够了（目标序列的填充在它的未来），但填充位置上的查询"
-                    "就会关注它前面的填充位置。本练习要求两者都有：因果掩码 & 目标序列在键上的填充掩码。",
-                },
-            ),
-            Mistake(
-                "CROSS_FROM_TARGET_LENGTHS",
-                _cross_from_target_lengths,
-                {
-                    "en": "cross_keep is built from target_lengths. Its keys are the source positions (the "
-                    "encoder's memory), so what it hides is the source's padding: j < source_lengths[b].",
-                    "zh": "cross_keep 是用 target_lengths 构造的。它的键是源序列的位置（编码器输出的 memory），所以它要遮住"
-                    "的是源序列的填充：j < source_lengths[b]。",
+                    "en": "The self-attention is not causal: each target position also reads the positions after it, "
+                    "which at generation time do not exist yet. Pass causal=True to self_attention (and only "
+                    "to it).",
+                    "zh": "自注意力不是因果的：每个目标位置还读到了它之后的位置，而生成时这些位置还不存在。给 "
+                    "self_attention 传 causal=True（只给它传）。",
                 },
             ),
             Mistake(
                 "CAUSAL_ON_CROSS",
                 _causal_on_cross,
                 {
-                    "en": "cross_keep is causal too. The whole source is known before decoding starts, so every "
-                    "target query may see every real source position: cross_keep hides only the source's "
-                    "padding, the same row for every query.",
-                    "zh": "cross_keep 也做成了因果的。解码开始之前整个源序列就已经知道了，所以每个目标查询都可以看到源序列的"
-                    "所有真实位置：cross_keep 只遮住源序列的填充，每个查询的那一行都相同。",
+                    "en": "The cross-attention is causal too, so target position i reads only source positions "
+                    "0 … i. The whole source is known before decoding starts: the cross-attention hides only "
+                    "the source's padding, causal=False (its default).",
+                    "zh": "交叉注意力也做成了因果的，于是目标位置 i 只读到源位置 0 … i。解码开始之前整个源序列就已经知道了："
+                    "交叉注意力只遮住源序列的填充，causal=False（默认值）。",
                 },
             ),
             Mistake(
-                "TRUE_MEANS_MASKED",
-                _true_means_masked,
+                "CROSS_ON_ITSELF",
+                _cross_on_itself,
                 {
-                    "en": "Both masks are True where a key is hidden: PyTorch's convention for key_padding_mask and "
-                    "bool attn_mask in nn.MultiheadAttention. This exercise returns the course's keep masks: "
-                    "True where the query may attend.",
-                    "zh": "两个掩码都在应遮住的键上为 True：这是 nn.MultiheadAttention 中 key_padding_mask 和 bool 类型 "
-                    "attn_mask 的约定。本练习返回的是课程中的保留掩码：查询可以关注的位置为 True。",
+                    "en": "The cross-attention reads the decoder's own input, cross_attention(x, x, …): a second "
+                    "self-attention, and the source never reaches the decoder. Its keys and values come from "
+                    "the encoder's output: cross_attention(x, memory, memory_key_padding_mask).",
+                    "zh": "交叉注意力读的是解码器自己的输入，cross_attention(x, x, …)：这等于又做了一次自注意力，源序列"
+                    "根本到不了解码器。它的键和值来自编码器的输出：cross_attention(x, memory, "
+                    "memory_key_padding_mask)。",
                 },
             ),
             Mistake(
-                "PADDING_OFF_BY_ONE",
-                _padding_off_by_one,
+                "MASKS_SWAPPED",
+                _masks_swapped,
                 {
-                    "en": "One padding position too many is kept: a sequence of length n uses positions 0 … n − 1 "
-                    "(position < length, not <=).",
-                    "zh": "多保留了一个填充位置：长度为 n 的序列占据位置 0 … n − 1（位置 < 长度，而不是 <=）。",
+                    "en": "The two padding masks are swapped: the self-attention gets the source's padding and the "
+                    "cross-attention the target's. A mask belongs to the keys it hides: tgt_key_padding_mask "
+                    "(B, L_t) to the self-attention over the target, memory_key_padding_mask (B, L_s) to the "
+                    "cross-attention over the memory. (With L_s ≠ L_t the swapped masks do not even fit.)",
+                    "zh": "两个填充掩码用反了：自注意力拿到了源序列的填充，交叉注意力拿到了目标序列的填充。掩码属于它遮住的"
+                    "那些键：tgt_key_padding_mask (B, L_t) 给作用在目标序列上的自注意力，memory_key_padding_mask "
+                    "(B, L_s) 给作用在 memory 上的交叉注意力。（L_s ≠ L_t 时，用反的掩码连形状都对不上。）",
                 },
             ),
             Mistake(
-                "HEAD_AXIS",
-                _head_axis,
+                "MASK_INVERTED",
+                _mask_inverted,
                 {
-                    "en": "The masks have a head axis, (B, 1, L_t, L_t) and (B, 1, L_t, L_s), as lesson 02's "
-                    "decoder mask had to broadcast against (B, H, L, L) scores. This exercise asks for "
-                    "(B, L_t, L_t) and (B, L_t, L_s); add the head axis (.unsqueeze(1)) where the scores need it.",
-                    "zh": "掩码带了头这一维：(B, 1, L_t, L_t) 和 (B, 1, L_t, L_s)，就像第 02 课的解码器掩码为了与 "
-                    "(B, H, L, L) 的分数广播而做的那样。本练习要的是 (B, L_t, L_t) 和 (B, L_t, L_s)；在分数需要时再加上"
-                    "头这一维（.unsqueeze(1)）。",
+                    "en": "The padding masks are inverted (~mask): the attentions then see only the padding. The "
+                    "masks already follow the convention the given sub-layers expect, PyTorch's: True at "
+                    "padding. Pass them as they are (the course's keep masks, True = may attend, are the "
+                    "opposite).",
+                    "zh": "填充掩码取反了（~mask）：两个注意力于是只看得到填充位置。这两个掩码本来就符合所给子层期望的约定，"
+                    "即 PyTorch 的约定：True 表示填充。原样传入即可（课程里的保留掩码 True 表示可以关注，正好相反）。",
                 },
             ),
             Mistake(
-                "CROSS_NOT_EXPANDED",
-                _cross_not_expanded,
+                "MEMORY_PADDING_MISSING",
+                _memory_padding_missing,
                 {
-                    "en": "cross_keep is (B, 1, L_s). It would broadcast against the scores, but this exercise asks "
-                    "for the full (B, L_t, L_s), one row per target query: .expand(B, L_t, L_s).",
-                    "zh": "cross_keep 的形状是 (B, 1, L_s)。它与分数广播是可以的，但本练习要的是完整的 (B, L_t, L_s)，"
-                    "每个目标查询一行：用 .expand(B, L_t, L_s)。",
+                    "en": "memory_key_padding_mask is not passed to the cross-attention, so every target position "
+                    "also reads the source's padding. Pass it on: cross_attention(x, memory, "
+                    "memory_key_padding_mask).",
+                    "zh": "没有把 memory_key_padding_mask 传给交叉注意力，于是每个目标位置也读到了源序列的填充。应把它传下去："
+                    "cross_attention(x, memory, memory_key_padding_mask)。",
                 },
             ),
             Mistake(
-                "SWAPPED_RETURN",
-                _swapped_return,
+                "TARGET_PADDING_MISSING",
+                _target_padding_missing,
                 {
-                    "en": "The two masks are returned in the wrong order: return (self_keep, cross_keep), the "
-                    "self-attention's mask first.",
-                    "zh": "两个掩码的返回顺序颠倒了：应返回 (self_keep, cross_keep)，自注意力的掩码在前。",
+                    "en": "tgt_key_padding_mask is not passed to the self-attention. With the causal mask a real "
+                    "target position never sees the padding after it, so only the padded positions' outputs "
+                    "change; but PyTorch computes those too, and this exercise compares every position. Pass it: "
+                    "self_attention(x, tgt_key_padding_mask, causal=True).",
+                    "zh": "没有把 tgt_key_padding_mask 传给自注意力。有了因果掩码，真实的目标位置本来就看不到它后面的填充，"
+                    "所以只有填充位置的输出会变；但 PyTorch 也会计算这些位置，本练习比较的是每一个位置。应把它传下去："
+                    "self_attention(x, tgt_key_padding_mask, causal=True)。",
                 },
             ),
         ),

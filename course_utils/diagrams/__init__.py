@@ -67,11 +67,13 @@ DIAGRAMS = {
                                               "Transformer 编码器层的两种归一化顺序：后归一化（层归一化在每次残差相加之后，"
                                               "位于主路径上）与前归一化（层归一化在每个子层的开头，从输入到输出有一条"
                                               "不间断的恒等路径）")),
-    "06_encoder_decoder": (encoder_decoder, label("A one-layer encoder–decoder: the source padding mask in the "
-                                                  "encoder's self-attention and the decoder's cross-attention, the "
-                                                  "target mask (causal and target padding) in the decoder's "
-                                                  "self-attention",
-                                                  "单层编码器–解码器：源填充掩码用于编码器的自注意力和解码器的交叉注意力，"
+    "06_encoder_decoder": (encoder_decoder, label("A one-layer pre-norm encoder–decoder (a LayerNorm before each "
+                                                  "sub-layer, a final LayerNorm after each stack): the source padding "
+                                                  "mask in the encoder's self-attention and the decoder's "
+                                                  "cross-attention, the target mask (causal and target padding) in "
+                                                  "the decoder's self-attention",
+                                                  "单层前归一化编码器–解码器（每个子层之前一个层归一化，每个堆叠最后再接一个层归一化）："
+                                                  "源填充掩码用于编码器的自注意力和解码器的交叉注意力，"
                                                   "目标掩码（因果掩码加目标序列的填充）用于解码器的自注意力")),
 }
 

@@ -1,8 +1,10 @@
 """Diagram 05_probsparse (lesson 05): ProbSparse attention (Informer) as a flow, for one batch
 element and one head: sample keys, score each query on its sample only, rate the queries by
-M = max − mean, give the top u full attention and every other (lazy) query the mean of the values;
+M̄ = max − mean (the estimate of the paper's sparsity measure M), give the top u full attention
+and every other (lazy) query the mean of the values;
 the output's rows come from both branches."""
 
+from ..validation import describe, fail
 from .sheet import GREY, INK, OPERATION, QKV, RESULT, SIZE, SMALL, TENSOR, Sheet, label
 
 PROBSPARSE = {
@@ -14,8 +16,8 @@ PROBSPARSE = {
     "own_sample": label("score each query on its own sample only", "每个查询只与自己采到的键做点积"),
     "sampled_scores": label("sampled scores", "采样分数"),
     "not": label("not", "而不是"),
-    "measure": label("Sparsity measure", "稀疏性度量"),
-    "measure_formula": label(r"$M = \mathrm{max} - \mathrm{mean}$", "$M$"),
+    "measure": label("Estimated sparsity measure", "稀疏性度量的估计"),
+    "measure_formula": label(r"$\bar{M} = \mathrm{max} - \mathrm{mean}$", r"$\bar{M}$"),
     "max_minus_mean": label("of each query's sampled scores", "= 每个查询采样分数的最大值 − 均值"),
     "one_per_query": label("one per query", "每个查询一个"),
     "top": label("Top", "选出"),
@@ -38,8 +40,8 @@ PROBSPARSE = {
     "legend_tensor": label("tensor", "张量"),
     "legend_operation": label("operation", "运算"),
     "legend_result": label("result", "结果"),
-    "note": label("One batch element and one head shown (B, H omitted); c = factor, 5 by default.",
-                  "图中只画出一个批次元素的一个头（省略 B、H）；c 即 factor，默认为 5。"),
+    "note": label("One batch item and one head shown (B, H omitted); c = factor, 5 by default.",
+                  "图中只画出一个样本的一个头（省略 B、H）；c 即 factor，默认为 5。"),
 }
 
 U_FORMULA = r"$U = c\,\lceil \ln L_K \rceil$"
@@ -48,8 +50,10 @@ SMALL_U_FORMULA = r"$u = c\,\lceil \ln L_Q \rceil$"
 
 def probsparse(lang):
     """ProbSparse attention as a flow: Q, K → sample U keys per query and score → sparsity
-    measure M → top-u queries → active queries get softmax(Q_u Kᵀ/√D) V, lazy ones mean(V)
+    measure M̄ → top-u queries → active queries get softmax(Q_u Kᵀ/√D) V, lazy ones mean(V)
     (causal: the cumulative mean) → output, its rows filled in from both branches."""
+    if lang not in ("en", "zh"):
+        fail("probsparse", "lang", describe(lang), {"en": "'en' or 'zh'", "zh": "'en' 或 'zh'"})
     s = PROBSPARSE
     sheet = Sheet(8.6, 7.7, lang)
     cx, op_w, op_h = 4.3, 3.5, 0.56
@@ -76,15 +80,15 @@ def probsparse(lang):
                                        ([s["own_sample"]], SMALL, GREY)], OPERATION)
     sheet.arrow((cx, sample - half), (cx, measure + half))
     beside((sample + measure) / 2, s["sampled_scores"], "$(L_Q, U)$", [s["not"], "$(L_Q, L_K)$"])
-    sheet.box(cx, measure, op_w, op_h, [([s["measure"], "$M$"], SIZE, INK),
+    sheet.box(cx, measure, op_w, op_h, [([s["measure"], r"$\bar{M}$"], SIZE, INK),
                                         ([s["measure_formula"], s["max_minus_mean"]], SMALL, GREY)],
               OPERATION)
     sheet.arrow((cx, measure - half), (cx, select + half))
     beside((measure + select) / 2, s["one_per_query"], r"$(L_Q,\!)$")
     if lang == "zh":
-        title = [s["top"], "$M$", s["largest"], "$u$", s["top_queries"]]
+        title = [s["top"], r"$\bar{M}$", s["largest"], "$u$", s["top_queries"]]
     else:
-        title = [s["top"], "$u$", s["top_queries"], s["by"], "$M$"]
+        title = [s["top"], "$u$", s["top_queries"], s["by"], r"$\bar{M}$"]
     sheet.box(cx, select, op_w, op_h, [(title, SIZE, INK), ([SMALL_U_FORMULA], SMALL, GREY)], OPERATION)
 
     # K goes on, whole, to the active queries; the chosen rows of Q go there too

@@ -13,7 +13,8 @@ share them:
    weights, the forbidden names. No function on this side computes an answer.
 2. ``collect`` calls the learner's function on fresh copies of each case inside a sandbox
    (sandbox.py: whatever the function changes is put back, it has a time limit, its printed
-   output is capped, forbidden calls are recorded) and keeps what happened: the ``Outcomes``.
+   output is capped, forbidden calls are recorded), compares each argument the function received
+   with the case's after the call (``changed_arguments``), and keeps what happened: the ``Outcomes``.
    The notebook's check computes gradients when the judge asks for them; the grader's kernel
    computes them all at once, so that its outcomes can be sent back as data.
 3. ``judge`` compares the outcomes with the references (compare.py compares with functions
@@ -22,8 +23,10 @@ share them:
 - passed: on every case, the same types, exact dtypes, shapes and values within the tolerance,
   and, where the reference is differentiable, results attached to the graph with the same
   gradients;
-- failed: a forbidden call (FORBIDDEN), a known mistake (its code and hint), a result cut off from
-  the graph (NO_GRAPH), other gradients (GRADIENT), or what differs, naming the case's arguments;
+- failed: a forbidden call (FORBIDDEN), an argument the function changed in place (INPUT_MODIFIED:
+  an exercise's function never changes its arguments, as lesson 00's first exercise and the
+  README say), a known mistake (its code and hint), a result cut off from the graph (NO_GRAPH),
+  other gradients (GRADIENT), or what differs, naming the case's arguments;
 - not attempted: every case raised NotImplementedError (the stub);
 - crashed: an error (NotImplementedError on some cases only: incomplete), sys.exit(), or the time
   limit (TIME_LIMIT).
@@ -35,6 +38,7 @@ hints at ``.transpose(-2, -1)`` when a wrong answer used ``x.T`` on more than tw
 
 import contextlib
 import copy
+import math
 import os
 import sys
 import types
@@ -52,6 +56,7 @@ PASSED, FAILED, NOT_ATTEMPTED, CRASHED = "passed", "failed", "not attempted", "c
 # Taken when the package is imported: a learner's code that replaces them changes nothing here.
 _detach, _tolist, _zeros_like = torch.Tensor.detach, torch.Tensor.tolist, torch.zeros_like
 _mul, _sum, _grad = torch.mul, torch.sum, torch.autograd.grad
+_equal, _eq, _isnan, _all, _view = torch.equal, torch.eq, torch.isnan, torch.all, torch.Tensor.view
 _is_grad_enabled, _set_grad_enabled = torch.is_grad_enabled, torch._C._set_grad_enabled
 # nbgrader's autograding and validation set it for the kernel; read at import too, before a learner's cell can unset it
 _UNDER_NBGRADER = bool(os.environ.get("NBGRADER_EXECUTION"))
@@ -194,9 +199,10 @@ class Outcomes:
     returned, or a _Raised; the rest is what the sandbox saw. Gradients are computed when the
     judge asks (``gradients``), or all at once with ``collect(..., eager=True)``."""
 
-    def __init__(self, sandbox, names, results, inputs, timed_out):
+    def __init__(self, sandbox, names, results, inputs, timed_out, modified):
         self.sandbox, self.names, self.results, self.inputs = sandbox, names, results, inputs
         self.timed_out = timed_out  # a call of the function ran out of time (the loop stopped there)
+        self.modified = modified  # per case: the positions of the arguments the call changed
         self.computed = {}  # case index -> gradients (or _Raised), once computed
 
     # what the sandbox saw, read when asked: a gradient computed later can change it too
@@ -239,8 +245,8 @@ def _collect(calls, function, time_limit, eager):
     count = len(calls["args"][0]) if calls["args"] else 0
     names = names_of(function, count)
     sandbox = Sandbox(tuple(calls["forbidden"]), time_limit)
-    results, inputs = [], []  # per case: what the function returned (or _Raised), its leaf inputs
-    for args in calls["args"]:
+    results, inputs, modified = [], [], []  # per case: what the function returned (or _Raised), its leaf inputs,
+    for args in calls["args"]:  # the arguments it changed
         leaves, fresh = copies(args, grad=calls["differentiable"])
         try:
             results.append(_returned(sandbox.call(function, *fresh)))
@@ -251,9 +257,10 @@ def _collect(calls, function, time_limit, eager):
         except BaseException as error:  # noqa: BLE001 (any learner error, SystemExit too, becomes a verdict)
             results.append(_Raised(error))
         inputs.append(leaves)
+        modified.append([] if sandbox.timed_out else changed_arguments(args, fresh))
         if sandbox.timed_out:
             break
-    outcomes = Outcomes(sandbox, names, results, inputs, sandbox.timed_out)
+    outcomes = Outcomes(sandbox, names, results, inputs, sandbox.timed_out, modified)
     if eager:
         for index, result in enumerate(results):
             outputs = _gradient_outputs(outcomes, result, calls["attached"][index], calls["weights"][index])
@@ -332,6 +339,9 @@ def _judge(exercise, cases, outcomes, mistakes, tolerance):
     if forbidden_calls:
         names = _list(f"`{name}`" for name in dict.fromkeys(forbidden_calls))
         return FAILED, message("check.forbidden", exercise=exercise, names=names), "FORBIDDEN"
+    for case, positions in zip(cases, outcomes.modified):
+        if positions:
+            return FAILED, _input_modified(exercise, case, positions[0]), "INPUT_MODIFIED"
 
     if not raised:
         differences = [difference(case.expected, got, tolerance) for case, got in zip(cases, results)]
@@ -405,8 +415,9 @@ def gradients(outputs, weights, leaves):
 
 def copies(args, grad):
     """Fresh copies of a case's arguments, and {position: leaf} for the floating-point tensors
-    when `grad`: each is a leaf that requires grad, and the call gets a clone of it (so an
-    in-place edit of an argument is allowed, and reaches neither the case nor the leaf)."""
+    when `grad`: each is a leaf that requires grad, and the call gets a clone of it (so that
+    autograd accepts an in-place edit of an argument, which reaches neither the case nor the
+    leaf; ``changed_arguments`` then finds it)."""
     leaves, fresh = {}, []
     for position, arg in enumerate(args):
         if isinstance(arg, torch.Tensor):
@@ -418,6 +429,61 @@ def copies(args, grad):
             arg = copy.deepcopy(arg)
         fresh.append(arg)
     return leaves, tuple(fresh)
+
+
+#: The integer dtype of each floating dtype's size: a float tensor's bits, to compare them exactly.
+_BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+         torch.float64: torch.int64}
+
+
+def changed_arguments(given, received):
+    """The positions of the arguments a call changed: `received` (what the function was called
+    with, as it is after the call) against `given` (the case's arguments)."""
+    return [position for position, (g, r) in enumerate(zip(given, received)) if not same_value(g, r)]
+
+
+def same_value(given, received):
+    """Whether `received` still is `given`: a tensor of the same type, dtype, shape and values, bit
+    for bit (a NaN where a NaN was is the same); a list, tuple or dict item by item; any other
+    value equal and of the same type. Never runs a method of the learner's objects."""
+    if isinstance(given, torch.Tensor):
+        if type(received) is not torch.Tensor or received.dtype != given.dtype or received.shape != given.shape:
+            return False
+        if received.layout != given.layout or received.device != given.device or received.is_nested:
+            return False
+        received = _detach(received)
+        bits = _BITS.get(given.dtype)
+        if bits is None:
+            return bool(_equal(received, given))
+        both_nan = _isnan(received) & _isnan(given)
+        return bool(_all(_eq(_view(received, bits), _view(given, bits)) | both_nan))
+    if type(given) in (list, tuple):
+        return (type(received) is type(given) and len(received) == len(given)
+                and all(same_value(g, r) for g, r in zip(given, received)))
+    if type(given) is dict:
+        return (type(received) is dict and list(received) == list(given)
+                and all(same_value(given[key], received[key]) for key in given))
+    if type(received) is not type(given):
+        return False
+    if type(given) is float and math.isnan(given):
+        return math.isnan(received)
+    try:
+        return bool(given == received)
+    except Exception:  # noqa: BLE001 (an object whose comparison fails is not the same)
+        return False
+
+
+def _input_modified(exercise, case, position):
+    """The INPUT_MODIFIED verdict's text: the argument at `position` of `case` was changed."""
+    name, given = case.names[position], case.args[position]
+    if isinstance(given, torch.Tensor):
+        copied = f"{name} = {name}.clone()"
+    elif type(given) in (list, dict):
+        copied = f"{name} = {type(given).__name__}({name})"
+    else:
+        copied = f"{name} = copy.deepcopy({name})"
+    return message("check.input_modified", exercise=exercise, case=case.number, args=case.label, name=name,
+                   copy=copied)
 
 
 # ----------------------------------------------------------------------------- mistakes

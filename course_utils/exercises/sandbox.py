@@ -12,12 +12,13 @@ puts that snapshot back and remembers what differed:
   algorithms, anomaly detection, the torch function and dispatch mode stacks, the number of
   threads, the print options; torch's random generator; sys.stdout, sys.stderr and the tracer.
 
-Each call also gets a time limit (``TimeLimit``, raised into the function after ``seconds``), a
-shared budget of printed characters, and, where an exercise forbids some functions, watchers
-that record every call to them. Warnings are recorded: ``x.T`` on a tensor with more than two
-axes is worth a hint.
+Each call also gets a time limit (``TimeLimit``, raised into the function after ``seconds``: see
+``_Timer`` for how it holds against code that catches it), a shared budget of printed characters,
+and, where an exercise forbids some functions, watchers that record every call to them. Warnings
+are recorded: ``x.T`` on a tensor with more than two axes is worth a hint.
 """
 
+import _thread
 import builtins
 import functools
 import importlib
@@ -57,7 +58,8 @@ _IGNORED = {"__warningregistry__", "_"}  # names Python itself writes into modul
 
 class TimeLimit(BaseException):
     """Raised into a learner's function that runs past its time limit. It derives from
-    BaseException, so an ``except Exception:`` in the learner's code does not swallow it."""
+    BaseException, so an ``except Exception:`` in the learner's code does not swallow it.
+    (No ``__init__`` of its own: ``_Timer`` raises the class, which Python instantiates in C.)"""
 
 
 @functools.cache
@@ -149,26 +151,61 @@ class _Output(io.TextIOBase):
         self.target.flush()
 
 
+class _StillLate:
+    """``with _STILL_LATE: raise TimeLimit`` marks SIGALRM as pending again on its way in, with no
+    Python code run in between, so the raise reaches the learner's code first (see _Timer). Both
+    methods are C functions: Python checks for pending signals between bytecodes of Python code
+    (at a loop's jump back, a function's entry, after a call), and a Python method here would let
+    the pending signal re-enter the handler before it raised. ``__exit__`` returns "" (false): the
+    error goes on."""
+
+    __enter__ = staticmethod(functools.partial(_thread.interrupt_main, getattr(signal, "SIGALRM", None)))
+    __exit__ = staticmethod("".format)  # (Windows has no SIGALRM: there _Timer never arms, and this never runs)
+
+
+_STILL_LATE = _StillLate()
+
+
 class _Timer:
-    """SIGALRM after `seconds`, then every 50 ms until disarmed (where the platform has it and we
-    run in the main thread, as a notebook does); elsewhere calls run without a limit."""
+    """The time limit of one call: SIGALRM after `seconds` (where the platform has it and we run in
+    the main thread, as a notebook does; elsewhere calls run without a limit).
+
+    Once the time is up, the handler raises TimeLimit and leaves SIGALRM pending, so that Python
+    runs the handler again at its next check for signals, which it makes at every loop's jump
+    back, every function's entry and after every call: from then on TimeLimit is raised at each
+    of them until the call is over. An ``except BaseException:`` (or a bare ``except:``) can catch
+    one of them, but not go on: the loop that would bring it back to its ``try`` raises at its
+    jump back, outside the ``try``. A handler that calls anything raises after that call, however
+    deeply the handlers nest and whatever they call (``sys.settrace(None)`` included). A torch
+    operation in C is never interrupted: the call ends when it returns. The signal also comes back
+    every 50 ms, to wake a ``time.sleep``.
+
+    (Raising from a trace function instead, sys.settrace, does not hold: Python removes a trace
+    function that raises, for the frame and for new calls, so nested handlers run on untraced.)
+    Until the time is up, nothing of this runs: a right answer pays one setitimer call."""
 
     def __init__(self, seconds):
         self.seconds, self.armed, self.fired, self.installed = seconds, False, False, False
+        self.previous_handler, self.previous_timer, self.started = None, (0.0, 0.0), 0.0
 
     def _fire(self, signum, frame):
         if self.armed:
             self.fired = True
-            raise TimeLimit()
+            with _STILL_LATE:
+                raise TimeLimit
+        # disarmed: a pending signal is consumed here and not raised again
 
     def arm(self):
         usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
         if not usable or not self.seconds:
             return
+        # Armed last: a SIGALRM still pending from an earlier timer runs _fire as soon as it is
+        # installed, and must find it disarmed (it is consumed), never half set up.
         self.previous_handler = signal.signal(signal.SIGALRM, self._fire)
+        self.installed = True
         self.started = time.monotonic()
-        self.installed = self.armed = True
         self.previous_timer = signal.setitimer(signal.ITIMER_REAL, self.seconds, 0.05)
+        self.armed = True
 
     def disarm(self):
         self.armed = False
@@ -412,7 +449,9 @@ class Sandbox:
                     timer.armed = False  # first, so that a late alarm raises nothing here
                     timer.disarm()
                     self.timed_out |= timer.fired
-                    self.changed += [c for c in restore(saved) if c not in self.changed]
+                    changed = restore(saved)
+                    if not timer.fired:  # (after the time limit, the learner's own `with` and `finally` could not undo theirs)
+                        self.changed += [c for c in changed if c not in self.changed]
                     _generator.set_state(rng)
             finally:  # take the instruments away, whatever happened
                 sys.stdout, sys.stderr = streams

@@ -3,8 +3,8 @@
 The grader writes the calls (grading.Reference.calls: the cases' arguments, the weights, the
 forbidden names, the time limit) with ``save``; the kernel calls the learner's function on
 them (kernel.py) and writes back ``encode(outcomes)``: what each call returned or raised, the
-gradients, whether each returned tensor is on the graph, what the sandbox saw (forbidden calls,
-``x.T``, changes to the world, printed characters). The grader reads it with ``load``, which
+gradients, whether each returned tensor is on the graph, which arguments each call changed, what
+the sandbox saw (forbidden calls, ``x.T``, changes to the world, printed characters). The grader reads it with ``load``, which
 unpickles with ``torch.load(weights_only=True)``: tensors, numbers, strings, lists and dicts
 only, so a forged file can carry wrong data but runs no code in the grader. ``decode`` checks
 every field and builds the outcomes the judge reads; anything malformed is a ``WireError``.
@@ -26,7 +26,7 @@ import torch
 from .grading import _on_graph, _Raised
 from .sandbox import _SETTINGS
 
-FORMAT = "course_utils.grade/1"
+FORMAT = "course_utils.grade/2"  # /2: the arguments each call changed
 MAX_ELEMENTS = 1_000_000  # a returned tensor larger than this travels as its shape and dtype only
 MAX_ITEMS = 256  # items of a returned tuple or list; deeper or longer results travel as their type
 MAX_DEPTH = 8
@@ -117,6 +117,7 @@ def encode(outcomes):
         "names": [str(n)[:64] for n in names] if names else None,
         "results": results,
         "timed_out": bool(outcomes.timed_out),
+        "modified": [[int(position) for position in positions] for positions in outcomes.modified],
         "forbidden": [str(name)[:MAX_TEXT] for name in outcomes.forbidden_calls],
         "used_T": bool(outcomes.used_T),
         "changed": [[str(kind), str(name)[:MAX_TEXT]] for kind, name in outcomes.changed],
@@ -198,7 +199,7 @@ class Received:
 
     def __init__(self, reference, seconds):
         self.reference, self.seconds = reference, seconds
-        self.names, self.results, self.timed_out = None, [], False
+        self.names, self.results, self.timed_out, self.modified = None, [], False, []
         self.forbidden_calls, self.used_T, self.changed, self.printed = [], False, [], 0
         self.attached = set()  # ids of the decoded tensors that were on the graph in the kernel
         self.records = []  # per case: None, a _Raised, or {position: gradient}
@@ -233,6 +234,9 @@ def decode(data, reference, seconds):
     received.timed_out = _boolean(data.get("timed_out"))
     _expect(len(results) == count or received.timed_out, "too few results")
     received.results = [_decode_result(item, received) for item in results]
+    modified = data.get("modified")
+    _expect(type(modified) is list and len(modified) == len(results), "the wrong number of changed-argument lists")
+    received.modified = [_positions(item, len(reference.cases[0].args)) for item in modified]
     names = data.get("names")
     received.names = names if type(names) is list and all(type(n) is str for n in names) else None
     forbidden = data.get("forbidden")
@@ -266,6 +270,13 @@ def _known_change(change):
         return False
     kind, name = change
     return kind in _KINDS or (kind == "setting" and name in _SETTING_NAMES)
+
+
+def _positions(item, count):
+    """A call's changed arguments: distinct positions among `count` arguments, in order."""
+    _expect(type(item) is list and all(type(p) is int and 0 <= p < count for p in item)
+            and item == sorted(set(item)), "a malformed list of changed arguments")
+    return item
 
 
 def _decode_error(record):

@@ -9,7 +9,8 @@ One module per topic; everything is importable from ``course_utils.viz`` itself:
 split heads), ``masks`` (mask pictures, head/batch slots), ``heads`` (per-head maps, cost curves),
 ``probsparse`` (softmax rows and their measure, chosen queries, the walkthrough's bytes),
 ``blocks`` (the Transformer block: the decoder's two masks, a layer's multiply-adds by part),
-``positions`` (positional encodings as pictures, the gradient by layer: post-norm against pre-norm),
+``positions`` (positional encodings as pictures, post-norm against pre-norm: the gradient by layer
+and training with and without a learning-rate warm-up),
 ``seq2seq`` (the trained encoder–decoder: its decoder's two maps, cross-attention by offset).
 """
 
@@ -17,7 +18,7 @@ from .blocks import decoder_masks, flops_by_part
 from .figures import CJK_FONT_FILE, CJK_FONT_NAME, figure_png, heatmap, new_figure, use_course_style
 from .heads import cost_lines, head_grid
 from .masks import head_batch_picture, head_slots, mask_picture
-from .positions import encoding_curves, encoding_heatmap, gradient_by_layer, offset_dot_products
+from .positions import encoding_curves, encoding_heatmap, gradient_by_layer, offset_dot_products, warmup_curves
 from .probsparse import chosen_weights, format_bytes, walkthrough_bars, weight_rows
 from .seq2seq import decoder_maps, offset_bars
 from .shapes import broadcast_axes, broadcast_picture, memory_order, split_heads_picture
@@ -49,5 +50,6 @@ __all__ = [
     "split_heads_picture",
     "use_course_style",
     "walkthrough_bars",
+    "warmup_curves",
     "weight_rows",
 ]

@@ -2,6 +2,7 @@
 
 import numpy as np
 import torch
+from matplotlib import ticker
 
 from ..i18n import message
 from .figures import heatmap
@@ -41,17 +42,36 @@ def head_grid(maps, axes=None, queries=None, keys=None, row_titles=None, head_ti
 
 def cost_lines(ax, xs, series, xlabel, ylabel, title=None, logy=True):
     """Draw one line per entry of `series` ({label: [y for each x]}) against `xs`, with markers, a
-    log-scaled y axis (costs span decades) and a legend. Returns ax."""
+    log-scaled y axis (costs span decades) and a legend. Returns ax.
+
+    The y axis gets at least three labelled ticks, written as plain numbers: evenly spaced ones
+    when the values span less than a factor of 3, then 1, 1.5, 2, 3, 5 and 7 times a power of
+    ten, and 1, 2, 5 times one when they span more than a factor of 30. (A plain log axis whose
+    values stay within one decade shows a single tick, or none.)"""
     for label, ys in series.items():
         ax.plot(xs, ys, marker="o", markersize=4, label=label)
-    if logy:
-        ax.set_yscale("log")
     ax.set_xscale("log", base=2)
     ax.set_xticks(xs, [str(x) for x in xs])
+    if logy:
+        ax.set_yscale("log")
+        values = [y for ys in series.values() for y in ys if y > 0]
+        spread = max(values) / min(values) if values else 1.0
+        if spread < 3:
+            ax.yaxis.set_major_locator(ticker.MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
+        else:
+            subs = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if spread < 30 else (1.0, 2.0, 5.0)
+            ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(_plain_number))
     ax.minorticks_off()
+    ax.tick_params(labelsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     return ax
+
+
+def _plain_number(value, _position=None):
+    """A tick label: 0.5, 2, 40, 1000 (no powers of ten to decode, no trailing zeros)."""
+    return f"{value:.3g}" if value < 1000 else f"{value:,.0f}"

@@ -1,6 +1,7 @@
 """Pictures of positions and of post-norm against pre-norm (lesson 06): the sinusoidal encoding as a
-heatmap and as curves, the dot product of two positions' encodings against their offset, and the
-gradient that reaches each layer of a post-norm and a pre-norm stack."""
+heatmap and as curves, the dot product of two positions' encodings against their offset, the
+gradient that reaches each layer of a post-norm and a pre-norm stack, and the training loss and
+learning rate of deeper post-norm and pre-norm models trained with and without a warm-up."""
 
 import numpy as np
 import torch
@@ -143,3 +144,65 @@ def gradient_by_layer(post, pre, ax=None, title=None):
         ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     return ax
+
+
+def _runs(runs):
+    """`runs` as a list of warm-up runs (objects with norm_first, warmup, losses and rates, such as
+    ``norm_study.WarmupRun``), all of the same length."""
+    items = list(runs) if isinstance(runs, (list, tuple)) else None
+    fields = ("norm_first", "warmup", "losses", "rates")
+    if not items or not all(all(hasattr(run, name) for name in fields) for run in items) or len(
+            {len(run.losses) for run in items} | {len(run.rates) for run in items}) != 1:
+        check.fail("warmup_curves", "runs", check.describe(runs),
+                   {"en": "a non-empty list of norm_study.warmup_run results, all of the same length",
+                    "zh": "非空列表，每一项都是 norm_study.warmup_run 的结果，步数相同"})
+    return items
+
+
+def warmup_curves(runs, axes=None):
+    """Draw some ``norm_study.warmup_run`` results: on the left the training loss at every step (log
+    scale), one line per run, post-norm red and pre-norm blue, dashed with a warm-up; on the right the
+    learning rate at every step, once for each schedule (without warm-up, with it).
+
+    Args:
+        runs: a list of ``norm_study.WarmupRun``.
+        axes: optional pair of Axes (loss, learning rate); a new 1 × 2 figure when None.
+
+    Returns the pair of Axes.
+    """
+    items = _runs(runs)
+    if axes is None:
+        import matplotlib.pyplot as plt  # only here: importing pyplot picks a backend
+
+        axes = plt.subplots(1, 2, figsize=(11, 3.6), layout="constrained")[1]
+    from matplotlib.axes import Axes
+
+    if not (isinstance(axes, (list, tuple, np.ndarray)) and len(axes) == 2 and all(isinstance(a, Axes) for a in axes)):
+        check.fail("warmup_curves", "axes", check.describe(axes),
+                   {"en": "None or a pair of matplotlib Axes (the loss's, the learning rate's)",
+                    "zh": "None，或一对 matplotlib Axes（画损失的和画学习率的）"})
+    loss_ax, rate_ax = axes
+    steps = np.arange(1, len(items[0].losses) + 1)
+    for run in items:
+        order = message("viz.positions.pre" if run.norm_first else "viz.positions.post")
+        label = message("viz.warmup.with" if run.warmup else "viz.warmup.without", order=order, steps=run.warmup)
+        loss_ax.plot(steps, run.losses, color=PRE_COLOUR if run.norm_first else POST_COLOUR,
+                     linestyle="--" if run.warmup else "-", linewidth=1.4, label=label)
+    loss_ax.set_yscale("log")
+    loss_ax.set_xlim(1, steps[-1])
+    loss_ax.set_xlabel(message("viz.warmup.step"))
+    loss_ax.set_ylabel(message("viz.warmup.loss"))
+    loss_ax.legend(fontsize=8)
+    drawn = set()
+    for run in items:
+        if run.warmup in drawn:
+            continue
+        drawn.add(run.warmup)
+        label = message("viz.warmup.schedule_with" if run.warmup else "viz.warmup.schedule_without", steps=run.warmup)
+        rate_ax.plot(steps, run.rates, color="0.25", linestyle="--" if run.warmup else "-", linewidth=1.4, label=label)
+    rate_ax.set_xlim(1, steps[-1])
+    rate_ax.set_ylim(bottom=0)
+    rate_ax.set_xlabel(message("viz.warmup.step"))
+    rate_ax.set_ylabel(message("viz.warmup.rate"))
+    rate_ax.legend(fontsize=8)
+    return loss_ax, rate_ax

@@ -11,7 +11,7 @@ import ipywidgets as w
 
 from .. import validation
 from ..i18n import message
-from ..probsparse import sample_count, walkthrough
+from ..probsparse import Trace, sample_count, walkthrough
 from ..viz import new_figure
 from ..viz.probsparse import format_bytes, walkthrough_bars
 from .explorer import explorer
@@ -35,6 +35,9 @@ def _pad(text, width, right=False):
 def walkthrough_table(trace):
     """The steps of a ``Trace`` as a text table: step, shape, whether it is a view or a new tensor,
     the memory it allocated, and its size as a copy (numel × element size), with the total."""
+    if not isinstance(trace, Trace):
+        validation.fail("walkthrough_table", "trace", validation.describe(trace),
+                        {"en": "a probsparse.Trace", "zh": "probsparse.Trace"})
     header = [message("l05.walk.step"), message("l05.walk.shape"), message("l05.walk.kind"),
               message("l05.walk.bytes"), message("l05.walk.logical")]
     rows = [
@@ -91,7 +94,19 @@ def walkthrough_view(length=96, batch=32, heads=8, dim=64, factor=5):
 
 def walkthrough_explorer(length=96, batch=32, heads=8, dim=64, factor=5):
     """Pick L (a slider), B, H, D and the factor and see every intermediate of both versions of
-    ProbSparse attention: its shape, whether it is a view, its bytes (``walkthrough_view``)."""
+    ProbSparse attention: its shape, whether it is a view, its bytes (``walkthrough_view``).
+    The starting values must be ones the controls offer: L one of ``LENGTHS``, D one of ``DIMS``,
+    B from 1 to 256, H from 1 to 64, the factor from 1 to 10."""
+    function = "walkthrough_explorer"
+    for name, value, choices in (("length", length, LENGTHS), ("dim", dim, DIMS)):
+        if isinstance(value, bool) or value not in choices:
+            validation.fail(function, name, validation.describe(value),
+                            {"en": f"one of {', '.join(map(str, choices))}", "zh": f"{'、'.join(map(str, choices))} 之一"})
+    for name, value, most in (("batch", batch, 256), ("heads", heads, 64), ("factor", factor, 10)):
+        validation.positive_int(function, name, value)
+        if value > most:
+            validation.fail(function, name, validation.describe(value),
+                            {"en": f"an int from 1 to {most}", "zh": f"1 到 {most} 之间的整数"})
     style = {"description_width": "initial"}
     return explorer(
         walkthrough_view,

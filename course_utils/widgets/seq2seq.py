@@ -22,6 +22,19 @@ def _held_out():
     return seq2seq.held_out()
 
 
+#: The last letter a source may hold.
+LAST = chr(ord("a") + seq2seq.LETTERS - 1)
+
+
+def _typeable(text):
+    """Whether the explorer can decode `text`: a string that is empty once stripped (the slider's
+    example), or 1 to MAX_LENGTH letters from a to LAST."""
+    if not isinstance(text, str):
+        return False
+    letters = text.strip()
+    return len(letters) <= seq2seq.MAX_LENGTH and all("a" <= c <= LAST for c in letters)
+
+
 def _source(example, text):
     """The source the view shows (letters, or a held-out row of token ids), and the words that name it."""
     function = "decoding_view"
@@ -31,7 +44,7 @@ def _source(example, text):
                          "zh": f"0 到 {DECODING_EXAMPLES - 1} 之间的整数"})
     last = chr(ord("a") + seq2seq.LETTERS - 1)
     letters = text.strip() if isinstance(text, str) else None
-    if letters is None or len(letters) > seq2seq.MAX_LENGTH or any(not "a" <= c <= last for c in letters):
+    if not _typeable(text):
         validation.fail(function, "text", validation.describe(text),
                         {"en": f"an empty string (to show the example) or 1 to {seq2seq.MAX_LENGTH} of the "
                                f"letters a to {last}, e.g. \"abcd\"",
@@ -71,8 +84,11 @@ def decoding_view(model, example=0, text=""):
 def decoding_explorer(model, example=0, text=""):
     """An example slider (0 to DECODING_EXAMPLES - 1) and a box for your own letters (empty: the
     slider's example) over ``decoding_view`` for a trained ``seq2seq.Reverser``. Letters it cannot
-    take are explained in the summary instead of a picture."""
+    take are explained in the summary, in the notebook's language and in the words of the box
+    ("type 1 to 8 letters from a to j"), instead of a picture."""
     def view(example, text):
+        if not _typeable(text):
+            return None, message("viz.seq2seq.bad_letters", most=seq2seq.MAX_LENGTH, last=LAST, text=text.strip())
         try:
             return decoding_view(model, example=example, text=text)
         except validation.ArgumentError as error:

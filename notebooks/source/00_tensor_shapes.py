@@ -542,7 +542,7 @@ claim("masking with big gives exactly what broadcasting gave", torch.equal(score
 claim("在被重复的 H 维和 L_q 维上，big 的步长为 0", big.stride(1) == 0 and big.stride(2) == 0)
 claim("它的 120 个元素读的是掩码自己的 10 个布尔值：同一块内存，共 10 字节",
       big.numel() == 120 and shares_memory(big, keep) and big.untyped_storage().nbytes() == 10)
-claim("用 big 遮蔽，结果与广播得到的完全相同", torch.equal(scores.masked_fill(~big, float("-inf")), masked))
+claim("用 big 遮住分数，结果与广播得到的完全相同", torch.equal(scores.masked_fill(~big, float("-inf")), masked))
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
@@ -634,8 +634,8 @@ claim("(B, 1, 1, L_k) 掩码保持分数的形状不变", fixed.shape == step.sh
 # the package's `masks.masked_softmax`, which refuses such a mask.
 
 # %% [markdown] tags=["lang-zh"] en_hash="01cf099135"
-# 掩码绝不能改变分数的形状，检查这一点只需一行：遮蔽之后检查 `masked.shape == scores.shape`
-# （也可以在遮蔽之前、不做任何计算，检查 `torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape`）。
+# 掩码绝不能改变分数的形状，检查这一点只需一行：遮住分数之后检查 `masked.shape == scores.shape`
+# （也可以在遮住之前、不做任何计算，检查 `torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape`）。
 # 原地操作的 `masked_fill_` 会替你做这个检查，因为它没法把自己写入的张量撑大；
 # 本课程包里的 `masks.masked_softmax` 也会检查，并拒绝这样的掩码。
 
@@ -689,15 +689,23 @@ for scores_shape in [(2, 4, 2, 5), (2, 4, 1, 5)]:
 # real token, that is where position < length (positions count from 0). The check refuses the
 # course's own `masks.padding_mask`, which is this exercise's answer.
 #
+# One rule holds for this exercise and every later one: an exercise's function never changes
+# its arguments. The check compares each argument, after your function returns, with what it
+# passed, and a function that changed one in place (`lengths -= 1`, or a method whose name ends
+# in `_`, such as `masked_fill_`) fails, naming it. If you need to change a value, work on a copy:
+# `lengths = lengths.clone()`.
+#
 # Hint: compare a (L_k,) tensor of positions with a (B, 1) view of the lengths and let
 # broadcasting build the (B, L_k) grid; then add the two size-1 axes.
 
-# %% [markdown] tags=["lang-zh"] en_hash="670b0d7f6c"
+# %% [markdown] tags=["lang-zh"] en_hash="2a3a307d05"
 # ### 练习 00.padding_mask
 #
 # 不再手写，而是根据序列长度构造保留掩码，让填充位置为 False。`lengths` 的形状是 (B,)，存放每条序列的真实词元数
 # （整数张量，长度可以为 0）；`max_len` 就是 $L_k$，即填充后的长度，它可以比所有长度都大。
 # 返回一个形状为 (B, 1, 1, L_k)、类型为 `torch.bool` 的掩码：键的位置是真实词元时为 True，即位置 < 长度（位置从 0 开始计数）。检查不接受课程自带的 `masks.padding_mask`（它正是本题的答案）。
+#
+# 这道练习以及之后的每一道练习都遵守一条规则：练习的函数绝不改动它的参数。你的函数返回之后，检查会把每个参数与它传入时的样子相比较；原地修改了某个参数的函数（例如 `lengths -= 1`，或名字以 `_` 结尾的方法，如 `masked_fill_`）不能通过，检查会指出是哪个参数。需要改动某个值时，请在副本上操作：`lengths = lengths.clone()`。
 #
 # 提示：把形状为 (L_k,) 的位置张量与长度的 (B, 1) 视图相比较，让广播生成 (B, L_k) 的网格；再补上两个大小为 1 的维度。
 
@@ -993,13 +1001,14 @@ claim("L = 1 时交换后的张量仍然连续，所以 view 可以运行",
 # ### Exercise 00.merge_heads
 #
 # Write `merge_heads(x)`, the inverse of `split_heads`: `x` has shape (B, H, L, D); return
-# (B, L, H·D), head 0's $D$ features first. The check refuses the course's own
+# (B, L, H·D), head 0's $D$ features first. The check also passes an `x` laid out as
+# `split_heads` leaves it (a transposed view, not contiguous), and refuses the course's own
 # `multihead.merge_heads`, which is this exercise's answer.
 
-# %% [markdown] tags=["lang-zh"] en_hash="a32feb0e63"
+# %% [markdown] tags=["lang-zh"] en_hash="3e2c5f6af1"
 # ### 练习 00.merge_heads
 #
-# 写出 `merge_heads(x)`，即 `split_heads` 的逆操作：`x` 的形状是 (B, H, L, D)；返回 (B, L, H·D)，第 0 个头的 $D$ 个特征在前。检查不接受课程自带的 `multihead.merge_heads`（它正是本题的答案）。
+# 写出 `merge_heads(x)`，即 `split_heads` 的逆操作：`x` 的形状是 (B, H, L, D)；返回 (B, L, H·D)，第 0 个头的 $D$ 个特征在前。检查也会传入按 `split_heads` 的结果那样排布的 `x`（转置得到的视图，不连续），并且不接受课程自带的 `multihead.merge_heads`（它正是本题的答案）。
 
 # %% tags=["exercise"] exercise="00.merge_heads"
 def merge_heads(x):

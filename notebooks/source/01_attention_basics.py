@@ -580,14 +580,16 @@ claim("softmax(big - 1000) = softmax(big)：平移不改变任何结果",
 # `keepdim=True` the row maxima lose their last axis and broadcast against the wrong one. The
 # check includes scores around +500 and −500, and one tensor whose rows sit around +500, −300
 # and 0 at once, so one shift for the whole tensor is not enough: each row needs its own. It
-# also tries a 1-D tensor, rows of length 1 and float64 scores.
+# also tries a 1-D tensor, rows of length 1, float64 scores, scores that are not contiguous, and
+# scores around +800 and −800, where `exp()` overflows or underflows even in float64 (beyond
+# about +709 and −745): computing in float64 is no way round the shift.
 
-# %% [markdown] tags=["lang-zh"] en_hash="63c9b45c54"
+# %% [markdown] tags=["lang-zh"] en_hash="7fe8e805dd"
 # PyTorch 的 softmax 没有这个问题，因为它利用了第一条性质：先让每一行减去该行的最大值，再取指数。这样最大的指数项是 $e^0 = 1$，不会上溢；分母至少为 1，也不会除以零（分数非常负时同样适用，否则它们的指数会全部下溢为 0）。
 #
 # ### 练习 2：数值稳定的 softmax
 #
-# 写出 `my_softmax(scores)`：对任意形状 $(\dots, L)$ 的张量沿最后一维做 softmax，分数很大时也不出问题。只用基本运算来写：检查不接受任何现成的 softmax，包括 torch 的 `torch.softmax`、`F.softmax`、`Tensor.softmax` 和 `torch.special.softmax`，它们的对数版本 `torch.log_softmax`、`F.log_softmax`、`Tensor.log_softmax` 和 `torch.special.log_softmax`，以及课程自带的 `masks.masked_softmax`（不传掩码时，它算的就是同一个 softmax）。先减去每一行的最大值（`amax(dim=-1, keepdim=True)`），再取指数，最后除以每一行的和。不加 `keepdim=True` 的话，每行的最大值会丢掉最后一维，于是沿错误的维度广播。检查用例里有 +500 和 −500 左右的分数，还有一个张量，它的各行分别在 +500、−300 和 0 附近，所以整个张量只减一个数是不够的，每一行都要减去自己的最大值。检查还会测试一维张量、长度为 1 的行以及 float64 分数。
+# 写出 `my_softmax(scores)`：对任意形状 $(\dots, L)$ 的张量沿最后一维做 softmax，分数很大时也不出问题。只用基本运算来写：检查不接受任何现成的 softmax，包括 torch 的 `torch.softmax`、`F.softmax`、`Tensor.softmax` 和 `torch.special.softmax`，它们的对数版本 `torch.log_softmax`、`F.log_softmax`、`Tensor.log_softmax` 和 `torch.special.log_softmax`，以及课程自带的 `masks.masked_softmax`（不传掩码时，它算的就是同一个 softmax）。先减去每一行的最大值（`amax(dim=-1, keepdim=True)`），再取指数，最后除以每一行的和。不加 `keepdim=True` 的话，每行的最大值会丢掉最后一维，于是沿错误的维度广播。检查用例里有 +500 和 −500 左右的分数，还有一个张量，它的各行分别在 +500、−300 和 0 附近，所以整个张量只减一个数是不够的，每一行都要减去自己的最大值。检查还会测试一维张量、长度为 1 的行、float64 分数、不连续的分数，以及 +800 和 −800 左右的分数：即便在 float64 中，`exp()` 也会在指数超过约 +709 时上溢、低于约 −745 时下溢，所以换成 float64 计算也绕不开减去最大值这一步。
 
 # %% tags=["exercise"] exercise="01.softmax"
 def my_softmax(scores):
@@ -834,9 +836,9 @@ for scaled in (False, True):
 # but the check refuses `F.scaled_dot_product_attention` and the course's own
 # `attention.scaled_dot_product_attention`: the point is to write it.
 # The check tries $L_q \ne L_k$, $d_k \ne d_v$, sequences of length 1, a batch of one,
-# $d_k = 64$ and float64 inputs.
+# $d_k = 64$, float64 inputs, and a key and value that are not contiguous in memory.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="0a93cfe69f"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="34deb042c8"
 # ## 5. 从零实现缩放点积注意力
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{d_k}}\Big)\, V$$
@@ -854,7 +856,7 @@ for scaled in (False, True):
 #
 # ### 练习 3：缩放点积注意力
 #
-# 写出 `my_attention(query, key, value)`。可以使用 `torch.softmax`（或者你自己写的 `my_softmax`），但检查不接受 `F.scaled_dot_product_attention` 和课程自带的 `attention.scaled_dot_product_attention`：这道练习就是要你亲手写出它。检查会测试 $L_q \ne L_k$、$d_k \ne d_v$、长度为 1 的序列、只有一个样本的批量、$d_k = 64$ 以及 float64 输入等情形。
+# 写出 `my_attention(query, key, value)`。可以使用 `torch.softmax`（或者你自己写的 `my_softmax`），但检查不接受 `F.scaled_dot_product_attention` 和课程自带的 `attention.scaled_dot_product_attention`：这道练习就是要你亲手写出它。检查会测试 $L_q \ne L_k$、$d_k \ne d_v$、长度为 1 的序列、只有一个样本的批量、$d_k = 64$、float64 输入，以及在内存中不连续的键和值等情形。
 
 # %% tags=["exercise"] exercise="01.scaled_dot"
 def my_attention(query, key, value):

@@ -307,16 +307,17 @@ check("02.causal_mask", my_causal_mask)
 # the keep mask of shape (B, 1, L, L), where L is `max_len`, the padded length. Combine the two
 # masks with `&`; broadcasting turns (B, 1, 1, L) and (L, L) into (B, 1, L, L). You may use
 # `padding_mask` and `causal_mask`. The check includes a batch padded further than its longest
-# sequence, a batch of one, and a sequence of length 0, whose rows are all hidden.
+# sequence, a batch of one, a batch of more sequences than positions, and a sequence of length
+# 0, whose rows are all hidden.
 #
 # Notice that a real query never sees padding through the causal mask alone: the padding lies in
 # its future. What the padding mask changes are the rows of the padded queries, which without it
 # would attend to padding too.
 
-# %% [markdown] tags=["lang-zh"] en_hash="8e8625010a"
+# %% [markdown] tags=["lang-zh"] en_hash="bc1bc8fe46"
 # ### 练习 2：同时使用填充掩码和因果掩码
 #
-# 解码器的批量两种掩码都需要：对第 $b$ 条序列的查询 $i$，键 $j$ 既是真实词元、**又**不在未来时才可见。写出 `my_decoder_mask(lengths, max_len)`，返回形状为 (B, 1, L, L) 的保留掩码，其中 L 就是填充后的长度 `max_len`。用 `&` 合并两个掩码；广播会把 (B, 1, 1, L) 与 (L, L) 变成 (B, 1, L, L)。可以使用 `padding_mask` 和 `causal_mask`。检查用例里有填充得比最长序列还长的批量、只有一条序列的批量，还有一条长度为 0 的序列，它的所有行都被遮住。
+# 解码器的批量两种掩码都需要：对第 $b$ 条序列的查询 $i$，键 $j$ 既是真实词元、**又**不在未来时才可见。写出 `my_decoder_mask(lengths, max_len)`，返回形状为 (B, 1, L, L) 的保留掩码，其中 L 就是填充后的长度 `max_len`。用 `&` 合并两个掩码；广播会把 (B, 1, 1, L) 与 (L, L) 变成 (B, 1, L, L)。可以使用 `padding_mask` 和 `causal_mask`。检查用例里有填充得比最长序列还长的批量、只有一条序列的批量、序列条数多于位置数的批量，还有一条长度为 0 的序列，它的所有行都被遮住。
 #
 # 注意，单靠因果掩码，真实查询就已经看不到填充了：填充位于它的未来。填充掩码改变的是填充位置上那些查询所在的行；没有它，这些查询也会关注填充。
 
@@ -976,7 +977,7 @@ def measure(**options):
     # lang: en
     """mha2 with `options` on both fully masked cases (self-attention on xb)."""
     # lang: zh
-    """在两种全遮蔽情形下以 `options` 调用 mha2（xb 上的自注意力）。"""
+    """在两种出现全遮蔽行的情形下以 `options` 调用 mha2（xb 上的自注意力）。"""
     # lang: end
     return both(mha2(xb, xb, xb, attn_mask=masks.to_ignore(keep_row), **options)[0],
                 mha2(xb, xb, xb, key_padding_mask=all_padding, **options)[0])
@@ -1130,16 +1131,17 @@ claim("masked_softmax 给出零，而且仍然是 float16", (ours_half[1] == 0).
 # row gets all-zero weights, never NaN. `keep_mask` broadcasts against `scores`. The check also
 # compares gradients, so a fully masked row must not send NaN backward either. `torch.softmax` is
 # fine, but the check refuses the course's own `masks.masked_softmax`, which is this exercise's
-# answer (and so every course function that calls it).
+# answer (and so every course function that calls it). Among its cases: a hidden key that scores
+# far above the kept ones, and scores that are not contiguous.
 #
 # 1. find the fully masked rows: `~keep_mask.any(dim=-1, keepdim=True)`;
 # 2. fill the hidden scores with −∞, and the fully masked rows with any finite number;
 # 3. take the softmax, then set the fully masked rows' weights to 0.
 
-# %% [markdown] tags=["lang-zh"] en_hash="43cfc96c2d"
+# %% [markdown] tags=["lang-zh"] en_hash="7cafb7b50e"
 # ### 练习 3：带掩码的 softmax
 #
-# 写出 `my_masked_softmax(scores, keep_mask)`：对 `scores` (..., L_q, L_k) 沿最后一维做 softmax；`keep_mask` 为 False 的键权重必须精确为零；全遮蔽行的权重全为零，绝不能是 NaN。`keep_mask` 可以与 `scores` 广播。检查还会比较梯度，所以全遮蔽行在反向传播时也不能传回 NaN。可以用 `torch.softmax`，但检查不接受课程自带的 `masks.masked_softmax`（它正是本题的答案），因此也不接受调用了它的其他课程函数。
+# 写出 `my_masked_softmax(scores, keep_mask)`：对 `scores` (..., L_q, L_k) 沿最后一维做 softmax；`keep_mask` 为 False 的键权重必须精确为零；全遮蔽行的权重全为零，绝不能是 NaN。`keep_mask` 可以与 `scores` 广播。检查还会比较梯度，所以全遮蔽行在反向传播时也不能传回 NaN。可以用 `torch.softmax`，但检查不接受课程自带的 `masks.masked_softmax`（它正是本题的答案），因此也不接受调用了它的其他课程函数。检查用例里有分数远高于保留键的被遮住的键，也有不连续的分数。
 #
 # 1. 找出全遮蔽行：`~keep_mask.any(dim=-1, keepdim=True)`；
 # 2. 被遮住的分数填入 −∞，全遮蔽行填入任意有限值；

@@ -100,11 +100,12 @@ torch.set_printoptions(precision=2, sci_mode=False)  # 读权重，两位小数�
 # Write `my_self_attention(x, w_q, w_k, w_v)` for a batch, $x$ of shape $(B, L, E)$: project,
 # then attend. Return `(output, weights)`, shapes $(B, L, d_v)$ and $(B, L, L)$. Divide by
 # $\sqrt{d_k}$, the size of the projected queries and keys, not by $\sqrt{E}$. The check tries
-# a batch of one, length 1, sizes where $L$, $E$, $d_k$ and $d_v$ all differ, and $d_k = 32$;
-# it also compares the gradients of your result with the reference's, so compute it with
-# ordinary tensor operations (no `torch.no_grad()`, no `.detach()`).
+# a batch of one, length 1, sizes where $L$, $E$, $d_k$ and $d_v$ all differ, $d_k = 32$ and
+# float64 inputs (the results keep the inputs' dtype); it also compares the gradients of your
+# result with the reference's, so compute it with ordinary tensor operations (no
+# `torch.no_grad()`, no `.detach()`).
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="9411a4fb38"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="ddeea1bc2b"
 # ## 1. 自注意力
 #
 # 设序列 $X$ 有 $L$ 个位置，每个位置有 $E$ 个特征，形状为 $(L, E)$。自注意力用三个可学习的矩阵为*每一个*位置各算出一个查询、一个键和一个值，再执行第 01 课的缩放点积注意力：
@@ -116,22 +117,24 @@ torch.set_printoptions(precision=2, sci_mode=False)  # 读权重，两位小数�
 #
 # ### 练习 1：自注意力的前向计算
 #
-# 写出批量版本的 `my_self_attention(x, w_q, w_k, w_v)`，其中 $x$ 的形状为 $(B, L, E)$：先投影，再做注意力。按 `(output, weights)` 的顺序返回，形状分别为 $(B, L, d_v)$ 和 $(B, L, L)$。要除以 $\sqrt{d_k}$（投影后查询和键的维度），而不是 $\sqrt{E}$。检查会测试批量大小为 1、长度为 1、$L$、$E$、$d_k$、$d_v$ 各不相同以及 $d_k = 32$ 的情形；它还会把你的结果的梯度与参考实现的梯度对照，所以请用普通的张量运算来计算（不要用 `torch.no_grad()`，也不要 `.detach()`）。
+# 写出批量版本的 `my_self_attention(x, w_q, w_k, w_v)`，其中 $x$ 的形状为 $(B, L, E)$：先投影，再做注意力。按 `(output, weights)` 的顺序返回，形状分别为 $(B, L, d_v)$ 和 $(B, L, L)$。要除以 $\sqrt{d_k}$（投影后查询和键的维度），而不是 $\sqrt{E}$。检查会测试批量大小为 1、长度为 1、$L$、$E$、$d_k$、$d_v$ 各不相同、$d_k = 32$ 以及 float64 输入的情形（结果的 dtype 与输入相同）；它还会把你的结果的梯度与参考实现的梯度对照，所以请用普通的张量运算来计算（不要用 `torch.no_grad()`，也不要 `.detach()`）。
 
 # %% tags=["exercise"] exercise="03.self_attention"
 def my_self_attention(x, w_q, w_k, w_v):
     # lang: en
     """Self-attention: queries, keys and values all projected from x.
 
-    x: (B, L, E), w_q: (E, d_k), w_k: (E, d_k), w_v: (E, d_v), float tensors.
-    Returns (output, weights), float tensors of shapes (B, L, d_v) and (B, L, L):
+    x: (B, L, E), w_q: (E, d_k), w_k: (E, d_k), w_v: (E, d_v), float tensors, all of one dtype
+    (float32 or float64).
+    Returns (output, weights), tensors of that dtype, of shapes (B, L, d_v) and (B, L, L):
     weights = softmax(Q Kᵀ / √d_k) over the keys, output = weights @ V.
     """
     # lang: zh
     """自注意力：查询、键和值都由 x 投影得到。
 
-    x：(B, L, E)，w_q：(E, d_k)，w_k：(E, d_k)，w_v：(E, d_v)，均为浮点张量。
-    返回 (output, weights)，形状分别为 (B, L, d_v) 和 (B, L, L) 的浮点张量：
+    x：(B, L, E)，w_q：(E, d_k)，w_k：(E, d_k)，w_v：(E, d_v)，均为浮点张量，dtype 全部相同
+    （float32 或 float64）。
+    返回 (output, weights)，dtype 与输入相同，形状分别为 (B, L, d_v) 和 (B, L, L)：
     weights = softmax(Q Kᵀ / √d_k)（沿键的维度），output = weights @ V。
     """
     # lang: end
@@ -235,9 +238,10 @@ claim("去掉偏置后，这个层就是公式再接上 out_proj",
 # $(B, L_q, E_q)$, `memory` is $(B, L_{kv}, E_{kv})$, `w_q` is $(E_q, d_k)$, `w_k` is
 # $(E_{kv}, d_k)$ and `w_v` is $(E_{kv}, d_v)$. Return `(output, weights)`, shapes
 # $(B, L_q, d_v)$ and $(B, L_q, L_{kv})$. The check tries a batch of one, $L_q \ne L_{kv}$,
-# $E_q \ne E_{kv}$, $d_k \ne d_v$ and sequences of length 1 on either side.
+# $E_q \ne E_{kv}$, $d_k \ne d_v$, sequences of length 1 on either side, and float64 inputs
+# (the results keep the inputs' dtype).
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="2c045308af"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="79e516eab2"
 # ## 2. 交叉注意力
 #
 # 翻译模型用**编码器**（encoder）读入源句子，用**解码器**（decoder）写出译文。下图画出了两者各一层，和最初的 Transformer 一样。在编码器里，查询、键和值都来自源序列，这是自注意力。解码器先对已经写出的目标序列做自注意力（因果的：每个位置只能看到它之前的位置，见第 02 课）。接着，在写的过程中，解码器的每个位置都要到源句子里查找信息。这就是**交叉注意力**：查询来自解码器，键和值来自编码器的输出 $M$，常称为 *memory*。
@@ -253,7 +257,7 @@ claim("去掉偏置后，这个层就是公式再接上 out_proj",
 #
 # ### 练习 2：交叉注意力的前向计算
 #
-# 写出 `my_cross_attention(x, memory, w_q, w_k, w_v)`：`x` 是解码器一侧的 $Y$，形状为 $(B, L_q, E_q)$；`memory` 为 $(B, L_{kv}, E_{kv})$，`w_q` 为 $(E_q, d_k)$，`w_k` 为 $(E_{kv}, d_k)$，`w_v` 为 $(E_{kv}, d_v)$。按 `(output, weights)` 的顺序返回，形状分别为 $(B, L_q, d_v)$ 和 $(B, L_q, L_{kv})$。检查会测试批量大小为 1、$L_q \ne L_{kv}$、$E_q \ne E_{kv}$、$d_k \ne d_v$ 以及任一侧长度为 1 的情形。
+# 写出 `my_cross_attention(x, memory, w_q, w_k, w_v)`：`x` 是解码器一侧的 $Y$，形状为 $(B, L_q, E_q)$；`memory` 为 $(B, L_{kv}, E_{kv})$，`w_q` 为 $(E_q, d_k)$，`w_k` 为 $(E_{kv}, d_k)$，`w_v` 为 $(E_{kv}, d_v)$。按 `(output, weights)` 的顺序返回，形状分别为 $(B, L_q, d_v)$ 和 $(B, L_q, L_{kv})$。检查会测试批量大小为 1、$L_q \ne L_{kv}$、$E_q \ne E_{kv}$、$d_k \ne d_v$、任一侧长度为 1 以及 float64 输入的情形（结果的 dtype 与输入相同）。
 
 # %% tags=["exercise"] exercise="03.cross_attention"
 def my_cross_attention(x, memory, w_q, w_k, w_v):
@@ -261,15 +265,15 @@ def my_cross_attention(x, memory, w_q, w_k, w_v):
     """Cross-attention: queries from x (the decoder side), keys and values from memory (the encoder side).
 
     x: (B, L_q, E_q), memory: (B, L_kv, E_kv), w_q: (E_q, d_k), w_k: (E_kv, d_k), w_v: (E_kv, d_v),
-    float tensors.
-    Returns (output, weights), float tensors of shapes (B, L_q, d_v) and (B, L_q, L_kv).
+    float tensors, all of one dtype (float32 or float64).
+    Returns (output, weights), tensors of that dtype, of shapes (B, L_q, d_v) and (B, L_q, L_kv).
     """
     # lang: zh
     """交叉注意力：查询来自 x（解码器一侧），键和值来自 memory（编码器一侧）。
 
     x：(B, L_q, E_q)，memory：(B, L_kv, E_kv)，w_q：(E_q, d_k)，w_k：(E_kv, d_k)，w_v：(E_kv, d_v)，
-    均为浮点张量。
-    返回 (output, weights)，形状分别为 (B, L_q, d_v) 和 (B, L_q, L_kv) 的浮点张量。
+    均为浮点张量，dtype 全部相同（float32 或 float64）。
+    返回 (output, weights)，dtype 与输入相同，形状分别为 (B, L_q, d_v) 和 (B, L_q, L_kv)。
     """
     # lang: end
     ### BEGIN SOLUTION
@@ -606,12 +610,12 @@ print({task: tuple(weights.shape) for task, weights in before.items()})  # (L_ou
 
 # %% [markdown] tags=["lang-en"]
 # Training: Adam with learning rate 0.01 on fresh random batches of 64 sequences, 300 steps,
-# cross-entropy on every output token. Each run takes a second or two on one CPU thread (the
-# time and the loss curves below vary from machine to machine, so the notebook check skips
-# them):
+# cross-entropy on every output token. Each run takes a second or two on one CPU thread. The
+# times and the exact losses below change from machine to machine; what does not change, the
+# accuracy and where each query looks, comes right after them:
 
-# %% [markdown] tags=["lang-zh"] en_hash="c76b78cdc0"
-# 训练：用学习率为 0.01 的 Adam，在每步新生成的 64 个随机序列上训练 300 步，对每个输出词元计算交叉熵。在单个 CPU 线程上，每次训练只需一两秒（下面的耗时和损失曲线因机器而异，所以笔记本检查会跳过它们）：
+# %% [markdown] tags=["lang-zh"] en_hash="d62b55ab0a"
+# 训练：用学习率为 0.01 的 Adam，在每步新生成的 64 个随机序列上训练 300 步，对每个输出词元计算交叉熵。在单个 CPU 线程上，每次训练只需一两秒。下面的耗时和确切的损失值因机器而异；不变的结论（准确率，以及每个查询看向哪里）紧接在它们后面：
 
 # %% tags=["nbval-ignore-output"]
 runs, seconds = {}, {}
@@ -636,15 +640,15 @@ ax.legend()
 plt.show()
 
 # %% [markdown] tags=["lang-en"]
-# What does not vary from machine to machine, nor with the random numbers training starts from
-# (the course's tests train each model ten times, from ten different ones): both models get at least 95 % of the output tokens of 500 held-out
-# sequences right; and on each of the 50 held-out examples the explorer below offers, every
-# query gives the position the task needs more than half of its weight (so that position is
-# also its largest weight), and on average more than 90 %. Not every row is one-hot: once the
-# answers are right, the loss no longer pushes the last few rows to sharpen.
+# What does not vary from machine to machine, nor with the random numbers training starts from:
+# both models get at least 95 % of the output tokens of 500 held-out sequences right; and on
+# each of the 50 held-out examples the explorer below offers, every query gives the position the
+# task needs more than half of its weight (so that position is also its largest weight), and on
+# average more than 90 %. Not every row is one-hot: once the answers are right, the loss no
+# longer pushes the last few rows to sharpen.
 
-# %% [markdown] tags=["lang-zh"] en_hash="d76616a002"
-# 不随机器变化、也不随训练起始的随机数变化的是（课程的测试会从十组不同的随机数出发，把每个模型各训练十次来验证）：两个模型在 500 个留出序列上都答对了至少 95% 的输出词元；而在下面探索器提供的 50 个留出样例中，每个查询都把一半以上的权重给了任务所需的位置（因此那个位置也是它权重最大的位置），平均下来超过 90%。并不是每一行都是 one-hot：一旦答案都对了，损失就不再推动最后那几行变得更尖锐。
+# %% [markdown] tags=["lang-zh"] en_hash="a98570eff6"
+# 不随机器变化、也不随训练起始的随机数变化的是：两个模型在 500 个留出序列上都答对了至少 95% 的输出词元；而在下面探索器提供的 50 个留出样例中，每个查询都把一半以上的权重给了任务所需的位置（因此那个位置也是它权重最大的位置），平均下来超过 90%。并不是每一行都是 one-hot：一旦答案都对了，损失就不再推动最后那几行变得更尖锐。
 
 # %%
 # lang: en
@@ -749,14 +753,15 @@ def my_alignment(weights, keep_mask):
     # lang: en
     """For each query, the kept key with the largest weight; -1 where no key is kept.
 
-    weights: (B, L_q, L_k) float tensor, any real values (attention weights or raw scores).
+    weights: (B, L_q, L_k) float tensor (float32 or float64), any real values (attention weights
+    or raw scores).
     keep_mask: (B, L_q, L_k) bool tensor, True = the key counts.
     Returns a (B, L_q) torch.int64 tensor.
     """
     # lang: zh
     """对每个查询，给出有效键中权重最大者的索引；没有任何有效键时给出 -1。
 
-    weights：(B, L_q, L_k) 浮点张量，可以是任意实数（注意力权重或原始分数）。
+    weights：(B, L_q, L_k) 浮点张量（float32 或 float64），可以是任意实数（注意力权重或原始分数）。
     keep_mask：(B, L_q, L_k) bool 张量，True 表示该键有效。
     返回形状为 (B, L_q) 的 torch.int64 张量。
     """

@@ -27,13 +27,16 @@
 #
 # In this lesson you will
 #
-# 1. see why several heads: a tiny task that one head cannot learn and two heads learn in a
-#    second or two, each head reading its own part of the input;
+# 1. see what several heads add: a tiny task that one head followed by a linear read-out cannot
+#    learn, that two heads learn in a second or two, one head reading each side, and that one head
+#    learns too when a small MLP reads its output;
 # 2. write multi-head attention two ways, **naive** (one module per head, run in a loop) and
-#    **fused** (one projection for all heads, one batched attention call), and prove that they
-#    compute the same thing as each other and as PyTorch's `nn.MultiheadAttention`, with masks,
-#    for cross-attention, values and gradients;
-# 3. count their parameters;
+#    **fused** (one projection for all heads, one batched attention call), see that concatenating
+#    the heads and applying $W_O$ is a sum of one term per head, and prove that the two compute the
+#    same thing as each other and as PyTorch's `nn.MultiheadAttention`, with masks, for
+#    cross-attention, values and gradients;
+# 3. count their parameters, and see what small heads cost: each head compares queries and keys
+#    along only $d$ directions;
 # 4. meet what `nn.MultiheadAttention` does that surprises people;
 # 5. find two bugs that tutorials ship in their multi-head code;
 # 6. measure what each version costs, in time and in memory;
@@ -41,10 +44,10 @@
 #
 # There are three exercises, each followed by a check cell.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="4ec7d50762"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="900fec3a4f"
 # # 多头注意力
 #
-# 第 03 课的层只有一个头：每个查询对所有键给出一组权重，对值做一次加权平均。**多头注意力**（multi-head attention）让 $H$ 个这样的头并排工作。每个头把输入投影到自己的一个只有 $d = E / H$ 个特征的小空间，在那里做注意力；$H$ 个结果并排拼在一起，再由一个输出投影 $W_O$ 混合起来：
+# 第 03 课的层只有一个头：每个查询对所有键给出一组权重，对值做一次加权平均。**多头注意力**（multi-head attention）让 $H$ 个这样的头并排工作。每个头把输入投影到自己的一个只有 $d = E / H$ 个特征的小空间，在那里做注意力；$H$ 个结果并排拼在一起，再由一个输出投影（output projection）$W_O$ 混合起来：
 #
 # $$\mathrm{head}_h = \mathrm{softmax}\Big(\frac{Q_h K_h^\top}{\sqrt{d}}\Big) V_h,\quad
 # Q_h = X_q W_Q^h,\ K_h = X_k W_K^h,\ V_h = X_v W_V^h,\qquad
@@ -52,9 +55,9 @@
 #
 # 本课你将：
 #
-# 1. 看到为什么需要多个头：一个极小的任务，一个头学不会，两个头一两秒就学会，每个头各自读取输入的一部分；
-# 2. 用两种方式写出多头注意力：**朴素版**（每个头一个模块，在循环里逐个运行）和**融合版**（所有头共用一次投影、一次批量注意力调用），并证明它们彼此相同，也与 PyTorch 的 `nn.MultiheadAttention` 相同：带掩码、用于交叉注意力，输出值和梯度都一致；
-# 3. 数一数它们的参数；
+# 1. 看看多个头带来了什么：一个极小的任务，一个头后面接线性读出层（read-out）学不会；两个头一两秒就能学会，每个头负责一侧；而一个头后面换成小型 MLP 来读它的输出，也能学会；
+# 2. 用两种方式写出多头注意力：**朴素版**（naive，每个头一个模块，在循环里逐个运行）和**融合版**（fused，所有头共用一次投影、一次批量注意力调用）；看到“把各个头拼接起来再乘 $W_O$”其实是每个头各贡献一项、再求和；并证明两种写法彼此相同，也与 PyTorch 的 `nn.MultiheadAttention` 相同：带掩码、用于交叉注意力，输出值和梯度都一致；
+# 3. 数一数它们的参数，并看看头变小要付出什么代价：每个头只能沿 $d$ 个方向比较查询和键；
 # 4. 认识 `nn.MultiheadAttention` 那些出人意料的行为；
 # 5. 找出教程在多头注意力代码里常见的两个 bug；
 # 6. 测量每个版本在时间和内存上的代价；
@@ -68,6 +71,7 @@ import time
 
 import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from course_utils import check, claim, setup, toy
@@ -93,18 +97,18 @@ torch.set_printoptions(precision=2, sci_mode=False)  # 读权重，两位小数�
 # lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ## 1. Why several heads?
+# ## 1. What do several heads add?
 #
-# A head gives each query one weighted average of the values. If a query needs two things from
-# two places, one average mixes them together. The **neighbours** task makes that concrete:
-# every position of a sequence of 8 different letters must say both of its neighbours, the
-# letter on its left and the letter on its right (the sequence wraps around, so position 0's
-# left neighbour is position 7):
+# A head gives each query one weighted average of the values. When a query needs two things from
+# two places, that one average holds both, mixed together; whether they can be told apart again
+# depends on what reads the average. The **neighbours** task makes that concrete: every position
+# of a sequence of 8 different letters must say both of its neighbours, the letter on its left and
+# the letter on its right (the sequence wraps around, so position 0's left neighbour is position 7):
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="cd4ffd520b"
-# ## 1. 为什么要多个头？
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="13ab388063"
+# ## 1. 多个头带来了什么？
 #
-# 一个头只给每个查询一个值的加权平均。如果一个查询需要从两个地方各取一样东西，一次平均就会把它们混在一起。**邻居**（neighbours）任务把这一点变得很具体：一个由 8 个互不相同的字母组成的序列，每个位置都要说出它的两个邻居，即左边的字母和右边的字母（序列首尾相接，所以位置 0 的左邻是位置 7）：
+# 一个头只给每个查询一个值的加权平均。如果一个查询需要从两个地方各取一样东西，这一个平均里两样都有，只是混在了一起；还能不能把它们分开，要看后面读它的是什么。**邻居**（neighbours）任务把这一点变得很具体：一个由 8 个互不相同的字母组成的序列，每个位置都要说出它的两个邻居，即左边的字母和右边的字母（序列首尾相接，所以位置 0 的左邻是位置 7）：
 
 # %%
 tokens, targets = toy.neighbours_example(0)  # (L,), (L, 2)
@@ -120,82 +124,152 @@ print("右邻：", toy.letters(targets[:, 1]))  # 位置 i + 1 上的字母
 
 # %% [markdown] tags=["lang-en"]
 # `toy.NeighboursModel` embeds each letter, concatenates a learned position embedding, applies
-# one multi-head self-attention layer ($E = 32$) and a linear read-out that predicts both
-# neighbours. With **one head** the layer can give a query's weight to the left neighbour, to the
-# right one, or split it between them; its output is then one average of their value vectors,
-# and a sum does not say which letter came from which side. With **two heads** of $d = 16$
-# features each, one head can read the left neighbour and the other the right one, and the
-# output projection keeps the two results apart. Both layers have the same number of
-# parameters; only the split into heads differs.
+# one multi-head self-attention layer ($E = 32$) and a read-out that predicts both neighbours.
+# We train three versions:
 #
-# Training: Adam, 300 steps on fresh random batches of 64 sequences, for each model. The times
-# and losses below vary from machine to machine, so the notebook check skips them:
+# - **one head, linear read-out.** The head can give a query's weight to the left neighbour, to
+#   the right one, or split it between them; its output is then $w_\ell v_\ell + w_r v_r$, one
+#   weighted average of their value vectors. A linear read-out scores every letter by adding up
+#   what the two sides contribute, so it can get the side with the larger weight right, not both
+#   (training five times as long does not change that).
+# - **two heads of $d = 16$ features, linear read-out.** One head can read the left neighbour and
+#   the other the right one, and the output projection keeps the two results apart. This attention
+#   layer has exactly the parameters of the one-head layer; only the split into heads differs.
+# - **one head, MLP read-out.** The same single head, read by a small MLP (a linear layer to 128
+#   features, ReLU, a linear layer: the shape of the feed-forward network every Transformer block
+#   has).
+#
+# Each trains with Adam for 300 steps on fresh random batches of 64 sequences. The times and
+# losses below change from run to run and from machine to machine:
 
-# %% [markdown] tags=["lang-zh"] en_hash="22c595adb1"
-# `toy.NeighboursModel` 为每个字母做嵌入，在其后拼接一个可学习的位置嵌入，然后经过一个多头自注意力层（$E = 32$），最后由一个线性读出层预测两个邻居。只有**一个头**时，这个层可以把一个查询的权重给左邻、给右邻，或者在两者之间分配；这时它的输出是两者值向量的一个平均，而一个和并不能说明哪个字母来自哪一侧。有**两个头**、每个头 $d = 16$ 个特征时，一个头可以读左邻，另一个头读右邻，输出投影则让两个结果各自分开。两个层的参数个数完全相同，区别只在于是否拆成多个头。
+# %% [markdown] tags=["lang-zh"] en_hash="2720902ed7"
+# `toy.NeighboursModel` 为每个字母做嵌入，在其后拼接一个可学习的位置嵌入，然后经过一个多头自注意力层（$E = 32$），最后由一个读出层预测两个邻居。我们训练三个版本：
 #
-# 训练：每个模型都用 Adam 在每步新生成的 64 个随机序列上训练 300 步。下面的耗时和损失因机器而异，所以笔记本检查会跳过它们：
+# - **一个头，线性读出层。** 这个头可以把一个查询的权重给左邻、给右邻，或者分给两者；于是它的输出是 $w_\ell v_\ell + w_r v_r$，即两者值向量的一个加权平均。线性读出层给每个字母打分时，只是把两侧的贡献加在一起，所以它能答对权重较大的那一侧，却没法两侧都答对（训练时间延长到五倍也无济于事）。
+# - **两个头，每个头 $d = 16$ 个特征，线性读出层。** 一个头可以读左邻，另一个头读右邻，输出投影让两个结果各自分开。这个注意力层的参数与单头的层完全相同，区别只在于是否拆成多个头。
+# - **一个头，MLP 读出层。** 还是那一个头，只是改由一个小型 MLP 来读它的输出（一个线性层映射到 128 个特征，ReLU，再接一个线性层：每个 Transformer 块里的前馈网络（feed-forward network）都是这个结构）。
+#
+# 每个模型都用 Adam 在每步新生成的 64 个随机序列上训练 300 步。下面的耗时和损失每次运行都不一样，也因机器而异：
 
 # %% tags=["nbval-ignore-output"]
+versions = {
+    "l04.plot.one_head": dict(heads=1),
+    "l04.plot.two_heads": dict(heads=2),
+    "l04.plot.mlp_head": dict(heads=1, readout="mlp"),
+}
 runs = {}
-for heads in (1, 2):
+for name, options in versions.items():
     start = time.perf_counter()
-    runs[heads] = toy.train_neighbours(heads, seed=0)
+    runs[name] = toy.train_neighbours(seed=0, **options)
     seconds = time.perf_counter() - start
     # lang: en
-    print(f"H = {heads}: {seconds:.1f} s, final loss {runs[heads].losses[-1]:.4f}, accuracy {runs[heads].accuracy:.3f}")
+    print(f"{message(name)}: {seconds:.1f} s, final loss {runs[name].losses[-1]:.4f}, accuracy {runs[name].accuracy:.3f}")
     # lang: zh
-    print(f"H = {heads}：{seconds:.1f} 秒，最终损失 {runs[heads].losses[-1]:.4f}，准确率 {runs[heads].accuracy:.3f}")
+    print(f"{message(name)}：{seconds:.1f} 秒，最终损失 {runs[name].losses[-1]:.4f}，准确率 {runs[name].accuracy:.3f}")
     # lang: end
+one, two, mlp = runs.values()
 
 # %% [markdown] tags=["lang-en"]
-# What does not vary from machine to machine (a test proves it on 10 starting points, under two
-# different CPU kernel paths):
+# What does not change from run to run or from machine to machine (measured on held-out
+# sequences, which training never sees):
 
-# %% [markdown] tags=["lang-zh"] en_hash="83d47118bc"
-# 不随机器变化的是下面这些（测试在 10 个不同的随机起点、两种 CPU 内核路径下证明了它们）：
+# %% [markdown] tags=["lang-zh"] en_hash="ddc0246e9f"
+# 下面这些则不随运行或机器而变（在训练从未见过的留出（held-out）序列上测得）：
 
 # %%
-one, two = runs[1], runs[2]
 held_out = torch.stack([toy.neighbours_example(i)[0] for i in range(EXAMPLES)])  # (50, L)
+answers = torch.stack([toy.neighbours_example(i)[1] for i in range(EXAMPLES)])  # (50, L, 2)
 maps = torch.stack([toy.head_maps(two.model, sequence) for sequence in held_out])  # (50, H, L, L)
 # lang: en
 sides = toy.head_sides(maps)  # for each head: "left", "right" or None
+# the accuracy on each side, larger first; each query's weight on its two neighbours, (50, 1, L, 2)
 # lang: zh
 sides = toy.head_sides(maps)  # 每个头读的是哪一侧："left"、"right" 或 None
+# 每一侧的答对率（大的在前）；每个查询给两个邻居的权重，形状 (50, 1, L, 2)
 # lang: end
+better, worse = toy.side_accuracy(one.model, held_out, answers).sort(descending=True).values.tolist()
+one_shares = toy.neighbour_weights(torch.stack([toy.head_maps(one.model, s) for s in held_out]))
 # lang: en
-claim("both models have the same number of parameters", parameter_count(one.model) == parameter_count(two.model))
-claim("two heads get at least 95 % of the held-out answers right", two.accuracy >= 0.95)
-claim("one head gets fewer than 75 % right", one.accuracy < 0.75)
-claim(f"one of the two heads gives its left neighbour, the other its right neighbour, more than 0.6 of its weight "
-      f"at every query of the {EXAMPLES} held-out examples", set(sides) == {"left", "right"})
+claim("the one-head and the two-head layer have the same number of parameters",
+      parameter_count(one.model) == parameter_count(two.model))
+claim("two heads get at least 95% of the held-out answers right", two.accuracy >= 0.95)
+claim("one head with the linear read-out gets fewer than 75% right", one.accuracy < 0.75)
+claim(f"on the {EXAMPLES} held-out examples it gets one side more than 90% right and the other fewer than 30%",
+      better > 0.9 and worse < 0.3)
+claim("its head gives each neighbour more than 0.25 of its weight at every query", bool((one_shares > 0.25).all()))
+claim(f"of the two heads, one gives its left neighbour, the other its right neighbour, more than 0.6 of its "
+      f"weight at every query of the {EXAMPLES} held-out examples", set(sides) == {"left", "right"})
 # lang: zh
-claim("两个模型的参数个数相同", parameter_count(one.model) == parameter_count(two.model))
+claim("单头层和两头层的参数个数相同", parameter_count(one.model) == parameter_count(two.model))
 claim("两个头答对了至少 95% 的留出答案", two.accuracy >= 0.95)
-claim("一个头答对的不到 75%", one.accuracy < 0.75)
-claim(f"在全部 {EXAMPLES} 个留出样例的每个查询上，"
-      f"两个头中一个把超过 0.6 的权重给了左邻，另一个给了右邻",
-      set(sides) == {"left", "right"})
+claim("一个头加线性读出层，答对的不到 75%", one.accuracy < 0.75)
+claim(f"在 {EXAMPLES} 个留出样例上，它对一侧的答对率超过 90%，对另一侧不到 30%", better > 0.9 and worse < 0.3)
+claim("它的头在每个查询上给两个邻居的权重都超过 0.25", bool((one_shares > 0.25).all()))
+claim(f"两个头中一个把超过 0.6 的权重给了左邻，另一个给了右邻，"
+      f"在全部 {EXAMPLES} 个留出样例的每个查询上都是如此", set(sides) == {"left", "right"})
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
-# The maps on the example above. Left, the single head: whatever it chooses to read, one average
-# cannot carry two letters in their places, so many of its answers stay wrong. Right, the
-# two heads of the two-head model: one is the diagonal just below the main one (query $i$ reads
-# key $i-1$, and query 0 reads key 7 in the corner), the other the diagonal just above it.
-# Each head found its own pattern; nothing in the code told it which.
+# So one head with a linear read-out answers one side and guesses the other. Is that because one
+# average cannot carry two letters? No. A weighted average with *unequal* weights, say
+# $0.25\,v_\ell + 0.7\,v_r$, still records which letter came with which weight; a linear read-out
+# cannot undo it, because all it does is add up what it reads, but a nonlinear read-out can. The
+# third model is the same single head, read by an MLP:
 
-# %% [markdown] tags=["lang-zh"] en_hash="e4979be69a"
-# 下面是上面那个样例上的注意力图。左图是只有一个头的模型：无论它选择读什么，一次平均都无法把两个字母连同各自的位置一起带出来，所以它的很多答案始终是错的。右边两幅是两头模型的两个头：一个是紧贴主对角线下方的那条对角线（查询 $i$ 读键 $i-1$，查询 0 读角落里的键 7），另一个是紧贴主对角线上方的那条。每个头都找到了自己的模式，代码里并没有任何地方告诉它该学哪一个。
+# %% [markdown] tags=["lang-zh"] en_hash="442bcaf897"
+# 可见，一个头加线性读出层只能答对一侧，另一侧只能猜。这是因为一次平均装不下两个字母吗？不是。权重*不相等*的加权平均，比如 $0.25\,v_\ell + 0.7\,v_r$，仍然记录着哪个字母配的是哪个权重；线性读出层只会把读到的东西加起来，解不开它，非线性的读出层却能解开。第三个模型还是那一个头，只是改由 MLP 来读：
+
+# %%
+mlp_maps = torch.stack([toy.head_maps(mlp.model, sequence) for sequence in held_out])  # (50, 1, L, L)
+# lang: en
+shares = toy.neighbour_weights(mlp_maps)[:, 0]  # (50, L, 2): the weight each query gives its left and its right neighbour
+# lang: zh
+shares = toy.neighbour_weights(mlp_maps)[:, 0]  # (50, L, 2)：每个查询给左邻和右邻的权重
+# lang: end
+smaller, larger = shares.min(dim=-1).values, shares.max(dim=-1).values  # (50, L), (50, L)
+# lang: en
+claim("one head with the MLP read-out gets at least 95% of the held-out answers right", mlp.accuracy >= 0.95)
+claim(f"at every query of the {EXAMPLES} held-out examples, its head gives the two neighbours "
+      "together more than 0.8 of its weight", bool((smaller + larger > 0.8).all()))
+claim("and never equal shares: one neighbour gets at least 0.1 more than the other", bool((larger - smaller > 0.1).all()))
+claim("on average the smaller share is below 0.35 and the larger above 0.6",
+      smaller.mean() < 0.35 and larger.mean() > 0.6)
+# lang: zh
+claim("一个头加 MLP 读出层，答对了至少 95% 的留出答案", mlp.accuracy >= 0.95)
+claim(f"在 {EXAMPLES} 个留出样例的每个查询上，"
+      "它的头给两个邻居的权重合计超过 0.8", bool((smaller + larger > 0.8).all()))
+claim("而且两份权重从不相等：一个邻居总比另一个多至少 0.1", bool((larger - smaller > 0.1).all()))
+claim("平均而言，较小的一份低于 0.35，较大的一份高于 0.6", smaller.mean() < 0.35 and larger.mean() > 0.6)
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# Heads add capacity; they are not strictly necessary. Every Transformer block follows its
+# attention with such an MLP, and, as the MLP model shows, one head can pack two places into one
+# average. What two heads give is a simpler solution: each head reads one place, each result keeps its own $d$ features,
+# and even a linear read-out can use them.
+#
+# The maps on the example above. First, the single head of the linear model: it splits its weight
+# between the two neighbours almost evenly. Then the two heads of the two-head model: one is the
+# diagonal just below the main one (query $i$ reads key $i-1$, and query 0 reads key 7 in the
+# corner), the other the diagonal just above it. Last, the single head of the MLP model: both
+# diagonals again, one clearly stronger than the other. Each head found its own pattern; nothing
+# in the code told it which.
+
+# %% [markdown] tags=["lang-zh"] en_hash="75b3a81d17"
+# 多个头增加的是容量（capacity），并不是非有不可。每个 Transformer 块在注意力之后都接着这样一个 MLP，而且 MLP 模型表明，一个头也能把两个位置装进一次平均里。两个头给出的是更简单的解法：每个头只读一个位置，各自的结果占着自己的 $d$ 个特征，连线性读出层都能直接用上。
+#
+# 下面是上面那个样例（example）上的注意力图。第一幅是线性模型的那个头：它把权重几乎平均地分给了两个邻居。接下来两幅是两头模型的两个头：一个是紧贴主对角线下方的那条对角线（查询 $i$ 读键 $i-1$，查询 0 读角落里的键 7），另一个是紧贴主对角线上方的那条。最后一幅是 MLP 模型的那个头：又是两条对角线，一条明显比另一条深。每个头都找到了自己的模式，代码里并没有任何地方告诉它该学哪一个。
 
 # %%
 letters = list(toy.letters(tokens))
-fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.6), layout="constrained")
-head_grid(toy.head_maps(one.model, tokens), axes=axes[:1], queries=letters, keys=letters)
-head_grid(toy.head_maps(two.model, tokens), axes=axes[1:], queries=letters, keys=letters)
-for ax, model, h in zip(axes, ("l04.plot.one_head", "l04.plot.two_heads", "l04.plot.two_heads"), (0, 0, 1)):
-    ax.set_title(message("l04.plot.model_head", model=message(model), h=h), fontsize=10)
+panels = [("l04.plot.one_head", one, 0), ("l04.plot.two_heads", two, 0), ("l04.plot.two_heads", two, 1),
+          ("l04.plot.mlp_head", mlp, 0)]
+fig, axes = plt.subplots(1, 4, figsize=(13, 3.9), layout="constrained")
+for ax, (name, run, h) in zip(axes, panels):
+    head_grid(toy.head_maps(run.model, tokens)[h:h + 1], axes=[ax], queries=letters, keys=letters)
+    ax.set_title(message("l04.plot.model_head", model=message(name), h=h), fontsize=9)
+    if ax is not axes[0]:
+        ax.set_ylabel("")
 plt.show()
 
 # %% [markdown] tags=["lang-en"]
@@ -220,7 +294,7 @@ plt.show()
 # outputs, weights = [], []
 # for h, head in enumerate(self.heads):            # one head at a time
 #     out, w = head(query, key, value, keep_mask=...)  # (B, L_q, d), (B, L_q, L_k)
-#     outputs.append(out)                          # keep the head's OUTPUT
+#     outputs.append(out)                          # keep the head's output, not its weights
 #     weights.append(w)
 # output = self.out_proj(torch.cat(outputs, dim=-1))  # (B, L_q, H·d) -> (B, L_q, E)
 # return output, torch.stack(weights, dim=1)       # (B, L_q, E), (B, H, L_q, L_k)
@@ -230,7 +304,7 @@ plt.show()
 # $(B, H, L_q, L_k)$. For cross-attention the keys and values come from another sequence whose
 # features may differ in size ($k_{dim}$, $v_{dim}$), as in lesson 03:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="fedf1e2749"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="afb7969905"
 # ## 2. 朴素版：每个头一个模块
 #
 # 按字面实现公式：$H$ 个相互独立的头，每个头是一个 `AttentionHead`，有自己的三个 `nn.Linear` 投影，都投影到 $d$ 个特征（查询一侧 $E \to d$，键一侧 $k_{dim} \to d$，值一侧 $v_{dim} \to d$），逐个运行；它们的输出拼接成 $H \cdot d = E$ 个特征，再经过 `out_proj` 投影。`NaiveMultiheadAttention` 的前向计算就是一个循环：
@@ -239,7 +313,7 @@ plt.show()
 # outputs, weights = [], []
 # for h, head in enumerate(self.heads):            # 一次一个头
 #     out, w = head(query, key, value, keep_mask=...)  # (B, L_q, d), (B, L_q, L_k)
-#     outputs.append(out)                          # 保留这个头的输出（OUTPUT）
+#     outputs.append(out)                          # 保留这个头的输出，而不是权重
 #     weights.append(w)
 # output = self.out_proj(torch.cat(outputs, dim=-1))  # (B, L_q, H·d) -> (B, L_q, E)
 # return output, torch.stack(weights, dim=1)       # (B, L_q, E), (B, H, L_q, L_k)
@@ -263,6 +337,44 @@ output, weights = naive(x, memory, memory)  # 交叉注意力：键和值来自 
 print("output.shape  =", tuple(output.shape))  # (B, L_q, E)
 print("weights.shape =", tuple(weights.shape))  # (B, H, L_q, L_k)
 print({name: tuple(p.shape) for name, p in naive.heads[0].named_parameters()})  # (d, E), (d,), (d, E_kv), ...
+
+# %% [markdown] tags=["lang-en"]
+# ### Concatenate, then project: a sum over heads
+#
+# `out_proj` multiplies the concatenation $[\mathrm{head}_0, \dots, \mathrm{head}_{H-1}]$, $H \cdot d$
+# features, by $W_O$. Cut $W_O$'s $H \cdot d$ rows into $H$ blocks of $d$, block $h$ being $W_O^h$,
+# and the product becomes a sum with one term per head:
+#
+# $$[\mathrm{head}_0, \dots, \mathrm{head}_{H-1}]\, W_O = \sum_h \mathrm{head}_h\, W_O^h .$$
+#
+# So the heads never mix inside the layer: each writes its own term into the $E$ output features,
+# and $W_O^h$ decides where it lands. `nn.Linear` stores `out_proj.weight` as $(E, H \cdot d)$,
+# (out, in), so $W_O^h$ is its columns $h d \dots (h+1) d - 1$, transposed:
+
+# %% [markdown] tags=["lang-zh"] en_hash="db52160d65"
+# ### 先拼接再投影，就是对各个头求和
+#
+# `out_proj` 把拼接结果 $[\mathrm{head}_0, \dots, \mathrm{head}_{H-1}]$（共 $H \cdot d$ 个特征）乘以 $W_O$。把 $W_O$ 的 $H \cdot d$ 行切成 $H$ 块、每块 $d$ 行，记第 $h$ 块为 $W_O^h$，这个乘积就变成了每个头一项的和：
+#
+# $$[\mathrm{head}_0, \dots, \mathrm{head}_{H-1}]\, W_O = \sum_h \mathrm{head}_h\, W_O^h .$$
+#
+# 所以在层的内部，各个头从不相互混合：每个头往 $E$ 个输出特征里写入自己的一项，写到哪里由 $W_O^h$ 决定。`nn.Linear` 以 (out, in) 的形式把 `out_proj.weight` 存为 $(E, H \cdot d)$，所以 $W_O^h$ 就是它的第 $h d \dots (h+1) d - 1$ 列，再转置：
+
+# %%
+d = E // H
+W_O = naive.out_proj.weight  # (E, H·d)
+terms = []
+for h, head in enumerate(naive.heads):
+    head_output, _ = head(x, memory, memory)  # (B, L_q, d)
+    W_O_h = W_O[:, h * d:(h + 1) * d].T  # (d, E)
+    terms.append(head_output @ W_O_h)  # (B, L_q, E)
+# lang: en
+claim("out_proj of the concatenated heads = Σ_h head_h · W_Oʰ, plus out_proj's bias",
+      torch.allclose(output, sum(terms) + naive.out_proj.bias, atol=1e-6))
+# lang: zh
+claim("拼接各个头后经过 out_proj 的结果 = Σ_h head_h · W_Oʰ，再加上 out_proj 的偏置",
+      torch.allclose(output, sum(terms) + naive.out_proj.bias, atol=1e-6))
+# lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ### Spot the bug: a loop that keeps the wrong thing
@@ -435,7 +547,7 @@ claim("而且它的输出随值而变", not torch.allclose(fixed(q, kv4, kv4), f
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="2ac22965e0"
 # ## 3. 融合版：所有头共用一次投影
 #
-# 朴素版的 $H$ 个查询投影是 $H$ 个形状为 $(d, E)$ 的矩阵（`nn.Linear` 以 (out, in) 的形式存放权重）。把它们按第 0 个头在前的顺序上下叠起来，就得到一个 $(H \cdot d, E) = (E, E)$ 的矩阵、一个 `nn.Linear`，一次矩阵乘法就能同时算出所有头的查询，形状为 $(B, L_q, E)$。第 00 课的 `split_heads` 把最后一维切成多个头，$(B, L_q, H, d)$，再把头维移到前面，$(B, H, L_q, d)$；键和值同样处理。然后一次批量注意力调用就处理了每个样本的每个头，注意力分数的形状为 $(B, H, L_q, L_k)$；最后 `merge_heads` 变回 $(B, L_q, H \cdot d)$，交给 `out_proj`：
+# 朴素版的 $H$ 个查询投影是 $H$ 个形状为 $(d, E)$ 的矩阵（`nn.Linear` 以 (out, in) 的形式存放权重）。把它们按第 0 个头在前的顺序上下叠起来，就得到一个 $(H \cdot d, E) = (E, E)$ 的矩阵、一个 `nn.Linear`，一次矩阵乘法就能同时算出所有头的查询，形状为 $(B, L_q, E)$。第 00 课的 `split_heads` 把最后一维切成多个头，$(B, L_q, H, d)$，再把头维移到前面，$(B, H, L_q, d)$；键和值同样处理。然后一次批量注意力调用就处理了每个样本（item，批量中的一条序列）的每个头，注意力分数的形状为 $(B, H, L_q, L_k)$；最后 `merge_heads` 变回 $(B, L_q, H \cdot d)$，交给 `out_proj`：
 #
 # ```python
 # q = split_heads(self.q_proj(query), H)   # (B, H, L_q, d)
@@ -472,33 +584,33 @@ claim("权重 (B, H, L_q, L_k) 也相同", torch.allclose(fused_weights, weights
 # `w_v` $(E_v, H \cdot d_v)$ and `w_o` $(H \cdot d_v, E_{out})$ with $H$ = `num_heads`. Project, split
 # into heads, attend in every head at once (scale by $\sqrt{d_k}$), merge, project with `w_o`.
 # Return `(output, weights)`: $(B, L_q, E_{out})$ and every head's weights $(B, H, L_q, L_k)$,
-# float32 like the inputs. The check tries one head, one query, one key, $d_k \ne d_v$ and
-# $E_{out} \ne E_q$, and compares gradients too. It refuses PyTorch's
+# both in the dtype of the inputs. The check tries one head, one query, one key, $d_k \ne d_v$,
+# $E_{out} \ne E_q$ and float64 inputs, and compares gradients too. It refuses PyTorch's
 # `F.multi_head_attention_forward`, the function `nn.MultiheadAttention` runs, which would do
 # all of this for you.
 
-# %% [markdown] tags=["lang-zh"] en_hash="ecca6b2c35"
+# %% [markdown] tags=["lang-zh"] en_hash="00dcbe6d31"
 # ### 练习 1：融合版的前向计算
 #
-# 用公式布局下的普通矩阵（`query @ w_q`，不带偏置）写出 `my_multihead(query, key, value, w_q, w_k, w_v, w_o, num_heads)`。`query` 的形状为 $(B, L_q, E_q)$，`key` 为 $(B, L_k, E_k)$，`value` 为 $(B, L_k, E_v)$；`w_q` 为 $(E_q, H \cdot d_k)$，`w_k` 为 $(E_k, H \cdot d_k)$，`w_v` 为 $(E_v, H \cdot d_v)$，`w_o` 为 $(H \cdot d_v, E_{out})$，其中 $H$ = `num_heads`。先投影，再拆成多头，在所有头上一次做完注意力（除以 $\sqrt{d_k}$），合并，最后用 `w_o` 投影。按 `(output, weights)` 的顺序返回：$(B, L_q, E_{out})$ 和每个头各自的权重 $(B, H, L_q, L_k)$，与输入一样是 float32。检查会测试只有一个头、只有一个查询、只有一个键、$d_k \ne d_v$ 以及 $E_{out} \ne E_q$ 的情形，还会比较梯度。检查不接受 PyTorch 的 `F.multi_head_attention_forward`：`nn.MultiheadAttention` 运行的就是这个函数，它会替你把这些步骤全部做完。
+# 用公式布局下的普通矩阵（`query @ w_q`，不带偏置）写出 `my_multihead(query, key, value, w_q, w_k, w_v, w_o, num_heads)`。`query` 的形状为 $(B, L_q, E_q)$，`key` 为 $(B, L_k, E_k)$，`value` 为 $(B, L_k, E_v)$；`w_q` 为 $(E_q, H \cdot d_k)$，`w_k` 为 $(E_k, H \cdot d_k)$，`w_v` 为 $(E_v, H \cdot d_v)$，`w_o` 为 $(H \cdot d_v, E_{out})$，其中 $H$ = `num_heads`。先投影，再拆成多头，在所有头上一次做完注意力（除以 $\sqrt{d_k}$），合并，最后用 `w_o` 投影。按 `(output, weights)` 的顺序返回：$(B, L_q, E_{out})$ 和每个头各自的权重 $(B, H, L_q, L_k)$，两者的 dtype 都与输入相同。检查会测试只有一个头、只有一个查询、只有一个键、$d_k \ne d_v$、$E_{out} \ne E_q$ 以及 float64 输入的情形，还会比较梯度。检查不接受 PyTorch 的 `F.multi_head_attention_forward`：`nn.MultiheadAttention` 运行的就是这个函数，它会替你把这些步骤全部做完。
 
 # %% tags=["exercise"] exercise="04.fused_forward"
 def my_multihead(query, key, value, w_q, w_k, w_v, w_o, num_heads):
     # lang: en
     """Multi-head attention with one projection for all heads and one batched attention call.
 
-    query: (B, L_q, E_q), key: (B, L_k, E_k), value: (B, L_k, E_v), float32.
+    query: (B, L_q, E_q), key: (B, L_k, E_k), value: (B, L_k, E_v), float32 or float64.
     w_q: (E_q, H·d_k), w_k: (E_k, H·d_k), w_v: (E_v, H·d_v), w_o: (H·d_v, E_out); H = num_heads.
-    Returns (output, weights): output (B, L_q, E_out) float32, the weights of every head
-    (B, H, L_q, L_k) float32, each head's scores divided by √d_k.
+    Returns (output, weights): output (B, L_q, E_out) and the weights of every head
+    (B, H, L_q, L_k), in the dtype of the inputs, each head's scores divided by √d_k.
     """
     # lang: zh
     """用一次投影处理所有头、一次批量调用完成注意力的多头注意力。
 
-    query：(B, L_q, E_q)，key：(B, L_k, E_k)，value：(B, L_k, E_v)，均为 float32。
+    query：(B, L_q, E_q)，key：(B, L_k, E_k)，value：(B, L_k, E_v)，均为 float32 或 float64。
     w_q：(E_q, H·d_k)，w_k：(E_k, H·d_k)，w_v：(E_v, H·d_v)，w_o：(H·d_v, E_out)；H = num_heads。
-    返回 (output, weights)：output 为 (B, L_q, E_out) 的 float32 张量，weights 为每个头各自的权重
-    (B, H, L_q, L_k)，float32；每个头的分数都除以 √d_k。
+    返回 (output, weights)：output 为 (B, L_q, E_out)，weights 为每个头各自的权重 (B, H, L_q, L_k)，
+    dtype 都与输入相同；每个头的分数都除以 √d_k。
     """
     # lang: end
     ### BEGIN SOLUTION
@@ -560,51 +672,6 @@ for mha in (torch_self, torch_cross):
     print({name: tuple(p.shape) for name, p in mha.named_parameters()})
 
 # %% [markdown] tags=["lang-en"]
-# ### Exercise 2: pack the heads for `nn.MultiheadAttention`
-#
-# Write `my_in_proj(q_heads, k_heads, v_heads, q_biases, k_biases, v_biases)`: the per-head
-# projections of a naive self-attention layer, stacked, are `q_heads`, `k_heads`, `v_heads`, each
-# $(H, d, E)$ (`q_heads[h]` is head $h$'s `q_proj.weight`), and `q_biases`, `k_biases`,
-# `v_biases`, each $(H, d)$. Return `(in_proj_weight, in_proj_bias)` as `nn.MultiheadAttention`
-# stores them: $(3 H d, E)$ and $(3 H d,)$, same dtype as the inputs.
-
-# %% [markdown] tags=["lang-zh"] en_hash="d71306b5e3"
-# ### 练习 2：为 `nn.MultiheadAttention` 打包各个头
-#
-# 写出 `my_in_proj(q_heads, k_heads, v_heads, q_biases, k_biases, v_biases)`：把朴素版自注意力层各个头的投影叠在一起，得到 `q_heads`、`k_heads`、`v_heads`，形状都是 $(H, d, E)$（`q_heads[h]` 是第 $h$ 个头的 `q_proj.weight`），以及 `q_biases`、`k_biases`、`v_biases`，形状都是 $(H, d)$。按 `nn.MultiheadAttention` 存放的方式返回 `(in_proj_weight, in_proj_bias)`：形状分别为 $(3 H d, E)$ 和 $(3 H d,)$，dtype 与输入相同。
-
-# %% tags=["exercise"] exercise="04.in_proj"
-def my_in_proj(q_heads, k_heads, v_heads, q_biases, k_biases, v_biases):
-    # lang: en
-    """Pack per-head projections into nn.MultiheadAttention's in_proj_weight and in_proj_bias.
-
-    q_heads, k_heads, v_heads: (H, d, E), head h's nn.Linear weight (out, in) at index h.
-    q_biases, k_biases, v_biases: (H, d).
-    Returns (in_proj_weight, in_proj_bias): (3·H·d, E) and (3·H·d,), the dtype of the inputs;
-    Q's rows first, then K's, then V's, and within each, head 0's d rows first.
-    """
-    # lang: zh
-    """把各个头的投影打包成 nn.MultiheadAttention 的 in_proj_weight 和 in_proj_bias。
-
-    q_heads、k_heads、v_heads：(H, d, E)，索引 h 处是第 h 个头的 nn.Linear 权重 (out, in)。
-    q_biases、k_biases、v_biases：(H, d)。
-    返回 (in_proj_weight, in_proj_bias)：形状为 (3·H·d, E) 和 (3·H·d,)，dtype 与输入相同；
-    先是 Q 的行，然后是 K 的，再然后是 V 的；每一部分内部，第 0 个头的 d 行在最前面。
-    """
-    # lang: end
-    ### BEGIN SOLUTION
-    H, d, E = q_heads.shape
-    weight = torch.cat([w.reshape(H * d, E) for w in (q_heads, k_heads, v_heads)])  # (3·H·d, E)
-    bias = torch.cat([b.reshape(H * d) for b in (q_biases, k_biases, v_biases)])  # (3·H·d,)
-    return weight, bias
-    ### END SOLUTION
-
-
-# %%
-from course_utils import check
-check("04.in_proj", my_in_proj)
-
-# %% [markdown] tags=["lang-en"]
 # ### Parameter counts
 #
 # With $k_{dim} = v_{dim} = E$, the four projections of the fused layer hold $4E^2$ weights and
@@ -616,7 +683,7 @@ check("04.in_proj", my_in_proj)
 # %% [markdown] tags=["lang-zh"] en_hash="b0c00358ee"
 # ### 参数个数
 #
-# 当 $k_{dim} = v_{dim} = E$ 时，融合版的四个投影共有 $4E^2$ 个权重和 $4E$ 个偏置；朴素版（$H$ 个头，每个 $3(dE + d)$，再加上 `out_proj`）和 `nn.MultiheadAttention` 也一样：头数不改变参数个数，只改变这些数的切分方式。那篇教程中每个头都是完整大小的变体（$d = E$，`fc_out` 把 $H \cdot E$ 映射到 $E$）则是另一个模型：参数大约是 $H$ 倍。取 $E = 512$、$H = 8$：
+# 当 $k_{dim} = v_{dim} = E$ 时，融合版的四个投影共有 $4E^2$ 个权重和 $4E$ 个偏置；朴素版（$H$ 个头，每个头 $3(dE + d)$ 个参数，再加上 `out_proj`）和 `nn.MultiheadAttention` 也是这么多。头数只决定这些数怎么切分，不改变总数。那篇教程里每个头都取完整大小的变体（$d = E$，`fc_out` 从 $H \cdot E$ 映射到 $E$）就是另一个模型了：参数大约多出 $H$ 倍。取 $E = 512$、$H = 8$：
 
 # %%
 E_big, H_big = 512, 8
@@ -640,7 +707,7 @@ claim("朴素版、融合版和 nn.MultiheadAttention 的参数个数都是 4E²
       len(set(list(counts.values())[:3])) == 1 and counts["FusedMultiheadAttention"] == 4 * E_big**2 + 4 * E_big)
 claim("头数取 E 的任意约数时都是如此",
       len({parameter_count(FusedMultiheadAttention(E_big, heads)) for heads in (1, 2, 8, 64)}) == 1)
-claim(f"完整大小的头的参数个数是它的 {ratio:.3f} 倍，约为 H = {H_big} 倍", abs(ratio - H_big) < 0.01)
+claim(f"完整大小的头，参数个数是融合版的 {ratio:.3f} 倍，约为 H = {H_big} 倍", abs(ratio - H_big) < 0.01)
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
@@ -649,6 +716,128 @@ claim(f"完整大小的头的参数个数是它的 {ratio:.3f} 倍，约为 H = 
 
 # %% [markdown] tags=["lang-zh"] en_hash="ec3a1bb32f"
 # 所以，公平地比较一个头和 $H$ 个头，要保持 $E$ 不变（第 1 节就是这样做的）；完整大小的变体则把多头的作用和八倍参数的作用混在了一起。
+
+# %% [markdown] tags=["lang-en"]
+# ### What small heads cost
+#
+# The count stays $4E^2 + 4E$ whatever $H$ is; what $H$ changes is what one head can compute.
+# Biases aside, head $h$ scores query $x_q$ against key $x_k$ as
+#
+# $$\frac{(x_q W_Q^h)(x_k W_K^h)^\top}{\sqrt d} = x_q\, \frac{W_Q^h {W_K^h}^\top}{\sqrt d}\, x_k^\top ,$$
+#
+# with $W_Q^h$ and $W_K^h$ of shape $(E, d)$. Their product is an $E \times E$ matrix of rank at most
+# $d$: one head measures how well a query matches a key along only $d$ of the directions of the $E$
+# features. That is the price of splitting $E$ into $H$ heads: more places to attend at once, each
+# with a narrower view. (One head of $d = E$ compares along all $E$ directions, but gives each
+# query a single pattern.)
+
+# %% [markdown] tags=["lang-zh"] en_hash="587f8209a0"
+# ### 头变小要付出什么
+#
+# 无论 $H$ 是多少，参数个数都是 $4E^2 + 4E$；$H$ 改变的是一个头能算出什么。不计偏置，第 $h$ 个头给查询 $x_q$ 和键 $x_k$ 打的分数是
+#
+# $$\frac{(x_q W_Q^h)(x_k W_K^h)^\top}{\sqrt d} = x_q\, \frac{W_Q^h {W_K^h}^\top}{\sqrt d}\, x_k^\top ,$$
+#
+# 其中 $W_Q^h$ 和 $W_K^h$ 的形状都是 $(E, d)$。它们的乘积是一个 $E \times E$ 矩阵，秩（rank）至多为 $d$：一个头只能在 $E$ 个特征所张成的空间里，沿其中 $d$ 个方向衡量查询与键是否匹配。这就是把 $E$ 拆成 $H$ 个头的代价：能同时关注的地方多了，每个头的视野却窄了。（$d = E$ 的单个头能沿全部 $E$ 个方向比较，但每个查询只能得到一种注意力模式。）
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 2: every head's score matrix
+#
+# `nn.MultiheadAttention` keeps $W_Q$, $W_K$ and $W_V$ packed in one `in_proj_weight` of shape
+# $(3E, E)$ (section 4's table): Q's $E$ rows, then K's, then V's, each block stored (out, in) as
+# `nn.Linear` stores a weight, and within Q's rows (and K's), head 0's $d$ rows first. Write
+# `my_score_matrices(in_proj_weight, num_heads)`: return the $(H, E, E)$ tensor whose entry $h$ is
+# $A_h = W_Q^h {W_K^h}^\top / \sqrt d$, $d = E / H$, so that head $h$'s scores, biases aside, are
+# $X_q A_h X_k^\top$. Return it in the dtype of `in_proj_weight` (the check tries float32 and
+# float64). The check tries one head, heads of $d = 1$ and several sizes, and compares gradients
+# with respect to `in_proj_weight` too: build the result with tensor operations (no `.detach()`, no
+# `torch.no_grad()`, no NumPy).
+
+# %% [markdown] tags=["lang-zh"] en_hash="0195c6a224"
+# ### 练习 2：每个头的分数矩阵
+#
+# `nn.MultiheadAttention` 把 $W_Q$、$W_K$、$W_V$ 打包存放在一个形状为 $(3E, E)$ 的 `in_proj_weight` 里（见第 4 节的表格）：先是 Q 的 $E$ 行，然后是 K 的，再然后是 V 的；每一块都像 `nn.Linear` 存放权重那样按 (out, in) 存放；在 Q（以及 K）的行里，第 0 个头的 $d$ 行排在最前。写出 `my_score_matrices(in_proj_weight, num_heads)`：返回形状为 $(H, E, E)$ 的张量，其中第 $h$ 项是 $A_h = W_Q^h {W_K^h}^\top / \sqrt d$，$d = E / H$，这样第 $h$ 个头的分数（不计偏置）就是 $X_q A_h X_k^\top$。返回值的 dtype 与 `in_proj_weight` 相同（检查会测试 float32 和 float64）。检查会测试只有一个头、$d = 1$ 的头以及多种大小的情形，还会比较对 `in_proj_weight` 的梯度：请用张量运算构造结果（不要用 `.detach()`、`torch.no_grad()` 或 NumPy）。
+
+# %% tags=["exercise"] exercise="04.score_matrices"
+def my_score_matrices(in_proj_weight, num_heads):
+    # lang: en
+    """Every head's score matrix W_Q^h W_K^hᵀ / √d, from nn.MultiheadAttention's packed weight.
+
+    in_proj_weight: (3E, E): Q's rows, then K's, then V's, each block (out, in); head h's rows of
+    Q (and of K) are h·d … (h+1)·d - 1, d = E / num_heads.
+    Returns (H, E, E) in the dtype of in_proj_weight: entry h is A_h = W_Q^h W_K^hᵀ / √d, so
+    that head h's scores (biases aside) are X_q @ A_h @ X_kᵀ.
+    """
+    # lang: zh
+    """由 nn.MultiheadAttention 打包的权重得到每个头的分数矩阵 W_Q^h W_K^hᵀ / √d。
+
+    in_proj_weight：(3E, E)，先是 Q 的行，然后是 K 的，再然后是 V 的，每一块都是 (out, in)；
+    Q（以及 K）中第 h 个头的行是第 h·d … (h+1)·d - 1 行，d = E / num_heads。
+    返回 (H, E, E)，dtype 与 in_proj_weight 相同：第 h 项是 A_h = W_Q^h W_K^hᵀ / √d，
+    这样第 h 个头的分数（不计偏置）就是 X_q @ A_h @ X_kᵀ。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    E = in_proj_weight.shape[1]
+    d = E // num_heads
+    q_rows, k_rows, _ = in_proj_weight.split(E)  # 3 × (E, E)
+    # lang: en
+    # (H, d, E): entry h is (W_Q^h)ᵀ, stored (out, in); the same for K
+    # lang: zh
+    # (H, d, E)：第 h 项是按 (out, in) 存放的 (W_Q^h)ᵀ；K 也一样
+    # lang: end
+    q = q_rows.view(num_heads, d, E)
+    k = k_rows.view(num_heads, d, E)
+    return q.transpose(1, 2) @ k / math.sqrt(d)  # (H, E, d) @ (H, d, E) = (H, E, E)
+    ### END SOLUTION
+
+# %%
+from course_utils import check
+check("04.score_matrices", my_score_matrices)
+
+# %% [markdown] tags=["lang-en"]
+# The ranks, on a layer with $E = 16$: each of four heads of $d = 4$, and one head of $d = 16$.
+# `heads[h].q_proj.weight` is $(W_Q^h)^\top$, stored (out, in):
+
+# %% [markdown] tags=["lang-zh"] en_hash="806c0312ce"
+# 下面在 $E = 16$ 的层上看看秩：四个头、每个 $d = 4$，以及一个 $d = 16$ 的头。`heads[h].q_proj.weight` 就是按 (out, in) 存放的 $(W_Q^h)^\top$：
+
+# %%
+torch.manual_seed(6)
+four_heads = NaiveMultiheadAttention(16, 4).double()
+one_head = NaiveMultiheadAttention(16, 1).double()
+
+
+def score_rank(head):
+    # lang: en
+    """The rank of W_Q^h W_K^hᵀ, (E, d) @ (d, E), for one head of a naive layer."""
+    # lang: zh
+    """朴素版层中一个头的 W_Q^h W_K^hᵀ（(E, d) @ (d, E)）的秩。"""
+    # lang: end
+    product = head.q_proj.weight.T @ head.k_proj.weight  # (E, E)
+    return int(torch.linalg.matrix_rank(product, rtol=1e-9))
+
+
+x16 = torch.randn(1, 12, 16, generator=g, dtype=torch.float64)  # (B, L, E) = (1, 12, 16)
+# lang: en
+# each head's (L, L) scores on that sequence, biases included
+# lang: zh
+# 每个头在这条序列上的 (L, L) 分数，包括偏置
+# lang: end
+with torch.no_grad():
+    sequence_ranks = [int(torch.linalg.matrix_rank(head.q_proj(x16)[0] @ head.k_proj(x16)[0].T, rtol=1e-9))
+                      for head in four_heads.heads]
+# lang: en
+claim("each of the four heads' 16 × 16 matrices W_Q^h W_K^hᵀ has rank 4 = d",
+      [score_rank(head) for head in four_heads.heads] == [4] * 4)
+claim("the one head of d = 16 has rank 16", score_rank(one_head.heads[0]) == 16)
+claim("on a sequence of 12 positions, each of the four heads' 12 × 12 score matrices has rank 4 too",
+      sequence_ranks == [4] * 4)
+# lang: zh
+claim("四个头各自的 16 × 16 矩阵 W_Q^h W_K^hᵀ，秩都是 4 = d", [score_rank(head) for head in four_heads.heads] == [4] * 4)
+claim("d = 16 的单个头，秩为 16", score_rank(one_head.heads[0]) == 16)
+claim("在一条 12 个位置的序列上，四个头各自的 12 × 12 分数矩阵秩也都是 4", sequence_ranks == [4] * 4)
+# lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 5. Three ways, one result
@@ -668,8 +857,8 @@ claim(f"完整大小的头的参数个数是它的 {ratio:.3f} 倍，约为 H = 
 #
 # 现在来证明这三个层计算的是同一个函数。用 float64 计算，让“相等”精确到很多位：输出相同，每个头的权重相同（PyTorch 的层使用 `average_attn_weights=False`），对输入和对每个参数的梯度也相同（用 `packed_gradients` 按打包布局读出）。分两种情形：
 #
-# - 交叉注意力，$k_{dim} = 6$，$v_{dim} = 5$，带键填充掩码（三条序列分别有 7、5、2 个键）；
-# - 自注意力（$k_{dim} = v_{dim} = E$，对应 PyTorch 打包的 `in_proj_weight`），带因果掩码：以保留掩码的形式传给本课程的层，以 `attn_mask = ~keep` 的形式传给 PyTorch。
+# - 交叉注意力，$k_{dim} = 6$，$v_{dim} = 5$，带键填充掩码（key padding mask；三条序列分别有 7、5、2 个键）；
+# - 自注意力（$k_{dim} = v_{dim} = E$，对应 PyTorch 打包的 `in_proj_weight`），带因果掩码：以保留掩码（keep mask）的形式传给本课程的层，以 `attn_mask = ~keep` 的形式传给 PyTorch。
 
 # %%
 def three_layers(kdim, vdim, seed=0):
@@ -757,11 +946,10 @@ claim("自注意力，带因果掩码：同样相同",
 # nothing to attend to. `nn.MultiheadAttention` returns NaN there (on its default call; lesson 02
 # §4 measured every path), while the course's layers, like `F.scaled_dot_product_attention` in
 # recent PyTorch, give zero weights and a zero attention output, so the layer returns
-# `out_proj`'s bias. Everywhere a query keeps at least one key, they agree; that is what a test
-# can compare.
+# `out_proj`'s bias. Everywhere a query keeps at least one key, they agree:
 
-# %% [markdown] tags=["lang-zh"] en_hash="799189869c"
-# 有一处它们是有意不同的：所有键都是填充的样本。它的查询无键可看。`nn.MultiheadAttention` 在这里返回 NaN（这是它的默认调用；第 02 课第 4 节测过它的每条路径），而本课程的层与较新版本 PyTorch 的 `F.scaled_dot_product_attention` 一样，给出全零的权重和全零的注意力输出，于是这个层返回 `out_proj` 的偏置。只要一个查询至少保留了一个键，它们就完全一致；测试能比较的正是这些行。
+# %% [markdown] tags=["lang-zh"] en_hash="5834d51f87"
+# 有一处它们是有意不同的：所有键都是填充的样本。它的查询无键可看。`nn.MultiheadAttention` 在这里返回 NaN（这是它的默认调用；第 02 课第 4 节测过它的每条路径），而本课程的层与较新版本 PyTorch 的 `F.scaled_dot_product_attention` 一样，给出全零的权重和全零的注意力输出，于是这个层返回 `out_proj` 的偏置。只要一个查询至少保留了一个键，它们就完全一致：
 
 # %%
 all_padding = padding.clone()
@@ -788,16 +976,17 @@ claim("而其他样本上两者一致", torch.allclose(ours[:2], theirs[:2]))
 #
 # ### `batch_first` is False unless you say so
 #
-# Created without `batch_first=True`, the layer reads its inputs as $(L, B, E)$, the layout of
-# the original Transformer code. Hand it a batch-first $(B, L, E)$ tensor and nothing fails: it
+# Created without `batch_first=True`, the layer reads its inputs as $(L, B, E)$, sequence first:
+# the convention of PyTorch's recurrent layers (`nn.RNN`, `nn.LSTM` and `nn.GRU` default to
+# `batch_first=False` too). Hand it a batch-first $(B, L, E)$ tensor and nothing fails: it
 # takes the batch axis for the sequence and attends *across the items of the batch*:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="d244e9e5db"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="ec2cc6a2a4"
 # ## 6. `nn.MultiheadAttention` 那些出人意料的行为
 #
 # ### 不声明时，`batch_first` 为 False
 #
-# 创建时如果没有写 `batch_first=True`，这个层会把输入当作 $(L, B, E)$ 来读，这是最初的 Transformer 代码所用的布局。交给它一个批量在前的 $(B, L, E)$ 张量，什么也不会报错：它把批量维当成了序列维，于是在*批量里的各个样本之间*做注意力：
+# 创建时如果没有写 `batch_first=True`，这个层会把输入当作 $(L, B, E)$ 来读，即序列在前（sequence-first）：这是 PyTorch 循环层的约定（`nn.RNN`、`nn.LSTM`、`nn.GRU` 的 `batch_first` 默认也是 False）。交给它一个批量在前的 $(B, L, E)$ 张量，什么也不会报错：它把批量维当成了序列维，于是在*批量里的各个样本之间*做注意力：
 
 # %%
 torch.manual_seed(2)
@@ -826,12 +1015,14 @@ print("weights.shape =", tuple(w_default.shape))  # (N, L, L) = (5, 3, 3)：每�
 # lang: end
 # lang: en
 claim("batch_first is False by default", mha_default.batch_first is False)
+claim("as in nn.RNN, nn.LSTM and nn.GRU", all(not layer(4, 4).batch_first for layer in (nn.RNN, nn.LSTM, nn.GRU)))
 claim("it runs on (B, L, E) and returns that shape", out_default.shape == x3.shape)
 claim("but its output is not the batch_first=True layer's", not torch.allclose(out_default, out_first, atol=1e-4))
 claim("and changing sequence 1 changes the output of sequence 0",
       not torch.allclose(mha_default(x3_changed, x3_changed, x3_changed)[0][0], out_default[0], atol=1e-4))
 # lang: zh
 claim("batch_first 默认为 False", mha_default.batch_first is False)
+claim("nn.RNN、nn.LSTM、nn.GRU 也是如此", all(not layer(4, 4).batch_first for layer in (nn.RNN, nn.LSTM, nn.GRU)))
 claim("它在 (B, L, E) 上照常运行，并返回同样的形状", out_default.shape == x3.shape)
 claim("但它的输出与 batch_first=True 的层不同", not torch.allclose(out_default, out_first, atol=1e-4))
 claim("而且改动序列 1 会改变序列 0 的输出",
@@ -881,16 +1072,16 @@ claim("传入 average_attn_weights=False 时，返回每个头各自的权重", 
 # %% [markdown] tags=["lang-zh"] en_hash="727e89e5b2"
 # ### 它的快速路径，以及什么时候会走
 #
-# `nn.MultiheadAttention` 还有第二套实现，即它的**快速路径**：一个 C++ 算子 `torch._native_multi_head_attention`，取代通用路径里的 Python 代码。从外面看不出跑的是哪一条路径，所以我们观察 PyTorch 分派了哪些算子（`course_utils.multihead.operators`），看其中有没有这一个。下面的基准情形走的是快速路径：eval 模式，关闭自动求导（`torch.inference_mode()`），自注意力且查询、键、值是*同一个*张量，`batch_first=True`，两个头。然后每次只改变一个条件（用 torch 2.13 测得）：
+# `nn.MultiheadAttention` 还有第二套实现，即它的**快速路径**（fast path）：一个 C++ 算子 `torch._native_multi_head_attention`，取代通用路径（general path）里的 Python 代码。从外面看不出跑的是哪一条路径，所以我们观察 PyTorch 分派了哪些算子（`course_utils.multihead.operators`），看其中有没有这一个。下面的基准情形走的是快速路径：eval 模式，关闭自动求导（`torch.inference_mode()`），自注意力且查询、键、值是*同一个*张量，`batch_first=True`，两个头。然后每次只改变一个条件（用 torch 2.13 测得）：
 
 # %%
 torch.manual_seed(3)
 mha_fast = nn.MultiheadAttention(8, 2, batch_first=True).eval()
 x_fast = torch.randn(3, 5, 8, generator=g)
 # lang: en
-padding_fast = torch.tensor([[False] * 5, [True] * 5, [False] * 3 + [True] * 2])  # item 1: all padding
+padding_fast = torch.tensor([[False] * 5, [False] * 4 + [True], [False] * 3 + [True] * 2])  # items 1 and 2 end in padding
 # lang: zh
-padding_fast = torch.tensor([[False] * 5, [True] * 5, [False] * 3 + [True] * 2])  # 样本 1：全是填充
+padding_fast = torch.tensor([[False] * 5, [False] * 4 + [True], [False] * 3 + [True] * 2])  # 样本 1 和 2 末尾是填充
 # lang: end
 
 
@@ -949,14 +1140,13 @@ claim("开启自动求导且参数需要梯度：走通用路径", not fast["aut
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
-# A one-head `nn.MultiheadAttention`, like lesson 03's comparisons, never takes it. Does the fast path differ
-# from the general path? On ordinary rows they agree to rounding. On the fully padded item they
-# differ: the fast path returns NaN, the general path with `need_weights=False` (which calls
-# `F.scaled_dot_product_attention`) returns zeros there, hence `out_proj`'s bias. Lesson 02 §4
-# has the full table.
+# A one-head `nn.MultiheadAttention`, like lesson 03's comparisons, never takes it. Do the two
+# paths compute the same? On these inputs, padding included, they agree to rounding. They differ
+# only on an item whose keys are all padding: lesson 02 §4 has the table of what every path returns
+# there, and section 5 above showed the NaN of the default call.
 
-# %% [markdown] tags=["lang-zh"] en_hash="71455079b0"
-# 因此，只有一个头的 `nn.MultiheadAttention`（比如第 03 课拿来对照的那个）从来不会走快速路径。快速路径和通用路径的结果有区别吗？在普通的行上，两者只差舍入误差。在全部是填充的样本上就不同了：快速路径返回 NaN，而 `need_weights=False` 的通用路径（它调用 `F.scaled_dot_product_attention`）在那里返回零，于是输出 `out_proj` 的偏置。完整的表格见第 02 课第 4 节。
+# %% [markdown] tags=["lang-zh"] en_hash="c9a7001d19"
+# 因此，只有一个头的 `nn.MultiheadAttention`（比如第 03 课拿来对照的那个）从来不会走快速路径。两条路径算出的结果一样吗？在这些输入上（包括填充），两者只差舍入误差。它们只在所有键都是填充的样本上不同：每条路径在那里返回什么，见第 02 课第 4 节的表格；默认调用返回的 NaN，上面第 5 节已经展示过。
 
 # %%
 with torch.inference_mode():
@@ -969,20 +1159,9 @@ with torch.inference_mode():
     general_output, _ = mha_fast(x_fast, x_fast, x_fast, key_padding_mask=padding_fast, need_weights=False)
     mha_fast.eval()
 # lang: en
-rows = [0, 2]  # the items that have real keys
+claim("the fast path and the general path agree on every item", torch.allclose(fast_output, general_output, atol=1e-5))
 # lang: zh
-rows = [0, 2]  # 有真实键的样本
-# lang: end
-# lang: en
-claim("fast path: the fully padded item is NaN", fast_output[1].isnan().all())
-claim("general path, need_weights=False: it is out_proj's bias",
-      torch.allclose(general_output[1], mha_fast.out_proj.bias.detach().expand(5, 8)))
-claim("on the other items the two paths agree", torch.allclose(fast_output[rows], general_output[rows], atol=1e-5))
-# lang: zh
-claim("快速路径：全部是填充的样本为 NaN", fast_output[1].isnan().all())
-claim("need_weights=False 的通用路径：该样本的输出是 out_proj 的偏置",
-      torch.allclose(general_output[1], mha_fast.out_proj.bias.detach().expand(5, 8)))
-claim("其他样本上两条路径一致", torch.allclose(fast_output[rows], general_output[rows], atol=1e-5))
+claim("快速路径与通用路径在每个样本上都一致", torch.allclose(fast_output, general_output, atol=1e-5))
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
@@ -999,7 +1178,7 @@ claim("其他样本上两条路径一致", torch.allclose(fast_output[rows], gen
 # %% [markdown] tags=["lang-zh"] en_hash="480febb9ec"
 # ### 它的 3 维 `attn_mask` 是批量优先的
 #
-# `attn_mask` 可以是 $(L_q, L_k)$，对每个样本、每个头都一样；也可以是 3 维的 $(B \cdot H, L_q, L_k)$：每个样本的每个头各有一个掩码，True 表示*不得关注*。在内部，PyTorch 把注意力分数看作 $(B, H, L_q, L_k)$，再把前两维展平，于是槽位 $n$ 是第 $b$ 个样本的第 $h$ 个头，$n = b \cdot H + h$：**批量优先**，样本 0 的所有头排在最前面。按头优先（$n = h \cdot B + b$）排列的掩码也会被照单全收，然后交给错误的头。下面每个样本、每个头都有自己的掩码；本课程的融合版层以 $(B, H, L_q, L_k)$ 保留掩码的形式接收它们：
+# `attn_mask` 可以是 $(L_q, L_k)$，对每个样本、每个头都一样；也可以是 3 维的 $(B \cdot H, L_q, L_k)$：每个样本的每个头各有一个掩码，True 表示*不得关注*。在内部，PyTorch 把注意力分数看作 $(B, H, L_q, L_k)$，再把前两维展平，于是槽位（slot）$n$ 是第 $b$ 个样本的第 $h$ 个头，$n = b \cdot H + h$：**批量优先**（batch-major），样本 0 的所有头排在最前面。按头优先（head-major，$n = h \cdot B + b$）排列的掩码也会被照单全收，然后交给错误的头。下面每个样本、每个头都有自己的掩码；本课程的融合版层以 $(B, H, L_q, L_k)$ 保留掩码的形式接收它们：
 
 # %%
 B3, H3, L3 = 3, 2, 5
@@ -1086,12 +1265,12 @@ check("04.attn_mask", my_attn_mask)
 # multiply the values. Nothing else is dropped (not the output projection). It acts only in
 # training mode, so the same input gives a different output on every call there, and the
 # weights it returns are the dropped ones, whose rows no longer sum to 1. In eval mode it is
-# off. (The course's layers have no dropout: they are for reading.)
+# off. (The course's layers have no dropout: they are only for looking at attention.)
 
-# %% [markdown] tags=["lang-zh"] en_hash="e630eac70b"
+# %% [markdown] tags=["lang-zh"] en_hash="9623dfbf4e"
 # ### 注意力权重上的 dropout
 #
-# `nn.MultiheadAttention(..., dropout=p)` 丢弃的是注意力*权重*：softmax 之后，每个权重以概率 $p$ 被置零，其余的除以 $1 - p$，然后再去乘值。别的东西都不丢弃（输出投影也不）。它只在训练模式下起作用，所以在训练模式下同一个输入每次调用都会得到不同的输出，而它返回的权重是丢弃之后的，各行之和不再是 1。在 eval 模式下它是关闭的。（本课程的层没有 dropout：它们是用来阅读的。）
+# `nn.MultiheadAttention(..., dropout=p)` 丢弃的是注意力*权重*：softmax 之后，每个权重以概率 $p$ 被置零，其余的除以 $1 - p$，然后再去乘值。别的东西都不丢弃（输出投影也不）。它只在训练模式下起作用，所以在训练模式下同一个输入每次调用都会得到不同的输出，而它返回的权重是丢弃之后的，各行之和不再是 1。在 eval 模式下它是关闭的。（本课程的层没有 dropout：它们只用来观察注意力。）
 
 # %%
 torch.manual_seed(4)
@@ -1122,137 +1301,130 @@ claim("eval 模式：没有 dropout；各行之和为 1，输出与不带 dropou
 # lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ## 7. Spot the bug: whose mask does this head get, again
+# ## 7. Spot the bug: heads that see only their own slice
 #
-# A popular from-scratch Transformer tutorial computes all heads with one batched call too, but
-# flattens heads and batch into one axis of $B \cdot H$ slots to do it. Lesson 02 met its mask;
-# here is the whole layer, re-created in our own code and keep-mask convention, as a fused layer.
-# Read it first: where does each line put item $b$'s head $h$?
+# Lesson 02 §5 took apart one bug of from-scratch tutorials that compute all heads in one batched
+# call: Q, K and V laid out head-major, the mask batch-major. Here is another, from a from-scratch
+# Transformer tutorial whose multi-head layer has been copied into many repositories. Its
+# projections are `nn.Linear(head_dim, head_dim)`, and it applies them *after* cutting the input
+# into heads. The cell below re-creates the layer in a few lines of our own code, with the same
+# structure and the same two defects. Read it first.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f1063380bc"
-# ## 7. 找 bug：这个头拿到的又是谁的掩码
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="b00e2026b5"
+# ## 7. 找 bug：只看得到自己那一片的头
 #
-# 一篇流行的从零实现 Transformer 的教程也用一次批量调用算完所有的头，但为此它把头和批量展平成了一个有 $B \cdot H$ 个槽位的维度。第 02 课见过它的掩码；这里是整个层，用我们自己的代码和保留掩码约定重现成一个融合版的层。先读一读：每一行代码把第 $b$ 个样本的第 $h$ 个头放在了哪里？
+# 第 02 课第 5 节剖析过从零实现 Transformer 的教程在一次批量调用里算完所有头时的一个 bug：Q、K、V 按头优先排列，掩码却按批量优先排列。这里是另一个，出自一篇从零实现 Transformer 的教程，它的多头注意力层被复制进了许多代码仓库。它的投影是 `nn.Linear(head_dim, head_dim)`，而且是在把输入切成多个头*之后*才做投影。下面的单元用几行我们自己的代码重现了这个层，结构相同，两个缺陷也相同。先读一读。
 
 # %%
-class TutorialFusedAttention(nn.Module):
+class SlicedMultiHead(nn.Module):
     # lang: en
-    """Fused multi-head self-attention that flattens heads and batch into one axis."""
+    """Multi-head self-attention that cuts its input into heads, then projects every slice."""
     # lang: zh
-    """把头和批量展平成一个维度的融合版多头自注意力。"""
+    """先把输入切成多个头、再逐片投影的多头自注意力。"""
     # lang: end
 
     def __init__(self, embed_dim, num_heads):
         super().__init__()
         self.num_heads, self.head_dim = num_heads, embed_dim // num_heads
-        self.w_q, self.w_k, self.w_v, self.fc = (nn.Linear(embed_dim, embed_dim) for _ in range(4))
+        d = self.head_dim
+        self.w_q, self.w_k, self.w_v = (nn.Linear(d, d, bias=False) for _ in range(3))
+        self.fc_out = nn.Linear(embed_dim, embed_dim)
 
-    def forward(self, x, keep_mask):  # x: (B, L, E), keep_mask: (B, L, L)
+    def forward(self, x):  # x: (B, L, E)
         B, L, E = x.shape
         H, d = self.num_heads, self.head_dim
-
-        def heads(t):  # (B, L, E) -> (B, L, H, d) -> (H, B, L, d) -> (H·B, L, d)
-            return t.view(B, L, H, d).permute(2, 0, 1, 3).reshape(H * B, L, d)
-
-        q, k, v = heads(self.w_q(x)), heads(self.w_k(x)), heads(self.w_v(x))
-        mask = keep_mask.unsqueeze(1).repeat(1, H, 1, 1).view(B * H, L, L)  # (B, H, L, L) -> (B·H, L, L)
-        out, _ = scaled_dot_product_attention(q, k, v, keep_mask=mask)  # (H·B, L, d)
-        out = out.view(H, B, L, d).permute(1, 2, 0, 3).reshape(B, L, E)  # (B, L, H·d)
-        return self.fc(out)
-
+        pieces = x.view(B, L, H, d)  # (B, L, H, d)
+        q, k, v = self.w_q(pieces), self.w_k(pieces), self.w_v(pieces)  # 3 × (B, L, H, d)
+        scores = torch.einsum("bqhd,bkhd->bhqk", q, k)  # (B, H, L, L)
+        weights = torch.softmax(scores / math.sqrt(E), dim=-1)
+        out = torch.einsum("bhqk,bkhd->bqhd", weights, v).reshape(B, L, E)  # (B, L, H·d)
+        return self.fc_out(out), weights
 
 # %% [markdown] tags=["lang-en"]
-# **Your turn.** Run it against `FusedMultiheadAttention` with the same weights, on three
-# sequences of lengths 5, 3 and 4, and then on one sequence alone:
+# **Your turn.** Take $E = 8$ and two heads of $d = 4$. How many parameters does the layer have,
+# next to `FusedMultiheadAttention(8, 2)`? Which features of the input can head 0's weights depend
+# on? What happens to the heads when the two halves of the input are swapped? And what are the
+# scores divided by?
 
-# %% [markdown] tags=["lang-zh"] en_hash="8175ee931d"
-# **轮到你了。** 装上相同的权重，与 `FusedMultiheadAttention` 对比运行：先在长度分别为 5、3、4 的三条序列上，再只在其中一条序列上：
+# %% [markdown] tags=["lang-zh"] en_hash="4d9a4dc5a0"
+# **轮到你了。** 取 $E = 8$，两个头，每个头 $d = 4$。这个层有多少个参数？`FusedMultiheadAttention(8, 2)` 又有多少？第 0 个头的权重取决于输入的哪些特征？把输入的前后两半对调，各个头会怎样？分数又除以了什么？
 
 # %%
 torch.manual_seed(5)
-tutorial_fused = TutorialFusedAttention(8, 2)
-reference = FusedMultiheadAttention(8, 2)
-for ours_proj, theirs_proj in zip((reference.q_proj, reference.k_proj, reference.v_proj, reference.out_proj),
-                                  (tutorial_fused.w_q, tutorial_fused.w_k, tutorial_fused.w_v, tutorial_fused.fc)):
-    ours_proj.load_state_dict(theirs_proj.state_dict())
-lengths3 = torch.tensor([5, 3, 4])
+sliced = SlicedMultiHead(8, 2)
+x_sliced = torch.randn(2, 5, 8, generator=g)  # (B, L, E)
+other_half = x_sliced.clone()
 # lang: en
-padding3 = torch.arange(5) >= lengths3[:, None]  # (B, L): True at padding
-keep3 = (~padding3)[:, None, :].expand(3, 5, 5)  # (B, L, L): the tutorial's mask shape
+# features 4 … 7 changed, 0 … 3 kept; then the two halves swapped
 # lang: zh
-padding3 = torch.arange(5) >= lengths3[:, None]  # (B, L)：True 表示填充
-keep3 = (~padding3)[:, None, :].expand(3, 5, 5)  # (B, L, L)：教程所用的掩码形状
+# 改动特征 4 … 7，保留 0 … 3；再把前后两半对调
 # lang: end
+other_half[..., 4:] = torch.randn(2, 5, 4, generator=g)
+swapped = torch.cat([x_sliced[..., 4:], x_sliced[..., :4]], dim=-1)
 with torch.no_grad():
-    expected, _ = reference(x3, x3, x3, key_padding_mask=padding3)
-    got = tutorial_fused(x3, keep3)
-    expected_one, _ = reference(x3[1:2], x3[1:2], x3[1:2], key_padding_mask=padding3[1:2])
-    got_one = tutorial_fused(x3[1:2], keep3[1:2])
+    _, w_sliced = sliced(x_sliced)  # (B, H, L, L)
+    _, w_other = sliced(other_half)
+    _, w_swapped = sliced(swapped)
+ours_count, fused_count = parameter_count(sliced), parameter_count(FusedMultiheadAttention(8, 2))
 # lang: en
-claim("three sequences: the tutorial's layer gives another output", not torch.allclose(got, expected, atol=1e-5))
-claim("one sequence: the same output", torch.allclose(got_one, expected_one, atol=1e-6))
+claim(f"it has {ours_count} parameters (3·d² + E² + E), FusedMultiheadAttention(8, 2) has {fused_count} (4E² + 4E)",
+      ours_count == 3 * 4**2 + 8**2 + 8 and fused_count == 4 * 8**2 + 4 * 8)
+claim("head 0's weights stay the same when features 4 … 7 of the input change, head 1's do not",
+      torch.allclose(w_other[:, 0], w_sliced[:, 0], atol=1e-6) and not torch.allclose(w_other[:, 1], w_sliced[:, 1]))
+claim("swap the two halves of the input, and the two heads swap their weights",
+      torch.allclose(w_swapped[:, 0], w_sliced[:, 1], atol=1e-6) and torch.allclose(w_swapped[:, 1], w_sliced[:, 0], atol=1e-6))
 # lang: zh
-claim("三条序列时，教程的层给出了不同的输出", not torch.allclose(got, expected, atol=1e-5))
-claim("只有一条序列时，输出相同", torch.allclose(got_one, expected_one, atol=1e-6))
+claim(f"它有 {ours_count} 个参数（3·d² + E² + E），FusedMultiheadAttention(8, 2) 有 {fused_count} 个（4E² + 4E）",
+      ours_count == 3 * 4**2 + 8**2 + 8 and fused_count == 4 * 8**2 + 4 * 8)
+claim("输入的特征 4 … 7 改变时，第 0 个头的权重保持不变，第 1 个头的权重却变了",
+      torch.allclose(w_other[:, 0], w_sliced[:, 0], atol=1e-6) and not torch.allclose(w_other[:, 1], w_sliced[:, 1]))
+claim("把输入的前后两半对调，两个头的权重也随之对调",
+      torch.allclose(w_swapped[:, 0], w_sliced[:, 1], atol=1e-6) and torch.allclose(w_swapped[:, 1], w_sliced[:, 0], atol=1e-6))
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
-# **The bug: two slot orders.** `heads` puts Q, K and V **head-major**: `permute(2, 0, 1, 3)`
-# makes $(H, B, L, d)$, so slot $n = h \cdot B + b$. The mask is repeated **batch-major**:
-# `unsqueeze(1).repeat(1, H, 1, 1)` makes $(B, H, L, L)$, so slot $n = b \cdot H + h$. Whenever
-# $B > 1$, some heads attend with another item's padding; with $B = 1$ both orders are $n = h$,
-# which is why a test on one sequence never sees it. Neither layout is wrong alone (PyTorch's own
-# is batch-major, section 6); their mismatch is. Either fix works:
+# **Two defects.** First, the projections come too late. Cutting the input into $H$ slices of $d$
+# features *before* projecting gives head $h$ only features $h d \dots (h+1) d - 1$ of the input,
+# and one `nn.Linear(d, d)` serves every head: the heads share $3 d^2$ weights, where the formula
+# gives each head its own $W_Q^h$, $W_K^h$, $W_V^h$ of $E \times d$, and no head can ever read a
+# feature outside its slice. Second, the scores are divided by $\sqrt E$, not by $\sqrt d$, the size
+# of the vectors each head compares.
 #
-# - repeat the mask head-major too, `keep_mask.repeat(H, 1, 1)`; or
-# - lay Q, K and V out batch-major, `permute(0, 2, 1, 3)` then `reshape(B * H, L, d)` (and undo
-#   that after the attention).
-#
-# `FusedMultiheadAttention` avoids the question: it never flattens, keeps $(B, H, L, d)$, and a
-# $(B, 1, 1, L_k)$ mask broadcasts over the heads. The first fix, checked:
+# The layer runs, and it trains; it is just a much smaller model than multi-head attention. In
+# fact it *is* a `FusedMultiheadAttention` whose $W_Q$, $W_K$ and $W_V$ are block-diagonal, the same
+# $(d, d)$ block repeated $H$ times, without biases, and whose queries are scaled by a further
+# $\sqrt{d / E} = 1 / \sqrt H$. The fix projects first and splits afterwards: one `nn.Linear(E, E)`
+# each for Q, K and V, a reshape to $(B, H, L, d)$, and $\sqrt d$. That is `FusedMultiheadAttention`.
+# The special case, checked:
 
-# %% [markdown] tags=["lang-zh"] en_hash="95f14be105"
-# **Bug：两种槽位顺序。** `heads` 把 Q、K、V 按**头优先**排列：`permute(2, 0, 1, 3)` 得到 $(H, B, L, d)$，所以槽位 $n = h \cdot B + b$。掩码却是按**批量优先**复制的：`unsqueeze(1).repeat(1, H, 1, 1)` 得到 $(B, H, L, L)$，所以槽位 $n = b \cdot H + h$。只要 $B > 1$，就有一些头带着另一个样本的填充掩码去做注意力；当 $B = 1$ 时两种顺序都是 $n = h$，所以只用一条序列做测试永远发现不了它。单独看，哪种布局都没有错（PyTorch 自己用的就是批量优先，见第 6 节）；错的是两者不一致。两种修法都可以：
+# %% [markdown] tags=["lang-zh"] en_hash="1fac16e88d"
+# **两个缺陷。** 第一，投影来得太晚。先把输入切成 $H$ 片、每片 $d$ 个特征，*再*做投影，第 $h$ 个头就只能拿到输入的第 $h d \dots (h+1) d - 1$ 个特征，而且同一个 `nn.Linear(d, d)` 供所有头共用：所有头共享 $3 d^2$ 个权重，而按公式，每个头都有自己的 $W_Q^h$、$W_K^h$、$W_V^h$，形状都是 $E \times d$；没有哪个头能读到自己那一片以外的特征。第二，分数除以的是 $\sqrt E$，而不是每个头所比较的向量的大小 $\sqrt d$。
 #
-# - 掩码也按头优先复制：`keep_mask.repeat(H, 1, 1)`；或者
-# - 把 Q、K、V 按批量优先排列：先 `permute(0, 2, 1, 3)` 再 `reshape(B * H, L, d)`（注意力算完后再还原）。
-#
-# `FusedMultiheadAttention` 根本不会遇到这个问题：它从不展平，始终保持 $(B, H, L, d)$，而 $(B, 1, 1, L_k)$ 的掩码会自动在各个头上广播。验证第一种修法：
+# 这个层能运行，也能训练；它只是一个比多头注意力小得多的模型。事实上，它*就是*一个 `FusedMultiheadAttention`：其 $W_Q$、$W_K$、$W_V$ 是分块对角（block-diagonal）矩阵（同一个 $(d, d)$ 块重复 $H$ 次），没有偏置，查询还要再乘以 $\sqrt{d / E} = 1 / \sqrt H$。修复方法是先投影、后拆分：Q、K、V 各用一个 `nn.Linear(E, E)`，再 reshape 成 $(B, H, L, d)$，并除以 $\sqrt d$。这正是 `FusedMultiheadAttention`。验证这个特例：
 
 # %%
-class FixedFusedAttention(TutorialFusedAttention):
-    def forward(self, x, keep_mask):
-        B, L, E = x.shape
-        H, d = self.num_heads, self.head_dim
-
-        def heads(t):
-            # lang: en
-            return t.view(B, L, H, d).permute(2, 0, 1, 3).reshape(H * B, L, d)  # slot h·B + b
-            # lang: zh
-            return t.view(B, L, H, d).permute(2, 0, 1, 3).reshape(H * B, L, d)  # 槽位 h·B + b
-            # lang: end
-
-        q, k, v = heads(self.w_q(x)), heads(self.w_k(x)), heads(self.w_v(x))
-        # lang: en
-        mask = keep_mask.repeat(H, 1, 1)  # (H·B, L, L): slot h·B + b, the order of q, k and v
-        # lang: zh
-        mask = keep_mask.repeat(H, 1, 1)  # (H·B, L, L)：槽位 h·B + b，与 q、k、v 的顺序一致
-        # lang: end
-        out, _ = scaled_dot_product_attention(q, k, v, keep_mask=mask)
-        out = out.view(H, B, L, d).permute(1, 2, 0, 3).reshape(B, L, E)
-        return self.fc(out)
-
-
-fixed_fused = FixedFusedAttention(8, 2)
-fixed_fused.load_state_dict(tutorial_fused.state_dict())
+H_s, d_s = 2, 4
+as_fused = FusedMultiheadAttention(8, H_s)
 with torch.no_grad():
-    # lang: en
-    claim("the fixed layer gives FusedMultiheadAttention's output on all three sequences",
-          torch.allclose(fixed_fused(x3, keep3), expected, atol=1e-6))
-    # lang: zh
-    claim("修好的层在三条序列上都给出与 FusedMultiheadAttention 相同的输出",
-          torch.allclose(fixed_fused(x3, keep3), expected, atol=1e-6))
-    # lang: end
+    for ours_proj, theirs_proj, scale in ((as_fused.q_proj, sliced.w_q, math.sqrt(d_s / 8)),
+                                          (as_fused.k_proj, sliced.w_k, 1.0), (as_fused.v_proj, sliced.w_v, 1.0)):
+        # lang: en
+        # (E, E): the (d, d) block H times along the diagonal
+        # lang: zh
+        # (E, E)：(d, d) 块沿对角线重复 H 次
+        # lang: end
+        ours_proj.weight.copy_(torch.block_diag(*[theirs_proj.weight] * H_s) * scale)
+        ours_proj.bias.zero_()
+    as_fused.out_proj.load_state_dict(sliced.fc_out.state_dict())
+    expected_sliced, _ = sliced(x_sliced)
+    got_fused, _ = as_fused(x_sliced, x_sliced, x_sliced)
+# lang: en
+claim("the tutorial's layer equals FusedMultiheadAttention with block-diagonal W_Q, W_K, W_V, no biases, "
+      "and the queries scaled by √(d/E)", torch.allclose(got_fused, expected_sliced, atol=1e-6))
+# lang: zh
+claim("这篇教程的层等于这样一个 FusedMultiheadAttention：W_Q、W_K、W_V 分块对角，没有偏置，"
+      "查询再乘以 √(d/E)", torch.allclose(got_fused, expected_sliced, atol=1e-6))
+# lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 8. What it costs
@@ -1266,14 +1438,14 @@ with torch.no_grad():
 # - `nn.MultiheadAttention` is fused too (here in eval mode under `torch.inference_mode()`, with
 #   `need_weights=False`, so it takes its fast path when $H$ is even);
 # - **fused + F.sdpa** is the fused layer with `need_weights=False`: one
-#   `F.scaled_dot_product_attention` call, a kernel that never stores the $(B, H, L_q, L_k)$
-#   weights.
+#   `F.scaled_dot_product_attention` call, whose flash kernel never forms the $(B, H, L_q, L_k)$
+#   weights (shown further down).
 #
 # The timings below (a batch of 2 sequences unless said otherwise; milliseconds per call, the
-# median of 3) vary with the machine and what else it is doing, so the notebook check skips
-# them; `make bench` measures the same comparison on larger shapes.
+# median of 3) change from run to run and from machine to machine; what stays the same comes
+# after them.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="df3f3bc6f5"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="fb623c7f20"
 # ## 8. 代价
 #
 # 两个层做的算术完全相同，区别在于它们怎样把这些算术交给 PyTorch：
@@ -1281,9 +1453,9 @@ with torch.no_grad():
 # - **朴素版**在 Python 循环里为每个头执行三个小投影（每个只产生 $d$ 个特征）、一次注意力调用和几个做簿记的算子；
 # - **融合版**执行三个一次产生全部 $E$ 个特征的投影、一次覆盖所有头的注意力调用、两次 reshape；
 # - `nn.MultiheadAttention` 也是融合的（这里处于 eval 模式，在 `torch.inference_mode()` 下调用，`need_weights=False`，所以 $H$ 为偶数时走它的快速路径）；
-# - **融合版 + F.sdpa** 是 `need_weights=False` 的融合版：一次 `F.scaled_dot_product_attention` 调用，这个内核从不存下 $(B, H, L_q, L_k)$ 的权重。
+# - **融合版 + F.sdpa** 是 `need_weights=False` 的融合版：一次 `F.scaled_dot_product_attention` 调用，它的 flash 内核（flash kernel）从不构造 $(B, H, L_q, L_k)$ 的权重（后面会展示）。
 #
-# 下面的耗时（除非另有说明，批量为 2 条序列；单位是每次调用的毫秒数，取 3 次的中位数）随机器以及它同时在做的其他事情而变，所以笔记本检查会跳过它们；`make bench` 会在更大的形状上做同样的比较。
+# 下面的耗时（除非另有说明，批量为 2 条序列；单位是每次调用的毫秒数，取 3 次的中位数）每次运行都不一样，也因机器而异；不变的东西在它们后面。
 
 # %% tags=["nbval-ignore-output"]
 def timings(batch, length, embed, heads):
@@ -1322,8 +1494,14 @@ cost_lines(axes[0], head_counts, by_heads, message("l04.plot.heads_axis"), messa
 cost_lines(axes[1], widths, by_width, message("l04.plot.width_axis"), message("l04.plot.time"))
 cost_lines(axes[2], lengths, by_length, message("l04.plot.length_axis"), message("l04.plot.time"))
 plt.show()
-for name in by_heads:
-    print("  ".join(f"H={h}: {ms:6.2f} ms" for h, ms in zip(head_counts, by_heads[name])), "  ", name)
+# lang: en
+print("milliseconds per call, E = 256, L = 64")
+# lang: zh
+print("每次调用的毫秒数，E = 256，L = 64")
+# lang: end
+print("".join(f"{f'H={h}':>8}" for h in head_counts))
+for name, values in by_heads.items():
+    print("".join(f"{ms:8.2f}" for ms in values), "  ", name)
 
 # %% [markdown] tags=["lang-en"]
 # Where the naive loop loses: many small heads. Each head is a handful of operators on tiny
@@ -1331,11 +1509,11 @@ for name in by_heads:
 # shrink with $d$; at $H = 64$ the loop pays it hundreds of times for products of $d = 4$
 # columns, while the fused layer pays it a dozen times for full-width products. Where it does
 # not lose much: few, wide heads on long sequences, where the time goes into the matrix products
-# and the $L_q \times L_k$ scores, which are the same arithmetic either way. What does not vary:
-# the number of operators each layer runs.
+# and the $L_q \times L_k$ scores, which are the same arithmetic either way. What does not change from machine to
+# machine: the number of operators each layer runs.
 
-# %% [markdown] tags=["lang-zh"] en_hash="ed06c7e61d"
-# 朴素循环吃亏的地方：很多个小头。每个头都是在很小的矩阵上执行的少数几个算子，而每个算子都有固定的开销（Python、分派、启动内核），这部分开销不会随 $d$ 变小；$H = 64$ 时，循环要为只有 $d = 4$ 列的乘积付出几百次这样的开销，而融合版只为全宽度的乘积付十几次。它吃亏不多的地方：头少而宽、序列又长时，时间主要花在矩阵乘法和 $L_q \times L_k$ 的分数上，而这两种写法的算术量完全相同。不随机器变化的是每个层执行的算子个数：
+# %% [markdown] tags=["lang-zh"] en_hash="8c98ae201a"
+# 朴素循环吃亏的地方：很多个小头。每个头都是在很小的矩阵上执行的少数几个算子，而每个算子都有固定的开销（Python、分派、启动内核），这部分开销不会随 $d$ 变小；$H = 64$ 时，循环要为只有 $d = 4$ 列的乘积付出几百次这样的开销，而融合版只为全宽度的乘积付十几次。它吃亏不多的地方：头少而宽、序列又长时，时间主要花在矩阵乘法和 $L_q \times L_k$ 的分数上，而这两种写法的算术量完全相同。不随机器变化的，是每个层执行的算子个数：
 
 # %%
 x_small = torch.randn(2, 16, 64, generator=g)
@@ -1383,30 +1561,49 @@ cost_lines(ax, memory_lengths, {message("l04.plot.weights_memory"): weights_mb,
 plt.show()
 
 small_layer = FusedMultiheadAttention(64, 8)
-x_memory = torch.randn(2, 128, 64, generator=g)
-with torch.inference_mode():
+x_memory = torch.randn(2, 128, 64, generator=g)  # (B, L, E)
+q_memory = torch.randn(2, 8, 128, 8, generator=g)  # (B, H, L, d)
+every_weight = 2 * 8 * 128 * 128  # B·H·L²
+flash = "aten._scaled_dot_product_flash_attention_for_cpu.default"
+with torch.no_grad():
     _, stored = small_layer(x_memory, x_memory, x_memory)
-    _, not_stored = small_layer(x_memory, x_memory, x_memory, need_weights=False)
+    # lang: en
+    # watched: [(operator, the number of elements of its largest result)]
+    # lang: zh
+    # watched：[(算子, 它最大的结果有多少个元素)]
+    # lang: end
+    (_, not_stored), watched = operators(lambda: small_layer(x_memory, x_memory, x_memory, need_weights=False),
+                                         sizes=True)
+    _, with_dropout = operators(lambda: F.scaled_dot_product_attention(q_memory, q_memory, q_memory, dropout_p=0.1),
+                                sizes=True)
 # lang: en
 claim("at L = 4096 the weights alone take 4 GiB, more than a 2 GB Binder machine has", weights_mb[-1] == 4 * 1024)
 claim("the returned weights take B·H·L²·4 bytes (2·8·128²·4 = 1 MiB here)",
       stored.numel() * stored.element_size() == 2 * 8 * 128 * 128 * 4)
-claim("with need_weights=False nothing is returned, and F.sdpa never stores them", not_stored is None)
+claim("with need_weights=False no weights come back", not_stored is None)
+claim("F.sdpa ran its flash kernel, and no operator of the call made a tensor of B·H·L² numbers",
+      flash in dict(watched) and max(size for _, size in watched) < every_weight)
+claim("with dropout, F.sdpa takes its math fallback, which does form all B·H·L² weights",
+      flash not in dict(with_dropout) and max(size for _, size in with_dropout) >= every_weight)
 # lang: zh
 claim("L = 4096 时，光是权重就要 4 GiB，超过了 2 GB 的 Binder 机器的全部内存", weights_mb[-1] == 4 * 1024)
 claim("返回的权重占 B·H·L²·4 字节（这里是 2·8·128²·4 = 1 MiB）",
       stored.numel() * stored.element_size() == 2 * 8 * 128 * 128 * 4)
-claim("need_weights=False 时什么也不返回，F.sdpa 也从不存下它们", not_stored is None)
+claim("need_weights=False 时不返回权重", not_stored is None)
+claim("F.sdpa 走的是它的 flash 内核，这次调用中没有哪个算子构造出含 B·H·L² 个数的张量",
+      flash in dict(watched) and max(size for _, size in watched) < every_weight)
+claim("带 dropout 时，F.sdpa 改走它的 math 回退路径，而这条路径确实会构造出全部 B·H·L² 个权重",
+      flash not in dict(with_dropout) and max(size for _, size in with_dropout) >= every_weight)
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
-# That is why the fast kernels (`F.scaled_dot_product_attention`, FlashAttention on GPUs) never
-# form the weights: they compute each query's softmax in blocks and keep only the output. Ask
-# a layer for its weights when you want to look at them, as this lesson does, not in training
-# runs.
+# That is why fast attention kernels (the flash kernels of `F.scaled_dot_product_attention`,
+# FlashAttention on GPUs) never form the weights: they compute each query's softmax in blocks and
+# keep only the output, plus one number per query for the backward pass. Ask a layer for its
+# weights when you want to look at them, as this lesson does, not in training runs.
 
-# %% [markdown] tags=["lang-zh"] en_hash="956854b704"
-# 这就是快速内核（`F.scaled_dot_product_attention`、GPU 上的 FlashAttention）从不构造权重矩阵的原因：它们分块计算每个查询的 softmax，只保留输出。只在想看权重的时候（比如本课）才让层返回它们，训练时不要这样做。
+# %% [markdown] tags=["lang-zh"] en_hash="f774e5a945"
+# 这就是快速注意力内核（`F.scaled_dot_product_attention` 的 flash 内核、GPU 上的 FlashAttention）从不构造权重矩阵的原因：它们分块计算每个查询的 softmax，只保留输出，外加每个查询一个供反向传播使用的数。只在想看权重的时候（比如本课）才让层返回权重，训练时不要这样做。
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 9. Explore the heads
@@ -1439,32 +1636,38 @@ print(summary)
 # ## Summary
 #
 # - Multi-head attention runs $H$ heads side by side, each attending in its own $d = E / H$
-#   features, and mixes their outputs with $W_O$. One head gives each query one average; with
-#   several, a query can read several places at once (section 1: one head cannot say both
-#   neighbours, two heads learn it, one head per side).
-# - The naive layer loops over $H$ modules; the fused layer stacks their projections into one
-#   and attends for all heads in one batched call. Same parameters (also the same number,
-#   $4E^2 + 4E$, for any $H$), same outputs, same gradients as each other and as
-#   `nn.MultiheadAttention`, whose `in_proj_weight` packs Q, K and V, head 0's rows first.
-# - `nn.MultiheadAttention`: `batch_first=False` by default; averaged weights unless
-#   `average_attn_weights=False`; a fast path under narrow conditions (eval, no autograd,
-#   self-attention on one tensor, even $H$, bias, ...) that returns NaN for a fully padded item;
-#   a batch-major 3-D `attn_mask`; dropout on the weights in training mode only.
-# - Two tutorial bugs: a loop that concatenates the heads' weights instead of their outputs, and
-#   a head-major Q/K/V layout paired with a batch-major mask. Test with $L_k \ne d$ and $B > 1$.
+#   features; concatenating their outputs and applying $W_O$ is the sum
+#   $\sum_h \mathrm{head}_h W_O^h$. Section 1: one head with a linear read-out answers only one
+#   neighbour; two heads learn both, one head per side; one head with an MLP read-out learns both
+#   too, from unequal weights. Heads add capacity; they are not strictly necessary.
+# - The naive layer loops over $H$ modules; the fused layer stacks their projections into one and
+#   attends for all heads in one batched call. Same parameters (also the same number, $4E^2 + 4E$,
+#   for any $H$), same outputs, same gradients as each other and as `nn.MultiheadAttention`, whose
+#   `in_proj_weight` packs Q, K and V, head 0's rows first. What $H$ changes is each head's view:
+#   $W_Q^h {W_K^h}^\top$ has rank at most $d$.
+# - `nn.MultiheadAttention`: `batch_first=False` by default (sequence first, like PyTorch's
+#   recurrent layers); averaged weights unless `average_attn_weights=False`; a fast path under
+#   narrow conditions (eval, no autograd, self-attention on one tensor, even $H$, bias, ...); NaN
+#   for an item whose keys are all padding; a batch-major 3-D `attn_mask`; dropout on the weights,
+#   in training mode only.
+# - Two tutorial bugs: a loop that concatenates the heads' weights instead of their outputs (test
+#   with $L_k \ne d$), and heads that each project only their own slice of the input, with one
+#   shared $(d, d)$ weight and scores divided by $\sqrt E$. (Lesson 02 §5 has a third: a head-major
+#   Q/K/V layout paired with a batch-major mask; test with $B > 1$.)
 # - The naive loop costs operators per head (it loses with many small heads); returning the
-#   weights costs $B H L^2$ numbers (F.sdpa never stores them).
+#   weights costs $B H L^2$ numbers, which the flash kernel of `F.scaled_dot_product_attention`
+#   never forms.
 #
 # Next: lesson 05, ProbSparse attention (Informer), which tries to attend with fewer than
 # $L_q \times L_k$ scores.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f6d9a5a146"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="eb1bf93e3e"
 # ## 小结
 #
-# - 多头注意力让 $H$ 个头并排工作，每个头在自己的 $d = E / H$ 个特征里做注意力，再用 $W_O$ 把它们的输出混合起来。一个头只能给每个查询一个平均；有了多个头，一个查询就能同时读取好几个地方（第 1 节：一个头说不出两个邻居，两个头就能学会，每侧一个头）。
-# - 朴素版在 $H$ 个模块上循环；融合版把它们的投影叠成一个，并用一次批量调用为所有头做注意力。两者参数相同（对任意 $H$，参数个数也都是 $4E^2 + 4E$），输出相同，梯度也相同，并且都与 `nn.MultiheadAttention` 一致；后者的 `in_proj_weight` 把 Q、K、V 打包在一起，每一部分中第 0 个头的行在最前。
-# - `nn.MultiheadAttention`：`batch_first` 默认为 False；除非传入 `average_attn_weights=False`，否则返回的是平均后的权重；只在严格的条件下（eval、不求导、在同一个张量上做自注意力、头数为偶数、带偏置……）才走快速路径，而快速路径对全部是填充的样本返回 NaN；3 维 `attn_mask` 是批量优先的；dropout 作用在权重上，而且只在训练模式下生效。
-# - 教程里的两个 bug：循环拼接的是各个头的权重而不是输出；头优先的 Q/K/V 布局配上了批量优先的掩码。测试时要用 $L_k \ne d$ 和 $B > 1$。
-# - 朴素循环的开销按头计算（头多而小时它吃亏）；返回权重要存下 $B H L^2$ 个数（F.sdpa 从不存下它们）。
+# - 多头注意力让 $H$ 个头并排工作，每个头在自己的 $d = E / H$ 个特征里做注意力；把它们的输出拼接起来再乘以 $W_O$，等于求和 $\sum_h \mathrm{head}_h W_O^h$。第 1 节：一个头加线性读出层只能答对一侧的邻居；两个头能学会两侧，每侧一个头；一个头加 MLP 读出层也能学会两侧，靠的是不相等的权重。多个头增加的是容量，并不是非有不可。
+# - 朴素版在 $H$ 个模块上循环；融合版把它们的投影叠成一个，并用一次批量调用为所有头做注意力。两者参数相同（对任意 $H$，参数个数也都是 $4E^2 + 4E$），输出相同，梯度也相同，并且都与 `nn.MultiheadAttention` 一致；后者的 `in_proj_weight` 把 Q、K、V 打包在一起，每一部分中第 0 个头的行在最前。$H$ 改变的是每个头的视野：$W_Q^h {W_K^h}^\top$ 的秩至多为 $d$。
+# - `nn.MultiheadAttention`：`batch_first` 默认为 False（序列在前，与 PyTorch 的循环层一样）；除非传入 `average_attn_weights=False`，否则返回的是平均后的权重；只在严格的条件下（eval、不求导、在同一个张量上做自注意力、头数为偶数、带偏置……）才走快速路径；所有键都是填充的样本得到 NaN；3 维 `attn_mask` 是批量优先的；dropout 作用在权重上，而且只在训练模式下生效。
+# - 教程里的两个 bug：循环拼接的是各个头的权重而不是输出（测试时要让 $L_k \ne d$）；每个头只投影输入中属于自己的那一片，共用一个 $(d, d)$ 权重，分数还除以了 $\sqrt E$。（第 02 课第 5 节还有第三个：头优先的 Q/K/V 布局配上了批量优先的掩码；测试时要让 $B > 1$。）
+# - 朴素循环的开销按头计算（头多而小时它吃亏）；返回权重要存下 $B H L^2$ 个数，而 `F.scaled_dot_product_attention` 的 flash 内核从不构造它们。
 #
 # 下一课（第 05 课）：ProbSparse 注意力（Informer），它试图用少于 $L_q \times L_k$ 个分数来做注意力。

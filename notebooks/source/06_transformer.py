@@ -16,12 +16,11 @@
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # # The Transformer block
 #
-# Lessons 01 to 05 were about attention. A Transformer needs a few more ideas around it, and an
-# introductory attention tutorial lists them all: self-attention, multi-head attention, a
-# feed-forward network, layer normalisation, residual connections and positional encoding. This
-# lesson builds the missing ones and assembles them into the encoder and decoder layers of the
-# original Transformer (Vaswani et al., 2017). It checks every piece against PyTorch's own, and
-# trains a tiny encoder–decoder in seconds.
+# Lessons 01 to 05 were about attention. A Transformer wraps self-attention and multi-head
+# attention in a few more ideas: positional encoding, residual connections, layer normalisation
+# and a feed-forward network. This lesson builds them and assembles them into the encoder and
+# decoder layers of the original Transformer (Vaswani et al., 2017). It checks every piece against
+# PyTorch's own, and trains a tiny encoder–decoder in seconds.
 #
 # In this lesson you will
 #
@@ -30,27 +29,29 @@
 # 2. build the encoder layer (multi-head self-attention, residual connections, LayerNorm, a
 #    position-wise feed-forward network, dropout) and prove it equal to
 #    `nn.TransformerEncoderLayer`;
-# 3. compare post-norm and pre-norm, and see why pre-norm trains more easily;
+# 3. compare post-norm and pre-norm, and see why pre-norm trains more easily and what a
+#    learning-rate warm-up is for;
 # 4. build the decoder layer, with its two masks side by side, and prove it equal to
 #    `nn.TransformerDecoderLayer`;
 # 5. train a tiny encoder–decoder to reverse sequences of different lengths, decode greedily,
-#    and look at what it reads;
+#    and look at what it reads; then train a deeper one, post-norm and pre-norm, with and without
+#    warm-up;
 # 6. count what a layer costs, part by part, and see where attention takes over as $L$ grows.
 #
 # There are three exercises, each followed by a check cell.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="b51964c367"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="a89d424205"
 # # Transformer 块
 #
-# 第 01 到 05 课讲的都是注意力。Transformer 在注意力之外还用到几个别的想法，一篇入门的注意力教程把它们全列了出来：自注意力、多头注意力、前馈网络、层归一化、残差连接和位置编码。本课把还缺的部件逐一做出来，组装成最初的 Transformer（Vaswani 等，2017）的编码器层和解码器层。每个部件都要与 PyTorch 自己的实现对照；最后，我们用几秒钟训练一个极小的编码器–解码器。
+# 第 01 到 05 课讲的都是注意力。Transformer 在自注意力和多头注意力的外面，还包了几样东西：位置编码、残差连接（residual connection）、层归一化和前馈网络（feed-forward network）。本课把它们逐一做出来，再组装成最初的 Transformer（Vaswani 等，2017）的编码器层和解码器层。每个部件都要与 PyTorch 自己的实现对照；最后，我们只用几秒钟就训练出一个极小的编码器–解码器。
 #
 # 本课你将：
 #
-# 1. 让每个词元知道自己的位置：正弦位置编码和可学习的位置嵌入，以及为什么把它们加到词元嵌入上；
+# 1. 让每个词元（token）知道自己的位置：学习正弦位置编码和可学习的位置嵌入，并弄清为什么要把它们加到词元嵌入上；
 # 2. 搭建编码器层（多头自注意力、残差连接、LayerNorm、逐位置的前馈网络、dropout），并证明它与 `nn.TransformerEncoderLayer` 相同；
-# 3. 比较后归一化与前归一化，看看为什么前归一化更容易训练；
+# 3. 比较后归一化与前归一化，看看为什么前归一化更容易训练，学习率预热（warm-up）又起什么作用；
 # 4. 搭建解码器层，把它的两个掩码并排画出来，并证明它与 `nn.TransformerDecoderLayer` 相同；
-# 5. 训练一个极小的编码器–解码器，把长短不一的序列倒过来，用贪心解码生成答案，并看看它读了什么；
+# 5. 训练一个极小的编码器–解码器，反转长短不一的序列，用贪心解码（greedy decoding）生成答案，并看看它读了什么；再训练一个更深的模型，分别用后归一化和前归一化，加预热和不加预热；
 # 6. 逐个部分算出一个层的代价，看看 $L$ 增长时注意力从哪里开始占上风。
 #
 # 本课共有三道练习，每道练习后面都跟着一个检查单元。
@@ -77,7 +78,7 @@ from course_utils.transformer import (
 )
 from course_utils.viz import (
     decoder_maps,
-    decoder_masks as draw_decoder_masks,
+    decoder_masks,
     encoding_curves,
     encoding_heatmap,
     flops_by_part,
@@ -85,6 +86,7 @@ from course_utils.viz import (
     gradient_by_layer,
     offset_bars,
     offset_dot_products,
+    warmup_curves,
 )
 from course_utils.widgets import decoding_explorer
 
@@ -288,16 +290,15 @@ for k in (1, 7, 30):
 # $$PE[p] \cdot PE[p + k] = \sum_{i=0}^{E/2-1} \cos(k\,\omega_i),$$
 #
 # the same for every $p$, largest ($E/2$) at $k = 0$, and the same for $k$ and $-k$: the dot
-# product alone does not say which of the two positions comes first (the projections $W_Q$ and
-# $W_K$ can, since $R_k$ is not symmetric). The plot draws it from three starting positions: the
-# three curves lie on top of each other.
+# product alone does not say which of the two positions comes first. The plot draws it from three
+# starting positions: the three curves lie on top of each other.
 
-# %% [markdown] tags=["lang-zh"] en_hash="d304f27259"
+# %% [markdown] tags=["lang-zh"] en_hash="d1741bf6a6"
 # 由此可知：两个位置的编码的点积只取决于它们之间的偏移。第 $i$ 对贡献 $\sin(p\omega_i)\sin((p+k)\omega_i) + \cos(p\omega_i)\cos((p+k)\omega_i) = \cos(k\omega_i)$，所以
 #
 # $$PE[p] \cdot PE[p + k] = \sum_{i=0}^{E/2-1} \cos(k\,\omega_i),$$
 #
-# 对每个 $p$ 都一样；在 $k = 0$ 时最大（等于 $E/2$）；$k$ 与 $-k$ 的值也相同：单看点积，分不出两个位置谁在前（投影 $W_Q$ 和 $W_K$ 能分出来，因为 $R_k$ 不是对称矩阵）。下图从三个不同的起始位置画出它：三条曲线完全重合。
+# 对每个 $p$ 都一样；在 $k = 0$ 时最大（等于 $E/2$）；$k$ 与 $-k$ 的值也相同：单看点积，分不出两个位置谁在前。下图从三个不同的起始位置画出它：三条曲线完全重合。
 
 # %%
 positions = torch.arange(100, dtype=torch.float64)
@@ -314,6 +315,59 @@ claim("对全部 100 × 100 对位置，都有 PE[p] · PE[q] = Σ_i cos((q - p)
 # lang: end
 offset_dot_products(pe64, starts=[0, 20, 50], max_offset=49)
 plt.show()
+
+# %% [markdown] tags=["lang-en"]
+# Attention does not take that dot product, though: it compares $PE[p]\,W_Q$ with $PE[q]\,W_K$,
+# and the projections can tell the two orders apart. The score of a query at $p$ and a key at $q$
+# is $PE[p]\,W_Q W_K^\top\,PE[q]^\top$. If $W_Q W_K^\top$ is symmetric (when $W_Q = W_K$, say),
+# swapping the query and the key gives the same score, so the pair still cannot say which of its two
+# positions comes first. But $W_Q W_K^\top$ need not be symmetric, and then the score can read the
+# sine part of $R_k$ (the off-diagonal entries $\pm\sin k\omega_i$), which changes sign with $k$.
+# The extreme case is $W_Q W_K^\top = J$, a quarter turn in every pair (each $2 \times 2$ block
+# $\begin{pmatrix}0 & 1\\ -1 & 0\end{pmatrix}$): then pair $i$ contributes
+# $\sin(p\omega_i)\cos(q\omega_i) - \cos(p\omega_i)\sin(q\omega_i) = -\sin(k\omega_i)$, and
+#
+# $$PE[p]\,J\,PE[p + k]^\top = -\sum_{i=0}^{E/2-1} \sin(k\,\omega_i),$$
+#
+# again the same for every $p$, but opposite for $k$ and $-k$.
+
+# %% [markdown] tags=["lang-zh"] en_hash="e897ab8fe4"
+# 不过，注意力算的并不是这个点积：它比较的是 $PE[p]\,W_Q$ 和 $PE[q]\,W_K$，而经过这两个投影，就分得出两种先后顺序了。位置 $p$ 上的查询与位置 $q$ 上的键，分数是 $PE[p]\,W_Q W_K^\top\,PE[q]^\top$。如果 $W_Q W_K^\top$ 是对称矩阵（例如 $W_Q = W_K$ 时），把查询和键对调，分数不变，这一对位置仍然说不出谁在前。但 $W_Q W_K^\top$ 不必对称；不对称时，分数就能读到 $R_k$ 的正弦部分（非对角线上的 $\pm\sin k\omega_i$），而它随 $k$ 变号。最极端的情形是 $W_Q W_K^\top = J$：在每一对上转四分之一圈（每个 $2 \times 2$ 块都是 $\begin{pmatrix}0 & 1\\ -1 & 0\end{pmatrix}$）。这时第 $i$ 对贡献 $\sin(p\omega_i)\cos(q\omega_i) - \cos(p\omega_i)\sin(q\omega_i) = -\sin(k\omega_i)$，于是
+#
+# $$PE[p]\,J\,PE[p + k]^\top = -\sum_{i=0}^{E/2-1} \sin(k\,\omega_i),$$
+#
+# 它同样对每个 $p$ 都一样，但 $k$ 与 $-k$ 的值互为相反数。
+
+# %%
+g = torch.Generator().manual_seed(0)
+# lang: en
+W_Q, W_K = torch.randn(2, E, 16, generator=g, dtype=torch.float64)  # two random projections, E -> 16
+same = pe64 @ W_Q @ W_Q.T @ pe64.T  # (L, L): query p (row) against key q (column), W_K = W_Q
+# lang: zh
+W_Q, W_K = torch.randn(2, E, 16, generator=g, dtype=torch.float64)  # 两个随机投影，E -> 16
+same = pe64 @ W_Q @ W_Q.T @ pe64.T  # (L, L)：查询 p（行）对键 q（列），W_K = W_Q
+# lang: end
+different = pe64 @ W_Q @ W_K.T @ pe64.T  # (L, L), W_K ≠ W_Q
+J = torch.block_diag(*[torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)] * (E // 2))  # (E, E)
+quarter_turn = pe64 @ J @ pe64.T  # (L, L)
+# lang: en
+claim("W_K = W_Q (so W_Q W_Kᵀ is symmetric): swapping the query and the key changes no score",
+      torch.allclose(same, same.T))
+claim("W_K ≠ W_Q: swapping them changes the scores", not torch.allclose(different, different.T))
+claim("W_Q W_Kᵀ = J: the score of query p and key q is −Σ_i sin((q − p) ω_i) for all 100 × 100 pairs",
+      torch.allclose(quarter_turn, -torch.sin(offsets[..., None] * omega).sum(-1)))
+claim(f"so a key 5 positions after the query scores {quarter_turn[20, 25]:.2f}, a key 5 positions before it "
+      f"{quarter_turn[20, 15]:.2f}", torch.isclose(quarter_turn[20, 25], -quarter_turn[20, 15])
+      and quarter_turn[20, 25].abs() > 1)
+# lang: zh
+claim("W_K = W_Q（于是 W_Q W_Kᵀ 是对称的）：把查询和键对调，没有哪个分数会变", torch.allclose(same, same.T))
+claim("W_K ≠ W_Q：对调之后，分数变了", not torch.allclose(different, different.T))
+claim("W_Q W_Kᵀ = J：对全部 100 × 100 对位置，查询 p 与键 q 的分数都是 −Σ_i sin((q − p) ω_i)",
+      torch.allclose(quarter_turn, -torch.sin(offsets[..., None] * omega).sum(-1)))
+claim(f"所以键在查询之后 5 个位置时，分数是 {quarter_turn[20, 25]:.2f}；在查询之前 5 个位置时，分数是 "
+      f"{quarter_turn[20, 15]:.2f}", torch.isclose(quarter_turn[20, 25], -quarter_turn[20, 15])
+      and quarter_turn[20, 25].abs() > 1)
+# lang: end
 
 # %% [markdown] tags=["lang-en"]
 # ### Exercise 1: the sinusoidal table
@@ -380,6 +434,70 @@ def my_sinusoidal_encoding(length, d_model):
 # %%
 from course_utils import check
 check("06.sinusoidal_encoding", my_sinusoidal_encoding)
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 2: the shift as a rotation
+#
+# Write `my_offset_rotation(k, d_model)`: the $(E, E)$ float64 matrix $R_k$ that moves every
+# sinusoidal encoding $k$ positions on, $PE[p + k] = PE[p]\,R_k^\top$ for every position $p$, as
+# `transformer.offset_rotation(k, E)` does. $R_k$ is block-diagonal: pair $i$ (rows and columns
+# $2i$ and $2i+1$) gets the $2 \times 2$ block of the formula above,
+# $\begin{pmatrix}\cos\varphi_i & \sin\varphi_i\\ -\sin\varphi_i & \cos\varphi_i\end{pmatrix}$ with
+# $\varphi_i = k\,\omega_i = k / 10000^{2i/E}$, and every entry outside the blocks is 0. $k$ is any
+# integer (a negative $k$ moves back, $k = 0$ gives the identity); $E$ is even. Compute in float64
+# and return float64: $k\,\omega_i$ reaches thousands of radians when $k$ does. Before you check
+# it, you can try it on your table from Exercise 1: with `table = my_sinusoidal_encoding(40, 8).double()`,
+# `table[3:]` should be `table[:-3] @ my_offset_rotation(3, 8).T` to within float32's rounding.
+# Write it yourself: the check refuses the course's `transformer.offset_rotation`, which is this
+# exercise's answer.
+
+# %% [markdown] tags=["lang-zh"] en_hash="b6bccb6681"
+# ### 练习 2：平移就是旋转
+#
+# 写出 `my_offset_rotation(k, d_model)`：返回形状为 $(E, E)$ 的 float64 矩阵 $R_k$，它把每个正弦位置编码向后移动 $k$ 个位置：对每个位置 $p$，都有 $PE[p + k] = PE[p]\,R_k^\top$，与 `transformer.offset_rotation(k, E)` 相同。$R_k$ 是分块对角矩阵：第 $i$ 对（第 $2i$、$2i+1$ 行和列）放上面公式里的 $2 \times 2$ 块 $\begin{pmatrix}\cos\varphi_i & \sin\varphi_i\\ -\sin\varphi_i & \cos\varphi_i\end{pmatrix}$，其中 $\varphi_i = k\,\omega_i = k / 10000^{2i/E}$；块以外的元素都是 0。$k$ 可以是任意整数（$k$ 为负时往回移动，$k = 0$ 时是单位矩阵）；$E$ 是偶数。请用 float64 计算，并以 float64 返回：$k$ 很大时，$k\,\omega_i$ 可以达到几千弧度。检查之前，可以先拿练习 1 里你自己的表试一试：令 `table = my_sinusoidal_encoding(40, 8).double()`，那么 `table[3:]` 与 `table[:-3] @ my_offset_rotation(3, 8).T` 应当只差 float32 的舍入误差。请自己写出来：检查不接受课程自带的 `transformer.offset_rotation`，它正是本题的答案。
+
+# %% tags=["exercise"] exercise="06.offset_rotation"
+def my_offset_rotation(k, d_model):
+    # lang: en
+    """The matrix R_k that moves every sinusoidal encoding k positions on.
+
+    k: the offset, an int (negative: back; 0: the identity).
+    d_model: E, even (an int ≥ 2).
+    Returns a (E, E) float64 tensor R_k with PE[p + k] = PE[p] @ R_k.T for every position p.
+    It is block-diagonal: for every pair i, rows and columns 2i and 2i + 1 hold
+        [[cos φ_i,  sin φ_i],
+         [-sin φ_i, cos φ_i]],   φ_i = k / 10000^(2i / E),
+    and every other entry is 0.
+    """
+    # lang: zh
+    """把每个正弦位置编码向后移动 k 个位置的矩阵 R_k。
+
+    k：偏移量，整数（为负时往回移动；为 0 时是单位矩阵）。
+    d_model：E，偶数（≥ 2 的整数）。
+    返回形状为 (E, E) 的 float64 张量 R_k，对每个位置 p 都有 PE[p + k] = PE[p] @ R_k.T。
+    它是分块对角矩阵：对每一对 i，第 2i、2i + 1 行和列放
+        [[cos φ_i,  sin φ_i],
+         [-sin φ_i, cos φ_i]]，φ_i = k / 10000^(2i / E)，
+    其余元素都是 0。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    # lang: en
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # 2i for every pair
+    phi = k / 10000 ** (two_i / d_model)  # (E/2,): the angle each pair turns by
+    # lang: zh
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # 每一对的 2i
+    phi = k / 10000 ** (two_i / d_model)  # (E/2,)：每一对转过的角度
+    # lang: end
+    c, s = phi.cos(), phi.sin()
+    blocks = torch.stack((torch.stack((c, s), dim=-1), torch.stack((-s, c), dim=-1)), dim=-2)  # (E/2, 2, 2)
+    return torch.block_diag(*blocks)  # (E, E)
+    ### END SOLUTION
+
+
+# %%
+from course_utils import check
+check("06.offset_rotation", my_offset_rotation)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ### Learned position embeddings
@@ -730,96 +848,6 @@ claim("to_torch：注意力权重的 dropout 为 0，其余 dropout 的 p = 0.1"
       torch_copy.self_attn.dropout == 0.0 and torch_copy.dropout.p == torch_copy.dropout1.p == torch_copy.dropout2.p == 0.1)
 # lang: end
 
-# %% [markdown] tags=["lang-en"]
-# ### Exercise 2: a pre-norm encoder layer
-#
-# Write the forward pass of a pre-norm encoder layer (`norm_first=True`), without dropout (as in
-# `eval()` mode) and without biases. The exercise cell gives you its four sub-layers, built from
-# the layer's weights, each mapping $(B, L, E)$ to $(B, L, E)$: `norm1` and `norm2` (LayerNorm),
-# `self_attention(h, key_padding_mask=None)` (multi-head self-attention) and `feed_forward(h)`.
-# `key_padding_mask` follows PyTorch's convention: True at **padding**. Your part is the wiring:
-# which input each sub-layer reads, where each residual connection adds, and where the padding
-# mask goes. The weights are those of `nn.TransformerEncoderLayer(E, num_heads, F, bias=False,
-# norm_first=True, batch_first=True)` (`layer.norm1.weight`, `layer.self_attn.in_proj_weight`, …),
-# so you can compare with it outside your function; inside it, the check refuses the ready-made
-# layers: PyTorch's `TransformerEncoderLayer.forward` and `TransformerDecoderLayer.forward`, and
-# the course's `EncoderLayer.forward` and `DecoderLayer.forward`. The check also compares the
-# gradients with respect to `x` and to every weight.
-
-# %% [markdown] tags=["lang-zh"] en_hash="e6518d2a35"
-# ### 练习 2：前归一化的编码器层
-#
-# 写出前归一化编码器层（`norm_first=True`）的前向计算，不带 dropout（相当于 `eval()` 模式），也不带偏置。练习单元已经用这一层的权重搭好了它的四个子层，每个都把 $(B, L, E)$ 映射为 $(B, L, E)$：`norm1` 和 `norm2`（LayerNorm）、`self_attention(h, key_padding_mask=None)`（多头自注意力）以及 `feed_forward(h)`。`key_padding_mask` 遵循 PyTorch 的约定：True 表示**填充**。你要做的是把它们连起来：每个子层读取什么输入、每条残差连接加在哪里、填充掩码传到哪里。这些权重就是 `nn.TransformerEncoderLayer(E, num_heads, F, bias=False, norm_first=True, batch_first=True)` 的权重（`layer.norm1.weight`、`layer.self_attn.in_proj_weight`……），所以你可以在函数之外拿它来对照；但在函数里，检查不接受现成的层：PyTorch 的 `TransformerEncoderLayer.forward` 和 `TransformerDecoderLayer.forward`，以及课程自带的 `EncoderLayer.forward` 和 `DecoderLayer.forward`。检查也会比较对 `x` 和对每个权重的梯度。
-
-# %% tags=["exercise"] exercise="06.pre_norm_layer"
-def pre_norm_encoder_layer(x, key_padding_mask, norm1_weight, in_proj_weight, out_proj_weight, norm2_weight,
-                           linear1_weight, linear2_weight, num_heads):
-    # lang: en
-    """One pre-norm Transformer encoder layer (norm_first=True), without dropout and biases.
-
-    x: (B, L, E) float. key_padding_mask: (B, L) bool, True at PADDING (PyTorch's
-    convention), or None (no padding).
-    The weights, named as in nn.TransformerEncoderLayer(E, num_heads, F, bias=False):
-    norm1_weight, norm2_weight (E,); in_proj_weight (3E, E); out_proj_weight (E, E);
-    linear1_weight (F, E); linear2_weight (E, F), F = d_ff. num_heads: H, dividing E.
-    The four sub-layers below are given. In a pre-norm layer each sub-layer reads a
-    LayerNorm of the current x (norm1 before the self-attention, norm2 before the
-    feed-forward), and its output is added to x itself: the residual path is never
-    normalised. The padding is hidden from the self-attention.
-    Returns (B, L, E), the dtype of x.
-    """
-    # lang: zh
-    """一个前归一化的 Transformer 编码器层（norm_first=True），不带 dropout 和偏置。
-
-    x：(B, L, E) 浮点张量。key_padding_mask：(B, L) 的 bool 张量，True 表示填充
-    （PyTorch 的约定），或为 None（没有填充）。
-    各权重的名字与 nn.TransformerEncoderLayer(E, num_heads, F, bias=False) 中一致：
-    norm1_weight、norm2_weight：(E,)；in_proj_weight：(3E, E)；out_proj_weight：(E, E)；
-    linear1_weight：(F, E)；linear2_weight：(E, F)，F = d_ff。num_heads：H，能整除 E。
-    下面的四个子层已经给出。在前归一化层里，每个子层读取当前 x 经 LayerNorm 之后的结果
-    （自注意力之前用 norm1，前馈网络之前用 norm2），它的输出再加回 x 本身：残差路径上
-    从不做归一化。自注意力要遮住填充位置。
-    返回 (B, L, E)，dtype 与 x 相同。
-    """
-    # lang: end
-    E = x.shape[-1]
-
-    def norm1(h):
-        return F.layer_norm(h, (E,), norm1_weight)
-
-    def norm2(h):
-        return F.layer_norm(h, (E,), norm2_weight)
-
-    def self_attention(h, key_padding_mask=None):
-        B, L, _ = h.shape
-        q, k, v = F.linear(h, in_proj_weight).chunk(3, dim=-1)  # (B, L, E)
-        q, k, v = (t.view(B, L, num_heads, E // num_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, L, d)
-        # lang: en
-        keep = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]  # (B, 1, 1, L): True = keep
-        # lang: zh
-        keep = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]  # (B, 1, 1, L)：True 表示保留
-        # lang: end
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)  # (B, H, L, d)
-        return F.linear(out.transpose(1, 2).reshape(B, L, E), out_proj_weight)  # (B, L, E)
-
-    def feed_forward(h):
-        return F.linear(F.relu(F.linear(h, linear1_weight)), linear2_weight)  # (B, L, E) -> (B, L, F) -> (B, L, E)
-
-    ### BEGIN SOLUTION
-    # lang: en
-    # each sub-layer reads a normalised copy; its output is added to x itself
-    # lang: zh
-    # 每个子层读取归一化后的副本；它的输出加回 x 本身
-    # lang: end
-    x = x + self_attention(norm1(x), key_padding_mask)
-    return x + feed_forward(norm2(x))
-    ### END SOLUTION
-
-
-# %%
-from course_utils import check
-check("06.pre_norm_layer", pre_norm_encoder_layer)
-
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 3. Post-norm or pre-norm
 #
@@ -842,14 +870,16 @@ check("06.pre_norm_layer", pre_norm_encoder_layer)
 # \big(\text{what the branches above } n \text{ add}\big):$$
 #
 # the gradient at the top reaches every layer whole. In post-norm, every residual sum goes through
-# a LayerNorm, two per layer; on its way down to layer $n$ the gradient passes $2(N - n)$ of them,
-# and each roughly divides it by the standard deviation of the sum it normalised. What arrives
-# depends on the depth and on the weights.
+# a LayerNorm, two per layer, so on its way down to layer $n$ the gradient passes $2(N - n)$ of
+# them. Each one's backward pass divides the gradient by the standard deviation of the sum it
+# normalised and removes two directions from it (the mean, and the normalised vector itself),
+# while each sub-layer's branch adds a gradient of its own. How these balance is not a fixed
+# fraction per layer: it depends on the depth and on the weights.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="bf9e1b684d"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="1858f6d2db"
 # ## 3. 后归一化还是前归一化
 #
-# 第 2 节把两种顺序都搭了出来，也都与 PyTorch 对照过。该用哪一种？最初的 Transformer 用后归一化；GPT-2 以及此后大多数大模型用前归一化，因为很深的前归一化堆叠更容易训练。后归一化的 Transformer 需要学习率**预热**（最初几千步使用较小且逐渐增大的学习率），没有预热往往根本训练不起来；前归一化的不需要预热也能训练（Xiong 等，2020，*On Layer Normalization in the Transformer Architecture*）。原因在于梯度沿着堆叠往回传的路径。
+# 第 2 节把两种顺序都搭了出来，也都与 PyTorch 对照过。该用哪一种？最初的 Transformer 用后归一化；GPT-2 以及此后大多数大模型用前归一化，因为很深的前归一化堆叠更容易训练。后归一化的 Transformer 需要学习率**预热**（warm-up，即最初几千步使用较小且逐渐增大的学习率），没有预热往往根本训练不起来；前归一化的不需要预热也能训练（Xiong 等，2020，*On Layer Normalization in the Transformer Architecture*）。原因在于梯度沿着堆叠往回传的路径。
 #
 # 把第 $n$ 层的输入记作 $x_n$：整个堆叠从 $x_0$ 一直到顶端 $x_N$。在前归一化中，每一层只是往它的输入上加一些东西，所以
 #
@@ -860,7 +890,7 @@ check("06.pre_norm_layer", pre_norm_encoder_layer)
 # $$\frac{\partial \mathcal{L}}{\partial x_n} = \frac{\partial \mathcal{L}}{\partial x_N} +
 # \big(\text{第 } n \text{ 层以上的支路贡献的部分}\big)：$$
 #
-# 顶端的梯度原封不动地到达每一层。在后归一化中，每个残差和都要经过一个 LayerNorm，每层两个；梯度往下传到第 $n$ 层，要穿过 $2(N - n)$ 个 LayerNorm，每个都大致要把它除以自己所归一化的那个和的标准差。最后到达的是多少，取决于深度，也取决于权重。
+# 顶端的梯度原封不动地到达每一层。在后归一化中，每个残差和都要经过一个 LayerNorm，每层两个，所以梯度往下传到第 $n$ 层，要穿过 $2(N - n)$ 个 LayerNorm。每个 LayerNorm 在反向传播时，都把梯度除以它所归一化的那个和的标准差，并去掉梯度在两个方向上的分量（均值的方向，以及归一化后的向量本身的方向）；与此同时，每个子层的支路又会加进它自己的一份梯度。两者如何相抵，并不是每层一个固定的比例，而是取决于深度，也取决于权重。
 
 # %% [markdown] tags=["lang-en"]
 # Measured on a stack of $N = 24$ layers ($E = 64$, $H = 4$, $F = 256$), as PyTorch initialises
@@ -878,19 +908,39 @@ post = norm_study.layer_gradients(norm_first=False, layers=24, seed=0)
 pre = norm_study.layer_gradients(norm_first=True, layers=24, seed=0)
 gradient_by_layer(post.inputs, pre.inputs)
 plt.show()
+faded = post.relative  # (N + 1,): x_0 … x_24
 # lang: en
+lower = faded[:17]  # x_0 … x_16: below the top 8 layers
 claim(f"pre-norm: no layer's input gets less gradient than the top (the smallest ratio is {pre.relative[:-1].min():.2f})",
       pre.relative[:-1].min() >= 1)
 claim(f"pre-norm: at x_0 it is {pre.relative[0]:.2f} times the top's: each branch on the way adds to it",
       pre.relative[0] > 1.3)
-claim(f"post-norm: on the way down it falls to {post.relative.min():.2f} of the top's", post.relative.min() < 0.8)
+claim(f"post-norm: over the top 8 layers (x_24 down to x_16) it falls to {faded[16]:.2f} of the top's", faded[16] < 0.8)
+claim(f"then it stops falling: from x_16 down to x_0 it stays between {lower.min():.2f} and {lower.max():.2f}",
+      lower.max() - lower.min() < 0.1)
+claim(f"had it kept falling at the rate of the top 8 layers, x_0 would get {faded[16] ** 3:.2f} of the top's; "
+      f"it gets {faded[0]:.2f}", faded[0] > faded[16] ** 3 + 0.1)
 # lang: zh
+lower = faded[:17]  # x_0 … x_16：最上面 8 层以下
 claim(f"前归一化：没有哪一层的输入得到的梯度比顶端小（最小的比值是 {pre.relative[:-1].min():.2f}）",
       pre.relative[:-1].min() >= 1)
 claim(f"前归一化：到 x_0 时，梯度是顶端的 {pre.relative[0]:.2f} 倍：沿途每条支路都往上加了一些",
       pre.relative[0] > 1.3)
-claim(f"后归一化：往下传的途中，梯度降到了顶端的 {post.relative.min():.2f}", post.relative.min() < 0.8)
+claim(f"后归一化：经过最上面 8 层（从 x_24 到 x_16），梯度降到了顶端的 {faded[16]:.2f}", faded[16] < 0.8)
+claim(f"然后就不再下降了：从 x_16 一直到 x_0，它都在 {lower.min():.2f} 和 {lower.max():.2f} 之间",
+      lower.max() - lower.min() < 0.1)
+claim(f"如果一直按最上面 8 层的速度下降，到 x_0 时只剩顶端的 {faded[16] ** 3:.2f}；"
+      f"实际上是 {faded[0]:.2f}", faded[0] > faded[16] ** 3 + 0.1)
 # lang: end
+
+# %% [markdown] tags=["lang-en"]
+# So the post-norm gradient does not shrink by the same factor at every LayerNorm. In this
+# measurement it falls over the top third of the stack and then stays level, about 0.7 of the top's
+# all the way down to $x_0$. Another random initialisation gives other numbers, but the same
+# picture: a fall near the top, then no steady decay.
+
+# %% [markdown] tags=["lang-zh"] en_hash="7e1ceb7d45"
+# 可见，后归一化的梯度并不是每经过一个 LayerNorm 就按同一个比例缩小。在这次测量中，它在堆叠最上面的三分之一里下降，之后就保持平稳，一直到 $x_0$ 都在顶端的 0.7 左右。换一个随机初始化，数值会不同，但图形一样：先在顶部附近下降，之后并不持续衰减。
 
 # %% [markdown] tags=["lang-en"]
 # The open path has a price: nothing holds the pre-norm stream $x_n$ to a fixed size. Every layer
@@ -921,7 +971,7 @@ claim("后归一化：x_0 之后每个 x_n 的 RMS 都是 1，误差不到 1 %",
 # 24 layers against 6:
 
 # %% [markdown] tags=["lang-zh"] en_hash="9520a90854"
-# 预热又是从哪里来的？Xiong 等人证明：初始化时，后归一化堆叠最后几层的梯度不会随堆叠加深而变小，前归一化堆叠的却会变小（它最后的 LayerNorm 要除以已经长大的 $x_N$）。学习率相同时，训练最初的几步会让很深的后归一化堆叠的顶部几层变化很大；预热让这几步保持很小，直到权重稳定下来。下面比较最后一层全部参数的梯度，24 层对 6 层：
+# 那么预热起什么作用？Xiong 等人证明：初始化时，后归一化堆叠最后几层的梯度不会随堆叠加深而变小，前归一化堆叠的却会变小（它最后的 LayerNorm 要除以已经变大的 $x_N$）。学习率相同时，训练最初的几步会让很深的后归一化堆叠的顶部几层变化很大；预热让这几步的步子保持很小，直到权重稳定下来。下面比较最后一层全部参数的梯度，24 层对 6 层：
 
 # %%
 post6 = norm_study.layer_gradients(norm_first=False, layers=6, seed=0)
@@ -948,13 +998,59 @@ claim(f"只有 6 层时，后归一化的梯度在往下传的途中只降到顶
 # change the gradient. The fading grows with depth, and it can grow during training, as the
 # sub-layers' outputs grow.
 #
+# What does a warm-up look like? The original Transformer's learning rate at step $s$ (counted
+# from 1), with $w = 4000$ warm-up steps, is
+#
+# $$\mathrm{lr}(s) = E^{-1/2} \cdot \min\big(s^{-1/2},\ s \cdot w^{-3/2}\big):$$
+#
+# the second term wins for $s < w$, so the rate rises linearly, from almost 0 up to
+# $E^{-1/2}\,w^{-1/2}$ at step $w$; after that the first term wins, and it falls as $1/\sqrt{s}$.
+# With $E = 512$:
+
+# %% [markdown] tags=["lang-zh"] en_hash="8cd81a022c"
+# 最后一行提醒我们，这个小实验有它的局限。PyTorch 的默认初始化让每个子层的输出比残差小得多，所以只有 6 层时，LayerNorm 几乎不改变梯度。层数越多，衰减越明显；训练过程中子层的输出变大以后，衰减也可能加剧。
+#
+# 预热具体是什么样的？最初的 Transformer 在第 $s$ 步（从 1 数起）的学习率是（预热 $w = 4000$ 步）
+#
+# $$\mathrm{lr}(s) = E^{-1/2} \cdot \min\big(s^{-1/2},\ s \cdot w^{-3/2}\big)：$$
+#
+# $s < w$ 时取的是第二项，所以学习率从接近 0 线性上升，到第 $w$ 步达到 $E^{-1/2}\,w^{-1/2}$；此后取第一项，学习率按 $1/\sqrt{s}$ 下降。取 $E = 512$：
+
+# %%
+def paper_learning_rate(step, d_model=512, warmup=4000):
+    # lang: en
+    """The original Transformer's learning rate at training step `step` (1, 2, …)."""
+    # lang: zh
+    """最初的 Transformer 在第 `step` 步（1, 2, …）的学习率。"""
+    # lang: end
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+rates = {step: paper_learning_rate(step) for step in range(1, 20_001)}
+peak = max(rates, key=rates.get)
+# lang: en
+claim(f"the largest learning rate, {rates[peak]:.1e}, is at step {peak} = w; at step 1 it is {rates[1]:.1e}",
+      peak == 4000 and rates[1] < rates[peak] / 1000)
+claim(f"from there it falls as 1/√s: at step 16000 it is {rates[16_000] / rates[peak]:.2f} of the peak",
+      math.isclose(rates[16_000], rates[peak] / 2))
+# lang: zh
+claim(f"学习率在第 {peak} 步（即 w）达到最大，为 {rates[peak]:.1e}；第 1 步时只有 {rates[1]:.1e}",
+      peak == 4000 and rates[1] < rates[peak] / 1000)
+claim(f"此后按 1/√s 下降：第 16000 步时是峰值的 {rates[16_000] / rates[peak]:.2f}",
+      math.isclose(rates[16_000], rates[peak] / 2))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# Does a deep post-norm stack really need it? Section 5, once it has a task and a model to train,
+# trains a deeper encoder–decoder both ways, with and without warm-up, and measures it.
+#
 # Pre-norm is not free either: its stream grows, it needs the final LayerNorm, and post-norm,
 # when it does train (with warm-up), is often reported to end up slightly better (Liu et al.,
 # 2020, *Understanding the Difficulty of Training Transformers*). In PyTorch the choice is one
 # argument, `norm_first`.
 
-# %% [markdown] tags=["lang-zh"] en_hash="1d83b0a082"
-# 最后一行提醒我们，这个小实验有它的局限。PyTorch 的默认初始化让每个子层的输出比残差小得多，所以只有 6 层时，LayerNorm 几乎不改变梯度。层数越多，衰减越明显；训练过程中子层的输出变大以后，衰减也可能加剧。
+# %% [markdown] tags=["lang-zh"] en_hash="0b90fdf3d8"
+# 很深的后归一化堆叠真的离不开预热吗？第 5 节有了任务和要训练的模型之后，会训练一个更深的编码器–解码器，两种归一化、加不加预热都试一遍，量一量结果。
 #
 # 前归一化也不是没有代价：它的 $x_n$ 会不断增长，最后必须接一个 LayerNorm；而且据报道，后归一化一旦训练成功（借助预热），最终效果往往还略好一些（Liu 等，2020，*Understanding the Difficulty of Training Transformers*）。在 PyTorch 里，这个选择只是一个参数：`norm_first`。
 
@@ -991,21 +1087,21 @@ claim(f"只有 6 层时，后归一化的梯度在往下传的途中只降到顶
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="05f4d38c0d"
 # ## 4. 解码器层及其两个掩码
 #
-# 编码器读入源序列，解码器则一个词元接一个词元地写出目标序列。一个解码器层有三个子层，和编码器层一样，每个子层外面都包着残差连接和 LayerNorm：
+# 编码器负责读入源序列，解码器则逐个词元地写出目标序列。解码器层有三个子层，每个子层也像编码器层那样，外面包着残差连接和 LayerNorm：
 #
-# 1. **因果自注意力**，作用在已经写出的目标序列上：位置 $i$ 只能看到目标位置 $0 \dots i$（第 02 课第 1 节）；
-# 2. **交叉注意力**，作用在 **memory（编码器输出）** 上：查询来自解码器，键和值来自 memory（第 03 课第 2 节）；
+# 1. **因果自注意力**：在目前已写出的目标序列上做自注意力，位置 $i$ 只能看到目标位置 $0 \dots i$（第 02 课第 1 节）；
+# 2. **交叉注意力**：对 **memory（编码器输出）** 做注意力，查询来自解码器，键和值来自 memory（第 03 课第 2 节）；
 # 3. 逐位置的**前馈网络**。
 #
-# 写成后归一化的形式，记目标一侧为 $Y$，memory 为 $M$：
+# 记目标一侧为 $Y$，memory 为 $M$，后归一化的写法是：
 #
 # $$Y \leftarrow \mathrm{LN}_1\big(Y + \mathrm{SelfAttn}(Y)\big),\quad
 # Y \leftarrow \mathrm{LN}_2\big(Y + \mathrm{CrossAttn}(Y, M)\big),\quad
 # Y \leftarrow \mathrm{LN}_3\big(Y + \mathrm{FFN}(Y)\big).$$
 #
-# 前归一化则和编码器层（第 2 节）一样，把每个 LayerNorm 挪到子层的输入上：$Y \leftarrow Y + \mathrm{SelfAttn}(\mathrm{LN}_1(Y))$，其余类推。解码器自己从不对 memory 做归一化。
+# 前归一化的写法与编码器层（第 2 节）相同，把每个 LayerNorm 移到子层的输入端：$Y \leftarrow Y + \mathrm{SelfAttn}(\mathrm{LN}_1(Y))$，另外两个子层依此类推。解码器本身从不对 memory 做归一化。
 #
-# 下面用一个包含两对序列的批量，让形状具体起来。样本 0 的源序列有 6 个词元，目标序列有 3 个；样本 1 的源序列有 3 个，目标序列有 5 个。填充到最长之后，$L_s = 6$，$L_t = 5$：同一个样本的两侧长度不同，两个样本之间也不同。这里的嵌入是随机的（第 5 节会学出真正的嵌入）。这些层接收填充的方式与 PyTorch 的层相同：形状为 $(B, L)$ 的 bool 张量，**True 表示填充**；因果的部分由 `DecoderLayer` 自己加上（`causal=True`，默认值）。
+# 为了把形状看得具体些，我们取一个含两对序列的批量。样本 0 的源序列有 6 个词元、目标序列有 3 个；样本 1 的源序列有 3 个、目标序列有 5 个。各自填充到最大长度后，$L_s = 6$，$L_t = 5$：同一样本的源和目标长短不一，两个样本之间也不一样。这里的嵌入是随机生成的（第 5 节会训练出真正的嵌入）。和 PyTorch 的层一样，这些层用形状为 $(B, L)$ 的 bool 张量表示填充，**True 表示填充**；因果的部分由 `DecoderLayer` 自己加上（`causal=True`，默认值）。
 
 # %%
 torch.manual_seed(0)
@@ -1152,8 +1248,8 @@ claim("只传 tgt_is_causal=True 而不传 tgt_mask 会抛出 RuntimeError", rai
 #
 # 解码器层要做两次注意力，所以需要两个掩码。按课程的约定，它们都是保留掩码，True 表示查询可以关注该键：
 #
-# - **目标掩码**，用于自注意力：当 $j \le i$（因果）**并且** $j$ 是目标序列的真实词元而不是填充时，目标查询 $i$ 可以关注目标键 $j$。每个样本的目标掩码形状为 $(L_t, L_t)$，是方的，因为查询和键是同一组目标位置。你在第 02 课的练习 2 里已经构造过它。
-# - **源掩码**，用于交叉注意力：当 $j$ 是源序列的真实词元时，目标查询 $i$ 可以关注 memory 的位置 $j$。每个样本的源掩码形状为 $(L_t, L_s)$：查询来自目标序列，键来自源序列，和第 03 课一样 $L_q \ne L_k$。它没有因果的部分，因为解码器写出第一个词元之前，整个源序列就已经知道了；每个目标位置都可以读它的全部，所以源掩码的各行都相同。
+# - **目标掩码**（target mask），用于自注意力：当 $j \le i$（因果）**并且** $j$ 是目标序列的真实词元而不是填充时，目标查询 $i$ 可以关注目标键 $j$。每个样本的目标掩码形状为 $(L_t, L_t)$，是方的，因为查询和键是同一组目标位置。你在第 02 课的练习 2 里已经构造过它。
+# - **源掩码**（source mask），用于交叉注意力：当 $j$ 是源序列的真实词元时，目标查询 $i$ 可以关注 memory 的位置 $j$。每个样本的源掩码形状为 $(L_t, L_s)$：查询来自目标序列，键来自源序列，和第 03 课一样 $L_q \ne L_k$。它没有因果的部分，因为解码器写出第一个词元之前，整个源序列就已经知道了；每个目标位置都可以读它的全部，所以源掩码的各行都相同。
 #
 # 层根据收到的参数构造这两个掩码：`causal=True` 与 `tgt_key_padding_mask` 组成目标掩码，`memory_key_padding_mask` 组成源掩码。它实际用了什么掩码，可以从注意力权重上读出来：被遮住的键权重恰好为零，保留的键权重为正。下图对每个样本画出第一个头的权重不为零的单元格（浅色表示可以关注，深色表示被遮住）：
 
@@ -1164,11 +1260,7 @@ target_used = self_weights[:, 0] > 0  # (B, L_t, L_t): where head 0 gave a key s
 target_used = self_weights[:, 0] > 0  # (B, L_t, L_t)：头 0 给了权重的位置
 # lang: end
 memory_used = cross_weights[:, 0] > 0  # (B, L_t, L_s)
-# lang: en
-draw_decoder_masks(target_used, memory_used)  # the name decoder_masks belongs to Exercise 3
-# lang: zh
-draw_decoder_masks(target_used, memory_used)  # decoder_masks 这个名字留给练习 3
-# lang: end
+decoder_masks(target_used, memory_used)
 plt.show()
 
 # %% [markdown] tags=["lang-en"]
@@ -1178,7 +1270,7 @@ plt.show()
 # padded positions 3, 4 and 5 in every row. The same facts, stated for every head:
 
 # %% [markdown] tags=["lang-zh"] en_hash="ed426fbc86"
-# 样本 0 的目标掩码是一个因果三角形，再切掉填充的键 3 和 4；它的源掩码全是浅色，因为它的源序列占满了全部 6 个位置。样本 1 正好相反：它的目标序列是满的，所以目标掩码就是普通的三角形；而它的源掩码在每一行都遮住了填充位置 3、4、5。下面对每个头陈述同样的事实：
+# 样本 0 的目标掩码是因果三角形去掉填充的键 3、4 所在的两列；它的源序列占满了 6 个位置，所以源掩码全是浅色。样本 1 正好相反：目标序列没有填充，目标掩码就是完整的三角形；源掩码则在每一行都遮住了填充位置 3、4、5。下面这些事实对所有的头都成立：
 
 # %%
 # lang: en
@@ -1223,7 +1315,7 @@ claim("两种注意力里，每一行权重之和仍然都是 1",
 # (lesson 02, section 4); `DecoderLayer` gives such a row a zero attention output.
 
 # %% [markdown] tags=["lang-zh"] en_hash="a7306e99f0"
-# 样本 0 中填充位置上的目标*查询* 3 和 4 所在的行也会被计算：它们关注真实位置，它们的输出之后会被丢掉（第 5 节的损失会跳过它们）。填充在右侧时，不会出现全遮蔽行：键 0 是真实词元，也不在任何查询的未来，所以目标掩码对每个查询都保留它。若填充在左侧，查询 0 的那一行就成了全遮蔽行（第 02 课第 4 节）；`DecoderLayer` 给这样的行的注意力输出为零。
+# 样本 0 里，填充位置上的目标*查询* 3 和 4 也有自己的一行，同样会被计算：它们关注真实位置，算出的输出随后被丢弃（第 5 节的损失会跳过它们）。填充在右侧时不会出现全遮蔽行：键 0 是真实词元，又不在任何查询的未来，目标掩码对每个查询都保留它。如果填充在左侧，查询 0 那一行就成了全遮蔽行（第 02 课第 4 节）；对这样的行，`DecoderLayer` 给出的注意力输出是零。
 
 # %% [markdown] tags=["lang-en"]
 # ### What the masks guarantee
@@ -1242,7 +1334,7 @@ claim("两种注意力里，每一行权重之和仍然都是 1",
 #
 # 由此可以得出三条事实，我们通过改动输入来检验：
 #
-# - 改动靠后的目标词元，不会改变任何更靠前的输出：位置 $i$ 的输出只取决于目标词元 $0 \dots i$，所以一次用整个目标序列训练（教师强制，第 5 节）时，每个位置看到的正是逐个生成到该位置时能看到的东西；
+# - 改动靠后的目标词元，不会改变任何更靠前的输出：位置 $i$ 的输出只取决于目标词元 $0 \dots i$，所以一次用整个目标序列训练（教师强制（teacher forcing），第 5 节）时，每个位置看到的正是逐个生成到该位置时能看到的东西；
 # - 无论填充的源位置上放的是什么，改动它都不会改变任何地方的任何输出；
 # - 而改动一个真实的源词元，会改变该样本的每一个目标位置：源掩码没有因果的部分。
 
@@ -1279,80 +1371,156 @@ claim("改动样本 1 真实的源位置 0，它的每一个目标位置都变�
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
-# ### Exercise 3: the decoder's two masks
+# ### Exercise 3: a post-norm decoder layer
 #
-# Write `decoder_masks(source_lengths, source_len, target_lengths, target_len)`. A batch of $B$
-# source sequences is padded on the right to $L_s$ = `source_len` positions, and its $B$ target
-# sequences to $L_t$ = `target_len`; `source_lengths` and `target_lengths` are $(B,)$ int64, the
-# number of real tokens of each sequence. Return the two keep masks of a decoder layer, bool, True
-# where the query may attend to the key (the course's convention, lessons 02–04):
+# Write the forward pass of the original paper's decoder layer: post-norm (`norm_first=False`),
+# without dropout (as in `eval()` mode) and without biases. The exercise cell gives you its six
+# sub-layers, built from the layer's weights, each keeping the $(B, L, E)$ layout of its first
+# argument:
 #
-# - `self_keep`, $(B, L_t, L_t)$, for the self-attention: key $j$ is kept for query $i$ when it is
-#   not in the query's future ($j \le i$) and is a real target token;
-# - `cross_keep`, $(B, L_t, L_s)$, for the cross-attention over the memory: key $j$ is kept when it
-#   is a real source token, the same row for every query.
+# - `norm1`, `norm2`, `norm3`: the three LayerNorms;
+# - `self_attention(h, key_padding_mask=None, causal=False)`: multi-head attention of `h` over
+#   itself;
+# - `cross_attention(h, memory, key_padding_mask=None, causal=False)`: queries from `h`, keys and
+#   values from `memory`;
+# - `feed_forward(h)`: the position-wise feed-forward network.
 #
-# Padding hides keys (columns) only: a padded query still gets its row.
+# In both attentions `key_padding_mask` is bool $(B, L_k)$, over the keys, **True at padding**
+# (PyTorch's convention; None: no padding), and `causal=True` hides every key after its query.
+# Your part is the wiring: the order of the three sub-layers, where each norm and each residual
+# goes, what each attention reads, and which mask and which `causal` each one gets. Hide the
+# target's padding from the self-attention too: behind the causal mask this changes only the
+# outputs at padded target positions, but the check compares every position, as PyTorch computes
+# them all. Return the dtype of `x` (the inputs may be float32 or float64), and leave the
+# arguments as they are: write `x = x + …`, not `x += …`, which would change the caller's tensor
+# (the check refuses a function that changes its arguments).
+#
+# The weights are those of `nn.TransformerDecoderLayer(E, num_heads, F, bias=False,
+# batch_first=True)`: `norm1.weight`, `self_attn.in_proj_weight`, `self_attn.out_proj.weight`,
+# `norm2.weight`, then `multihead_attn.in_proj_weight` and `multihead_attn.out_proj.weight` for the
+# cross-attention, `norm3.weight`, `linear1.weight`, `linear2.weight`. So you can compare with it
+# outside your function; inside it, the check refuses the ready-made layers: PyTorch's
+# `TransformerEncoderLayer.forward` and `TransformerDecoderLayer.forward`, and the course's
+# `EncoderLayer.forward` and `DecoderLayer.forward`. The check also compares the gradients with
+# respect to `x`, `memory` and every weight.
 
-# %% [markdown] tags=["lang-zh"] en_hash="0d9a688cd3"
-# ### 练习 3：解码器的两个掩码
+# %% [markdown] tags=["lang-zh"] en_hash="daa08222c1"
+# ### 练习 3：后归一化的解码器层
 #
-# 写出 `decoder_masks(source_lengths, source_len, target_lengths, target_len)`。一个批量里的 $B$ 条源序列在右侧填充到 $L_s$ = `source_len` 个位置，$B$ 条目标序列填充到 $L_t$ = `target_len` 个位置；`source_lengths` 和 `target_lengths` 都是形状为 $(B,)$ 的 int64 张量，表示每条序列真实词元的个数。返回解码器层的两个保留掩码，均为 bool，查询可以关注键的位置为 True（课程的约定，见第 02–04 课）：
+# 写出原论文中解码器层的前向计算：后归一化（`norm_first=False`），不带 dropout（相当于 `eval()` 模式），也不带偏置。练习单元已经用这一层的权重搭好了它的六个子层，每个子层输出的布局都与它的第一个参数相同，为 $(B, L, E)$：
 #
-# - `self_keep`，形状为 $(B, L_t, L_t)$，用于自注意力：当键 $j$ 不在查询 $i$ 的未来（$j \le i$）且是目标序列的真实词元时，查询 $i$ 保留键 $j$；
-# - `cross_keep`，形状为 $(B, L_t, L_s)$，用于对 memory 的交叉注意力：当键 $j$ 是源序列的真实词元时保留它，每个查询的那一行都相同。
+# - `norm1`、`norm2`、`norm3`：三个 LayerNorm；
+# - `self_attention(h, key_padding_mask=None, causal=False)`：`h` 对自身做的多头注意力；
+# - `cross_attention(h, memory, key_padding_mask=None, causal=False)`：查询来自 `h`，键和值来自 `memory`；
+# - `feed_forward(h)`：逐位置的前馈网络。
 #
-# 填充只遮住键（列）：填充位置上的查询仍然有它自己的一行。
+# 两种注意力的 `key_padding_mask` 都是形状为 $(B, L_k)$ 的 bool 张量，作用在键上，**True 表示填充**（PyTorch 的约定；None 表示没有填充）；`causal=True` 遮住每个查询之后的所有键。你要做的是把它们连起来：三个子层的先后顺序，每个归一化和每条残差连接放在哪里，每个注意力读取什么，以及各自用哪个掩码、要不要 `causal`。自注意力也要遮住目标序列的填充：有因果掩码挡着，这只会改变目标序列中填充位置的输出；但 PyTorch 会计算每一个位置，检查也比较每一个位置。返回值的 dtype 与 `x` 相同（输入可能是 float32，也可能是 float64）。不要改动传进来的参数：写 `x = x + …`，不要写 `x += …`，后者会改掉调用者的张量（检查不接受改动参数的函数）。
+#
+# 这些权重就是 `nn.TransformerDecoderLayer(E, num_heads, F, bias=False, batch_first=True)` 的权重：`norm1.weight`、`self_attn.in_proj_weight`、`self_attn.out_proj.weight`、`norm2.weight`，交叉注意力用的 `multihead_attn.in_proj_weight` 和 `multihead_attn.out_proj.weight`，再加上 `norm3.weight`、`linear1.weight`、`linear2.weight`。所以你可以在函数之外拿它来对照；但在函数里，检查不接受现成的层：PyTorch 的 `TransformerEncoderLayer.forward` 和 `TransformerDecoderLayer.forward`，以及课程自带的 `EncoderLayer.forward` 和 `DecoderLayer.forward`。检查也会比较对 `x`、对 `memory` 和对每个权重的梯度。
 
-# %% tags=["exercise"] exercise="06.decoder_masks"
-def decoder_masks(source_lengths, source_len, target_lengths, target_len):
+# %% tags=["exercise"] exercise="06.post_norm_decoder"
+def post_norm_decoder_layer(x, memory, tgt_key_padding_mask, memory_key_padding_mask, norm1_weight,
+                            self_in_proj_weight, self_out_proj_weight, norm2_weight, cross_in_proj_weight,
+                            cross_out_proj_weight, norm3_weight, linear1_weight, linear2_weight, num_heads):
     # lang: en
-    """The two keep masks of a decoder layer, for right-padded sources and targets.
+    """One post-norm Transformer decoder layer (norm_first=False), without dropout and biases.
 
-    source_lengths: (B,) int64, the real tokens of each source sequence (1 … source_len).
-    source_len: L_s, the padded length of the sources.
-    target_lengths: (B,) int64, the real tokens of each target sequence (1 … target_len).
-    target_len: L_t, the padded length of the targets.
-    Returns (self_keep, cross_keep), bool, True where the query may attend to the key:
-        self_keep  (B, L_t, L_t): key j <= query i, and j < target_lengths[b];
-        cross_keep (B, L_t, L_s): j < source_lengths[b], the same for every query.
+    x: (B, L_t, E) float, the target side. memory: (B, L_s, E), the encoder's output, same dtype.
+    tgt_key_padding_mask: (B, L_t) bool, True at the target's PADDING, or None.
+    memory_key_padding_mask: (B, L_s) bool, True at the source's PADDING, or None.
+    The weights, named as in nn.TransformerDecoderLayer(E, num_heads, F, bias=False):
+    norm1_weight, norm2_weight, norm3_weight (E,); self_in_proj_weight and
+    cross_in_proj_weight (3E, E) (self_attn's and multihead_attn's in_proj_weight);
+    self_out_proj_weight, cross_out_proj_weight (E, E); linear1_weight (F, E);
+    linear2_weight (E, F). num_heads: H, dividing E.
+    The six sub-layers below are given. In a post-norm layer each sub-layer reads the
+    current x, its output is added to x, and the sum is normalised: norm1 after the
+    causal self-attention, norm2 after the cross-attention over the memory, norm3 after
+    the feed-forward network. Each attention hides the padding of its own keys.
+    Returns (B, L_t, E), the dtype of x.
     """
     # lang: zh
-    """解码器层的两个保留掩码，源序列和目标序列都在右侧填充。
+    """一个后归一化的 Transformer 解码器层（norm_first=False），不带 dropout 和偏置。
 
-    source_lengths：(B,) int64，每条源序列的真实词元个数（1 … source_len）。
-    source_len：L_s，源序列填充后的长度。
-    target_lengths：(B,) int64，每条目标序列的真实词元个数（1 … target_len）。
-    target_len：L_t，目标序列填充后的长度。
-    返回 (self_keep, cross_keep)，均为 bool，查询可以关注键的位置为 True：
-        self_keep  (B, L_t, L_t)：键 j <= 查询 i，且 j < target_lengths[b]；
-        cross_keep (B, L_t, L_s)：j < source_lengths[b]，对每个查询都相同。
+    x：(B, L_t, E) 浮点张量，目标一侧。memory：(B, L_s, E)，编码器的输出，dtype 相同。
+    tgt_key_padding_mask：(B, L_t) 的 bool 张量，True 表示目标序列的填充，或为 None。
+    memory_key_padding_mask：(B, L_s) 的 bool 张量，True 表示源序列的填充，或为 None。
+    各权重的名字与 nn.TransformerDecoderLayer(E, num_heads, F, bias=False) 中一致：
+    norm1_weight、norm2_weight、norm3_weight：(E,)；self_in_proj_weight 和
+    cross_in_proj_weight：(3E, E)（即 self_attn 和 multihead_attn 的 in_proj_weight）；
+    self_out_proj_weight、cross_out_proj_weight：(E, E)；linear1_weight：(F, E)；
+    linear2_weight：(E, F)。num_heads：H，能整除 E。
+    下面的六个子层已经给出。在后归一化层里，每个子层读取当前的 x，它的输出加到 x 上，
+    再对这个和做归一化：因果自注意力之后用 norm1，对 memory 的交叉注意力之后用 norm2，
+    前馈网络之后用 norm3。每个注意力都遮住它自己那些键中的填充。
+    返回 (B, L_t, E)，dtype 与 x 相同。
     """
     # lang: end
+    E = x.shape[-1]
+
+    def attention(h, context, in_proj_weight, out_proj_weight, key_padding_mask, causal):
+        B, L_q, L_k = h.shape[0], h.shape[1], context.shape[1]
+        q = F.linear(h, in_proj_weight[:E])  # (B, L_q, E)
+        # lang: en
+        k, v = F.linear(context, in_proj_weight[E:]).chunk(2, dim=-1)  # (B, L_k, E) each
+        # lang: zh
+        k, v = F.linear(context, in_proj_weight[E:]).chunk(2, dim=-1)  # 各为 (B, L_k, E)
+        # lang: end
+        q, k, v = (t.view(B, -1, num_heads, E // num_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, L, d)
+        keep = torch.ones(L_q, L_k, dtype=torch.bool)
+        if causal:
+            # lang: en
+            keep = keep.tril()  # key j <= query i
+            # lang: zh
+            keep = keep.tril()  # 键 j <= 查询 i
+            # lang: end
+        if key_padding_mask is not None:
+            keep = keep & ~key_padding_mask[:, None, None, :]  # (B, 1, L_q, L_k)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(E // num_heads)  # (B, H, L_q, L_k)
+        # lang: en
+        weights = scores.masked_fill(~keep, float("-inf")).softmax(dim=-1).nan_to_num(0.0)  # a row with no key: 0
+        # lang: zh
+        weights = scores.masked_fill(~keep, float("-inf")).softmax(dim=-1).nan_to_num(0.0)  # 没有键的行：0
+        # lang: end
+        out = (weights @ v).transpose(1, 2).reshape(B, L_q, E)
+        return F.linear(out, out_proj_weight)  # (B, L_q, E)
+
+    def norm1(h):
+        return F.layer_norm(h, (E,), norm1_weight)
+
+    def norm2(h):
+        return F.layer_norm(h, (E,), norm2_weight)
+
+    def norm3(h):
+        return F.layer_norm(h, (E,), norm3_weight)
+
+    def self_attention(h, key_padding_mask=None, causal=False):
+        return attention(h, h, self_in_proj_weight, self_out_proj_weight, key_padding_mask, causal)
+
+    def cross_attention(h, memory, key_padding_mask=None, causal=False):
+        return attention(h, memory, cross_in_proj_weight, cross_out_proj_weight, key_padding_mask, causal)
+
+    def feed_forward(h):
+        return F.linear(F.relu(F.linear(h, linear1_weight)), linear2_weight)  # (B, L, E) -> (B, L, F) -> (B, L, E)
+
     ### BEGIN SOLUTION
-    B = target_lengths.shape[0]
     # lang: en
-    target_real = torch.arange(target_len) < target_lengths[:, None]  # (B, L_t): True at real tokens
+    # Each sub-layer reads x, and the sum of x and its output is normalised. The self-attention
+    # gets the target mask (causal and the target's padding), the cross-attention the source
+    # mask (the source's padding only) and the memory.
     # lang: zh
-    target_real = torch.arange(target_len) < target_lengths[:, None]  # (B, L_t)：真实词元处为 True
+    # 每个子层读取 x，x 与子层输出之和再做归一化。自注意力用目标掩码（因果加上目标序列的填充），
+    # 交叉注意力用源掩码（只有源序列的填充），并读取 memory。
     # lang: end
-    source_real = torch.arange(source_len) < source_lengths[:, None]  # (B, L_s)
-    # lang: en
-    causal = torch.ones(target_len, target_len, dtype=torch.bool).tril()  # (L_t, L_t): key j <= query i
-    self_keep = causal & target_real[:, None, :]  # (B, L_t, L_t): the padding hides keys, not queries
-    cross_keep = source_real[:, None, :].expand(B, target_len, source_len)  # (B, L_t, L_s): one row for all
-    # lang: zh
-    causal = torch.ones(target_len, target_len, dtype=torch.bool).tril()  # (L_t, L_t)：键 j <= 查询 i
-    self_keep = causal & target_real[:, None, :]  # (B, L_t, L_t)：填充遮住的是键，不是查询
-    cross_keep = source_real[:, None, :].expand(B, target_len, source_len)  # (B, L_t, L_s)：所有查询同一行
-    # lang: end
-    return self_keep, cross_keep
+    x = norm1(x + self_attention(x, tgt_key_padding_mask, causal=True))
+    x = norm2(x + cross_attention(x, memory, memory_key_padding_mask))
+    return norm3(x + feed_forward(x))
     ### END SOLUTION
 
 
 # %%
 from course_utils import check
-check("06.decoder_masks", decoder_masks)
+check("06.post_norm_decoder", post_norm_decoder_layer)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 5. A tiny encoder–decoder learns to reverse
@@ -1376,15 +1544,15 @@ check("06.decoder_masks", decoder_masks)
 # peeking at the token it must predict.
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="c9677f7b90"
-# ## 5. 一个极小的编码器–解码器学会倒序
+# ## 5. 一个极小的编码器–解码器学会反转序列
 #
-# 是时候让这些部件一起工作了。任务是：读入几个字母，再把它们倒着写出来，`abc⟩` → `cba⟩`。源序列有 1 到 8 个字母，以结束词元 `⟩` 收尾；一个批量里长短不一，所以每条序列都用 `·` 填充到该批量中最长的长度。这个任务用得上本课的每个部件：
+# 现在让这些部件一起工作。任务是反转（reverse）：读入几个字母，按相反的顺序写出来，`abc⟩` → `cba⟩`。源序列有 1 到 8 个字母，最后是结束词元 `⟩`；同一批量里的序列长短不一，所以每条都用 `·` 填充到这个批量中最长的长度。本课的每个部件在这里都用得上：
 #
-# - **位置**：倒序关心的是字母*在哪里*，没有位置编码，模型就做不到（第 1 节）；
-# - **源掩码**：无论在编码器的自注意力里，还是在解码器的交叉注意力里，填充都不能算作字母；
-# - **目标掩码**：训练时解码器一次读入整个答案，生成时却必须一次写一个词元。
+# - **位置**：反转看的是字母*在哪里*，没有位置编码，模型就做不到（第 1 节）；
+# - **源掩码**：在编码器的自注意力和解码器的交叉注意力里，填充都不能当作字母；
+# - **目标掩码**：训练时解码器一次读入整个答案，生成时却只能一个词元一个词元地写。
 #
-# 解码器用**教师强制**训练：它读入向右移了一步的正确答案（前面加一个起始词元 `⟨`），一次预测出每一个下一个词元。第 $t$ 步的输入是答案中 $t$ 之前的词元，目标是第 $t$ 个词元。（所以它从不读入答案末尾的 `⟩`：那之后没有要预测的词元了。）目标掩码的因果部分保证第 $t$ 步偷看不到它要预测的那个词元。
+# 解码器用**教师强制**训练：它读入右移一位的正确答案（开头是起始词元 `⟨`），一次算出所有位置的预测，每个位置预测紧跟在它后面的那个词元。第 $t$ 步的输入是答案中 $t$ 之前的词元，要预测的是第 $t$ 个词元。（所以它从不读入答案末尾的 `⟩`：`⟩` 之后没有要预测的词元了。）目标掩码的因果部分保证第 $t$ 步偷看不到它要预测的词元。
 
 # %%
 batch5 = seq2seq.random_batch(4, torch.Generator().manual_seed(7))
@@ -1411,28 +1579,28 @@ claim("解码器的输入就是目标向右移一步，前面加上起始词元 
 # The model, `seq2seq.Reverser`, is the picture below with $E = 32$, two heads and $F = 64$: a
 # token embedding shared by both sides, plus the sinusoidal encoding (added without section 1's
 # $\sqrt{E}$: `nn.Embedding` starts its vectors at about 1 per feature, already as large as the
-# encoding, and scaled up they drowned the positions, so that training reached far lower accuracy
-# in our runs); one pre-norm `EncoderLayer` and one pre-norm `DecoderLayer` from this lesson, each stack followed by a final
-# LayerNorm (a pre-norm stack never normalises its residual stream otherwise); and a linear
-# read-out to the 13 tokens (10 letters, `·`, `⟨`, `⟩`). The masks come from the tokens
+# encoding, and scaled up they drown the positions, so that training reaches far lower accuracy);
+# one pre-norm `EncoderLayer` and one pre-norm `DecoderLayer` from this lesson, each stack followed
+# by a final LayerNorm (a pre-norm stack never normalises its residual stream otherwise); and a
+# linear read-out to the 13 tokens (10 letters, `·`, `⟨`, `⟩`). The masks come from the tokens
 # themselves: a position holding `·` is padding.
 #
-# ![A one-layer encoder–decoder and its two masks](../../images/06_encoder_decoder_en.svg)
+# ![A one-layer pre-norm encoder–decoder and its two masks](../../images/06_encoder_decoder_en.svg)
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="6cf583623c"
-# 模型 `seq2seq.Reverser` 就是下图，取 $E = 32$、两个头、$F = 64$：源和目标共用一个词元嵌入，再加上正弦位置编码（相加时不乘第 1 节的 $\sqrt{E}$：`nn.Embedding` 初始化的向量每个特征本来就约为 1，与位置编码一样大；再放大，位置信息就被淹没了，我们试过，训练得到的准确率低得多）；一个本课写的前归一化 `EncoderLayer` 和一个前归一化 `DecoderLayer`，每个堆叠之后再接一个 LayerNorm（否则前归一化的堆叠从不对残差流做归一化）；最后一个线性读出层，输出 13 个词元（10 个字母，加上 `·`、`⟨`、`⟩`）的 logits。掩码直接由词元得出：放着 `·` 的位置就是填充。
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="26c38b3428"
+# 模型 `seq2seq.Reverser` 就是下图，取 $E = 32$、两个头、$F = 64$。源和目标共用一个词元嵌入，嵌入加上正弦位置编码；这里没有乘第 1 节的 $\sqrt{E}$，因为 `nn.Embedding` 初始化的向量每个特征本来就约为 1，与位置编码一样大，再放大就会淹没位置信息，训练出的准确率要低得多。中间是本课写的一个前归一化 `EncoderLayer` 和一个前归一化 `DecoderLayer`，每个堆叠后面各接一个 LayerNorm（否则前归一化的堆叠从不对残差流做归一化），最后是一个线性读出层，给出 13 个词元（10 个字母，加上 `·`、`⟨`、`⟩`）的 logits。掩码直接由词元得出：放着 `·` 的位置就是填充。
 #
-# ![单层编码器–解码器及其两个掩码](../../images/06_encoder_decoder_zh.svg)
+# ![单层前归一化编码器–解码器及其两个掩码](../../images/06_encoder_decoder_zh.svg)
 
 # %% [markdown] tags=["lang-en"]
 # Training: Adam, 250 steps, each on 64 fresh random sequences; the loss is the cross-entropy of
-# every real target token (`ignore_index` skips the padding), and the step size falls linearly
-# to zero so that the last steps polish rather than jump. A few seconds on one CPU thread. The
+# every real target token (`ignore_index` skips the padding), and the learning rate falls
+# linearly to zero so that the last steps polish rather than jump. A few seconds on one CPU thread. The
 # model is then asked to reverse 500 held-out sources with greedy decoding (below), and must get
 # every token of an answer right for it to count.
 
-# %% [markdown] tags=["lang-zh"] en_hash="a8f09f0790"
-# 训练：用 Adam 训练 250 步，每步用 64 条新的随机序列；损失是每个真实目标词元的交叉熵（`ignore_index` 跳过填充），步长线性降到零，让最后几步做精细调整，而不是来回跳。在一个 CPU 线程上只需几秒。训练完后，让模型用贪心解码（见下文）倒序 500 条留出的源序列；一个答案的每个词元都对，才算对。
+# %% [markdown] tags=["lang-zh"] en_hash="5c832212fc"
+# 训练：用 Adam 训练 250 步，每步用 64 条新的随机序列；损失是每个真实目标词元的交叉熵（`ignore_index` 跳过填充），学习率线性降到零，让最后几步做精细调整，而不是来回跳。在一个 CPU 线程上只需几秒。训练完后，让模型用贪心解码（见下文）反转 500 条留出（held-out）的源序列；一个答案的每个词元都对，才算对。
 
 # %%
 run = seq2seq.train(seed=0)
@@ -1445,7 +1613,7 @@ ax.set(xlabel="training step", ylabel="cross-entropy loss")
 claim("more than 95 % of the 500 held-out sources come out exactly reversed", run.accuracy > 0.95)
 # lang: zh
 ax.set(xlabel="训练步数", ylabel="交叉熵损失")
-claim("500 条留出的源序列中，超过 95% 被一字不差地倒了过来", run.accuracy > 0.95)
+claim("500 条留出的源序列中，超过 95% 被一字不差地反转了过来", run.accuracy > 0.95)
 # lang: end
 plt.show()
 
@@ -1496,7 +1664,7 @@ claim("every one of these four comes out reversed, ⟩ last", all(answers[t] == 
 claim("on 50 held-out sources, the model fed its own answer all at once predicts at every step the token "
       "it chose one step at a time", torch.equal(at_once.masked_fill(after_end, seq2seq.PAD), generated))
 # lang: zh
-claim("这四个都被倒了过来，最后是 ⟩", all(answers[t] == t[::-1] + "⟩" for t in texts))
+claim("这四个都被正确地反转了，最后是 ⟩", all(answers[t] == t[::-1] + "⟩" for t in texts))
 claim("在 50 条留出的源序列上，把模型自己的答案一次性喂回去，"
       "它在每一步预测的词元都与逐个生成时选的相同",
       torch.equal(at_once.masked_fill(after_end, seq2seq.PAD), generated))
@@ -1514,7 +1682,7 @@ claim("在 50 条留出的源序列上，把模型自己的答案一次性喂回
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="5d103f2c55"
 # ### 解码器读了什么
 #
-# 对一个有 $n$ 个字母的源序列，要在第 $t$ 步写出字母，解码器需要源序列的位置 $n - 1 - t$：它的交叉注意力应当形成一条反对角线。下面让解码器倒序一个源序列。图中每一行是一个头：左边是它的自注意力（目标掩码的三角形），右边是它对源序列的交叉注意力。每个查询行都标出这一步读入的词元和写出的词元；被遮住的单元格（权重恰好为 0）画成灰色斜线。
+# 对一个有 $n$ 个字母的源序列，要在第 $t$ 步写出字母，解码器需要源序列的位置 $n - 1 - t$：它的交叉注意力应当形成一条反对角线。下面让解码器反转一个源序列。图中每一行是一个头：左边是它的自注意力（目标掩码的三角形），右边是它对源序列的交叉注意力。每个查询行都标出这一步读入的词元和写出的词元；被遮住的单元格（权重恰好为 0）画成灰色斜线。
 
 # %%
 decoder_maps(model, "dbgeja")
@@ -1551,10 +1719,81 @@ claim("而且比任何其他偏移处的权重都大", all(profile[0] > weight f
 # Does a repeated letter confuse it?
 
 # %% [markdown] tags=["lang-zh"] en_hash="d93d34854b"
-# 自己试一试：用滑块挑一个留出的例子，或者输入最多 8 个 `a` 到 `j` 之间的字母。探索器会把每个源序列都填充到 9 个位置（源序列最长就是 9 个位置），所以源掩码也在起作用：填充所在的列画成了斜线。长的源序列是不是更容易出错？重复的字母会不会把它弄糊涂？
+# 自己试一试：用滑块挑一个留出的样例，或者输入最多 8 个 `a` 到 `j` 之间的字母。探索器会把每个源序列都填充到 9 个位置（源序列最长就是 9 个位置），所以源掩码也在起作用：填充所在的列画成了斜线。长的源序列是不是更容易出错？重复的字母会不会把它弄糊涂？
 
 # %%
 decoding_explorer(model)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ### Warm-up, measured
+#
+# Section 3 said that a deep post-norm stack needs a learning-rate warm-up and a pre-norm one does
+# not. Here is that on the reverse task: the same model with 4 encoder and 4 decoder layers instead
+# of 1, trained for 100 steps of 32 sequences at a peak learning rate of 0.015, three times from
+# the same start: post-norm without warm-up, post-norm with a warm-up of $W = 30$ steps, and
+# pre-norm without warm-up. Without warm-up the learning rate falls linearly from its peak, as
+# above. With it, step $t = 0 \dots T - 1$ of $T = 100$ uses
+#
+# $$\mathrm{lr}_t = \mathrm{lr} \cdot \min\Big(\frac{t + 1}{W},\ \frac{T - t}{T - W}\Big):$$
+#
+# the first term wins during the first $W$ steps, a linear rise to the peak; then the second, the
+# same linear fall, from the peak to $\mathrm{lr}/(T - W)$ at the last step. (`seq2seq.learning_rate`
+# computes it.) Each run is then scored by its loss on the 500 held-out sources, with teacher
+# forcing. The three runs take a few seconds.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="30caf0b147"
+# ### 实测预热的作用
+#
+# 第 3 节说过：很深的后归一化堆叠离不开学习率预热，前归一化的则不需要。下面在反转任务上实际看一看。模型还是上面那个，只是编码器和解码器各有 4 层，而不是 1 层；用 32 条序列一步，训练 100 步，学习率峰值为 0.015。从同一个起点出发训练三次：后归一化不预热，后归一化预热 $W = 30$ 步，前归一化不预热。不预热时，学习率和上面一样从峰值线性下降。预热时，总共 $T = 100$ 步，第 $t = 0 \dots T - 1$ 步的学习率是
+#
+# $$\mathrm{lr}_t = \mathrm{lr} \cdot \min\Big(\frac{t + 1}{W},\ \frac{T - t}{T - W}\Big)：$$
+#
+# 前 $W$ 步取第一项，学习率线性上升到峰值；之后取第二项，学习率同样线性下降，最后一步降到 $\mathrm{lr}/(T - W)$。（`seq2seq.learning_rate` 算的就是它。）训练完后，用教师强制算出每个模型在 500 条留出源序列上的损失，作为它的成绩。三次训练一共只要几秒钟。
+
+# %%
+# lang: en
+schedules = [(False, 0), (False, norm_study.WARMUP_STEPS), (True, 0)]  # (norm_first, warm-up steps)
+# lang: zh
+schedules = [(False, 0), (False, norm_study.WARMUP_STEPS), (True, 0)]  # (norm_first, 预热步数)
+# lang: end
+runs = {schedule: norm_study.warmup_run(*schedule, seed=0) for schedule in schedules}
+warmup_curves(list(runs.values()))
+plt.show()
+post_cold, post_warm, pre_cold = (runs[schedule].held_out_loss for schedule in schedules)
+answers = seq2seq.held_out().target_out
+counts = torch.bincount(answers[answers != seq2seq.PAD], minlength=seq2seq.VOCAB).double()
+frequencies = counts[counts > 0] / counts.sum()
+# lang: en
+guessing = -(frequencies * frequencies.log()).sum().item()  # the entropy of the answers' tokens
+# lang: zh
+guessing = -(frequencies * frequencies.log()).sum().item()  # 答案中词元分布的熵
+# lang: end
+# lang: en
+claim(f"guessing every token from how often it occurs in the held-out answers scores {guessing:.2f}",
+      round(guessing, 2) == 2.36)
+claim("post-norm without warm-up: after 100 steps its held-out loss is still above 1.3", post_cold > 1.3)
+claim("post-norm with the 30-step warm-up: below 1.0", post_warm < 1.0)
+claim("pre-norm without warm-up: below 1.0 too", pre_cold < 1.0)
+claim("post-norm without warm-up ends at more than twice the loss of either other run",
+      post_cold > 2 * max(post_warm, pre_cold))
+# lang: zh
+claim(f"只按每个词元在留出答案中出现的频率去猜，损失是 {guessing:.2f}", round(guessing, 2) == 2.36)
+claim("后归一化、不预热：训练 100 步之后，留出集上的损失仍高于 1.3", post_cold > 1.3)
+claim("后归一化、预热 30 步：低于 1.0", post_warm < 1.0)
+claim("前归一化、不预热：同样低于 1.0", pre_cold < 1.0)
+claim("后归一化不预热时，最终的损失是另外两次中任何一次的两倍以上", post_cold > 2 * max(post_warm, pre_cold))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# The curves change from run to run (another machine rounds differently, and a hundred steps
+# amplify it), but which run lags does not: started at the full learning rate, the deep post-norm
+# stack learns far more slowly than the other two, and after 100 steps its loss is still more than
+# twice theirs. The same stack with 30 gentle steps first learns, and the pre-norm stack learns
+# without them: at this depth and this learning rate, the post-norm stack is the one that needs
+# the warm-up.
+
+# %% [markdown] tags=["lang-zh"] en_hash="71e7ace937"
+# 这几条曲线每次运行都会有些不同（换一台机器，舍入就不一样，一百步训练会把差别放大），但落后的总是同一次：一开始就用满学习率，很深的后归一化堆叠学得比另外两次慢得多，100 步之后，它的损失仍是另外两次的两倍以上。同一个堆叠先用 30 步较小的学习率热身，就学得起来；前归一化的堆叠不热身也学得起来。在这个深度和学习率下，离不开预热的是后归一化的堆叠。
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 6. What a layer costs
@@ -1577,8 +1816,14 @@ torch.manual_seed(0)
 E, H, d_ff = 512, 8, 2048
 base = EncoderLayer(E, H, d_ff)
 params = parameter_count(base)
+# lang: en
+names = {"attention": "attention", "feed_forward": "feed-forward network", "norms": "two LayerNorms",
+         "total": "the whole layer"}
+# lang: zh
+names = {"attention": "注意力", "feed_forward": "前馈网络", "norms": "两个 LayerNorm", "total": "整个层"}
+# lang: end
 for part, count in params.items():
-    print(f"{part:>12}: {count:>9,}")
+    print(f"{count:>9,}  {names[part]}")
 # lang: en
 claim("attention: 4E² + 4E = 1,050,624 parameters", params["attention"] == 4 * E**2 + 4 * E == 1_050_624)
 claim("feed-forward network: 2EF + F + E = 2,099,712, about twice the attention's",
@@ -1695,11 +1940,13 @@ plt.show()
 # parameters stay fixed. That $L^2$ term is what lesson 05's ProbSparse attention attacks: it
 # scores every query against a sample of $U = c \cdot \lceil \ln L \rceil$ keys, and then only the
 # $u = c \cdot \lceil \ln L \rceil$ queries it picks against all the keys, so the scores cost about
-# $L \ln L$ instead of $L^2$. It leaves the projections and the feed-forward network as they are,
-# so below the crossover it saves little.
+# $L \ln L$ instead of $L^2$. It is only as good as its assumption, though: it stays close to full
+# attention when a few queries dominate each head (their rows peaked, the rest nearly flat), and
+# gives the others no better than mean(V) when none do (lesson 05, section 8). It leaves the
+# projections and the feed-forward network as they are, so below the crossover it saves little.
 
-# %% [markdown] tags=["lang-zh"] en_hash="8ca79a6a67"
-# 过了分界长度，注意力就占了大头，而且它的比例还在不断逼近 1：它的 $L^2$ 项比其他各项增长得都快，其他各项都只随 $L$ 线性增长。内存也是同样的规律：一个要保留权重的层要存下 $(B, H, L, L)$ 个数（第 05 课第 1 节），而它的参数始终不变。第 05 课的 ProbSparse 注意力针对的正是这个 $L^2$ 项：它先让每个查询只与 $U = c \cdot \lceil \ln L \rceil$ 个采样的键打分，再只让挑出的 $u = c \cdot \lceil \ln L \rceil$ 个查询与全部键打分，于是分数的代价大约是 $L \ln L$，而不是 $L^2$。投影和前馈网络它都原样保留，所以在分界长度以下，它省不了多少。
+# %% [markdown] tags=["lang-zh"] en_hash="ad9f5abb29"
+# 过了分界长度，注意力就占了大头，而且它的比例还在不断逼近 1：它的 $L^2$ 项比其他各项增长得都快，其他各项都只随 $L$ 线性增长。内存也是同样的规律：一个要保留权重的层要存下 $(B, H, L, L)$ 个数（第 05 课第 1 节），而它的参数始终不变。第 05 课的 ProbSparse 注意力针对的正是这个 $L^2$ 项：它先让每个查询只与 $U = c \cdot \lceil \ln L \rceil$ 个采样的键打分，再只让挑出的 $u = c \cdot \lceil \ln L \rceil$ 个查询与全部键打分，于是分数的代价大约是 $L \ln L$，而不是 $L^2$。不过，它的好坏取决于它的假设是否成立：每个头里只有少数几个查询占主导（它们的权重行有尖峰，其余的行几乎是平的）时，它与完整的注意力很接近；没有这样的查询时，它给其余查询的结果并不比 mean(V) 好（第 05 课第 8 节）。投影和前馈网络它都原样保留，所以在分界长度以下，它省不了多少。
 
 # %%
 # lang: en
@@ -1730,8 +1977,8 @@ claim(f"L = 1024 时，一条序列的注意力权重就占 {format_bytes(weight
 # - Post-norm (the original) puts each LayerNorm on the main path; pre-norm moves it into the
 #   branch and leaves an identity path from every layer to the top, so the gradient at the top
 #   reaches every layer whole. Deep pre-norm stacks train without the learning-rate warm-up that
-#   post-norm ones need; the price is a residual stream that grows with depth and needs a final
-#   LayerNorm.
+#   post-norm ones need (without one, a post-norm encoder–decoder of 4 + 4 layers learned far more slowly); the
+#   price is a residual stream that grows with depth and needs a final LayerNorm.
 # - A decoder layer adds cross-attention over the memory between its causal self-attention and
 #   its feed-forward network. It has two masks: the target mask (causal and target padding,
 #   $(L_t, L_t)$) and the source mask (source padding, $(L_t, L_s)$, no causal part).
@@ -1739,21 +1986,21 @@ claim(f"L = 1024 时，一条序列的注意力权重就占 {format_bytes(weight
 #   8 letters in seconds; greedy decoding writes the answer one token at a time, and the causal
 #   mask makes it see what it saw in training.
 # - With $F = 4E$, the feed-forward network holds two thirds of a layer's parameters; attention's
-#   cost grows with $L^2$ and overtakes it from $L = F - 2E$ on, which is where lesson 05's
-#   ProbSparse attention earns its keep.
+#   cost grows with $L^2$ and overtakes it from $L = F - 2E$ on. That is where lesson 05's
+#   ProbSparse attention can earn its keep, provided a few queries dominate each head's attention.
 #
 # That is the whole Transformer block, and the end of the course: every piece of it, from the
 # shapes of lesson 00 to the masks, the heads and the cost, is now code you have read or written
 # and checked against PyTorch's.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="dc7bf28f11"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="fcbc15e9fb"
 # ## 小结
 #
 # - 单靠注意力分不出顺序。位置编码给每个位置一个向量，加到它的词元嵌入上（宽度仍是 $E$）。正弦位置编码把特征两两配成频率按几何级数排列的正弦和余弦，于是平移 $k$ 个位置对每个位置都是同一个旋转 $R_k$，而且可以延伸到任意长度；可学习的位置表则超不出它的最后一行。
 # - 编码器层由多头自注意力和逐位置的前馈网络组成，每个子层都包在残差连接和 LayerNorm 里，子层的输出上还有 dropout。用第 04 课的注意力搭出来的编码器层，输出值和梯度都与 `nn.TransformerEncoderLayer` 相同。
-# - 后归一化（原论文的做法）把每个 LayerNorm 放在主路径上；前归一化把它移进支路，让每一层到顶端都有一条恒等路径，顶端的梯度能原封不动地到达每一层。很深的前归一化堆叠不需要后归一化所需的学习率预热也能训练；代价是残差流随深度增长，最后必须再接一个 LayerNorm。
+# - 后归一化（原论文的做法）把每个 LayerNorm 放在主路径上；前归一化把它移进支路，让每一层到顶端都有一条恒等路径，顶端的梯度能原封不动地到达每一层。很深的前归一化堆叠不需要后归一化所需的学习率预热也能训练（编码器、解码器各 4 层的后归一化模型，不预热时学得慢得多）；代价是残差流随深度增长，最后必须再接一个 LayerNorm。
 # - 解码器层在因果自注意力和前馈网络之间加了一个在 memory 上的交叉注意力。它有两个掩码：目标掩码（因果加上目标序列的填充，$(L_t, L_t)$）和源掩码（源序列的填充，$(L_t, L_s)$，没有因果部分）。
-# - 用教师强制训练，一个单层的编码器–解码器几秒钟就学会把 1 到 8 个字母倒过来；贪心解码一次写一个词元，因果掩码让它看到的正是训练时看到的。
-# - 当 $F = 4E$ 时，前馈网络占了一个层三分之二的参数；注意力的代价随 $L^2$ 增长，从 $L = F - 2E$ 起超过前馈网络，这正是第 05 课的 ProbSparse 注意力派上用场的地方。
+# - 用教师强制训练，一个单层的编码器–解码器几秒钟就学会反转 1 到 8 个字母；贪心解码一次写一个词元，因果掩码让它看到的正是训练时看到的。
+# - 当 $F = 4E$ 时，前馈网络占了一个层三分之二的参数；注意力的代价随 $L^2$ 增长，从 $L = F - 2E$ 起超过前馈网络。第 05 课的 ProbSparse 注意力可以在这里派上用场，前提是每个头里只有少数几个查询占主导。
 #
 # 这就是完整的 Transformer 块，也是本课程的终点：从第 00 课的形状，到掩码、多头和代价，每一个部件如今都是你读过或亲手写过、并与 PyTorch 对照过的代码。

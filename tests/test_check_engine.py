@@ -1,0 +1,137 @@
+"""The check engine's generic rules beyond tests/test_grading.py: an argument changed in place
+(INPUT_MODIFIED) and the time limit reach the teacher's grader through the wire with the notebook's
+verdict; the wire refuses a malformed list of changed arguments; the rule is written where the course
+introduces its exercises; the student render's stub speaks the notebook's language and reads as
+not attempted."""
+
+import copy
+import io
+
+import jupytext
+import pytest
+import torch
+
+from course_teacher.exercises import EXERCISES, prepare
+from course_utils import build, i18n
+from course_utils.exercises import NOT_ATTEMPTED, evaluate, grading, wire
+
+ROOT = build.ROOT
+
+
+def _wired(exercise, function, time_limit=None):
+    """The verdict `function` gets through the grader's path (as tests/test_grade.py's _wired),
+    with a time limit of one's choosing."""
+    reference = prepare(EXERCISES[exercise])
+    outcomes = grading.collect(reference.calls, function, time_limit, eager=True)
+    buffer = io.BytesIO()
+    torch.save(wire.encode(outcomes), buffer)
+    buffer.seek(0)
+    answer = torch.load(buffer, weights_only=True)
+    return grading.judge(reference, wire.decode(answer, reference, outcomes.seconds))
+
+
+def _masks_in_place(scores, keep_mask):
+    nothing_kept = ~keep_mask.any(dim=-1, keepdim=True)
+    scores = scores.masked_fill(~keep_mask, float("-inf")).masked_fill(nothing_kept, 0.0)
+    keep_mask.logical_not_()  # the caller's mask, inverted
+    return scores.softmax(dim=-1).masked_fill(nothing_kept, 0.0)
+
+
+def _decrements(lengths, max_len):
+    lengths -= 1  # the caller's lengths
+    return (torch.arange(max_len) <= lengths[:, None])[:, None, None, :]
+
+
+def _scales_in_place(query, key, value):
+    query /= query.shape[-1] ** 0.5
+    weights = torch.softmax(query @ key.transpose(-2, -1), dim=-1)
+    return weights @ value, weights
+
+
+def _catches_the_time_limit(scores):
+    while True:
+        try:
+            sum(range(1000))
+        except BaseException:  # noqa: BLE001
+            pass
+
+
+@pytest.mark.parametrize("exercise, function, name", [
+    ("02.masked_softmax", _masks_in_place, "keep_mask"),
+    ("00.padding_mask", _decrements, "lengths"),
+    ("01.scaled_dot", _scales_in_place, "query"),
+], ids=["mask", "lengths", "query"])
+def test_through_the_wire_an_argument_changed_in_place_gets_the_notebooks_verdict(exercise, function, name):
+    verdict = evaluate(exercise, function)
+    assert verdict.code == "INPUT_MODIFIED" and f"`{name}`" in verdict.message, verdict.message
+    assert _wired(exercise, function) == verdict
+
+
+def test_through_the_wire_a_caught_time_limit_gets_the_notebooks_verdict():
+    wired, here = _wired("01.softmax", _catches_the_time_limit, 0.2), evaluate("01.softmax", _catches_the_time_limit,
+                                                                              time_limit=0.2)
+    assert wired.code == here.code == "TIME_LIMIT" and wired.status == here.status
+    assert wired.message.split(" on test case")[-1] == here.message.split(" on test case")[-1]
+
+
+def test_the_wire_refuses_a_malformed_list_of_changed_arguments_and_believes_a_claimed_change():
+    reference = prepare(EXERCISES["01.softmax"])
+    good = wire.encode(grading.collect(reference.calls, lambda s: torch.zeros_like(s), eager=True))
+    count = len(good["results"])
+    for modified in (None, "0", [[]] * (count - 1), [[1]] + [[]] * (count - 1), [[0, 0]] + [[]] * (count - 1),
+                     [[True]] + [[]] * (count - 1), [[-1]] + [[]] * (count - 1), [["0"]] + [[]] * (count - 1)):
+        broken = {**good, "modified": modified}
+        with pytest.raises(wire.WireError):
+            wire.decode(broken, reference, 1.0)
+    claimed = copy.deepcopy(good)
+    claimed["modified"][2] = [0]  # a kernel may only make its own answer worse
+    verdict = grading.judge(reference, wire.decode(claimed, reference, 1.0))
+    assert verdict.code == "INPUT_MODIFIED" and "test case 3" in verdict.message
+
+
+RULE = {"en": "an exercise's function never changes its arguments", "zh": "练习的函数绝不改动它的参数"}
+
+
+def test_the_rule_is_written_where_the_course_introduces_its_exercises():
+    """A check enforces nothing its text does not state: lesson 00's first exercise, in both
+    languages, and the README's Exercises section say that an exercise's function never changes
+    its arguments."""
+    cells = jupytext.read(build.lessons()["00"]).cells
+    first = next(i for i, cell in enumerate(cells) if "exercise" in build.tags(cell))
+    introduction = {lang: " ".join([cell.source for cell in cells[:first]  # the text right before the first exercise
+                                    if cell.cell_type == "markdown" and f"lang-{lang}" in build.tags(cell)][-1].split())
+                    for lang in RULE}
+    assert "00.padding_mask" in introduction["en"] and RULE["en"] in introduction["en"]
+    assert "00.padding_mask" in introduction["zh"] and RULE["zh"] in introduction["zh"]
+    readme = (ROOT / "README.md").read_text()
+    exercises = " ".join(readme.split("## Exercises", 1)[1].split("\n## ", 1)[0].split())
+    assert RULE["en"] in exercises and RULE["zh"] in exercises and "INPUT_MODIFIED" in exercises
+
+
+@pytest.mark.parametrize("lang, text", [("en", "exercise 01.softmax"), ("zh", "练习 01.softmax")])
+def test_the_stub_speaks_the_notebooks_language_and_reads_as_not_attempted(lang, text):
+    cell = '''def my_softmax(scores):
+    """Softmax."""
+    ### BEGIN SOLUTION
+    return scores
+    ### END SOLUTION'''
+    stub = build._stub(cell, "01.softmax", lang)
+    assert f'raise NotImplementedError("{text}")' in stub and "return scores" not in stub
+    namespace = {}
+    exec(stub, namespace)
+    i18n.set_language(lang)
+    verdict = evaluate("01.softmax", namespace["my_softmax"])
+    assert verdict.status == NOT_ATTEMPTED and text not in verdict.message
+
+
+@pytest.mark.parametrize("lesson", sorted(build.lessons()))
+def test_every_lessons_chinese_student_notebook_has_chinese_stubs(lesson):
+    """As rendered from the source (the committed notebooks follow once re-rendered)."""
+    source = jupytext.read(build.lessons()[lesson])
+    exercises = [cell.metadata["exercise"] for cell in source.cells if "exercise" in build.tags(cell)]
+    for lang, word in (("en", "exercise"), ("zh", "练习")):
+        code = "\n".join(cell.source for cell in build.render(source, lang, solutions=False).cells)
+        for exercise in exercises:
+            assert f'raise NotImplementedError("{word} {exercise}")' in code
+        if lang == "zh":
+            assert 'NotImplementedError("exercise' not in code
