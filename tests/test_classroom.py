@@ -1,12 +1,12 @@
-"""The GitHub Classroom workflow template (classroom/autograding.yml): it parses, it grades with the
-grader's real command line, it takes the grader from the course (never from the student's push),
-and its summary step merges the per-notebook results into one result.json."""
+"""The GitHub Actions workflow a teacher grades a class with (classroom/grade-class.yml): it parses,
+only the teacher can start it, it stops with a clear error when a variable or secret it needs is
+unset, it takes the grader from the pinned course (never from a student's repository), copies only
+the lesson's notebooks out of each student's repository, and calls the grader with options it has."""
 
-import json
 import os
 import re
+import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,56 +16,108 @@ from course_teacher.grade import grader
 yaml = pytest.importorskip("yaml")  # jupytext depends on PyYAML, so it is there
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW = ROOT / "classroom" / "autograding.yml"
+WORKFLOW = ROOT / "classroom" / "grade-class.yml"
+SET = {"COURSE_REPOSITORY": "teacher/attention-course", "COURSE_REF": "v0.1.0", "COURSE_LANG": "zh",
+       "LESSON": "03", "HAS_SEED": "true", "HAS_TOKEN": "true"}
 
 
 @pytest.fixture(scope="module")
-def steps():
-    return yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))["jobs"]["grade"]["steps"]
+def workflow():
+    return yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def steps(workflow):
+    return workflow["jobs"]["grade"]["steps"]
 
 
 def _step(steps, name):
     return next(step for step in steps if step.get("name") == name)
 
 
-def test_the_grader_comes_from_the_pinned_course_not_from_the_push(steps):
+def _bash(script, environment, cwd):
+    return subprocess.run(["bash", "-e", "-c", script], cwd=cwd, env={"PATH": os.environ["PATH"], **environment},
+                          capture_output=True, text=True)
+
+
+def test_only_the_teacher_starts_it_a_students_push_does_not(workflow):
+    triggers = workflow[True] if True in workflow else workflow["on"]  # YAML 1.1 reads `on` as true
+    assert set(triggers) == {"workflow_dispatch"}
+    assert workflow["permissions"] == {"contents": "read"}
+
+
+def test_the_grader_comes_from_the_pinned_course_never_from_a_student(steps):
     checkouts = [step for step in steps if str(step.get("uses", "")).startswith("actions/checkout")]
-    student, course = checkouts
-    assert "repository" not in student.get("with", {})
+    roster, course = checkouts
+    assert "repository" not in roster["with"] and roster["with"]["sparse-checkout"] == "roster.txt"
     assert course["with"]["repository"] == "${{ vars.COURSE_REPOSITORY }}"
     assert course["with"]["ref"] == "${{ vars.COURSE_REF }}"
-    install = _step(steps, "Install the course")["run"]
-    assert "./course" in install and "submission" not in install
+    install = _step(steps, "Install the course and the sandbox")["run"]
+    assert "pip install --quiet -e ./course" in install and "bubblewrap" in install
+    assert "submissions" not in install and "work/" not in install
     assert _step(steps, "Grade")["working-directory"] == "course"
+
+
+@pytest.mark.parametrize("unset", sorted(SET))
+def test_a_missing_setting_stops_the_job_and_is_named(steps, unset, tmp_path):
+    script = _step(steps, "Everything the grading needs is set")["run"]
+    assert _bash(script, SET, tmp_path).returncode == 0
+    environment = {**SET, unset: "" if unset not in ("HAS_SEED", "HAS_TOKEN") else "false"}
+    done = _bash(script, environment, tmp_path)
+    named = {"HAS_SEED": "COURSE_SEED", "HAS_TOKEN": "ROSTER_TOKEN", "LESSON": "lesson"}.get(unset, unset)
+    assert done.returncode == 1 and "::error::" in done.stdout and named in done.stdout, done.stdout
+
+
+def test_a_wrong_language_or_lesson_is_refused(steps, tmp_path):
+    script = _step(steps, "Everything the grading needs is set")["run"]
+    for wrong in ({"COURSE_LANG": "fr"}, {"LESSON": "3"}, {"LESSON": "03; rm -rf /"}):
+        done = _bash(script, {**SET, **wrong}, tmp_path)
+        assert done.returncode == 1, wrong
+
+
+def test_only_the_lessons_notebooks_are_taken_from_each_repository(steps, tmp_path):
+    """A fake `git` stands in for GitHub: each student's repository holds notebooks of two lessons
+    in both languages, a script and a link; only the lesson's notebooks in the course language reach
+    submissions/. A repository that cannot be read, or holds no such notebook, is named."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "git").write_text(_fake_git())
+    (fake / "git").chmod((fake / "git").stat().st_mode | stat.S_IEXEC)
+    (tmp_path / "teacher").mkdir()
+    (tmp_path / "teacher" / "roster.txt").write_text("# the class\nada/course-work\n\nbo/work  # late\nghost/gone\ncy/empty\n")
+    script = _step(steps, "The students' work, as data")["run"]
+    environment = {**SET, "TOKEN": "t0ken", "PATH": f"{fake}:{os.environ['PATH']}"}
+    done = _bash(script, environment, tmp_path)
+    assert done.returncode == 0, done.stderr
+    taken = sorted(p.relative_to(tmp_path / "submissions").as_posix() for p in (tmp_path / "submissions").rglob("*"))
+    assert taken == ["ada", "ada/03_self_cross_attention.ipynb", "bo", "bo/03_self_cross_attention.ipynb", "cy"]
+    assert "could not read ghost/gone" in done.stdout and "cy/empty has no notebooks/zh/03_*.ipynb" in done.stdout
+    assert not (tmp_path / "work").exists()
+    bad = tmp_path / "teacher" / "roster.txt"
+    bad.write_text("not-a-repository\n")
+    assert _bash(script, environment, tmp_path).returncode != 0
+
+
+def _fake_git():
+    """A `git clone URL FOLDER` that makes a student's repository (and fails for ghost/*)."""
+    return """#!/bin/bash
+for last; do :; done
+case "$*" in *github.com/ghost/*) exit 128 ;; *github.com/cy/*) mkdir -p "$last"; exit 0 ;; esac
+mkdir -p "$last/notebooks/zh" "$last/notebooks/en"
+echo '{}' > "$last/notebooks/zh/03_self_cross_attention.ipynb"
+echo '{}' > "$last/notebooks/zh/02_masking.ipynb"
+echo '{}' > "$last/notebooks/en/03_self_cross_attention.ipynb"
+echo 'import os' > "$last/notebooks/zh/03_evil.py"
+ln -s /etc/passwd "$last/notebooks/zh/03_link.ipynb"
+"""
 
 
 def test_the_grade_step_uses_options_the_grader_has(steps, capsys):
     command = _step(steps, "Grade")["run"]
     assert command.strip().startswith("python -m course_teacher.grade ")
+    assert '--lesson "$LESSON"' in command and '--seed "$COURSE_SEED"' in command
     with pytest.raises(SystemExit):
         grader.main(["--help"])
     usage = capsys.readouterr().out
     for option in re.findall(r"(--[a-z-]+)", command):
         assert option in usage, f"the workflow passes {option}, which the grader does not take"
-
-
-def test_the_summary_step_merges_every_notebook_into_one_result(steps, tmp_path):
-    script = _step(steps, "Feedback in the job summary, one result.json for the push")["run"]
-    code = script.split("<<'PY'\n", 1)[1].rsplit("PY", 1)[0]
-    grades = tmp_path / "grades"
-    for name, score, tests in (("00_tensor_shapes", 2, ["00.a", "00.b", "00.c"]), ("01_attention_basics", 1, ["01.a"])):
-        folder = grades / "ada" / name
-        folder.mkdir(parents=True)
-        result = {"schema": "classroom50/result/v1", "score": score, "max-score": len(tests),
-                  "tests": [{"test-name": t, "passed": i < score, "score": int(i < score), "max-score": 1}
-                            for i, t in enumerate(tests)]}
-        (folder / "result.json").write_text(json.dumps(result))
-        (folder / "feedback.md").write_text(f"# {name}\n")
-    summary = tmp_path / "summary.md"
-    environment = dict(os.environ, GITHUB_STEP_SUMMARY=str(summary))
-    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=environment, check=True)
-    merged = json.loads((grades / "result.json").read_text())
-    assert (merged["score"], merged["max-score"]) == (3, 4)
-    assert [test["test-name"] for test in merged["tests"]] == ["00.a", "00.b", "00.c", "01.a"]
-    text = summary.read_text()
-    assert "3 / 4" in text and "# 00_tensor_shapes" in text and "# 01_attention_basics" in text
