@@ -5,7 +5,7 @@
 
 ``attention-course-student-<version>.zip`` holds what a learner needs to run the course: the student
 notebooks (English and Chinese), the diagrams they show, course_utils, and the files that set it up
-(pyproject.toml, environment.yml, the Makefile for ``make lab``, README.md, GLOSSARY.md).
+(pyproject.toml, environment.yml, the Makefile for ``make lab``, README.md, GLOSSARY.md, LICENSE).
 ``attention-course-solutions-<version>.zip`` holds the solution notebooks, for the teacher. Both put
 their files under the same top folder, ``attention-course-<version>/``, at the paths they have in the
 repository: unzipped in one place, the solutions land in ``notebooks/solutions/`` beside the course,
@@ -38,7 +38,7 @@ DIST = ROOT / "dist"
 NAME = "attention-course"
 #: The files at the top of the repository a learner needs: the package's metadata (pip installs
 #: course_utils from it), the conda/Binder environment, `make lab`, and what to read first.
-TOP_FILES = ("GLOSSARY.md", "Makefile", "README.md", "environment.yml", "pyproject.toml")
+TOP_FILES = ("GLOSSARY.md", "LICENSE", "Makefile", "README.md", "environment.yml", "pyproject.toml")
 PACKAGE = "course_utils"
 #: Never packaged from inside course_utils: bytecode, editor and notebook leftovers.
 JUNK_DIRS = {"__pycache__", ".ipynb_checkpoints"}

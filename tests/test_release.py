@@ -47,7 +47,7 @@ def test_the_student_zip_has_every_lesson_in_both_languages_and_what_make_lab_ne
     for lesson, source in build.lessons().items():
         for lang in LANGUAGES:
             assert f"notebooks/{lang}/{source.stem}.ipynb" in files, f"student zip lacks lesson {lesson} ({lang})"
-    for name in ("README.md", "GLOSSARY.md", "Makefile", "pyproject.toml", "environment.yml", "course_utils/__init__.py"):
+    for name in ("README.md", "GLOSSARY.md", "LICENSE", "Makefile", "pyproject.toml", "environment.yml", "course_utils/__init__.py"):
         assert name in files, f"student zip lacks {name}"
     assert b"\nlab:" in files["Makefile"]
     # every diagram a notebook shows comes along
