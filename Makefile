@@ -15,16 +15,29 @@ space := $(empty) $(empty)
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 PIP := $(PY) -m pip --disable-pip-version-check
-# The stamp's name carries the torch choice: a new choice re-runs the install.
-STAMP := $(VENV)/.installed-$(subst =,_,$(subst $(space),_,$(TORCH)))
+# The stamps' names carry the torch choice: a new choice re-runs the install. Two of them: what a
+# learner needs (`make lab`: the course and JupyterLab), and what the repository's own work needs
+# on top (`setup`: the test tools, nbgrader, playwright), which the student bundle never installs.
+TORCH_TAG := $(subst =,_,$(subst $(space),_,$(TORCH)))
+LAB_STAMP := $(VENV)/.lab-$(TORCH_TAG)
+STAMP := $(VENV)/.installed-$(TORCH_TAG)
 
 .PHONY: setup lab test test-paths bench notebooks check readme release grade slides clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(LAB_STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet "$(TORCH)"
+	$(PIP) install --quiet -e .
+	@rm -f $(VENV)/.lab-*
+	@touch $@
+
+# Everything but `make lab` works on the repository (its tests, sources, teacher's side): the
+# student bundle has none of them, and says so instead of installing the test tools for nothing.
+$(STAMP): $(LAB_STAMP)
+	@test -d tests || { echo "This is the course's student bundle: \`make lab\` opens it (README.md)." \
+		"The tests and the teacher's tools are in the course's repository."; exit 2; }
 	$(PIP) install --quiet -e ".[test]"
 	@# nbgrader is a test dependency (tests/test_nbgrader.py runs its command line); installed, it
 	@# turns on its teacher menus and server extensions in every JupyterLab of this environment.
@@ -49,14 +62,14 @@ LOCALE_SETTING_ZH := $(LAB_SETTINGS_ZH)/@jupyterlab/translation-extension/plugin
 LAB_NEEDS_zh := $(LOCALE_SETTING_ZH)
 LAB_ENV_zh := JUPYTERLAB_SETTINGS_DIR="$(LAB_SETTINGS_ZH)"
 
-$(LOCALE_SETTING_ZH): | $(STAMP)
+$(LOCALE_SETTING_ZH): | $(LAB_STAMP)
 	@mkdir -p "$(@D)"
 	@echo '{ "locale": "zh_CN" }' > "$@"
 
 # --allow-root: these machines (and many containers) run as root, where JupyterLab refuses to start otherwise.
 # The server's root is the repository, so the lessons' pictures in images/ show; the browser opens
 # at the learner's notebooks (a folder given as an argument would become the root instead).
-lab: setup $(LAB_NEEDS_$(COURSE_LANG))
+lab: $(LAB_STAMP) $(LAB_NEEDS_$(COURSE_LANG))
 	$(LAB_ENV_$(COURSE_LANG)) $(BIN)/jupyter lab --allow-root --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" \
 		--LabApp.default_url=/lab/tree/notebooks/$(COURSE_LANG)
 

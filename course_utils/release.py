@@ -5,7 +5,9 @@
 
 ``attention-course-student-<version>.zip`` holds what a learner needs to run the course: the student
 notebooks (English and Chinese), the diagrams they show, course_utils, and the files that set it up
-(pyproject.toml, environment.yml, the Makefile for ``make lab``, README.md, GLOSSARY.md, LICENSE).
+(pyproject.toml, environment.yml, the Makefile for ``make lab``, GLOSSARY.md, LICENSE), with a
+README of its own: README.student.md, whose course map is the repository README's (one table, kept
+in one place), less the links to the solutions.
 ``attention-course-solutions-<version>.zip`` holds the solution notebooks, for the teacher. Both put
 their files under the same top folder, ``attention-course-<version>/``, at the paths they have in the
 repository: unzipped in one place, the solutions land in ``notebooks/solutions/`` beside the course,
@@ -18,15 +20,18 @@ Which lessons there are comes from the sources (``build.lessons()``); each must 
 notebooks. The release packages the committed notebooks as they are; ``make release`` runs
 ``make check`` first, so they match their sources.
 
-The zips are deterministic: sorted entries, one fixed timestamp, fixed permissions and compression,
-so two runs over the same files give the same bytes.
+The zips are deterministic: sorted entries, one timestamp for every file (the release commit's
+time, or SOURCE_DATE_EPOCH where it is set, as reproducible builds do), fixed permissions and
+compression, so two runs over the same commit give the same bytes.
 """
 
 import argparse
 import io
 import os
 import re
+import subprocess
 import sys
+import time
 import tomllib
 import zipfile
 from pathlib import Path
@@ -38,15 +43,17 @@ DIST = ROOT / "dist"
 NAME = "attention-course"
 #: The files at the top of the repository a learner needs: the package's metadata (pip installs
 #: course_utils from it), the conda/Binder environment, `make lab`, and what to read first.
-TOP_FILES = ("GLOSSARY.md", "LICENSE", "Makefile", "README.md", "environment.yml", "pyproject.toml")
+TOP_FILES = ("GLOSSARY.md", "LICENSE", "Makefile", "environment.yml", "pyproject.toml")
+#: The student zip's README.md, and where the repository README's course map goes into it.
+STUDENT_README, COURSE_MAP = "README.student.md", "<!-- course map -->"
 PACKAGE = "course_utils"
 #: Never packaged from inside course_utils: bytecode, editor and notebook leftovers.
 JUNK_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 JUNK_SUFFIXES = (".pyc", ".pyo", ".swp", ".orig", ".rej", "~")
 # How a rendered notebook links a diagram (build.IMAGES_LINK, one folder deeper for solutions).
 IMAGE_LINK = re.compile(r"(?:\.\./)+(images/[\w.\-]+)")
-#: 1980-01-01, the earliest time a zip entry can carry: no build time leaks into the bytes.
-TIMESTAMP = (1980, 1, 1, 0, 0, 0)
+#: 1980-01-01, the earliest time a zip entry can carry: the date where no commit gives one.
+EARLIEST = (1980, 1, 1, 0, 0, 0)
 
 
 def version():
@@ -91,11 +98,39 @@ def _package_files():
     return files
 
 
+def timestamp():
+    """Every entry's date: SOURCE_DATE_EPOCH's, else the commit's being released (HEAD), in UTC;
+    1980-01-01 outside a git checkout. A learner's JupyterLab then shows when the course was made."""
+    seconds = os.environ.get("SOURCE_DATE_EPOCH")
+    if not seconds:
+        try:
+            seconds = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True,
+                                     text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            seconds = ""
+    if not seconds.isdigit():
+        return EARLIEST
+    return max(EARLIEST, time.gmtime(int(seconds))[:6])
+
+
+def student_readme():
+    """README.student.md with the repository README's course map in place of its marker: the
+    lessons' rows, whose links point at the student notebooks (the solutions' line stays out)."""
+    text = (ROOT / STUDENT_README).read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Course map", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in section.splitlines() if line.startswith("|")]
+    if COURSE_MAP not in text or len(table) < 3 or any("solutions/" in line for line in table):
+        raise SystemExit(f"release: {STUDENT_README} needs {COURSE_MAP!r}, and README.md a course map table")
+    return text.replace(COURSE_MAP, "\n".join(table))
+
+
 def student_files():
-    """The repository-relative paths of everything in the student zip, sorted."""
+    """The repository-relative paths of everything in the student zip, sorted (README.md is
+    student_readme()'s, written in its place)."""
     notebooks = _notebooks(solutions=False)
     files = notebooks + _linked_images(notebooks) + _package_files() + [ROOT / name for name in TOP_FILES]
-    paths = sorted({_rel(f) for f in files})
+    paths = sorted({_rel(f) for f in files} | {"README.md"})
     # The list above is built only from named places; this guards it against a future edit.
     leaked = [p for p in paths if p.startswith(("notebooks/solutions/", "notebooks/source/"))]
     if leaked:
@@ -108,21 +143,24 @@ def solution_files():
     return sorted(_rel(f) for f in _notebooks(solutions=True))
 
 
-def write_zip(target, paths, top):
-    """Write `paths` (relative to the repository) into the zip `target`, under the folder `top`.
+def write_zip(target, paths, top, replaced=None):
+    """Write `paths` (relative to the repository) into the zip `target`, under the folder `top`;
+    `replaced` maps a path to the bytes written for it instead of the file's.
 
-    Same files in, same bytes out: sorted entries, a fixed timestamp, fixed permissions and
+    Same files in, same bytes out: sorted entries, one timestamp, fixed permissions and
     compression. Written beside the target first, then moved over it, so a failed run leaves no
     half-written zip.
     """
+    replaced, date = replaced or {}, timestamp()
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for path in sorted(paths):
-            info = zipfile.ZipInfo(f"{top}/{path}", date_time=TIMESTAMP)
+            info = zipfile.ZipInfo(f"{top}/{path}", date_time=date)
             info.create_system = 3  # Unix, whatever system builds it, so the permissions below count
             info.external_attr = 0o100644 << 16  # a regular file, rw-r--r--
             info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, (ROOT / path).read_bytes(), compresslevel=9)
+            content = replaced[path] if path in replaced else (ROOT / path).read_bytes()
+            archive.writestr(info, content, compresslevel=9)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     partial.write_bytes(buffer.getvalue())
@@ -135,7 +173,8 @@ def release(out=DIST):
     v = version()
     top = f"{NAME}-{v}"
     return [
-        write_zip(out / f"{NAME}-student-{v}.zip", student_files(), top),
+        write_zip(out / f"{NAME}-student-{v}.zip", student_files(), top,
+                  replaced={"README.md": student_readme().encode("utf-8")}),
         write_zip(out / f"{NAME}-solutions-{v}.zip", solution_files(), top),
     ]
 

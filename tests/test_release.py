@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import zipfile
 
 import nbformat
@@ -183,4 +184,53 @@ def test_two_builds_give_the_same_bytes(zips, tmp_path):
     with zipfile.ZipFile(again[0]) as archive:
         names = archive.namelist()
         assert names == sorted(names)
-        assert {info.date_time for info in archive.infolist()} == {release.TIMESTAMP}
+        assert {info.date_time for info in archive.infolist()} == {release.timestamp()}
+
+
+def test_every_file_carries_the_release_commits_date(monkeypatch):
+    """Not 1980 (JupyterLab showed "46 years ago"): the commit's time, or SOURCE_DATE_EPOCH's."""
+    committed = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=build.ROOT, capture_output=True, text=True)
+    if committed.returncode == 0 and committed.stdout.strip().isdigit():
+        assert release.timestamp() == time.gmtime(int(committed.stdout))[:6]
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1795000000")  # 2026-11-18 11:06:40 UTC
+    assert release.timestamp() == (2026, 11, 18, 11, 6, 40)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "12")  # before zip's earliest date
+    assert release.timestamp() == release.EARLIEST
+
+
+# ----------------------------------------------------------------------------- a bundle of its own
+
+def test_the_student_readme_is_the_learners_not_the_repositorys(zips):
+    """Its own README in both languages: how to start, every lesson (the repository README's course
+    map, linking the student notebooks), where help is; nothing of the repository's own work."""
+    readme = _contents(zips[0])["README.md"].decode("utf-8")
+    assert readme == release.student_readme()
+    assert "make lab" in readme and "make lab LANG=zh" in readme and "LICENSE" in readme
+    assert "## Start · 开始" in readme and "GLOSSARY.md" in readme
+    for lesson, source in build.lessons().items():
+        for lang in LANGUAGES:
+            assert f"(notebooks/{lang}/{source.stem}.ipynb)" in readme, (lesson, lang)
+    for repository_only in ("solutions/", "make test", "make grade", "course_teacher", "maintainer", "nbgrader",
+                            "<!-- course map -->"):
+        assert repository_only not in readme, repository_only
+
+
+def test_make_lab_installs_only_what_a_learner_needs_and_make_test_says_what_the_bundle_is(zips, tmp_path):
+    """In the unzipped bundle, `make lab` installs the course without the test extras, and a target
+    of the repository's own work stops with a message instead of installing them (make -n: nothing
+    runs but the guard itself)."""
+    with zipfile.ZipFile(zips[0]) as archive:
+        archive.extractall(tmp_path)
+    course = tmp_path / _top()
+    plan = subprocess.run(["make", "-n", "lab"], cwd=course, capture_output=True, text=True, timeout=60)
+    assert plan.returncode == 0, plan.stderr
+    assert "install --quiet -e ." in plan.stdout and ".[test]" not in plan.stdout
+    venv = course / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    stamp = subprocess.run(["make", "-n", "-p"], cwd=course, capture_output=True, text=True, timeout=60).stdout
+    lab_stamp = re.search(r"^LAB_STAMP := (.+)$", stamp, re.M).group(1).replace("$(VENV)", ".venv")
+    lab_stamp = lab_stamp.replace("$(TORCH_TAG)", re.search(r"^TORCH_TAG := (.+)$", stamp, re.M).group(1))
+    (course / lab_stamp).touch()  # as if `make lab` had run
+    done = subprocess.run(["make", "test"], cwd=course, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "student bundle" in done.stdout and "make lab" in done.stdout, done.stdout
