@@ -22,7 +22,7 @@ TORCH_TAG := $(subst =,_,$(subst $(space),_,$(TORCH)))
 LAB_STAMP := $(VENV)/.lab-$(TORCH_TAG)
 STAMP := $(VENV)/.installed-$(TORCH_TAG)
 
-.PHONY: setup lab test test-paths bench notebooks check readme release grade slides clean
+.PHONY: setup lab test test-paths bench notebooks check readme release grade gradescope classroom50 slides clean
 
 setup: $(STAMP)
 
@@ -162,6 +162,12 @@ LESSON ?=
 grade: setup
 	$(PY) -m course_teacher.grade "$(SUBMISSIONS)" --out "$(GRADES)" --min-score "$(MIN_SCORE)" --jobs $(JOBS) \
 		$(if $(SEED),--seed "$(SEED)") $(if $(LESSON),--lesson "$(LESSON)")
+
+# An autograder per lesson and language for Gradescope (a zip each) or Classroom 50 (a folder each),
+# in dist/platforms/, with the course of this checkout pinned inside as a wheel (check out the tag
+# you teach with first). LESSON=03 for one lesson; SEED=... draws the hidden cases.
+gradescope classroom50: setup
+	$(PY) -m course_teacher.platforms $@ $(if $(SEED),--seed "$(SEED)") $(if $(LESSON),--lesson "$(LESSON)")
 
 # Lecture slides: a reveal.js deck per lesson and language in slides/decks/{en,zh}/, from the
 # executed solution notebooks (make slides ONLY=01 for one lesson). The decks work offline: copy

@@ -105,7 +105,7 @@ def timestamp():
     if not seconds:
         try:
             seconds = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture_output=True,
-                                     text=True, timeout=30).stdout.strip()
+                                     text=True, timeout=30, check=False).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             seconds = ""
     if not seconds.isdigit():

@@ -1,0 +1,5 @@
+import sys
+
+from course_teacher.platforms import main
+
+sys.exit(main())
