@@ -22,7 +22,7 @@ TORCH_TAG := $(subst =,_,$(subst $(space),_,$(TORCH)))
 LAB_STAMP := $(VENV)/.lab-$(TORCH_TAG)
 STAMP := $(VENV)/.installed-$(TORCH_TAG)
 
-.PHONY: setup lab test test-paths bench notebooks check readme release grade gradescope classroom50 slides clean
+.PHONY: setup lab test test-paths bench notebooks check readme release grade gradescope classroom50 hub-links slides clean
 
 setup: $(STAMP)
 
@@ -162,6 +162,11 @@ LESSON ?=
 grade: setup
 	$(PY) -m course_teacher.grade "$(SUBMISSIONS)" --out "$(GRADES)" --min-score "$(MIN_SCORE)" --jobs $(JOBS) \
 		$(if $(SEED),--seed "$(SEED)") $(if $(LESSON),--lesson "$(LESSON)")
+
+# nbgitpuller links for a school's JupyterHub: HUB=https://hub.example.edu REPO=<git address of a
+# repository holding the student bundle> (never this repository: it holds the solutions).
+hub-links: setup
+	$(PY) -m course_utils.links --hub "$(HUB)" --repo "$(REPO)"
 
 # An autograder per lesson and language for Gradescope (a zip each) or Classroom 50 (a folder each),
 # in dist/platforms/, with the course of this checkout pinned inside as a wheel (check out the tag

@@ -1,8 +1,16 @@
-"""Binder links to every lesson notebook, and the README section that lists them (``make readme``).
+"""Binder links to every lesson notebook, and the README section that lists them (``make readme``);
+nbgitpuller links for a school's own JupyterHub (``make hub-links``).
 
     python -m course_utils.links            print every notebook's Binder link
     python -m course_utils.links --readme   rewrite the README's Binder section
     python -m course_utils.links --check    fail when the README's Binder section is out of date
+    python -m course_utils.links --hub https://hub.example.edu --repo https://github.com/you/attention-student
+                                            print a Markdown table of nbgitpuller links, lesson by language
+
+A hub link (nbgitpuller's ``/hub/user-redirect/git-pull``) clones or updates ``--repo`` in the
+learner's home on the hub, then opens the lesson in JupyterLab. Point it at a repository that
+holds the student bundle (``make release``, unzipped, pushed), never at this one: this one holds
+the solutions.
 
 The repository's public address is set in one place: pyproject.toml, ``[project.urls] Repository``
 (a GitHub address). A fork sets its own there and runs ``make readme``. The lessons come from the
@@ -56,6 +64,35 @@ def binder_url(notebook):
     owner, name = repository()
     where = "/".join(quote(part, safe="") for part in (owner, name, BRANCH))
     return f"{BINDER}/{where}?urlpath={quote('lab/tree/' + notebook, safe='')}"
+
+
+def hub_url(hub, repo, notebook, branch=BRANCH):
+    """The nbgitpuller link that pulls `repo` (a git address) into the learner's home on the
+    JupyterHub at `hub` and opens `notebook` (a path inside the repository) in JupyterLab. The
+    clone lands in a folder named after the repository, which the path must name; `?autodecode`
+    spares the learner JupyterLab's question about workspaces (nbgitpuller's URL options)."""
+    hub_parts, repo_parts = urlsplit(hub), urlsplit(repo)
+    if hub_parts.scheme not in ("https", "http") or not hub_parts.netloc or hub_parts.query:
+        raise SystemExit(f"links: --hub is {hub!r}; needs the hub's address, like https://hub.example.edu")
+    folder = repo_parts.path.rstrip("/").removesuffix(".git").rsplit("/", 1)[-1]
+    if repo_parts.scheme not in ("https", "http") or not folder:
+        raise SystemExit(f"links: --repo is {repo!r}; needs a git address, like https://github.com/you/attention-student")
+    query = "&".join([f"repo={quote(repo, safe='')}", f"branch={quote(branch, safe='')}",
+                      f"urlpath={quote(f'lab/tree/{folder}/{notebook}?autodecode', safe='')}"])
+    return f"{hub.rstrip('/')}/hub/user-redirect/git-pull?{query}"
+
+
+def hub_table(hub, repo, branch=BRANCH):
+    """A Markdown table of every lesson's nbgitpuller link, a column per language."""
+    rows = {}
+    for lesson, lang, notebook in notebooks():
+        rows.setdefault(lesson, {})[lang] = f"[{title(notebook)}]({hub_url(hub, repo, notebook, branch)})"
+    languages = build.LANGUAGES
+    return "\n".join([
+        "| # | " + " | ".join(LANGUAGE_NAMES[lang] for lang in languages) + " |",
+        "| --- |" + " --- |" * len(languages),
+        *[f"| {lesson} | " + " | ".join(row[lang] for lang in languages) + " |" for lesson, row in rows.items()],
+    ])
 
 
 def notebooks():
@@ -127,7 +164,15 @@ def main(argv=None):
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--readme", action="store_true", help="rewrite the README's Binder section")
     mode.add_argument("--check", action="store_true", help="fail when the README's Binder section is out of date")
+    mode.add_argument("--hub", help="a JupyterHub's address: print nbgitpuller links to it (with --repo)")
+    parser.add_argument("--repo", help="with --hub: the git address of the repository holding the student bundle")
+    parser.add_argument("--branch", default=BRANCH, help=f"with --hub: the branch to pull (default: {BRANCH})")
     args = parser.parse_args(argv)
+    if args.hub or args.repo:
+        if not (args.hub and args.repo):
+            parser.error("--hub and --repo go together")
+        print(hub_table(args.hub, args.repo, args.branch))
+        return 0
     if not (args.readme or args.check):
         for _lesson, _lang, notebook in notebooks():
             print(f"{notebook}: {binder_url(notebook)}")

@@ -122,3 +122,37 @@ def test_the_ci_workflow_runs_make_test_and_keeps_the_artifacts():
     upload = steps[uses.index("actions/upload-artifact")]
     assert upload["if"] == "always()" and upload["with"]["path"].rstrip("/") == "test-artifacts"
     assert uses.index("actions/upload-artifact") > steps.index(next(s for s in steps if "run" in s))
+
+
+# ----------------------------------------------------------------------------- a school's JupyterHub
+
+def test_a_hub_link_pulls_the_student_repository_and_opens_the_lesson():
+    url = links.hub_url("https://hub.example.edu/", "https://github.com/you/attention-student.git",
+                        "notebooks/zh/02_masking.ipynb", branch="spring")
+    parts = urlsplit(url)
+    assert (parts.scheme, parts.netloc, parts.path) == ("https", "hub.example.edu", "/hub/user-redirect/git-pull")
+    query = parse_qs(parts.query, strict_parsing=True)
+    assert query == {"repo": ["https://github.com/you/attention-student.git"], "branch": ["spring"],
+                     "urlpath": ["lab/tree/attention-student/notebooks/zh/02_masking.ipynb?autodecode"]}
+
+
+def test_the_hub_table_has_every_lesson_in_both_languages():
+    table = links.hub_table("https://hub.example.edu", "https://github.com/you/attention-student")
+    for lesson, lang, notebook in links.notebooks():
+        assert links.hub_url("https://hub.example.edu", "https://github.com/you/attention-student", notebook) in table
+    assert table.count("\n| ") == len(build.lessons()) + 1
+
+
+@pytest.mark.parametrize("hub, repo", [("hub.example.edu", "https://github.com/a/b"),
+                                       ("https://hub.example.edu/?x=1", "https://github.com/a/b"),
+                                       ("https://hub.example.edu", "git@github.com:a/b.git"),
+                                       ("https://hub.example.edu", "https://github.com/")])
+def test_a_wrong_hub_or_repository_address_is_named(hub, repo):
+    with pytest.raises(SystemExit, match="--hub|--repo"):
+        links.hub_url(hub, repo, "notebooks/en/00_tensor_shapes.ipynb")
+
+
+def test_hub_and_repo_go_together(capsys):
+    with pytest.raises(SystemExit):
+        links.main(["--hub", "https://hub.example.edu"])
+    assert "--hub and --repo go together" in capsys.readouterr().err
