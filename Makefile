@@ -22,7 +22,7 @@ TORCH_TAG := $(subst =,_,$(subst $(space),_,$(TORCH)))
 LAB_STAMP := $(VENV)/.lab-$(TORCH_TAG)
 STAMP := $(VENV)/.installed-$(TORCH_TAG)
 
-.PHONY: setup lab test test-paths bench notebooks check readme release grade gradescope classroom50 hub-links slides clean
+.PHONY: setup lab test test-paths bench notebooks check readme release grade guide gradescope classroom50 hub-links slides clean
 
 setup: $(STAMP)
 
@@ -162,6 +162,11 @@ LESSON ?=
 grade: setup
 	$(PY) -m course_teacher.grade "$(SUBMISSIONS)" --out "$(GRADES)" --min-score "$(MIN_SCORE)" --jobs $(JOBS) \
 		$(if $(SEED),--seed "$(SEED)") $(if $(LESSON),--lesson "$(LESSON)")
+
+# The teacher's guide (guide/en.md, guide/zh.md): rewrite each lesson's list of the mistakes to
+# expect from the exercises' registry (tests/test_guide.py says when it is out of date).
+guide: setup
+	$(PY) -m course_teacher.guide
 
 # nbgitpuller links for a school's JupyterHub: HUB=https://hub.example.edu REPO=<git address of a
 # repository holding the student bundle> (never this repository: it holds the solutions).
