@@ -20,6 +20,7 @@ def _pair(function, query, key, same_features=True):
     """Validate a (query, key) pair; return (d_q, d_k)."""
     check.tensor(function, "query", query, min_ndim=2, layout="(..., L_q, d_q)")
     check.tensor(function, "key", key, min_ndim=2, layout="(..., L_k, d_k)")
+    check.alike(function, "key", key, query, "query")
     if key.shape[:-2] != query.shape[:-2]:
         check.fail(
             function,
@@ -44,13 +45,14 @@ def dot_scores(query, key):
 def scaled_dot_scores(query, key):
     """score(q, k) = q · k / √d_k: the dot product, kept at unit variance as d_k grows."""
     _, d_k = _pair("scaled_dot_scores", query, key)
-    return query @ key.transpose(-2, -1) / math.sqrt(d_k)
+    return query @ key.transpose(-2, -1) / math.sqrt(max(d_k, 1))  # d_k = 0: every score is 0 anyway
 
 
 def bilinear_scores(query, key, weight):
     """score(q, k) = qᵀ W k with W of shape (d_q, d_k): lets queries and keys differ in size."""
     d_q, d_k = _pair("bilinear_scores", query, key, same_features=False)
     check.tensor("bilinear_scores", "weight", weight, min_ndim=2, layout=f"({d_q}, {d_k})")
+    check.alike("bilinear_scores", "weight", weight, query, "query")
     if tuple(weight.shape) != (d_q, d_k):
         check.fail(
             "bilinear_scores",
@@ -69,9 +71,11 @@ def additive_scores(query, key, w_query, w_key, v):
     """
     d_q, d_k = _pair("additive_scores", query, key, same_features=False)
     check.tensor("additive_scores", "w_query", w_query, min_ndim=2, layout=f"({d_q}, d_h)")
+    check.alike("additive_scores", "w_query", w_query, query, "query")
     check.same_size("additive_scores", "w_query", w_query, 0, d_q, {"en": "query's d_q", "zh": "query 的 d_q"})
     d_h = w_query.shape[1]
     check.tensor("additive_scores", "w_key", w_key, min_ndim=2, layout=f"({d_k}, {d_h})")
+    check.alike("additive_scores", "w_key", w_key, query, "query")
     if tuple(w_key.shape) != (d_k, d_h):
         check.fail(
             "additive_scores",
@@ -80,6 +84,7 @@ def additive_scores(query, key, w_query, w_key, v):
             {"en": f"a tensor of shape (d_k, d_h) = ({d_k}, {d_h})", "zh": f"形状为 (d_k, d_h) = ({d_k}, {d_h}) 的张量"},
         )
     check.tensor("additive_scores", "v", v, layout=f"({d_h},)")
+    check.alike("additive_scores", "v", v, query, "query")
     if tuple(v.shape) != (d_h,):
         check.fail(
             "additive_scores",
@@ -111,6 +116,7 @@ def scaled_dot_product_attention(query, key, value, keep_mask=None, scale=None):
     function = "scaled_dot_product_attention"
     _, d_k = _pair(function, query, key)
     check.tensor(function, "value", value, min_ndim=2, layout="(..., L_k, d_v)")
+    check.alike(function, "value", value, query, "query")
     check.same_size(function, "value", value, -2, key.shape[-2], {"en": "key's L_k", "zh": "key 的 L_k"})
     if value.shape[:-2] != key.shape[:-2]:
         check.fail(
@@ -122,8 +128,12 @@ def scaled_dot_product_attention(query, key, value, keep_mask=None, scale=None):
                 "zh": f"与 key 相同的前导（批量）维度 {tuple(key.shape[:-2])}",
             },
         )
+    number = isinstance(scale, (int, float)) and not isinstance(scale, bool)
+    if not (scale is None or number or (isinstance(scale, torch.Tensor) and scale.ndim == 0)):
+        check.fail(function, "scale", check.describe(scale),
+                   {"en": "None (for 1/√d_k) or a number", "zh": "None（即 1/√d_k）或一个数"})
     if scale is None:
-        scale = 1.0 / math.sqrt(d_k)
+        scale = 1.0 / math.sqrt(d_k) if d_k else 1.0  # d_k = 0: every score is 0 whatever the scale
 
     scores = query @ key.transpose(-2, -1) * scale  # (..., L_q, L_k)
     weights = masks.masked_softmax(scores, keep_mask, caller=function)  # fully hidden rows: zeros, never NaN

@@ -227,6 +227,8 @@ MESSAGES = {
     },
     "l00.view": {"en": "a view", "zh": "视图"},
     "l00.copy": {"en": "a copy", "zh": "副本"},
+    "l00.true": {"en": "True", "zh": "是"},
+    "l00.false": {"en": "False", "zh": "否"},
     "l00.broadcast.mask": {"en": "mask", "zh": "掩码"},
     "l00.broadcast.scores": {"en": "scores", "zh": "分数"},
     "l00.broadcast.ok": {

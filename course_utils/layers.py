@@ -22,11 +22,14 @@ Both return ``(output, weights)``, in that order, and take an optional boolean `
 True where a query may attend to a key.
 """
 
+import types
+
 import torch
 from torch import nn
 
 from . import validation as check
 from .attention import scaled_dot_product_attention
+from .masks import check_keep_mask
 
 
 class _ProjectedAttention(nn.Module):
@@ -36,6 +39,8 @@ class _ProjectedAttention(nn.Module):
         super().__init__()
         for name, size in (("embed_dim", embed_dim), ("kv_dim", kv_dim)):
             check.positive_int(type(self).__name__, name, size)
+        check.fits_in_memory(type(self).__name__, "embed_dim" if embed_dim >= kv_dim else "kv_dim",
+                             max(embed_dim, kv_dim), 2 * embed_dim * (embed_dim + kv_dim), 4)  # the four weights
         self.embed_dim, self.kv_dim = embed_dim, kv_dim
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)  # E_q -> E_q
         self.k_proj = nn.Linear(kv_dim, embed_dim, bias=bias)  # E_kv -> E_q
@@ -46,6 +51,7 @@ class _ProjectedAttention(nn.Module):
         """`value` must be a float (B, L, size) tensor; else a bilingual error naming `argument`."""
         function = f"{type(self).__name__}.forward"
         check.tensor(function, argument, value, min_ndim=3, layout=layout)
+        check.alike(function, argument, value, self.q_proj.weight, "self.q_proj.weight")
         if value.ndim != 3 or value.shape[-1] != size:
             check.fail(
                 function,
@@ -57,7 +63,14 @@ class _ProjectedAttention(nn.Module):
                 },
             )
 
+    def _check_mask(self, keep_mask, x, memory):
+        """A keep mask must broadcast to the (B, L_q, L_kv) weights; named as this layer's argument."""
+        if keep_mask is not None:
+            weights = types.SimpleNamespace(shape=(x.shape[0], x.shape[1], memory.shape[1]), device=x.device)
+            check_keep_mask(f"{type(self).__name__}.forward", keep_mask, weights)
+
     def _attend(self, x, memory, keep_mask):
+        self._check_mask(keep_mask, x, memory)
         q = self.q_proj(x)  # (B, L_q, E)
         k = self.k_proj(memory)  # (B, L_kv, E)
         v = self.v_proj(memory)  # (B, L_kv, E)
@@ -85,14 +98,17 @@ class _ProjectedAttention(nn.Module):
         """Copy the weights of a one-head ``nn.MultiheadAttention`` of matching sizes into this layer;
         returns self."""
         if not isinstance(mha, nn.MultiheadAttention) or mha.num_heads != 1 or mha.embed_dim != self.embed_dim \
-                or mha.kdim != self.kv_dim or mha.vdim != self.kv_dim:
+                or mha.kdim != self.kv_dim or mha.vdim != self.kv_dim \
+                or (mha.in_proj_bias is None) != (self.q_proj.bias is None):
             check.fail(
                 f"{type(self).__name__}.from_multihead",
                 "mha",
                 type(mha).__name__,
                 {
-                    "en": f"nn.MultiheadAttention with num_heads=1, embed_dim={self.embed_dim}, kdim=vdim={self.kv_dim}",
-                    "zh": f"num_heads=1、embed_dim={self.embed_dim}、kdim=vdim={self.kv_dim} 的 nn.MultiheadAttention",
+                    "en": f"nn.MultiheadAttention with num_heads=1, embed_dim={self.embed_dim}, kdim=vdim={self.kv_dim}, "
+                    f"bias={self.q_proj.bias is not None}",
+                    "zh": f"num_heads=1、embed_dim={self.embed_dim}、kdim=vdim={self.kv_dim}、"
+                    f"bias={self.q_proj.bias is not None} 的 nn.MultiheadAttention",
                 },
             )
         with torch.no_grad():
@@ -110,6 +126,9 @@ class _ProjectedAttention(nn.Module):
         """The q, k, v and out projections of a one-head ``nn.MultiheadAttention``, as four dicts
         {"weight": (out, in) tensor, "bias": (out,) tensor or None}. They are views into mha's
         parameters (and their ``.grad`` gives the matching slices of mha's gradients)."""
+        if not isinstance(mha, nn.MultiheadAttention) or mha.num_heads != 1:
+            check.fail("multihead_parameters", "mha", type(mha).__name__,
+                       {"en": "an nn.MultiheadAttention with num_heads=1", "zh": "num_heads=1 的 nn.MultiheadAttention"})
         E = mha.embed_dim
         if mha._qkv_same_embed_dim:  # one packed (3E, E) in_proj_weight
             weights = mha.in_proj_weight.split(E)

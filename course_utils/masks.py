@@ -55,6 +55,11 @@ def check_keep_mask(function, keep_mask, scores):
     """Validate a keep mask against (..., L_q, L_k) scores: bool, and broadcasting to the
     scores' shape (never enlarging it). Returns keep_mask."""
     _bool(function, "keep_mask", keep_mask, KEEP_NEEDED)
+    if keep_mask.device != scores.device:
+        where = scores.device.type
+        check.fail(function, "keep_mask", check.describe(keep_mask),
+                   {"en": f"a mask on the device of the scores ({where}); move it with .to({where!r})",
+                    "zh": f"与注意力分数在同一设备（{where}）上的掩码；可用 .to({where!r}) 移过去"})
     if not check.broadcasts(keep_mask.shape, scores.shape):
         check.fail(
             function,
@@ -84,12 +89,16 @@ def padding_mask(lengths, max_len):
     function = "padding_mask"
     if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 0:
         check.fail(function, "max_len", check.describe(max_len), {"en": "an int ≥ 0", "zh": "≥ 0 的整数"})
+    check.fits_in_memory(function, "max_len", max_len, max_len, 8)  # the positions 0 … max_len - 1, int64
     ok = (
         isinstance(lengths, torch.Tensor)
         and lengths.ndim == 1
         and not lengths.is_floating_point()
         and lengths.dtype != torch.bool
     )
+    if ok:
+        check.has_values(function, "lengths", lengths)
+        check.fits_in_memory(function, "max_len", max_len, lengths.numel() * max_len)  # the (B, L_k) mask
     if not ok or (lengths.numel() and (lengths.min() < 0 or lengths.max() > max_len)):
         check.fail(
             function,
@@ -133,6 +142,7 @@ def causal_mask(L_q, L_k=None, *, align="top_left"):
     if align not in ALIGNMENTS:
         needed = {"en": '"top_left" or "bottom_right"', "zh": '"top_left" 或 "bottom_right"'}
         check.fail("causal_mask", "align", check.describe(align), needed)
+    check.fits_in_memory("causal_mask", "L_q" if L_q >= L_k else "L_k", max(L_q, L_k), L_q * L_k)  # bools
     offset = 0 if align == "top_left" else L_k - L_q  # the position of query 0 among the keys
     return torch.ones(L_q, L_k, dtype=torch.bool).tril(offset)  # (L_q, L_k): key j ≤ query i + offset
 
@@ -244,6 +254,7 @@ def from_additive(additive_mask):
     }
     if not isinstance(additive_mask, torch.Tensor) or not additive_mask.is_floating_point():
         check.fail(function, argument, check.describe(additive_mask), needed)
+    check.has_values(function, argument, additive_mask)
     keep = additive_mask == 0
     dropped = additive_mask == float("-inf")
     if not bool((keep | dropped).all()):
@@ -265,7 +276,11 @@ def to_additive(keep_mask, dtype=torch.float32):
     and ``nn.MultiheadAttention`` and a float ``key_padding_mask`` are read this way (give the
     mask the query's dtype)."""
     _bool("to_additive", "keep_mask", keep_mask, KEEP_NEEDED)
-    return torch.zeros(keep_mask.shape, dtype=dtype).masked_fill(~keep_mask, float("-inf"))
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        check.fail("to_additive", "dtype", check.describe(dtype),
+                   {"en": "a floating dtype such as torch.float32: only a float holds -inf",
+                    "zh": "浮点类型，例如 torch.float32：只有浮点数能表示 -inf"})
+    return torch.zeros(keep_mask.shape, dtype=dtype, device=keep_mask.device).masked_fill(~keep_mask, float("-inf"))
 
 
 def from_zero_hidden(mask):
@@ -277,6 +292,8 @@ def from_zero_hidden(mask):
         "en": "a tensor of 0s (hidden) and 1s (keep); for an additive 0 / -inf mask use from_additive",
         "zh": "只含 0（遮住）和 1（保留）的张量；0 / -inf 的加性掩码请用 from_additive",
     }
+    if isinstance(mask, torch.Tensor):
+        check.has_values("from_zero_hidden", "mask", mask)
     if not isinstance(mask, torch.Tensor) or not bool(((mask == 0) | (mask == 1)).all()):
         check.fail("from_zero_hidden", "mask", check.describe(mask), needed)
     return mask != 0

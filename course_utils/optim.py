@@ -9,13 +9,36 @@ import math
 
 import torch
 
+from . import validation as check
+
+
+def _number(value):
+    """Whether `value` is a real number (an int or a float, not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
 
 class Adam:
     """Adam with torch.optim.Adam's defaults and arithmetic (tests/test_optim.py compares the two step
     by step); the step size is given to each ``step``, so a schedule is a plain expression."""
 
     def __init__(self, parameters, betas=(0.9, 0.999), eps=1e-8):
-        self.parameters = list(parameters)
+        if isinstance(parameters, torch.Tensor):
+            parameters = [parameters]  # one tensor, not its rows
+        try:
+            self.parameters = list(parameters)
+        except TypeError:
+            self.parameters = None
+        if self.parameters is None or not all(isinstance(p, torch.Tensor) and p.is_floating_point()
+                                              for p in self.parameters):
+            check.fail("Adam", "parameters", check.describe(parameters),
+                       {"en": "floating-point tensors to train, such as model.parameters()",
+                        "zh": "要训练的浮点张量，例如 model.parameters()"})
+        if not (isinstance(betas, (tuple, list)) and len(betas) == 2
+                and all(_number(beta) and 0 <= beta < 1 for beta in betas)):
+            check.fail("Adam", "betas", check.describe(betas),
+                       {"en": "two numbers in [0, 1), such as (0.9, 0.999)", "zh": "两个 [0, 1) 内的数，例如 (0.9, 0.999)"})
+        if not (_number(eps) and eps >= 0):
+            check.fail("Adam", "eps", check.describe(eps), {"en": "a number ≥ 0", "zh": "≥ 0 的数"})
         self.betas, self.eps, self.steps = betas, eps, 0
         self.means = [torch.zeros_like(p) for p in self.parameters]  # of the gradients
         self.squares = [torch.zeros_like(p) for p in self.parameters]  # mean squared gradients
@@ -23,6 +46,8 @@ class Adam:
     @torch.no_grad()
     def step(self, lr):
         """One step of size `lr` along every parameter's .grad (None: the parameter stays)."""
+        if not (_number(lr) or (isinstance(lr, torch.Tensor) and lr.ndim == 0)):
+            check.fail("Adam.step", "lr", check.describe(lr), {"en": "a number", "zh": "一个数"})
         self.steps += 1
         beta1, beta2 = self.betas
         step_size = lr / (1 - beta1**self.steps)

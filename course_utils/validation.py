@@ -91,6 +91,10 @@ def describe(value):
     if isinstance(value, torch.Tensor):
         shape = tuple(value.shape)
         dtype = str(value.dtype).replace("torch.", "")
+        if value.device.type != "cpu":  # where it is matters too: a meta tensor has no values to read
+            where = value.device.type
+            return f"{where} 上形状为 {shape}、类型为 {dtype} 的张量" if zh else \
+                f"a tensor of shape {shape} and dtype {dtype} on {where}"
         return f"形状为 {shape}、类型为 {dtype} 的张量" if zh else f"a tensor of shape {shape} and dtype {dtype}"
     if value is None:
         return "None"
@@ -142,3 +146,55 @@ def same_size(function, argument, value, axis, size, source):
                 "zh": f"{where['zh']}的大小为 {size}，与{_spaced(source['zh'])}{_spaced_after(source['zh'])}一致",
             },
         )
+
+
+def alike(function, argument, value, reference, source):
+    """Check that tensor `value` has the dtype and the device of tensor `reference`, named by `source`
+    (code, e.g. "query"): mixing float32 with float64, or a CPU tensor with one elsewhere, would
+    otherwise fail deep inside torch with a message that names neither argument."""
+    if value.dtype != reference.dtype or value.device != reference.device:
+        dtype, device = str(reference.dtype).replace("torch.", ""), reference.device.type
+        fail(
+            function,
+            argument,
+            describe(value),
+            {
+                "en": f"the dtype and device of {source} ({dtype} on {device}); convert it with .to({source})",
+                "zh": f"与 {source} 相同的类型和设备（{device} 上的 {dtype}）；可用 .to({source}) 转换",
+            },
+        )
+    return value
+
+
+def fits_in_memory(function, argument, value, count, itemsize=1):
+    """Check that a tensor of `count` elements of `itemsize` bytes, sized by `value`, can exist at all:
+    one larger than this machine's memory fails later inside torch's allocator (or is killed by the
+    system) with a message that names no argument."""
+    import os
+
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # no sysconf (Windows): trust the allocator
+        return value
+    if count * itemsize > total:
+        fail(
+            function,
+            argument,
+            describe(value),
+            {
+                "en": f"a size whose result fits in memory: it would hold {count:,} elements, "
+                f"{count * itemsize / 2**30:,.0f} GiB, more than this machine's {total / 2**30:,.0f} GiB",
+                "zh": f"结果能放进内存的大小：结果将有 {count:,} 个元素，共 {count * itemsize / 2**30:,.0f} GiB，"
+                f"超过本机的 {total / 2**30:,.0f} GiB 内存",
+            },
+        )
+    return value
+
+
+def has_values(function, argument, value):
+    """Check that tensor `value` holds values that can be read (a meta tensor has a shape only)."""
+    if value.device.type == "meta":
+        fail(function, argument, describe(value),
+             {"en": "a tensor with values (a meta tensor has a shape but no values to read)",
+              "zh": "有数值的张量（meta 张量只有形状，没有可读取的数值）"})
+    return value

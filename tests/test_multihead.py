@@ -247,12 +247,68 @@ def test_parameter_counts_with_kdim_vdim_and_with_full_size_heads():
     assert full(*args)[0].shape == (1, 3, E)
 
 
+# ----------------------------------------------------------------------------- heads as a sum, small heads' rank
+
+@pytest.mark.trains
+def test_concatenating_the_heads_and_applying_w_o_is_a_sum_of_one_term_per_head():
+    """The notebook's claim: out_proj of the concatenated heads = Σ_h head_h · W_Oʰ + bias, within
+    torch.allclose(atol=1e-6), float32. Seeds 0-9, three shapes each (the notebook's E = 8, H = 2,
+    kdim = vdim = 6 among them): the largest difference measured is 1.2e-7 (one float32 rounding),
+    under the native kernels and ATEN_CPU_CAPABILITY=default, one and two threads alike; asserted
+    below 2e-7, a margin of 5x to the claim's 1e-6."""
+    worst = 0.0
+    for seed in range(10):
+        g = torch.Generator().manual_seed(seed)
+        for B, L_q, L_k, E, E_kv, H in [(2, 3, 5, 8, 6, 2), (3, 4, 7, 16, 16, 4), (1, 5, 2, 12, 9, 3)]:
+            torch.manual_seed(seed)
+            naive = NaiveMultiheadAttention(E, H, kdim=E_kv, vdim=E_kv)
+            x, memory = torch.randn(B, L_q, E, generator=g), torch.randn(B, L_k, E_kv, generator=g)
+            d = E // H
+            with torch.no_grad():
+                output, _ = naive(x, memory, memory)
+                terms = [head(x, memory, memory)[0] @ naive.out_proj.weight[:, h * d:(h + 1) * d].T
+                         for h, head in enumerate(naive.heads)]  # (B, L_q, E) each
+                worst = max(worst, (output - (sum(terms) + naive.out_proj.bias)).abs().max().item())
+    assert worst < 2e-7, worst
+
+
+@pytest.mark.trains
+def test_each_heads_score_matrix_has_rank_d_with_a_wide_gap_at_the_notebooks_tolerance():
+    """The notebook's claims: with E = 16, each of four heads' W_Q^h W_K^hᵀ has rank 4 = d, one head
+    of d = 16 has rank 16, and each of the four heads' 12 × 12 scores on a sequence (biases
+    included) has rank 4; all in float64, torch.linalg.matrix_rank(rtol=1e-9). Seeds 0-9: the
+    smallest kept singular value, relative to the largest, is at least 5.9e-5 (asserted > 1e-6,
+    1,000 times rtol), the largest dropped one at most 1.8e-16 (asserted < 1e-12, rtol / 1,000);
+    the same under the native kernels and ATEN_CPU_CAPABILITY=default, one and two threads."""
+    kept, dropped = 1.0, 0.0
+    for seed in range(10):
+        g = torch.Generator().manual_seed(seed)
+        torch.manual_seed(seed)
+        four, one = NaiveMultiheadAttention(16, 4).double(), NaiveMultiheadAttention(16, 1).double()
+        x = torch.randn(1, 12, 16, generator=g, dtype=torch.float64)
+        with torch.no_grad():
+            products = [(head.q_proj.weight.T @ head.k_proj.weight, 4) for head in four.heads]  # (E, E)
+            products.append((one.heads[0].q_proj.weight.T @ one.heads[0].k_proj.weight, 16))
+            products += [(head.q_proj(x)[0] @ head.k_proj(x)[0].T, 4) for head in four.heads]  # (L, L)
+        for product, rank in products:
+            assert int(torch.linalg.matrix_rank(product, rtol=1e-9)) == rank
+            s = torch.linalg.svdvals(product)
+            s = s / s[0]
+            kept = min(kept, s[rank - 1].item())
+            if rank < len(s):
+                dropped = max(dropped, s[rank].item())
+    assert kept > 1e-6 and dropped < 1e-12, (kept, dropped)
+
+
 # ----------------------------------------------------------------------------- the fast path
 
+@pytest.mark.trains  # which kernel F.sdpa picks could depend on the CPU kernel path: run on both
 def test_operators_with_sizes_tells_the_flash_kernel_from_the_math_fallback():
     """What the notebook states: F.scaled_dot_product_attention's flash kernel makes no (B, H, L, L)
     tensor; its math fallback (taken with dropout) does; and with need_weights=True the fused layer
-    makes one. Under no_grad, float32 and float64 alike."""
+    makes one. Under no_grad, float32 and float64 alike; the same under the native kernels and
+    ATEN_CPU_CAPABILITY=default (the largest tensor the flash call makes is (B, L, E) = 16,384
+    numbers, an eighth of the 131,072 weights)."""
     flash = "aten._scaled_dot_product_flash_attention_for_cpu.default"
     for dtype in (torch.float32, torch.float64):
         layer = FusedMultiheadAttention(64, 8).to(dtype)

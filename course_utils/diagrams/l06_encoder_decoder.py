@@ -89,7 +89,7 @@ def encoder_decoder(lang):
     height = dec_y[-1] + HEIGHT["logits"] / 2 + 0.12
     sheet = Sheet(10.0, height, lang)
     enc, dec, box_w, wide, side = 1.75, 6.75, 2.3, 2.55, 1.38  # side: the residual line's distance from the centre
-    enc_mask, dec_mask, enc_mask_w, dec_mask_w = 4.0, 9.08, 1.6, 1.78
+    enc_mask, dec_mask, enc_mask_w, dec_mask_w = 4.0, 9.08, 1.72, 1.78
 
     def panel(x, parts, centres, name):
         first = parts.index("norm")
@@ -142,7 +142,7 @@ def encoder_decoder(lang):
         "embed": (wide, [([s["embed"]], SIZE, INK), (["$(B, L_s, E)$"], SMALL, GREY)], OPERATION, False),
         "self": (box_w, [([s["self"]], SIZE, INK), (["$Q, K, V$", s["qkv_source"]], SMALL, GREY)], ATTENTION, False),
         "ffn": (box_w, [([s["ffn"]], SIZE, INK)], OPERATION, False),
-        "memory": (box_w, [([s["memory"]], SIZE, INK), (["$(B, L_s, E)$"], SMALL, INK)], TENSOR, True),
+        "memory": (wide, [([s["memory"]], SIZE, INK), (["$(B, L_s, E)$"], SMALL, INK)], TENSOR, True),
     }
     panel(enc, ENCODER, enc_y, s["encoder"])
     column(enc, ENCODER, enc_y, enc_boxes)
@@ -178,7 +178,7 @@ def encoder_decoder(lang):
 
     # the memory gives the cross-attention its keys and values, from the left
     memory = enc_y[-1]
-    left, entry = enc + box_w / 2, dec - box_w / 2
+    left, entry = enc + wide / 2, dec - box_w / 2  # the memory box is a wide one
     for letter, dy, turn in (("K", 0.12, 4.85), ("V", -0.12, 4.6)):
         sheet.arrow((left, memory + dy), (turn, memory + dy), (turn, cross_y + dy), (entry, cross_y + dy),
                     color=QKV[letter])

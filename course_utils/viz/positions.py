@@ -189,6 +189,11 @@ def warmup_curves(runs, axes=None):
         loss_ax.plot(steps, run.losses, color=PRE_COLOUR if run.norm_first else POST_COLOUR,
                      linestyle="--" if run.warmup else "-", linewidth=1.4, label=label)
     loss_ax.set_yscale("log")
+    from matplotlib.ticker import LogLocator, NullLocator, ScalarFormatter
+
+    loss_ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 3.0, 5.0)))  # 0.5, 1, 2, 3: plain numbers, not 2 × 10⁰
+    loss_ax.yaxis.set_major_formatter(ScalarFormatter())
+    loss_ax.yaxis.set_minor_locator(NullLocator())
     loss_ax.set_xlim(1, steps[-1])
     loss_ax.set_xlabel(message("viz.warmup.step"))
     loss_ax.set_ylabel(message("viz.warmup.loss"))

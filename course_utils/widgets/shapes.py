@@ -30,11 +30,16 @@ def permute_view(order=(0, 1, 2), contiguous=False):
         code=code,
         shape=tuple(y.shape),
         stride=y.stride(),
-        contiguous=y.is_contiguous(),
-        shares=shares,
+        contiguous=_yes_no(y.is_contiguous()),
+        shares=_yes_no(shares),
         kind=message("l00.view" if shares else "l00.copy"),
     )
     return figure, text
+
+
+def _yes_no(flag):
+    """A boolean as the summary shows it: True / False in English (what Python prints), 是 / 否 in Chinese."""
+    return message("l00.true" if flag else "l00.false")
 
 
 def permute_explorer():

@@ -130,8 +130,8 @@ print("右邻：", toy.letters(targets[:, 1]))  # 位置 i + 1 上的字母
 # - **one head, linear read-out.** The head can give a query's weight to the left neighbour, to
 #   the right one, or split it between them; its output is then $w_\ell v_\ell + w_r v_r$, one
 #   weighted average of their value vectors. A linear read-out scores every letter by adding up
-#   what the two sides contribute, so it can get the side with the larger weight right, not both
-#   (training five times as long does not change that).
+#   what the two sides contribute; trained, it gets the side with the larger weight right and
+#   only guesses the other (training five times as long does not change that).
 # - **two heads of $d = 16$ features, linear read-out.** One head can read the left neighbour and
 #   the other the right one, and the output projection keeps the two results apart. This attention
 #   layer has exactly the parameters of the one-head layer; only the split into heads differs.
@@ -142,10 +142,10 @@ print("右邻：", toy.letters(targets[:, 1]))  # 位置 i + 1 上的字母
 # Each trains with Adam for 300 steps on fresh random batches of 64 sequences. The times and
 # losses below change from run to run and from machine to machine:
 
-# %% [markdown] tags=["lang-zh"] en_hash="2720902ed7"
+# %% [markdown] tags=["lang-zh"] en_hash="ca8e991e74"
 # `toy.NeighboursModel` 为每个字母做嵌入，在其后拼接一个可学习的位置嵌入，然后经过一个多头自注意力层（$E = 32$），最后由一个读出层预测两个邻居。我们训练三个版本：
 #
-# - **一个头，线性读出层。** 这个头可以把一个查询的权重给左邻、给右邻，或者分给两者；于是它的输出是 $w_\ell v_\ell + w_r v_r$，即两者值向量的一个加权平均。线性读出层给每个字母打分时，只是把两侧的贡献加在一起，所以它能答对权重较大的那一侧，却没法两侧都答对（训练时间延长到五倍也无济于事）。
+# - **一个头，线性读出层。** 这个头可以把一个查询的权重给左邻、给右邻，或者分给两者；于是它的输出是 $w_\ell v_\ell + w_r v_r$，即两者值向量的一个加权平均。线性读出层给每个字母打分时，只是把两侧的贡献加在一起；训练之后，它答对的是权重较大的那一侧，另一侧只能靠猜（训练时间延长到五倍也无济于事）。
 # - **两个头，每个头 $d = 16$ 个特征，线性读出层。** 一个头可以读左邻，另一个头读右邻，输出投影让两个结果各自分开。这个注意力层的参数与单头的层完全相同，区别只在于是否拆成多个头。
 # - **一个头，MLP 读出层。** 还是那一个头，只是改由一个小型 MLP 来读它的输出（一个线性层映射到 128 个特征，ReLU，再接一个线性层：每个 Transformer 块里的前馈网络（feed-forward network）都是这个结构）。
 #
@@ -212,12 +212,12 @@ claim(f"两个头中一个把超过 0.6 的权重给了左邻，另一个给了�
 # %% [markdown] tags=["lang-en"]
 # So one head with a linear read-out answers one side and guesses the other. Is that because one
 # average cannot carry two letters? No. A weighted average with *unequal* weights, say
-# $0.25\,v_\ell + 0.7\,v_r$, still records which letter came with which weight; a linear read-out
-# cannot undo it, because all it does is add up what it reads, but a nonlinear read-out can. The
+# $0.25\,v_\ell + 0.7\,v_r$, still records which letter came with which weight. A linear read-out,
+# which only adds up what it reads, does not untangle it here; a nonlinear read-out can. The
 # third model is the same single head, read by an MLP:
 
-# %% [markdown] tags=["lang-zh"] en_hash="442bcaf897"
-# 可见，一个头加线性读出层只能答对一侧，另一侧只能猜。这是因为一次平均装不下两个字母吗？不是。权重*不相等*的加权平均，比如 $0.25\,v_\ell + 0.7\,v_r$，仍然记录着哪个字母配的是哪个权重；线性读出层只会把读到的东西加起来，解不开它，非线性的读出层却能解开。第三个模型还是那一个头，只是改由 MLP 来读：
+# %% [markdown] tags=["lang-zh"] en_hash="396f494e87"
+# 可见，一个头加线性读出层只能答对一侧，另一侧只能猜。这是因为一次平均装不下两个字母吗？不是。权重*不相等*的加权平均，比如 $0.25\,v_\ell + 0.7\,v_r$，仍然记录着哪个字母配的是哪个权重。线性读出层只会把读到的东西加起来，在这里解不开它；非线性的读出层却能解开。第三个模型还是那一个头，只是改由 MLP 来读：
 
 # %%
 mlp_maps = torch.stack([toy.head_maps(mlp.model, sequence) for sequence in held_out])  # (50, 1, L, L)
@@ -587,12 +587,13 @@ claim("权重 (B, H, L_q, L_k) 也相同", torch.allclose(fused_weights, weights
 # both in the dtype of the inputs. The check tries one head, one query, one key, $d_k \ne d_v$,
 # $E_{out} \ne E_q$ and float64 inputs, and compares gradients too. It refuses PyTorch's
 # `F.multi_head_attention_forward`, the function `nn.MultiheadAttention` runs, which would do
-# all of this for you.
+# all of this for you. Leave the arguments unchanged: a function that changes one in place (say,
+# `query /= ...`) fails the check.
 
-# %% [markdown] tags=["lang-zh"] en_hash="00dcbe6d31"
+# %% [markdown] tags=["lang-zh"] en_hash="f4292ef40e"
 # ### 练习 1：融合版的前向计算
 #
-# 用公式布局下的普通矩阵（`query @ w_q`，不带偏置）写出 `my_multihead(query, key, value, w_q, w_k, w_v, w_o, num_heads)`。`query` 的形状为 $(B, L_q, E_q)$，`key` 为 $(B, L_k, E_k)$，`value` 为 $(B, L_k, E_v)$；`w_q` 为 $(E_q, H \cdot d_k)$，`w_k` 为 $(E_k, H \cdot d_k)$，`w_v` 为 $(E_v, H \cdot d_v)$，`w_o` 为 $(H \cdot d_v, E_{out})$，其中 $H$ = `num_heads`。先投影，再拆成多头，在所有头上一次做完注意力（除以 $\sqrt{d_k}$），合并，最后用 `w_o` 投影。按 `(output, weights)` 的顺序返回：$(B, L_q, E_{out})$ 和每个头各自的权重 $(B, H, L_q, L_k)$，两者的 dtype 都与输入相同。检查会测试只有一个头、只有一个查询、只有一个键、$d_k \ne d_v$、$E_{out} \ne E_q$ 以及 float64 输入的情形，还会比较梯度。检查不接受 PyTorch 的 `F.multi_head_attention_forward`：`nn.MultiheadAttention` 运行的就是这个函数，它会替你把这些步骤全部做完。
+# 用公式布局下的普通矩阵（`query @ w_q`，不带偏置）写出 `my_multihead(query, key, value, w_q, w_k, w_v, w_o, num_heads)`。`query` 的形状为 $(B, L_q, E_q)$，`key` 为 $(B, L_k, E_k)$，`value` 为 $(B, L_k, E_v)$；`w_q` 为 $(E_q, H \cdot d_k)$，`w_k` 为 $(E_k, H \cdot d_k)$，`w_v` 为 $(E_v, H \cdot d_v)$，`w_o` 为 $(H \cdot d_v, E_{out})$，其中 $H$ = `num_heads`。先投影，再拆成多头，在所有头上一次做完注意力（除以 $\sqrt{d_k}$），合并，最后用 `w_o` 投影。按 `(output, weights)` 的顺序返回：$(B, L_q, E_{out})$ 和每个头各自的权重 $(B, H, L_q, L_k)$，两者的 dtype 都与输入相同。检查会测试只有一个头、只有一个查询、只有一个键、$d_k \ne d_v$、$E_{out} \ne E_q$ 以及 float64 输入的情形，还会比较梯度。检查不接受 PyTorch 的 `F.multi_head_attention_forward`：`nn.MultiheadAttention` 运行的就是这个函数，它会替你把这些步骤全部做完。不要改动参数：原地修改了某个参数（比如 `query /= ...`）的函数通不过检查。
 
 # %% tags=["exercise"] exercise="04.fused_forward"
 def my_multihead(query, key, value, w_q, w_k, w_v, w_o, num_heads):
@@ -751,12 +752,13 @@ claim(f"完整大小的头，参数个数是融合版的 {ratio:.3f} 倍，约�
 # $X_q A_h X_k^\top$. Return it in the dtype of `in_proj_weight` (the check tries float32 and
 # float64). The check tries one head, heads of $d = 1$ and several sizes, and compares gradients
 # with respect to `in_proj_weight` too: build the result with tensor operations (no `.detach()`, no
-# `torch.no_grad()`, no NumPy).
+# `torch.no_grad()`, no NumPy). Leave `in_proj_weight` unchanged: a function that changes it in
+# place (say, scaling its rows with `/=`) fails the check.
 
-# %% [markdown] tags=["lang-zh"] en_hash="0195c6a224"
+# %% [markdown] tags=["lang-zh"] en_hash="eeddbd1eac"
 # ### 练习 2：每个头的分数矩阵
 #
-# `nn.MultiheadAttention` 把 $W_Q$、$W_K$、$W_V$ 打包存放在一个形状为 $(3E, E)$ 的 `in_proj_weight` 里（见第 4 节的表格）：先是 Q 的 $E$ 行，然后是 K 的，再然后是 V 的；每一块都像 `nn.Linear` 存放权重那样按 (out, in) 存放；在 Q（以及 K）的行里，第 0 个头的 $d$ 行排在最前。写出 `my_score_matrices(in_proj_weight, num_heads)`：返回形状为 $(H, E, E)$ 的张量，其中第 $h$ 项是 $A_h = W_Q^h {W_K^h}^\top / \sqrt d$，$d = E / H$，这样第 $h$ 个头的分数（不计偏置）就是 $X_q A_h X_k^\top$。返回值的 dtype 与 `in_proj_weight` 相同（检查会测试 float32 和 float64）。检查会测试只有一个头、$d = 1$ 的头以及多种大小的情形，还会比较对 `in_proj_weight` 的梯度：请用张量运算构造结果（不要用 `.detach()`、`torch.no_grad()` 或 NumPy）。
+# `nn.MultiheadAttention` 把 $W_Q$、$W_K$、$W_V$ 打包存放在一个形状为 $(3E, E)$ 的 `in_proj_weight` 里（见第 4 节的表格）：先是 Q 的 $E$ 行，然后是 K 的，再然后是 V 的；每一块都像 `nn.Linear` 存放权重那样按 (out, in) 存放；在 Q（以及 K）的行里，第 0 个头的 $d$ 行排在最前。写出 `my_score_matrices(in_proj_weight, num_heads)`：返回形状为 $(H, E, E)$ 的张量，其中第 $h$ 项是 $A_h = W_Q^h {W_K^h}^\top / \sqrt d$，$d = E / H$，这样第 $h$ 个头的分数（不计偏置）就是 $X_q A_h X_k^\top$。返回值的 dtype 与 `in_proj_weight` 相同（检查会测试 float32 和 float64）。检查会测试只有一个头、$d = 1$ 的头以及多种大小的情形，还会比较对 `in_proj_weight` 的梯度：请用张量运算构造结果（不要用 `.detach()`、`torch.no_grad()` 或 NumPy）。不要改动 `in_proj_weight`：原地修改它（比如用 `/=` 缩放它的行）的函数通不过检查。
 
 # %% tags=["exercise"] exercise="04.score_matrices"
 def my_score_matrices(in_proj_weight, num_heads):
@@ -1218,12 +1220,14 @@ claim("头优先的掩码也能运行，却给出另一个结果",
 # True at padding. Return the bool $(B \cdot H, L_q, L_k)$ mask that `nn.MultiheadAttention`
 # accepts as `attn_mask`, True where a query must not attend, every head and every query of
 # item $b$ hiding item $b$'s padding, in PyTorch's slot order. The check tries a fully padded
-# item, one head, one query, $L_q < L_k$, $L_q > L_k$ and padding on the left.
+# item, one head, one query, $L_q < L_k$, $L_q > L_k$ and padding on the left. Leave
+# `key_padding_mask` unchanged: a function that changes it in place (say, inverting it with
+# `logical_not_()`) fails the check.
 
-# %% [markdown] tags=["lang-zh"] en_hash="5d977abb99"
+# %% [markdown] tags=["lang-zh"] en_hash="b6a511c041"
 # ### 练习 3：批量调用的掩码
 #
-# 一个常见的情形：每个样本都有自己的填充，$(B, L_k)$，而你想把它作为 3 维的 `attn_mask` 传进去（比如要把它与每个头各自的掩码合并）。写出 `my_attn_mask(key_padding_mask, num_heads, L_q)`：`key_padding_mask` 是 $(B, L_k)$ 的 bool 张量，True 表示填充。返回 `nn.MultiheadAttention` 可作为 `attn_mask` 接收的 bool 掩码 $(B \cdot H, L_q, L_k)$，True 表示查询不得关注该键；第 $b$ 个样本的每个头、每个查询都遮住第 $b$ 个样本的填充，槽位顺序与 PyTorch 一致。检查会测试全部是填充的样本、只有一个头、只有一个查询、$L_q < L_k$、$L_q > L_k$ 以及在左侧填充的情形。
+# 一个常见的情形：每个样本都有自己的填充，$(B, L_k)$，而你想把它作为 3 维的 `attn_mask` 传进去（比如要把它与每个头各自的掩码合并）。写出 `my_attn_mask(key_padding_mask, num_heads, L_q)`：`key_padding_mask` 是 $(B, L_k)$ 的 bool 张量，True 表示填充。返回 `nn.MultiheadAttention` 可作为 `attn_mask` 接收的 bool 掩码 $(B \cdot H, L_q, L_k)$，True 表示查询不得关注该键；第 $b$ 个样本的每个头、每个查询都遮住第 $b$ 个样本的填充，槽位顺序与 PyTorch 一致。检查会测试全部是填充的样本、只有一个头、只有一个查询、$L_q < L_k$、$L_q > L_k$ 以及在左侧填充的情形。不要改动 `key_padding_mask`：原地修改它（比如用 `logical_not_()` 把它取反）的函数通不过检查。
 
 # %% tags=["exercise"] exercise="04.attn_mask"
 def my_attn_mask(key_padding_mask, num_heads, L_q):

@@ -1166,7 +1166,7 @@ claim("快速版一共分配不到 40 MB", long_fast.total_bytes < 40e6)
 #
 # The widely copied re-implementation is a `ProbAttention` module that prints the shape of every
 # intermediate (section 6 walked through its steps at its own sizes). It runs without an error,
-# and it has seven defects. The official Informer code shares three of them (the dropout, the
+# and it has eight defects. The official Informer code shares three of them (the dropout, the
 # divisor, the global random state) and has two of its own, in its causal mode. Each one below
 # is re-created in our own code, small enough to read, then its symptom is measured, then it is
 # fixed. (One more is only a nuisance: the re-implementation uses `np` without importing it.)
@@ -1177,10 +1177,10 @@ claim("快速版一共分配不到 40 MB", long_fast.total_bytes < 40e6)
 # re-implementation gathers them into `K_sample` (B, H, L_Q, U, D), as section 6 showed, and then
 # writes the product as an einsum. Here is that line, re-created (same subscripts, our letters):
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="d0087d6397"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="70e2d7ab22"
 # ## 7. 找 bug：重写版与官方代码
 #
-# 那份广为流传的重写版是一个 `ProbAttention` 模块，会把每个中间结果的形状都打印出来（第 6 节按它自己的尺寸逐步解析了每一步）。它运行起来不报错，却有七个缺陷。Informer 官方代码也有其中三个（dropout、除数、全局随机状态），另外在因果模式里还有两个自己的缺陷。下面逐一用我们自己的代码重现每个缺陷（短到一眼能读完），测出它的症状，再修好它。（还有一个只是小麻烦：重写版用了 `np` 却没有导入。）
+# 那份广为流传的重写版是一个 `ProbAttention` 模块，会把每个中间结果的形状都打印出来（第 6 节按它自己的尺寸逐步解析了每一步）。它运行起来不报错，却有八个缺陷。Informer 官方代码也有其中三个（dropout、除数、全局随机状态），另外在因果模式里还有两个自己的缺陷。下面逐一用我们自己的代码重现每个缺陷（短到一眼能读完），测出它的症状，再修好它。（还有一个只是小麻烦：重写版用了 `np` 却没有导入。）
 #
 # ### 7.1 把采样的键求和求没了的 einsum
 #
@@ -2183,7 +2183,7 @@ claim("L 不超过 2048 时，完整注意力的权重比朴素版占得少；�
 # - The walkthrough: `K_expand` is a free stride-0 view; `K_sample`, $(B, H, L_Q, U, D)$, is
 #   most of the plain version's memory (157 MB of 181 MB at the re-implementation's sizes). The
 #   fast version computes the sampled scores with `sampled_addmm` and never builds it.
-# - The widely copied re-implementation has seven defects that run without an error; the official
+# - The widely copied re-implementation has eight defects that run without an error; the official
 #   code shares three and its causal mode has two more (samples from all keys, a sum for a mean).
 #   Each one can be reproduced, measured and fixed (section 7).
 # - ProbSparse is only as accurate as its assumption: close to full attention when a few queries
@@ -2194,7 +2194,7 @@ claim("L 不超过 2048 时，完整注意力的权重比朴素版占得少；�
 #
 # Next: lesson 06, the Transformer block built around attention.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="715eb94a9a"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="1c9eadcdd3"
 # ## 小结
 #
 # - 完整注意力在每个头里都要给 $L_Q \times L_K$ 对打分：计算量以及保留下来的权重所占的内存都随 $L^2$ 增长（一条序列、8 个头，$L = 8192$ 时权重就要 2.1 GB）。
@@ -2203,7 +2203,7 @@ claim("L 不超过 2048 时，完整注意力的权重比朴素版占得少；�
 # - $\bar M$ 最大的 $u = c \cdot \lceil \ln L_Q \rceil$ 个查询在全部键上做注意力，其余查询都得到同一个 mean(V)，也不会给 $W_Q$ 传回梯度。每个查询都被选中时，它与完整注意力完全一致。
 # - 因果模式：被选中的行加掩码，惰性查询 $i$ 得到 $v_0 \dots v_i$ 的平均，查询 $i$ 只从键 $0 \dots i$ 中采样（因此选中的靠前查询更少）。任何值都不会泄漏到更早的输出里；但选中哪些查询是在整个序列上取前 $u$ 名，所以后面的键可以改变它。
 # - 逐步解析：`K_expand` 是一个不花钱的、步长为 0 的视图；`K_sample` 的形状为 $(B, H, L_Q, U, D)$，占了朴素版的大部分内存（在重写版的尺寸下，181 MB 里占 157 MB）。快速版用 `sampled_addmm` 计算采样分数，从不构造它。
-# - 那份广为流传的重写版有七个缺陷，运行时都不报错；官方代码也有其中三个，它的因果模式还另有两个（从全部键中采样、用和代替平均）。每一个都可以复现、测量并修复（第 7 节）。
+# - 那份广为流传的重写版有八个缺陷，运行时都不报错；官方代码也有其中三个，它的因果模式还另有两个（从全部键中采样、用和代替平均）。每一个都可以复现、测量并修复（第 7 节）。
 # - ProbSparse 的准确程度取决于它的假设是否成立：少数查询占主导时接近完整注意力，没有这样的查询时并不比 mean(V) 更好（第 8 节）。在训练好的模型里，自注意力有很多惰性的行，交叉注意力则很少。
 # - 它的代价随 $L$ 的增长比完整注意力慢得多，但它是否真的更快，取决于采样分数是怎样计算的（第 9 节）。
 #

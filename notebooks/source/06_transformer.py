@@ -959,7 +959,7 @@ claim("post-norm: every x_n after x_0 has RMS 1, within 1 %", (post.stream[1:] -
 # lang: zh
 claim(f"前归一化：x_n 的 RMS 从 x_0 处的 {pre.stream[0]:.2f} 增长到 x_24 处的 {pre.stream[-1]:.2f}",
       pre.stream[-1] > 1.5 * pre.stream[0])
-claim("后归一化：x_0 之后每个 x_n 的 RMS 都是 1，误差不到 1 %", (post.stream[1:] - 1).abs().max() < 0.01)
+claim("后归一化：x_0 之后每个 x_n 的 RMS 都是 1，误差不到 1%", (post.stream[1:] - 1).abs().max() < 0.01)
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
@@ -1334,7 +1334,7 @@ claim("两种注意力里，每一行权重之和仍然都是 1",
 #
 # 由此可以得出三条事实，我们通过改动输入来检验：
 #
-# - 改动靠后的目标词元，不会改变任何更靠前的输出：位置 $i$ 的输出只取决于目标词元 $0 \dots i$，所以一次用整个目标序列训练（教师强制（teacher forcing），第 5 节）时，每个位置看到的正是逐个生成到该位置时能看到的东西；
+# - 改动靠后的目标词元，不会改变任何更靠前的输出：位置 $i$ 的输出只取决于目标词元 $0 \dots i$，所以用整个目标序列一次性训练时（这种训练方式叫教师强制，teacher forcing，见第 5 节），每个位置看到的正是逐个生成到该位置时能看到的东西；
 # - 无论填充的源位置上放的是什么，改动它都不会改变任何地方的任何输出；
 # - 而改动一个真实的源词元，会改变该样本的每一个目标位置：源掩码没有因果的部分。
 
@@ -1579,7 +1579,8 @@ claim("解码器的输入就是目标向右移一步，前面加上起始词元 
 # The model, `seq2seq.Reverser`, is the picture below with $E = 32$, two heads and $F = 64$: a
 # token embedding shared by both sides, plus the sinusoidal encoding (added without section 1's
 # $\sqrt{E}$: `nn.Embedding` starts its vectors at about 1 per feature, already as large as the
-# encoding, and scaled up they drown the positions, so that training reaches far lower accuracy);
+# encoding's values, which never exceed 1; multiplied by $\sqrt{32} \approx 5.7$ they would start
+# out drowning the positions);
 # one pre-norm `EncoderLayer` and one pre-norm `DecoderLayer` from this lesson, each stack followed
 # by a final LayerNorm (a pre-norm stack never normalises its residual stream otherwise); and a
 # linear read-out to the 13 tokens (10 letters, `·`, `⟨`, `⟩`). The masks come from the tokens
@@ -1587,8 +1588,8 @@ claim("解码器的输入就是目标向右移一步，前面加上起始词元 
 #
 # ![A one-layer pre-norm encoder–decoder and its two masks](../../images/06_encoder_decoder_en.svg)
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="26c38b3428"
-# 模型 `seq2seq.Reverser` 就是下图，取 $E = 32$、两个头、$F = 64$。源和目标共用一个词元嵌入，嵌入加上正弦位置编码；这里没有乘第 1 节的 $\sqrt{E}$，因为 `nn.Embedding` 初始化的向量每个特征本来就约为 1，与位置编码一样大，再放大就会淹没位置信息，训练出的准确率要低得多。中间是本课写的一个前归一化 `EncoderLayer` 和一个前归一化 `DecoderLayer`，每个堆叠后面各接一个 LayerNorm（否则前归一化的堆叠从不对残差流做归一化），最后是一个线性读出层，给出 13 个词元（10 个字母，加上 `·`、`⟨`、`⟩`）的 logits。掩码直接由词元得出：放着 `·` 的位置就是填充。
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="c2c7402cf8"
+# 模型 `seq2seq.Reverser` 就是下图，取 $E = 32$、两个头、$F = 64$。源和目标共用一个词元嵌入，嵌入加上正弦位置编码；这里没有乘第 1 节的 $\sqrt{E}$，因为 `nn.Embedding` 初始化的向量每个特征本来就约为 1，已经和位置编码一样大（位置编码的取值不超过 1）；再乘以 $\sqrt{32} \approx 5.7$，一开始就会淹没位置信息。中间是本课写的一个前归一化 `EncoderLayer` 和一个前归一化 `DecoderLayer`，每个堆叠后面各接一个 LayerNorm（否则前归一化的堆叠从不对残差流做归一化），最后是一个线性读出层，给出 13 个词元（10 个字母，加上 `·`、`⟨`、`⟩`）的 logits。掩码直接由词元得出：放着 `·` 的位置就是填充。
 #
 # ![单层前归一化编码器–解码器及其两个掩码](../../images/06_encoder_decoder_zh.svg)
 
@@ -1946,7 +1947,7 @@ plt.show()
 # projections and the feed-forward network as they are, so below the crossover it saves little.
 
 # %% [markdown] tags=["lang-zh"] en_hash="ad9f5abb29"
-# 过了分界长度，注意力就占了大头，而且它的比例还在不断逼近 1：它的 $L^2$ 项比其他各项增长得都快，其他各项都只随 $L$ 线性增长。内存也是同样的规律：一个要保留权重的层要存下 $(B, H, L, L)$ 个数（第 05 课第 1 节），而它的参数始终不变。第 05 课的 ProbSparse 注意力针对的正是这个 $L^2$ 项：它先让每个查询只与 $U = c \cdot \lceil \ln L \rceil$ 个采样的键打分，再只让挑出的 $u = c \cdot \lceil \ln L \rceil$ 个查询与全部键打分，于是分数的代价大约是 $L \ln L$，而不是 $L^2$。不过，它的好坏取决于它的假设是否成立：每个头里只有少数几个查询占主导（它们的权重行有尖峰，其余的行几乎是平的）时，它与完整的注意力很接近；没有这样的查询时，它给其余查询的结果并不比 mean(V) 好（第 05 课第 8 节）。投影和前馈网络它都原样保留，所以在分界长度以下，它省不了多少。
+# 过了分界长度，注意力就占了大头，而且它的比例还在不断逼近 1：它的 $L^2$ 项比其他各项增长得都快，其他各项都只随 $L$ 线性增长。内存也是同样的规律：一个要保留权重的层要存下 $(B, H, L, L)$ 个数（第 05 课第 1 节），而它的参数始终不变。第 05 课的 ProbSparse 注意力针对的正是这个 $L^2$ 项：它先让每个查询只与 $U = c \cdot \lceil \ln L \rceil$ 个采样的键打分，再只让挑出的 $u = c \cdot \lceil \ln L \rceil$ 个查询与全部键打分，于是分数的代价大约是 $L \ln L$，而不是 $L^2$。不过，它的好坏取决于它的假设是否成立：每个头里只有少数几个查询占主导（它们的权重行有尖峰，其余的行几乎是平的）时，它与完整注意力很接近；没有这样的查询时，它给其余查询的结果并不比 mean(V) 好（第 05 课第 8 节）。投影和前馈网络它都原样保留，所以在分界长度以下，它省不了多少。
 
 # %%
 # lang: en

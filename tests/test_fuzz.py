@@ -1,0 +1,635 @@
+"""No public function of course_utils crashes a kernel: every function a learner is taught to call
+(masks, attention, layers, multihead, transformer, seq2seq, toy, optim; lesson 05's probsparse has
+its own fuzz, tests/test_lesson05_fuzz.py), called with each of its shape, dtype and size arguments
+varied on its own (wrong rank, zero-size axes, mismatched sizes, int/bool/float16/bfloat16/float64
+and meta tensors, non-tensors, negative, huge and non-int sizes, None), either returns or raises the
+package's clear error: a ``validation.ArgumentError`` (a ValueError) whose message names the
+function and an argument. Anything else (an IndexError or RuntimeError from inside torch) is
+UNCLEAR; a segmentation fault, an abort or a call that runs past its time limit is a CRASH.
+
+How: each group of calls runs in a subprocess that prints the number of each call before making
+it and how it ended after it; a per-call alarm (SIGALRM left at its default action, so it ends the
+process even inside a torch kernel) turns a hang into a death. When the process dies, the call it
+was making is recorded as a CRASH and a new process resumes at the next call, so one crash hides
+no other finding. Findings in modules this file's author may not change are listed in ``FINDINGS``
+and fail as strict xfails until their owners fix them.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve()
+ROOT = HERE.parent.parent
+#: Seconds one call may run before it counts as a hang (generous: the machine is shared).
+CALL_LIMIT = 15
+
+GROUPS = ("masks", "attention", "layers", "toy", "optim", "multihead", "transformer", "seq2seq")
+
+
+# ----------------------------------------------------------------------------- awkward values
+
+
+def _tensor_variants(t, *, numbers=True):
+    """[(tag, value)]: `t` changed one way at a time: rank, zero-size axes, a mismatched size on each
+    axis, other dtypes, the meta device, and values that are no tensor at all."""
+    import torch
+
+    found = []
+    if t.ndim:
+        found.append(("rank-1", t[0]))
+    found.append(("rank+1", t[None]))
+    found.append(("scalar", t.reshape(-1)[:1].reshape(())))
+    for axis in range(t.ndim):
+        found.append((f"empty{axis}", t.narrow(axis, 0, 0)))
+        grown = list(t.shape)
+        grown[axis] += 1
+        found.append((f"size{axis}+1", torch.zeros(grown, dtype=t.dtype)))
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.bool):
+        if dtype != t.dtype:
+            found.append((str(dtype).replace("torch.", ""), t.to(dtype)))
+    if numbers and t.is_floating_point():
+        found.append(("nan", torch.full_like(t, float("nan"))))
+    found.append(("meta", torch.empty(t.shape, dtype=t.dtype, device="meta")))
+    found.append(("list", t.tolist()))
+    found += [("None", None), ("str", "x"), ("int", 3)]
+    return found
+
+
+INTS = (("0", 0), ("1", 1), ("-1", -1), ("2**40", 2**40), ("2.5", 2.5), ("True", True), ("None", None),
+        ("str", "3"), ("tensor", None))  # "tensor" is filled in with torch.tensor(3) when torch is imported
+
+
+def _ints():
+    import torch
+
+    return [(tag, torch.tensor(3) if tag == "tensor" else value) for tag, value in INTS]
+
+
+def _dtypes():
+    import torch
+
+    return [("int64", torch.int64), ("bool", torch.bool), ("float16", torch.float16), ("bfloat16", torch.bfloat16),
+            ("float64", torch.float64), ("str", "float32"), ("None", None), ("pytype", float)]
+
+
+FLAGS = (("None", None), ("int1", 1), ("str", "yes"))
+WORDS = (("nope", "nope"), ("None", None), ("int", 3))
+NUMBERS = (("0", 0.0), ("-1", -1.0), ("nan", float("nan")), ("inf", float("inf")), ("str", "x"), ("None", None),
+           ("True", True))
+
+
+#: Calls that run as long as they are asked to (2**40 training steps, timing repeats, examples): a
+#: learner who asks for that gets what they asked for; nothing about them is a defect to find.
+LONG_BY_REQUEST = {
+    "toy.examples(count=2**40)", "toy.train(steps=2**40)", "toy.neighbour_positions(length=2**40)",
+    "toy.train_neighbours(steps=2**40)", "multihead.milliseconds(repeat=2**40)",
+    "multihead.milliseconds(warmup=2**40)", "seq2seq.make_model(layers=2**40)", "seq2seq.offset_profile(reach=2**40)",
+    "seq2seq.train(steps=2**40)",
+}
+
+
+class _Cases:
+    """Collects (label, function, args, kwargs); each case is a base call with one argument changed."""
+
+    def __init__(self):
+        self.found = {}
+
+    def add(self, label, function, *args, **kwargs):
+        self.found.setdefault(label, (function, args, kwargs))
+
+    def vary(self, name, function, base, argument, variants):
+        """`function(**base)` with base[argument] replaced by each of `variants` [(tag, value)];
+        base itself first (it must return: a test checks that)."""
+        self.add(f"{name}()", function, **base)
+        for tag, value in variants:
+            if f"{name}({argument}={tag})" not in LONG_BY_REQUEST:
+                self.add(f"{name}({argument}={tag})", function, **{**base, argument: value})
+
+    def fuzz(self, name, function, base, plan):
+        """`plan`: {argument: variants}; every argument of the base call varied on its own."""
+        for argument, variants in plan.items():
+            self.vary(name, function, base, argument, variants)
+
+
+def _call_method(factory, method):
+    """A function that builds a fresh object with factory() and calls its `method`, so a call that
+    changes the object (load_packed_weights, step) never leaks into the next case."""
+
+    def call(**kwargs):
+        return getattr(factory(), method)(**kwargs)
+
+    return call
+
+
+# ----------------------------------------------------------------------------- the cases
+
+
+def _masks(c):
+    import torch
+
+    from course_utils import masks
+
+    keep = torch.tensor([[True, False, True, True], [False, False, False, False], [True, True, True, False]])
+    lengths = torch.tensor([3, 1, 0])
+    c.fuzz("masks.padding_mask", masks.padding_mask, {"lengths": lengths, "max_len": 4}, {
+        "lengths": _tensor_variants(lengths) + [("negative", torch.tensor([-1])), ("too_long", torch.tensor([5])),
+                                                ("huge", torch.tensor([2**62]))],
+        "max_len": _ints()})
+    c.fuzz("masks.causal_mask", masks.causal_mask, {"L_q": 3, "L_k": 4}, {"L_q": _ints(), "L_k": _ints()})
+    c.vary("masks.causal_mask", masks.causal_mask, {"L_q": 3, "L_k": 4}, "align", WORDS)
+    c.add("masks.causal_mask(L_q=2**40,L_k=2**40)", masks.causal_mask, 2**40, 2**40)
+    scores = torch.randn(2, 3, 4)
+    c.fuzz("masks.masked_softmax", masks.masked_softmax, {"scores": scores, "keep_mask": keep},
+           {"scores": _tensor_variants(scores), "keep_mask": _tensor_variants(keep)})
+    for name, function, argument, value in (
+            ("from_ignore", masks.from_ignore, "ignore_mask", keep), ("to_ignore", masks.to_ignore, "keep_mask", keep),
+            ("from_key_padding", masks.from_key_padding, "key_padding_mask", keep[:2]),
+            ("to_key_padding", masks.to_key_padding, "keep_mask", keep[:2, None, None, :]),
+            ("from_additive", masks.from_additive, "additive_mask", masks.to_additive(keep)),
+            ("from_zero_hidden", masks.from_zero_hidden, "mask", keep.long())):
+        c.vary(f"masks.{name}", function, {argument: value}, argument, _tensor_variants(value, numbers=False))
+    c.fuzz("masks.to_additive", masks.to_additive, {"keep_mask": keep},
+           {"keep_mask": _tensor_variants(keep), "dtype": _dtypes()})
+
+
+def _attention(c):
+    import torch
+
+    from course_utils import attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k, k6, v = (torch.randn(*shape, generator=g) for shape in ((2, 3, 4), (2, 5, 4), (2, 5, 6), (2, 5, 7)))
+    keep = torch.rand(3, 5, generator=g) > 0.3
+    for name in ("dot_scores", "scaled_dot_scores"):
+        c.fuzz(f"attention.{name}", getattr(attention, name), {"query": q, "key": k},
+               {"query": _tensor_variants(q), "key": _tensor_variants(k)})
+    w = torch.randn(4, 6, generator=g)
+    c.fuzz("attention.bilinear_scores", attention.bilinear_scores, {"query": q, "key": k6, "weight": w},
+           {"query": _tensor_variants(q), "key": _tensor_variants(k6), "weight": _tensor_variants(w)})
+    w_q, w_k, vv = torch.randn(4, 8, generator=g), torch.randn(6, 8, generator=g), torch.randn(8, generator=g)
+    c.fuzz("attention.additive_scores", attention.additive_scores,
+           {"query": q, "key": k6, "w_query": w_q, "w_key": w_k, "v": vv},
+           {"query": _tensor_variants(q), "key": _tensor_variants(k6), "w_query": _tensor_variants(w_q),
+            "w_key": _tensor_variants(w_k), "v": _tensor_variants(vv)})
+    c.fuzz("attention.scaled_dot_product_attention", attention.scaled_dot_product_attention,
+           {"query": q, "key": k, "value": v, "keep_mask": keep},
+           {"query": _tensor_variants(q), "key": _tensor_variants(k), "value": _tensor_variants(v),
+            "keep_mask": _tensor_variants(keep),
+            "scale": list(NUMBERS) + [("tensor", torch.tensor(0.5)), ("vector", torch.ones(4))]})
+
+
+def _layers(c):
+    import torch
+
+    from course_utils import layers
+
+    g = torch.Generator().manual_seed(0)
+    x, memory = torch.randn(2, 3, 4, generator=g), torch.randn(2, 5, 6, generator=g)
+    keep_self, keep_cross = torch.rand(3, 3, generator=g) > 0.3, torch.rand(3, 5, generator=g) > 0.3
+    c.fuzz("layers.SelfAttention", layers.SelfAttention, {"embed_dim": 4}, {"embed_dim": _ints(), "bias": FLAGS})
+    c.fuzz("layers.CrossAttention", layers.CrossAttention, {"embed_dim": 4, "kv_dim": 6},
+           {"embed_dim": _ints(), "kv_dim": _ints(), "bias": FLAGS})
+    self_attention = layers.SelfAttention(4)
+    c.fuzz("layers.SelfAttention.forward", self_attention, {"x": x, "keep_mask": keep_self},
+           {"x": _tensor_variants(x), "keep_mask": _tensor_variants(keep_self)})
+    cross = layers.CrossAttention(4, kv_dim=6)
+    c.fuzz("layers.CrossAttention.forward", cross, {"x": x, "memory": memory, "keep_mask": keep_cross},
+           {"x": _tensor_variants(x), "memory": _tensor_variants(memory), "keep_mask": _tensor_variants(keep_cross)})
+    wide = layers.SelfAttention(4).double()
+    c.vary("layers.SelfAttention(float64).forward", wide, {"x": x.double()}, "x", _tensor_variants(x.double()))
+    mhas = [("mha", torch.nn.MultiheadAttention(4, 1, batch_first=True)),
+            ("mha2heads", torch.nn.MultiheadAttention(4, 2, batch_first=True)),
+            ("mha_kdim", torch.nn.MultiheadAttention(4, 1, kdim=6, vdim=6, batch_first=True)),
+            ("mha_nobias", torch.nn.MultiheadAttention(4, 1, bias=False, batch_first=True)),
+            ("linear", torch.nn.Linear(4, 4)), ("None", None), ("str", "mha")]
+    c.vary("layers.SelfAttention.from_multihead", _call_method(lambda: layers.SelfAttention(4), "from_multihead"),
+           {"mha": mhas[0][1]}, "mha", mhas)
+    c.vary("layers.SelfAttention.multihead_parameters", layers.SelfAttention.multihead_parameters,
+           {"mha": mhas[0][1]}, "mha", mhas)
+    c.add("layers.SelfAttention.to_multihead", _call_method(lambda: layers.SelfAttention(4), "to_multihead"))
+    c.add("layers.CrossAttention.to_multihead", _call_method(lambda: layers.CrossAttention(4, 6), "to_multihead"))
+
+
+def _toy(c):
+    import torch
+
+    from course_utils import toy
+
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.tensor([3, 1, 4, 0, 5, 9, 2, 6])
+    batch = tokens[None].repeat(2, 1)
+    token_variants = _tensor_variants(batch) + [("too_big", batch + 10), ("negative", batch - 10),
+                                                ("too_long", torch.arange(12)[None] % 10)]
+    c.vary("toy.letters", toy.letters, {"tokens": tokens}, "tokens",
+           _tensor_variants(tokens) + [("negative", tokens - 200), ("huge", tokens + 2**40)])
+    c.fuzz("toy.target_positions", toy.target_positions, {"task": "reverse"}, {"task": WORDS, "length": _ints()})
+    c.fuzz("toy.make_batch", toy.make_batch, {"task": "double", "size": 3, "generator": gen},
+           {"task": WORDS, "size": _ints(), "generator": [("None", None), ("int", 3)], "length": _ints(),
+            "vocab": _ints()})
+    c.fuzz("toy.example", toy.example, {"task": "reverse", "index": 2},
+           {"task": WORDS, "index": _ints(), "length": _ints(), "vocab": _ints()})
+    c.fuzz("toy.examples", toy.examples, {"task": "reverse", "count": 2},
+           {"task": WORDS, "count": _ints(), "length": _ints(), "vocab": _ints()})
+    c.fuzz("toy.make_model", toy.make_model, {"task": "reverse"}, {"task": WORDS, "seed": _ints()})
+    for option in ("length", "vocab", "token_dim", "position_dim"):
+        c.vary("toy.ReverseModel", toy.ReverseModel, {}, option, _ints())
+    for option in ("length", "out_length", "vocab", "token_dim", "position_dim", "query_dim"):
+        c.vary("toy.EncoderDecoder", toy.EncoderDecoder, {}, option, _ints())
+    reverse, double = toy.make_model("reverse"), toy.make_model("double")
+    neighbours = toy.NeighboursModel()
+    for name, model in (("ReverseModel", reverse), ("EncoderDecoder", double), ("NeighboursModel", neighbours)):
+        c.vary(f"toy.{name}.forward", model, {"tokens": batch}, "tokens", token_variants)
+    _, targets = toy.make_batch("reverse", 2, torch.Generator().manual_seed(1))
+    c.fuzz("toy.accuracy", toy.accuracy, {"model": reverse, "tokens": batch, "targets": targets},
+           {"model": [("None", None), ("linear", torch.nn.Linear(2, 2))], "tokens": token_variants,
+            "targets": _tensor_variants(targets)})
+    for name in ("attention_map", "predict"):
+        c.fuzz(f"toy.{name}", getattr(toy, name), {"model": reverse, "tokens": tokens},
+               {"model": [("None", None)], "tokens": _tensor_variants(tokens) + [("too_big", tokens + 10)]})
+    weights = toy.attention_map(reverse, tokens)  # (8, 8)
+    for name in ("needed_weights", "alignment_margin", "alignment_found"):
+        c.fuzz(f"toy.{name}", getattr(toy, name), {"weights": weights, "task": "reverse"},
+               {"weights": _tensor_variants(weights), "task": WORDS})
+    c.vary("toy.alignment_found", toy.alignment_found, {"weights": weights, "task": "reverse"}, "margin", NUMBERS)
+    c.fuzz("toy.train", toy.train, {"task": "reverse", "steps": 2, "batch": 4, "held_out": 4},
+           {"task": WORDS, "seed": _ints(), "steps": _ints(), "batch": _ints(), "held_out": _ints(),
+            "lr": NUMBERS})
+    c.vary("toy.neighbour_positions", toy.neighbour_positions, {}, "length", _ints())
+    c.fuzz("toy.neighbours_batch", toy.neighbours_batch, {"size": 3, "generator": gen},
+           {"size": _ints(), "generator": [("None", None), ("int", 3)], "length": _ints(), "vocab": _ints()})
+    c.fuzz("toy.neighbours_example", toy.neighbours_example, {"index": 1},
+           {"index": _ints(), "length": _ints(), "vocab": _ints()})
+    c.fuzz("toy.NeighboursModel", toy.NeighboursModel, {},
+           {"heads": _ints(), "length": _ints(), "vocab": _ints(), "token_dim": _ints(), "readout": WORDS,
+            "hidden": _ints(), "position_scale": NUMBERS})
+    c.fuzz("toy.train_neighbours", toy.train_neighbours, {"steps": 2, "batch": 4, "held_out": 4},
+           {"heads": _ints(), "steps": _ints(), "batch": _ints(), "held_out": _ints()})
+    _, n_targets = toy.neighbours_batch(2, torch.Generator().manual_seed(1))
+    c.fuzz("toy.side_accuracy", toy.side_accuracy, {"model": neighbours, "tokens": batch, "targets": n_targets},
+           {"model": [("None", None), ("reverse", reverse)], "tokens": token_variants,
+            "targets": _tensor_variants(n_targets)})
+    c.fuzz("toy.head_maps", toy.head_maps, {"model": neighbours, "tokens": tokens},
+           {"model": [("None", None)], "tokens": _tensor_variants(tokens)})
+    maps = toy.head_maps(neighbours, tokens)  # (2, 8, 8)
+    c.vary("toy.neighbour_weights", toy.neighbour_weights, {"weights": maps}, "weights", _tensor_variants(maps))
+    c.fuzz("toy.head_sides", toy.head_sides, {"weights": maps},
+           {"weights": _tensor_variants(maps) + [("batched", maps[None])], "threshold": NUMBERS})
+
+
+def _optim(c):
+    import torch
+
+    from course_utils.optim import Adam
+
+    def parameters():
+        p = torch.nn.Parameter(torch.ones(3))
+        p.grad = torch.ones(3)
+        return [p]
+
+    def step(**kwargs):
+        lr = kwargs.pop("lr", 0.01)
+        kwargs.setdefault("parameters", parameters())
+        return Adam(**kwargs).step(lr)
+
+    c.fuzz("optim.Adam", step, {}, {
+        "parameters": [("None", None), ("tensor", torch.ones(3)), ("ints", [1, 2]), ("empty", []),
+                       ("int_tensor", [torch.ones(3, dtype=torch.int64)]), ("no_grad", [torch.nn.Parameter(torch.ones(3))]),
+                       ("meta", [torch.nn.Parameter(torch.ones(3, device="meta"))]),
+                       ("half", [torch.nn.Parameter(torch.ones(3).half())])],
+        "betas": [("one", (0.9,)), ("None", None), ("str", "ab"), ("one_beta", (1.0, 1.0)), ("nan", (math.nan, 0.9))],
+        "eps": NUMBERS,
+        "lr": NUMBERS + (("tensor", torch.tensor(0.1)),)})
+
+
+def _multihead(c):
+    import torch
+
+    from course_utils import multihead as mh
+
+    g = torch.Generator().manual_seed(0)
+    q, kv = torch.randn(2, 3, 4, generator=g), torch.randn(2, 5, 6, generator=g)
+    keep, padding = torch.rand(3, 5, generator=g) > 0.3, torch.rand(2, 5, generator=g) > 0.7
+    c.fuzz("multihead.split_heads", mh.split_heads, {"x": q, "num_heads": 2},
+           {"x": _tensor_variants(q), "num_heads": _ints()})
+    heads = mh.split_heads(q, 2)
+    c.vary("multihead.merge_heads", mh.merge_heads, {"x": heads}, "x", _tensor_variants(heads))
+    c.fuzz("multihead.AttentionHead", mh.AttentionHead, {"embed_dim": 4, "head_dim": 2},
+           {"embed_dim": _ints(), "head_dim": _ints(), "kdim": _ints(), "vdim": _ints()})
+    head = mh.AttentionHead(4, 2, kdim=6, vdim=6)
+    for need in (True, False):
+        c.fuzz(f"multihead.AttentionHead.forward[need_weights={need}]", head,
+               {"query": q, "key": kv, "value": kv, "keep_mask": keep, "need_weights": need},
+               {"query": _tensor_variants(q), "key": _tensor_variants(kv), "value": _tensor_variants(kv),
+                "keep_mask": _tensor_variants(keep)})
+    for cls in (mh.NaiveMultiheadAttention, mh.FusedMultiheadAttention):
+        name = f"multihead.{cls.__name__}"
+        c.fuzz(name, cls, {"embed_dim": 4, "num_heads": 2},
+               {"embed_dim": _ints(), "num_heads": _ints(), "kdim": _ints(), "vdim": _ints(), "bias": FLAGS})
+        layer = cls(4, 2, kdim=6, vdim=6)
+        for need in (True, False):
+            c.fuzz(f"{name}.forward[need_weights={need}]", layer,
+                   {"query": q, "key": kv, "value": kv, "keep_mask": keep, "key_padding_mask": padding,
+                    "need_weights": need},
+                   {"query": _tensor_variants(q), "key": _tensor_variants(kv), "value": _tensor_variants(kv),
+                    "keep_mask": _tensor_variants(keep), "key_padding_mask": _tensor_variants(padding)})
+        c.vary(f"{name}.forward", layer, {"query": q, "key": kv, "value": kv}, "need_weights", FLAGS)
+        c.vary(f"{name}(float64).forward", cls(4, 2).double(), {"query": q.double(), "key": q.double(),
+                                                                 "value": q.double()}, "query", _tensor_variants(q))
+        packed = layer.packed_weights()
+        wrong = [("None", None), ("empty", {}), ("str", "w"),
+                 ("missing_q", {n: t for n, t in packed.items() if n != "q_weight"}),
+                 ("wrong_shape", {**packed, "q_weight": torch.zeros(3, 3)}),
+                 ("int", {**packed, "q_weight": packed["q_weight"].long()}),
+                 ("meta", {**packed, "q_weight": torch.empty(4, 4, device="meta")})]
+        c.vary(f"{name}.load_packed_weights", _call_method(lambda cls=cls: cls(4, 2, kdim=6, vdim=6),
+                                                           "load_packed_weights"), {"packed": packed}, "packed", wrong)
+        others = [("None", None), ("str", "x"), ("linear", torch.nn.Linear(4, 4)), ("other_size", cls(8, 2)),
+                  ("mha", torch.nn.MultiheadAttention(4, 2, kdim=6, vdim=6, batch_first=True)),
+                  ("mha_other", torch.nn.MultiheadAttention(4, 4, batch_first=True))]
+        c.vary(f"{name}.copy_weights_from", _call_method(lambda cls=cls: cls(4, 2, kdim=6, vdim=6),
+                                                         "copy_weights_from"), {"other": layer}, "other", others)
+        c.vary(f"{name}.from_torch", cls.from_torch, {"mha": others[4][1]}, "mha", others)
+    mha = torch.nn.MultiheadAttention(4, 2, batch_first=True)
+    for name in ("torch_parameters", "torch_packed_weights"):
+        c.vary(f"multihead.{name}", getattr(mh, name), {"mha": mha}, "mha",
+               [("None", None), ("linear", torch.nn.Linear(4, 4)), ("layer", mh.FusedMultiheadAttention(4, 2))])
+    c.vary("multihead.packed_gradients", mh.packed_gradients, {"layer": mh.FusedMultiheadAttention(4, 2)}, "layer",
+           [("None", None), ("linear", torch.nn.Linear(4, 4)), ("mha", mha)])
+    c.vary("multihead.parameter_count", mh.parameter_count, {"module": mha}, "module", [("None", None), ("int", 3)])
+    c.vary("multihead.operators", mh.operators, {"call": lambda: torch.ones(2) + 1}, "call",
+           [("None", None), ("int", 3)])
+    c.fuzz("multihead.milliseconds", mh.milliseconds, {"call": lambda: None, "repeat": 2, "warmup": 0},
+           {"call": [("None", None)], "repeat": _ints(), "warmup": _ints()})
+    c.fuzz("multihead.took_fast_path", mh.took_fast_path, {"mha": mha.eval(), "query": q, "key": q, "value": q},
+           {"mha": [("None", None), ("int", 3)]})
+
+
+def _transformer(c):
+    import torch
+
+    from course_utils import transformer as tf
+
+    g = torch.Generator().manual_seed(0)
+    x, memory = torch.randn(2, 3, 4, generator=g), torch.randn(2, 5, 4, generator=g)
+    padding, keep = torch.zeros(2, 3, dtype=torch.bool), torch.ones(3, 3, dtype=torch.bool)
+    memory_padding = torch.zeros(2, 5, dtype=torch.bool)
+    c.fuzz("transformer.sinusoidal_encoding", tf.sinusoidal_encoding, {"length": 5, "d_model": 4},
+           {"length": _ints(), "d_model": _ints(), "base": NUMBERS, "dtype": _dtypes()})
+    c.fuzz("transformer.offset_rotation", tf.offset_rotation, {"k": 2, "d_model": 4},
+           {"k": _ints(), "d_model": _ints(), "base": NUMBERS, "dtype": _dtypes()})
+    c.fuzz("transformer.LearnedPositionalEmbedding", tf.LearnedPositionalEmbedding, {"max_len": 5, "d_model": 4},
+           {"max_len": _ints(), "d_model": _ints()})
+    learned = tf.LearnedPositionalEmbedding(5, 4)
+    c.fuzz("transformer.LearnedPositionalEmbedding.forward", learned, {"length": 3},
+           {"length": _ints(), "offset": _ints()})
+    c.fuzz("transformer.FeedForward", tf.FeedForward, {"d_model": 4, "d_ff": 8},
+           {"d_model": _ints(), "d_ff": _ints(), "dropout": NUMBERS, "activation": WORDS, "bias": FLAGS})
+    c.vary("transformer.FeedForward.forward", tf.FeedForward(4, 8), {"x": x}, "x", _tensor_variants(x))
+    for cls in (tf.EncoderLayer, tf.DecoderLayer):
+        c.fuzz(f"transformer.{cls.__name__}", cls, {"d_model": 4, "nhead": 2, "d_ff": 8},
+               {"d_model": _ints(), "nhead": _ints(), "d_ff": _ints(), "dropout": NUMBERS, "activation": WORDS,
+                "norm_first": FLAGS, "layer_norm_eps": NUMBERS, "bias": FLAGS})
+    encoder, decoder = tf.EncoderLayer(4, 2, 8, dropout=0.0), tf.DecoderLayer(4, 2, 8, dropout=0.0)
+    c.fuzz("transformer.EncoderLayer.forward", encoder,
+           {"x": x, "key_padding_mask": padding, "keep_mask": keep, "need_weights": True},
+           {"x": _tensor_variants(x), "key_padding_mask": _tensor_variants(padding),
+            "keep_mask": _tensor_variants(keep), "need_weights": FLAGS})
+    c.vary("transformer.EncoderLayer(float64).forward", tf.EncoderLayer(4, 2, 8).double(), {"x": x.double()}, "x",
+           _tensor_variants(x.double()))
+    c.fuzz("transformer.DecoderLayer.forward", decoder,
+           {"x": x, "memory": memory, "tgt_key_padding_mask": padding, "memory_key_padding_mask": memory_padding},
+           {"x": _tensor_variants(x), "memory": _tensor_variants(memory),
+            "tgt_key_padding_mask": _tensor_variants(padding),
+            "memory_key_padding_mask": _tensor_variants(memory_padding), "causal": FLAGS})
+    torch_layers = [("None", None), ("str", "layer"), ("linear", torch.nn.Linear(4, 4)),
+                    ("torch_encoder", torch.nn.TransformerEncoderLayer(4, 2, 8, batch_first=True)),
+                    ("torch_decoder", torch.nn.TransformerDecoderLayer(4, 2, 8, batch_first=True)),
+                    ("ours", encoder)]
+    for cls, ours in ((tf.EncoderLayer, torch_layers[3][1]), (tf.DecoderLayer, torch_layers[4][1])):
+        c.vary(f"transformer.{cls.__name__}.from_torch", cls.from_torch, {"layer": ours}, "layer",
+               torch_layers)
+        c.add(f"transformer.{cls.__name__}.to_torch", _call_method(lambda cls=cls: cls(4, 2, 8), "to_torch"))
+    c.vary("transformer.parameter_count", tf.parameter_count, {"layer": encoder}, "layer", torch_layers)
+    c.fuzz("transformer.flops", tf.flops, {"layer": decoder, "length": 3},
+           {"layer": torch_layers, "length": _ints(), "memory_length": _ints()})
+
+
+def _seq2seq(c):
+    import torch
+
+    from course_utils import seq2seq as s2s
+
+    batch = s2s.held_out(3)
+    c.vary("seq2seq.show", s2s.show, {"tokens": batch.source[0]}, "tokens",
+           _tensor_variants(batch.source[0]) + [("negative", batch.source[0] - 100)])
+    c.vary("seq2seq.encode_letters", s2s.encode_letters, {"text": "abc"}, "text",
+           [("empty", ""), ("upper", "ABC"), ("None", None), ("int", 3), ("long", "a" * 20)])
+    c.vary("seq2seq.source_of", s2s.source_of, {"text": "abc"}, "text",
+           [("empty", ""), ("upper", "ABC"), ("None", None), ("long", "a" * 20)])
+    lengths, letters = torch.tensor([2, 3]), torch.randint(3, 13, (2, 8))
+    c.fuzz("seq2seq.make_batch", s2s.make_batch, {"lengths": lengths, "letters": letters},
+           {"lengths": _tensor_variants(lengths) + [("zero", torch.tensor([0, 3])), ("too_long", torch.tensor([2, 9]))],
+            "letters": _tensor_variants(letters)})
+    c.fuzz("seq2seq.random_batch", s2s.random_batch, {"size": 2, "generator": torch.Generator().manual_seed(0)},
+           {"size": _ints(), "generator": [("None", None), ("int", 3)], "max_length": _ints()})
+    c.fuzz("seq2seq.held_out", s2s.held_out, {"count": 2}, {"count": _ints(), "seed": _ints()})
+    c.fuzz("seq2seq.make_model", s2s.make_model, {"d_model": 8, "nhead": 2, "d_ff": 8},
+           {"seed": _ints(), "d_model": _ints(), "nhead": _ints(), "layers": _ints(), "norm_first": FLAGS})
+    model = s2s.make_model(d_model=8, nhead=2, d_ff=8)
+    source_variants = _tensor_variants(batch.source) + [("too_long", torch.full((2, 30), 4)),
+                                                        ("too_big", batch.source + 100)]
+    c.vary("seq2seq.Reverser.encode", model.encode, {"source": batch.source}, "source", source_variants)
+    c.fuzz("seq2seq.Reverser.forward", model, {"source": batch.source, "target_in": batch.target_in},
+           {"source": source_variants, "target_in": _tensor_variants(batch.target_in), "need_weights": FLAGS})
+    c.fuzz("seq2seq.greedy_decode", s2s.greedy_decode, {"model": model, "source": batch.source},
+           {"model": [("None", None)], "source": source_variants, "max_steps": _ints()})
+    weights = model(batch.source, batch.target_in, need_weights=True)[1][1]
+    c.vary("seq2seq.needed_positions", s2s.needed_positions, {"batch": batch}, "batch",
+           [("None", None), ("str", "batch")])
+    c.fuzz("seq2seq.offset_profile", s2s.offset_profile, {"weights": weights, "batch": batch},
+           {"weights": _tensor_variants(weights), "batch": [("None", None)], "reach": _ints()})
+    predicted = s2s.greedy_decode(model, batch.source)
+    c.fuzz("seq2seq.exact", s2s.exact, {"predicted": predicted, "batch": batch},
+           {"predicted": _tensor_variants(predicted), "batch": [("None", None)]})
+    c.fuzz("seq2seq.learning_rate", s2s.learning_rate, {"step": 0, "steps": 10, "lr": 0.1, "warmup": 2},
+           {"step": _ints(), "steps": _ints(), "lr": NUMBERS, "warmup": _ints()})
+    c.fuzz("seq2seq.train", s2s.train, {"steps": 2, "batch": 2, "evaluate": False, "d_model": 8, "d_ff": 8},
+           {"steps": _ints(), "batch": _ints(), "warmup": _ints(), "lr": NUMBERS})
+    c.fuzz("seq2seq.held_out_loss", s2s.held_out_loss, {"model": model, "count": 2},
+           {"model": [("None", None)], "count": _ints()})
+
+
+def _selftest(c):
+    """The runner's own test: a crash, a hang and an unclear error among calls that return."""
+    import signal
+    import time
+
+    c.add("selftest.ok", int, 3)
+    c.add("selftest.segfault", os.kill, os.getpid(), signal.SIGSEGV)
+    c.add("selftest.hang", time.sleep, 3600)
+    c.add("selftest.unclear", [].__getitem__, 3)
+    c.add("selftest.clear", __import__("course_utils.validation", fromlist=["fail"]).fail, "selftest", "a", "1", "2")
+    c.add("selftest.after", int, 4)
+
+
+def cases(group):
+    """[(label, function, args, kwargs)] of one group, in order."""
+    c = _Cases()
+    globals()[f"_{group}"](c)
+    return [(label, *call) for label, call in c.found.items()]
+
+
+# ----------------------------------------------------------------------------- the runner
+
+
+def _child(group, start, limit):
+    """Make the calls of `group` from number `start` on, printing before each its number and after it
+    how it ended; a call that runs past `limit` seconds ends the process (SIGALRM's default action)."""
+    import signal
+    import warnings
+
+    import torch
+
+    from course_utils.validation import ArgumentError
+
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    for number, (label, function, args, kwargs) in enumerate(cases(group)):
+        if number < start:
+            continue
+        print(f"CALL {number} {label}", flush=True)
+        known_hang = FINDINGS.get(label, "").startswith("CRASH no result")
+        signal.setitimer(signal.ITIMER_REAL, KNOWN_HANG_LIMIT if known_hang else limit)
+        try:
+            function(*args, **kwargs)
+            outcome = "RETURNED"
+        except ArgumentError as error:
+            text, name = str(error), label.split("(")[0].split("[")[0].split(".")[-2:]
+            named_argument = "argument '" in text or "参数 " in text
+            named_function = any(part in text for part in name if part not in ("forward", *GROUPS))
+            outcome = "CLEAR" if named_argument and named_function else f"UNCLEAR ArgumentError: {text[:300]}"
+        except Exception as error:  # noqa: BLE001 (what the test looks for)
+            outcome = f"UNCLEAR {type(error).__name__}: {str(error)[:300]}"
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        print(f"END {number} {outcome}".replace("\n", " "), flush=True)
+    print("DONE", flush=True)
+
+
+def run_group(group, lang="en", limit=CALL_LIMIT):
+    """{label: outcome} for every call of `group`: RETURNED, CLEAR, UNCLEAR ... or CRASH ...; a process
+    that dies is restarted after the call that killed it."""
+    labels = [label for label, *_ in _labels(group)]
+    outcomes, start = {}, 0
+    while start < len(labels):
+        code = (f"import sys; sys.path.insert(0, {str(HERE.parent)!r}); from course_utils import i18n; "
+                f"i18n.set_language({lang!r}); import test_fuzz; test_fuzz._child({group!r}, {start}, {limit})")
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+        done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
+                              timeout=600, cwd=ROOT, env=env)
+        current = None
+        for line in done.stdout.splitlines():
+            kind, _, rest = line.partition(" ")
+            if kind == "CALL":
+                current = int(rest.split()[0])
+            elif kind == "END":
+                number, _, outcome = rest.partition(" ")
+                outcomes[labels[int(number)]] = outcome
+                current = None
+        if done.returncode == 0 and done.stdout.splitlines()[-1:] == ["DONE"]:
+            break
+        if current is None:  # died outside any call: building the cases
+            raise AssertionError(f"group {group} died outside a call (code {done.returncode}):\n{done.stderr[-3000:]}")
+        how = f"signal {-done.returncode}" if done.returncode < 0 else f"exit code {done.returncode}"
+        if done.returncode == -14:
+            how = "no result in time (a hang)"
+        outcomes[labels[current]] = f"CRASH {how}: {done.stderr.strip()[-300:]}"
+        start = current + 1
+    return outcomes
+
+
+_LABELS = {}
+
+
+def _labels(group):
+    """The cases of `group`, built once per test process (the labels are what the parent needs)."""
+    if group not in _LABELS:
+        _LABELS[group] = cases(group)
+    return _LABELS[group]
+
+
+_OUTCOMES = {}
+
+
+def outcomes(group):
+    """The outcomes of `group`; the first call runs every group, two subprocesses at a time."""
+    if not _OUTCOMES:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(2) as pool:
+            _OUTCOMES.update(zip(GROUPS, pool.map(run_group, GROUPS)))
+    return _OUTCOMES[group]
+
+
+def _bad(outcome):
+    return not outcome.startswith(("RETURNED", "CLEAR"))
+
+
+# ----------------------------------------------------------------------------- findings to fix elsewhere
+
+#: {label: what happened}: calls that crash or fail unclearly and are not fixed yet (multihead,
+#: transformer and seq2seq belong to other owners; toy.py's were found too late to fix in the same
+#: change): strict xfails, so each one fails the suite once it is fixed until its entry is removed.
+FINDINGS = json.loads((HERE.parent / "fuzz_findings.json").read_text(encoding="utf-8"))
+#: A known hang is given this many seconds only, so that the file stays fast.
+KNOWN_HANG_LIMIT = 2
+
+
+# ----------------------------------------------------------------------------- the tests
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_no_public_function_crashes_or_fails_unclearly(group):
+    found = outcomes(group)
+    assert len(found) == len(_labels(group))
+    bad = {label: outcome for label, outcome in found.items() if _bad(outcome) and label not in FINDINGS}
+    assert not bad, "\n".join(f"{label}: {outcome}" for label, outcome in bad.items())
+    # the unchanged base call of every function returns: a fuzz whose every call fails tests nothing
+    broken = [label for label, outcome in found.items() if label.endswith("()") and outcome != "RETURNED"]
+    assert not broken, broken
+
+
+@pytest.mark.parametrize("label", [pytest.param(label, marks=pytest.mark.xfail(strict=True, reason=reason))
+                                   for label, reason in FINDINGS.items()])
+def test_known_finding(label):
+    group = label.split(".")[0]
+    assert not _bad(outcomes(group)[label]), outcomes(group)[label]
+
+
+def test_every_known_finding_is_a_case():
+    """A FINDINGS label that matches no case would xfail for the wrong reason (a KeyError)."""
+    for label in FINDINGS:
+        assert label in dict.fromkeys(label for label, *_ in _labels(label.split(".")[0])), label
+
+
+def test_the_errors_are_clear_in_chinese_too():
+    """The masks group in Chinese: every refusal names its function and argument there too."""
+    found = run_group("masks", lang="zh")
+    bad = {label: outcome for label, outcome in found.items() if _bad(outcome) and label not in FINDINGS}
+    assert not bad, "\n".join(f"{label}: {outcome}" for label, outcome in bad.items())
+
+
+def test_the_runner_catches_crashes_hangs_and_unclear_errors():
+    found = run_group("selftest", limit=2)
+    assert found["selftest.ok"] == "RETURNED"
+    assert found["selftest.segfault"].startswith("CRASH signal 11")
+    assert found["selftest.hang"].startswith("CRASH no result")
+    assert found["selftest.unclear"].startswith("UNCLEAR IndexError")
+    assert found["selftest.clear"] == "CLEAR"
+    assert found["selftest.after"] == "RETURNED"
