@@ -22,7 +22,7 @@ TORCH_TAG := $(subst =,_,$(subst $(space),_,$(TORCH)))
 LAB_STAMP := $(VENV)/.lab-$(TORCH_TAG)
 STAMP := $(VENV)/.installed-$(TORCH_TAG)
 
-.PHONY: setup lab test test-paths bench notebooks check readme release grade guide gradescope classroom50 hub-links slides clean
+.PHONY: setup lab test test-paths bench notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
 
 setup: $(STAMP)
 
@@ -180,17 +180,26 @@ gradescope classroom50: setup
 	$(PY) -m course_teacher.platforms $@ $(if $(SEED),--seed "$(SEED)") $(if $(LESSON),--lesson "$(LESSON)")
 
 # Lecture slides: a reveal.js deck per lesson and language in slides/decks/{en,zh}/, from the
-# executed solution notebooks (make slides ONLY=01 for one lesson). The decks work offline: copy
-# slides/decks/ whole to the lecture machine and open a deck in a browser. reveal.js and MathJax
-# come from the npm registry (npm ci, pinned in slides/package-lock.json): the step that needs the
-# network, run again only when the lock file changes.
+# executed solution notebooks (make slides ONLY=01 for one lesson). Every slide fits a 16:9 screen
+# (1280x720) without scrolling; the lessons' prose is in the speaker notes (press S in a deck).
+# Light theme; dark with ?theme=dark after a deck's address, or by default with `make slides
+# THEME=dark`. The decks work offline: copy slides/decks/ whole to the lecture machine and open a
+# deck in a browser. reveal.js and MathJax come from the npm registry (npm ci, pinned in
+# slides/package-lock.json): the step that needs the network, run again only when the lock file changes.
+# `make handout`: the decks, then a PDF per deck in slides/decks/handouts/{en,zh}/, one 16:9 page a slide,
+# printed by Chromium (/usr/bin/chromium, through playwright).
+THEME ?= light
 SLIDES_NPM := slides/node_modules/.package-lock.json
 $(SLIDES_NPM): slides/package.json slides/package-lock.json
 	npm ci --prefix slides --ignore-scripts --no-audit --no-fund
 	@touch $@
 
+SLIDES_ARGS = $(if $(ONLY),--only $(ONLY)) --theme $(THEME)
 slides: setup $(SLIDES_NPM)
-	$(PY) -m course_utils.slides $(if $(ONLY),--only $(ONLY))
+	$(PY) -m course_utils.slides $(SLIDES_ARGS)
+
+handout: setup $(SLIDES_NPM)
+	$(PY) -m course_utils.slides $(SLIDES_ARGS) --handout
 
 clean:
 	rm -rf $(VENV) test-artifacts dist slides/decks slides/node_modules

@@ -13,12 +13,12 @@ import csv
 import io
 import json
 import shutil
-import textwrap
 from pathlib import Path
 
 import nbformat
 import pytest
 import torch
+from submissions import answer, exercise_cell, insert, render, save, solved
 
 from course_teacher.exercises import EXERCISES, prepare
 from course_teacher.grade import grader, submission
@@ -29,42 +29,6 @@ ROOT = Path(__file__).resolve().parent.parent
 LESSON_00 = "00_tensor_shapes.ipynb"
 LESSON_01 = "01_attention_basics.ipynb"
 OPTIONS = ["--jobs", "2", "--cells", "own", "--time-limit", "2", "--cell-timeout", "8"]
-
-
-def _render(name, lang, solutions=False):
-    folder = ROOT / "notebooks" / ("solutions" if solutions else "") / lang
-    return nbformat.read(str(folder / name), as_version=4)
-
-
-def _exercise(notebook, exercise):
-    return next(c for c in notebook.cells if c.metadata.get("exercise") == exercise)
-
-
-def _answer(notebook, exercise, source):
-    """The notebook with exercise `exercise`'s cell holding `source`."""
-    _exercise(notebook, exercise).source = textwrap.dedent(source).strip()
-    return notebook
-
-
-def _insert(notebook, before_exercise, source):
-    """A new code cell (the learner's own) just before an exercise cell."""
-    index = notebook.cells.index(_exercise(notebook, before_exercise))
-    notebook.cells.insert(index, nbformat.v4.new_code_cell(textwrap.dedent(source).strip()))
-    return notebook
-
-
-def _solved(name, lang):
-    """The student render with every exercise cell replaced by its solution cell."""
-    notebook, solutions = _render(name, lang), _render(name, lang, solutions=True)
-    for cell in notebook.cells:
-        if "exercise" in cell.metadata:
-            cell.source = _exercise(solutions, cell.metadata["exercise"]).source
-    return notebook
-
-
-def _save(notebook, path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, str(path))
 
 
 # Wrong answers written by hand, each one a known mistake of lesson 00.
@@ -91,44 +55,44 @@ RIGHT_EINSUM = 'def scores_einsum(q, k):\n    return torch.einsum("bqhd,bkhd->bh
 def _submissions(root):
     """Write the folder of submissions; {student: what it holds}."""
     # alice: right answers, one of them through a helper in a cell of her own; her check cells deleted
-    alice = _solved(LESSON_00, "en")
+    alice = solved(LESSON_00, "en")
     alice.cells = [c for c in alice.cells if not submission.checked(c.source)]
-    _insert(alice, "00.padding_mask", "def positions(n):\n    return torch.arange(n)")
-    _answer(alice, "00.padding_mask", "def padding_mask(lengths, max_len):\n"
+    insert(alice, "00.padding_mask", "def positions(n):\n    return torch.arange(n)")
+    answer(alice, "00.padding_mask", "def padding_mask(lengths, max_len):\n"
                                       "    return (positions(max_len) < lengths[:, None])[:, None, None, :]")
-    _save(alice, root / "alice" / LESSON_00)
+    save(alice, root / "alice" / LESSON_00)
 
     # bob: right answers in Chinese; his check cells edited to check nothing
-    bob = _solved(LESSON_00, "zh")
+    bob = solved(LESSON_00, "zh")
     for cell in bob.cells:
         for exercise in submission.checked(cell.source):
             cell.source = f'check("{exercise}", lambda *args: None)'
-    _save(bob, root / "bob" / LESSON_00)
+    save(bob, root / "bob" / LESSON_00)
 
     # carol (English) and dan (Chinese, in a subfolder): known mistakes
-    carol = _render(LESSON_00, "en")
+    carol = render(LESSON_00, "en")
     for exercise, source in CAROL.items():
-        _answer(carol, exercise, source)
-    _save(carol, root / "carol" / LESSON_00)
-    dan = _render(LESSON_00, "zh")
+        answer(carol, exercise, source)
+    save(carol, root / "carol" / LESSON_00)
+    dan = render(LESSON_00, "zh")
     for exercise, source in DAN.items():
-        _answer(dan, exercise, source)
-    _save(dan, root / "dan" / "week1" / LESSON_00)
+        answer(dan, exercise, source)
+    save(dan, root / "dan" / "week1" / LESSON_00)
 
     # erin: a huge print, an endless loop, a forbidden permute, a renamed function, a deleted exercise cell
-    erin = _render(LESSON_00, "en")
-    _insert(erin, "00.padding_mask", 'print("x" * 20_000_000)')
-    _answer(erin, "00.padding_mask", "def padding_mask(lengths, max_len):\n    while True:\n        pass")
-    _answer(erin, "00.scores_einsum", 'def scores_einsum(q, k):\n'
+    erin = render(LESSON_00, "en")
+    insert(erin, "00.padding_mask", 'print("x" * 20_000_000)')
+    answer(erin, "00.padding_mask", "def padding_mask(lengths, max_len):\n    while True:\n        pass")
+    answer(erin, "00.scores_einsum", 'def scores_einsum(q, k):\n'
                                       '    return torch.einsum("bhqd,bhkd->bhqk", q.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3))')
-    _answer(erin, "00.split_heads", "def split(x, num_heads):\n    return x")
-    erin.cells.remove(_exercise(erin, "00.merge_heads"))
-    _save(erin, root / "erin" / LESSON_00)
+    answer(erin, "00.split_heads", "def split(x, num_heads):\n    return x")
+    erin.cells.remove(exercise_cell(erin, "00.merge_heads"))
+    save(erin, root / "erin" / LESSON_00)
 
     # frank (Chinese): patches torch, the check engine and the grader's kernel side, then answers
     # right: the grader reads that code before anything runs and scores every exercise 0, for review
-    frank = _solved(LESSON_00, "zh")
-    _insert(frank, "00.padding_mask", """
+    frank = solved(LESSON_00, "zh")
+    insert(frank, "00.padding_mask", """
         import course_utils.exercises.compare as compare
         import course_utils.exercises.grading as grading
         import course_utils.exercises.wire as wire
@@ -139,32 +103,32 @@ def _submissions(root):
         grading.judge = lambda *args, **kwargs: grading.Verdict("?", "passed", "✅", None)
         wire.decode = lambda *args, **kwargs: None
     """)
-    _save(frank, root / "frank" / LESSON_00)
+    save(frank, root / "frank" / LESSON_00)
 
     # leo (Chinese): garbage, a right answer that prints 10 MB, os._exit, a right answer
-    leo = _render(LESSON_00, "zh")
-    _answer(leo, "00.padding_mask", "def padding_mask(lengths, max_len):\n"
+    leo = render(LESSON_00, "zh")
+    answer(leo, "00.padding_mask", "def padding_mask(lengths, max_len):\n"
                                     "    return torch.zeros(len(lengths), 1, 1, max_len, dtype=torch.bool)")
-    _answer(leo, "00.scores_einsum", RIGHT_EINSUM.replace("    return", '    print("y" * 10_000_000)\n    return'))
-    _answer(leo, "00.split_heads", "import os\n\n\ndef split_heads(x, num_heads):\n    os._exit(1)")
-    _answer(leo, "00.merge_heads", RIGHT_MERGE)
-    _save(leo, root / "leo" / LESSON_00)
+    answer(leo, "00.scores_einsum", RIGHT_EINSUM.replace("    return", '    print("y" * 10_000_000)\n    return'))
+    answer(leo, "00.split_heads", "import os\n\n\ndef split_heads(x, num_heads):\n    os._exit(1)")
+    answer(leo, "00.merge_heads", RIGHT_MERGE)
+    save(leo, root / "leo" / LESSON_00)
 
     # grace: a syntax error, a memory blow-up, a deleted function, an endless cell that ignores the
     # interrupt (so the grader kills the kernel, starts another and runs the cells before it again),
     # and a right answer
-    grace = _render(LESSON_00, "en")
-    _answer(grace, "00.padding_mask", "def padding_mask(lengths, max_len)\n    return lengths")
-    _answer(grace, "00.scores_einsum", "def scores_einsum(q, k):\n    return torch.empty(2**40)")
-    _answer(grace, "00.split_heads", "# I will come back to this one")
-    _insert(grace, "00.merge_heads", "import signal\n\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")
-    _answer(grace, "00.merge_heads", RIGHT_MERGE)
-    _save(grace, root / "grace" / LESSON_00)
+    grace = render(LESSON_00, "en")
+    answer(grace, "00.padding_mask", "def padding_mask(lengths, max_len)\n    return lengths")
+    answer(grace, "00.scores_einsum", "def scores_einsum(q, k):\n    return torch.empty(2**40)")
+    answer(grace, "00.split_heads", "# I will come back to this one")
+    insert(grace, "00.merge_heads", "import signal\n\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")
+    answer(grace, "00.merge_heads", RIGHT_MERGE)
+    save(grace, root / "grace" / LESSON_00)
 
     # ivan: right answers, but before the last exercise a cell replaces the grader's side in the
     # kernel with one that writes a forged answer
-    ivan = _solved(LESSON_00, "en")
-    _insert(ivan, "00.merge_heads", """
+    ivan = solved(LESSON_00, "en")
+    insert(ivan, "00.merge_heads", """
         import course_utils.exercises.kernel as kernel_side
 
         def forged(namespace, name, calls_path, answer_path):
@@ -173,18 +137,18 @@ def _submissions(root):
 
         kernel_side.collect = forged
     """)
-    _save(ivan, root / "ivan" / LESSON_00)
+    save(ivan, root / "ivan" / LESSON_00)
 
     # heidi: lesson 01, calls the package's own reference where the exercise forbids it
-    heidi = _render(LESSON_01, "en")
-    _answer(heidi, "01.scaled_dot", "import course_utils.attention\n\n\ndef my_attention(query, key, value):\n"
+    heidi = render(LESSON_01, "en")
+    answer(heidi, "01.scaled_dot", "import course_utils.attention\n\n\ndef my_attention(query, key, value):\n"
                                     "    return course_utils.attention.scaled_dot_product_attention(query, key, value)")
-    _save(heidi, root / "heidi" / LESSON_01)
+    save(heidi, root / "heidi" / LESSON_01)
 
     # judy: not a notebook; kate: a notebook of no lesson, directly in the folder
     (root / "judy").mkdir()
     (root / "judy" / LESSON_00).write_text("{ this is not JSON", encoding="utf-8")
-    _save(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("my notes")]), root / "kate.ipynb")
+    save(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("my notes")]), root / "kate.ipynb")
 
 
 EXPECTED = """\
@@ -454,13 +418,13 @@ def test_student_ids_come_from_the_first_folder_or_the_file_name(tmp_path):
 
 
 def test_the_language_comes_from_setup_then_the_cells_tags_then_the_folder(tmp_path):
-    english = _render(LESSON_00, "en")
+    english = render(LESSON_00, "en")
     assert submission.read(ROOT / "notebooks/zh" / LESSON_00, "k", "s").lang == "zh"
     assert submission.read(ROOT / "notebooks/en" / LESSON_00, "k", "s").lang == "en"
     for cell in english.cells:
         cell.source = cell.source.replace('setup(lang="en")', "setup()")
         cell.metadata.get("tags", []).clear() if cell.cell_type == "markdown" else None
-    _save(english, tmp_path / "zh" / "x.ipynb")
+    save(english, tmp_path / "zh" / "x.ipynb")
     assert submission.read(tmp_path / "zh" / "x.ipynb", "k", "s").lang == "zh"
 
 

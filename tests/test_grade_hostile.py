@@ -58,8 +58,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
 import pytest
+from submissions import answer, insert, render, save, solved
 
 import course_utils
 from course_teacher.grade import gradebook, grader, sandbox, submission
@@ -94,43 +94,6 @@ def _sandbox_or_skip():
 
 
 # ----------------------------------------------------------------------------- notebooks
-
-def _render(name, lang, solutions=False):
-    folder = ROOT / "notebooks" / ("solutions" if solutions else "") / lang
-    return nbformat.read(str(folder / name), as_version=4)
-
-
-def _exercise(notebook, exercise):
-    return next(c for c in notebook.cells if c.metadata.get("exercise") == exercise)
-
-
-def _answer(notebook, exercise, source):
-    _exercise(notebook, exercise).source = textwrap.dedent(source).strip()
-    return notebook
-
-
-def _insert(notebook, before_exercise, source):
-    """A new code cell (the learner's own) just before an exercise cell; its number (from 1)."""
-    index = notebook.cells.index(_exercise(notebook, before_exercise))
-    notebook.cells.insert(index, nbformat.v4.new_code_cell(textwrap.dedent(source).strip()))
-    return index + 1
-
-
-def _solved(name, lang, only=None):
-    """The student render with the exercise cells (`only` those, if given) replaced by the solutions'."""
-    notebook, solutions = _render(name, lang), _render(name, lang, solutions=True)
-    for cell in notebook.cells:
-        exercise = cell.metadata.get("exercise")
-        if exercise and (only is None or exercise in only):
-            cell.source = _exercise(solutions, exercise).source
-    return notebook
-
-
-def _save(notebook, path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, str(path))
-    return path
-
 
 # ----------------------------------------------------------------------------- the attacks' code
 
@@ -646,7 +609,7 @@ def save(data, path, mode=0o600):
     elif number == 3:
         os.symlink("/etc/passwd", path)
     else:
-        _save(data, path, mode)
+        save(data, path, mode)
 
 
 def attack():
@@ -694,25 +657,25 @@ HTML = "\n<img src=x onerror=alert(1)>\n# 4 of 4 <b>passed"  # no slash: one fol
 
 
 def _two_mistakes():
-    notebook = _solved(L00, "en")
-    _answer(notebook, "00.padding_mask", NO_UNSQUEEZE)
-    _answer(notebook, "00.merge_heads", RESHAPE_NO_PERMUTE)
+    notebook = solved(L00, "en")
+    answer(notebook, "00.padding_mask", NO_UNSQUEEZE)
+    answer(notebook, "00.merge_heads", RESHAPE_NO_PERMUTE)
     return notebook
 
 
 HONEST = {  # label: (() -> notebook, its file name)
-    "ann": (lambda: _solved(L00, "en"), L00),  # lesson 00 solved, in English
-    "bo": (lambda: _solved(L00, "zh"), L00),  # in Chinese
+    "ann": (lambda: solved(L00, "en"), L00),  # lesson 00 solved, in English
+    "bo": (lambda: solved(L00, "zh"), L00),  # in Chinese
     "kim": (_two_mistakes, L00),  # two known mistakes
-    "li": (lambda: _solved(L02, "en"), L02),  # lesson 02 solved
-    "pat": (lambda: _solved(L00, "zh", only={"00.padding_mask", "00.split_heads"}), L00),  # half not attempted
-    "ula": (lambda: _solved(L01, "zh"), L01),  # lesson 01 solved
+    "li": (lambda: solved(L02, "en"), L02),  # lesson 02 solved
+    "pat": (lambda: solved(L00, "zh", only={"00.padding_mask", "00.split_heads"}), L00),  # half not attempted
+    "ula": (lambda: solved(L01, "zh"), L01),  # lesson 01 solved
 }
 
 
 def _honest(folder, label):
     build, name = HONEST[label]
-    _save(build(), folder / name)
+    save(build(), folder / name)
     return {"notebook": name}
 
 
@@ -720,12 +683,12 @@ def _lesson00(folder, *cells, lang="en", solved=True, name=L00, answers=None):
     """A lesson 00 notebook: the solutions (or the render), `answers` in exercise cells, and each
     (before_exercise, source) of `cells` inserted; {"cells": their numbers, "exercises": {exercise:
     the number of its cell}}."""
-    notebook = _solved(L00, lang) if solved else _render(L00, lang)
+    notebook = solved(L00, lang) if solved else render(L00, lang)
     for exercise, source in (answers or {}).items():
-        _answer(notebook, exercise, source)
-    numbers = [_insert(notebook, before, source) for before, source in cells]
+        answer(notebook, exercise, source)
+    numbers = [insert(notebook, before, source) for before, source in cells]
     numbers = [n + sum(1 for other in numbers[i + 1:] if other <= n) for i, n in enumerate(numbers)]
-    _save(notebook, folder / name)
+    save(notebook, folder / name)
     exercises = {c.metadata["exercise"]: i + 1 for i, c in enumerate(notebook.cells) if c.metadata.get("exercise")}
     return {"cells": numbers, "exercises": exercises, "notebook": name}
 
@@ -842,11 +805,11 @@ def _h07_disable(folder, facts):  # the watcher off, a forbidden course function
 
 
 def _h07_helpers(folder, facts):  # lesson 02's own helpers where its exercises forbid them
-    notebook = _solved(L02, "en")
-    _answer(notebook, "02.causal_mask", "def my_causal_mask(L_q, L_k):\n    return masks.causal_mask(L_q, L_k)")
-    _answer(notebook, "02.masked_softmax", "def my_masked_softmax(scores, keep):\n"
+    notebook = solved(L02, "en")
+    answer(notebook, "02.causal_mask", "def my_causal_mask(L_q, L_k):\n    return masks.causal_mask(L_q, L_k)")
+    answer(notebook, "02.masked_softmax", "def my_masked_softmax(scores, keep):\n"
                                            "    return masks.masked_softmax(scores, keep)")
-    _save(notebook, folder / L02)
+    save(notebook, folder / L02)
     return {"notebook": L02}
 
 
@@ -867,13 +830,13 @@ def _h09_link_student(folder, facts):
 
 
 def _h09_as_lesson_06(folder, facts):
-    _save(_solved(L00, "en"), folder / "06_transformer.ipynb")
+    save(solved(L00, "en"), folder / "06_transformer.ipynb")
     return {}
 
 
 def _h09_result_json(folder, facts):  # a notebook named result.json in the folder named like another's result
-    _save(_solved(L00, "en"), folder.parent / f"{folder.name}.ipynb")
-    _save(_solved(L00, "zh"), folder / "result.json.ipynb")
+    save(solved(L00, "en"), folder.parent / f"{folder.name}.ipynb")
+    save(solved(L00, "zh"), folder / "result.json.ipynb")
     return {}
 
 

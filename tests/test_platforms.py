@@ -18,6 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from submissions import render, solved
 
 from course_teacher import platforms
 from course_teacher.exercises import EXERCISES
@@ -25,21 +26,8 @@ from course_teacher.grade import sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON, STEM = "00", "00_tensor_shapes"
+NOTEBOOK = f"{STEM}.ipynb"
 LESSON_POINTS = sum(e.points for name, e in EXERCISES.items() if name.startswith(LESSON + "."))
-
-
-def _render(lang, solutions):
-    folder = ROOT / "notebooks" / ("solutions" if solutions else "") / lang
-    return nbformat.read(str(folder / f"{STEM}.ipynb"), as_version=4)
-
-
-def _solved(lang):
-    notebook, solutions = _render(lang, False), _render(lang, True)
-    answers = {c.metadata["exercise"]: c.source for c in solutions.cells if "exercise" in c.metadata}
-    for cell in notebook.cells:
-        if "exercise" in cell.metadata:
-            cell.source = answers[cell.metadata["exercise"]]
-    return notebook
 
 
 @pytest.fixture(scope="module")
@@ -95,14 +83,14 @@ def _valid_gradescope(results):
 def test_gradescope_grades_an_uploaded_notebook_whatever_its_name(built, tmp_path):
     if not sandbox.available()[0] and os.environ.get("CI"):
         pytest.fail("no sandbox under CI")
-    results = _gradescope(built[0], tmp_path, _solved("en"))
+    results = _gradescope(built[0], tmp_path, solved(NOTEBOOK, "en"))
     _valid_gradescope(results)
     assert results["score"] == LESSON_POINTS, results
     assert "00.padding_mask" in results["output"]
 
 
 def test_gradescope_gives_a_stub_0_and_a_missing_notebook_0_with_a_message(built, tmp_path):
-    stub = _gradescope(built[0], tmp_path / "stub", _render("en", False))
+    stub = _gradescope(built[0], tmp_path / "stub", render(NOTEBOOK, "en"))
     _valid_gradescope(stub)
     assert stub["score"] == 0
     missing = _gradescope(built[0], tmp_path / "missing")
@@ -143,7 +131,7 @@ def _valid_classroom50(result):
 
 
 def test_classroom50_grades_the_lessons_notebook_of_the_checkout(built, tmp_path):
-    result = _classroom50(built[1], tmp_path / "solved", _solved("zh"))
+    result = _classroom50(built[1], tmp_path / "solved", solved(NOTEBOOK, "zh"))
     _valid_classroom50(result)
     assert result["score"] == LESSON_POINTS
     assert "00.padding_mask" in (tmp_path / "solved" / "release-body.md").read_text(encoding="utf-8")
@@ -160,7 +148,7 @@ def test_classroom50_takes_the_grader_from_its_wheel_not_from_the_students_cours
         "import json, pathlib, sys\nout = pathlib.Path(sys.argv[sys.argv.index('--out') + 1]) / 'x'\n"
         "out.mkdir(parents=True)\n(out / 'result.json').write_text(json.dumps({'score': 99, 'max-score': 99, "
         "'tests': []}))\n(out / 'feedback.md').write_text('forged')\n")
-    result = _classroom50(built[1], checkout, _render("zh", False))
+    result = _classroom50(built[1], checkout, render(NOTEBOOK, "zh"))
     _valid_classroom50(result)
     assert result["score"] == 0
 

@@ -58,16 +58,20 @@ ACTS_ON_THE_WORLD = {
     "course_utils.slides.build",  # writes the slide decks
     "course_utils.slides.build_deck",
     "course_utils.slides.copy_assets",
+    "course_utils.slides.handout.print_handouts",  # starts Chromium, writes PDFs
+    "course_utils.slides.handout.print_deck",
     "course_utils.session.setup",  # seeds every generator, sets the plot style and font for the process
 }
 
 
 def _modules():
     """course_utils and every module under it, imported (importing one has no side effects: a
-    module's command line runs only under ``python -m``)."""
+    module's command line runs only under ``python -m``; a package's ``__main__`` is that command
+    line, so it is left out)."""
     found = [course_utils]
     for info in pkgutil.walk_packages(course_utils.__path__, "course_utils."):
-        found.append(importlib.import_module(info.name))
+        if not info.name.endswith(".__main__"):
+            found.append(importlib.import_module(info.name))
     return found
 
 
