@@ -531,3 +531,16 @@ def test_a_kernel_that_fills_its_own_exchange_folder_gets_no_result_not_a_grader
     codes = {row.exercise: row.code for row in graded.rows}
     assert "GRADER_ERROR" not in codes.values(), codes
     assert set(codes.values()) == {"NO_RESULT"}, codes
+
+
+def test_a_python_under_tmp_is_bound_onto_the_sandboxs_own_tmp_not_hidden_by_it(monkeypatch):
+    """A clone in /tmp has its venv there: the sandbox's /tmp (a capped memory file system) must be
+    mounted before the Python folders are bound, or it hides them (bwrap: execvp ... No such file)."""
+    monkeypatch.setattr(sandbox, "_python_folders", lambda: ["/tmp/clone/.venv", "/usr/lib/python3.11"])
+    options = sandbox._file_system(connection_fd=9)
+    pairs = list(zip(options, options[1:]))
+    tmp_mount = pairs.index(("--tmpfs", "/tmp"))
+    venv_bind = options.index("/tmp/clone/.venv")
+    assert tmp_mount < venv_bind and options[venv_bind - 1] == "--ro-bind"
+    assert ("--dir", "/tmp") not in pairs  # /tmp keeps its 1777: the kernel writes its temporary files there
+    assert ("--dir", "/tmp/clone") in pairs

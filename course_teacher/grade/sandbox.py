@@ -122,11 +122,13 @@ def _file_system(connection_fd):
     for path in _python_folders():
         if not any(_within(path, bound) for bound, _ in binds):
             binds.append((path, path))
-    options = []
+    # /tmp's own file system first: a Python or venv that lives under /tmp (a clone in /tmp/...) is
+    # then bound onto it, not hidden by it.
+    options = ["--size", str(TMP_BYTES), "--perms", "1777", "--tmpfs", "/tmp"]
     # bwrap makes a missing parent of a mount point with the source's parent's mode: /root's 0700
     # would shut the unprivileged kernel out of a Python installed under it. Make them 0755 first.
     destinations = [destination for _, destination in binds + symlinks] + [WORK, INSIDE_LAUNCH, HOME]
-    for ancestor in sorted({str(a) for d in destinations for a in Path(d).parents} - {"/"}):
+    for ancestor in sorted({str(a) for d in destinations for a in Path(d).parents} - {"/", "/tmp"}):
         options += ["--perms", "0755", "--dir", ancestor]
     for source, destination in binds:
         options += ["--ro-bind", source, destination]
@@ -135,7 +137,6 @@ def _file_system(connection_fd):
     options += ["--ro-bind", str(LAUNCH), INSIDE_LAUNCH]
     options += ["--proc", "/proc", "--dev", "/dev",
                 "--size", str(SHM_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm",
-                "--size", str(TMP_BYTES), "--perms", "1777", "--tmpfs", "/tmp",
                 "--size", str(HOME_BYTES), "--perms", "0777", "--tmpfs", HOME,
                 "--size", str(WORK_BYTES), "--perms", "0777", "--tmpfs", WORK,
                 "--perms", "0644", "--file", str(connection_fd), f"{WORK}/kernel.json",
