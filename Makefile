@@ -66,12 +66,31 @@ $(LOCALE_SETTING_ZH): | $(LAB_STAMP)
 	@mkdir -p "$(@D)"
 	@echo '{ "locale": "zh_CN" }' > "$@"
 
+# JupyterLab's own settings for this environment (overrides.json in its application settings, not
+# the learner's ~/.jupyter): no "Jupyter news?" pop-up and no update check (the course runs offline).
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+
+$(LAB_OVERRIDES): | $(LAB_STAMP)
+	@mkdir -p "$(@D)"
+	@echo '{ "@jupyterlab/apputils-extension:notification": { "fetchNews": "false", "checkForUpdates": false } }' > "$@"
+
+# The learner works in copies of the notebooks in $(WORK)/ (git-ignored), so autosave never edits the
+# course's own and `git pull` never conflicts: copied on the first launch, a lesson the course gains
+# later copied when missing, a copy the learner has never overwritten (course_utils/learner.py). The
+# checks record each exercise's latest verdict in $(WORK)/progress.json. $(WORK)/en/ sits as deep as
+# notebooks/en/, so the lessons' ../../images/ links still show the diagrams. Each language keeps its
+# own JupyterLab workspace (open tabs and layout), in $(WORK)/.workspaces/en or zh.
+WORK := work
+
 # --allow-root: these machines (and many containers) run as root, where JupyterLab refuses to start otherwise.
 # The server's root is the repository, so the lessons' pictures in images/ show; the browser opens
-# at the learner's notebooks (a folder given as an argument would become the root instead).
-lab: $(LAB_STAMP) $(LAB_NEEDS_$(COURSE_LANG))
+# the course home of the learner's language, in the learner's copies (a folder given as an argument
+# would become the root instead).
+lab: $(LAB_STAMP) $(LAB_OVERRIDES) $(LAB_NEEDS_$(COURSE_LANG))
+	$(PY) -m course_utils.learner copy "$(WORK)"
 	$(LAB_ENV_$(COURSE_LANG)) $(BIN)/jupyter lab --allow-root --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" \
-		--LabApp.default_url=/lab/tree/notebooks/$(COURSE_LANG)
+		--LabApp.workspaces_dir="$(abspath $(WORK))/.workspaces/$(COURSE_LANG)" \
+		--LabApp.default_url=/lab/tree/$(WORK)/$(COURSE_LANG)/index.ipynb
 
 # ----------------------------------------------------------------------------- tests
 

@@ -1,10 +1,12 @@
 """course_utils: the helper package of the attention course.
 
-A notebook starts with ``from course_utils import setup, check`` and ``setup(lang="en")``.
+A notebook starts with ``from course_utils import setup, check`` and ``setup(lang="en")``;
+``progress()`` shows which exercises the learner has passed.
 """
 
 from .claims import claim
 from .exercises import check, evaluate
+from .learner import progress
 from .session import setup
 
-__all__ = ["check", "claim", "evaluate", "setup"]
+__all__ = ["check", "claim", "evaluate", "progress", "setup"]

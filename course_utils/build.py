@@ -45,6 +45,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from . import bilingual_code, diagrams
+from .i18n import text as catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -61,6 +62,12 @@ STUB_COMMENT = {"en": "# YOUR CODE HERE", "zh": "# 在这里写你的代码"}
 #: What the stub's NotImplementedError says, in the notebook's language (the check reads any
 #: NotImplementedError on every case as "not attempted", whatever it says).
 STUB_ERROR = {"en": "exercise {exercise}", "zh": "练习 {exercise}"}
+#: The course home, one per language beside the student notebooks (notebooks/{en,zh}/index.ipynb),
+#: and the tag of the cells that link a lesson to the home and to the next lesson.
+HOME, NAV_TAG = "index.ipynb", "course-nav"
+#: The home's time estimate for a lesson: its English prose read at READING_WPM words a minute, its
+#: code at CODE_LINES_A_MINUTE lines a minute (read and run), EXERCISE_MINUTES per exercise.
+READING_WPM, CODE_LINES_A_MINUTE, EXERCISE_MINUTES = 120, 8, 10
 #: nbgrader's cell metadata (its schema 3) and what each check is worth
 NBGRADER_SCHEMA, CHECK_POINTS = 3, 1
 #: a cell that checks an exercise: check("01.scaled_dot", ...)
@@ -244,8 +251,9 @@ def nbgrader_metadata(cell, exercises):
     return {**role, "grade_id": cell_id, "schema_version": NBGRADER_SCHEMA}
 
 
-def render(source, lang, solutions):
-    """The notebook a learner opens: one language's markdown, the shared code, stubs or solutions."""
+def render(source, lang, solutions, lesson=None):
+    """The notebook a learner opens: one language's markdown, the shared code, stubs or solutions;
+    with `lesson` (its number), a link to the course home first and a link to the next lesson last."""
     cells = []
     exercises = {c.metadata["exercise"] for c in source.cells if "exercise" in tags(c)}
     for cell in source.cells:
@@ -262,6 +270,9 @@ def render(source, lang, solutions):
         if nbgrader:
             metadata["nbgrader"] = nbgrader
         cells.append(nbformat.v4.new_code_cell(text, metadata=metadata))
+    if lesson is not None:
+        top, bottom = navigation(lesson, lang, solutions)
+        cells = [top, *cells, bottom]
     for number, cell in enumerate(cells):
         cell.id = f"cell-{number:03d}"  # stable ids: a re-render changes nothing it need not
     notebook = nbformat.v4.new_notebook(cells=cells)
@@ -280,6 +291,127 @@ def targets(lesson_path):
         for solutions in (False, True)
         for lang in LANGUAGES
     ]
+
+
+# ----------------------------------------------------------------------------- links and the home
+
+def heading(source, lang):
+    """The first heading of a source's markdown in `lang` ("00 · Tensor shapes primer"), or None."""
+    for cell in source.cells:
+        if cell.cell_type == "markdown" and f"lang-{lang}" in tags(cell):
+            found = re.search(r"^#\s+(.+?)\s*$", cell.source, flags=re.MULTILINE)
+            if found:
+                return found.group(1)
+    return None
+
+
+def lesson_title(source, lang, lesson):
+    """A lesson's title in `lang`: its first heading without a leading number ("Tensor shapes primer")."""
+    return re.sub(r"^\d\d\s*·\s*", "", heading(source, lang) or lesson)
+
+
+def _nav_cell(text, slide_type):
+    return nbformat.v4.new_markdown_cell(text, metadata={"slideshow": {"slide_type": slide_type}, "tags": [NAV_TAG]})
+
+
+def navigation(lesson, lang, solutions):
+    """(first cell, last cell) of lesson `lesson`'s render: a link to the course home; a link to the
+    next lesson and the home (the last lesson: the home). Relative links, so they work in
+    JupyterLab, on Binder and in the learner's copies (work/en/ beside work/en/index.ipynb). The
+    solutions link the next solution and the student home (../../en/index.ipynb); the slides keep
+    the next lesson's link only (slides/layout.py), and skip the first cell."""
+    home = f"../../{lang}/{HOME}" if solutions else HOME
+    found = lessons()
+    numbers = list(found)
+    later = numbers[numbers.index(lesson) + 1:] if lesson in numbers else []
+    top = _nav_cell(catalogue(lang, "nav.home", link=home), "skip")
+    if not later:
+        return top, _nav_cell(catalogue(lang, "nav.last", link=home), "-")
+    following = found[later[0]]
+    title = f"{later[0]} · {lesson_title(jupytext.read(following), lang, later[0])}"
+    text = catalogue(lang, "nav.next", title=title, link=following.with_suffix(".ipynb").name)
+    return top, _nav_cell(text + "\n\n" + catalogue(lang, "nav.home", link=home), "-")
+
+
+def course_map():
+    """{lesson: {"en": what it teaches, "zh": ...}}: the README course map's third column, whose
+    two languages are joined by " · "."""
+    try:
+        readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    section = readme.split("## Course map", 1)[1].split("\n## ", 1)[0] if "## Course map" in readme else ""
+    found = {}
+    for line in section.splitlines():
+        columns = [column.strip() for column in line.strip().strip("|").split("|")]
+        parts = columns[2].split(" · ") if len(columns) >= 3 else []
+        if re.fullmatch(r"\d\d", columns[0]) and len(parts) == len(LANGUAGES):
+            found[columns[0]] = dict(zip(LANGUAGES, parts))
+    return found
+
+
+def minutes(source):
+    """The home's estimate of the minutes a lesson takes (READING_WPM, CODE_LINES_A_MINUTE,
+    EXERCISE_MINUTES), rounded to 5."""
+    words = sum(len(_prose(c.source).split()) for c in source.cells if "lang-en" in tags(c))
+    code = sum(len(bilingual_code.localize(c.source, "en").splitlines()) for c in source.cells if c.cell_type == "code")
+    exercises = sum("exercise" in tags(c) for c in source.cells)
+    estimate = words / READING_WPM + code / CODE_LINES_A_MINUTE + exercises * EXERCISE_MINUTES
+    return max(5, 5 * round(estimate / 5))
+
+
+def render_home(lang):
+    """The course home in `lang` (notebooks/{lang}/index.ipynb): every lesson with its title (its
+    source's heading), what it teaches (the README's course map), the time it takes and a link; the
+    learner's progress (a cell calling progress(), whose committed output is "nothing checked yet")."""
+    teaches = course_map()
+    columns = catalogue(lang, "home.columns").split("|")
+    rows = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    for lesson, path in lessons().items():
+        source = jupytext.read(path)
+        title = lesson_title(source, lang, lesson)
+        what = teaches.get(lesson, {}).get(lang, "")
+        time_needed = catalogue(lang, "home.minutes", minutes=minutes(source))
+        rows.append(f"| {lesson} | [{title}]({path.with_suffix('.ipynb').name}) | {what} | {time_needed} |")
+    intro = catalogue(lang, "home.title") + "\n\n" + catalogue(lang, "home.intro", exercise_minutes=EXERCISE_MINUTES)
+    code = f'from course_utils import progress, setup\n\nsetup(lang="{lang}")\nprogress()'
+    cells = [
+        nbformat.v4.new_markdown_cell(intro),
+        nbformat.v4.new_markdown_cell("\n".join(rows)),
+        nbformat.v4.new_markdown_cell(catalogue(lang, "home.progress")),
+        nbformat.v4.new_code_cell(code),
+        nbformat.v4.new_markdown_cell(catalogue(lang, "home.help")),
+    ]
+    for number, cell in enumerate(cells):
+        cell.id = f"home-{number:03d}"
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata = {
+        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    }
+    return notebook
+
+
+def homes():
+    """[(lang, path of the course home)]."""
+    return [(lang, NOTEBOOKS / lang / HOME) for lang in LANGUAGES]
+
+
+def check_home():
+    """Problems with the committed course homes: missing, or not what the sources and the README's
+    course map give now."""
+    problems = []
+    teaches = course_map()
+    problems += [Problem(lesson, "README.md", "has no row in the course map (its third column: English · 中文)")
+                 for lesson in lessons() if lesson not in teaches]
+    for lang, path in homes():
+        label = path.relative_to(ROOT)
+        if not path.exists():
+            problems.append(Problem("home", str(label), "not rendered: run `make notebooks`"))
+        elif _inputs(nbformat.read(path, as_version=4)) != _inputs(render_home(lang)):
+            problems.append(Problem("home", str(label), "differs from a fresh render of the sources and the README's "
+                                                        "course map: run `make notebooks`"))
+    return problems
 
 
 # ----------------------------------------------------------------------------- execution
@@ -346,7 +478,7 @@ def check_lesson(lesson, lesson_path):
             problems.append(Problem(lesson, str(label), "not rendered: run `make notebooks`"))
             continue
         committed = nbformat.read(path, as_version=4)
-        fresh = _inputs(render(source, lang, solutions))
+        fresh = _inputs(render(source, lang, solutions, lesson))
         found = _inputs(committed)
         for index, (want, have) in enumerate(zip(fresh, found)):
             if want != have:
@@ -387,11 +519,16 @@ def build(only=None):
             failed = True
             continue
         for lang, solutions, path in targets(lesson_path):
-            notebook = render(source, lang, solutions)
+            notebook = render(source, lang, solutions, lesson)
             seconds, peak_mb = execute(notebook, path)
             write(notebook, path)
             over = " OVER BUDGET" if seconds > BUDGET_S or peak_mb > BUDGET_MB else ""
             print(f"{path.relative_to(ROOT)}: {seconds:.1f} s, peak {peak_mb:.0f} MB{over}", flush=True)
+    for lang, path in homes():  # every time: they list every lesson, and cost a few seconds
+        notebook = render_home(lang)
+        seconds, peak_mb = execute(notebook, path)
+        write(notebook, path)
+        print(f"{path.relative_to(ROOT)}: {seconds:.1f} s, peak {peak_mb:.0f} MB", flush=True)
     return 1 if failed else 0
 
 
@@ -399,6 +536,7 @@ def check(only=None):
     from course_teacher import publish
 
     problems = [p for lesson, path in lessons(only).items() for p in check_lesson(lesson, path)]
+    problems += check_home()
     problems += [Problem("exercises", "course_utils/exercises/public", f"{text}: run `make notebooks`")
                  for text in publish.problems()]
     for problem in problems:

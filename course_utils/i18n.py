@@ -9,41 +9,42 @@ LANGUAGES = ("en", "zh")
 _current = "en"
 
 MESSAGES = {
-    # check verdicts
+    # check verdicts. Their marks (✔ ✘ ○ ⚠) are text symbols every common font draws; emoji
+    # (✅ ❌ ⏳ 💥) came out as empty boxes on a machine without an emoji font.
     "check.passed": {
-        "en": "✅ {exercise}: passed on {cases} test cases.",
-        "zh": "✅ {exercise}：{cases} 组测试全部通过。",
+        "en": "✔ {exercise}: passed on {cases} test cases.",
+        "zh": "✔ {exercise}：{cases} 组测试全部通过。",
     },
     "check.mistake": {
-        "en": "❌ {exercise}: not yet. Diagnosis: {code}. {hint}",
-        "zh": "❌ {exercise}：还不对。诊断：{code}。{hint}",
+        "en": "✘ {exercise}: not yet. Diagnosis: {code}. {hint}",
+        "zh": "✘ {exercise}：还不对。诊断：{code}。{hint}",
     },
     "check.mismatch": {
-        "en": "❌ {exercise}: not yet. {detail}",
-        "zh": "❌ {exercise}：还不对。{detail}",
+        "en": "✘ {exercise}: not yet. {detail}",
+        "zh": "✘ {exercise}：还不对。{detail}",
     },
     "check.case": {
         "en": "Case {case} ({args}): {detail}",
         "zh": "第 {case} 组测试（{args}）：{detail}",
     },
     "check.not_attempted": {
-        "en": "⏳ {exercise}: not attempted yet. Replace the `raise NotImplementedError` with your code.",
-        "zh": "⏳ {exercise}：尚未作答。请把 `raise NotImplementedError` 换成你的代码。",
+        "en": "○ {exercise}: not attempted yet. Replace the `raise NotImplementedError` with your code.",
+        "zh": "○ {exercise}：尚未作答。请把 `raise NotImplementedError` 换成你的代码。",
     },
     "check.incomplete": {
-        "en": "💥 {exercise}: incomplete. Your function raised NotImplementedError on test case {case} ({args}) "
+        "en": "⚠ {exercise}: incomplete. Your function raised NotImplementedError on test case {case} ({args}) "
         "but ran on other cases: finish the part that raises it.",
-        "zh": "💥 {exercise}：还没写完。你的函数在第 {case} 组测试（{args}）中抛出了 NotImplementedError，"
+        "zh": "⚠ {exercise}：还没写完。你的函数在第 {case} 组测试（{args}）中抛出了 NotImplementedError，"
         "在其他测试中却能运行：请补全抛出它的那部分代码。",
     },
     "check.crashed": {
-        "en": "💥 {exercise}: your function raised {error} on test case {case} ({args}): {text}",
-        "zh": "💥 {exercise}：你的函数在第 {case} 组测试（{args}）中抛出了 {error}：{text}",
+        "en": "⚠ {exercise}: your function raised {error} on test case {case} ({args}): {text}",
+        "zh": "⚠ {exercise}：你的函数在第 {case} 组测试（{args}）中抛出了 {error}：{text}",
     },
     "check.exit": {
-        "en": "💥 {exercise}: your function called sys.exit() (or exit()) on test case {case} ({args}); "
+        "en": "⚠ {exercise}: your function called sys.exit() (or exit()) on test case {case} ({args}); "
         "a checked function must return its result instead.",
-        "zh": "💥 {exercise}：你的函数在第 {case} 组测试（{args}）中调用了 sys.exit()（或 exit()）；"
+        "zh": "⚠ {exercise}：你的函数在第 {case} 组测试（{args}）中调用了 sys.exit()（或 exit()）；"
         "被检查的函数应当返回结果，而不是退出。",
     },
     "check.time_limit": {
@@ -53,48 +54,48 @@ MESSAGES = {
         "是不是有循环停不下来？",
     },
     "check.forbidden": {
-        "en": "❌ {exercise}: your function calls {names}, which this exercise asks you not to use: "
+        "en": "✘ {exercise}: your function calls {names}, which this exercise asks you not to use: "
         "write that step yourself.",
-        "zh": "❌ {exercise}：你的函数调用了 {names}，而本练习要求不用它：请自己写出这一步。",
+        "zh": "✘ {exercise}：你的函数调用了 {names}，而本练习要求不用它：请自己写出这一步。",
     },
     "check.input_modified": {
-        "en": "❌ {exercise}: on test case {case} ({args}) your function changed its argument `{name}` in place: "
+        "en": "✘ {exercise}: on test case {case} ({args}) your function changed its argument `{name}` in place: "
         "a function must not change what it is given. Work on a copy, e.g. `{copy}`, or use the out-of-place "
         "form (`masked_fill` rather than `masked_fill_`, `x = x + 1` rather than `x += 1`).",
-        "zh": "❌ {exercise}：在第 {case} 组测试（{args}）中，你的函数原地修改了参数 `{name}`：函数不能改动传给它的参数。"
+        "zh": "✘ {exercise}：在第 {case} 组测试（{args}）中，你的函数原地修改了参数 `{name}`：函数不能改动传给它的参数。"
         "请在副本上操作，例如 `{copy}`，或者改用非原地的写法（用 `masked_fill` 而不是 `masked_fill_`，"
         "用 `x = x + 1` 而不是 `x += 1`）。",
     },
     "check.no_graph": {
-        "en": "❌ {exercise}: the values are right, but on test case {case} ({args}) {where} is cut off from the "
+        "en": "✘ {exercise}: the values are right, but on test case {case} ({args}) {where} is cut off from the "
         "computation graph, so no gradient flows back through it (a model built on it would not learn). Was it "
         "computed under torch.no_grad(), with .detach() or .data, or rebuilt from plain numbers "
         "(.item(), .tolist(), torch.tensor(...))?",
-        "zh": "❌ {exercise}：数值都对，但在第 {case} 组测试（{args}）中，{where}脱离了计算图，梯度无法沿它传回"
+        "zh": "✘ {exercise}：数值都对，但在第 {case} 组测试（{args}）中，{where}脱离了计算图，梯度无法沿它传回"
         "（用它搭起来的模型学不到东西）。它是不是在 torch.no_grad() 下算的、用了 .detach() 或 .data，"
         "或者是由普通数值（.item()、.tolist()、torch.tensor(...)）重新构造的？",
     },
     "check.gradient": {
-        "en": "❌ {exercise}: the values are right, but on test case {case} ({args}) the gradient with respect to "
+        "en": "✘ {exercise}: the values are right, but on test case {case} ({args}) the gradient with respect to "
         "'{name}' differs from the reference's by up to {diff:.3g}, at index {index} (yours {got:.4g}, expected "
         "{expected:.4g}). Some step changes how gradients flow back: an edit through .data, a value taken out "
         "of the graph, a custom backward.",
-        "zh": "❌ {exercise}：数值都对，但在第 {case} 组测试（{args}）中，对 {name} 的梯度与参考答案最多相差 "
+        "zh": "✘ {exercise}：数值都对，但在第 {case} 组测试（{args}）中，对 {name} 的梯度与参考答案最多相差 "
         "{diff:.3g}，位于索引 {index}（你的值 {got:.4g}，应为 {expected:.4g}）。某一步改变了梯度的回传，"
         "例如通过 .data 修改了数值、把某个值移出了计算图，或自定义了 backward。",
     },
     "check.gradient_nan": {
-        "en": "❌ {exercise}: the values are right, but on test case {case} ({args}) the gradient with respect to "
+        "en": "✘ {exercise}: the values are right, but on test case {case} ({args}) the gradient with respect to "
         "'{name}' is NaN at index {index}, where the reference's is a number. A step whose value looks fine can "
         "still give NaN on the way back (a softmax over a row of -inf whose NaN is hidden afterwards, say).",
-        "zh": "❌ {exercise}：数值都对，但在第 {case} 组测试（{args}）中，对 {name} 的梯度在索引 {index} 处是 NaN，"
+        "zh": "✘ {exercise}：数值都对，但在第 {case} 组测试（{args}）中，对 {name} 的梯度在索引 {index} 处是 NaN，"
         "而参考答案在该处是正常数值。前向结果看起来没问题的一步，反向时仍可能产生 NaN"
         "（例如先对全是 -inf 的一行做 softmax，再把得到的 NaN 遮掉）。",
     },
     "check.backward_failed": {
-        "en": "❌ {exercise}: the values are right, but on test case {case} ({args}) gradients cannot flow back "
+        "en": "✘ {exercise}: the values are right, but on test case {case} ({args}) gradients cannot flow back "
         "through your function: autograd raised {error}: {text}",
-        "zh": "❌ {exercise}：数值都对，但在第 {case} 组测试（{args}）中，梯度无法沿你的函数反向传回："
+        "zh": "✘ {exercise}：数值都对，但在第 {case} 组测试（{args}）中，梯度无法沿你的函数反向传回："
         "autograd 抛出了 {error}：{text}",
     },
     "check.hint_T": {
@@ -545,48 +546,48 @@ MESSAGES = {
         "zh": "{exercise}：检查时你的函数打印了 {count} 个字符；检查只显示前 {limit} 个。",
     },
     "grade.missing_cell": {
-        "en": "❌ {exercise}: the notebook has no exercise cell for it any more (deleted, or its metadata lost), "
+        "en": "✘ {exercise}: the notebook has no exercise cell for it any more (deleted, or its metadata lost), "
         "and no cell defines `{name}`. The grader finds your function by that cell: copy the cell back from the "
         "course's notebook and write your answer in it.",
-        "zh": "❌ {exercise}：笔记本里已经没有这道练习的单元格（被删除，或丢失了元数据），也没有单元格定义 `{name}`。"
+        "zh": "✘ {exercise}：笔记本里已经没有这道练习的单元格（被删除，或丢失了元数据），也没有单元格定义 `{name}`。"
         "评分程序要靠这个单元格找到你的函数：请从课程笔记本中把它复制回来，再把答案写进去。",
     },
     "grade.renamed": {
-        "en": "❌ {exercise}: the exercise cell defines {found}, but no longer `{name}`. The grader checks the "
+        "en": "✘ {exercise}: the exercise cell defines {found}, but no longer `{name}`. The grader checks the "
         "function by the name the exercise gave it: rename it back to `{name}`.",
-        "zh": "❌ {exercise}：练习单元格定义了 {found}，却不再定义 `{name}`。评分程序按练习给定的名字检查函数："
+        "zh": "✘ {exercise}：练习单元格定义了 {found}，却不再定义 `{name}`。评分程序按练习给定的名字检查函数："
         "请把它改回 `{name}`。",
     },
     "grade.deleted": {
-        "en": "❌ {exercise}: the exercise cell no longer defines the function `{name}`. Write your answer in it, "
+        "en": "✘ {exercise}: the exercise cell no longer defines the function `{name}`. Write your answer in it, "
         "under that name.",
-        "zh": "❌ {exercise}：练习单元格不再定义函数 `{name}`。请在这个函数里、用这个名字写出你的答案。",
+        "zh": "✘ {exercise}：练习单元格不再定义函数 `{name}`。请在这个函数里、用这个名字写出你的答案。",
     },
     "grade.missing_function": {
-        "en": "❌ {exercise}: after its cell ran, the notebook has no `{name}` (does a later line delete it?).",
-        "zh": "❌ {exercise}：它的单元格运行之后，笔记本里没有 `{name}`（是不是后面某一行把它删掉了？）。",
+        "en": "✘ {exercise}: after its cell ran, the notebook has no `{name}` (does a later line delete it?).",
+        "zh": "✘ {exercise}：它的单元格运行之后，笔记本里没有 `{name}`（是不是后面某一行把它删掉了？）。",
     },
     "grade.syntax_error": {
-        "en": "💥 {exercise}: the exercise cell is not valid Python (line {line}: {text}). Fix it so that the cell runs.",
-        "zh": "💥 {exercise}：练习单元格不是合法的 Python 代码（第 {line} 行：{text}）。请修改，让这个单元格能运行。",
+        "en": "⚠ {exercise}: the exercise cell is not valid Python (line {line}: {text}). Fix it so that the cell runs.",
+        "zh": "⚠ {exercise}：练习单元格不是合法的 Python 代码（第 {line} 行：{text}）。请修改，让这个单元格能运行。",
     },
     "grade.cell_failed": {
-        "en": "💥 {exercise}: the exercise cell raised {error} when it ran: {text}",
-        "zh": "💥 {exercise}：练习单元格运行时抛出了 {error}：{text}",
+        "en": "⚠ {exercise}: the exercise cell raised {error} when it ran: {text}",
+        "zh": "⚠ {exercise}：练习单元格运行时抛出了 {error}：{text}",
     },
     "grade.cell_timeout": {
         "en": "⏱️ {exercise}: the exercise cell ran for more than {seconds:g} s and was stopped.",
         "zh": "⏱️ {exercise}：练习单元格运行超过 {seconds:g} 秒，已被中止。",
     },
     "grade.kernel_died_cell": {
-        "en": "💥 {exercise}: the notebook's kernel died while the exercise cell ran (os._exit, a crash, or more "
+        "en": "⚠ {exercise}: the notebook's kernel died while the exercise cell ran (os._exit, a crash, or more "
         "than {memory} MB of memory).",
-        "zh": "💥 {exercise}：练习单元格运行时，笔记本的内核崩溃了（os._exit、程序崩溃，或内存超过 {memory} MB）。",
+        "zh": "⚠ {exercise}：练习单元格运行时，笔记本的内核崩溃了（os._exit、程序崩溃，或内存超过 {memory} MB）。",
     },
     "grade.kernel_died": {
-        "en": "💥 {exercise}: the notebook's kernel died while your function was checked (os._exit, a crash, or "
+        "en": "⚠ {exercise}: the notebook's kernel died while your function was checked (os._exit, a crash, or "
         "more than {memory} MB of memory).",
-        "zh": "💥 {exercise}：检查你的函数时，笔记本的内核崩溃了（os._exit、程序崩溃，或内存超过 {memory} MB）。",
+        "zh": "⚠ {exercise}：检查你的函数时，笔记本的内核崩溃了（os._exit、程序崩溃，或内存超过 {memory} MB）。",
     },
     "grade.collect_timeout": {
         "en": "⏱️ {exercise}: checking your function took more than {seconds:g} s in all and was stopped (a step "
@@ -595,9 +596,9 @@ MESSAGES = {
         "打断不了，比如一个极其耗时的 torch 运算？）。",
     },
     "grade.no_result": {
-        "en": "💥 {exercise}: the grader got no usable results back from the notebook's kernel ({why}). Does a "
+        "en": "⚠ {exercise}: the grader got no usable results back from the notebook's kernel ({why}). Does a "
         "cell change Python, torch or the course's package so that functions can no longer be checked?",
-        "zh": "💥 {exercise}：评分程序没能从笔记本的内核取回可用的结果（{why}）。是不是有单元格改动了 Python、"
+        "zh": "⚠ {exercise}：评分程序没能从笔记本的内核取回可用的结果（{why}）。是不是有单元格改动了 Python、"
         "torch 或课程的包，使函数无法再被检查？",
     },
     "grade.out_of_time": {
@@ -606,27 +607,27 @@ MESSAGES = {
         "zh": "⏱️ {exercise}：未检查：还没运行到这里，笔记本就用完了评分程序给每个笔记本的 {seconds:g} 秒。",
     },
     "grade.gave_up": {
-        "en": "💥 {exercise}: not checked: the notebook's kernel died {count} times, and the grader stopped "
+        "en": "⚠ {exercise}: not checked: the notebook's kernel died {count} times, and the grader stopped "
         "starting new ones.",
-        "zh": "💥 {exercise}：未检查：笔记本的内核已经崩溃 {count} 次，评分程序不再重新启动。",
+        "zh": "⚠ {exercise}：未检查：笔记本的内核已经崩溃 {count} 次，评分程序不再重新启动。",
     },
     "grade.no_kernel": {
-        "en": "💥 {exercise}: not checked: the grader could not start a kernel for this notebook.",
-        "zh": "💥 {exercise}：未检查：评分程序无法为这个笔记本启动内核。",
+        "en": "⚠ {exercise}: not checked: the grader could not start a kernel for this notebook.",
+        "zh": "⚠ {exercise}：未检查：评分程序无法为这个笔记本启动内核。",
     },
     "grade.unreadable": {
-        "en": "💥 {exercise}: not checked: the grader cannot read the file as a notebook ({error}).",
-        "zh": "💥 {exercise}：未检查：评分程序无法把这个文件当作笔记本读取（{error}）。",
+        "en": "⚠ {exercise}: not checked: the grader cannot read the file as a notebook ({error}).",
+        "zh": "⚠ {exercise}：未检查：评分程序无法把这个文件当作笔记本读取（{error}）。",
     },
     "grade.unknown_lesson": {
-        "en": "💥 The grader cannot tell which lesson this notebook belongs to: it has no exercise cells, and its "
+        "en": "⚠ The grader cannot tell which lesson this notebook belongs to: it has no exercise cells, and its "
         "file name does not start with a lesson number such as 00_.",
-        "zh": "💥 评分程序无法判断这个笔记本属于哪一课：它没有练习单元格，文件名也不是以 00_ 这样的课程编号开头。",
+        "zh": "⚠ 评分程序无法判断这个笔记本属于哪一课：它没有练习单元格，文件名也不是以 00_ 这样的课程编号开头。",
     },
     "grade.forbidden_code": {
-        "en": "❌ {exercise}: 0 points. Cell {cell} (`{first}`) uses `{name}`, which this exercise forbids (its text "
+        "en": "✘ {exercise}: 0 points. Cell {cell} (`{first}`) uses `{name}`, which this exercise forbids (its text "
         "says so): write the answer yourself, and keep such calls out of the notebook you hand in.",
-        "zh": "❌ {exercise}：0 分。第 {cell} 个单元格（`{first}`）用到了本题禁止使用的 `{name}`（题目中已说明）："
+        "zh": "✘ {exercise}：0 分。第 {cell} 个单元格（`{first}`）用到了本题禁止使用的 `{name}`（题目中已说明）："
         "请自己写出答案，交上来的笔记本里也不要留着这样的调用。",
     },
     "grade.for_review": {
@@ -678,13 +679,63 @@ MESSAGES = {
         "zh": "它的文件名是第 {name} 课，本次作业却是第 {assignment} 课",
     },
     "grade.wrong_lesson": {
-        "en": "❌ {exercise}: not checked: this notebook is not lesson {lesson}'s ({why}). Hand in the lesson {lesson} "
+        "en": "✘ {exercise}: not checked: this notebook is not lesson {lesson}'s ({why}). Hand in the lesson {lesson} "
         "notebook, under its own file name.",
-        "zh": "❌ {exercise}：未检查：这个笔记本不是第 {lesson} 课的（{why}）。请提交第 {lesson} 课的笔记本，并保留它原来的文件名。",
+        "zh": "✘ {exercise}：未检查：这个笔记本不是第 {lesson} 课的（{why}）。请提交第 {lesson} 课的笔记本，并保留它原来的文件名。",
     },
     "grade.grader_error": {
-        "en": "💥 {exercise}: the grader itself failed on this notebook ({error}); please tell the course's maintainers.",
-        "zh": "💥 {exercise}：评分程序自身在处理这个笔记本时出错（{error}）；请告知课程维护者。",
+        "en": "⚠ {exercise}: the grader itself failed on this notebook ({error}); please tell the course's maintainers.",
+        "zh": "⚠ {exercise}：评分程序自身在处理这个笔记本时出错（{error}）；请告知课程维护者。",
+    },
+    # the learner's progress (course_utils.learner.progress): each check's latest verdict
+    "progress.none": {
+        "en": "No exercise checked yet. Run a lesson's check cell, then run this cell again to see your progress.",
+        "zh": "还没有检查过任何练习。先在某一课里运行检查单元，再回来运行这个单元，就能看到你的进度。",
+    },
+    "progress.summary": {
+        "en": "{passed} of {total} exercises passed.",
+        "zh": "共 {total} 道练习，已通过 {passed} 道。",
+    },
+    "progress.columns": {"en": "Lesson|Exercise|Latest check", "zh": "课|练习|最近一次检查"},
+    "progress.passed": {"en": "✔ passed", "zh": "✔ 通过"},
+    "progress.failed": {"en": "✘ not yet", "zh": "✘ 还不对"},
+    "progress.not attempted": {"en": "○ not attempted", "zh": "○ 尚未作答"},
+    "progress.crashed": {"en": "⚠ crashed", "zh": "⚠ 出错"},
+    "progress.unchecked": {"en": "·", "zh": "·"},
+    # the links the build adds to every lesson, and the course home (course_utils.build)
+    # arrows, not emoji, as the verdicts' marks above
+    "nav.home": {"en": "← [Course home]({link})", "zh": "← [课程首页]({link})"},
+    "nav.next": {"en": "**Next →** [{title}]({link})", "zh": "**下一课 →** [{title}]({link})"},
+    "nav.last": {
+        "en": "This was the last lesson. ← [Back to the course home]({link})",
+        "zh": "这是最后一课。← [回到课程首页]({link})",
+    },
+    "home.title": {"en": "# Attention, from scratch", "zh": "# 从零理解注意力机制"},
+    "home.intro": {
+        "en": "A course on attention mechanisms in PyTorch, written to run on a laptop's CPU. "
+        "Take the lessons in order: each builds on the ones before, and each ends with a link to the next. "
+        "The times are estimates from each lesson's length: reading it, running its cells, and about "
+        "{exercise_minutes} minutes per exercise.",
+        "zh": "一门讲解 PyTorch 中注意力机制的课程，在笔记本电脑的 CPU 上就能运行。请按顺序学习：每一课都以前面各课为基础，"
+        "课末都有通往下一课的链接。所需时间是按每课的篇幅估算的：读正文、运行代码单元，每道练习再加约 {exercise_minutes} 分钟。",
+    },
+    "home.columns": {"en": "#|Lesson|What it teaches|Time", "zh": "#|课|内容|时间"},
+    "home.minutes": {"en": "about {minutes} min", "zh": "约 {minutes} 分钟"},
+    "home.progress": {
+        "en": "## Your progress\n\nEach check cell keeps its latest verdict in `progress.json`, in your own work folder "
+        "(the folder above this notebook, when you opened the course with `make lab`). Run the cell below to see it; "
+        "`progress()` shows the same table in any lesson.",
+        "zh": "## 你的进度\n\n每个检查单元都会把最近一次的结论记在你自己的工作文件夹里的 `progress.json` 中"
+        "（用 `make lab` 打开课程时，就是本笔记本上一级的文件夹）。运行下面的单元即可查看；"
+        "在任何一课里调用 `progress()` 也能看到同一张表。",
+    },
+    "home.help": {
+        "en": "## Help\n\n- A term you do not know? The [glossary](../../GLOSSARY.md) lists every term in both languages.\n"
+        "- Stuck on an exercise? Read the check's message to the end, then the lesson's text just above the exercise.\n"
+        "- A notebook in a strange state? Kernel › Restart Kernel and Run All Cells.",
+        "zh": "## 帮助\n\n- 遇到不认识的术语？[术语表](../../GLOSSARY.md)以中英对照列出了全部术语。\n"
+        "- 练习做不出来？先把检查给出的信息读完，再读练习上方的正文。\n"
+        "- 笔记本状态乱了？选择 内核 › 重启内核并运行所有单元格。",
     },
     # claims: facts a cell demonstrates (course_utils.claims)
     "claim.false": {

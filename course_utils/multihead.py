@@ -37,6 +37,7 @@ from torch import nn
 
 from . import validation as check
 from .attention import scaled_dot_product_attention
+from .masks import check_keep_mask
 
 #: The names of the packed layout: (out, in) weights and biases, as ``nn.Linear`` stores them.
 PACKED_NAMES = ("q_weight", "k_weight", "v_weight", "out_weight", "q_bias", "k_bias", "v_bias", "out_bias")
@@ -44,12 +45,26 @@ PACKED_NAMES = ("q_weight", "k_weight", "v_weight", "out_weight", "q_bias", "k_b
 
 def split_heads(x, num_heads):
     """(B, L, H·d) -> (B, H, L, d): head h gets features h·d … (h+1)·d - 1 (a view, no copy)."""
+    check.tensor("split_heads", "x", x, min_ndim=3, layout="(B, L, H·d)", floating=False)
+    if x.ndim != 3:
+        check.fail("split_heads", "x", check.describe(x),
+                   {"en": "a tensor of shape (B, L, H·d)", "zh": "形状为 (B, L, H·d) 的张量"})
+    check.positive_int("split_heads", "num_heads", num_heads)
+    if x.shape[-1] % num_heads:
+        check.fail("split_heads", "num_heads", check.describe(num_heads),
+                   {"en": f"a divisor of x's last axis, {x.shape[-1]}, so that every head gets the same number "
+                    "of features",
+                    "zh": f"x 最后一维大小 {x.shape[-1]} 的约数，这样每个头才能分到相同数量的特征"})
     B, L, E = x.shape
     return x.view(B, L, num_heads, E // num_heads).transpose(1, 2)  # (B, H, L, d)
 
 
 def merge_heads(x):
     """(B, H, L, d) -> (B, L, H·d), head 0's features first: the inverse of ``split_heads``."""
+    check.tensor("merge_heads", "x", x, min_ndim=4, layout="(B, H, L, d)", floating=False)
+    if x.ndim != 4:
+        check.fail("merge_heads", "x", check.describe(x),
+                   {"en": "a tensor of shape (B, H, L, d)", "zh": "形状为 (B, H, L, d) 的张量"})
     B, H, L, d = x.shape
     return x.transpose(1, 2).reshape(B, L, H * d)  # one copy: the transposed view is not contiguous
 
@@ -68,17 +83,75 @@ class AttentionHead(nn.Module):
 
     def __init__(self, embed_dim, head_dim, kdim=None, vdim=None, bias=True):
         super().__init__()
-        kdim = embed_dim if kdim is None else kdim
-        vdim = embed_dim if vdim is None else vdim
+        name = "AttentionHead"
+        check.positive_int(name, "embed_dim", embed_dim)
+        check.positive_int(name, "head_dim", head_dim)
+        kdim = embed_dim if kdim is None else check.positive_int(name, "kdim", kdim)
+        vdim = embed_dim if vdim is None else check.positive_int(name, "vdim", vdim)
+        sizes = {"embed_dim": embed_dim, "head_dim": head_dim, "kdim": kdim, "vdim": vdim}
+        largest = max(sizes, key=sizes.get)
+        check.fits_in_memory(name, largest, sizes[largest], head_dim * (embed_dim + kdim + vdim), 4)
+        self.embed_dim, self.head_dim, self.kdim, self.vdim = embed_dim, head_dim, kdim, vdim
         self.q_proj = nn.Linear(embed_dim, head_dim, bias=bias)  # E -> d
         self.k_proj = nn.Linear(kdim, head_dim, bias=bias)  # kdim -> d
         self.v_proj = nn.Linear(vdim, head_dim, bias=bias)  # vdim -> d
 
     def forward(self, query, key, value, keep_mask=None, need_weights=True):
+        function = "AttentionHead.forward"
+        _check_qkv(function, query, key, value, (self.embed_dim, self.kdim, self.vdim), self.q_proj.weight,
+                   "self.q_proj.weight")
+        if keep_mask is not None:
+            check_keep_mask(function, keep_mask, _Scores((query.shape[0], query.shape[1], key.shape[1]), query.device))
         q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)  # (B, L, d) each
         if need_weights:
             return scaled_dot_product_attention(q, k, v, keep_mask=keep_mask)  # (B, L_q, d), (B, L_q, L_k)
         return _sdpa(q, k, v, keep_mask), None
+
+
+class _Scores:
+    """The shape and device of attention scores not computed yet, for checking a mask against them."""
+
+    def __init__(self, shape, device):
+        self.shape, self.device = shape, device
+
+
+def _check_qkv(function, query, key, value, sizes, reference, source):
+    """query (B, L_q, E), key (B, L_k, kdim), value (B, L_k, vdim) for `sizes` = (E, kdim, vdim):
+    floating-point tensors with the dtype and device of the layer's parameter `reference`."""
+    for argument, tensor, size, layout in (
+        ("query", query, sizes[0], "(B, L_q, E)"),
+        ("key", key, sizes[1], "(B, L_k, kdim)"),
+        ("value", value, sizes[2], "(B, L_k, vdim)"),
+    ):
+        check.tensor(function, argument, tensor, min_ndim=3, layout=layout)
+        if tensor.ndim != 3 or tensor.shape[-1] != size:
+            name = layout.strip("()").split(", ")[-1]
+            check.fail(
+                function,
+                argument,
+                check.describe(tensor),
+                {
+                    "en": f"shape {layout} with {name} = {size}, the size the layer was built for",
+                    "zh": f"形状 {layout}，其中 {name} = {size}，即构建该层时设定的大小",
+                },
+            )
+        check.alike(function, argument, tensor, reference, source)
+    B, L_k = query.shape[0], key.shape[1]
+    for argument, tensor in (("key", key), ("value", value)):
+        if tensor.shape[0] != B:
+            check.fail(
+                function,
+                argument,
+                check.describe(tensor),
+                {"en": f"the batch size of query, {B}, on axis 0", "zh": f"第 0 维为批量大小 {B}，与 query 一致"},
+            )
+    if value.shape[1] != L_k:
+        check.fail(
+            function,
+            "value",
+            check.describe(value),
+            {"en": f"one value per key: L_k = {L_k} on axis 1", "zh": f"每个键对应一个值：第 1 维为 L_k = {L_k}"},
+        )
 
 
 def _sdpa(q, k, v, keep_mask):
@@ -101,6 +174,9 @@ class _Multihead(nn.Module):
         check.positive_int(name, "num_heads", num_heads)
         kdim = embed_dim if kdim is None else check.positive_int(name, "kdim", kdim)
         vdim = embed_dim if vdim is None else check.positive_int(name, "vdim", vdim)
+        sizes = {"embed_dim": embed_dim, "kdim": kdim, "vdim": vdim}
+        largest = max(sizes, key=sizes.get)
+        check.fits_in_memory(name, largest, sizes[largest], embed_dim * (2 * embed_dim + kdim + vdim), 4)
         if head_dim is None:
             if embed_dim % num_heads:
                 check.fail(
@@ -121,39 +197,9 @@ class _Multihead(nn.Module):
     def _check_inputs(self, query, key, value, keep_mask, key_padding_mask):
         """Validate the arguments; return the keep mask they add up to (None when there is none)."""
         function = f"{type(self).__name__}.forward"
-        for argument, tensor, size, layout in (
-            ("query", query, self.embed_dim, "(B, L_q, E)"),
-            ("key", key, self.kdim, "(B, L_k, kdim)"),
-            ("value", value, self.vdim, "(B, L_k, vdim)"),
-        ):
-            check.tensor(function, argument, tensor, min_ndim=3, layout=layout)
-            if tensor.ndim != 3 or tensor.shape[-1] != size:
-                name = layout.strip("()").split(", ")[-1]
-                check.fail(
-                    function,
-                    argument,
-                    check.describe(tensor),
-                    {
-                        "en": f"shape {layout} with {name} = {size}, the size the layer was built for",
-                        "zh": f"形状 {layout}，其中 {name} = {size}，即构建该层时设定的大小",
-                    },
-                )
+        _check_qkv(function, query, key, value, (self.embed_dim, self.kdim, self.vdim), self.out_proj.weight,
+                   "self.out_proj.weight")
         B, L_q, L_k = query.shape[0], query.shape[1], key.shape[1]
-        for argument, tensor in (("key", key), ("value", value)):
-            if tensor.shape[0] != B:
-                check.fail(
-                    function,
-                    argument,
-                    check.describe(tensor),
-                    {"en": f"the batch size of query, {B}, on axis 0", "zh": f"第 0 维为批量大小 {B}，与 query 一致"},
-                )
-        if value.shape[1] != L_k:
-            check.fail(
-                function,
-                "value",
-                check.describe(value),
-                {"en": f"one value per key: L_k = {L_k} on axis 1", "zh": f"每个键对应一个值：第 1 维为 L_k = {L_k}"},
-            )
         keep = None
         scores_shape = (B, self.num_heads, L_q, L_k)
         if keep_mask is not None:
@@ -170,6 +216,7 @@ class _Multihead(nn.Module):
                         "zh": f"bool 张量，True 表示该查询可以关注该键，且能广播到 (B, H, L_q, L_k) = {scores_shape}",
                     },
                 )
+            _same_device(function, "keep_mask", keep_mask, query)
             keep = keep_mask
         if key_padding_mask is not None:
             ok = isinstance(key_padding_mask, torch.Tensor) and key_padding_mask.dtype == torch.bool
@@ -183,6 +230,7 @@ class _Multihead(nn.Module):
                         "zh": f"形状为 (B, L_k) = {(B, L_k)} 的 bool 张量，True 表示填充位置（要忽略的键）",
                     },
                 )
+            _same_device(function, "key_padding_mask", key_padding_mask, query)
             real = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, L_k): True at real keys
             keep = real if keep is None else keep & real
         return keep
@@ -200,9 +248,38 @@ class _Multihead(nn.Module):
         """Copy `packed` (a dict as ``packed_weights`` returns) into this layer; returns self."""
         raise NotImplementedError
 
+    def _packed_shapes(self):
+        """{name: shape (None without bias)} of the packed layout for this layer's sizes."""
+        E, Hd = self.embed_dim, self.num_heads * self.head_dim
+        bias = (lambda shape: shape) if self.bias else (lambda shape: None)
+        return {"q_weight": (Hd, E), "k_weight": (Hd, self.kdim), "v_weight": (Hd, self.vdim), "out_weight": (E, Hd),
+                "q_bias": bias((Hd,)), "k_bias": bias((Hd,)), "v_bias": bias((Hd,)), "out_bias": bias((E,))}
+
+    def _check_packed(self, packed):
+        """`packed` must hold every name of PACKED_NAMES with a tensor of this layer's shape."""
+        function = f"{type(self).__name__}.load_packed_weights"
+        shapes = self._packed_shapes()
+        needed = [name for name in PACKED_NAMES if shapes[name] is not None]  # no bias: no bias entry needed
+        ok = isinstance(packed, dict) and all(name in packed for name in needed)
+        for name in needed if ok else ():
+            value, shape = packed[name], shapes[name]
+            if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
+                ok = False
+                break
+            check.has_values(function, "packed", value)
+        if not ok:
+            shown = ", ".join(f"{name} {shape}" for name, shape in shapes.items() if shape is not None)
+            check.fail(function, "packed", check.describe(packed),
+                       {"en": f"a dict as packed_weights() returns, with tensors of these shapes: {shown}",
+                        "zh": f"与 packed_weights() 返回值相同的字典，其中张量的形状为：{shown}"})
+
     def copy_weights_from(self, other):
         """Copy the parameters of `other` (a naive or fused layer, or an ``nn.MultiheadAttention``)
         of the same sizes into this layer; returns self."""
+        if not isinstance(other, (_Multihead, nn.MultiheadAttention)):
+            check.fail(f"{type(self).__name__}.copy_weights_from", "other", check.describe(other),
+                       {"en": "a NaiveMultiheadAttention, FusedMultiheadAttention or nn.MultiheadAttention layer",
+                        "zh": "NaiveMultiheadAttention、FusedMultiheadAttention 或 nn.MultiheadAttention 层"})
         packed = torch_packed_weights(other) if isinstance(other, nn.MultiheadAttention) else other.packed_weights()
         shapes = {name: None if value is None else tuple(value.shape) for name, value in packed.items()}
         mine = {name: None if value is None else tuple(value.shape) for name, value in self.packed_weights().items()}
@@ -267,6 +344,7 @@ def torch_parameters(mha):
     into its tensors (their ``.grad`` is the matching slice of its gradients after backward once
     read again). With kdim = vdim = E it keeps Q, K and V in one (3E, E) ``in_proj_weight``, rows
     Q then K then V; otherwise in ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight``."""
+    _torch_mha("torch_parameters", "mha", mha)
     E = mha.embed_dim
     if mha._qkv_same_embed_dim:
         q, k, v = mha.in_proj_weight.split(E)  # (E, E) each: rows 0…E-1 are Q, then K, then V
@@ -278,6 +356,7 @@ def torch_parameters(mha):
 
 def torch_packed_weights(mha):
     """``torch_parameters(mha)`` detached and copied: the packed layout of an nn.MultiheadAttention."""
+    _torch_mha("torch_packed_weights", "mha", mha)
     return {name: None if p is None else p.detach().clone() for name, p in torch_parameters(mha).items()}
 
 
@@ -334,6 +413,7 @@ class NaiveMultiheadAttention(_Multihead):
         return {name: None if found[name] is None else found[name].detach().clone() for name in PACKED_NAMES}
 
     def load_packed_weights(self, packed):
+        self._check_packed(packed)
         d = self.head_dim
         with torch.no_grad():
             for h, head in enumerate(self.heads):
@@ -402,6 +482,7 @@ class FusedMultiheadAttention(_Multihead):
         return {name: found[name] for name in PACKED_NAMES}
 
     def load_packed_weights(self, packed):
+        self._check_packed(packed)
         with torch.no_grad():
             for kind in ("q", "k", "v", "out"):
                 projection = getattr(self, f"{kind}_proj")
@@ -415,6 +496,10 @@ def packed_gradients(layer):
     """The gradients of `layer` (naive, fused or ``nn.MultiheadAttention``) after a backward pass,
     in the packed layout of ``packed_weights`` (None where a parameter has no gradient or no bias):
     so the gradients of the three kinds of layer can be compared entry by entry."""
+    if not isinstance(layer, (_Multihead, nn.MultiheadAttention)):
+        check.fail("packed_gradients", "layer", check.describe(layer),
+                   {"en": "a NaiveMultiheadAttention, FusedMultiheadAttention or nn.MultiheadAttention layer",
+                    "zh": "NaiveMultiheadAttention、FusedMultiheadAttention 或 nn.MultiheadAttention 层"})
     if isinstance(layer, nn.MultiheadAttention):
         found = _torch_grads(layer)
         return {name: None if p is None or p.grad is None else p.grad.clone() for name, p in found.items()}
@@ -462,6 +547,7 @@ def _torch_grads(mha):
 
 def parameter_count(module):
     """The number of learned numbers in `module`."""
+    check.module("parameter_count", "module", module)
     return sum(p.numel() for p in module.parameters())
 
 
@@ -476,6 +562,7 @@ def operators(call, sizes=False):
     ``F.scaled_dot_product_attention`` it names the kernel that ran (its flash kernel on the CPU,
     "aten._scaled_dot_product_flash_attention_for_cpu.default", or the operators of its math
     fallback), and ``sizes`` shows whether any of them made a (B, H, L_q, L_k) tensor."""
+    _callable("operators", "call", call)
     from torch.utils._python_dispatch import TorchDispatchMode  # PyTorch's hook for watching operators
 
     class _Record(TorchDispatchMode):
@@ -500,6 +587,7 @@ FAST_PATH = "aten._native_multi_head_attention.default"
 
 def took_fast_path(mha, *args, **kwargs):
     """Whether ``mha(*args, **kwargs)`` (an ``nn.MultiheadAttention`` call) runs the fast path."""
+    _torch_mha("took_fast_path", "mha", mha)
     _, names = operators(lambda: mha(*args, **kwargs))
     return FAST_PATH in names
 
@@ -509,6 +597,10 @@ def milliseconds(call, repeat=5, warmup=1):
     import statistics
     import time
 
+    _callable("milliseconds", "call", call)
+    check.positive_int("milliseconds", "repeat", repeat)
+    check.whole_number("milliseconds", "warmup", warmup)
+
     for _ in range(warmup):
         call()
     times = []
@@ -517,3 +609,25 @@ def milliseconds(call, repeat=5, warmup=1):
         call()
         times.append(time.perf_counter() - start)
     return 1000 * statistics.median(times)
+
+
+def _torch_mha(function, argument, mha):
+    return check.module(function, argument, mha, nn.MultiheadAttention,
+                        {"en": "an nn.MultiheadAttention layer", "zh": "nn.MultiheadAttention 层"})
+
+
+def _callable(function, argument, call):
+    if not callable(call):
+        check.fail(function, argument, check.describe(call),
+                   {"en": "a function to call with no arguments, e.g. lambda: layer(x, x, x)",
+                    "zh": "可无参数调用的函数，例如 lambda: layer(x, x, x)"})
+    return call
+
+
+def _same_device(function, argument, mask, query):
+    """A mask must live where the query does (a meta mask has no values to read)."""
+    if mask.device != query.device:
+        where = query.device.type
+        check.fail(function, argument, check.describe(mask),
+                   {"en": f"a mask on the device of query ({where}); move it with .to({where!r})",
+                    "zh": f"与 query 在同一设备（{where}）上的掩码；可用 .to({where!r}) 移过去"})

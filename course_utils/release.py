@@ -4,7 +4,7 @@
     python -m course_utils.release --out DIR    write them to DIR
 
 ``attention-course-student-<version>.zip`` holds what a learner needs to run the course: the student
-notebooks (English and Chinese), the diagrams they show, course_utils, and the files that set it up
+notebooks (English and Chinese) and the course homes, the diagrams they show, course_utils, and the files that set it up
 (pyproject.toml, environment.yml, the Makefile for ``make lab``, GLOSSARY.md, LICENSE), with a
 README of its own: README.student.md, whose course map is the repository README's (one table, kept
 in one place), less the links to the solutions.
@@ -110,7 +110,8 @@ def timestamp():
             seconds = ""
     if not seconds.isdigit():
         return EARLIEST
-    return max(EARLIEST, time.gmtime(int(seconds))[:6])
+    seconds = int(seconds) - int(seconds) % 2  # a zip entry's time counts in steps of 2 seconds
+    return max(EARLIEST, time.gmtime(seconds)[:6])
 
 
 def student_readme():
@@ -128,7 +129,7 @@ def student_readme():
 def student_files():
     """The repository-relative paths of everything in the student zip, sorted (README.md is
     student_readme()'s, written in its place)."""
-    notebooks = _notebooks(solutions=False)
+    notebooks = _notebooks(solutions=False) + [path for _lang, path in build.homes()]  # `make lab` opens the homes
     files = notebooks + _linked_images(notebooks) + _package_files() + [ROOT / name for name in TOP_FILES]
     paths = sorted({_rel(f) for f in files} | {"README.md"})
     # The list above is built only from named places; this guards it against a future edit.

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from . import validation as check
+from .i18n import language
 from .optim import Adam
 from .transformer import DecoderLayer, EncoderLayer, sinusoidal_encoding
 
@@ -38,13 +39,66 @@ MAX_LENGTH = 8  # the longest source
 
 def show(tokens):
     """'cba⟩' for a 1-D sequence of token ids (padding shown as '·')."""
-    return "".join(SPECIALS[t] if t < len(SPECIALS) else chr(ord("a") + t - len(SPECIALS)) for t in map(int, tokens))
+    if isinstance(tokens, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+        tokens = torch.tensor(tokens, dtype=torch.int64)
+    check.tokens("show", "tokens", tokens, VOCAB, ndim=1, layout="(L,)")
+    return "".join(SPECIALS[t] if t < len(SPECIALS) else chr(ord("a") + t - len(SPECIALS)) for t in tokens.tolist())
+
+
+# ----------------------------------------------------------------------------- argument checks
+
+
+def _seed(function, seed, argument="seed"):
+    """A seed is any int (torch.manual_seed takes negative ones too), never a bool."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        check.fail(function, argument, check.describe(seed), {"en": "an int", "zh": "整数"})
+    return seed
+
+
+def _count(function, argument, value, per_item):
+    """A number of sequences: a positive int whose `per_item` int64 numbers each fit in memory."""
+    check.positive_int(function, argument, value)
+    check.fits_in_memory(function, argument, value, value * per_item, 8)
+    return value
+
+
+def _reverser(function, model):
+    return check.module(function, "model", model, Reverser, {"en": "a Reverser model (see make_model)",
+                                                             "zh": "Reverser 模型（见 make_model）"})
+
+
+def _batch(function, batch):
+    if not isinstance(batch, Batch):
+        check.fail(function, "batch", check.describe(batch),
+                   {"en": "a Batch (from make_batch, random_batch or held_out)",
+                    "zh": "Batch（由 make_batch、random_batch 或 held_out 得到）"})
+    return batch
+
+
+def _reverser_sizes(function, d_model=32, nhead=2, d_ff=64, layers=1, dropout=0.0, norm_first=True):
+    """The sizes of a Reverser, checked under the name of `function` (make_model or Reverser)."""
+    check.positive_int(function, "d_model", d_model)
+    check.positive_int(function, "nhead", nhead)
+    if d_model % nhead:
+        check.fail(function, "nhead", check.describe(nhead),
+                   {"en": f"a divisor of d_model = {d_model}, so that every head gets d_model / nhead features",
+                    "zh": f"d_model = {d_model} 的约数，这样每个头才能分到 d_model / nhead 个特征"})
+    check.positive_int(function, "d_ff", d_ff)
+    check.positive_int(function, "layers", layers)
+    check.flag(function, "norm_first", norm_first)
+    sizes = {"d_model": d_model, "d_ff": d_ff}
+    largest = max(sizes, key=sizes.get)
+    check.fits_in_memory(function, largest, sizes[largest], 10 * d_model * (d_model + d_ff), 4)  # one layer pair
 
 
 def encode_letters(text):
     """The token ids (L,) int64 of a string of letters a .. j."""
+    return _encode_letters("encode_letters", text)
+
+
+def _encode_letters(function, text):
     if not isinstance(text, str) or not text or any(not "a" <= c < chr(ord("a") + LETTERS) for c in text):
-        check.fail("encode_letters", "text", check.describe(text),
+        check.fail(function, "text", check.describe(text),
                    {"en": f"a non-empty string of the letters a to {chr(ord('a') + LETTERS - 1)}",
                     "zh": f"由字母 a 到 {chr(ord('a') + LETTERS - 1)} 组成的非空字符串"})
     return torch.tensor([ord(c) - ord("a") + len(SPECIALS) for c in text])
@@ -52,7 +106,7 @@ def encode_letters(text):
 
 def source_of(text):
     """The source (1, n + 1) for a string of n ≤ MAX_LENGTH letters a .. j: its letters, then EOS."""
-    tokens = encode_letters(text)
+    tokens = _encode_letters("source_of", text)
     if len(tokens) > MAX_LENGTH:
         check.fail("source_of", "text", check.describe(text),
                    {"en": f"at most {MAX_LENGTH} letters (the model saw no longer source)",
@@ -74,6 +128,25 @@ class Batch:
 
 def make_batch(lengths, letters):
     """The Batch for sources of `lengths` (N,) whose letters (N, >= max length) are token ids."""
+    function = "make_batch"
+    if not isinstance(lengths, torch.Tensor) or lengths.ndim != 1 or lengths.dtype != torch.int64 \
+            or not lengths.numel():
+        check.fail(function, "lengths", check.describe(lengths),
+                   {"en": "a non-empty int64 tensor of shape (N,), each source's number of letters",
+                    "zh": "形状为 (N,) 的非空 int64 张量，即每个源序列的字母数"})
+    check.has_values(function, "lengths", lengths)
+    check.tensor(function, "letters", letters, min_ndim=2, layout="(N, L)", floating=False)
+    check.has_values(function, "letters", letters)
+    if letters.ndim != 2 or letters.shape[0] != len(lengths):
+        check.fail(function, "letters", check.describe(letters),
+                   {"en": f"shape (N, L) with N = {len(lengths)}, one row per length",
+                    "zh": f"形状 (N, L)，其中 N = {len(lengths)}，每个长度对应一行"})
+    low, high = torch.stack(torch.aminmax(lengths)).tolist()
+    if low < 0 or high > letters.shape[1]:
+        check.fail(function, "lengths", check.describe(lengths) + (f"（取值 {low} … {high}）" if language() == "zh"
+                                                                   else f" (values {low} … {high})"),
+                   {"en": f"lengths from 0 to {letters.shape[1]}, the number of letters in each row of letters",
+                    "zh": f"0 到 {letters.shape[1]} 之间的长度（letters 每行有 {letters.shape[1]} 个字母）"})
     N, L = len(lengths), int(lengths.max())
     positions = torch.arange(L)  # (L,)
     real = positions < lengths[:, None]  # (N, L): True at a real letter
@@ -89,6 +162,13 @@ def make_batch(lengths, letters):
 
 def random_batch(size, generator, max_length=MAX_LENGTH):
     """`size` random sources of 1 .. max_length letters (from `generator`) and their targets."""
+    function = "random_batch"
+    _count(function, "max_length", max_length, 1)
+    _count(function, "size", size, 4 * max_length)
+    check.fits_in_memory(function, "size" if size >= max_length else "max_length", max(size, max_length),
+                         size * max_length, 32)
+    if generator is not None:
+        check.generator(function, "generator", generator)
     lengths = torch.randint(1, max_length + 1, (size,), generator=generator)
     letters = torch.randint(len(SPECIALS), VOCAB, (size, max_length), generator=generator)
     return make_batch(lengths, letters)
@@ -96,6 +176,8 @@ def random_batch(size, generator, max_length=MAX_LENGTH):
 
 def held_out(count=500, seed=10_000):
     """`count` fixed sources, drawn from their own generator (training draws from the seed's)."""
+    _count("held_out", "count", count, 4 * MAX_LENGTH)
+    _seed("held_out", seed)
     return random_batch(count, torch.Generator().manual_seed(seed))
 
 
@@ -115,6 +197,7 @@ class Reverser(nn.Module):
 
     def __init__(self, d_model=32, nhead=2, d_ff=64, layers=1, dropout=0.0, norm_first=True):
         super().__init__()
+        _reverser_sizes("Reverser", d_model, nhead, d_ff, layers, dropout, norm_first)
         self.d_model = d_model
         self.embed = nn.Embedding(VOCAB, d_model)
         self.register_buffer("positions", sinusoidal_encoding(MAX_LENGTH + 2, d_model), persistent=False)
@@ -127,8 +210,15 @@ class Reverser(nn.Module):
     def _embed(self, tokens):
         return self.embed(tokens) + self.positions[: tokens.shape[1]]  # (B, L, E)
 
+    def _source(self, function, source, longest=MAX_LENGTH + 2):
+        return check.tokens(function, "source", source, VOCAB, ndim=2, layout="(B, L_s)", max_length=longest)
+
     def encode(self, source):
         """source (B, L_s) -> memory (B, L_s, E)."""
+        self._source("Reverser.encode", source)
+        return self._encode(source)
+
+    def _encode(self, source):
         x, padding = self._embed(source), source == PAD
         for layer in self.encoder:
             x = layer(x, key_padding_mask=padding)
@@ -150,11 +240,21 @@ class Reverser(nn.Module):
 
     def forward(self, source, target_in, need_weights=False):
         """Teacher forcing: logits (B, L_t, VOCAB) for every position of target_in at once."""
-        return self.decode(target_in, self.encode(source), source, need_weights)
+        function = "Reverser.forward"
+        self._source(function, source)
+        check.tokens(function, "target_in", target_in, VOCAB, ndim=2, layout="(B, L_t)", max_length=MAX_LENGTH + 2)
+        if target_in.shape[0] != source.shape[0] or not target_in.shape[1]:
+            check.fail(function, "target_in", check.describe(target_in),
+                       {"en": f"shape (B, L_t) with B = {source.shape[0]}, the batch size of source, and L_t ≥ 1",
+                        "zh": f"形状 (B, L_t)，其中 B = {source.shape[0]}（与 source 的批量大小一致），且 L_t ≥ 1"})
+        check.flag(function, "need_weights", need_weights)
+        return self.decode(target_in, self._encode(source), source, need_weights)
 
 
 def make_model(seed=0, **options):
     """An untrained Reverser, its weights drawn from `seed` (global random state untouched)."""
+    _seed("make_model", seed)
+    _reverser_sizes("make_model", **options)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return Reverser(**options)
@@ -177,8 +277,13 @@ def greedy_decode(model, source, max_steps=None):
     source (B, L_s) -> tokens (B, T) int64, T ≤ max_steps (default L_s + 1): after a sequence's
     EOS every further token is PAD. The encoder runs once; the decoder runs on the growing prefix.
     """
+    function = "greedy_decode"
+    _reverser(function, model)
+    model._source(function, source, MAX_LENGTH + 1)  # L_s + 1 steps must fit the position table
+    if max_steps is not None:
+        check.whole_number(function, "max_steps", max_steps)
     B, L_s = source.shape
-    memory = model.encode(source)
+    memory = model._encode(source)
     out = torch.full((B, 1), BOS)
     done = torch.zeros(B, dtype=torch.bool)
     for _ in range(L_s + 1 if max_steps is None else max_steps):
@@ -194,6 +299,7 @@ def greedy_decode(model, source, max_steps=None):
 def needed_positions(batch):
     """(N, L_t) int64: the source position each output step must read: letter n-1-t at step t < n,
     the source's EOS (position n) at step n; 0 at the padding steps after it."""
+    _batch("needed_positions", batch)
     t = torch.arange(batch.target_out.shape[1])  # (L_t,)
     n = batch.lengths[:, None]  # (N, 1)
     return torch.where(t < n, n - 1 - t, torch.where(t == n, n, 0))
@@ -203,6 +309,18 @@ def offset_profile(weights, batch, reach=3):
     """The cross-attention weight by offset from the needed source position, averaged over heads
     and every letter step of the batch: {offset: mean weight} for offsets -reach .. reach.
     weights: (N, H, L_t, L_s)."""
+    function = "offset_profile"
+    _batch(function, batch)
+    check.whole_number(function, "reach", reach)
+    shape = (batch.source.shape[0], "H", batch.target_out.shape[1], batch.source.shape[1])
+    check.tensor(function, "weights", weights, min_ndim=4, layout="(N, H, L_t, L_s)")
+    check.has_values(function, "weights", weights)
+    if weights.ndim != 4 or not weights.shape[1] or any(
+            size != wanted for size, wanted in zip(weights.shape, shape) if wanted != "H"):
+        shown = "(" + ", ".join(map(str, shape)) + ")"
+        check.fail(function, "weights", check.describe(weights),
+                   {"en": f"the batch's cross-attention weights, of shape (N, H, L_t, L_s) = {shown}",
+                    "zh": f"该批量的交叉注意力权重，形状为 (N, H, L_t, L_s) = {shown}"})
     needed = needed_positions(batch)  # (N, L_t)
     letters = torch.arange(needed.shape[1]) < batch.lengths[:, None]  # (N, L_t): the steps that say a letter
     mean = weights.mean(1)  # (N, L_t, L_s)
@@ -217,6 +335,14 @@ def offset_profile(weights, batch, reach=3):
 
 def exact(predicted, batch):
     """(N,) bool: whether each greedy answer is the reversed source followed by EOS."""
+    _batch("exact", batch)
+    N = batch.target_out.shape[0]
+    check.tensor("exact", "predicted", predicted, min_ndim=2, layout="(N, T)", floating=False)
+    check.has_values("exact", "predicted", predicted)
+    if predicted.ndim != 2 or predicted.shape[0] != N:
+        check.fail("exact", "predicted", check.describe(predicted),
+                   {"en": f"shape (N, T) with N = {N}, one answer per source of the batch",
+                    "zh": f"形状 (N, T)，其中 N = {N}，该批量的每个源序列对应一个答案"})
     target = batch.target_out
     T = max(predicted.shape[1], target.shape[1])
     pad = lambda t: nn.functional.pad(t, (0, T - t.shape[1]), value=PAD)
@@ -230,6 +356,8 @@ def learning_rate(step, steps, lr, warmup=0):
 
     a linear warm-up from lr / W to lr over the first W steps, then a linear fall to lr / (T − W)
     at the last step. Without warm-up (W = 0) it is lr · (1 − t / T): the fall alone, from lr."""
+    for argument, value in (("step", step), ("steps", steps), ("lr", lr), ("warmup", warmup)):
+        check.number("learning_rate", argument, value)
     if warmup == 0:
         return lr * (1 - step / steps)
     return lr * min((step + 1) / warmup, (steps - step) / (steps - warmup))
@@ -241,6 +369,10 @@ def train(seed=0, steps=250, batch=64, lr=1.5e-2, warmup=0, evaluate=True, **opt
     not `evaluate`). The step size follows ``learning_rate``: without `warmup` it falls linearly from
     `lr` to 0, so the last steps polish instead of jumping around; with `warmup` = W it first rises
     linearly over W steps. `options` go to the Reverser (``layers``, ``norm_first``, …)."""
+    _seed("train", seed)
+    check.positive_int("train", "steps", steps)
+    _count("train", "batch", batch, 4 * MAX_LENGTH)
+    check.number("train", "lr", lr)
     model = make_model(seed, **options)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup < steps:
         check.fail("train", "warmup", check.describe(warmup),
@@ -269,6 +401,8 @@ def train(seed=0, steps=250, batch=64, lr=1.5e-2, warmup=0, evaluate=True, **opt
 def held_out_loss(model, count=500):
     """The cross-entropy of `model`'s teacher-forced predictions on the first `count` held-out
     sources (every real target token; padding ignored)."""
+    _reverser("held_out_loss", model)
+    _count("held_out_loss", "count", count, 4 * MAX_LENGTH)
     test = held_out(count)
     with torch.no_grad():
         logits = model(test.source, test.target_in)

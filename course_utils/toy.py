@@ -40,12 +40,96 @@ TASKS = ("reverse", "double")
 
 def letters(tokens):
     """'abc...' for a 1-D sequence of token ids."""
-    return "".join(chr(ord("a") + int(t)) for t in tokens)
+    if isinstance(tokens, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+        tokens = torch.tensor(tokens, dtype=torch.int64)
+    check.tokens("letters", "tokens", tokens, 26, ndim=1, layout="(L,)")
+    return "".join(chr(ord("a") + t) for t in tokens.tolist())
+
+
+# ----------------------------------------------------------------------------- argument checks
+
+
+def _task(function, task):
+    return check.one_of(function, "task", task, TASKS)
+
+
+def _seed(function, seed, argument="seed"):
+    """A seed (or an example's index, which picks its seed) is any int (torch.manual_seed takes
+    negative ones too), never a bool."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        check.fail(function, argument, check.describe(seed), {"en": "an int", "zh": "整数"})
+    return seed
+
+
+def _sizes(function, length, vocab, shortest=1):
+    """`length` and `vocab` as a batch needs them: ints with shortest ≤ length ≤ vocab."""
+    check.positive_int(function, "vocab", vocab)
+    check.fits_in_memory(function, "vocab", vocab, vocab, 16)  # one sequence's random order of the vocab
+    if not isinstance(length, int) or isinstance(length, bool) or not shortest <= length <= vocab:
+        needed = {"en": f"an int from {shortest} to vocab = {vocab}", "zh": f"{shortest} 到 vocab = {vocab} 之间的整数"}
+        check.fail(function, "length", check.describe(length), needed)
+
+
+def _batch_size(function, argument, size, vocab=VOCAB, generator=None):
+    """A number of sequences to draw: an int ≥ 0 whose (size, vocab) random draw fits in memory."""
+    check.whole_number(function, argument, size)
+    check.fits_in_memory(function, argument, size, size * vocab, 16)  # float32 draws and int64 order
+    if generator is not None:
+        check.generator(function, "generator", generator)
+
+
+def _model_sizes(function, sizes, parameters):
+    """Every size in `sizes` ({name: value}) a positive int, and the model's `parameters` (a
+    function of the sizes) few enough to fit in memory (float32)."""
+    for name, value in sizes.items():
+        check.positive_int(function, name, value)
+    largest = max(sizes, key=sizes.get)
+    check.fits_in_memory(function, largest, sizes[largest], parameters(**sizes), 4)
+
+
+def _model(function, model, kinds=None):
+    kinds = kinds or MODELS
+    names = " / ".join(kind.__name__ for kind in kinds)
+    return check.module(function, "model", model, kinds,
+                        {"en": f"a toy model ({names})", "zh": f"玩具任务模型（{names}）"})
+
+
+def _model_tokens(function, model, tokens, ndim, layout, kinds=None):
+    """`model` a toy model and `tokens` token ids it can read: ids below its vocab, no longer
+    than its position table."""
+    _model(function, model, kinds)
+    check.tokens(function, "tokens", tokens, model.token.num_embeddings, ndim=ndim, layout=layout,
+                 max_length=model.position.shape[0])
+    return tokens
+
+
+def _targets(function, targets, expected):
+    """Targets must be a tensor of the shape of the model's answers, `expected`."""
+    if not isinstance(targets, torch.Tensor) or tuple(targets.shape) != tuple(expected):
+        check.fail(function, "targets", check.describe(targets),
+                   {"en": f"a tensor of shape {tuple(expected)}, one target per answer of the model",
+                    "zh": f"形状为 {tuple(expected)} 的张量，模型的每个答案对应一个目标"})
+    check.has_values(function, "targets", targets)
+    return targets
+
+
+def _weights(function, weights, *, ndims=None, square=False):
+    """Attention weights: a floating-point tensor with values, of (..., L_out, L) layout."""
+    check.tensor(function, "weights", weights, min_ndim=2, layout="(..., L_out, L)")
+    check.has_values(function, "weights", weights)
+    if (ndims and weights.ndim not in ndims) or (square and weights.shape[-1] != weights.shape[-2]):
+        layout = "(H, L, L) / (N, H, L, L)" if ndims else "(..., L, L)"
+        check.fail(function, "weights", check.describe(weights),
+                   {"en": f"self-attention weights of shape {layout}", "zh": f"形状为 {layout} 的自注意力权重"})
+    return weights
 
 
 def target_positions(task, length=LENGTH):
     """Which source position each output position copies: the alignment a model must learn."""
-    _task(task)
+    function = "target_positions"
+    _task(function, task)
+    check.whole_number(function, "length", length)
+    check.fits_in_memory(function, "length", length, 2 * length, 36)  # a Python list of ints
     if task == "reverse":
         return list(range(length - 1, -1, -1))  # output i <- source L-1-i: the anti-diagonal
     return [i // 2 for i in range(2 * length)]  # output i <- source i // 2: a staircase
@@ -57,9 +141,16 @@ def make_batch(task, size, generator, length=LENGTH, vocab=VOCAB):
     The tokens of a sequence are all different (L <= vocab), so exactly one source position
     holds the token an output position needs: the right attention map is unique.
     """
-    if not 1 <= length <= vocab:
-        needed = {"en": f"1 to vocab = {vocab}", "zh": f"1 到 vocab = {vocab}"}
-        check.fail("make_batch", "length", check.describe(length), needed)
+    function = "make_batch"
+    _task(function, task)
+    _sizes(function, length, vocab)
+    _batch_size(function, "size", size, vocab)
+    if generator is not None:
+        check.generator(function, "generator", generator)
+    return _make_batch(task, size, generator, length, vocab)
+
+
+def _make_batch(task, size, generator, length, vocab):
     shuffled = torch.rand(size, vocab, generator=generator).argsort(dim=-1)  # (N, vocab): a random order
     tokens = shuffled[:, :length]  # (N, L): L different tokens
     return tokens, tokens[:, target_positions(task, length)]  # (N, L_out)
@@ -67,21 +158,27 @@ def make_batch(task, size, generator, length=LENGTH, vocab=VOCAB):
 
 def example(task, index, length=LENGTH, vocab=VOCAB):
     """Example number `index` (a fixed sequence for each index, held out from training): (tokens, target)."""
-    tokens, targets = make_batch(task, 1, torch.Generator().manual_seed(10_000 + index), length, vocab)
+    function = "example"
+    _task(function, task)
+    _seed(function, index, "index")
+    _sizes(function, length, vocab)
+    return _example(task, index, length, vocab)
+
+
+def _example(task, index, length, vocab):
+    tokens, targets = _make_batch(task, 1, torch.Generator().manual_seed(10_000 + index), length, vocab)
     return tokens[0], targets[0]
 
 
 def examples(task, count, length=LENGTH, vocab=VOCAB):
     """Examples 0 .. count-1 stacked: tokens (count, L) and targets (count, L_out). The tokens are
     the same for every task."""
-    pairs = [example(task, index, length, vocab) for index in range(count)]
+    function = "examples"
+    _task(function, task)
+    check.positive_int(function, "count", count)
+    _sizes(function, length, vocab)
+    pairs = [_example(task, index, length, vocab) for index in range(count)]
     return torch.stack([tokens for tokens, _ in pairs]), torch.stack([target for _, target in pairs])
-
-
-def _task(task):
-    if task not in TASKS:
-        check.fail("toy", "task", check.describe(task), {"en": f"one of {TASKS}", "zh": f"{TASKS} 之一"})
-    return task
 
 
 class ReverseModel(nn.Module):
@@ -96,6 +193,10 @@ class ReverseModel(nn.Module):
 
     def __init__(self, length=LENGTH, vocab=VOCAB, token_dim=16, position_dim=16, positions=True):
         super().__init__()
+        _model_sizes("ReverseModel", {"length": length, "vocab": vocab, "token_dim": token_dim,
+                                      "position_dim": position_dim},
+                     lambda length, vocab, token_dim, position_dim: vocab * token_dim + length * position_dim
+                     + 5 * (token_dim + position_dim) ** 2 + vocab * (token_dim + position_dim))
         self.token = nn.Embedding(vocab, token_dim)
         self.position = nn.Parameter(torch.randn(length, position_dim))  # learned, one row per position
         self.positions = positions  # False: the position half is all zeros (for the lesson's comparison)
@@ -103,6 +204,7 @@ class ReverseModel(nn.Module):
         self.readout = nn.Linear(token_dim + position_dim, vocab)
 
     def forward(self, tokens):
+        _model_tokens("ReverseModel.forward", self, tokens, 2, "(B, L)")
         B, L = tokens.shape
         where = self.position[:L] if self.positions else torch.zeros_like(self.position[:L])
         x = torch.cat([self.token(tokens), where.expand(B, L, -1)], dim=-1)  # (B, L, E)
@@ -121,6 +223,11 @@ class EncoderDecoder(nn.Module):
 
     def __init__(self, length=LENGTH, out_length=2 * LENGTH, vocab=VOCAB, token_dim=16, position_dim=16, query_dim=24):
         super().__init__()
+        _model_sizes("EncoderDecoder", {"length": length, "out_length": out_length, "vocab": vocab,
+                                        "token_dim": token_dim, "position_dim": position_dim, "query_dim": query_dim},
+                     lambda length, out_length, vocab, token_dim, position_dim, query_dim: vocab * token_dim
+                     + length * position_dim + out_length * query_dim + 4 * (query_dim + token_dim + position_dim) ** 2
+                     + vocab * query_dim)
         self.token = nn.Embedding(vocab, token_dim)
         self.position = nn.Parameter(torch.randn(length, position_dim))  # source positions
         self.queries = nn.Parameter(torch.randn(out_length, query_dim))  # one per output position
@@ -128,6 +235,7 @@ class EncoderDecoder(nn.Module):
         self.readout = nn.Linear(query_dim, vocab)
 
     def forward(self, tokens):
+        _model_tokens("EncoderDecoder.forward", self, tokens, 2, "(B, L)")
         B, L = tokens.shape
         memory = torch.cat([self.token(tokens), self.position[:L].expand(B, L, -1)], dim=-1)  # (B, L, E_kv)
         x = self.queries.expand(B, -1, -1)  # (B, L_out, E_q)
@@ -137,9 +245,11 @@ class EncoderDecoder(nn.Module):
 
 def make_model(task, seed=0, **options):
     """The untrained model for `task`, its weights drawn from `seed` (global RNG state untouched)."""
+    _task("make_model", task)
+    _seed("make_model", seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return (ReverseModel if _task(task) == "reverse" else EncoderDecoder)(**options)
+        return (ReverseModel if task == "reverse" else EncoderDecoder)(**options)
 
 
 @dataclass
@@ -156,7 +266,9 @@ class Run:
 @torch.no_grad()
 def accuracy(model, tokens, targets):
     """The fraction of output tokens `model` predicts right on tokens (N, L) with targets (N, L_out)."""
+    _model_tokens("accuracy", model, tokens, 2, "(N, L)")
     logits, _ = model(tokens)
+    _targets("accuracy", targets, logits.shape[:-1])
     return (logits.argmax(dim=-1) == targets).double().mean().item()
 
 
@@ -164,6 +276,9 @@ def accuracy(model, tokens, targets):
 def attention_map(model, tokens):
     """The model's attention weights for one sequence of tokens (L,): (L_out, L); for a batch of
     sequences (N, L): (N, L_out, L)."""
+    _model("attention_map", model)
+    _model_tokens("attention_map", model, tokens, 2 if isinstance(tokens, torch.Tensor) and tokens.ndim == 2 else 1,
+                  "(L,) / (N, L)")
     if tokens.ndim == 2:
         return model(tokens)[1]
     return model(tokens.unsqueeze(0))[1][0]
@@ -172,11 +287,18 @@ def attention_map(model, tokens):
 @torch.no_grad()
 def predict(model, tokens):
     """The model's output tokens for one sequence of tokens (L,): (L_out,)."""
+    _model_tokens("predict", model, tokens, 1, "(L,)")
     return model(tokens.unsqueeze(0))[0][0].argmax(dim=-1)
 
 
 def needed_weights(weights, task):
     """The weight each query gives the position `task` needs: (..., L_out) for (..., L_out, L) weights."""
+    _weights("needed_weights", weights)
+    _task("needed_weights", task)
+    return _needed_weights(weights, task)
+
+
+def _needed_weights(weights, task):
     wanted = torch.tensor(target_positions(task, weights.shape[-1]))  # (L_out,)
     if weights.shape[-2] != len(wanted):
         check.fail("needed_weights", "weights", check.describe(weights),
@@ -189,10 +311,16 @@ def alignment_margin(weights, task):
     """How far the position `task` needs is ahead of the strongest other key, at the weakest
     query: min over queries of (its weight there - its largest other weight). Positive when every
     query's largest weight sits where the task needs it."""
+    _weights("alignment_margin", weights)
+    _task("alignment_margin", task)
+    return _alignment_margin(weights, task)
+
+
+def _alignment_margin(weights, task):
     wanted = torch.tensor(target_positions(task, weights.shape[-1]))
     if weights.shape[-2] != len(wanted):
         return float("-inf")
-    best = needed_weights(weights, task)  # (..., L_out)
+    best = _needed_weights(weights, task)  # (..., L_out)
     others = weights.scatter(-1, wanted.expand(*weights.shape[:-1]).unsqueeze(-1), float("-inf"))
     return (best - others.amax(dim=-1)).min().item()
 
@@ -200,7 +328,10 @@ def alignment_margin(weights, task):
 def alignment_found(weights, task, margin=0.0):
     """Whether every query's largest weight sits on the position `task` needs, (L_out, L) weights,
     and beats every other key's weight by more than `margin`."""
-    return alignment_margin(weights, task) > margin
+    _weights("alignment_found", weights)
+    _task("alignment_found", task)
+    check.number("alignment_found", "margin", margin)
+    return _alignment_margin(weights, task) > margin
 
 
 def _fit(model, next_batch, steps, lr):
@@ -229,10 +360,19 @@ def train(task, seed=0, steps=300, batch=64, lr=0.01, held_out=500, **options):
     the global random state is left as it was). Returns a ``Run``; its accuracy is measured on
     `held_out` sequences drawn from a separate generator.
     """
+    function = "train"
+    _task(function, task)
+    _seed(function, seed)
+    check.whole_number(function, "steps", steps)
+    _batch_size(function, "batch", batch)
+    check.positive_int(function, "batch", batch)
+    check.number(function, "lr", lr)
+    _batch_size(function, "held_out", held_out)
     model = make_model(task, seed, **options)
     data = torch.Generator().manual_seed(seed)
-    losses = _fit(model, lambda: make_batch(task, batch, data), steps, lr)
-    test_tokens, test_targets = make_batch(task, held_out, torch.Generator().manual_seed(seed + 1_000_000))
+    losses = _fit(model, lambda: _make_batch(task, batch, data, LENGTH, VOCAB), steps, lr)
+    test_tokens, test_targets = _make_batch(task, held_out, torch.Generator().manual_seed(seed + 1_000_000),
+                                            LENGTH, VOCAB)
     return Run(task, model, losses, accuracy(model, test_tokens, test_targets))
 
 
@@ -275,15 +415,22 @@ NEIGHBOURS_EXAMPLES_FROM = 20_000
 
 def neighbour_positions(length=LENGTH):
     """{side: the position each query must read}: left i - 1, right i + 1, wrapping around."""
+    check.positive_int("neighbour_positions", "length", length)
     return {"left": [(i - 1) % length for i in range(length)], "right": [(i + 1) % length for i in range(length)]}
 
 
 def neighbours_batch(size, generator, length=LENGTH, vocab=VOCAB):
     """`size` random sequences: tokens (N, L), all different within a sequence, and targets
     (N, L, 2): for each position the token on its left and the token on its right."""
-    if not 2 <= length <= vocab:
-        needed = {"en": f"2 to vocab = {vocab}", "zh": f"2 到 vocab = {vocab}"}
-        check.fail("neighbours_batch", "length", check.describe(length), needed)
+    function = "neighbours_batch"
+    _sizes(function, length, vocab, shortest=2)
+    _batch_size(function, "size", size, vocab)
+    if generator is not None:
+        check.generator(function, "generator", generator)
+    return _neighbours_batch(size, generator, length, vocab)
+
+
+def _neighbours_batch(size, generator, length, vocab):
     tokens = torch.rand(size, vocab, generator=generator).argsort(dim=-1)[:, :length]  # (N, L)
     where = neighbour_positions(length)
     return tokens, torch.stack([tokens[:, where[side]] for side in SIDES], dim=-1)  # (N, L, 2)
@@ -291,8 +438,11 @@ def neighbours_batch(size, generator, length=LENGTH, vocab=VOCAB):
 
 def neighbours_example(index, length=LENGTH, vocab=VOCAB):
     """Held-out example number `index` of the neighbours task: (tokens (L,), targets (L, 2))."""
+    function = "neighbours_example"
+    _seed(function, index, "index")
+    _sizes(function, length, vocab, shortest=2)
     generator = torch.Generator().manual_seed(NEIGHBOURS_EXAMPLES_FROM + index)
-    tokens, targets = neighbours_batch(1, generator, length, vocab)
+    tokens, targets = _neighbours_batch(1, generator, length, vocab)
     return tokens[0], targets[0]
 
 
@@ -312,6 +462,13 @@ class NeighboursModel(nn.Module):
     def __init__(self, heads=2, length=LENGTH, vocab=VOCAB, token_dim=16, position_dim=16, position_scale=0.5,
                  readout="linear", hidden=None):
         super().__init__()
+        function = "NeighboursModel"
+        _model_sizes(function, {"heads": heads, "length": length, "vocab": vocab, "token_dim": token_dim,
+                                "position_dim": position_dim},
+                     lambda heads, length, vocab, token_dim, position_dim: vocab * token_dim + length * position_dim
+                     + 4 * (token_dim + position_dim) ** 2 + 2 * vocab * (token_dim + position_dim))
+        _heads(function, heads, token_dim + position_dim)
+        check.number(function, "position_scale", position_scale)
         if readout not in READOUTS:
             check.fail("NeighboursModel", "readout", check.describe(readout),
                        {"en": f"one of {READOUTS}", "zh": f"{READOUTS} 之一"})
@@ -328,6 +485,7 @@ class NeighboursModel(nn.Module):
             self.readout = nn.Sequential(nn.Linear(E, hidden), nn.ReLU(), nn.Linear(hidden, answers))
 
     def forward(self, tokens):
+        _model_tokens("NeighboursModel.forward", self, tokens, 2, "(B, L)")
         B, L = tokens.shape
         x = torch.cat([self.token(tokens), self.position[:L].expand(B, L, -1)], dim=-1)  # (B, L, E)
         out, weights = self.attention(x, x, x)  # (B, L, E), (B, H, L, L)
@@ -340,12 +498,24 @@ def train_neighbours(heads=2, seed=0, steps=300, batch=64, lr=0.01, held_out=500
     (deterministic for a seed and a number of threads; the global random state is left alone).
     Returns a ``Run``; its accuracy is the fraction of the held-out answers (two per position) it
     gets right."""
+    function = "train_neighbours"
+    check.positive_int(function, "heads", heads)
+    sizes = (options.get("token_dim", 16), options.get("position_dim", 16))
+    if all(isinstance(size, int) for size in sizes):
+        _heads(function, heads, sum(sizes))
+    _seed(function, seed)
+    check.whole_number(function, "steps", steps)
+    _batch_size(function, "batch", batch)
+    check.positive_int(function, "batch", batch)
+    check.number(function, "lr", lr)
+    _batch_size(function, "held_out", held_out)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = NeighboursModel(heads, **options)
     data = torch.Generator().manual_seed(seed)
-    losses = _fit(model, lambda: neighbours_batch(batch, data), steps, lr)
-    test_tokens, test_targets = neighbours_batch(held_out, torch.Generator().manual_seed(seed + 1_000_000))
+    losses = _fit(model, lambda: _neighbours_batch(batch, data, LENGTH, VOCAB), steps, lr)
+    test_tokens, test_targets = _neighbours_batch(held_out, torch.Generator().manual_seed(seed + 1_000_000),
+                                                  LENGTH, VOCAB)
     return Run("neighbours", model, losses, accuracy(model, test_tokens, test_targets))
 
 
@@ -353,19 +523,27 @@ def train_neighbours(heads=2, seed=0, steps=300, batch=64, lr=0.01, held_out=500
 def side_accuracy(model, tokens, targets):
     """The fraction of left answers and of right answers `model` gets right on tokens (N, L) with
     targets (N, L, 2): a (2,) tensor in the order of SIDES."""
+    _model_tokens("side_accuracy", model, tokens, 2, "(N, L)", (NeighboursModel,))
     logits, _ = model(tokens)
+    _targets("side_accuracy", targets, logits.shape[:-1])
     return (logits.argmax(dim=-1) == targets).double().mean(dim=(0, 1))
 
 
 @torch.no_grad()
 def head_maps(model, tokens):
     """Every head's attention weights for one sequence of tokens (L,): (H, L, L)."""
+    _model_tokens("head_maps", model, tokens, 1, "(L,)", (NeighboursModel,))
     return model(tokens.unsqueeze(0))[1][0]
 
 
 def neighbour_weights(weights):
     """The weight each query gives its left and its right neighbour: (..., L, 2) for (..., L, L)
     weights (the last axis in the order of SIDES)."""
+    _weights("neighbour_weights", weights, square=True)
+    return _neighbour_weights(weights)
+
+
+def _neighbour_weights(weights):
     where = neighbour_positions(weights.shape[-1])
     rows = torch.arange(weights.shape[-1])
     return torch.stack([weights[..., rows, where[side]] for side in SIDES], dim=-1)
@@ -375,8 +553,22 @@ def head_sides(weights, threshold=0.6):
     """For (H, L, L) maps of one sequence, or (N, H, L, L) of several: for each head, the side whose
     neighbour gets more than `threshold` of the head's weight at every query (of every sequence),
     or None when neither does."""
-    found = neighbour_weights(weights)  # (..., H, L, 2)
+    _weights("head_sides", weights, ndims=(3, 4), square=True)
+    check.number("head_sides", "threshold", threshold)
+    found = _neighbour_weights(weights)  # (..., H, L, 2)
     if found.ndim == 4:
         found = found.transpose(0, 1).flatten(1, 2)  # (H, N·L, 2)
     lowest = found.amin(dim=-2)  # (H, 2): the weakest query of each head, for each side
     return [next((side for side, low in zip(SIDES, row.tolist()) if low > threshold), None) for row in lowest]
+
+
+def _heads(function, heads, E):
+    """`heads` must divide the model's width E = token_dim + position_dim."""
+    if E % heads:
+        check.fail(function, "heads", check.describe(heads),
+                   {"en": f"a divisor of token_dim + position_dim = {E}, so that every head gets E / H features",
+                    "zh": f"token_dim + position_dim = {E} 的约数，这样每个头才能分到 E / H 个特征"})
+
+
+#: The toy models ``accuracy``, ``attention_map`` and ``predict`` take.
+MODELS = (ReverseModel, EncoderDecoder, NeighboursModel)

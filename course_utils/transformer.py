@@ -78,9 +78,11 @@ def _activation(function, value):
     return value
 
 
-def _sequence(function, argument, value, d_model, layout, batch=None):
-    """`value` must be a float (B, L, d_model) tensor (with batch size `batch` when given)."""
+def _sequence(function, argument, value, d_model, layout, reference, batch=None):
+    """`value` must be a float (B, L, d_model) tensor (with batch size `batch` when given), with the
+    dtype and device of the layer's parameter `reference` (its first projection's weight)."""
     check.tensor(function, argument, value, min_ndim=3, layout=layout)
+    check.alike(function, argument, value, reference, "self.self_attn.q_proj.weight")
     if value.ndim != 3 or value.shape[-1] != d_model:
         check.fail(function, argument, check.describe(value),
                    {"en": f"shape {layout} with E = d_model = {d_model}",
@@ -91,8 +93,8 @@ def _sequence(function, argument, value, d_model, layout, batch=None):
     return value
 
 
-def _padding(function, argument, mask, B, L):
-    """A key-padding mask must be bool (B, L), True at padding; returns it (None stays None)."""
+def _padding(function, argument, mask, B, L, x):
+    """A key-padding mask must be bool (B, L), True at padding, where `x` is; returns it (None stays None)."""
     if mask is None:
         return None
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (B, L):
@@ -101,7 +103,36 @@ def _padding(function, argument, mask, B, L):
                     "use mask.bool() if 1 means padding)",
                     "zh": f"形状为 (B, L) = {(B, L)} 的 bool 张量，True 表示填充位置"
                     "（0/1 数值掩码含义不明：若 1 表示填充，请先用 mask.bool()）"})
+    _on_device_of_x(function, argument, mask, x)
     return mask
+
+
+def _on_device_of_x(function, argument, mask, x):
+    if mask.device != x.device:
+        where = x.device.type
+        check.fail(function, argument, check.describe(mask),
+                   {"en": f"a mask on the device of x ({where}); move it with .to({where!r})",
+                    "zh": f"与 x 在同一设备（{where}）上的掩码；可用 .to({where!r}) 移过去"})
+
+
+def _keep(function, keep_mask, shape, x):
+    """An extra keep mask must be a bool tensor, where x is, that broadcasts to `shape` (B, H, L, L)."""
+    if keep_mask is None:
+        return None
+    if not isinstance(keep_mask, torch.Tensor) or keep_mask.dtype != torch.bool or not check.broadcasts(
+            keep_mask.shape, shape):
+        check.fail(function, "keep_mask", check.describe(keep_mask),
+                   {"en": f"a bool tensor, True where a query may attend to a key, that broadcasts to "
+                    f"(B, H, L, L) = {shape}",
+                    "zh": f"bool 张量，True 表示该查询可以关注该键，且能广播到 (B, H, L, L) = {shape}"})
+    _on_device_of_x(function, "keep_mask", keep_mask, x)
+    return keep_mask
+
+
+def _fits(function, sizes, count):
+    """The parameters (`count` float32 numbers) fit in memory; else name the largest of `sizes`."""
+    largest = max(sizes, key=sizes.get)
+    check.fits_in_memory(function, largest, sizes[largest], count, 4)
 
 
 # ----------------------------------------------------------------------------- positional encodings
@@ -139,6 +170,8 @@ def sinusoidal_encoding(length, d_model, base=10000.0, dtype=torch.float32):
     check.positive_int(function, "d_model", d_model)
     _positive_number(function, "base", base)
     _floating_dtype(function, "dtype", dtype)
+    largest = "length" if length >= d_model else "d_model"
+    check.fits_in_memory(function, largest, max(length, d_model), length * (d_model + 1), 32)  # float64 steps
     pairs = (d_model + 1) // 2  # an odd d_model still needs a frequency for its last (sine-only) feature
     omega = base ** (-2.0 * torch.arange(pairs, dtype=torch.float64) / d_model)  # (pairs,), ω_0 = 1
     angles = torch.arange(length, dtype=torch.float64)[:, None] * omega  # (L, pairs): pos · ω_i
@@ -181,6 +214,7 @@ def offset_rotation(k, d_model, base=10000.0, dtype=torch.float64):
                     "zh": "偶数：每个正弦特征都需要与之配对的余弦特征才能一起旋转"})
     _positive_number(function, "base", base)
     _floating_dtype(function, "dtype", dtype)
+    check.fits_in_memory(function, "d_model", d_model, d_model * d_model, 16)  # the (E, E) matrix, float64
     omega = base ** (-2.0 * torch.arange(d_model // 2, dtype=torch.float64) / d_model)  # (E/2,)
     phi = k * omega  # (E/2,): the angle each pair turns by
     c, s = phi.cos(), phi.sin()
@@ -206,6 +240,7 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         self.max_len = check.positive_int("LearnedPositionalEmbedding", "max_len", max_len)
         self.d_model = check.positive_int("LearnedPositionalEmbedding", "d_model", d_model)
+        _fits("LearnedPositionalEmbedding", {"max_len": max_len, "d_model": d_model}, max_len * d_model)
         self.embedding = nn.Embedding(max_len, d_model)  # row p is position p's vector
 
     def forward(self, length, offset=0):
@@ -254,6 +289,7 @@ class FeedForward(nn.Module):
         name = "FeedForward"
         self.d_model = check.positive_int(name, "d_model", d_model)
         self.d_ff = check.positive_int(name, "d_ff", d_ff)
+        _fits(name, {"d_model": d_model, "d_ff": d_ff}, 2 * d_model * d_ff)
         self.activation = _activation(name, activation)
         self.linear1 = nn.Linear(d_model, d_ff, bias=check.flag(name, "bias", bias))  # E -> d_ff
         self.dropout = nn.Dropout(_probability(name, "dropout", dropout))
@@ -262,6 +298,7 @@ class FeedForward(nn.Module):
     def forward(self, x):
         check.tensor("FeedForward.forward", "x", x, layout="(..., E)")
         check.same_size("FeedForward.forward", "x", x, -1, self.d_model, "d_model")
+        check.alike("FeedForward.forward", "x", x, self.linear1.weight, "self.linear1.weight")
         hidden = self.linear1(x)  # (..., d_ff)
         hidden = F.relu(hidden) if self.activation == "relu" else F.gelu(hidden)  # the only non-linearity
         return self.linear2(self.dropout(hidden))  # (..., E)
@@ -283,6 +320,7 @@ class _Layer(nn.Module):
                        {"en": f"a divisor of d_model = {d_model}, so that every head gets d_model / nhead features",
                         "zh": f"d_model = {d_model} 的约数，这样每个头才能分到 d_model / nhead 个特征"})
         self.d_ff = check.positive_int(name, "d_ff", d_ff)
+        _fits(name, {"d_model": d_model, "d_ff": d_ff}, 8 * d_model * d_model + 2 * d_model * d_ff)
         self.dropout_p = _probability(name, "dropout", dropout)
         self.activation = _activation(name, activation)
         self.norm_first = check.flag(name, "norm_first", norm_first)
@@ -392,8 +430,9 @@ class EncoderLayer(_Layer):
             (B, L, E); with need_weights, ``(output, weights (B, H, L, L))``.
         """
         function = "EncoderLayer.forward"
-        _sequence(function, "x", x, self.d_model, "(B, L, E)")
-        _padding(function, "key_padding_mask", key_padding_mask, x.shape[0], x.shape[1])
+        _sequence(function, "x", x, self.d_model, "(B, L, E)", self.self_attn.q_proj.weight)
+        _padding(function, "key_padding_mask", key_padding_mask, x.shape[0], x.shape[1], x)
+        _keep(function, keep_mask, (x.shape[0], self.nhead, x.shape[1], x.shape[1]), x)
         check.flag(function, "need_weights", need_weights)
 
         weights = []
@@ -487,11 +526,12 @@ class DecoderLayer(_Layer):
         under ``torch.no_grad()`` (with autograd on, its general path gives ours; torch 2.13).
         """
         function = "DecoderLayer.forward"
-        _sequence(function, "x", x, self.d_model, "(B, L_t, E)")
+        _sequence(function, "x", x, self.d_model, "(B, L_t, E)", self.self_attn.q_proj.weight)
         B, L_t = x.shape[:2]
-        _sequence(function, "memory", memory, self.d_model, "(B, L_m, E)", batch=B)
-        _padding(function, "tgt_key_padding_mask", tgt_key_padding_mask, B, L_t)
-        _padding(function, "memory_key_padding_mask", memory_key_padding_mask, B, memory.shape[1])
+        _sequence(function, "memory", memory, self.d_model, "(B, L_m, E)", self.self_attn.q_proj.weight, batch=B)
+        _padding(function, "tgt_key_padding_mask", tgt_key_padding_mask, B, L_t, x)
+        _padding(function, "memory_key_padding_mask", memory_key_padding_mask, B, memory.shape[1], x)
+        _keep(function, keep_mask, (B, self.nhead, L_t, L_t), x)
         check.flag(function, "causal", causal)
         check.flag(function, "need_weights", need_weights)
         keep = causal_mask(L_t).to(x.device) if causal else None  # (L_t, L_t): key j ≤ query i

@@ -198,3 +198,87 @@ def has_values(function, argument, value):
              {"en": "a tensor with values (a meta tensor has a shape but no values to read)",
               "zh": "有数值的张量（meta 张量只有形状，没有可读取的数值）"})
     return value
+
+
+def whole_number(function, argument, value, minimum=0):
+    """`value` when it is an int ≥ `minimum` (not a bool): a seed, an index, an offset, a count that
+    may be 0; otherwise an ArgumentError naming `argument`."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        fail(function, argument, describe(value), {"en": f"an int ≥ {minimum}", "zh": f"≥ {minimum} 的整数"})
+    return value
+
+
+def number(function, argument, value, *, positive=False):
+    """`value` when it is a finite real number (an int or a float, not a bool), > 0 if `positive`."""
+    import math
+
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or (positive and not value > 0):
+        needed = {"en": "a positive number", "zh": "正数"} if positive else \
+            {"en": "a finite number", "zh": "有限的数"}
+        fail(function, argument, describe(value), needed)
+    return value
+
+
+def one_of(function, argument, value, choices):
+    """`value` when it is one of `choices` (strings, shown as code)."""
+    if not isinstance(value, str) or value not in choices:
+        fail(function, argument, describe(value),
+             {"en": f"one of {', '.join(map(repr, choices))}", "zh": f"{'、'.join(map(repr, choices))} 之一"})
+    return value
+
+
+def module(function, argument, value, kind=None, needed=None):
+    """`value` when it is an ``nn.Module`` (an instance of `kind` when given); `needed` says what is
+    wanted in both languages (default: the name of the kind)."""
+    from torch import nn
+
+    kind = kind or nn.Module
+    if not isinstance(value, kind):
+        names = kind if isinstance(kind, tuple) else (kind,)
+        shown = " / ".join(k.__name__ if k is not nn.Module else "nn.Module" for k in names)
+        needed = needed or {"en": f"a model ({shown})", "zh": f"模型（{shown}）"}
+        fail(function, argument, describe(value), needed)
+    return value
+
+
+def generator(function, argument, value):
+    """`value` when it is a ``torch.Generator`` (the source of every random number drawn)."""
+    if not isinstance(value, torch.Generator):
+        fail(function, argument, describe(value),
+             {"en": "a torch.Generator, e.g. torch.Generator().manual_seed(0)",
+              "zh": "torch.Generator（随机数生成器），例如 torch.Generator().manual_seed(0)"})
+    return value
+
+
+#: The dtypes ``nn.Embedding`` takes as indices.
+TOKEN_DTYPES = (torch.int64, torch.int32)
+
+
+def tokens(function, argument, value, vocab, *, ndim, layout, max_length=None):
+    """Check that `value` is a tensor of token ids: int64 (or int32) with `ndim` axes laid out as
+    `layout` (e.g. "(B, L)"), at most `max_length` positions on the last axis when given, every id
+    in 0 … vocab - 1. One reduction and one read for the range: cheap beside a model's forward."""
+    if not isinstance(value, torch.Tensor) or value.ndim != ndim or value.dtype not in TOKEN_DTYPES:
+        fail(function, argument, describe(value),
+             {"en": f"an int64 tensor of token ids of shape {layout}", "zh": f"形状为 {layout} 的 int64 词元 id 张量"})
+    has_values(function, argument, value)
+    if max_length is not None and value.shape[-1] > max_length:
+        fail(function, argument, describe(value),
+             {"en": f"at most {max_length} positions on the last axis, the length the model was built for",
+              "zh": f"最后一维最多 {max_length} 个位置，即构建模型时设定的长度"})
+    if value.numel():
+        low, high = torch.stack(torch.aminmax(value)).tolist()
+        if low < 0 or high >= vocab:
+            fail(function, argument, describe(value) + (f"（取值 {low} … {high}）" if language() == "zh"
+                                                          else f" (values {low} … {high})"),
+                 {"en": f"token ids in 0 … {vocab - 1} (vocab = {vocab})",
+                  "zh": f"0 … {vocab - 1} 之间的词元 id（vocab = {vocab}）"})
+    return value
+
+
+def floats_alike(function, argument, value, reference, source, *, min_ndim=1, layout=""):
+    """A floating-point tensor with the dtype and device of `reference` (a layer's parameter, named
+    `source`): ``tensor`` then ``alike``."""
+    tensor(function, argument, value, min_ndim=min_ndim, layout=layout)
+    return alike(function, argument, value, reference, source)

@@ -430,3 +430,92 @@ def run_notebook_in_browser(jupyterlab, chromium, notebook, artifact_stem):
 def test_lesson_in_jupyterlab(jupyterlab, chromium, notebook):
     lesson, lang = Path(notebook).stem[:2], Path(notebook).parent.name
     run_notebook_in_browser(jupyterlab, chromium, notebook, f"browser-{lesson}-{lang}")
+
+
+# ----------------------------------------------------------------------------- the learner's home
+
+@pytest.fixture(scope="module")
+def learner_work():
+    """A learner's work folder at the top of the served repository, made as `make lab` makes it,
+    in which lesson 00 has been run with its first exercise solved (by a kernel working there, as
+    the learner's would): the progress the home shows. Removed afterwards."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from course_utils import learner
+
+    work = ROOT / f"work-browser-{secrets.token_hex(4)}"
+    learner.copy_course(work)
+    try:
+        path = work / "en" / "00_tensor_shapes.ipynb"
+        notebook = nbformat.read(path, as_version=4)
+        solutions = nbformat.read(ROOT / "notebooks" / "solutions" / "en" / path.name, as_version=4)
+        solved = next(c for c in solutions.cells if c.metadata.get("exercise") == "00.padding_mask")
+        next(c for c in notebook.cells if c.metadata.get("exercise") == "00.padding_mask").source = solved.source
+        NotebookClient(notebook, timeout=120, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        recorded = json.loads((work / learner.PROGRESS).read_text(encoding="utf-8"))
+        assert recorded["00.padding_mask"]["status"] == "passed", recorded
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _open(page, base, token, notebook):
+    page.goto(f"{base}/lab/tree/{notebook}?token={token}&reset")
+    page.locator(".jp-NotebookPanel .jp-Notebook").wait_for(state="visible")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_home_links_every_lesson_and_shows_the_learners_progress(jupyterlab, chromium, learner_work, lang):
+    """The home of the learner's copies: a link to every lesson, and, run, the progress table in
+    its language with lesson 00's first exercise passed. Then lesson 00's last cell: its link to
+    the next lesson opens lesson 01 in JupyterLab."""
+    from course_utils import build, i18n
+
+    base, token = jupyterlab
+    home = f"{learner_work.name}/{lang}/index.ipynb"
+    context = chromium.new_context(viewport={"width": 1280, "height": 1000}, locale="zh-CN" if lang == "zh" else "en-US")
+    context.set_default_timeout(UI_TIMEOUT_MS)
+    page = context.new_page()
+    nb = Notebook(page, ROOT / home)
+    try:
+        _open(page, base, token, home)
+        for source in build.lessons().values():
+            assert page.locator(f'.jp-RenderedMarkdown a[href$="{source.stem}.ipynb"]').count() >= 1, source.stem
+        deadline = time.monotonic() + KERNEL_READY_S
+        while (nb.state() or {}).get("kernel") != "idle" or not _session(base, token, home):
+            _choose_kernel_if_asked(page)
+            if time.monotonic() > deadline:
+                pytest.fail(f"the home's kernel was not ready within {KERNEL_READY_S} s")
+            page.wait_for_timeout(200)
+        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^(Run|运行)$")).click()
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^(Run All Cells|运行全部单元格)$")).click()
+        nb.wait(lambda s: s["errors"] or (s["running"] == 0 and s["not_run"] == 0 and s["kernel"] == "idle"),
+                RUN_ALL_S, "running the home")
+        table = page.locator(".jp-OutputArea-output table").first
+        table.wait_for(state="visible")
+        row = table.locator("tr", has_text="00.padding_mask")
+        assert i18n.text(lang, "progress.passed") in row.inner_text()
+        assert i18n.text(lang, "progress.summary", passed=1, total=len(_exercise_ids())) in page.inner_text("body")
+        page.screenshot(path=ARTIFACTS / f"browser-home-{lang}.png")
+        _shut_down_session(base, token, home)
+
+        lesson = f"{learner_work.name}/{lang}/00_tensor_shapes.ipynb"
+        _open(page, base, token, lesson)
+        link = page.locator('.jp-RenderedMarkdown a[href$="01_attention_basics.ipynb"]').last
+        link.scroll_into_view_if_needed()
+        link.click()
+        page.locator(".lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel",
+                     has_text="01_attention_basics.ipynb").wait_for(state="visible")
+    finally:
+        context.close()
+        for notebook in (home, f"{learner_work.name}/{lang}/00_tensor_shapes.ipynb",
+                         f"{learner_work.name}/{lang}/01_attention_basics.ipynb"):
+            _shut_down_session(base, token, notebook)
+
+
+def _exercise_ids():
+    from course_utils.exercises import EXERCISES
+
+    return EXERCISES

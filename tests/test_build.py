@@ -1,6 +1,7 @@
 """The authoring pipeline: renders, the --check that catches drift, and execution without noise."""
 
 import json
+import re
 import shutil
 
 import nbformat
@@ -68,7 +69,15 @@ def course(tmp_path, monkeypatch):
 def render_all(path):
     source = build.jupytext.read(path)
     for lang, solutions, target in build.targets(path):
-        build.write(build.render(source, lang, solutions), target)
+        build.write(build.render(source, lang, solutions, path.name[:2]), target)
+
+
+def lesson_only(path):
+    """A render read back without the links the build adds first and last (tested on their own below)."""
+    notebook = nbformat.read(path, as_version=4)
+    assert build.NAV_TAG in notebook.cells[0].metadata["tags"] and build.NAV_TAG in notebook.cells[-1].metadata["tags"]
+    notebook.cells = notebook.cells[1:-1]
+    return notebook
 
 
 def problems(path):
@@ -91,7 +100,7 @@ def test_a_fresh_course_has_no_problems(course):
 
 def test_renders(course):
     student_en, student_zh, solution_en, solution_zh = (
-        nbformat.read(target, as_version=4) for _, _, target in build.targets(course)
+        lesson_only(target) for _, _, target in build.targets(course)
     )
     # one language's markdown each, shared code, the language swapped into setup()
     assert student_en.cells[0].source == "# A tensor lesson" and student_zh.cells[0].source == "# 一节关于张量的课"
@@ -109,7 +118,7 @@ def test_renders(course):
     assert student_en.cells[0].metadata == {"tags": ["lang-en"], "slideshow": {"slide_type": "slide"}}
     assert student_en.cells[2].metadata["tags"] == ["exercise"]
     assert all("en_hash" not in c.metadata and "lines_to_next_cell" not in c.metadata for c in solution_en.cells)
-    assert [c.id for c in solution_en.cells] == ["cell-000", "cell-001", "cell-002", "cell-003"]
+    assert [c.id for c in solution_en.cells] == ["cell-001", "cell-002", "cell-003", "cell-004"]
 
 
 def test_stale_translation_is_caught(course):
@@ -148,7 +157,7 @@ def test_unregistered_exercise_is_caught(course):
 def test_committed_inputs_that_differ_from_the_source_are_caught(course):
     edit_source(course, "import math\n", "import math  # edited\n")
     found = problems(course)
-    assert any("notebooks/en/99_demo.ipynb cell 1" in p and "differs from a fresh render" in p for p in found), found
+    assert any("notebooks/en/99_demo.ipynb cell 2" in p and "differs from a fresh render" in p for p in found), found
 
 
 def test_solution_leaking_into_a_student_notebook_is_caught(course):
@@ -201,7 +210,7 @@ def test_diagrams_are_linked_from_every_render_and_must_exist(course):
     (build.ROOT / "images").mkdir()
     (build.ROOT / "images" / "99_missing_en.svg").write_text("<svg/>")
     assert problems(course) == []
-    student_en, _, solution_en, _ = (nbformat.read(t, as_version=4) for _, _, t in build.targets(course))
+    student_en, _, solution_en, _ = (lesson_only(t) for _, _, t in build.targets(course))
     # each render's link reaches images/ from where that notebook lives
     assert "](../../images/99_missing_en.svg)" in student_en.cells[0].source
     assert "](../../../images/99_missing_en.svg)" in solution_en.cells[0].source
@@ -250,7 +259,7 @@ NBGRADER_ID = r"[A-Za-z0-9_-]+"  # what nbgrader's metadata schema (version 3) a
 def test_every_render_carries_nbgrader_metadata(course):
     """Exercise cells are nbgrader solution cells, check cells locked test cells worth a point."""
     for _, _, target in build.targets(course):
-        cells = nbformat.read(target, as_version=4).cells
+        cells = lesson_only(target).cells
         assert cells[2].metadata["nbgrader"] == {
             "solution": True, "grade": False, "locked": False, "grade_id": "01_scaled_dot-code", "schema_version": 3,
         }
@@ -282,3 +291,89 @@ def test_every_lessons_exercise_has_one_solution_cell_and_one_test_cell_for_nbgr
             assert ids == want, (lesson, lang, solutions, ids)
             assert all(re.fullmatch(NBGRADER_ID, i) for i in ids)
             assert [m["grade"] for m in found] == [False, True] * len(exercises)
+
+
+# ----------------------------------------------------------------------------- links and the course home
+
+def _links(text):
+    return re.findall(r"\]\(([^)]+)\)", text)
+
+
+@pytest.mark.parametrize("solutions", [False, True])
+@pytest.mark.parametrize("lang", build.LANGUAGES)
+def test_every_lesson_links_the_home_first_and_the_next_lesson_last(lang, solutions):
+    found = build.lessons()
+    numbers = list(found)
+    home = f"../../{lang}/index.ipynb" if solutions else "index.ipynb"
+    for lesson, path in found.items():
+        notebook = build.render(build.jupytext.read(path), lang, solutions, lesson)
+        first, last = notebook.cells[0], notebook.cells[-1]
+        assert build.NAV_TAG in first.metadata["tags"] and build.NAV_TAG in last.metadata["tags"]
+        assert _links(first.source) == [home]
+        assert first.metadata["slideshow"] == {"slide_type": "skip"}  # the decks have no home
+        following = numbers[numbers.index(lesson) + 1:]
+        if following:
+            nxt = found[following[0]].with_suffix(".ipynb").name
+            assert _links(last.source) == [nxt, home], (lesson, last.source)
+            title = build.lesson_title(build.jupytext.read(found[following[0]]), lang, following[0])
+            assert f"[{following[0]} · {title}]({nxt})" in last.source
+        else:
+            assert _links(last.source) == [home]
+        # the rest is the lesson: the links are added cells, never typed into a source
+        assert not any(build.NAV_TAG in c.metadata.get("tags", []) for c in notebook.cells[1:-1])
+        assert not re.search(r"\]\((index|\d\d_\w+)\.ipynb\)", path.read_text(encoding="utf-8"))
+
+
+def test_the_one_lesson_of_a_course_links_home_at_its_end(course):
+    source = build.jupytext.read(course)
+    for lang in build.LANGUAGES:
+        last = build.render(source, lang, False, "99").cells[-1]
+        assert _links(last.source) == ["index.ipynb"] and build.catalogue(lang, "nav.last", link="index.ipynb") in last.source
+    for lang, solutions, target in build.targets(course):  # renders without their links: check says so
+        build.write(build.render(source, lang, solutions), target)
+    assert any("differs from a fresh render" in p for p in problems(course))
+
+
+README_MAP = """# A course
+
+## Course map · 课程地图
+
+| # | Lesson · 课 | What it teaches · 内容 | English | 中文 |
+| --- | --- | --- | --- | --- |
+| 99 | Demo · 演示 | tensors, briefly · 简述张量 | [en](notebooks/en/99_demo.ipynb) | [zh](notebooks/zh/99_demo.ipynb) |
+
+## Next section
+"""
+
+
+def test_the_home_lists_every_lesson_and_check_catches_a_stale_one(course):
+    (build.ROOT / "README.md").write_text(README_MAP)
+    assert build.course_map() == {"99": {"en": "tensors, briefly", "zh": "简述张量"}}
+    assert [str(p) for p in build.check_home()] == [
+        f"lesson home, notebooks/{lang}/index.ipynb: not rendered: run `make notebooks`" for lang in build.LANGUAGES]
+    for lang, path in build.homes():
+        build.write(build.render_home(lang), path)
+    assert build.check_home() == []
+    en, zh = (nbformat.read(path, as_version=4) for _, path in build.homes())
+    assert "| 99 | [A tensor lesson](99_demo.ipynb) | tensors, briefly | about 10 min |" in en.cells[1].source
+    assert "| 99 | [一节关于张量的课](99_demo.ipynb) | 简述张量 | 约 10 分钟 |" in zh.cells[1].source
+    assert 'setup(lang="zh")' in zh.cells[3].source and "progress()" in zh.cells[3].source
+    # the README's course map changes: the homes are stale
+    (build.ROOT / "README.md").write_text(README_MAP.replace("tensors, briefly", "tensors, at length"))
+    assert [p for p in map(str, build.check_home()) if "differs from a fresh render" in p]
+    (build.ROOT / "README.md").write_text(README_MAP)
+    # a new lesson: the homes are stale, and the README must map it
+    shutil.copy(course, course.with_name("98_first.py"))
+    found = [str(p) for p in build.check_home()]
+    assert any("lesson 98, README.md: has no row in the course map" in p for p in found), found
+    assert any("notebooks/en/index.ipynb: differs" in p for p in found), found
+
+
+def test_the_committed_homes_show_no_progress_yet():
+    """Executed in notebooks/{en,zh}/, where no work folder is: the state every learner starts from."""
+    from course_utils import i18n
+
+    for lang, path in build.homes():
+        notebook = nbformat.read(path, as_version=4)
+        outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+        assert [o.get("text") for o in outputs] == [i18n.text(lang, "progress.none") + "\n"], path

@@ -35,7 +35,7 @@ needs_bwrap = pytest.mark.skipif(not AVAILABLE, reason=f"no sandbox here: {WHY}"
 # What the kernel's environment holds, all of it: runner.kernel_environment, and PWD (bwrap's,
 # the working folder).
 EXPECTED_ENVIRONMENT = {"PATH", "HOME", "LANG", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "COURSE_THREADS",
-                        "PYTHONHASHSEED", "MPLBACKEND", "PYDEVD_DISABLE_FILE_VALIDATION", "MPLCONFIGDIR",
+                        "PYTHONHASHSEED", "MPLBACKEND", "PYDEVD_DISABLE_FILE_VALIDATION", "MPLCONFIGDIR", "COURSE_GRADING",
                         "IPYTHONDIR", "PWD"} | {name for name in runner.PASSED_ON if name in os.environ}
 
 # A process that detaches itself for good: a new session, orphaned by a double fork, asleep 60 s.

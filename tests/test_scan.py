@@ -19,7 +19,7 @@ from course_teacher.exercises import EXERCISES, TRANSPOSES
 from course_teacher.grade import scan, submission
 
 ROOT = Path(__file__).resolve().parent.parent
-LESSONS = sorted(path.name for path in (ROOT / "notebooks" / "en").glob("*.ipynb"))
+LESSONS = sorted(path.name for path in (ROOT / "notebooks" / "en").glob("[0-9][0-9]_*.ipynb"))  # not the home, index.ipynb
 L00, L01, L02, L06 = "00_tensor_shapes.ipynb", "01_attention_basics.ipynb", "02_masking.ipynb", "06_transformer.ipynb"
 CAUSAL = ("course_utils.masks.causal_mask",)  # what 02.causal_mask could forbid (it does not, yet)
 

@@ -47,7 +47,8 @@ LAUNCH = Path(__file__).with_name("launch.py")
 # What every grading kernel runs under: one thread, as the course's notebooks are built and
 # checked (course_utils.build.EXECUTION_ENV), and no debugger frozen-modules warning.
 KERNEL_ENV = {"COURSE_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
-              "PYDEVD_DISABLE_FILE_VALIDATION": "1", "MPLBACKEND": "agg", "LANG": "C.UTF-8"}
+              "PYDEVD_DISABLE_FILE_VALIDATION": "1", "MPLBACKEND": "agg", "LANG": "C.UTF-8",
+              "COURSE_GRADING": "1"}  # (a check records no progress: course_utils.learner)
 # Passed on from the grader's environment when it has them (they change how torch computes);
 # nothing else is: no tokens, no CI secrets, no HOME.
 PASSED_ON = ("ATEN_CPU_CAPABILITY", "OMP_WAIT_POLICY")

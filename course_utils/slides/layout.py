@@ -14,7 +14,7 @@ import re
 
 import nbformat
 
-from ..build import ROOT
+from ..build import NAV_TAG, ROOT
 from .notes import LABELS, minutes, note_markdown
 from .outputs import _code_height, _fit_text_output, _split_code, widget_parts, widget_picture
 from .sizes import (
@@ -43,6 +43,9 @@ from .sizes import (
     markdown_blocks,
     table_rows,
 )
+
+#: A link to a lesson's notebook beside this one, in a lesson's links (build.navigation)
+LESSON_LINK = re.compile(r"\]\((\d\d_[\w-]+)\.ipynb\)")
 
 # ----------------------------------------------------------------------------- packing
 
@@ -318,6 +321,15 @@ class Packer:
         return cells
 
 
+def _deck_links(source):
+    """A lesson's link to the next lesson (build.navigation), as a deck shows it: to the next deck
+    (NN_slug.ipynb -> NN_slug.html, its neighbour in slides/decks/{en,zh}/); the lines that link
+    anything else (the course home, which has no deck) are left out."""
+    lines = [line for line in source.splitlines() if line.strip()]
+    kept = [LESSON_LINK.sub(r"](\1.html)", line) for line in lines if LESSON_LINK.search(line)]
+    return "\n\n".join(kept)
+
+
 def deck_language(notebook):
     tags = {tag for cell in notebook.cells for tag in cell.metadata.get("tags", [])}
     if "lang-zh" in tags:
@@ -353,6 +365,11 @@ def slide_notebook(notebook, lang=None):
             )
         if kind == "notes":
             packer.pending_say.append(cell.source)
+        elif cell.cell_type == "markdown" and NAV_TAG in cell.metadata.get("tags", []):
+            links = _deck_links(cell.source)
+            if links:
+                packer.ensure(TEXT_PX * LINE + 20)
+                packer.place(_markdown_cell(links, tags=(NAV_TAG,)), TEXT_PX * LINE + 20)
         elif cell.cell_type == "markdown":
             for block in blocks:
                 if block.kind == "heading" and not packer.page.cells:
