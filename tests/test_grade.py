@@ -198,8 +198,18 @@ leo,00,00.scores_einsum,passed,,1,1,leo/00_tensor_shapes.ipynb,
 leo,00,00.split_heads,crashed,KERNEL_DIED,0,1,leo/00_tensor_shapes.ipynb,
 leo,00,00.merge_heads,passed,,1,1,leo/00_tensor_shapes.ipynb,
 """
-FRANK_REVIEW = "import course_utils.exercises.compare as compare (cell 44); torch.allclose (cell 44)"
-IVAN_REVIEW = "import course_utils.exercises.kernel as kernel_side (cell 62); kernel_side.collect (cell 62)"
+
+
+def _cell_before(exercise, lang="en"):
+    """The number (from 1) a cell inserted just before `exercise`'s cell of lesson 00 gets."""
+    notebook = render(LESSON_00, lang)
+    return notebook.cells.index(exercise_cell(notebook, exercise)) + 1
+
+
+FRANK_CELL, GRACE_CELL = _cell_before("00.padding_mask", "zh"), _cell_before("00.merge_heads")
+IVAN_CELL = _cell_before("00.merge_heads")
+FRANK_REVIEW = f"import course_utils.exercises.compare as compare (cell {FRANK_CELL}); torch.allclose (cell {FRANK_CELL})"
+IVAN_REVIEW = f"import course_utils.exercises.kernel as kernel_side (cell {IVAN_CELL}); kernel_side.collect (cell {IVAN_CELL})"
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +286,7 @@ def test_code_that_patches_torch_or_the_grading_machinery_scores_0_for_review(gr
     wire tests below.)"""
     _, out, _, _ = graded
     frank = _read(out / "frank/00_tensor_shapes/feedback.md")
-    assert "留待教师复核" in frank and "第 44 个单元格" in frank and "`torch.allclose`" in frank, frank
+    assert "留待教师复核" in frank and f"第 {FRANK_CELL} 个单元格" in frank and "`torch.allclose`" in frank, frank
     ivan = json.loads(_read(out / "ivan/00_tensor_shapes/result.json"))["tests"]
     assert all(t["mistake"] == "REVIEW" and "for the teacher's review" in t["message"] for t in ivan)
 
@@ -296,7 +306,7 @@ def test_hostile_cells_are_recorded_and_skipped(graded):
     assert "defines `split`, but no longer `split_heads`" in erin and "no exercise cell for it any more" in erin
     grace = _read(out / "grace/00_tensor_shapes/feedback.md")
     assert "not valid Python (line 1" in grace and "can't allocate memory" in grace
-    assert "Cell 62 (`import signal`) ran for more than 8 s and was stopped; the grader skipped it" in grace
+    assert f"Cell {GRACE_CELL} (`import signal`) ran for more than 8 s and was stopped; the grader skipped it" in grace
     heidi = _read(out / "heidi/01_attention_basics/feedback.md")
     assert "`course_utils.attention.scaled_dot_product_attention`" in heidi
 

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from submissions import answer, insert, render, save, solved
+from submissions import answer, exercise_cell, insert, render, save, solved
 
 import course_utils
 from course_teacher.grade import gradebook, grader, sandbox, submission
@@ -609,7 +609,7 @@ def save(data, path, mode=0o600):
     elif number == 3:
         os.symlink("/etc/passwd", path)
     else:
-        save(data, path, mode)
+        _save(data, path, mode)
 
 
 def attack():
@@ -679,11 +679,11 @@ def _honest(folder, label):
     return {"notebook": name}
 
 
-def _lesson00(folder, *cells, lang="en", solved=True, name=L00, answers=None):
+def _lesson00(folder, *cells, lang="en", solve=True, name=L00, answers=None):
     """A lesson 00 notebook: the solutions (or the render), `answers` in exercise cells, and each
     (before_exercise, source) of `cells` inserted; {"cells": their numbers, "exercises": {exercise:
     the number of its cell}}."""
-    notebook = solved(L00, lang) if solved else render(L00, lang)
+    notebook = solved(L00, lang) if solve else render(L00, lang)
     for exercise, source in (answers or {}).items():
         answer(notebook, exercise, source)
     numbers = [insert(notebook, before, source) for before, source in cells]
@@ -730,7 +730,7 @@ def _h07_reach(folder, facts):  # the registry, or the old private reference, fr
 
 
 def _h08(folder, facts):  # the solutions, other notebooks, IPython's history
-    return _lesson00(folder, ("00.padding_mask", _payload(SOLUTIONS)), solved=False,
+    return _lesson00(folder, ("00.padding_mask", _payload(SOLUTIONS)), solve=False,
                      answers={"00.padding_mask": STOLEN.format(name="padding_mask", exercise="00.padding_mask")})
 
 
@@ -1271,20 +1271,23 @@ NUMBERS = {"h01-grader-files": 1, "h02-startup": 2, "h03-inject": 3, "h04-outliv
            "h11-memory": "11-memory", "h11-disk": "11-disk", "h11-answers": "11-answers"}
 
 
+# The learner's cell an attack adds, just before lesson 00's first exercise: its number (from 1).
+ATTACK_CELL = render(L00, "en").cells.index(exercise_cell(render(L00, "en"), "00.padding_mask")) + 1
+
 REVIEWED = {  # label: what the review column names (the scan's words), for the code the scan cannot read
-    "h03-inject": ("os.fork() (cell 44)", "from jupyter_client import BlockingKernelClient (cell 44)"),
-    "h04-outlive": ("os.fork() (cell 44)",),
-    "h07-reach": ("from course_teacher.exercises import EXERCISES (cell 44)",),
-    "h08-solutions": ("exec('import torch\\n' + ''.join(cell['source']), namespace) (cell 44)",),
-    "h11-fork-bomb": ("os.fork() (cell 44)",),
-    "h11-memory": ("os.fork() (cell 44)",),
-    "h11-answers": ("import course_utils.exercises.wire as wire (cell 44)",),
-    "h07-registry": ("from course_teacher.exercises import EXERCISES (cell 44)",),
-    "h07-importlib": ("import importlib (cell 44)",),
+    "h03-inject": (f"os.fork() (cell {ATTACK_CELL})", f"from jupyter_client import BlockingKernelClient (cell {ATTACK_CELL})"),
+    "h04-outlive": (f"os.fork() (cell {ATTACK_CELL})",),
+    "h07-reach": (f"from course_teacher.exercises import EXERCISES (cell {ATTACK_CELL})",),
+    "h08-solutions": (f"exec('import torch\\n' + ''.join(cell['source']), namespace) (cell {ATTACK_CELL})",),
+    "h11-fork-bomb": (f"os.fork() (cell {ATTACK_CELL})",),
+    "h11-memory": (f"os.fork() (cell {ATTACK_CELL})",),
+    "h11-answers": (f"import course_utils.exercises.wire as wire (cell {ATTACK_CELL})",),
+    "h07-registry": (f"from course_teacher.exercises import EXERCISES (cell {ATTACK_CELL})",),
+    "h07-importlib": (f"import importlib (cell {ATTACK_CELL})",),
     "h07-private": ("from course_utils.exercises.l06_transformer import",),
-    "h12-subprocess": ("import subprocess, sys (cell 44)",),
-    "h12-ctypes": ("import ctypes (cell 44)",),
-    "h12-module": ("import helpers (cell 44)", "sys.path.insert(0, os.path.expanduser('~')) (cell 44)"),
+    "h12-subprocess": (f"import subprocess, sys (cell {ATTACK_CELL})",),
+    "h12-ctypes": (f"import ctypes (cell {ATTACK_CELL})",),
+    "h12-module": (f"import helpers (cell {ATTACK_CELL})", f"sys.path.insert(0, os.path.expanduser('~')) (cell {ATTACK_CELL})"),
 }
 
 

@@ -207,7 +207,7 @@ CALLERS = {
         lambda: multihead.FusedMultiheadAttention(8, 2).copy_weights_from(multihead.FusedMultiheadAttention(8, 4)),
         "FusedMultiheadAttention.copy_weights_from", "other",
     ),
-    "toy task": (lambda: toy.target_positions("sort", 4), "toy", "task"),
+    "toy task": (lambda: toy.target_positions("sort", 4), "target_positions", "task"),
     "toy length": (
         lambda: toy.make_batch("reverse", 2, torch.Generator(), length=0), "make_batch", "length",
     ),
