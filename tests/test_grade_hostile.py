@@ -407,6 +407,9 @@ WORDS = ("SECRET", "TOKEN", "KEY", "PASS")
 
 
 def attack(words=WORDS):
+    # what the kernel was given itself (OMP_WAIT_POLICY=PASSIVE under make test, and bwrap's own
+    # command line, pid 1 here, which sets it) is no one else's secret
+    own = {f"{k}={v}" for k, v in os.environ.items()} | set(os.environ) | set(os.environ.values())
     found, seen = [], 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -418,7 +421,7 @@ def attack(words=WORDS):
             except OSError:
                 continue
             seen += 1
-            found += [item for item in items if any(word in item.upper() for word in words)]
+            found += [item for item in items if item not in own and any(word in item.upper() for word in words)]
     found += [f"{k}={v}" for k, v in os.environ.items() if any(word in k.upper() for word in words)]
     return f"read={seen} found={';'.join(sorted(set(found))) or 'none'}"
 '''
