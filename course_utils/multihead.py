@@ -216,7 +216,7 @@ class _Multihead(nn.Module):
                         "zh": f"bool 张量，True 表示该查询可以关注该键，且能广播到 (B, H, L_q, L_k) = {scores_shape}",
                     },
                 )
-            _same_device(function, "keep_mask", keep_mask, query)
+            check.mask_on_device_of(function, "keep_mask", keep_mask, query, "query")
             keep = keep_mask
         if key_padding_mask is not None:
             ok = isinstance(key_padding_mask, torch.Tensor) and key_padding_mask.dtype == torch.bool
@@ -230,7 +230,7 @@ class _Multihead(nn.Module):
                         "zh": f"形状为 (B, L_k) = {(B, L_k)} 的 bool 张量，True 表示填充位置（要忽略的键）",
                     },
                 )
-            _same_device(function, "key_padding_mask", key_padding_mask, query)
+            check.mask_on_device_of(function, "key_padding_mask", key_padding_mask, query, "query")
             real = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, L_k): True at real keys
             keep = real if keep is None else keep & real
         return keep
@@ -622,12 +622,3 @@ def _callable(function, argument, call):
                    {"en": "a function to call with no arguments, e.g. lambda: layer(x, x, x)",
                     "zh": "可无参数调用的函数，例如 lambda: layer(x, x, x)"})
     return call
-
-
-def _same_device(function, argument, mask, query):
-    """A mask must live where the query does (a meta mask has no values to read)."""
-    if mask.device != query.device:
-        where = query.device.type
-        check.fail(function, argument, check.describe(mask),
-                   {"en": f"a mask on the device of query ({where}); move it with .to({where!r})",
-                    "zh": f"与 query 在同一设备（{where}）上的掩码；可用 .to({where!r}) 移过去"})

@@ -103,16 +103,8 @@ def _padding(function, argument, mask, B, L, x):
                     "use mask.bool() if 1 means padding)",
                     "zh": f"形状为 (B, L) = {(B, L)} 的 bool 张量，True 表示填充位置"
                     "（0/1 数值掩码含义不明：若 1 表示填充，请先用 mask.bool()）"})
-    _on_device_of_x(function, argument, mask, x)
+    check.mask_on_device_of(function, argument, mask, x, "x")
     return mask
-
-
-def _on_device_of_x(function, argument, mask, x):
-    if mask.device != x.device:
-        where = x.device.type
-        check.fail(function, argument, check.describe(mask),
-                   {"en": f"a mask on the device of x ({where}); move it with .to({where!r})",
-                    "zh": f"与 x 在同一设备（{where}）上的掩码；可用 .to({where!r}) 移过去"})
 
 
 def _keep(function, keep_mask, shape, x):
@@ -125,7 +117,7 @@ def _keep(function, keep_mask, shape, x):
                    {"en": f"a bool tensor, True where a query may attend to a key, that broadcasts to "
                     f"(B, H, L, L) = {shape}",
                     "zh": f"bool 张量，True 表示该查询可以关注该键，且能广播到 (B, H, L, L) = {shape}"})
-    _on_device_of_x(function, "keep_mask", keep_mask, x)
+    check.mask_on_device_of(function, "keep_mask", keep_mask, x, "x")
     return keep_mask
 
 

@@ -166,6 +166,17 @@ def alike(function, argument, value, reference, source):
     return value
 
 
+def mask_on_device_of(function, argument, mask, reference, source):
+    """Check that `mask` lives on the device of tensor `reference`, named by `source` (code, e.g.
+    "query" or "x"): a mask elsewhere would fail deep inside torch."""
+    if mask.device != reference.device:
+        where = reference.device.type
+        fail(function, argument, describe(mask),
+             {"en": f"a mask on the device of {source} ({where}); move it with .to({where!r})",
+              "zh": f"与 {source} 在同一设备（{where}）上的掩码；可用 .to({where!r}) 移过去"})
+    return mask
+
+
 def fits_in_memory(function, argument, value, count, itemsize=1):
     """Check that a tensor of `count` elements of `itemsize` bytes, sized by `value`, can exist at all:
     one larger than this machine's memory fails later inside torch's allocator (or is killed by the
