@@ -481,11 +481,14 @@ def test_the_home_links_every_lesson_and_shows_the_learners_progress(jupyterlab,
     nb = Notebook(page, ROOT / home)
     try:
         _open(page, base, token, home)
-        page.locator(".jp-RenderedMarkdown a").first.wait_for(state="attached")
+        # JupyterLab renders markdown cells one by one: the heading's own anchor can be there before
+        # the lessons' table, so wait for the last lesson's link rather than for any link.
+        # (JupyterLab serves a relative link as /files/<path>?_xsrf=...; a click opens it in the lab)
+        stems = [source.stem for source in build.lessons().values()]
+        page.locator(f'.jp-RenderedMarkdown a[href*="/{stems[-1]}.ipynb"]').first.wait_for(state="attached")
         hrefs = page.eval_on_selector_all(".jp-RenderedMarkdown a", "links => links.map(a => a.getAttribute('href'))")
-        for source in build.lessons().values():
-            # (JupyterLab serves a relative link as /files/<path>?_xsrf=...; a click opens it in the lab)
-            assert any(f"/{source.stem}.ipynb" in str(h) for h in hrefs), (source.stem, hrefs)
+        for stem in stems:
+            assert any(f"/{stem}.ipynb" in str(h) for h in hrefs), (stem, hrefs)
         deadline = time.monotonic() + KERNEL_READY_S
         while (nb.state() or {}).get("kernel") != "idle" or not _session(base, token, home):
             _choose_kernel_if_asked(page)
