@@ -22,23 +22,34 @@ TORCH_TAG := $(subst =,_,$(subst $(space),_,$(TORCH)))
 LAB_STAMP := $(VENV)/.lab-$(TORCH_TAG)
 STAMP := $(VENV)/.installed-$(TORCH_TAG)
 
-.PHONY: setup lab test test-paths bench notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
+.PHONY: setup lab lock test test-paths bench notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
 
 setup: $(STAMP)
 
-$(LAB_STAMP): pyproject.toml Makefile
+# Every package but torch comes from the lock files in requirements/, at the exact versions the
+# tests passed with and checked against their sha256 hashes (`make lock` writes them from
+# pyproject.toml); the course itself is then installed without its dependencies, and `pip check`
+# proves nothing is missing. (Another TORCH than the locked one may need `make lock TORCH=...`.)
+LAB_LOCK := requirements/lab.lock
+TEST_LOCK := requirements/test.lock
+
+$(LAB_STAMP): pyproject.toml Makefile $(LAB_LOCK)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet "$(TORCH)"
-	$(PIP) install --quiet -e .
+	$(PIP) install --quiet --require-hashes --no-deps -r $(LAB_LOCK)
+	$(PIP) install --quiet --no-deps -e .
+	$(PIP) check
 	@rm -f $(VENV)/.lab-*
 	@touch $@
 
 # Everything but `make lab` works on the repository (its tests, sources, teacher's side): the
 # student bundle has none of them, and says so instead of installing the test tools for nothing.
-$(STAMP): $(LAB_STAMP)
+# (the student bundle has no test.lock: the recipe says what the bundle is instead)
+$(STAMP): $(LAB_STAMP) $(wildcard $(TEST_LOCK))
 	@test -d tests || { echo "This is the course's student bundle: \`make lab\` opens it (README.md)." \
 		"The tests and the teacher's tools are in the course's repository."; exit 2; }
-	$(PIP) install --quiet -e ".[test]"
+	$(PIP) install --quiet --require-hashes --no-deps -r $(TEST_LOCK)
+	$(PIP) check
 	@# nbgrader is a test dependency (tests/test_nbgrader.py runs its command line); installed, it
 	@# turns on its teacher menus and server extensions in every JupyterLab of this environment.
 	@# A learner's JupyterLab does not need them, so they are off (README: how a teacher turns them on).
@@ -150,6 +161,18 @@ notebooks: setup
 bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_multihead.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_probsparse.py
+
+# The lock files (requirements/lab.lock and test.lock) from pyproject.toml's ranges, for every
+# platform, with hashes. Run it after changing pyproject.toml's dependencies (it keeps every locked
+# version the ranges still allow), or with UPGRADE=1 to move to the newest versions; then
+# `make test` on a fresh clone before committing the new locks. uv resolves them; TORCH_WHEELS
+# says where torch's CPU wheels are (default: download.pytorch.org; a local folder works too).
+UV := uv==0.13.9
+TORCH_WHEELS ?=
+lock:
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet "$(UV)"
+	$(PY) requirements/lock.py --torch "$(TORCH)" $(if $(TORCH_WHEELS),--wheels "$(TORCH_WHEELS)") $(if $(UPGRADE),--upgrade)
 
 check: setup
 	$(PY) -m course_utils.build --check

@@ -1,70 +1,117 @@
-"""The Binder/conda environment and the pip package describe the same course, and the kernel
-path a test run asks torch for is the one it gets.
-
-environment.yml holds exactly pyproject.toml's runtime dependencies (plus python and pip): Binder
-builds it for learners, who never run the test tools of the `test` extra, and each package less
-makes that build quicker. The tests (`make test`) install the `test` extra with pip."""
+"""The environment a fresh clone installs is exactly the locked one, and every description of it
+agrees: pyproject.toml (the ranges), requirements/lab.lock and test.lock (the exact versions, with
+hashes, that `make lab` and `make setup` install), environment.yml (Binder and conda) and the
+Makefile. Also: the kernel path a test run asks torch for is the one it gets."""
 
 import os
 import re
+import subprocess
+import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 import torch
+from packaging.markers import Marker
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parent.parent
-CONDA_NAMES = {"torch": "pytorch"}  # PyPI name -> conda-forge name, where they differ
+sys.path.insert(0, str(ROOT / "requirements"))
+import lock  # requirements/lock.py: `make lock`
+
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
-def _name(requirement):
-    return re.split(r"[\s<>=!~\[;]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+def _name(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def environment_names():
-    """The package names of environment.yml's dependencies (conda's and pip's), less this package."""
-    names = set()
-    text = (ROOT / "environment.yml").read_text()
-    for line in text[text.index("\ndependencies:") :].splitlines():
-        match = re.match(r"\s*-\s+([A-Za-z0-9_.\-]+)", line)
-        if match and not line.strip().startswith("- -e"):
-            names.add(_name(match.group(1)))
-    return names
+def pins(path):
+    """[(name, version, marker or None, number of hashes)] of a lock file."""
+    found = []
+    for lines in lock.entries(path.read_text()).values():
+        requirement = Requirement(lines[0].rstrip("\\ "))
+        (spec,) = requirement.specifier
+        assert spec.operator == "==", f"{path.name}: {lines[0]} is not an exact pin"
+        hashes = sum(line.strip().startswith("--hash=sha256:") for line in lines)
+        found.append((_name(requirement.name), spec.version, requirement.marker, hashes))
+    return found
 
 
-def test_every_runtime_dependency_is_in_environment_yml():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    missing = {
-        _name(r) for r in project["dependencies"] if CONDA_NAMES.get(_name(r), _name(r)) not in environment_names()
-    }
-    assert not missing, f"environment.yml lacks {sorted(missing)} (runtime dependencies in pyproject.toml)"
-
-
-def _runtime_names(project):
-    return {CONDA_NAMES.get(_name(r), _name(r)) for r in project["dependencies"]}
-
-
-def test_environment_yml_has_nothing_beyond_the_runtime_dependencies():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    extra = environment_names() - {"python", "pip"} - _runtime_names(project)
-    assert not extra, f"environment.yml has {sorted(extra)}, which pyproject.toml does not list as runtime dependencies"
-
-
-def test_environment_yml_leaves_the_test_tools_out():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    test_tools = {_name(r) for r in project["optional-dependencies"]["test"]}
-    assert test_tools, "the parser found no test extra in pyproject.toml"
-    assert not test_tools & environment_names(), f"Binder needs no test tools: {sorted(test_tools & environment_names())}"
-
-
-def test_environment_installs_this_package_and_the_cpu_build():
-    text = (ROOT / "environment.yml").read_text()
-    assert "- -e ." in text and "cpu" in text
+LAB, TEST = pins(lock.LAB), pins(lock.TEST)
 
 
 def test_the_parser_sees_what_is_there():
-    # guards the test above against a parser that finds nothing and so misses nothing
-    assert {"pytorch", "numpy", "jupyterlab", "mplfonts", "ipywidgets"} <= environment_names()
+    # guards the tests below against a parser that finds nothing and so misses nothing
+    assert {"numpy", "jupyterlab", "ipywidgets", "matplotlib"} <= {name for name, *_ in LAB}
+    assert {"pytest", "nbval", "playwright"} <= {name for name, *_ in TEST}
+
+
+def test_every_pin_is_exact_and_hashed_and_torch_is_left_to_the_makefile():
+    for name, version, _, hashes in LAB + TEST:
+        assert hashes >= 1, f"{name}=={version} has no hash"
+    assert "torch" not in {name for name, *_ in LAB + TEST}, "torch belongs to the Makefile's TORCH pin"
+    makefile = (ROOT / "Makefile").read_text()
+    torch_pin = re.search(r"^TORCH \?= (\S+)", makefile, re.MULTILINE).group(1)
+    for path in (lock.LAB, lock.TEST):
+        assert f"({torch_pin})" in path.read_text().split("\n", 3)[2], f"{path.name} was locked for another torch"
+
+
+def _locked_versions(entries, name):
+    return [(version, marker) for locked, version, marker, _ in entries if locked == name]
+
+
+@pytest.mark.parametrize("extra", [None, "test"])
+def test_every_dependency_in_pyproject_is_locked_within_its_range(extra):
+    requirements = PROJECT["dependencies"] if extra is None else PROJECT["optional-dependencies"][extra]
+    where = LAB if extra is None else LAB + TEST
+    for requirement in map(Requirement, requirements):
+        if _name(requirement.name) == "torch":
+            continue
+        versions = _locked_versions(where, _name(requirement.name))
+        assert versions, f"{requirement.name} is in pyproject.toml but not in the lock: run `make lock`"
+        for version, _ in versions:
+            assert requirement.specifier.contains(version, prereleases=True), \
+                f"the lock has {requirement.name}=={version}, outside pyproject.toml's {requirement}: run `make lock`"
+
+
+def test_the_test_lock_holds_only_what_the_lab_lock_lacks():
+    assert not {name for name, *_ in LAB} & {name for name, *_ in TEST}
+
+
+def test_this_environment_has_exactly_the_locked_versions():
+    # what `make setup` installed: on a fresh clone (CI) this proves the lock was installed
+    for name, version, marker, _ in LAB + TEST:
+        if marker is None or Marker(str(marker)).evaluate():
+            assert metadata.version(name) == version, f"{name}: installed {metadata.version(name)}, locked {version}"
+
+
+def test_the_makefile_installs_the_locks_with_their_hashes():
+    makefile = (ROOT / "Makefile").read_text()
+    for variable, path in (("LAB_LOCK", lock.LAB), ("TEST_LOCK", lock.TEST)):
+        assert f"{variable} := {path.relative_to(ROOT)}" in makefile
+        assert f"--require-hashes --no-deps -r $({variable})" in makefile
+    assert "install --quiet --no-deps -e ." in makefile and "$(PIP) check" in makefile
+
+
+def test_pip_finds_nothing_missing_or_broken():
+    result = subprocess.run([sys.executable, "-m", "pip", "check"], check=False, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_environment_yml_installs_the_lab_lock_and_binder_the_package():
+    # Binder (repo2docker) reads environment.yml as YAML; a local `-r` makes it copy the repository
+    # in before building, and its postBuild installs this package (not hash-checkable, so apart).
+    yaml = pytest.importorskip("yaml")  # PyYAML comes with jupytext, a runtime dependency
+    environment = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert environment["name"] and environment["channels"] == ["conda-forge"]
+    conda = [d for d in environment["dependencies"] if isinstance(d, str)]
+    (pip,) = [d["pip"] for d in environment["dependencies"] if isinstance(d, dict)]
+    assert sorted(c.split("=")[0] for c in conda) == ["pip", "python", "pytorch"] and "cpu" in " ".join(conda)
+    assert pip == [f"-r {lock.LAB.relative_to(ROOT)}"], "every pip package of Binder comes from the lab lock"
+    post_build = (ROOT / "postBuild").read_text()
+    assert "pip install --no-cache-dir --no-deps -e ." in post_build and os.access(ROOT / "postBuild", os.X_OK)
 
 
 @pytest.mark.trains  # selected with the training tests, so it runs under every path they run under
@@ -75,13 +122,3 @@ def test_the_kernel_path_asked_for_is_the_one_torch_runs():
     if not asked:
         pytest.skip("ATEN_CPU_CAPABILITY is not set: torch runs the CPU's native path")
     assert torch.backends.cpu.get_cpu_capability().lower() == asked.lower()
-
-
-def test_environment_yml_is_what_binder_can_read():
-    # Binder (repo2docker) reads it as YAML: a name, conda-forge, and a pip list that installs this
-    # package from the repository (a local `-e .` makes repo2docker copy the repository in first).
-    yaml = pytest.importorskip("yaml")  # PyYAML comes with jupytext, a runtime dependency
-    environment = yaml.safe_load((ROOT / "environment.yml").read_text())
-    assert environment["name"] and environment["channels"] == ["conda-forge"]
-    (pip,) = [d["pip"] for d in environment["dependencies"] if isinstance(d, dict)]
-    assert "-e ." in pip and "pip" in environment["dependencies"]

@@ -224,7 +224,8 @@ def test_make_lab_installs_only_what_a_learner_needs_and_make_test_says_what_the
     course = tmp_path / _top()
     plan = subprocess.run(["make", "-n", "lab"], cwd=course, capture_output=True, text=True, timeout=60)
     assert plan.returncode == 0, plan.stderr
-    assert "install --quiet -e ." in plan.stdout and ".[test]" not in plan.stdout
+    assert "--require-hashes --no-deps -r requirements/lab.lock" in plan.stdout and "install --quiet --no-deps -e ." in plan.stdout
+    assert "test.lock" not in plan.stdout and ".[test]" not in plan.stdout
     venv = course / ".venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(sys.executable)
