@@ -67,7 +67,10 @@ def compile_(uv, out, torch, wheels, extra=None, constraint=None, upgrade=False)
         command += ["--extra", extra] if extra else []
         command += ["--constraints", str(constraint)] if constraint else []
         command += ["--upgrade"] if upgrade else []
-        subprocess.run(command, check=True, cwd=ROOT)
+        if subprocess.run(command, check=False, cwd=ROOT).returncode:
+            raise SystemExit(f"lock: uv could not resolve pyproject.toml (its message is above). Where it could not "
+                             f"reach torch's CPU wheels at {wheels}, name a folder or page that has them: "
+                             "make lock TORCH_WHEELS=...")
 
 
 def main(argv=None):
