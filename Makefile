@@ -98,7 +98,7 @@ WORK := work
 # the course home of the learner's language, in the learner's copies (a folder given as an argument
 # would become the root instead).
 lab: $(LAB_STAMP) $(LAB_OVERRIDES) $(LAB_NEEDS_$(COURSE_LANG))
-	$(PY) -m course_utils.learner copy "$(WORK)"
+	$(PY) -m course_utils copy "$(WORK)"
 	$(LAB_ENV_$(COURSE_LANG)) $(BIN)/jupyter lab --allow-root --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" \
 		--LabApp.workspaces_dir="$(abspath $(WORK))/.workspaces/$(COURSE_LANG)" \
 		--LabApp.default_url=/lab/tree/$(WORK)/$(COURSE_LANG)/index.ipynb

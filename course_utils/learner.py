@@ -210,7 +210,7 @@ def progress(lang=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m course_utils.learner", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m course_utils", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     copy = commands.add_parser("copy", help="copy the course's notebooks into a work folder (never overwriting the learner's)")
     copy.add_argument("work", help="the work folder, e.g. work")

@@ -202,14 +202,15 @@ def test_make_lab_copies_the_course_into_the_work_folder(tmp_path):
     """The Makefile's copy step, on the real course, into a temporary work folder: every student
     notebook and both homes, at the depth where ../../images/ still reaches the diagrams."""
     work = tmp_path / "work"
-    done = subprocess.run([sys.executable, "-m", "course_utils.learner", "copy", str(work)], cwd=build.ROOT,
+    done = subprocess.run([sys.executable, "-m", "course_utils", "copy", str(work)], cwd=build.ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+    assert "Warning" not in done.stderr, done.stderr  # the learner's first screen, before JupyterLab starts
     for lang in build.LANGUAGES:
         assert sorted(p.name for p in (work / lang).glob("*.ipynb")) == sorted(
             p.name for p in (build.NOTEBOOKS / lang).glob("*.ipynb"))
     makefile = (build.ROOT / "Makefile").read_text()
-    assert '$(PY) -m course_utils.learner copy "$(WORK)"' in makefile
+    assert '$(PY) -m course_utils copy "$(WORK)"' in makefile
     assert "--LabApp.default_url=/lab/tree/$(WORK)/$(COURSE_LANG)/index.ipynb" in makefile
     assert '--LabApp.workspaces_dir="$(abspath $(WORK))/.workspaces/$(COURSE_LANG)"' in makefile
     assert '"fetchNews": "false"' in makefile
