@@ -1,6 +1,6 @@
 """The learner's own folder: copies of the notebooks to work in, and each check's latest verdict.
 
-    python -m course_utils.learner copy work     copy the course's notebooks into work/ (`make lab`)
+    python -m course_utils copy work             copy the course's notebooks into work/ (`make lab`)
 
 ``make lab`` opens the course from a folder of the learner's own, ``work/`` (git-ignored), so that
 JupyterLab's autosave never edits the course's notebooks and a ``git pull`` never conflicts::
