@@ -43,12 +43,21 @@ def write():
         written.append(path)
     for stale in set(public.FOLDER.glob("*.pt")) - set(written):
         stale.unlink()
+    if not public.ORDER.exists() or public.ORDER.read_text(encoding="utf-8") != _order():
+        public.ORDER.write_text(_order(), encoding="utf-8")
     return written
+
+
+def _order():
+    """public.ORDER's text: the ids in the registry's order, which is the lessons' order."""
+    return "".join(f"{exercise}\n" for exercise in EXERCISES)
 
 
 def problems():
     """What is wrong with the committed files, one sentence each (empty: they match the references)."""
     found = []
+    if not public.ORDER.exists() or public.ORDER.read_text(encoding="utf-8") != _order():
+        found.append(f"{public.ORDER.name} does not list the exercises in the lessons' order")
     files = {path.name[: -len(".pt")] for path in public.FOLDER.glob("*.pt")}
     for extra in sorted(files - set(EXERCISES)):
         found.append(f"{public.path(extra).name}: no exercise {extra!r} is registered")
