@@ -22,7 +22,7 @@ TORCH_TAG := $(subst =,_,$(subst $(space),_,$(TORCH)))
 LAB_STAMP := $(VENV)/.lab-$(TORCH_TAG)
 STAMP := $(VENV)/.installed-$(TORCH_TAG)
 
-.PHONY: setup lab lock test test-paths bench notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
+.PHONY: setup lab lock test quick test-paths bench notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
 
 setup: $(STAMP)
 
@@ -140,6 +140,14 @@ test: setup
 	ATEN_CPU_CAPABILITY=default $(PY) -m pytest $(PARALLEL) -m trains tests
 	COURSE_THREADS=2 $(NBVAL) notebooks/solutions
 	COURSE_THREADS=1 ATEN_CPU_CAPABILITY=default $(NBVAL) $(STUDENT_NOTEBOOKS)
+
+# The inner loop, in under 3 minutes on CI's 2 cores: the build's and the public cases' checks (no
+# execution), then every test that neither trains (`trains`) nor starts a browser, a kernel or the
+# grader, nor fuzzes (`slow`); no nbval. `make test` runs all of it again, and the rest.
+quick: setup
+	$(PY) -m course_utils.build --check
+	$(PY) -m course_teacher.publish --check
+	$(PY) -m pytest $(PARALLEL) -m "not trains and not slow" tests
 
 # The trains tests and the student notebooks on every kernel path this CPU has (default, avx2,
 # avx512), one path after another. Not part of `make test`: there the native path and `default`

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
+
 HERE = Path(__file__).resolve()
 ROOT = HERE.parent.parent
 #: Seconds one call may run before it counts as a hang (generous: the machine is shared).

@@ -25,6 +25,8 @@ from course_teacher.grade import grader, submission
 from course_utils import i18n
 from course_utils.exercises import evaluate, grading, wire
 
+pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
+
 ROOT = Path(__file__).resolve().parent.parent
 LESSON_00 = "00_tensor_shapes.ipynb"
 LESSON_01 = "01_attention_basics.ipynb"

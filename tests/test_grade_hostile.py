@@ -66,6 +66,8 @@ from course_teacher.grade import gradebook, grader, sandbox, submission
 from course_teacher.grade.runner import Kernel
 from course_utils.exercises import evaluate
 
+pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
+
 ROOT = Path(__file__).resolve().parent.parent
 L00, L01, L02 = "00_tensor_shapes.ipynb", "01_attention_basics.ipynb", "02_masking.ipynb"
 OPTIONS = ["--jobs", "2", "--cells", "own", "--time-limit", "2", "--cell-timeout", "30"]

@@ -42,6 +42,8 @@ EXPECTED_ENVIRONMENT = {"PATH", "HOME", "LANG", "OMP_NUM_THREADS", "MKL_NUM_THRE
 # argv[1] is a marker to find it by from outside.
 DETACH = """
 import subprocess, sys
+
+pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
 SLEEPER = "import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    if os.fork() == 0:\\n        time.sleep(60)\\n    os._exit(0)\\n"
 subprocess.run([sys.executable, "-c", SLEEPER, {marker!r}], check=True)
 """

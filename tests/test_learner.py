@@ -80,6 +80,7 @@ def test_nothing_is_recorded_under_the_graders(work, monkeypatch):
     assert not (work / learner.PROGRESS).exists()
 
 
+@pytest.mark.slow  # (the grader's hidden cases, a kernel or a fresh process: not in `make quick`)
 def test_a_grader_kernel_records_nothing(work):
     """A kernel with the grader's environment, even in a learner's work folder: a check prints its
     verdict and writes nothing. The same kernel without it records (so the variable is what stops it)."""

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
+
 HERE = Path(__file__).resolve()
 
 

@@ -25,6 +25,8 @@ import torch
 from course_utils import build
 from course_utils.exercises import grading
 
+pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
+
 LESSON = "00"
 POINTS = build.CHECK_POINTS
 LIMIT_S = 300  # a guard against a hung command, not a timing: the test takes ~40 s alone

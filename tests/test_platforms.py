@@ -24,6 +24,8 @@ from course_teacher import platforms
 from course_teacher.exercises import EXERCISES
 from course_teacher.grade import sandbox
 
+pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
+
 ROOT = Path(__file__).resolve().parents[1]
 LESSON, STEM = "00", "00_tensor_shapes"
 NOTEBOOK = f"{STEM}.ipynb"

@@ -41,6 +41,8 @@ from course_utils import slides
 from course_utils.build import lessons
 from course_utils.slides import handout, outputs
 
+pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
