@@ -169,6 +169,9 @@ notebooks: setup
 bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_multihead.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_probsparse.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_widgets.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_decoding.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_tiled.py
 
 # The lock files (requirements/lab.lock and test.lock) from pyproject.toml's ranges, for every
 # platform, with hashes. Run it after changing pyproject.toml's dependencies (it keeps every locked

@@ -278,10 +278,10 @@ MESSAGES = {
         "zh": "查询 0 对 {keys} 个键的 softmax 权重",
     },
     "l01.scaling_summary": {
-        "en": "d_k = {d_k}, {mode}: std of the scores {std:.2f}; largest weight of query 0 {top:.2f}; "
-        "largest weight averaged over {queries} queries {mean_top:.2f}",
-        "zh": "d_k = {d_k}，{mode}：分数的标准差 {std:.2f}；查询 0 的最大权重 {top:.2f}；"
-        "{queries} 个查询的最大权重平均为 {mean_top:.2f}",
+        "en": "d_k = {d_k}, {mode}: std of the scores {std:.2f};\n"
+        "largest weight of query 0 {top:.2f}; largest weight averaged over {queries} queries {mean_top:.2f}",
+        "zh": "d_k = {d_k}，{mode}：分数的标准差 {std:.2f}；\n"
+        "查询 0 的最大权重 {top:.2f}；{queries} 个查询的最大权重平均为 {mean_top:.2f}",
     },
     # lesson 02 (widgets, plots): keys start with "l02."
     "l02.sequence": {"en": "sequence {n}", "zh": "序列 {n}"},
@@ -409,9 +409,9 @@ MESSAGES = {
         "zh": "{sizes}，因子 {factor}：每个查询采样 U = {U} 个键，选出 u = {u} 个查询",
     },
     "l05.walk.verdict": {
-        "en": "K_sample alone: {sample}, {share:.0f} % of what the plain version allocates; "
+        "en": "K_sample alone: {sample}, {share:.0f} % of what the plain version allocates;\n"
         "the fast version allocates {fast} in all, 1/{ratio:.0f} of the plain version's",
-        "zh": "仅 K_sample 就占 {sample}，是朴素版分配内存的 {share:.0f}%；"
+        "zh": "仅 K_sample 就占 {sample}，是朴素版分配内存的 {share:.0f}%；\n"
         "快速版一共只分配 {fast}，是朴素版的 1/{ratio:.0f}",
     },
     # lesson 05, sections 7-9 (plots): keys start with "l05.bugs.", "l05.facts.", "l05.cost."
@@ -446,7 +446,7 @@ MESSAGES = {
     "l05.cost.weights": {"en": "full attention's weights (B, H, L, L)", "zh": "完整注意力的权重 (B, H, L, L)"},
     "l05.cost.length_axis": {"en": "sequence length L (B = 1, H = 8, D = 64)", "zh": "序列长度 L（B = 1，H = 8，D = 64）"},
     "l05.cost.time_axis": {"en": "milliseconds per call", "zh": "每次调用的毫秒数"},
-    "l05.cost.memory_axis": {"en": "MB allocated", "zh": "分配的内存（MB）"},
+    "l05.cost.memory_axis": {"en": "memory allocated", "zh": "分配的内存"},
     # lesson 06 plots (course_utils.viz.blocks): the decoder's two masks, a layer's cost by part
     "viz.decoder.target_title": {"en": "item {b}: target mask (self-attention)", "zh": "样本 {b}：目标掩码（自注意力）"},
     "viz.decoder.memory_title": {"en": "item {b}: source mask (cross-attention)", "zh": "样本 {b}：源掩码（交叉注意力）"},
@@ -514,6 +514,44 @@ MESSAGES = {
               "empty to see the example the slider picks.",
         "zh": "请输入 1 到 {most} 个 a 到 {last} 之间的字母，例如 abcd（你输入的是“{text}”）；"
               "或者留空，查看滑块选中的样例。",
+    },
+    # lesson 07: attention at inference time (viz/decoding.py, widgets/decoding.py)
+    "l07.plot.bytes_per_token": {"en": "KV cache per token, all layers, float16", "zh": "每个词元的 KV 缓存（所有层，float16）"},
+    "l07.plot.tokens": {"en": "tokens in the sequence", "zh": "序列中的词元数"},
+    "l07.plot.cache_bytes": {"en": "KV cache of one sequence, float16", "zh": "一条序列的 KV 缓存（float16）"},
+    "l07.plot.kv_head": {"en": "K/V head {h}", "zh": "键/值头 {h}"},
+    "l07.plot.slot": {"en": "slots of the cache, each labelled with the position it holds",
+                      "zh": "缓存的槽位（标注的是每个槽位存着的位置）"},
+    "l07.plot.step_axis": {"en": "tokens so far, T", "zh": "已有的词元数 T"},
+    "l07.plot.flops_axis": {"en": "multiply-adds for the next token", "zh": "生成下一个词元的乘加次数"},
+    "l07.plot.cached": {"en": "with the KV cache", "zh": "使用 KV 缓存"},
+    "l07.plot.recomputed": {"en": "recomputing every token", "zh": "每次重新计算全部词元"},
+    "l07.plot.causal": {"en": "causal mask", "zh": "因果掩码"},
+    "l07.plot.window": {"en": "sliding window, W = {w}", "zh": "滑动窗口，W = {w}"},
+    "l07.timing": {
+        "en": "greedy decoding of {n} new tokens: {cached:.0f} ms with the cache, {recomputed:.0f} ms recomputing every "
+              "token ({ratio:.1f} times as long)",
+        "zh": "贪心解码 {n} 个新词元：使用缓存用时 {cached:.0f} 毫秒，每次重新计算全部词元用时 {recomputed:.0f} 毫秒"
+              "（是前者的 {ratio:.1f} 倍）",
+    },
+    "l07.pooled": {
+        "en": "held-out sources reversed exactly: {before:.1%} with 2 key/value heads, {after:.1%} with them "
+              "mean-pooled into 1",
+        "zh": "完全反转正确的留出源序列：2 个键/值头时为 {before:.1%}，平均合并成 1 个之后为 {after:.1%}",
+    },
+    "l07.widget.tokens": {"en": "tokens", "zh": "词元数"},
+    "l07.widget.variant": {"en": "attention", "zh": "注意力"},
+    "l07.widget.window": {"en": "window", "zh": "窗口"},
+    "l07.widget.no_window": {"en": "none", "zh": "无"},
+    "l07.widget.title": {"en": "{variant}, after {n} tokens: the cache holds {held}",
+                         "zh": "{variant}，生成 {n} 个词元之后：缓存中有 {held} 个"},
+    "l07.widget.summary": {
+        "en": "{variant}, window {window}, tokens generated: {n}. The cache holds {held} of them × {kv} key/value heads.\n"
+              "This toy layer (d = 64, float16): {toy}. Llama-2-70B's shape (80 layers, d = 128) with H_kv = {big_kv}: {big}.\n"
+              "The newest token's queries attended to {keys} keys, its own included.",
+        "zh": "{variant}，窗口：{window}，已生成 {n} 个词元。缓存中有其中的 {held} 个 × {kv} 个键/值头。\n"
+              "这个玩具层（d = 64，float16）：{toy}。换成 Llama-2-70B 的形状（80 层，d = 128）、H_kv = {big_kv}：{big}。\n"
+              "最新词元的查询关注了 {keys} 个键，包括它自己的。",
     },
     # the teacher's grader (course_teacher.grade): feedback files and its own verdicts
     "grade.title": {"en": "Feedback on {notebook}", "zh": "{notebook} 的反馈"},
@@ -702,6 +740,38 @@ MESSAGES = {
     "progress.not attempted": {"en": "○ not attempted", "zh": "○ 尚未作答"},
     "progress.crashed": {"en": "⚠ crashed", "zh": "⚠ 出错"},
     "progress.unchecked": {"en": "·", "zh": "·"},
+    # lesson 08: the tile pictures, the memory plot and the tile explorer (viz.tiled, widgets.tiled)
+    "l08.plot.full": {"en": "computed, no mask", "zh": "计算，无需掩码"},
+    "l08.plot.partial": {"en": "computed, masked", "zh": "计算，需要掩码"},
+    "l08.plot.skip": {"en": "skipped", "zh": "跳过"},
+    "l08.plot.pending": {"en": "not yet", "zh": "尚未计算"},
+    "l08.plot.current": {"en": "this step", "zh": "当前这一步"},
+    "l08.plot.query_block": {"en": "query block i", "zh": "查询分块 i"},
+    "l08.plot.key_block": {"en": "key/value block j", "zh": "键/值分块 j"},
+    "l08.plot.tiles": {"en": "{title}: {computed} of {total} tiles computed",
+                       "zh": "{title}：{total} 个分块中计算 {computed} 个"},
+    "l08.plot.length": {"en": "sequence length L", "zh": "序列长度 L"},
+    "l08.plot.bytes": {"en": "peak bytes of the tensors created", "zh": "所建张量的峰值字节数"},
+    "l08.plot.memory_title": {"en": "B = 1, H = 8, d = 64, float32, no gradients",
+                              "zh": "B = 1，H = 8，d = 64，float32，不求梯度"},
+    "l08.plot.tiled": {"en": "tiled (blocks of {block}), slope {slope:.2f}", "zh": "分块版（块大小 {block}），斜率 {slope:.2f}"},
+    "l08.plot.materialised": {"en": "materialised, slope {slope:.2f}", "zh": "完整矩阵版，斜率 {slope:.2f}"},
+    "l08.plot.output": {"en": "output rows so far (acc / ℓ)", "zh": "目前的输出行（acc / ℓ）"},
+    "l08.plot.feature": {"en": "feature", "zh": "特征"},
+    "l08.plot.query": {"en": "query", "zh": "查询"},
+    "l08.widget.step": {"en": "step", "zh": "步骤"},
+    "l08.widget.block": {"en": "block", "zh": "分块大小"},
+    "l08.widget.causal": {"en": "causal", "zh": "因果"},
+    "l08.widget.start": {"en": "step 0 of {steps}: nothing seen yet (m = −∞, ℓ = 0, acc = 0)",
+                         "zh": "第 0 步（共 {steps} 步）：什么都还没看（m = −∞，ℓ = 0，acc = 0）"},
+    "l08.widget.tile": {"en": "step {step} of {steps}: query block {i} × key block {j} ({kind}); "
+                        "rows {rows} updated", "zh": "第 {step} 步（共 {steps} 步）：查询分块 {i} × 键分块 {j}（{kind}）；"
+                        "更新了第 {rows} 行"},
+    "l08.widget.header": {"en": "query     m        ℓ    output so far      exact output",
+                          "zh": "查询      m        ℓ    目前的输出         精确输出"},
+    "l08.widget.done": {"en": "every row is final: the output equals softmax(QKᵀ/√d)V to 1e-6",
+                        "zh": "每一行都已完成：输出与 softmax(QKᵀ/√d)V 相差不超过 1e-6"},
+    "l08.widget.skipped": {"en": "tiles skipped: {skipped} of {total}", "zh": "跳过的分块：{total} 个中的 {skipped} 个"},
     # the links the build adds to every lesson, and the course home (course_utils.build)
     # arrows, not emoji, as the verdicts' marks above
     "nav.home": {"en": "← [Course home]({link})", "zh": "← [课程首页]({link})"},

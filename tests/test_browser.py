@@ -1,4 +1,4 @@
-"""Lessons 01 to 06 tested as a learner uses them: in JupyterLab, in a real browser.
+"""Lessons 01 to 08 tested as a learner uses them: in JupyterLab, in a real browser.
 
 The test starts JupyterLab on localhost, opens a notebook of each lesson in headless Chromium (Debian's ``/usr/bin/chromium``, driven by playwright), runs all cells from
 the Run menu, moves the first slider of the lesson's explorer widget and waits for the widget's
@@ -58,7 +58,8 @@ NOTEBOOKS = [
     f"notebooks/{lang}/{lesson}.ipynb"
     for lesson, langs in (("01_attention_basics", ("zh",)), ("02_masking", ("en",)),
                           ("03_self_cross_attention", ("zh",)), ("04_multihead_attention", ("en",)),
-                          ("05_probsparse", ("zh",)), ("06_transformer", ("en", "zh")))
+                          ("05_probsparse", ("zh",)), ("06_transformer", ("en",)),
+                          ("07_inference_attention", ("zh",)), ("08_flash_attention", ("en", "zh")))
     for lang in langs
 ]
 

@@ -43,8 +43,8 @@ def close_figures():
 
 
 def texts(figure):
-    """Every title, axis label, tick label and legend text of `figure`."""
-    shown = [figure._suptitle.get_text()] if figure._suptitle else []
+    """Every title, axis label, tick label and legend text of `figure` (its own title and y label too)."""
+    shown = [label.get_text() for label in (figure._suptitle, figure._supylabel) if label]
     for ax in figure.axes:
         shown += [ax.title.get_text(), ax.xaxis.label.get_text(), ax.yaxis.label.get_text()]
         shown += [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()]

@@ -34,10 +34,12 @@ from .l03_qkv_sources import SOURCES, qkv_sources
 from .l05_probsparse import PROBSPARSE, probsparse
 from .l06_encoder_decoder import ENCODER_DECODER, encoder_decoder
 from .l06_encoder_layer import ENCODER_LAYER, encoder_layer
+from .l07_kv_cache import KV_CACHE, kv_cache
+from .l08_tiling import TILING, tiling
 from .sheet import label
 
-__all__ = ["DIAGRAMS", "ENCODER_DECODER", "ENCODER_LAYER", "LANGUAGES", "PROBSPARSE", "SDPA", "SOURCES",
-           "drawing_settings", "file_name", "markdown_link", "svg", "write_all"]
+__all__ = ["DIAGRAMS", "ENCODER_DECODER", "ENCODER_LAYER", "KV_CACHE", "LANGUAGES", "PROBSPARSE", "SDPA", "SOURCES",
+           "TILING", "drawing_settings", "file_name", "markdown_link", "svg", "write_all"]
 
 LANGUAGES = ("en", "zh")
 
@@ -75,6 +77,18 @@ DIAGRAMS = {
                                                   "单层前归一化编码器–解码器（每个子层之前一个层归一化，每个堆叠最后再接一个层归一化）："
                                                   "源填充掩码用于编码器的自注意力和解码器的交叉注意力，"
                                                   "目标掩码（因果掩码加目标序列的填充）用于解码器的自注意力")),
+    "07_kv_cache": (kv_cache, label("One decode step with a KV cache: the new token's query, key and value, RoPE at "
+                                    "its position, its key and value appended to the caches, and its 4 query heads "
+                                    "attending over 2 key/value heads",
+                                    "带 KV 缓存的一个解码步：新词元的查询、键和值，按其位置做 RoPE，把它的键和值追加进缓存，"
+                                    "4 个查询头在 2 个键/值头上做注意力")),
+    "08_tiling": (tiling, label("Causal tiled attention: a grid of query blocks by key/value blocks, those below the "
+                                "diagonal computed, those on it masked, those above it skipped; for each query block "
+                                "a running max, a running sum and an accumulator, updated tile by tile, then the "
+                                "output and the log-sum-exp",
+                                "因果分块注意力：查询分块 × 键/值分块的网格，对角线以下的分块直接计算，对角线上的分块加掩码，"
+                                "对角线以上的分块跳过；每个查询分块保留运行最大值、运行和与累加器，逐块更新，最后得到输出和 "
+                                "log-sum-exp")),
 }
 
 

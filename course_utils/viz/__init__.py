@@ -15,7 +15,7 @@ and training with and without a learning-rate warm-up),
 """
 
 from .blocks import decoder_masks, flops_by_part
-from .figures import CJK_FONT_FILE, CJK_FONT_NAME, figure_png, heatmap, new_figure, use_course_style
+from .figures import CJK_FONT_FILE, CJK_FONT_NAME, figure_png, heatmap, keep_layout, new_figure, use_course_style
 from .heads import cost_lines, head_grid
 from .masks import head_batch_picture, head_slots, mask_picture
 from .positions import encoding_curves, encoding_heatmap, gradient_by_layer, offset_dot_products, warmup_curves
@@ -42,6 +42,7 @@ __all__ = [
     "head_grid",
     "head_slots",
     "heatmap",
+    "keep_layout",
     "mask_picture",
     "memory_order",
     "new_figure",

@@ -78,11 +78,11 @@ def decoder_masks(target_keep, memory_keep, axes=None):
     for b in range(B):
         left, right = axes[b]
         mask_picture(target[b], ax=left)
-        left.set_title(message("viz.decoder.target_title", b=b), fontsize=9)
+        left.set_title(message("viz.decoder.target_title", b=b), fontsize=10)
         left.set_xlabel(message("viz.decoder.target_keys"))
         left.set_ylabel(message("viz.decoder.queries"))
         mask_picture(memory[b], ax=right)
-        right.set_title(message("viz.decoder.memory_title", b=b), fontsize=9)
+        right.set_title(message("viz.decoder.memory_title", b=b), fontsize=10)
         right.set_xlabel(message("viz.decoder.memory_keys"))
         right.set_ylabel("")
     return axes[0, 0].figure
@@ -156,15 +156,15 @@ def flops_by_part(lengths, counts, ax=None, crossover=None, share=False, title=N
         ax.set_ylabel(message("viz.cost.flops_axis"))
     ax.set_xscale("log", base=2)
     ax.set_xlim(lengths[0], lengths[-1])
-    ax.set_xticks(lengths, [str(n) for n in lengths], fontsize=8)
+    ax.set_xticks(lengths, [str(n) for n in lengths], fontsize=10)
     ax.minorticks_off()
     ax.set_xlabel(message("viz.cost.length_axis"))
     if crossover is not None:
         ax.axvline(crossover, color="black", linestyle="--", linewidth=1)
         ax.annotate(message("viz.cost.crossover", length=crossover), (crossover, 0.02), xycoords=("data", "axes fraction"),
-                    xytext=(4, 0), textcoords="offset points", fontsize=8, ha="left", va="bottom")
+                    xytext=(4, 0), textcoords="offset points", fontsize=10, ha="left", va="bottom")
     if title:
         ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=10, loc="upper left")
     return ax
 

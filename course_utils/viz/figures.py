@@ -8,7 +8,9 @@ import matplotlib
 import numpy as np
 import torch
 from matplotlib import font_manager
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from PIL import Image
 
 from ..i18n import message
 
@@ -84,7 +86,7 @@ def heatmap(weights, ax=None, queries=None, keys=None, title=None, annotate=None
         for i in range(n_q):
             for j in range(n_k):
                 value = float(weights[i, j])
-                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=10,
                         color="black" if value > 0.6 * top else "white")
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
@@ -98,8 +100,23 @@ def new_figure(*, rows=1, cols=1, size=(6.0, 3.5)):
     return figure, axes
 
 
+def keep_layout(figure):
+    """Let the figure's layout engine place its axes once, then keep those places: later drawings
+    skip the layout, which measures every text and would double the time of each redraw. For a
+    figure an explorer updates in place, whose texts keep their sizes. Returns the figure."""
+    figure.draw_without_rendering()
+    figure.set_layout_engine("none")
+    return figure
+
+
 def figure_png(figure):
-    """The figure as PNG bytes (for an ipywidgets Image)."""
+    """The figure as PNG bytes (for an ipywidgets Image). It is drawn on its own Agg canvas, made
+    on the first call and kept, so a figure redrawn again and again reuses its renderer, and the
+    pixels are compressed quickly (an explorer's picture is sent once, never stored)."""
+    canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
+    canvas.draw()
+    width, height = canvas.get_width_height(physical=True)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
+    Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(
+        buffer, format="png", compress_level=1)
     return buffer.getvalue()

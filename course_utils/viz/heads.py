@@ -6,6 +6,7 @@ from matplotlib import ticker
 
 from ..i18n import message
 from .figures import heatmap
+from .probsparse import _byte_tick
 
 # ---- lesson 04: one map per head, and cost curves
 
@@ -40,14 +41,16 @@ def head_grid(maps, axes=None, queries=None, keys=None, row_titles=None, head_ti
     return axes
 
 
-def cost_lines(ax, xs, series, xlabel, ylabel, title=None, logy=True):
+def cost_lines(ax, xs, series, xlabel, ylabel, title=None, logy=True, in_bytes=False):
     """Draw one line per entry of `series` ({label: [y for each x]}) against `xs`, with markers, a
-    log-scaled y axis (costs span decades) and a legend. Returns ax.
+    log-scaled y axis (costs span decades) and a legend. in_bytes: the values are byte counts,
+    and the y ticks say so in units that fit them ("500 kB", "2 MB", "10 GB"). Returns ax.
 
-    The y axis gets at least three labelled ticks, written as plain numbers: evenly spaced ones
-    when the values span less than a factor of 3, then 1, 1.5, 2, 3, 5 and 7 times a power of
-    ten, and 1, 2, 5 times one when they span more than a factor of 30. (A plain log axis whose
-    values stay within one decade shows a single tick, or none.)"""
+    The y axis gets at least three labelled ticks, written as plain numbers (or bytes): evenly
+    spaced ones when the values span less than a factor of 3, then 1, 1.5, 2, 3, 5 and 7 times a
+    power of ten, 1, 2, 5 times one when they span more than a factor of 30, and the powers of ten
+    alone past a factor of 1000. (A plain log axis whose values stay within one decade shows a
+    single tick, or none.)"""
     for label, ys in series.items():
         ax.plot(xs, ys, marker="o", markersize=4, label=label)
     ax.set_xscale("log", base=2)
@@ -57,18 +60,18 @@ def cost_lines(ax, xs, series, xlabel, ylabel, title=None, logy=True):
         values = [y for ys in series.values() for y in ys if y > 0]
         spread = max(values) / min(values) if values else 1.0
         if spread < 3:
-            ax.yaxis.set_major_locator(ticker.MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
+            ax.yaxis.set_major_locator(ticker.MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10], min_n_ticks=3))
         else:
-            subs = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if spread < 30 else (1.0, 2.0, 5.0)
+            subs = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if spread < 30 else (1.0, 2.0, 5.0) if spread < 1000 else (1.0,)
             ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
-        ax.yaxis.set_major_formatter(ticker.FuncFormatter(_plain_number))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(_byte_tick if in_bytes else _plain_number))
     ax.minorticks_off()
-    ax.tick_params(labelsize=8)
+    ax.tick_params(labelsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=10)
     return ax
 
 

@@ -56,20 +56,20 @@ def head_batch_picture(batch, heads, mask_order="batch", ax=None, qkv_order="hea
     colours = matplotlib.colormaps["Pastel1"]
     for n, (head, item, mask_item) in enumerate(slots):
         y = -n - 1
-        ax.text(-0.2, y + 0.4, message("l02.plot.slot", n=n), ha="right", va="center", fontsize=9)
+        ax.text(-0.2, y + 0.4, message("l02.plot.slot", n=n), ha="right", va="center", fontsize=10)
         ax.add_patch(Rectangle((0, y), 3.0, 0.8, color=colours(item % 9)))
-        ax.text(1.5, y + 0.4, message("l02.plot.qkv_slot", h=head, b=item), ha="center", va="center", fontsize=9)
+        ax.text(1.5, y + 0.4, message("l02.plot.qkv_slot", h=head, b=item), ha="center", va="center", fontsize=10)
         wrong = mask_item != item
-        ax.add_patch(Rectangle((3.4, y), 3.0, 0.8, facecolor=colours(mask_item % 9),
+        ax.add_patch(Rectangle((3.8, y), 3.0, 0.8, facecolor=colours(mask_item % 9),
                                edgecolor="red" if wrong else "none", linewidth=2))
-        ax.text(4.9, y + 0.4, message("l02.plot.mask_slot", b=mask_item), ha="center", va="center", fontsize=9)
-        ax.text(6.6, y + 0.4, "✗" if wrong else "✓", ha="left", va="center", fontsize=11,
+        ax.text(5.3, y + 0.4, message("l02.plot.mask_slot", b=mask_item), ha="center", va="center", fontsize=10)
+        ax.text(7.0, y + 0.4, "✗" if wrong else "✓", ha="left", va="center", fontsize=11,
                 color="red" if wrong else "green")
     header = "l02.plot.mask_header_batch" if mask_order == "batch" else "l02.plot.mask_header_head"
     qkv_header = "l02.plot.qkv_header" if qkv_order == "head" else "l02.plot.qkv_header_batch"
-    ax.text(1.5, 0.1, message(qkv_header), ha="center", va="bottom", fontsize=9)
-    ax.text(4.9, 0.1, message(header), ha="center", va="bottom", fontsize=9)
-    ax.set_xlim(-1.6, 7.1)
+    ax.text(1.5, 0.1, message(qkv_header), ha="center", va="bottom", fontsize=10)
+    ax.text(5.3, 0.1, message(header), ha="center", va="bottom", fontsize=10)
+    ax.set_xlim(-1.6, 7.5)
     ax.set_ylim(-len(slots) - 0.2, 1.4)
     ax.set_axis_off()
     return ax

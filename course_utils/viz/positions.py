@@ -70,7 +70,7 @@ def encoding_curves(table, features, ax=None, title=None):
     ax.set_ylabel(message("viz.positions.value"))
     if title:
         ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=10, loc="lower left")
     return ax
 
 
@@ -98,7 +98,7 @@ def offset_dot_products(table, starts, max_offset, ax=None, title=None):
     ax.set_ylabel(message("viz.positions.dot"))
     if title:
         ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=10)
     return ax
 
 
@@ -142,7 +142,7 @@ def gradient_by_layer(post, pre, ax=None, title=None):
     ax.set_ylabel(message("viz.positions.gradient_axis"))
     if title:
         ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=10)
     return ax
 
 
@@ -197,7 +197,7 @@ def warmup_curves(runs, axes=None):
     loss_ax.set_xlim(1, steps[-1])
     loss_ax.set_xlabel(message("viz.warmup.step"))
     loss_ax.set_ylabel(message("viz.warmup.loss"))
-    loss_ax.legend(fontsize=8)
+    loss_ax.legend(fontsize=10)
     drawn = set()
     for run in items:
         if run.warmup in drawn:
@@ -209,5 +209,5 @@ def warmup_curves(runs, axes=None):
     rate_ax.set_ylim(bottom=0)
     rate_ax.set_xlabel(message("viz.warmup.step"))
     rate_ax.set_ylabel(message("viz.warmup.rate"))
-    rate_ax.legend(fontsize=8)
+    rate_ax.legend(fontsize=10)
     return loss_ax, rate_ax

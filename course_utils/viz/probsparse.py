@@ -87,9 +87,9 @@ def weight_rows(weights, measures, ax=None, labels=None):
         ax.plot([-0.6, length - 0.4], [base + 1.0 / length] * 2, color="0.35", linestyle="--", linewidth=1)
         ax.axhline(base, color="0.75", linewidth=0.8)
         text = message("l05.plot.row_measure", m=measures[r], top=weights[r].max().item())
-        ax.text(-0.5, base + 1.08, message("l05.plot.row_label", label=labels[r], text=text) if labels is not None else text, fontsize=9, va="bottom")
+        ax.text(-0.5, base + 1.08, message("l05.plot.row_label", label=labels[r], text=text) if labels is not None else text, fontsize=10, va="bottom")
     ax.text(length - 0.4, (rows - 1) * gap + 1.0 / length + 0.04, message("l05.plot.uniform", n=length),
-            ha="right", va="bottom", fontsize=8, color="0.35")
+            ha="right", va="bottom", fontsize=10, color="0.35")
     ax.set_xlim(-0.8, length - 0.2)
     ax.set_ylim(-0.05, (rows - 1) * gap + 1.35)
     ax.set_yticks([])
@@ -111,12 +111,13 @@ def chosen_weights(weights, selected, ax=None, title=None):
     if title is not None and not isinstance(title, str):
         validation.fail("chosen_weights", "title", validation.describe(title), {"en": "None or a string", "zh": "None 或字符串"})
     chosen = {int(i) for i in selected.flatten().tolist()}
-    ax = _axes(_ax("chosen_weights", ax), (5.5, 4.6))
+    ax = _axes(_ax("chosen_weights", ax), (6.4, 6.0))
     heatmap(weights, ax=ax, title=title, annotate=False, vmax=None)
-    step = 1 if n_k <= 24 else max(1, n_k // 12)
-    ax.set_xticks(range(0, n_k, step), [str(j) for j in range(0, n_k, step)], fontsize=7)
-    ystep = 1 if n_q <= 48 else max(1, n_q // 24)
-    ax.set_yticks(range(0, n_q, ystep), [f"{i} ◂" if i in chosen else str(i) for i in range(0, n_q, ystep)], fontsize=7)
+    # 10-point labels: every key up to 16 keys, then every other (or fewer); every query up to 32
+    step = 1 if n_k <= 16 else 2 if n_k <= 32 else max(1, n_k // 12)
+    ax.set_xticks(range(0, n_k, step), [str(j) for j in range(0, n_k, step)], fontsize=10)
+    ystep = 1 if n_q <= 32 else max(1, n_q // 24)
+    ax.set_yticks(range(0, n_q, ystep), [f"{i} ◂" if i in chosen else str(i) for i in range(0, n_q, ystep)], fontsize=10)
     for label in ax.get_yticklabels():
         if label.get_text().endswith("◂"):
             label.set_color(CHOSEN_COLOUR)
@@ -157,7 +158,7 @@ def walkthrough_bars(plain, fast, ax=None, title=None):
             else:
                 ax.barh(y, size, height=height, fill=False, edgecolor=colour, linestyle="--")
                 label = message("l05.plot.view_bar", size=format_bytes(step.logical_bytes))
-            ax.text(size * 1.2, y, label, va="center", fontsize=9)
+            ax.text(size * 1.2, y, label, va="center", fontsize=10)
     legend = [Patch(color=PLAIN_COLOUR, label=message("l05.plot.plain")), Patch(color=FAST_COLOUR, label=message("l05.plot.fast"))]
     ax.set_xscale("log")
     low = 10 ** math.floor(math.log10(min(drawn)))

@@ -115,15 +115,10 @@ def _hatch_masked(ax, keep):
         ax.add_collection(PatchCollection(cells, zorder=2, **MASKED_STYLE))
 
 
-def draw_decoding(result, figure):
-    """Draw a ``Decoding`` on an empty `figure`: one row per head, the decoder's self-attention
-    (target mask) on the left and its cross-attention over the source (source mask) on the right,
-    0.36 inch per row, one colour bar, masked cells hatched. Returns the figure.
-
-    The axes are placed in inches, without a layout engine: constrained layout would measure every
-    tick label again and double the drawing time, which an explorer pays on every move.
-    """
-    H, T, L_s = result.cross_weights.shape
+def _decoding_layout(H, T, L_s):
+    """Where ``draw_decoding`` puts everything for H heads, an answer of T steps and a source of L_s
+    tokens: the figure's size in inches, and the boxes (figure fractions) of each head's two maps
+    and of the colour bar, the y label's and the title's places."""
     cell, narrowest = 0.36, 7.5  # inches per map cell; a map is at least this many cells wide (room for its title)
     widths = [cell * max(T, narrowest), cell * max(L_s, narrowest)]  # inches
     height = cell * T  # one map's height in inches
@@ -131,40 +126,90 @@ def draw_decoding(result, figure):
     top, row_gap, bottom = 0.65, 0.85, 0.85  # title lines; key labels and the next title; key labels and legend
     W = left_margin + widths[0] + gap + widths[1] + bar_room
     Hf = top + H * height + (H - 1) * row_gap + bottom
-    figure.set_layout_engine("none")
-    figure.set_size_inches(W, Hf)
 
     def box(x, y, w, h):  # inches from the bottom left -> figure fractions
         return [x / W, y / Hf, w / W, h / Hf]
 
-    reads, says = seq2seq.show(result.target_in), seq2seq.show(result.answer)
-    queries = [f"{r}→{s}" for r, s in zip(reads, says)]
+    maps = []
     for h in range(H):
         y = Hf - top - (h + 1) * height - h * row_gap
-        left = figure.add_axes(box(left_margin, y, widths[0], height))
-        right = figure.add_axes(box(left_margin + widths[0] + gap, y, widths[1], height))
-        heatmap(result.self_weights[h], ax=left, queries=queries, keys=list(reads), vmax=1.0, annotate=False,
-                colorbar=False, title=message("viz.seq2seq.self_title", h=h))
-        _hatch_masked(left, result.target_keep)
+        maps.append((box(left_margin, y, widths[0], height), box(left_margin + widths[0] + gap, y, widths[1], height)))
+    maps_height = H * height + (H - 1) * row_gap
+    return {"size": (W, Hf), "maps": maps, "bar": box(W - bar_room + 0.2, bottom, 0.15, maps_height),
+            "ylabel": (0.15 / W, (bottom + maps_height / 2) / Hf), "title": 1 - 0.08 / Hf}
+
+
+def draw_decoding(result, figure):
+    """Draw a ``Decoding`` on an empty `figure`: one row per head, the decoder's self-attention
+    (target mask) on the left and its cross-attention over the source (source mask) on the right,
+    0.36 inch per row, one colour bar, masked cells hatched. Returns the figure.
+
+    The axes are placed in inches, without a layout engine: constrained layout would measure every
+    tick label again and double the drawing time, which an explorer pays on every move. A figure
+    this function drew can show another decoding with as many heads through ``redraw_decoding``,
+    which moves and updates what is there instead of making it again.
+    """
+    H, T, L_s = result.cross_weights.shape
+    layout = _decoding_layout(H, T, L_s)
+    figure.set_layout_engine("none")
+    figure.set_size_inches(*layout["size"])
+    for h, (left_box, right_box) in enumerate(layout["maps"]):
+        left = figure.add_axes(left_box)
+        right = figure.add_axes(right_box)
+        heatmap(result.self_weights[h], ax=left, vmax=1.0, annotate=False, colorbar=False,
+                title=message("viz.seq2seq.self_title", h=h))
         left.set_xlabel(message("viz.seq2seq.self_keys"))
-        left.set_ylabel(message("viz.seq2seq.queries"))
-        heatmap(result.cross_weights[h], ax=right, queries=queries, keys=list(seq2seq.show(result.source)), vmax=1.0,
-                annotate=False, colorbar=False, title=message("viz.seq2seq.cross_title", h=h))
-        _hatch_masked(right, result.source_keep)
+        left.set_ylabel("")  # one label for every row, below: a short answer's maps are lower than it
+        heatmap(result.cross_weights[h], ax=right, vmax=1.0, annotate=False, colorbar=False,
+                title=message("viz.seq2seq.cross_title", h=h))
         right.set_xlabel(message("viz.seq2seq.cross_keys"))
         right.set_ylabel("")
         for ax in (left, right):
             ax.title.set_fontsize(10)
             ax.set_aspect("auto")
-    maps_height = H * height + (H - 1) * row_gap
-    bar = figure.add_axes(box(W - bar_room + 0.2, bottom, 0.15, maps_height))
+    bar = figure.add_axes(layout["bar"])
     colours = matplotlib.cm.ScalarMappable(norm=matplotlib.colors.Normalize(0.0, 1.0), cmap="viridis")
     figure.colorbar(colours, cax=bar, label=message("viz.seq2seq.weight"))
-    source = seq2seq.show(result.source[result.source != seq2seq.PAD])
-    figure.suptitle(message("viz.seq2seq.suptitle", source=source, answer=says), fontsize=11, y=1 - 0.08 / Hf,
-                    va="top")
+    figure.supylabel(message("viz.seq2seq.queries"), x=layout["ylabel"][0], y=layout["ylabel"][1], fontsize=10,
+                     ha="left", va="center")
+    figure.suptitle(" ", fontsize=11, y=layout["title"], va="top")
     figure.legend(handles=[Patch(label=message("viz.seq2seq.masked"), **MASKED_STYLE)], loc="lower center",
-                  bbox_to_anchor=(0.5, 0.0), fontsize=9, frameon=False)
+                  bbox_to_anchor=(0.5, 0.0), fontsize=10, frameon=False)
+    return redraw_decoding(result, figure)
+
+
+def redraw_decoding(result, figure):
+    """Draw a ``Decoding`` on a `figure` that ``draw_decoding`` drew for a decoding with as many heads:
+    the figure and its maps are resized and moved to the new lengths, and their pictures, masked
+    cells, tick labels and title replaced; nothing is made again (an explorer's redraw). Returns
+    the figure."""
+    H, T, L_s = result.cross_weights.shape
+    layout = _decoding_layout(H, T, L_s)
+    figure.set_size_inches(*layout["size"])
+    reads, says = seq2seq.show(result.target_in), seq2seq.show(result.answer)
+    queries = [f"{r}→{s}" for r, s in zip(reads, says)]
+    for h, boxes in enumerate(layout["maps"]):
+        for ax, place, weights, keep, keys in (
+                (figure.axes[2 * h], boxes[0], result.self_weights[h], result.target_keep, list(reads)),
+                (figure.axes[2 * h + 1], boxes[1], result.cross_weights[h], result.source_keep,
+                 list(seq2seq.show(result.source)))):
+            ax.set_position(place)
+            n_q, n_k = weights.shape
+            image = ax.images[0]
+            image.set_data(weights.detach().cpu().double().numpy())
+            image.set_extent((-0.5, n_k - 0.5, n_q - 0.5, -0.5))
+            ax.set_xlim(-0.5, n_k - 0.5)
+            ax.set_ylim(n_q - 0.5, -0.5)
+            for hatched in list(ax.collections):
+                hatched.remove()
+            _hatch_masked(ax, keep)
+            ax.set_xticks(range(n_k), keys)
+            ax.set_yticks(range(n_q), queries)
+    figure.axes[2 * H].set_position(layout["bar"])
+    figure._supylabel.set_position(layout["ylabel"])
+    figure._suptitle.set_y(layout["title"])
+    source = seq2seq.show(result.source[result.source != seq2seq.PAD])
+    figure._suptitle.set_text(message("viz.seq2seq.suptitle", source=source, answer=says))
     return figure
 
 
@@ -208,7 +253,7 @@ def offset_bars(profile, ax=None, title=None):
 
         ax = plt.subplots(figsize=(5.0, 3.0), layout="constrained")[1]
     bars = ax.bar(offsets, values, color=[NEEDED_COLOUR if k == 0 else OTHER_COLOUR for k in offsets])
-    ax.bar_label(bars, labels=[f"{v:.2f}" for v in values], fontsize=8, padding=2)
+    ax.bar_label(bars, labels=[f"{v:.2f}" for v in values], fontsize=10, padding=2)
     ax.set_xticks(offsets, [f"{k:+d}".replace("-", "−") if k else "0" for k in offsets])  # a true minus sign
     ax.set_ylim(0, max(max(values) * 1.18, 0.05))
     ax.set_xlabel(message("viz.seq2seq.offset_axis"))

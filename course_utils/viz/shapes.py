@@ -32,7 +32,7 @@ def memory_order(tensor, ax=None, title=None):
         left = (width - count) / 2
         for i in range(count):
             ax.add_patch(Rectangle((left + i, y), 0.92, 0.8, color=colours(shades[i])))
-            ax.text(left + i + 0.46, y + 0.4, labels[i], ha="center", va="center", fontsize=7,
+            ax.text(left + i + 0.46, y + 0.4, labels[i], ha="center", va="center", fontsize=10,
                     color="white" if shades[i] < 0.6 else "black")
         return left
 
@@ -41,8 +41,8 @@ def memory_order(tensor, ax=None, title=None):
     bottom = row(len(values), 0.0, [_number(v) for v in values.tolist()], [shade[o] for o in offsets.tolist()])
     for i, offset in enumerate(offsets.tolist()):
         ax.plot([bottom + i + 0.46, top + offset + 0.46], [0.8, 2.0], color="0.45", linewidth=0.7)
-    ax.text(-0.3, 2.4, message("l00.plot.memory"), ha="right", va="center", fontsize=9)
-    ax.text(-0.3, 0.4, message("l00.plot.index_order"), ha="right", va="center", fontsize=9)
+    ax.text(-0.3, 2.4, message("l00.plot.memory"), ha="right", va="center", fontsize=10)
+    ax.text(-0.3, 0.4, message("l00.plot.index_order"), ha="right", va="center", fontsize=10)
     ax.set_xlim(-0.2, width + 0.1)
     ax.set_ylim(-0.1, 2.9)
     ax.set_axis_off()
@@ -105,7 +105,7 @@ def broadcast_picture(shape_a, shape_b, ax=None, names=("a", "b"), axis_names=No
                 fontsize=10)
         skipped = n - len(axis_names or ())  # axis names are aligned from the right too
         header = axis_names[column - skipped] if axis_names and column >= skipped else str(column - n)
-        ax.text(column + 0.45, 3.05, header, ha="center", va="bottom", fontsize=9, color="0.3")
+        ax.text(column + 0.45, 3.05, header, ha="center", va="bottom", fontsize=10, color="0.3")
     labels = (names[0], names[1], message("l00.plot.result"))
     for row, label in zip((2, 1, 0), labels):
         ax.text(-0.15, row + 0.4, label, ha="right", va="center", fontsize=10)
@@ -125,7 +125,7 @@ def split_heads_picture(length, heads, head_dim, ax=None):
 
     def cell(x, row, number, head):
         ax.add_patch(Rectangle((x, -row - 1), 0.92, 0.92, color=colours(head % 9)))
-        ax.text(x + 0.46, -row - 0.54, str(number), ha="center", va="center", fontsize=8)
+        ax.text(x + 0.46, -row - 0.54, str(number), ha="center", va="center", fontsize=10)
 
     for row in range(length):
         for feature in range(width):
@@ -137,7 +137,7 @@ def split_heads_picture(length, heads, head_dim, ax=None):
         for row in range(length):
             for d in range(head_dim):
                 cell(left + d, row, row * width + head * head_dim + d, head)
-        ax.text(left + head_dim / 2, 0.35, message("l00.plot.head", h=head), ha="center", va="bottom", fontsize=9)
+        ax.text(left + head_dim / 2, 0.35, message("l00.plot.head", h=head), ha="center", va="bottom", fontsize=10)
     right = width + gap + heads * (head_dim + 0.6) - 0.6
     ax.annotate("", xy=(width + gap - 0.3, -length / 2), xytext=(width + 0.3, -length / 2),
                 arrowprops={"arrowstyle": "->", "color": "0.3"})

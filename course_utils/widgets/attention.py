@@ -1,5 +1,6 @@
 """Lessons 01 and 02: why divide by √d_k, and padding and causal masks."""
 
+import functools
 import math
 
 import ipywidgets as w
@@ -7,8 +8,8 @@ import torch
 
 from .. import masks, validation
 from ..i18n import message
-from ..viz import heatmap, mask_picture, new_figure
-from .explorer import explorer
+from ..viz import heatmap, keep_layout, mask_picture, new_figure
+from .explorer import explorer, reusable
 
 # ---- lesson 01: why divide by √d_k
 
@@ -16,7 +17,17 @@ from .explorer import explorer
 D_K_CHOICES = tuple(2**power for power in range(10))
 
 
-def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0):
+@functools.lru_cache(maxsize=16)
+def _scaling_scores(d_k, queries, keys, seed):
+    """The unscaled scores q · k of ``scaling_view`` (N, L_k): the same for both positions of the
+    checkbox, so ticking it recomputes nothing."""
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(queries, 1, d_k, generator=generator, dtype=torch.float64)  # (N, 1, d_k)
+    k = torch.randn(queries, keys, d_k, generator=generator, dtype=torch.float64)  # (N, L_k, d_k): own keys
+    return (q @ k.transpose(-2, -1)).squeeze(-2)  # (N, L_k)
+
+
+def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0, figure=None):
     """Why attention divides by √d_k, for one d_k: how spread out the scores q · k are, and how
     sharp a query's softmax over `keys` keys becomes, with or without the division.
 
@@ -27,13 +38,11 @@ def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0):
     Returns ``(figure, summary)``: the figure shows the histogram of all queries x keys scores
     beside the standard normal curve, and query 0's softmax weights; the summary states the
     scores' standard deviation, query 0's largest weight and the largest weight averaged over
-    all queries (1/keys would be uniform attention, 1 a one-hot lookup).
+    all queries (1/keys would be uniform attention, 1 a one-hot lookup). figure: one this view
+    returned before, drawn again instead of a new one (what the explorer passes).
     """
     validation.positive_int("scaling_view", "d_k", d_k)
-    generator = torch.Generator().manual_seed(seed)
-    q = torch.randn(queries, 1, d_k, generator=generator, dtype=torch.float64)  # (N, 1, d_k)
-    k = torch.randn(queries, keys, d_k, generator=generator, dtype=torch.float64)  # (N, L_k, d_k): own keys
-    scores = (q @ k.transpose(-2, -1)).squeeze(-2)  # (N, L_k)
+    scores = _scaling_scores(d_k, queries, keys, seed)  # (N, L_k)
     if scaled:
         scores = scores / math.sqrt(d_k)
     weights = torch.softmax(scores, dim=-1)  # (N, L_k)
@@ -41,7 +50,13 @@ def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0):
     largest = weights.amax(dim=-1)  # (N,)
     mode = message("l01.scaled" if scaled else "l01.unscaled")
 
-    figure, ((left, right),) = new_figure(rows=1, cols=2, size=(8.0, 3.2))
+    figure = reusable(figure, "scaling")
+    if figure is None:  # the texts change with d_k, so the layout engine stays on
+        figure, _ = new_figure(rows=1, cols=2, size=(9.0, 3.4))
+        figure.explorer_key = "scaling"
+    left, right = figure.axes[:2]
+    left.cla()
+    right.cla()
     reach = max(4.0, 4.0 * std)  # the x-range follows the scores, so the normal curve shrinks as they spread
     left.hist(scores.flatten().numpy(), bins=40, range=(-reach, reach), density=True, color="tab:blue", alpha=0.7)
     x = torch.linspace(-reach, reach, 400)
@@ -50,7 +65,7 @@ def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0):
     left.set_xlabel(message("l01.score"))
     left.set_ylabel(message("l01.density"))
     left.set_title(message("l01.scores_title", n=scores.numel(), mode=mode), fontsize=10)
-    left.legend(loc="upper right", fontsize=8)
+    left.legend(loc="upper right", fontsize=10)
     right.bar(range(keys), weights[0].numpy(), color="tab:orange")
     right.axhline(1 / keys, color="gray", ls=":", lw=1, label=message("l01.uniform", keys=keys))
     right.set_ylim(0, 1)
@@ -58,7 +73,7 @@ def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0):
     right.set_xlabel(message("plot.key"))
     right.set_ylabel(message("l01.weight"))
     right.set_title(message("l01.weights_title", keys=keys), fontsize=10)
-    right.legend(loc="upper right", fontsize=8)
+    right.legend(loc="upper right", fontsize=10)
     summary = message(
         "l01.scaling_summary",
         d_k=d_k,
@@ -87,7 +102,7 @@ def scaling_explorer(d_k=64, scaled=False):
 MASK_MAX_LEN = 6
 
 
-def mask_view(length_1=6, length_2=3, causal=False, max_len=MASK_MAX_LEN, seed=0):
+def mask_view(length_1=6, length_2=3, causal=False, max_len=MASK_MAX_LEN, seed=0, figure=None):
     """The mask explorer's view: a batch of two sequences of lengths `length_1` and `length_2`,
     padded to `max_len`, with the look-ahead (causal) mask on or off.
 
@@ -95,7 +110,8 @@ def mask_view(length_1=6, length_2=3, causal=False, max_len=MASK_MAX_LEN, seed=0
     attention weights it gives to fixed random queries and keys (a generator seeded with `seed`,
     so the view never changes). Returns ``(figure, summary)``: the figure shows each sequence's
     mask beside its weights; the summary says how many keys each query may see and how many rows
-    are fully masked (their weights are all zero).
+    are fully masked (their weights are all zero). figure: one this view returned before, whose
+    four pictures are updated in place (what the explorer passes; faster than a new figure).
     """
     for argument, value in (("length_1", length_1), ("length_2", length_2)):
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= max_len:
@@ -111,11 +127,18 @@ def mask_view(length_1=6, length_2=3, causal=False, max_len=MASK_MAX_LEN, seed=0
     k = torch.randn(2, max_len, 4, generator=generator, dtype=torch.float64)
     weights = masks.masked_softmax(q @ k.transpose(-2, -1) / 2.0, keep)  # (B, L_q, L_k); √d_k = 2
 
-    figure, axes = new_figure(rows=2, cols=2, size=(7.5, 6.0))
+    figure = reusable(figure, ("mask", max_len))
+    if figure is None:  # drawn once; later views only change the four pictures' pixels
+        figure, axes = new_figure(rows=2, cols=2, size=(7.5, 6.0))
+        blank = torch.zeros(max_len, max_len)
+        for b in range(2):
+            mask_picture(blank, ax=axes[b, 0], title=message("l02.plot.mask_title", n=b + 1))
+            heatmap(blank, ax=axes[b, 1], title=message("l02.plot.weights_title", n=b + 1), vmax=1.0, annotate=False)
+        keep_layout(figure)
+        figure.explorer_key = ("mask", max_len)
     for b in range(2):
-        mask_picture(keep[b], ax=axes[b, 0], title=message("l02.plot.mask_title", n=b + 1))
-        heatmap(weights[b], ax=axes[b, 1], title=message("l02.plot.weights_title", n=b + 1), vmax=1.0,
-                annotate=False)
+        figure.axes[2 * b].images[0].set_data(keep[b].float().numpy())
+        figure.axes[2 * b + 1].images[0].set_data(weights[b].numpy())
     lines = [message("l02.summary", lengths=(length_1, length_2), causal=message("l02.on" if causal else "l02.off"))]
     for b in range(2):
         lines.append(message("l02.visible", n=b + 1, counts=keep[b].sum(dim=-1).tolist()))

@@ -1,6 +1,7 @@
 """The one way every explorer is built: controls, a view, a picture and a summary."""
 
 import html
+import inspect
 
 import ipywidgets as w
 
@@ -10,22 +11,42 @@ from ..viz import figure_png
 def explorer(view, **controls):
     """A VBox of `controls`, the view's figure and its summary, updated whenever a control moves.
 
-    view(**values) -> (matplotlib Figure or None, str). Returns the VBox; its ``.image`` and
-    ``.summary`` attributes are the output widgets (tests read them).
+    view(**values) -> (matplotlib Figure or None, str). A view that takes a ``figure`` argument is
+    handed the figure it returned last time (None the first time), so that it can update that
+    figure's artists instead of drawing a new figure: making a figure and laying it out costs more
+    than most views compute. Returns the VBox; its ``.image`` and ``.summary`` attributes are the
+    output widgets, ``.controls`` the controls by name, ``.figure`` the figure shown (tests read them).
     """
-    image = w.Image(format="png", layout=w.Layout(max_width="640px"))
+    takes_figure = "figure" in inspect.signature(view).parameters
+    # the picture is shown at its own size (a figure is at most 800 pixels wide), so the text keeps
+    # the size it was drawn at; a narrower page scales it down
+    image = w.Image(format="png", layout=w.Layout(max_width="100%"))
     summary = w.HTML()
 
     def update(_change=None):
-        figure, text = view(**{name: control.value for name, control in controls.items()})
+        values = {name: control.value for name, control in controls.items()}
+        figure, text = view(figure=box.figure, **values) if takes_figure else view(**values)
         if figure is not None:
             image.value = figure_png(figure)
+            box.figure = figure
         image.layout.display = None if figure is not None else "none"
         summary.value = f"<pre style='margin:0'>{html.escape(text)}</pre>"
 
+    box = w.VBox([w.HBox(list(controls.values())), image, summary])
+    box.image, box.summary, box.controls, box.figure = image, summary, controls, None
     for control in controls.values():
         control.observe(update, names="value")
     update()
-    box = w.VBox([w.HBox(list(controls.values())), image, summary])
-    box.image, box.summary = image, summary
     return box
+
+
+def reusable(figure, key):
+    """`figure` when a view drew it under the same `key` (the view's name and whatever fixes the
+    figure's layout: its artists can be updated in place), else None."""
+    return figure if figure is not None and getattr(figure, "explorer_key", None) == key else None
+
+
+def model_state(model):
+    """What changes whenever `model`'s parameters change in place (an optimizer step bumps each
+    tensor's version counter): with the model itself, a key to cache what the model computes."""
+    return tuple(parameter._version for parameter in model.parameters())

@@ -12,9 +12,9 @@ import ipywidgets as w
 from .. import validation
 from ..i18n import message
 from ..probsparse import Trace, sample_count, walkthrough
-from ..viz import new_figure
+from ..viz import keep_layout, new_figure
 from ..viz.probsparse import format_bytes, walkthrough_bars
-from .explorer import explorer
+from .explorer import explorer, reusable
 
 #: The sequence lengths the explorer's slider offers (96: the Informer code's own example).
 LENGTHS = (16, 32, 64, 96, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -60,20 +60,31 @@ def _check_sizes(function, **sizes):
         validation.positive_int(function, name, value)
 
 
-def walkthrough_view(length=96, batch=32, heads=8, dim=64, factor=5):
+def walkthrough_view(length=96, batch=32, heads=8, dim=64, factor=5, figure=None):
     """The walkthrough explorer's view: both implementations' traces for (B, H, L, D) = (`batch`,
     `heads`, `length`, `dim`) inputs and `factor`.
 
     Returns ``(figure, summary)``: the figure is the bytes each step allocates, both versions side
     by side (``viz.probsparse.walkthrough_bars``); the summary gives U and u, the table of each
-    version and how much of the plain version's memory K_sample takes.
+    version and how much of the plain version's memory K_sample takes. figure: one this view
+    returned before, whose bars are drawn again on the same axes and layout (what the explorer
+    passes; faster than a new figure).
     """
     _check_sizes("walkthrough_view", length=length, batch=batch, heads=heads, dim=dim, factor=factor)
     plain = walkthrough(batch, heads, length, dim, factor)
     fast = walkthrough(batch, heads, length, dim, factor, fast=True)
-    figure, axes = new_figure(size=(7.5, 6.2))
     sizes = f"B={batch}, H={heads}, L={length}, D={dim}"
-    walkthrough_bars(plain, fast, ax=axes[0, 0], title=message("l05.walk.title", sizes=sizes, factor=factor))
+    title = message("l05.walk.title", sizes=sizes, factor=factor)
+    figure = reusable(figure, "walkthrough")
+    if figure is None:  # laid out once: the steps' names, the title's and the ticks' heights stay
+        figure, axes = new_figure(size=(7.5, 7.6))
+        walkthrough_bars(plain, fast, ax=axes[0, 0], title=title)
+        keep_layout(figure)
+        figure.explorer_key = "walkthrough"
+    else:
+        ax = figure.axes[0]
+        ax.cla()
+        walkthrough_bars(plain, fast, ax=ax, title=title)
     sample = plain["K_sample"]
     summary = "\n".join([
         message("l05.walk.counts", sizes=sizes, factor=factor, U=sample_count(length, factor),

@@ -8,8 +8,8 @@ from matplotlib.figure import Figure
 
 from .. import seq2seq, validation
 from ..i18n import message
-from ..viz.seq2seq import decoding, draw_decoding
-from .explorer import explorer
+from ..viz.seq2seq import decoding, draw_decoding, redraw_decoding
+from .explorer import explorer, model_state, reusable
 
 #: How many held-out sources (the first rows of ``seq2seq.held_out()``) the decoding explorer offers.
 DECODING_EXAMPLES = 50
@@ -55,7 +55,15 @@ def _source(example, text):
     return _held_out().source[example], message("viz.seq2seq.held_out", index=example)
 
 
-def decoding_view(model, example=0, text=""):
+@functools.lru_cache(maxsize=64)
+def _decoded(model, state, source):
+    """`model`'s greedy decoding of `source` (letters, or a held-out row's token ids as a tuple) with
+    its attention weights: computed once per source (and per state of the model's parameters)."""
+    tokens = source if isinstance(source, str) else torch.tensor(source)
+    return decoding(model, tokens, pad_to=WIDTH, function="decoding_view")
+
+
+def decoding_view(model, example=0, text="", figure=None):
     """The decoding explorer's view: `model` (a trained ``seq2seq.Reverser``) greedy-decodes one
     source, held-out example number `example` (0 to DECODING_EXAMPLES - 1, a row of
     ``seq2seq.held_out()``), or, when `text` is not empty, the letters of `text` (1 to 8 of a .. j).
@@ -64,15 +72,21 @@ def decoding_view(model, example=0, text=""):
     Returns ``(figure, summary)``: the figure shows the decoder's self-attention (target mask) and
     cross-attention (source mask) on its own answer, per head (``viz.seq2seq.draw_decoding``); the
     summary states the source, the greedy answer, the right answer and whether they agree (tokens
-    and words only, so it reads the same on every machine).
+    and words only, so it reads the same on every machine). figure: one this view returned before,
+    cleared and drawn again (what the explorer passes; faster than a new figure).
     """
     if not isinstance(model, seq2seq.Reverser):
         validation.fail("decoding_view", "model", validation.describe(model),
                         {"en": "a seq2seq.Reverser (e.g. seq2seq.train(seed=0).model)",
                          "zh": "seq2seq.Reverser（例如 seq2seq.train(seed=0).model）"})
     source, which = _source(example, text)
-    result = decoding(model, source, pad_to=WIDTH, function="decoding_view")
-    figure = draw_decoding(result, Figure(dpi=80))
+    result = _decoded(model, model_state(model), source if isinstance(source, str) else tuple(source.tolist()))
+    key = ("decoding", result.cross_weights.shape[0])  # as many heads: the same maps, moved to the new lengths
+    if reusable(figure, key) is not None:
+        redraw_decoding(result, figure)
+    else:
+        figure = draw_decoding(result, Figure(dpi=80))
+        figure.explorer_key = key
     real = result.source[result.source != seq2seq.PAD]  # (n + 1,): the letters and the EOS
     target = torch.cat([real[:-1].flip(0), real[-1:]])  # the letters reversed, then the EOS
     summary = message("viz.seq2seq.summary", which=which, source=seq2seq.show(real),
@@ -86,11 +100,11 @@ def decoding_explorer(model, example=0, text=""):
     slider's example) over ``decoding_view`` for a trained ``seq2seq.Reverser``. Letters it cannot
     take are explained in the summary, in the notebook's language and in the words of the box
     ("type 1 to 8 letters from a to j"), instead of a picture."""
-    def view(example, text):
+    def view(example, text, figure=None):
         if not _typeable(text):
             return None, message("viz.seq2seq.bad_letters", most=seq2seq.MAX_LENGTH, last=LAST, text=text.strip())
         try:
-            return decoding_view(model, example=example, text=text)
+            return decoding_view(model, example=example, text=text, figure=figure)
         except validation.ArgumentError as error:
             return None, str(error)
 

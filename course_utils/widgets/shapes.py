@@ -6,16 +6,18 @@ import ipywidgets as w
 import torch
 
 from ..i18n import message
-from ..viz import broadcast_axes, broadcast_picture, memory_order, new_figure
-from .explorer import explorer
+from ..viz import broadcast_axes, broadcast_picture, keep_layout, memory_order, new_figure
+from .explorer import explorer, reusable
 
 # ---- lesson 00: permute and broadcast explorers
 
 
-def permute_view(order=(0, 1, 2), contiguous=False):
+def permute_view(order=(0, 1, 2), contiguous=False, figure=None):
     """The permute explorer's view. x = torch.arange(24).view(2, 3, 4) is permuted by `order`
     (and copied with .contiguous() when `contiguous`); returns the picture of how the result
-    reads memory, and a summary: shape, stride, contiguity, and whether it shares x's memory."""
+    reads memory, and a summary: shape, stride, contiguity, and whether it shares x's memory.
+    figure: one this view returned before, drawn again on the same axes and layout (what the
+    explorer passes; faster than a new figure)."""
     x = torch.arange(24).view(2, 3, 4)
     y = x.permute(*order)
     code = f"x.permute{tuple(order)}"
@@ -23,8 +25,15 @@ def permute_view(order=(0, 1, 2), contiguous=False):
         y = y.contiguous()  # a copy, unless y is contiguous already (then y itself)
         code += ".contiguous()"
     shares = y.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
-    figure, axes = new_figure(size=(8.0, 2.2))
-    memory_order(y, ax=axes[0, 0], title=code)
+    figure = reusable(figure, "permute")
+    if figure is None:  # laid out once: every order draws the same 24 cells and labels
+        figure, axes = new_figure(size=(9.0, 2.4))
+        memory_order(y, ax=axes[0, 0], title=code)
+        keep_layout(figure)
+        figure.explorer_key = "permute"
+    else:
+        figure.axes[0].cla()
+        memory_order(y, ax=figure.axes[0], title=code)
     text = message(
         "l00.permute.summary",
         code=code,
@@ -69,16 +78,21 @@ MASK_SHAPES = ((2, 1, 1, 5), (2, 5), (2, 1, 5), (5,), (2, 1, 5, 1))
 SCORES_SHAPES = ((2, 4, 3, 5), (2, 4, 5, 5), (2, 4, 2, 5), (2, 4, 1, 5))
 
 
-def broadcast_view(mask=(2, 1, 1, 5), scores=(2, 4, 3, 5)):
+def broadcast_view(mask=(2, 1, 1, 5), scores=(2, 4, 3, 5), figure=None):
     """The broadcast explorer's view: the picture of `mask` and `scores` (B, H, L_q, L_k)
     aligned from the right, and a summary: the result shape or the clash that makes broadcasting
     fail, whether the result grew bigger than the scores, and which scores axes the mask's axes
-    line up with."""
+    line up with. figure: one this view returned before, drawn again (what the explorer passes)."""
     mask, scores = tuple(mask), tuple(scores)
     axes = broadcast_axes(mask, scores)
-    figure, ax = new_figure(size=(6.5, 2.3))
+    figure = reusable(figure, "broadcast")
+    if figure is None:  # the layout engine stays on: the number of columns follows the shapes
+        figure, _ = new_figure(size=(6.5, 2.3))
+        figure.explorer_key = "broadcast"
+    ax = figure.axes[0]
+    ax.cla()
     names = (message("l00.broadcast.mask"), message("l00.broadcast.scores"))
-    broadcast_picture(mask, scores, ax=ax[0, 0], names=names, axis_names=SCORES_AXES)
+    broadcast_picture(mask, scores, ax=ax, names=names, axis_names=SCORES_AXES)
     clashes = [(i - len(axes), a, b) for i, (a, b, _, status) in enumerate(axes) if status == "clash"]
     if clashes:
         axis, size_mask, size_scores = clashes[0]

@@ -277,7 +277,7 @@ for name, score in scores.items():
 # 加性、双线性和点积三种分数给键排出的顺序各不相同，因此得到的注意力权重也各不相同。缩放点积把每个点积分数都除以同一个 $\sqrt{d}$：键的顺序与点积相同，权重则更平缓。（这里的参数是随机的；在模型中，它们是学出来的。）
 
 # %%
-fig, axes = plt.subplots(1, 4, figsize=(13, 2.8), layout="constrained")
+fig, axes = plt.subplots(1, 4, figsize=(12, 3.0), layout="constrained")
 for ax, (name, score) in zip(axes, scores.items()):
     heatmap(torch.softmax(score[0], dim=-1), ax=ax, title=message(name), vmax=1.0, colorbar=False)
 plt.show()
@@ -778,7 +778,7 @@ axes[1].axhline(1 / KEYS, color="gray", ls=":", lw=1, label=message("l01.uniform
 axes[1].set_ylim(0, 1)
 axes[2].set_ylim(0, None)
 for ax in axes:
-    ax.legend(fontsize=8)
+    ax.legend()
 plt.show()
 
 # %% [markdown] tags=["lang-en"]

@@ -1207,7 +1207,7 @@ check("02.masked_softmax", my_masked_softmax)
 # 这两种布局本身都没有错：`nn.MultiheadAttention` 自己读取三维 `attn_mask` (B·H, L_q, L_k) 时就是按批量优先，和这个 `repeat` 构造出来的完全一样。bug 在于两者不一致。**掩码的布局必须与分数的布局一致**，而这里只要 B > 1，就有槽位拿到别的样本的掩码。B = 3、H = 2 时，左图是这篇教程的布局；让两种布局一致有两种办法：把掩码也按头优先复制，与 Q、K、V 一致（中图）；或者把 Q、K、V 改成批量优先，与掩码一致（右图）：
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(19, 3.6), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), layout="constrained")
 viz.head_batch_picture(3, 2, mask_order="batch", qkv_order="head", ax=axes[0])
 viz.head_batch_picture(3, 2, mask_order="head", qkv_order="head", ax=axes[1])
 viz.head_batch_picture(3, 2, mask_order="batch", qkv_order="batch", ax=axes[2])

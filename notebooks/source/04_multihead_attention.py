@@ -152,6 +152,11 @@ print("右邻：", toy.letters(targets[:, 1]))  # 位置 i + 1 上的字母
 # 每个模型都用 Adam 在每步新生成的 64 个随机序列上训练 300 步。下面的耗时和损失每次运行都不一样，也因机器而异：
 
 # %% tags=["nbval-ignore-output"]
+# lang: en
+# keys of the course's message catalogue: message(key) gives each model's name in the notebook's language
+# lang: zh
+# 键来自课程的文案目录：message(key) 给出每个模型在当前笔记本语言下的名字
+# lang: end
 versions = {
     "l04.plot.one_head": dict(heads=1),
     "l04.plot.two_heads": dict(heads=2),
@@ -264,10 +269,10 @@ claim("平均而言，较小的一份低于 0.35，较大的一份高于 0.6", s
 letters = list(toy.letters(tokens))
 panels = [("l04.plot.one_head", one, 0), ("l04.plot.two_heads", two, 0), ("l04.plot.two_heads", two, 1),
           ("l04.plot.mlp_head", mlp, 0)]
-fig, axes = plt.subplots(1, 4, figsize=(13, 3.9), layout="constrained")
+fig, axes = plt.subplots(1, 4, figsize=(12, 3.8), layout="constrained")
 for ax, (name, run, h) in zip(axes, panels):
     head_grid(toy.head_maps(run.model, tokens)[h:h + 1], axes=[ax], queries=letters, keys=letters)
-    ax.set_title(message("l04.plot.model_head", model=message(name), h=h), fontsize=9)
+    ax.set_title(message("l04.plot.model_head", model=message(name), h=h), fontsize=11)
     if ax is not axes[0]:
         ax.set_ylabel("")
 plt.show()
@@ -1493,10 +1498,16 @@ by_heads = sweep(head_counts, lambda h: (2, 64, 256, h))  # E = 256, L = 64
 by_width = sweep(widths, lambda e: (2, 64, e, 8))  # H = 8, L = 64
 by_length = sweep(lengths, lambda length: (1, length, 128, 8))  # B = 1, E = 128, H = 8
 
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(12, 4.2), layout="constrained")
 cost_lines(axes[0], head_counts, by_heads, message("l04.plot.heads_axis"), message("l04.plot.time"))
 cost_lines(axes[1], widths, by_width, message("l04.plot.width_axis"), message("l04.plot.time"))
 cost_lines(axes[2], lengths, by_length, message("l04.plot.length_axis"), message("l04.plot.time"))
+for ax in axes[1:]:
+    # lang: en
+    ax.get_legend().remove()  # the first panel's legend names the lines of all three
+    # lang: zh
+    ax.get_legend().remove()  # 第一幅图的图例也适用于另外两幅
+    # lang: end
 plt.show()
 # lang: en
 print("milliseconds per call, E = 256, L = 64")

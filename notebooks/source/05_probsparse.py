@@ -627,7 +627,7 @@ claim("而读取被选中输出的损失会传回梯度", bool((from_chosen != 0
 # 头 0 的权重。被选中的查询（标有 ◂）各有自己的 softmax 行；其余各行都是同样平坦的 $1/24$：
 
 # %%
-fig, ax = plt.subplots(figsize=(5.6, 4.8), layout="constrained")
+fig, ax = plt.subplots(figsize=(6.4, 6.0), layout="constrained")
 chosen_weights(weights4[0, 0], selected[0, 0], ax=ax)
 plt.show()
 
@@ -760,7 +760,7 @@ claim("没有任何查询给后面的键分配权重", bool((causal_weights.triu
 claim("每个惰性查询 i 得到 v_0 … v_i 的平均", torch.allclose(causal_output[causal_lazy], cumulative_mean[causal_lazy]))
 # lang: end
 
-fig, ax = plt.subplots(figsize=(5.6, 4.8), layout="constrained")
+fig, ax = plt.subplots(figsize=(6.4, 6.0), layout="constrained")
 chosen_weights(causal_weights[0, 0], causal_selected[0, 0], ax=ax)
 plt.show()
 
@@ -1542,6 +1542,11 @@ def informer_measure(scores, length_k):
 q74, k74, _, _ = study.few_dominant_queries(1, 8, 512, 64, generator=bugs_rng)
 q74, k74 = study.with_shared_feature(q74, k74, generator=bugs_rng)
 offsets74 = (0, 10, 20, 50, 100, 200)
+# lang: en
+# keys of the course's message catalogue: message(key) gives each curve's name in the notebook's language
+# lang: zh
+# 键来自课程的文案目录：message(key) 给出每条曲线在当前笔记本语言下的名字
+# lang: end
 recalls74 = study.recall_by_offset(q74, k74, offsets74, {
     "l05.bugs.divide_by_u": probsparse.sparsity_measure,
     "l05.bugs.divide_by_lk": lambda scores: informer_measure(scores, 512),
@@ -1552,7 +1557,7 @@ for name, found in recalls74.items():
 ax.set_xlabel(message("l05.bugs.offset_axis"))
 ax.set_ylabel(message("l05.bugs.recall_axis"))
 ax.set_ylim(-0.05, 1.05)
-ax.legend(fontsize=8)
+ax.legend()
 plt.show()
 by_u74, by_length74 = recalls74["l05.bugs.divide_by_u"], recalls74["l05.bugs.divide_by_lk"]
 # lang: en
@@ -1905,21 +1910,27 @@ q8, k8, _ = study.random_inputs(1, 8, 512, 64, generator=facts_rng)
 q8d, k8d, _, _ = study.few_dominant_queries(1, 8, 512, 64, generator=facts_rng)
 sizes8, recall_random8 = study.recall_by_sample_size(q8, k8, factors8, generator=facts_rng)
 _, recall_dominant8 = study.recall_by_sample_size(q8d, k8d, factors8, generator=facts_rng)
-fig, ax = plt.subplots(figsize=(6.5, 3.2), layout="constrained")
-cost_lines(ax, sizes8, {message("l05.facts.random"): recall_random8, message("l05.facts.dominant"): recall_dominant8},
+# lang: en
+# the two curves' names in the notebook's language, from the course's message catalogue
+# lang: zh
+# 两条曲线在当前笔记本语言下的名字，取自课程的文案目录
+# lang: end
+random_name, dominant_name = message("l05.facts.random"), message("l05.facts.dominant")
+fig, ax = plt.subplots(figsize=(6.5, 3.4), layout="constrained")
+cost_lines(ax, sizes8, {random_name: recall_random8, dominant_name: recall_dominant8},
            message("l05.facts.sample_axis"), message("l05.facts.recall_axis"), logy=False)
 ax.axhline(35 / 512, color="gray", linestyle=":", linewidth=1, label=message("l05.facts.chance"))
 ax.set_ylim(-0.05, 1.05)
-ax.legend(fontsize=8)
+ax.legend()
 plt.show()
 # lang: en
 print("U:     ", "  ".join(f"{size:5d}" for size in sizes8))
-print("recall:", "  ".join(f"{found:5.2f}" for found in recall_random8), "  ", message("l05.facts.random"))
-print("recall:", "  ".join(f"{found:5.2f}" for found in recall_dominant8), "  ", message("l05.facts.dominant"))
+print("recall:", "  ".join(f"{found:5.2f}" for found in recall_random8), "  ", random_name)
+print("recall:", "  ".join(f"{found:5.2f}" for found in recall_dominant8), "  ", dominant_name)
 # lang: zh
 print("U：     ", "  ".join(f"{size:5d}" for size in sizes8))
-print("召回率：", "  ".join(f"{found:5.2f}" for found in recall_random8), "  ", message("l05.facts.random"))
-print("召回率：", "  ".join(f"{found:5.2f}" for found in recall_dominant8), "  ", message("l05.facts.dominant"))
+print("召回率：", "  ".join(f"{found:5.2f}" for found in recall_random8), "  ", random_name)
+print("召回率：", "  ".join(f"{found:5.2f}" for found in recall_dominant8), "  ", dominant_name)
 # lang: end
 
 # %%
@@ -1991,7 +2002,7 @@ for name, (measure, peak) in rows8.items():
             label=message(f"l05.trained.{name}"))
 ax.set_xlabel(message("l05.trained.measure_axis"))
 ax.set_ylabel(message("l05.trained.density_axis"))
-ax.legend(fontsize=9)
+ax.legend()
 plt.show()
 for name, (measure, peak) in rows8.items():
     print(message("l05.trained.row", name=message(f"l05.trained.{name}"), rows=len(measure),
@@ -2059,6 +2070,11 @@ claim("两处自注意力的 M̄ 中位数，都不到交叉注意力的一半",
 # %% tags=["nbval-ignore-output"]
 cost_rng = torch.Generator().manual_seed(9)
 time_lengths9 = (128, 256, 512, 1024, 2048)
+# lang: en
+# keys of the course's message catalogue: message(key) gives each version's name in the notebook's language
+# lang: zh
+# 键来自课程的文案目录：message(key) 给出每个版本在当前笔记本语言下的名字
+# lang: end
 attentions9 = {
     "l05.cost.sdpa": F.scaled_dot_product_attention,
     "l05.cost.plain": partial(probsparse.prob_sparse_attention_plain, generator=cost_rng),
@@ -2080,8 +2096,13 @@ fig, ax = plt.subplots(figsize=(6.5, 3.4), layout="constrained")
 cost_lines(ax, time_lengths9, {message(name): found for name, found in times9.items()},
            message("l05.cost.length_axis"), message("l05.cost.time_axis"))
 plt.show()
-for name, found in times9.items():
-    print("  ".join(f"L={n}: {ms:7.1f} ms" for n, ms in zip(time_lengths9, found)), "  ", message(name))
+# lang: en
+print("     L    F.sdpa     plain      fast   (milliseconds per call)")
+# lang: zh
+print("     L    F.sdpa    朴素版    快速版   （每次调用的毫秒数）")
+# lang: end
+for i, length in enumerate(time_lengths9):
+    print(f"{length:6d}", " ".join(f"{found[i]:9.1f}" for found in times9.values()))
 
 # %% [markdown] tags=["lang-en"]
 # Read the slopes off the picture: full attention's line steepens toward 2, the two ProbSparse
@@ -2117,18 +2138,23 @@ memory9 = {
     "l05.cost.plain": [trace.total_bytes for trace in plain_traces9],
     "l05.cost.fast": [trace.total_bytes for trace in fast_traces9],
 }
-fig, ax = plt.subplots(figsize=(6.5, 3.4), layout="constrained")
-cost_lines(ax, memory_lengths9, {message(name): [b / 1e6 for b in found] for name, found in memory9.items()},
-           message("l05.cost.length_axis"), message("l05.cost.memory_axis"))
+fig, ax = plt.subplots(figsize=(6.5, 3.6), layout="constrained")
+cost_lines(ax, memory_lengths9, {message(name): found for name, found in memory9.items()},
+           message("l05.cost.length_axis"), message("l05.cost.memory_axis"), in_bytes=True)
 plt.show()
 slopes9 = {name: study.log_log_slope(memory_lengths9[3:], found[3:]) for name, found in memory9.items()}
 # lang: en
-print("slope", " ".join(f"{n:>8}" for n in memory_lengths9), "  MB allocated at each L")
+print("     L   weights     plain      fast   (bytes allocated)")
 # lang: zh
-print("斜率 ", " ".join(f"{n:>8}" for n in memory_lengths9), "  各个 L 下分配的 MB")
+print("     L      权重    朴素版    快速版   （分配的字节数）")
 # lang: end
-for name, found in memory9.items():
-    print(f"{slopes9[name]:5.2f}", " ".join(f"{b / 1e6:8.1f}" for b in found), " ", message(name))
+for i, length in enumerate(memory_lengths9):
+    print(f"{length:6d}", " ".join(f"{format_bytes(found[i]):>9}" for found in memory9.values()))
+# lang: en
+print(" slope", " ".join(f"{slopes9[name]:9.2f}" for name in memory9), "  (fitted from L = 1024 on)")
+# lang: zh
+print("  斜率", " ".join(f"{slopes9[name]:9.2f}" for name in memory9), "  （从 L = 1024 起拟合）")
+# lang: end
 
 # %%
 at8192 = memory_lengths9.index(8192)

@@ -1,0 +1,201 @@
+"""Tiled attention (lesson 08) against materialised attention and F.scaled_dot_product_attention,
+side by side in one run on one CPU thread: time and peak extra memory as L grows.
+
+    .venv/bin/python benchmarks/bench_tiled.py            (or: make bench)
+    .venv/bin/python benchmarks/bench_tiled.py --quick    L up to 4096, one round: a smoke test
+    .venv/bin/python benchmarks/bench_tiled.py --strict   exit 1 when a bar is missed
+    .venv/bin/python benchmarks/bench_tiled.py --full     also the materialised version at L = 16384
+                                                          (two (1, 8, L, L) float32 matrices: 16 GiB)
+
+Inputs: B = 1, H = 8, d = 64, float32, no gradients, L = 1024 … 16384. Candidates: the course's
+``tiled_attention`` (tiles of 256 × 256) without and with ``causal=True``, ``materialised_attention``
+(the whole (1, 8, L, L) matrix of scores, then the weights), and F.scaled_dot_product_attention
+(which runs its tiled CPU kernel, _scaled_dot_product_flash_attention_for_cpu, on these inputs:
+the script checks it).
+
+Time: each L is timed in interleaved rounds (every candidate once per round, in turn), median.
+
+Peak extra memory, measured honestly on a CPU: Python's tracemalloc does not see torch's
+allocations, so each measurement runs in a fresh Python process that makes the inputs, runs the
+candidate once on a short sequence (so that libraries and lazy initialisation are in memory), then
+resets the kernel's high-water mark of its resident memory (writing 5 to /proc/self/clear_refs;
+Linux ≥ 4.0), reads its resident memory (VmRSS), runs the candidate once and reads the high-water
+mark (VmHWM). Peak extra = VmHWM − VmRSS before the call: everything the call made resident, its
+output included (4 MiB at L = 8192 for every candidate), the allocator's own slack too. Where
+/proc/self/clear_refs cannot be written the script says so and reports ru_maxrss-based numbers.
+
+Bars: at L = 8192, the tiled version's peak extra memory ≤ 1/20 of the materialised version's, and
+the causal tiled time ≤ 0.6 × the non-causal tiled time. The ratio to F.sdpa is reported (no bar).
+Timings vary with the machine and its load; compare the ratios measured in one run.
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # course_utils without installing it
+
+import torch
+import torch.nn.functional as F
+
+from course_utils.tiled import materialised_attention, sdpa_backend, tiled_attention
+
+B, H, D = 1, 8, 64
+BLOCK = 256
+LENGTHS = (1024, 2048, 4096, 8192, 16384)
+BAR_L = 8192
+CANDIDATES = {
+    "tiled": lambda q, k, v: tiled_attention(q, k, v, block_q=BLOCK, block_k=BLOCK),
+    "tiled causal": lambda q, k, v: tiled_attention(q, k, v, block_q=BLOCK, block_k=BLOCK, causal=True),
+    "materialised": lambda q, k, v: materialised_attention(q, k, v),
+    "F.sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+}
+
+
+def inputs(L, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(B, H, L, D, generator=g) for _ in range(3)]
+
+
+def _status(field):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024  # kB
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def measure_memory(name, L):
+    """In this (fresh) process: the peak extra resident bytes of one call of candidate `name`."""
+    torch.set_num_threads(1)
+    call = CANDIDATES[name]
+    with torch.no_grad():
+        call(*inputs(256, seed=1))  # libraries and lazy initialisation in memory first
+        q, k, v = inputs(L)
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current VmRSS
+            method = "VmHWM after clear_refs"
+        except OSError:
+            method = "VmHWM (no reset possible)"
+        before = _status("VmRSS")
+        output = call(q, k, v)
+        peak = _status("VmHWM")
+    del output
+    print(f"{peak - before} {method}")
+
+
+def memory(name, L):
+    """Peak extra bytes of candidate `name` at length L, measured in a fresh process."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, __file__, "--measure-memory", name, str(L)], capture_output=True,
+                          text=True, env=env, check=True)
+    value, method = done.stdout.strip().split(" ", 1)
+    return int(value), method
+
+
+def interleaved(candidates, args, rounds):
+    """{name: median seconds}, every candidate once per round, in turn."""
+    times = {name: [] for name in candidates}
+    with torch.no_grad():
+        for _ in range(rounds):
+            for name, call in candidates.items():
+                start = time.perf_counter()
+                call(*args)
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(found) for name, found in times.items()}
+
+
+def fmt_bytes(n):
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def run(lengths, rounds, full):
+    print(f"B={B}, H={H}, d={D}, float32, no gradients, tiles of {BLOCK} × {BLOCK}, one thread, "
+          f"median of {rounds} round(s); memory: peak extra resident bytes in a fresh process per measurement")
+    q, k, v = inputs(256)
+    backend = sdpa_backend(q, k, v)
+    print(f"F.scaled_dot_product_attention runs the '{backend}' kernel on these inputs (torch {torch.__version__})")
+    print()
+    header = f"{'L':>6} | " + " | ".join(f"{name:>12}" for name in CANDIDATES)
+    rows_time, rows_memory, results = [], [], {}
+    method = None
+    for L in lengths:
+        q, k, v = inputs(L)
+        expected = F.scaled_dot_product_attention(q, k, v)
+        with torch.no_grad():
+            assert torch.allclose(CANDIDATES["tiled"](q, k, v)[0], expected, atol=1e-4)
+        plain_bytes = 2 * B * H * L * L * 4
+        candidates = dict(CANDIDATES)
+        if L > 8192 and not full:
+            del candidates["materialised"]  # its two (1, 8, L, L) matrices alone: 16 GiB at L = 16384
+        seconds = interleaved(candidates, (q, k, v), rounds)
+        found = {}
+        for name in candidates:
+            found[name], method = memory(name, L)
+        results[L] = (seconds, found)
+        skipped = f"{'(' + fmt_bytes(plain_bytes) + ')':>12}"
+        rows_time.append(f"{L:>6} | " + " | ".join(f"{1000 * seconds[n]:10.0f}ms" if n in seconds else skipped
+                                                    for n in CANDIDATES))
+        rows_memory.append(f"{L:>6} | " + " | ".join(f"{fmt_bytes(found[n]):>12}" if n in found else skipped
+                                                      for n in CANDIDATES))
+        print(f"L = {L} done", file=sys.stderr)
+    print("time (median)")
+    print(header)
+    print("\n".join(rows_time))
+    print()
+    print(f"peak extra memory ({method}); in parentheses: not run, the bytes its two L×L matrices would take")
+    print(header)
+    print("\n".join(rows_memory))
+    print()
+    print("ratios")
+    print(f"{'L':>6} | {'tiled/sdpa':>10} | {'causal/tiled':>12} | {'tiled mem/materialised mem':>27}")
+    for L, (seconds, found) in results.items():
+        memory_ratio = f"1/{found['materialised'] / found['tiled']:.0f}" if "materialised" in found else "-"
+        print(f"{L:>6} | {seconds['tiled'] / seconds['F.sdpa']:10.1f} | "
+              f"{seconds['tiled causal'] / seconds['tiled']:12.2f} | {memory_ratio:>27}")
+    print()
+    if BAR_L not in results:
+        print(f"bars: not measured (L = {BAR_L} not run)")
+        return True
+    seconds, found = results[BAR_L]
+    memory_ok = found["tiled"] * 20 <= found["materialised"]
+    causal_ok = seconds["tiled causal"] <= 0.6 * seconds["tiled"]
+    print(f"bar: at L = {BAR_L}, tiled peak extra memory ≤ 1/20 of materialised: "
+          f"{fmt_bytes(found['tiled'])} vs {fmt_bytes(found['materialised'])} "
+          f"(1/{found['materialised'] / found['tiled']:.0f}) -> {'PASS' if memory_ok else 'FAIL'}")
+    print(f"bar: at L = {BAR_L}, causal tiled time ≤ 0.6 × non-causal tiled time: "
+          f"{seconds['tiled causal'] / seconds['tiled']:.2f} -> {'PASS' if causal_ok else 'FAIL'}")
+    print(f"report: at L = {BAR_L}, tiled time / F.sdpa time = {seconds['tiled'] / seconds['F.sdpa']:.1f} "
+          "(a Python loop of small matrix products against a compiled kernel)")
+    return memory_ok and causal_ok
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="L up to 4096, one round")
+    parser.add_argument("--strict", action="store_true", help="exit with status 1 when a bar is missed")
+    parser.add_argument("--full", action="store_true", help="also the materialised version at L = 16384 (16 GiB)")
+    parser.add_argument("--measure-memory", nargs=2, metavar=("NAME", "L"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.measure_memory:
+        measure_memory(args.measure_memory[0], int(args.measure_memory[1]))
+        return 0
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, CPU kernels {torch.backends.cpu.get_cpu_capability()}, "
+          f"{torch.get_num_threads()} thread, {platform.processor() or platform.machine()}")
+    print()
+    lengths = [L for L in LENGTHS if L <= 4096] if args.quick else list(LENGTHS)
+    passed = run(lengths, 1 if args.quick else 3, args.full)
+    return 1 if args.strict and not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

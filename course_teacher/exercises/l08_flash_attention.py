@@ -1,0 +1,474 @@
+"""Lesson 08's exercises: merging two partial softmaxes, one tiled forward pass, causal tile skipping.
+
+The references are written here in plain code (tests/test_exercises_l08.py proves they agree with
+``course_utils.tiled`` and with PyTorch: F.scaled_dot_product_attention and torch.logsumexp, values
+and gradients). A state of a piece of a row is (m, ell, acc): its largest score, Σ exp(s − m) and
+Σ exp(s − m) · v.
+
+- 08.merge_states: (m1, ell1, acc1, m2, ell2, acc2) -> (m, ell, acc), values only (the text says
+  so: which of two equal maxima a gradient goes to is a choice, not a fact). Cases: rows where
+  either piece has the larger max, equal maxima, a fully masked piece on either side (m = −∞,
+  ell = 0, acc = 0) and on both, maxima in the hundreds (exp(m) alone overflows float32), batch 1,
+  length 1, one value feature, float64.
+- 08.tiled_forward: (query, key, value, block_q, block_k) -> (output, lse), gradients compared.
+  Cases: lengths that the blocks do not divide (on each side on its own), blocks of 1, blocks
+  longer than the sequence (one tile), L_q > L_k and L_q < L_k, d_v ≠ d, float64, scores spread
+  wide so the running max changes from tile to tile.
+- 08.causal_tiles: (query, key, value, block_q, block_k) -> (output, lse, tiles), L_q = L_k,
+  top-left causal (F.sdpa's is_causal); tiles is the number of tiles computed (an int), so a
+  function that computes every tile and masks the hidden ones is told apart. Cases: block_q ≠
+  block_k both ways, equal blocks, blocks of 1, one tile, float64.
+
+The first case of each exercise is one where every known mistake runs and shows. No tensor a case
+passes is all zeros or all −∞, so a check that compares inputs before and after sees an in-place
+edit of any of them.
+"""
+
+import math
+
+import torch
+
+from .registry import Exercise, Mistake, register
+
+NEG_INF = float("-inf")
+
+# ----------------------------------------------------------------------------- 08.merge_states
+
+
+def _piece(generator, shape, n, shift, dtype):
+    """(m, ell, acc) of a piece of n random scores per row, shifted by `shift` (a (B, L) tensor)."""
+    B, L, d_v = shape
+    scores = torch.randn(B, L, n, generator=generator, dtype=torch.float64) * 2 + shift[..., None]
+    values = torch.randn(B, L, n, d_v, generator=generator, dtype=torch.float64)
+    m = scores.amax(-1)
+    p = torch.exp(scores - m[..., None])
+    return m.to(dtype), p.sum(-1).to(dtype), (p[..., None] * values).sum(-2).to(dtype)
+
+
+def _empty(state, rows):
+    """`state` with the rows `rows` (a list of (b, l)) made fully masked: m = −∞, ell = 0, acc = 0."""
+    m, ell, acc = (t.clone() for t in state)
+    for b, l in rows:
+        m[b, l], ell[b, l], acc[b, l] = NEG_INF, 0.0, 0.0
+    return m, ell, acc
+
+
+def _merge_case(generator, B, L, d_v, *, dtype=torch.float32, spread=3.0, offset=0.0, empty1=(), empty2=(),
+                ties=()):
+    shift1 = torch.randn(B, L, generator=generator, dtype=torch.float64) * spread + offset
+    shift2 = torch.randn(B, L, generator=generator, dtype=torch.float64) * spread - offset
+    first = _piece(generator, (B, L, d_v), 3, shift1, dtype)
+    second = _piece(generator, (B, L, d_v), 4, shift2, dtype)
+    for b, l in ties:  # the two maxima equal
+        second[0][b, l] = first[0][b, l]
+    return (*_empty(first, empty1), *_empty(second, empty2))
+
+
+def _merge_cases(generator):
+    g = generator
+    return [
+        # first: 2 × 3 rows, either piece with the larger max, no empty piece: every mistake shows
+        _merge_case(g, 2, 3, 4),
+        _merge_case(g, 1, 1, 1),  # batch 1, length 1, one value feature
+        _merge_case(g, 3, 2, 5, empty1=[(0, 0)], empty2=[(1, 1), (2, 0)]),  # a masked piece on either side
+        _merge_case(g, 2, 4, 3, empty1=[(0, 1), (1, 3)], empty2=[(0, 1), (1, 0)]),  # both pieces of row (0, 1)
+        _merge_case(g, 2, 4, 3, dtype=torch.float64, ties=[(0, 0), (1, 2)]),  # float64, equal maxima
+        _merge_case(g, 1, 6, 2, spread=1.0, offset=300.0),  # maxima ±300: exp(m) alone overflows
+        _merge_case(g, 4, 1, 7),
+    ]
+
+
+def _merge_reference(m1, ell1, acc1, m2, ell2, acc2):
+    with torch.no_grad():  # values only: the text says so
+        m = torch.maximum(m1, m2)
+        safe = torch.where(m == NEG_INF, torch.zeros_like(m), m)  # both pieces empty: no −∞ − (−∞)
+        alpha, beta = torch.exp(m1 - safe), torch.exp(m2 - safe)
+        return m, ell1 * alpha + ell2 * beta, acc1 * alpha[..., None] + acc2 * beta[..., None]
+
+
+def _merge_no_rescale(m1, ell1, acc1, m2, ell2, acc2):
+    m, ell, _ = _merge_reference(m1, ell1, acc1, m2, ell2, acc2)
+    return m, ell, acc1 + acc2
+
+
+def _merge_new_max_for_old_sum(m1, ell1, acc1, m2, ell2, acc2):
+    m, _, acc = _merge_reference(m1, ell1, acc1, m2, ell2, acc2)
+    return m, ell1 + ell2, acc
+
+
+def _merge_inverted(m1, ell1, acc1, m2, ell2, acc2):
+    m = torch.maximum(m1, m2)
+    safe = torch.where(m == NEG_INF, torch.zeros_like(m), m)
+    alpha, beta = torch.exp(safe - m1), torch.exp(safe - m2)
+    return m, ell1 * alpha + ell2 * beta, acc1 * alpha[..., None] + acc2 * beta[..., None]
+
+
+def _merge_unguarded(m1, ell1, acc1, m2, ell2, acc2):
+    m = torch.maximum(m1, m2)
+    alpha, beta = torch.exp(m1 - m), torch.exp(m2 - m)  # NaN where both are −∞
+    return m, ell1 * alpha + ell2 * beta, acc1 * alpha[..., None] + acc2 * beta[..., None]
+
+
+def _merge_first_max(m1, ell1, acc1, m2, ell2, acc2):
+    beta = torch.exp(m2 - torch.where(m1 == NEG_INF, torch.zeros_like(m1), m1))
+    return m1, ell1 + ell2 * beta, acc1 + acc2 * beta[..., None]
+
+
+register(
+    Exercise(
+        id="08.merge_states",
+        reference=_merge_reference,
+        cases=_merge_cases,
+        forbidden=("course_utils.tiled.merge_states",),
+        mistakes=(
+            Mistake(
+                "NO_RESCALE",
+                _merge_no_rescale,
+                {
+                    "en": "acc = acc1 + acc2: the accumulators were added as they are. Each was summed with its "
+                    "own max, acc1 = Σ exp(s − m1)·v, so before adding, each must be brought to the new max m: "
+                    "acc1 · exp(m1 − m) + acc2 · exp(m2 − m). (ell is right: do the same to acc.)",
+                    "zh": "acc = acc1 + acc2：两个累加器被原样相加了。它们各自是按自己的最大值求和的，"
+                    "acc1 = Σ exp(s − m1)·v，所以相加之前都要换算到新的最大值 m："
+                    "acc1 · exp(m1 − m) + acc2 · exp(m2 − m)。（ell 是对的：对 acc 做同样的事。）",
+                },
+            ),
+            Mistake(
+                "NEW_MAX_FOR_OLD_SUM",
+                _merge_new_max_for_old_sum,
+                {
+                    "en": "ell = ell1 + ell2: the two sums were added as if both had been taken with the new max m. "
+                    "ell1 = Σ exp(s − m1) was taken with m1: rescale it, ell1 · exp(m1 − m), and ell2 the same "
+                    "way, exactly as acc (which is right).",
+                    "zh": "ell = ell1 + ell2：两个和被直接相加，就好像它们都是按新的最大值 m 算出来的。"
+                    "ell1 = Σ exp(s − m1) 是按 m1 算的：要换算成 ell1 · exp(m1 − m)，ell2 也一样，"
+                    "与 acc 的做法完全相同（acc 是对的）。",
+                },
+            ),
+            Mistake(
+                "RESCALE_INVERTED",
+                _merge_inverted,
+                {
+                    "en": "The factors are exp(m − m1) and exp(m − m2): upside down. The new max m is the larger, "
+                    "so a piece's terms shrink when they move to it: multiply by exp(m1 − m) ≤ 1 and "
+                    "exp(m2 − m) ≤ 1.",
+                    "zh": "换算因子写成了 exp(m − m1) 和 exp(m − m2)：上下颠倒了。新的最大值 m 更大，"
+                    "所以换算到它时各项应当变小：乘 exp(m1 − m) ≤ 1 和 exp(m2 − m) ≤ 1。",
+                },
+            ),
+            Mistake(
+                "EMPTY_PIECE_NAN",
+                _merge_unguarded,
+                {
+                    "en": "NaN where both pieces are fully masked: their maxima are −∞, so m = −∞ and "
+                    "exp(m1 − m) = exp(−∞ + ∞) = NaN. Nothing was seen there: the merged state must be "
+                    "m = −∞, ell = 0, acc = 0. Subtract a finite stand-in where m is −∞, e.g. "
+                    "torch.where(m == -inf, 0, m), so that exp(−∞ − 0) = 0.",
+                    "zh": "两段都被完全遮住的行出现了 NaN：它们的最大值都是 −∞，于是 m = −∞，"
+                    "exp(m1 − m) = exp(−∞ + ∞) = NaN。这一行什么都没看到：合并后的状态应为 m = −∞、ell = 0、acc = 0。"
+                    "在 m 为 −∞ 的地方改减一个有限的替身，例如 torch.where(m == -inf, 0, m)，这样 exp(−∞ − 0) = 0。",
+                },
+            ),
+            Mistake(
+                "FIRST_MAX_KEPT",
+                _merge_first_max,
+                {
+                    "en": "m is m1, the first piece's max, and only the second piece was rescaled to it. When m2 > m1 "
+                    "the factor exp(m2 − m1) is larger than 1 and can overflow; the state's m must be the larger "
+                    "of the two, m = max(m1, m2), and both pieces are rescaled to it.",
+                    "zh": "m 取了第一段的最大值 m1，只把第二段换算了过去。当 m2 > m1 时，因子 exp(m2 − m1) 大于 1，"
+                    "可能溢出；状态里的 m 必须是两者中较大的那个，m = max(m1, m2)，两段都换算到它。",
+                },
+            ),
+        ),
+    )
+)
+
+
+# ----------------------------------------------------------------------------- 08.tiled_forward
+# (query (B, L_q, d), key (B, L_k, d), value (B, L_k, d_v), block_q, block_k) -> (output, lse)
+
+
+def _qkv(generator, B, L_q, L_k, d, d_v, *, dtype=torch.float32, spread=1.0):
+    q = torch.randn(B, L_q, d, generator=generator, dtype=torch.float64) * spread
+    k = torch.randn(B, L_k, d, generator=generator, dtype=torch.float64)
+    k = k * torch.linspace(0.5, 2.5, L_k, dtype=torch.float64)[:, None]  # later keys score wider: the max moves
+    v = torch.randn(B, L_k, d_v, generator=generator, dtype=torch.float64)
+    return q.to(dtype), k.to(dtype), v.to(dtype)
+
+
+def _tiled_cases(generator):
+    g = generator
+    return [
+        (*_qkv(g, 2, 7, 10, 4, 3, spread=2.0), 3, 4),  # first: tails on both sides, 3 key tiles
+        (*_qkv(g, 1, 1, 1, 2, 2), 1, 1),  # one query, one key
+        (*_qkv(g, 2, 5, 5, 3, 4), 1, 1),  # tiles of one score
+        (*_qkv(g, 3, 5, 6, 4, 2), 16, 16),  # blocks longer than the sequence: one tile
+        (*_qkv(g, 2, 8, 8, 4, 4, dtype=torch.float64, spread=2.0), 2, 4),  # float64, blocks divide L
+        (*_qkv(g, 1, 6, 9, 16, 1), 6, 2),  # d_v = 1, d = 16; block_q = L_q
+        (*_qkv(g, 2, 9, 3, 4, 3), 4, 2),  # L_q > L_k
+        (*_qkv(g, 1, 4, 12, 5, 3, spread=3.0), 3, 5),  # L_q < L_k, wide scores
+    ]
+
+
+def _tiles_reference(query, key, value, block_q, block_k, causal=False, keep=None, skip=None, count=False,
+                     rescale=True, rescale_sum=True, divide_early=False, scaled=True, lse_max=True, key_tail=True):
+    """The tiled forward, with the switches the mistakes below flip. keep(i0, i1, j0, j1) -> bool
+    tile or None (no mask); skip(i, j, i0, i1, j0, j1) -> True to skip a tile."""
+    B, L_q, d = query.shape
+    L_k, d_v = key.shape[1], value.shape[-1]
+    scale = 1 / math.sqrt(d) if scaled else 1.0
+    outputs, lses, computed = [], [], 0
+    key_starts = range(0, L_k, block_k) if key_tail else range(0, (L_k // block_k) * block_k, block_k)
+    for i0 in range(0, L_q, block_q):
+        i1 = min(i0 + block_q, L_q)
+        q = query[:, i0:i1] * scale  # (B, b_q, d)
+        m = torch.full((B, i1 - i0), NEG_INF, dtype=query.dtype)
+        ell = torch.zeros(B, i1 - i0, dtype=query.dtype)
+        acc = torch.zeros(B, i1 - i0, d_v, dtype=query.dtype)
+        for j0 in key_starts:
+            j1 = min(j0 + block_k, L_k)
+            if skip is not None and skip(i0 // block_q, j0 // block_k, i0, i1, j0, j1):
+                continue
+            computed += 1
+            s = q @ key[:, j0:j1].transpose(1, 2)  # (B, b_q, b_k)
+            mask = keep(i0, i1, j0, j1) if keep is not None else None
+            if mask is not None:
+                s = s.masked_fill(~mask, NEG_INF)
+            m_new = torch.maximum(m, s.detach().amax(-1))
+            safe = torch.where(m_new == NEG_INF, torch.zeros_like(m_new), m_new)
+            alpha = torch.exp(m - safe)
+            p = torch.exp(s - safe[..., None])
+            ell_scaled = ell * alpha if rescale_sum else ell
+            acc_scaled = acc * alpha[..., None] if rescale else acc
+            ell = ell_scaled + p.sum(-1)
+            acc = acc_scaled + p @ value[:, j0:j1]
+            if divide_early:  # acc becomes the output so far, then is treated as the running sum again
+                acc = acc / ell[..., None]
+            m = m_new
+        seen = ell > 0
+        ell_safe = torch.where(seen, ell, torch.ones_like(ell))
+        outputs.append(acc if divide_early else acc / ell_safe[..., None])
+        lses.append(torch.where(seen, (m if lse_max else 0) + torch.log(ell_safe), torch.full_like(m, NEG_INF)))
+    result = torch.cat(outputs, dim=1), torch.cat(lses, dim=1)
+    return (*result, computed) if count else result
+
+
+def _tiled_reference(query, key, value, block_q, block_k):
+    return _tiles_reference(query, key, value, block_q, block_k)
+
+
+register(
+    Exercise(
+        id="08.tiled_forward",
+        reference=_tiled_reference,
+        cases=_tiled_cases,
+        forbidden=("F.scaled_dot_product_attention", "torch.softmax", "F.softmax", "Tensor.softmax",
+                   "torch.logsumexp", "Tensor.logsumexp", "course_utils.tiled.tiled_attention",
+                   "course_utils.tiled.materialised_attention",
+                   "course_utils.attention.scaled_dot_product_attention"),
+        mistakes=(
+            Mistake(
+                "NO_RESCALE",
+                lambda q, k, v, bq, bk: _tiles_reference(q, k, v, bq, bk, rescale=False),
+                {
+                    "en": "The accumulator is not rescaled when the max grows: acc + p @ v_j instead of "
+                    "acc · exp(m_old − m_new) + p @ v_j. What acc holds was summed with the old max; each tile "
+                    "that raises the max must shrink it by exp(m_old − m_new), as it shrinks ell.",
+                    "zh": "最大值变大时没有换算累加器：写成了 acc + p @ v_j，应为 acc · exp(m_old − m_new) + p @ v_j。"
+                    "acc 里的内容是按旧的最大值求和的；每个让最大值变大的分块，都要像对 ell 那样把它缩小 "
+                    "exp(m_old − m_new) 倍。",
+                },
+            ),
+            Mistake(
+                "NEW_MAX_FOR_OLD_SUM",
+                lambda q, k, v, bq, bk: _tiles_reference(q, k, v, bq, bk, rescale_sum=False),
+                {
+                    "en": "ell_new = ell_old + Σ exp(s − m_new): the old sum is used as if it had been taken with the new "
+                    "max. It was taken with m_old: ell_new = ell_old · exp(m_old − m_new) + Σ exp(s − m_new). (The "
+                    "accumulator is rescaled right.)",
+                    "zh": "ell_new = ell_old + Σ exp(s − m_new)：把旧的和当成是按新的最大值算出来的。它其实是按 m_old 算的："
+                    "ell_new = ell_old · exp(m_old − m_new) + Σ exp(s − m_new)。（累加器的换算是对的。）",
+                },
+            ),
+            Mistake(
+                "DIVIDE_EARLY",
+                lambda q, k, v, bq, bk: _tiles_reference(q, k, v, bq, bk, divide_early=True),
+                {
+                    "en": "The accumulator is divided by ell inside the loop, after every tile. Keep it a sum, "
+                    "acc = Σ exp(s − m)·v, rescaled as the max grows, and divide once, after the last tile of the "
+                    "row: output = acc / ell. (With a single key tile both give the same numbers; with several "
+                    "they do not.)",
+                    "zh": "在循环里、每个分块之后都用 ell 除了累加器。累加器应当一直是和，acc = Σ exp(s − m)·v，"
+                    "最大值变大时换算它；只在这一行的最后一个分块之后除一次：output = acc / ell。"
+                    "（键只有一个分块时两种写法结果相同；有多个分块时就不同了。）",
+                },
+            ),
+            Mistake(
+                "NO_SCALE",
+                lambda q, k, v, bq, bk: _tiles_reference(q, k, v, bq, bk, scaled=False),
+                {
+                    "en": "The scores are not scaled: each tile's scores are q_i k_jᵀ / √d, as in "
+                    "F.scaled_dot_product_attention (and the log-sum-exp is of those scaled scores).",
+                    "zh": "分数没有缩放：每个分块的分数应为 q_i k_jᵀ / √d，与 F.scaled_dot_product_attention 相同"
+                    "（log-sum-exp 也是对缩放后的分数求的）。",
+                },
+            ),
+            Mistake(
+                "KEY_TAIL_DROPPED",
+                lambda q, k, v, bq, bk: _tiles_reference(q, k, v, bq, bk, key_tail=False),
+                {
+                    "en": "The last keys are never seen when block_k does not divide L_k: the loop over key blocks "
+                    "stops at L_k // block_k full blocks. Loop over the starts range(0, L_k, block_k) and cut the "
+                    "last block short: key[:, j0:min(j0 + block_k, L_k)].",
+                    "zh": "当 block_k 不能整除 L_k 时，最后几个键从未被看到：键分块的循环只走了 L_k // block_k 个完整分块。"
+                    "应按起点 range(0, L_k, block_k) 循环，并让最后一块短一些：key[:, j0:min(j0 + block_k, L_k)]。",
+                },
+            ),
+            Mistake(
+                "LSE_WITHOUT_MAX",
+                lambda q, k, v, bq, bk: _tiles_reference(q, k, v, bq, bk, lse_max=False),
+                {
+                    "en": "The log-sum-exp is log(ell), without the max: ell = Σ exp(s − m), so "
+                    "log Σ exp(s) = m + log(ell). (The output is right.)",
+                    "zh": "log-sum-exp 写成了 log(ell)，少了最大值：ell = Σ exp(s − m)，所以 "
+                    "log Σ exp(s) = m + log(ell)。（输出是对的。）",
+                },
+            ),
+        ),
+    )
+)
+
+
+# ----------------------------------------------------------------------------- 08.causal_tiles
+# (query (B, L, d), key (B, L, d), value (B, L, d_v), block_q, block_k) -> (output, lse, tiles)
+
+
+def _causal_cases(generator):
+    g = generator
+    return [
+        (*_qkv(g, 2, 10, 10, 4, 3, spread=2.0), 4, 3),  # first: block_q > block_k, tiles cut by the diagonal
+        (*_qkv(g, 1, 1, 1, 2, 2), 1, 1),  # one position
+        (*_qkv(g, 2, 8, 8, 3, 4), 2, 2),  # equal blocks that divide L
+        (*_qkv(g, 1, 11, 11, 4, 2), 2, 5),  # block_q < block_k
+        (*_qkv(g, 3, 6, 6, 4, 4), 16, 16),  # one tile
+        (*_qkv(g, 2, 9, 9, 4, 2, dtype=torch.float64, spread=2.0), 3, 3),  # float64
+        (*_qkv(g, 1, 7, 7, 8, 5), 1, 4),  # queries one at a time
+        (*_qkv(g, 2, 12, 12, 4, 4), 5, 1),  # keys one at a time
+    ]
+
+
+def _global_keep(offset=0):
+    """keep(i0, i1, j0, j1): key j visible from query i when j ≤ i + offset (0: causal)."""
+    def keep(i0, i1, j0, j1):
+        return torch.arange(j0, j1)[None, :] <= torch.arange(i0, i1)[:, None] + offset
+    return keep
+
+
+def _hidden_tile(offset=0):
+    """skip(i, j, i0, i1, j0, j1): the tile holds no visible entry (its first key after its last query)."""
+    return lambda i, j, i0, i1, j0, j1: j0 > i1 - 1 + offset
+
+
+def _causal_reference(query, key, value, block_q, block_k):
+    return _tiles_reference(query, key, value, block_q, block_k, keep=_global_keep(), skip=_hidden_tile(), count=True)
+
+
+def _causal_no_skip(query, key, value, block_q, block_k):
+    return _tiles_reference(query, key, value, block_q, block_k, keep=_global_keep(), count=True)
+
+
+def _causal_unmasked(query, key, value, block_q, block_k):
+    return _tiles_reference(query, key, value, block_q, block_k, skip=_hidden_tile(), count=True)
+
+
+def _causal_off_by_one(query, key, value, block_q, block_k):
+    return _tiles_reference(query, key, value, block_q, block_k, keep=_global_keep(1), skip=_hidden_tile(1),
+                            count=True)
+
+
+def _causal_local_mask(query, key, value, block_q, block_k):
+    def local(i0, i1, j0, j1):  # the tile's own row and column numbers: right only on a square diagonal tile
+        return torch.ones(i1 - i0, j1 - j0, dtype=torch.bool).tril()
+    crossing = _hidden_tile()
+    return _tiles_reference(query, key, value, block_q, block_k, count=True, skip=crossing,
+                            keep=lambda i0, i1, j0, j1: local(i0, i1, j0, j1) if j1 - 1 > i0 else None)
+
+
+def _causal_block_index(query, key, value, block_q, block_k):
+    return _tiles_reference(query, key, value, block_q, block_k, keep=_global_keep(), count=True,
+                            skip=lambda i, j, i0, i1, j0, j1: j > i)
+
+
+register(
+    Exercise(
+        id="08.causal_tiles",
+        reference=_causal_reference,
+        cases=_causal_cases,
+        forbidden=("F.scaled_dot_product_attention", "torch.softmax", "F.softmax", "Tensor.softmax",
+                   "torch.logsumexp", "Tensor.logsumexp", "course_utils.tiled.tiled_attention",
+                   "course_utils.tiled.materialised_attention", "course_utils.tiled.tile_kinds",
+                   "course_utils.attention.scaled_dot_product_attention"),
+        mistakes=(
+            Mistake(
+                "NO_SKIP",
+                _causal_no_skip,
+                {
+                    "en": "The output is right, but every tile was computed: the tiles above the diagonal were "
+                    "masked entirely instead of skipped. A tile whose first key comes after its last query, "
+                    "j0 > i1 − 1, holds nothing visible: skip it (continue) and do not count it.",
+                    "zh": "输出是对的，但每个分块都算了：对角线上方的分块被整块遮住，而不是被跳过。"
+                    "第一个键位于最后一个查询之后（j0 > i1 − 1）的分块里没有任何可见的元素：跳过它（continue），也不要计数。",
+                },
+            ),
+            Mistake(
+                "DIAGONAL_UNMASKED",
+                _causal_unmasked,
+                {
+                    "en": "The tiles above the diagonal are skipped, but the tiles the diagonal cuts through are "
+                    "computed without a mask, so a query sees the later keys of its own tile. Mask those tiles: "
+                    "hide key j from query i where j > i, with their positions in the whole sequence.",
+                    "zh": "对角线上方的分块跳过了，但被对角线穿过的分块没有加掩码，于是查询能看到自己分块里位置更靠后的键。"
+                    "要给这些分块加掩码：按它们在整个序列中的位置，对查询 i 遮住 j > i 的键 j。",
+                },
+            ),
+            Mistake(
+                "DIAGONAL_OFF_BY_ONE",
+                _causal_off_by_one,
+                {
+                    "en": "Each query sees one key too many: the mask keeps j ≤ i + 1 (an off-by-one, often from "
+                    "mixing positions counted from 0 and from 1). Query i sees keys j ≤ i: itself and "
+                    "everything before it.",
+                    "zh": "每个查询多看到了一个键：掩码保留了 j ≤ i + 1（差一错误，常见于把从 0 数和从 1 数的位置混在一起）。"
+                    "查询 i 应看到 j ≤ i 的键：它自己以及它之前的所有位置。",
+                },
+            ),
+            Mistake(
+                "TILE_LOCAL_MASK",
+                _causal_local_mask,
+                {
+                    "en": "The mask of a tile cut by the diagonal is built from the tile's own row and column "
+                    "numbers (tril of a b_q × b_k block). That is right only for a square tile that sits on the "
+                    "diagonal; with block_q ≠ block_k the diagonal crosses tiles elsewhere. Compare the global "
+                    "positions: key j0 + c is visible from query i0 + r when j0 + c ≤ i0 + r.",
+                    "zh": "被对角线穿过的分块，其掩码是用分块自己的行号和列号构造的（对 b_q × b_k 的块取 tril）。"
+                    "这只对恰好位于对角线上的正方形分块成立；block_q ≠ block_k 时，对角线会从别处穿过分块。"
+                    "应比较全局位置：当 j0 + c ≤ i0 + r 时，查询 i0 + r 能看到键 j0 + c。",
+                },
+            ),
+            Mistake(
+                "BLOCK_INDEX_SKIP",
+                _causal_block_index,
+                {
+                    "en": "Tiles were skipped by their block numbers, j > i. That is the rule only when "
+                    "block_q = block_k; otherwise a tile with j > i can still hold visible keys (or one with "
+                    "j ≤ i hold none). Skip by positions: the tile is hidden when its first key comes after its "
+                    "last query, j0 > i1 − 1.",
+                    "zh": "按分块编号 j > i 跳过了分块。只有 block_q = block_k 时这条规则才对；否则 j > i 的分块里仍可能有"
+                    "可见的键（j ≤ i 的分块也可能一个都没有）。应按位置跳过：当分块的第一个键位于它最后一个查询之后，"
+                    "即 j0 > i1 − 1 时，这个分块整块不可见。",
+                },
+            ),
+        ),
+    )
+)

@@ -1,0 +1,473 @@
+"""Attention that never stores its L×L matrix: the online softmax and the tiled forward (lesson 08).
+
+The online softmax. A row of scores s seen in pieces keeps three numbers per row, a **state**:
+
+    m    the largest score seen so far (−∞ before any)
+    ell  Σ exp(s − m) over the scores seen so far       (ℓ in the lesson)
+    acc  Σ exp(s − m) · v over the same scores            (a vector of d_v features; optional)
+
+Two states of disjoint pieces merge exactly (``merge_states``): with m = max(m₁, m₂),
+
+    ell = ell₁ · exp(m₁ − m) + ell₂ · exp(m₂ − m),   acc = acc₁ · exp(m₁ − m) + acc₂ · exp(m₂ − m),
+
+and at the end softmax(s) · V = acc / ell, log Σ exp(s) = m + log ell (``finish``). A piece whose
+scores are all −∞ (every key masked) has m = −∞, ell = 0, acc = 0: it changes nothing in a merge,
+and a row with nothing at all gives output 0 and log-sum-exp −∞ (never NaN; the output and
+F.scaled_dot_product_attention agree there).
+
+The tiled forward (``tiled_attention``) runs that merge over tiles: for each block of ``block_q``
+queries, over the blocks of ``block_k`` keys and values, one (block_q × block_k) tile of scores at a
+time. It keeps O(L · d) state, never the (L_q, L_k) matrix, and returns ``(output, lse)``, the
+log-sum-exp of every row, which FlashAttention's backward reuses to recompute the weights instead
+of storing them. Tiles that a causal mask, a sliding window or a block mask hide entirely are
+skipped (``tile_kinds`` says which); tiles that a mask cuts through get the mask; the others run
+without one.
+
+Masks follow the package's meaning (masks.py): ``keep_mask`` True where a query may attend to a
+key; ``causal=True`` is F.scaled_dot_product_attention's ``is_causal`` (aligned at the top left:
+query i sees keys j ≤ i); ``window=w`` keeps keys with i − w < j (and j < i + w when not causal).
+
+``materialised_attention`` is the plain version that builds the whole matrix, ``peak_bytes`` counts
+the bytes of the tensors a call creates (the notebook's deterministic memory measure), and
+``sdpa_backend`` reads which kernel F.scaled_dot_product_attention ran from the operators that ran.
+"""
+
+import functools
+import itertools
+import math
+import weakref
+from typing import NamedTuple
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import validation as check
+from .masks import check_keep_mask
+
+#: What ``tile_kinds`` says of a tile: hidden entirely (not computed), cut by the mask, all visible.
+SKIP, PARTIAL, FULL = 0, 1, 2
+
+NEG_INF = float("-inf")
+
+
+class SoftmaxState(NamedTuple):
+    """The running state of a softmax over pieces of its rows (see the module docstring).
+
+    m: (...,) the largest score of each row so far; ell: (...,) Σ exp(s − m);
+    acc: (..., d_v) Σ exp(s − m) · v, or None for a softmax without values."""
+
+    m: torch.Tensor
+    ell: torch.Tensor
+    acc: torch.Tensor = None
+
+
+def _safe(m):
+    """m with −∞ replaced by 0, to subtract from scores: a row that has seen only −∞ scores gets
+    exp(−∞ − 0) = 0 everywhere instead of exp(−∞ + ∞) = NaN."""
+    return torch.where(m == NEG_INF, torch.zeros_like(m), m)
+
+
+def piece_state(scores, values=None):
+    """The state of one piece of each row: scores (..., n), values None or (..., n, d_v).
+
+    A row whose n scores are all −∞ gets m = −∞, ell = 0, acc = 0. The max is detached: the
+    result of a softmax does not depend on which constant is subtracted, so no gradient flows
+    through it (FlashAttention treats it as a constant too)."""
+    check.tensor("piece_state", "scores", scores, min_ndim=1, layout="(..., n)")
+    if values is not None:
+        check.tensor("piece_state", "values", values, min_ndim=2, layout="(..., n, d_v)")
+        check.alike("piece_state", "values", values, scores, "scores")
+        if values.shape[:-1] != scores.shape:
+            check.fail("piece_state", "values", check.describe(values),
+                       {"en": f"shape {tuple(scores.shape)} + (d_v,): one value vector per score",
+                        "zh": f"形状 {tuple(scores.shape)} + (d_v,)：每个分数对应一个值向量"})
+    m = scores.detach().amax(dim=-1) if scores.shape[-1] else scores.new_full(scores.shape[:-1], NEG_INF)
+    p = torch.exp(scores - _safe(m)[..., None])  # (..., n), 0 at −∞ scores
+    acc = None if values is None else (p[..., None, :] @ values).squeeze(-2)  # (..., d_v)
+    return SoftmaxState(m, p.sum(dim=-1), acc)
+
+
+def empty_state(rows, d_v=None, *, dtype=torch.float32, device="cpu"):
+    """The state of nothing seen yet: m = −∞, ell = 0 (and acc = 0 of d_v features) for `rows`,
+    the leading shape (a tuple)."""
+    m = torch.full(tuple(rows), NEG_INF, dtype=dtype, device=device)
+    acc = None if d_v is None else torch.zeros(*rows, d_v, dtype=dtype, device=device)
+    return SoftmaxState(m, torch.zeros_like(m), acc)
+
+
+def _check_state(function, argument, state):
+    if not isinstance(state, SoftmaxState):
+        check.fail(function, argument, check.describe(state),
+                   {"en": "a SoftmaxState (m, ell, acc), e.g. from piece_state",
+                    "zh": "SoftmaxState (m, ell, acc)，例如 piece_state 的返回值"})
+    return state
+
+
+def merge_states(a, b):
+    """The state of two disjoint pieces of the same rows, exactly: both rescaled to the larger max.
+
+    Where both maxima are −∞ (both pieces fully masked) the result is m = −∞, ell = 0, acc = 0."""
+    _check_state("merge_states", "a", a)
+    _check_state("merge_states", "b", b)
+    if a.m.shape != b.m.shape or (a.acc is None) != (b.acc is None):
+        check.fail("merge_states", "b", check.describe(b.m),
+                   {"en": f"a state of the same rows as a, m of shape {tuple(a.m.shape)}, with acc exactly when a has one",
+                    "zh": f"与 a 对应同一批行的状态：m 的形状为 {tuple(a.m.shape)}，且 a 有 acc 时它也要有"})
+    m = torch.maximum(a.m, b.m)
+    safe = _safe(m)
+    alpha, beta = torch.exp(a.m - safe), torch.exp(b.m - safe)  # each ≤ 1; 0 for a −∞ piece
+    ell = a.ell * alpha + b.ell * beta
+    acc = None if a.acc is None else a.acc * alpha[..., None] + b.acc * beta[..., None]
+    return SoftmaxState(m, ell, acc)
+
+
+def finish(state):
+    """(output, lse) of a state: output = acc / ell (0 where ell = 0, a row with nothing to attend
+    to; None without acc), lse = m + log ell, the log-sum-exp of the row (−∞ for such a row)."""
+    _check_state("finish", "state", state)
+    seen = state.ell > 0
+    ell = torch.where(seen, state.ell, torch.ones_like(state.ell))  # 1 where empty: acc is 0 there
+    lse = torch.where(seen, state.m + torch.log(ell), torch.full_like(state.m, NEG_INF))
+    output = None if state.acc is None else state.acc / ell[..., None]
+    return output, lse
+
+
+def online_softmax(scores, boundaries):
+    """softmax(scores) over the last axis, computed from its pieces: the row is cut before each
+    index in `boundaries` (e.g. (3, 5) cuts 8 scores into 0–2, 3–4, 5–7), each piece's state is
+    taken alone and the states merged left to right; then exp(s − m) / ell with the merged m, ell.
+    A row of only −∞ scores gives zeros."""
+    check.tensor("online_softmax", "scores", scores, min_ndim=1, layout="(..., n)")
+    n = scores.shape[-1]
+    if not isinstance(boundaries, (tuple, list)) or any(
+            not isinstance(b, int) or isinstance(b, bool) for b in boundaries) or list(boundaries) != sorted(
+            set(boundaries)) or any(b <= 0 or b >= n for b in boundaries):
+        check.fail("online_softmax", "boundaries", check.describe(boundaries),
+                   {"en": f"a tuple of increasing ints between 1 and {n - 1}, where the row is cut",
+                    "zh": f"由 1 到 {n - 1} 之间递增整数组成的元组：在这些位置把行切开"})
+    edges = [0, *boundaries, n]
+    state = empty_state(scores.shape[:-1], dtype=scores.dtype, device=scores.device)
+    for start, stop in itertools.pairwise(edges):
+        state = merge_states(state, piece_state(scores[..., start:stop]))
+    seen = state.ell > 0
+    ell = torch.where(seen, state.ell, torch.ones_like(state.ell))
+    return torch.exp(scores - _safe(state.m)[..., None]) / ell[..., None]
+
+
+# ----------------------------------------------------------------------------- which tiles
+
+
+def _allowed_offsets(causal, window):
+    """The offsets j − i a query i may look at, as an interval [low, high] (±inf when open)."""
+    high = 0 if causal else (window - 1 if window is not None else math.inf)
+    low = -(window - 1) if window is not None else -math.inf
+    return low, high
+
+
+def _position_kind(i0, i1, j0, j1, low, high):
+    """SKIP, PARTIAL or FULL for queries i0 … i1−1 against keys j0 … j1−1, by offsets alone."""
+    least, most = j0 - (i1 - 1), (j1 - 1) - i0  # the offsets j − i this tile holds
+    if most < low or least > high:
+        return SKIP
+    return FULL if low <= least and most <= high else PARTIAL
+
+
+def _position_keep(i0, i1, j0, j1, low, high, device):
+    """(i1 − i0, j1 − j0) bool: True where key j is within the allowed offsets of query i. The mask
+    depends only on the tile's shape and on j0 − i0: every diagonal tile of equal blocks shares one
+    (cached, and never written to)."""
+    return _offset_keep(i1 - i0, j1 - j0, j0 - i0, low, high, str(device))
+
+
+@functools.lru_cache(maxsize=256)
+def _offset_keep(rows, columns, start, low, high, device):
+    offset = torch.arange(start, start + columns, device=device)[None, :] - torch.arange(rows, device=device)[:, None]
+    keep = torch.ones(rows, columns, dtype=torch.bool, device=device)
+    if low > -math.inf:
+        keep &= offset >= low
+    if high < math.inf:
+        keep &= offset <= high
+    return keep
+
+
+def _check_blocks(function, block_q, block_k, causal, window):
+    check.positive_int(function, "block_q", block_q)
+    check.positive_int(function, "block_k", block_k)
+    check.flag(function, "causal", causal)
+    if window is not None:
+        check.positive_int(function, "window", window)
+
+
+def tile_kinds(L_q, L_k, block_q, block_k, *, causal=False, window=None, keep_mask=None):
+    """(n_q, n_k) int64 tensor: for each tile, SKIP (0: every entry hidden, not computed), PARTIAL
+    (1: the mask cuts through it) or FULL (2: every entry visible). n_q = ⌈L_q / block_q⌉,
+    n_k = ⌈L_k / block_k⌉. keep_mask: None or bool broadcastable to (L_q, L_k) (a tile is hidden
+    when it is hidden for every leading index)."""
+    function = "tile_kinds"
+    check.positive_int(function, "L_q", L_q)
+    check.positive_int(function, "L_k", L_k)
+    _check_blocks(function, block_q, block_k, causal, window)
+    if keep_mask is not None:
+        check_keep_mask(function, keep_mask, _Scores((*keep_mask.shape[:-2], L_q, L_k), keep_mask.device))
+        keep_mask = keep_mask.expand(*keep_mask.shape[:-2], L_q, L_k)
+    low, high = _allowed_offsets(causal, window)
+    n_q, n_k = -(-L_q // block_q), -(-L_k // block_k)
+    kinds = torch.empty(n_q, n_k, dtype=torch.int64)
+    for i in range(n_q):
+        i0, i1 = i * block_q, min((i + 1) * block_q, L_q)
+        for j in range(n_k):
+            j0, j1 = j * block_k, min((j + 1) * block_k, L_k)
+            kinds[i, j] = _tile_kind(i0, i1, j0, j1, low, high, keep_mask)[0]
+    return kinds
+
+
+def _tile_kind(i0, i1, j0, j1, low, high, keep_mask):
+    """(kind, keep) of one tile: keep is None for FULL and SKIP, the tile's bool mask for PARTIAL."""
+    kind = _position_kind(i0, i1, j0, j1, low, high)
+    if kind == SKIP:
+        return SKIP, None
+    keep = None if kind == FULL else _position_keep(i0, i1, j0, j1, low, high, "cpu" if keep_mask is None
+                                                    else keep_mask.device)
+    if keep_mask is not None:
+        tile = keep_mask[..., i0:i1, j0:j1]
+        keep = tile if keep is None else tile & keep
+    if keep is None:
+        return FULL, None
+    if not keep.any():
+        return SKIP, None
+    return (FULL, None) if keep.all() else (PARTIAL, keep)
+
+
+class _Scores:
+    """The shape and device of scores not computed, for checking a mask against them."""
+
+    def __init__(self, shape, device):
+        self.shape, self.device = tuple(shape), device
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+def _check_qkv(function, query, key, value, keep_mask, scale):
+    check.tensor(function, "query", query, min_ndim=2, layout="(..., L_q, d)")
+    check.tensor(function, "key", key, min_ndim=2, layout="(..., L_k, d)")
+    check.tensor(function, "value", value, min_ndim=2, layout="(..., L_k, d_v)")
+    for argument, tensor in (("key", key), ("value", value)):
+        check.alike(function, argument, tensor, query, "query")
+    check.has_values(function, "query", query)
+    check.same_size(function, "key", key, -1, query.shape[-1], {"en": "query's d", "zh": "query 的 d"})
+    check.same_size(function, "value", value, -2, key.shape[-2], {"en": "key's L_k", "zh": "key 的 L_k"})
+    for argument, tensor in (("key", key), ("value", value)):
+        if tensor.shape[:-2] != query.shape[:-2]:
+            check.fail(function, argument, check.describe(tensor),
+                       {"en": f"the leading (batch, head) axes of query, {tuple(query.shape[:-2])}",
+                        "zh": f"与 query 相同的前导（批量、头）维度 {tuple(query.shape[:-2])}"})
+    if query.shape[-2] == 0 or key.shape[-2] == 0:
+        check.fail(function, "query" if query.shape[-2] == 0 else "key",
+                   check.describe(query if query.shape[-2] == 0 else key),
+                   {"en": "at least one position", "zh": "至少一个位置"})
+    if keep_mask is not None:
+        check_keep_mask(function, keep_mask, _Scores((*query.shape[:-1], key.shape[-2]), query.device))
+    if scale is not None:
+        check.number(function, "scale", scale)
+        return float(scale)
+    return 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
+
+
+def update(state, scores, values):
+    """One step of the online softmax: `state` of the rows so far, merged with the tile of
+    `scores` (..., b_q, b_k) and its `values` (..., b_k, d_v). The rescaling written out (the
+    same arithmetic as ``merge_states(state, piece_state(scores, values))``)."""
+    m_new = torch.maximum(state.m, scores.detach().amax(dim=-1))  # (..., b_q)
+    safe = _safe(m_new)
+    alpha = torch.exp(state.m - safe)  # how much the old state shrinks: exp(m_old − m_new) ≤ 1
+    p = torch.exp(scores - safe[..., None])  # (..., b_q, b_k)
+    return SoftmaxState(m_new, state.ell * alpha + p.sum(dim=-1), state.acc * alpha[..., None] + p @ values)
+
+
+def tiled_attention(query, key, value, *, block_q=64, block_k=64, causal=False, window=None, keep_mask=None,
+                    scale=None):
+    """softmax(Q Kᵀ · scale) V one (block_q × block_k) tile at a time, returning ``(output, lse)``.
+
+    Args:
+        query: (..., L_q, d) float tensor; key: (..., L_k, d); value: (..., L_k, d_v), the same
+            leading axes (e.g. (B, H)), dtype and device.
+        block_q, block_k: the tile's size: queries per block, keys per block (any ints ≥ 1; the
+            last block of each may be shorter).
+        causal: F.scaled_dot_product_attention's is_causal: query i sees keys j ≤ i.
+        window: None, or w: query i sees keys with i − w < j (and j < i + w when not causal).
+        keep_mask: None, or bool broadcastable to (..., L_q, L_k), True = may attend (combined
+            with causal and window).
+        scale: multiplies the scores; default 1/√d.
+
+    Returns:
+        output: (..., L_q, d_v), equal to F.scaled_dot_product_attention's; a row that may attend
+            to no key is 0 (as F.sdpa gives), never NaN.
+        lse: (..., L_q), log Σ_j exp(score_ij) over the visible keys; −∞ for such a row.
+
+    Tiles hidden entirely are skipped; only the tiles a mask cuts through are masked. Gradients
+    flow through the tiles by autograd (which stores every tile's intermediates: the real kernels
+    recompute them in the backward instead)."""
+    function = "tiled_attention"
+    scale = _check_qkv(function, query, key, value, keep_mask, scale)
+    _check_blocks(function, block_q, block_k, causal, window)
+    *lead, L_q, _ = query.shape
+    L_k, d_v = key.shape[-2], value.shape[-1]
+    if keep_mask is not None:
+        keep_mask = keep_mask.expand(*lead, L_q, L_k)  # a view: slicing a tile out of it costs nothing
+    low, high = _allowed_offsets(causal, window)
+    outputs, lses = [], []
+    for i0 in range(0, L_q, block_q):
+        i1 = min(i0 + block_q, L_q)
+        q = query[..., i0:i1, :] * scale  # (..., b_q, d): scaled once per block, not once per tile
+        state = empty_state((*lead, i1 - i0), d_v, dtype=query.dtype, device=query.device)
+        for j0 in range(0, L_k, block_k):
+            j1 = min(j0 + block_k, L_k)
+            kind, keep = _tile_kind(i0, i1, j0, j1, low, high, keep_mask)
+            if kind == SKIP:
+                continue
+            scores = q @ key[..., j0:j1, :].transpose(-2, -1)  # (..., b_q, b_k): the only scores that exist
+            if kind == PARTIAL:
+                scores = scores.masked_fill(~keep, NEG_INF)
+            state = update(state, scores, value[..., j0:j1, :])
+        output, lse = finish(state)
+        outputs.append(output)
+        lses.append(lse)
+    return torch.cat(outputs, dim=-2), torch.cat(lses, dim=-1)
+
+
+def keep_of(L_q, L_k, *, causal=False, window=None, device="cpu"):
+    """The (L_q, L_k) keep mask that `causal` and `window` mean (None when both are off)."""
+    check.positive_int("keep_of", "L_q", L_q)
+    check.positive_int("keep_of", "L_k", L_k)
+    check.flag("keep_of", "causal", causal)
+    if window is not None:
+        check.positive_int("keep_of", "window", window)
+    if not causal and window is None:
+        return None
+    low, high = _allowed_offsets(causal, window)
+    return _position_keep(0, L_q, 0, L_k, low, high, device).clone()  # the caller's own: the cache's stays
+
+
+def materialised_attention(query, key, value, *, causal=False, window=None, keep_mask=None, scale=None):
+    """The same ``(output, lse)`` as ``tiled_attention``, the plain way: the whole (..., L_q, L_k)
+    matrix of scores, masked, then softmax and a product with the values."""
+    function = "materialised_attention"
+    scale = _check_qkv(function, query, key, value, keep_mask, scale)
+    check.flag(function, "causal", causal)
+    if window is not None:
+        check.positive_int(function, "window", window)
+    L_q, L_k = query.shape[-2], key.shape[-2]
+    keep = keep_of(L_q, L_k, causal=causal, window=window, device=query.device)
+    if keep_mask is not None:
+        keep = keep_mask if keep is None else keep_mask & keep
+    scores = query @ key.transpose(-2, -1) * scale  # (..., L_q, L_k): all of it, at once
+    if keep is not None:
+        scores = scores.masked_fill(~keep, NEG_INF)
+    lse = torch.logsumexp(scores, dim=-1)  # (..., L_q); −∞ for a row with no visible key
+    weights = torch.exp(scores - torch.where(lse == NEG_INF, torch.zeros_like(lse), lse)[..., None])
+    return weights @ value, lse
+
+
+# ----------------------------------------------------------------------------- measuring
+
+
+class _PeakBytes(TorchDispatchMode):
+    """Counts the bytes of every storage that an operator creates while the mode is on, and the
+    largest total alive at any moment. A storage is new when no argument of the operator shares
+    it (a view or an in-place result is not new); it stops counting when the last tensor that the
+    counted operators returned for it is freed."""
+
+    def __init__(self):
+        super().__init__()
+        self.live, self.now, self.peak, self.refs = {}, 0, 0, set()
+
+    def _release(self, key, ref):
+        self.refs.discard(ref)
+        holders = self.live.get(key)
+        if holders is not None:
+            holders[0] -= 1
+            if holders[0] == 0:
+                self.now -= holders[1]
+                del self.live[key]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        given = {_storage_key(t) for t in _tensors(args)}
+        if kwargs:
+            given.update(_storage_key(t) for t in _tensors(tuple(kwargs.values())))
+        for tensor in _tensors(result if isinstance(result, (tuple, list)) else (result,)):
+            key = _storage_key(tensor)
+            if key in given and key not in self.live:
+                continue  # a view of, or an in-place edit of, a tensor from before the call
+            holders = self.live.get(key)
+            if holders is None:
+                holders = self.live[key] = [0, tensor.untyped_storage().nbytes()]
+                self.now += holders[1]
+                self.peak = max(self.peak, self.now)
+            holders[0] += 1
+            self.refs.add(weakref.ref(tensor, lambda ref, key=key: self._release(key, ref)))
+        return result
+
+
+def _tensors(items):
+    """The tensors among `items` and in the lists and tuples among them (one level: what aten
+    operators take and return)."""
+    for item in items:
+        if isinstance(item, torch.Tensor):
+            yield item
+        elif isinstance(item, (tuple, list)):
+            yield from (t for t in item if isinstance(t, torch.Tensor))
+
+
+def _storage_key(tensor):
+    return tensor.untyped_storage().data_ptr(), tensor.device.type
+
+
+def peak_bytes(function, *args, **kwargs):
+    """(result, bytes): what function(*args, **kwargs) returns, and the largest number of bytes
+    that the tensors it creates (its result included) hold at any one moment of the call, counted
+    operator by operator: the same count on every machine for the same code path. Memory a
+    kernel takes for itself inside one operator (scratch buffers of a fused kernel, a BLAS
+    library's workspace) is not seen: measure the process (its peak resident memory) for that."""
+    if not callable(function):
+        check.fail("peak_bytes", "function", check.describe(function),
+                   {"en": "a function to call", "zh": "可调用的函数"})
+    counter = _PeakBytes()
+    with counter:
+        result = function(*args, **kwargs)
+    return result, counter.peak
+
+
+class _OperatorNames(TorchDispatchMode):
+    """Records the name of every aten operator that runs while the mode is on."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def sdpa_backend(query, key, value, **options):
+    """Which kernel ``F.scaled_dot_product_attention(query, key, value, **options)`` ran, read from
+    the names of the aten operators that ran: "flash" (_scaled_dot_product_flash_attention_for_cpu,
+    the tiled CPU kernel) or "math" (the composite one: bmm, softmax, bmm, with the whole matrix);
+    another name as it is. (The profiler's operator names say the same: aten::_scaled_dot_product_
+    flash_attention_for_cpu against aten::_scaled_dot_product_attention_math.) A measurement of this
+    torch version on this machine, not a promise."""
+    import torch.nn.functional as F
+
+    for argument, tensor in (("query", query), ("key", key), ("value", value)):
+        check.tensor("sdpa_backend", argument, tensor, min_ndim=2)
+    recorder = _OperatorNames()
+    with recorder:
+        F.scaled_dot_product_attention(query, key, value, **options)
+    names = set(recorder.names)
+    if "_scaled_dot_product_flash_attention_for_cpu" in names:
+        return "flash"
+    if names & {"bmm", "matmul", "mm"} and names & {"_softmax", "softmax", "_safe_softmax"}:
+        return "math"
+    return ", ".join(sorted(names))

@@ -1,0 +1,963 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# # Attention at inference time
+#
+# Lessons 01 to 06 built attention as the 2017 Transformer uses it: every position of a sequence at
+# once. A language model that writes text does something else: it writes one token, reads it back,
+# writes the next. The attention in the models people run today (Llama, Mistral, Falcon, …) is
+# shaped by that. This lesson builds the four ideas that make it fast and small, and checks each
+# against PyTorch's own or against plain recomputation.
+#
+# In this lesson you will
+#
+# 1. decode one token at a time with a **KV cache**: see why the keys and values of past tokens
+#    never change in a causal decoder, keep them, and prove that cached decoding writes the same
+#    tokens (and, in float64, the same logits) as recomputing everything, on lesson 06's trained
+#    model too; then measure the cost of the next token, O(T) instead of O(T²);
+# 2. share key/value heads between query heads: **multi-query** and **grouped-query attention**,
+#    checked against PyTorch's `F.scaled_dot_product_attention` with `enable_gqa=True`, with the classic
+#    `repeat` mistake, and the cache of real published models;
+# 3. put positions into the attention itself with the **rotary position embedding** (RoPE),
+#    lesson 06's rotation applied to queries and keys, in its two layouts, and with a cache;
+# 4. bound the cache with **sliding-window attention** and a rolling buffer.
+#
+# There are three exercises, each followed by a check cell.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="3295371af5"
+# # 推理时的注意力
+#
+# 第 01 到 06 课搭建的注意力，用的是 2017 年 Transformer 的方式：一次处理序列的所有位置。而写文字的语言模型做的是另一件事：写出一个词元，把它读回来，再写下一个。今天人们实际运行的模型（Llama、Mistral、Falcon……）里的注意力，正是按这个过程设计的。本课搭建让它又快又省内存的四个想法，每一个都与 PyTorch 自己的实现、或者与直接重新计算的结果相对照。
+#
+# 本课你将：
+#
+# 1. 用 **KV 缓存**一次解码一个词元：弄清为什么在因果解码器里，过去词元的键和值永远不会变；把它们存下来，并证明带缓存的解码写出的词元（在 float64 下连 logits 也）与全部重新计算的完全相同，在第 06 课训练好的模型上也是如此；再测一测生成下一个词元的代价：O(T)，而不是 O(T²)；
+# 2. 让多个查询头共用键/值头：**多查询注意力**和**分组查询注意力**，与 PyTorch 的 `F.scaled_dot_product_attention` 在 `enable_gqa=True` 时的结果相对照，看看经典的 `repeat` 错误，以及真实发布的模型的缓存有多大；
+# 3. 用**旋转位置嵌入**（RoPE）把位置直接放进注意力：把第 06 课的旋转作用在查询和键上，了解它的两种布局，以及它与缓存如何配合；
+# 4. 用**滑动窗口注意力**和滚动缓冲区给缓存设一个上限。
+#
+# 本课共有三道练习，每道练习后面都跟着一个检查单元。
+
+# %%
+import copy
+import time
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from course_utils import check, claim, decoding, seq2seq, setup
+from course_utils.decoding import KVCache, apply_rope, gqa_attention, rope_permutation, window_keep_mask
+from course_utils.i18n import message
+from course_utils.viz import format_bytes, mask_picture
+from course_utils.viz.decoding import cache_bytes_bars, cache_growth, step_costs
+from course_utils.widgets.decoding import cache_explorer
+
+setup(lang="en")
+# lang: en
+torch.set_printoptions(precision=3, sci_mode=False)  # three decimals are plenty to compare
+# lang: zh
+torch.set_printoptions(precision=3, sci_mode=False)  # 比较数值，三位小数就够了
+# lang: end
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 1. One token at a time: the KV cache
+#
+# A decoder-only language model reads a prompt and then generates: it predicts the next token from
+# the last position's logits, appends that token, and predicts again. Done naively, each new token
+# runs the whole sequence through the model again. But look at what a causal decoder computes.
+# Position $t$ attends to positions $0 \dots t$ only (lesson 02's causal mask), so its hidden state
+# in every layer depends on tokens $0 \dots t$ and nothing after them. Its key and value, projections
+# of that hidden state, depend on nothing after $t$ either: **once computed, they never change**.
+# Only the new token needs its query, key and value computed.
+#
+# So generation keeps them in a **KV cache**, one per attention layer, laid out like the keys and
+# values themselves: $(B, H_{kv}, T, d)$ ($H_{kv}$ key/value heads, section 2 explains why that can
+# be fewer than the query heads). It runs in two phases:
+#
+# - **prefill**: the whole prompt goes through the model at once, as in training, and every layer
+#   stores its keys and values; the last position's logits give the first new token;
+# - **decode**: one token per step. Its query, key and value are computed, its key and value are
+#   appended to the cache ($T \to T + 1$), and its query attends over all $T + 1$ of them.
+#
+# The model here, `decoding.TinyDecoder`, is a small decoder-only model with the ingredients of
+# this lesson (grouped-query attention, rotary positions, an optional window), with random weights:
+# what matters now is *that* the cache computes what recomputation computes, not what the model
+# says. First, the fact the cache rests on: the logits of the first 5 positions do not change when
+# more tokens follow.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="870af0b005"
+# ## 1. 一次一个词元：KV 缓存
+#
+# 只有解码器的语言模型先读入提示（prompt），然后开始生成：用最后一个位置的 logits 预测下一个词元，把它接到序列后面，再预测下一个。如果照直去做，每生成一个新词元，都要把整个序列重新送进模型算一遍。但看看因果解码器算的是什么：位置 $t$ 只关注位置 $0 \dots t$（第 02 课的因果掩码），所以它在每一层的隐藏状态只取决于词元 $0 \dots t$，与之后的词元无关。它的键和值是这个隐藏状态的投影，同样与 $t$ 之后的一切无关：**一旦算出来，就再也不会变**。需要新算查询、键和值的，只有新来的那个词元。
+#
+# 所以生成时把它们存进 **KV 缓存**：每个注意力层一个，布局与键和值本身相同，为 $(B, H_{kv}, T, d)$（$H_{kv}$ 是键/值头的个数，第 2 节会讲为什么它可以比查询头少）。生成分两个阶段：
+#
+# - **预填充**（prefill）：整个提示一次性通过模型，与训练时一样，每一层把它的键和值存起来；最后一个位置的 logits 给出第一个新词元；
+# - **解码**：每步一个词元。算出它的查询、键和值，把键和值追加到缓存里（$T \to T + 1$），再让它的查询在全部 $T + 1$ 个键值上做注意力。
+#
+# 这里用的模型 `decoding.TinyDecoder` 是一个只有解码器的小模型，包含本课的各个要素（分组查询注意力、旋转位置、可选的窗口），权重是随机的：现在要紧的是缓存算出的*就是*重新计算得到的结果，而不是模型说了什么。先看缓存所依赖的事实：后面再接上更多词元，前 5 个位置的 logits 也不会变。
+
+# %%
+# lang: en
+model = decoding.make_tiny_decoder(seed=0, dtype=torch.float64)  # 2 layers, 4 query heads, 2 key/value heads
+prompt = torch.tensor([[5, 17, 3, 42, 8, 29, 11, 60]])  # (B, P) = (1, 8) token ids
+# lang: zh
+model = decoding.make_tiny_decoder(seed=0, dtype=torch.float64)  # 2 层，4 个查询头，2 个键/值头
+prompt = torch.tensor([[5, 17, 3, 42, 8, 29, 11, 60]])  # (B, P) = (1, 8)：词元 id
+# lang: end
+with torch.no_grad():
+    all_eight = model(prompt)  # (1, 8, V)
+    first_five = model(prompt[:, :5])  # (1, 5, V)
+# lang: en
+claim("the first 5 positions get the same logits whether 3 more tokens follow or not",
+      torch.allclose(all_eight[:, :5], first_five, rtol=0, atol=1e-12))
+# lang: zh
+claim("无论后面是否还跟着 3 个词元，前 5 个位置得到的 logits 都相同",
+      torch.allclose(all_eight[:, :5], first_five, rtol=0, atol=1e-12))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# `decoding.KVCache` is the cache of one layer: `update(key, value)` appends the new tokens' keys
+# and values on axis 2 and returns everything the new queries may attend to. `TinyDecoder` takes one
+# cache per layer and the absolute position of its first token (`start`). Fill the caches twice:
+# once with all 8 prompt tokens in one call (prefill), once token by token (8 decode steps):
+
+# %% [markdown] tags=["lang-zh"] en_hash="d7bdc77a19"
+# `decoding.KVCache` 是一层的缓存：`update(key, value)` 把新词元的键和值沿第 2 维追加进去，并返回新查询可以关注的全部键值。`TinyDecoder` 接收每层一个缓存，以及第一个词元的绝对位置（`start`）。把缓存填两遍：一遍用一次调用放进全部 8 个提示词元（预填充），一遍逐个词元放进去（8 个解码步）：
+
+# %%
+at_once = [KVCache() for _ in model.blocks]
+one_by_one = [KVCache() for _ in model.blocks]
+with torch.no_grad():
+    # lang: en
+    model(prompt, 0, at_once)  # prefill
+    # lang: zh
+    model(prompt, 0, at_once)  # 预填充
+    # lang: end
+    for t in range(8):
+        # lang: en
+        model(prompt[:, t:t + 1], t, one_by_one)  # decode: token t, at position t
+        # lang: zh
+        model(prompt[:, t:t + 1], t, one_by_one)  # 解码：词元 t，位于位置 t
+        # lang: end
+shape = tuple(at_once[0].keys.shape)
+# lang: en
+claim(f"each layer's cache holds keys and values of shape (B, H_kv, T, d) = {shape}",
+      all(tuple(c.keys.shape) == tuple(c.values.shape) == (1, 2, 8, 16) for c in at_once + one_by_one))
+claim("filled one token at a time, the caches hold the same keys and values as filled at once",
+      all(torch.allclose(a.keys, b.keys, rtol=0, atol=1e-12) and torch.allclose(a.values, b.values, rtol=0, atol=1e-12)
+          for a, b in zip(at_once, one_by_one)))
+# lang: zh
+claim(f"每一层的缓存里，键和值的形状都是 (B, H_kv, T, d) = {shape}",
+      all(tuple(c.keys.shape) == tuple(c.values.shape) == (1, 2, 8, 16) for c in at_once + one_by_one))
+claim("逐个词元填进去的缓存，与一次填进去的缓存存着相同的键和值",
+      all(torch.allclose(a.keys, b.keys, rtol=0, atol=1e-12) and torch.allclose(a.values, b.values, rtol=0, atol=1e-12)
+          for a, b in zip(at_once, one_by_one)))
+# lang: end
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# One decode step, drawn: the new token's query, key and value are computed (four query heads, two
+# key/value heads here), rotated at its position (section 3), its key and value are appended to the
+# caches, and its query attends over every cached position. Nothing before position $T$ is computed
+# again.
+#
+# ![One decode step with a KV cache: the new token's query, key and value, RoPE at its position, its key and value appended to the caches, and its 4 query heads attending over 2 key/value heads](../../images/07_kv_cache_en.svg)
+#
+# `TinyDecoder.generate(prompt, n, cache=True)` does greedy decoding this way; with `cache=False`
+# it reruns the whole sequence at every step. The two must choose the same tokens, and, in float64,
+# compute the same logits up to rounding:
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="72447a2b1a"
+# 把一个解码步画出来：算出新词元的查询、键和值（这里有四个查询头、两个键/值头），按它的位置旋转（第 3 节），把键和值追加进缓存，再让它的查询在所有缓存的位置上做注意力。位置 $T$ 之前的一切都不再重算。
+#
+# ![带 KV 缓存的一个解码步：新词元的查询、键和值，按其位置做 RoPE，把它的键和值追加进缓存，4 个查询头在 2 个键/值头上做注意力](../../images/07_kv_cache_zh.svg)
+#
+# `TinyDecoder.generate(prompt, n, cache=True)` 就这样做贪心解码；`cache=False` 时，它每一步都把整个序列重新算一遍。两者必须选出相同的词元，而且在 float64 下，算出的 logits 除了舍入误差之外也必须相同：
+
+# %%
+tokens, logits = model.generate(prompt, 40, cache=True)  # (1, 40), (1, 40, V)
+again, recomputed = model.generate(prompt, 40, cache=False)
+# lang: en
+claim("with the cache, greedy decoding writes the same 40 tokens as recomputing", torch.equal(tokens, again))
+claim("and every step's logits agree within 1e-12", torch.allclose(logits, recomputed, rtol=0, atol=1e-12))
+# lang: zh
+claim("使用缓存时，贪心解码写出的 40 个词元与重新计算的相同", torch.equal(tokens, again))
+claim("每一步的 logits 相差都不超过 1e-12", torch.allclose(logits, recomputed, rtol=0, atol=1e-12))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# A random model proves the bookkeeping; a trained one shows it on a model that does something.
+# Lesson 06's encoder–decoder reverses sequences of letters; its decoder generates with
+# `seq2seq.greedy_decode`, which reruns the decoder on the whole answer so far at every step.
+# `decoding.CachedReverser` decodes it with a cache in each decoder layer: the self-attention's
+# keys and values grow by one position per step, and the cross-attention's keys and values, computed
+# from the encoder's output, are computed once, before the first step (the source never changes
+# while the answer is written). Trained again here, with the same seed (a second or two):
+
+# %% [markdown] tags=["lang-zh"] en_hash="24dc888244"
+# 随机模型证明了账目没有记错；训练好的模型则让我们在一个真正会做事的模型上看到同样的结果。第 06 课的编码器–解码器会反转字母序列；它的解码器用 `seq2seq.greedy_decode` 生成，每一步都把到目前为止的整个答案重新送进解码器。`decoding.CachedReverser` 则在每个解码器层里用缓存来解码：自注意力的键和值每步增加一个位置；交叉注意力的键和值由编码器的输出算出，在第一步之前只算一次（写答案的过程中，源序列不会变）。这里用同一个种子重新训练一遍（一两秒钟）：
+
+# %%
+# lang: en
+reverser = seq2seq.train(seed=0).model  # lesson 06's model
+test = seq2seq.held_out()  # 500 held-out sources
+# lang: zh
+reverser = seq2seq.train(seed=0).model  # 第 06 课的模型
+test = seq2seq.held_out()  # 500 条留出源序列
+# lang: end
+cached_answers, _ = decoding.CachedReverser(reverser).decode(test.source)
+# lang: en
+claim("on all 500 held-out sources, cached decoding writes exactly the tokens of seq2seq.greedy_decode",
+      torch.equal(cached_answers, seq2seq.greedy_decode(reverser, test.source)))
+# lang: zh
+claim("在全部 500 条留出源序列上，带缓存的解码写出的词元与 seq2seq.greedy_decode 的完全相同",
+      torch.equal(cached_answers, seq2seq.greedy_decode(reverser, test.source)))
+# lang: end
+# lang: en
+reverser64 = copy.deepcopy(reverser).double()  # the same weights in float64
+# lang: zh
+reverser64 = copy.deepcopy(reverser).double()  # 同样的权重，换成 float64
+# lang: end
+source = test.source[:100]
+answer = seq2seq.greedy_decode(reverser64, source)
+answer_cached, logits_cached = decoding.CachedReverser(reverser64).decode(source)
+# lang: en
+claim("in float64, its logits at every step agree with recomputation's within 1e-12",
+      torch.equal(answer_cached, answer)
+      and torch.allclose(logits_cached, decoding.recomputed_logits(reverser64, source, answer), rtol=0, atol=1e-12))
+# lang: zh
+claim("在 float64 下，它每一步的 logits 与重新计算的相差都不超过 1e-12",
+      torch.equal(answer_cached, answer)
+      and torch.allclose(logits_cached, decoding.recomputed_logits(reverser64, source, answer), rtol=0, atol=1e-12))
+# lang: end
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ### What the cache saves
+#
+# How much work is the next token, when $T$ tokens came before it? Count it instead of guessing:
+# PyTorch's `FlopCounterMode` counts the floating-point operations of every matrix product that
+# runs (two per multiply-add). With the cache, a step projects one token and scores one query
+# against $T + 1$ keys: a fixed part plus a part that grows like $T$. Recomputing runs all $T + 1$
+# tokens through every layer again, each of them scoring against the keys before it: $T + 1$ times
+# the cached step, which grows like $T^2$.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="5e19d1e269"
+# ### 缓存省下了什么
+#
+# 前面已经有 $T$ 个词元时，生成下一个词元要做多少计算？与其猜，不如数一数：PyTorch 的 `FlopCounterMode` 会统计每一次矩阵乘法的浮点运算次数（每次乘加算两次）。使用缓存时，一步只对一个词元做投影，再让一个查询与 $T + 1$ 个键打分：固定的一部分，加上随 $T$ 线性增长的一部分。重新计算则要把全部 $T + 1$ 个词元再送进每一层，每个词元都要与它之前的键打分：是带缓存的一步的 $T + 1$ 倍，按 $T^2$ 增长。
+
+# %%
+# lang: en
+small = decoding.make_tiny_decoder(seed=0)  # float32, the same sizes
+# lang: zh
+small = decoding.make_tiny_decoder(seed=0)  # float32，大小相同
+# lang: end
+lengths = [32, 64, 128, 256, 512]
+cached_cost, recomputed_cost = [], []
+g = torch.Generator().manual_seed(1)
+for T in lengths:
+    sequence = torch.randint(0, 64, (1, T + 1), generator=g)  # (1, T + 1)
+    caches = [KVCache() for _ in small.blocks]
+    with torch.no_grad():
+        # lang: en
+        small(sequence[:, :T], 0, caches)  # prefill T tokens
+        # lang: zh
+        small(sequence[:, :T], 0, caches)  # 预填充 T 个词元
+        # lang: end
+        with FlopCounterMode(display=False) as counter:
+            small(sequence[:, T:], T, caches)  # T
+        # lang: en
+        cached_cost.append(counter.get_total_flops() // 2)  # multiply-adds: 2 operations each
+        # lang: zh
+        cached_cost.append(counter.get_total_flops() // 2)  # 乘加次数：每次乘加算 2 次运算
+        # lang: end
+        with FlopCounterMode(display=False) as counter:
+            small(sequence)  # 0 … T
+        recomputed_cost.append(counter.get_total_flops() // 2)
+# lang: en
+claim(f"with the cache the next token costs {cached_cost[0]:,} multiply-adds at T = 32 and {cached_cost[-1]:,} at "
+      "T = 512: 61,696 + 256·T, linear in T", all(c == 61_696 + 256 * T for c, T in zip(cached_cost, lengths)))
+claim("recomputing costs exactly T + 1 times as much, quadratic in T",
+      all(r == (T + 1) * c for r, c, T in zip(recomputed_cost, cached_cost, lengths)))
+# lang: zh
+claim(f"使用缓存时，T = 32 时下一个词元需要 {cached_cost[0]:,} 次乘加，T = 512 时需要 {cached_cost[-1]:,} 次："
+      "即 61,696 + 256·T，随 T 线性增长", all(c == 61_696 + 256 * T for c, T in zip(cached_cost, lengths)))
+claim("重新计算的代价恰好是它的 T + 1 倍，随 T 按平方增长",
+      all(r == (T + 1) * c for r, c, T in zip(recomputed_cost, cached_cost, lengths)))
+# lang: end
+step_costs(lengths, cached_cost, recomputed_cost)
+plt.show()
+
+# %% [markdown] tags=["lang-en"]
+# Over a whole generation of $N$ tokens that is $O(N^2)$ work with the cache and $O(N^3)$ without.
+# The wall-clock gain is smaller than the count says for a model this small, where Python's
+# overhead per step weighs as much as the arithmetic; it grows with the length. (These timings
+# change from run to run and from machine to machine.)
+
+# %% [markdown] tags=["lang-zh"] en_hash="49641edd55"
+# 整个生成 $N$ 个词元的过程，用缓存是 $O(N^2)$ 的计算量，不用缓存是 $O(N^3)$。对这么小的模型，实际耗时的差距没有计数显示的那么大，因为每一步里 Python 的开销与算术本身差不多重；长度越长，差距越大。（这些耗时每次运行、每台机器都不一样。）
+
+# %% tags=["nbval-ignore-output"]
+timing_prompt = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(2))
+small.generate(timing_prompt, 4, cache=True)
+small.generate(timing_prompt, 4, cache=False)
+for n in (64, 256):
+    start = time.perf_counter()
+    small.generate(timing_prompt, n, cache=True)
+    with_cache = time.perf_counter() - start
+    start = time.perf_counter()
+    small.generate(timing_prompt, n, cache=False)
+    without = time.perf_counter() - start
+    print(message("l07.timing", n=n, cached=1000 * with_cache, recomputed=1000 * without, ratio=without / with_cache))
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 2. Fewer key/value heads: multi-query and grouped-query attention
+#
+# The cache, not the arithmetic, is what limits generation on real hardware: every step reads the
+# whole cache from memory, and the cache of every sequence being served must fit. Lesson 04's
+# multi-head attention gives each of its $H$ heads its own keys and values, so the cache holds
+# $2 \cdot H \cdot d$ numbers per token and layer. Two ideas shrink it by letting query heads share
+# key/value heads:
+#
+# - **multi-query attention** (MQA, Shazeer 2019): all $H$ query heads share *one* key/value head;
+# - **grouped-query attention** (GQA, Ainslie et al. 2023): the $H$ query heads fall into $H_{kv}$
+#   groups of $G = H / H_{kv}$ neighbouring heads, and each group shares one key/value head.
+#   $H_{kv} = 1$ is MQA, $H_{kv} = H$ is ordinary multi-head attention (MHA).
+#
+# Query head $h$ reads key/value head $h \,//\, G$. The simplest correct code makes $H$ key/value
+# heads out of $H_{kv}$ by repeating each one $G$ times *in place*, `repeat_interleave(G, dim=1)`,
+# and runs ordinary multi-head attention. Beware of `repeat(1, G, 1, 1)`: it tiles the heads
+# instead, $[k_0, k_1, k_0, k_1, \dots]$, and hands half the query heads another group's key/value
+# head. With $H = 8$ and $H_{kv} = 2$:
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="bd6bcc2955"
+# ## 2. 更少的键/值头：多查询注意力与分组查询注意力
+#
+# 在真实的硬件上，限制生成速度的是缓存，而不是算术：每一步都要从内存中把整个缓存读一遍，而所有正在服务的序列的缓存都得放得下。第 04 课的多头注意力让 $H$ 个头各有自己的键和值，所以缓存对每个词元、每一层要存 $2 \cdot H \cdot d$ 个数。有两个办法让查询头共用键/值头，从而缩小缓存：
+#
+# - **多查询注意力**（MQA，Shazeer 2019）：全部 $H$ 个查询头共用*一个*键/值头；
+# - **分组查询注意力**（GQA，Ainslie 等，2023）：把 $H$ 个查询头分成 $H_{kv}$ 组，每组是相邻的 $G = H / H_{kv}$ 个头，每组共用一个键/值头。$H_{kv} = 1$ 就是 MQA，$H_{kv} = H$ 就是普通的多头注意力（MHA）。
+#
+# 查询头 $h$ 读的是键/值头 $h \,//\, G$。最简单的正确写法，是把每个键/值头*原地*重复 $G$ 次，`repeat_interleave(G, dim=1)`，从 $H_{kv}$ 个头得到 $H$ 个，再做普通的多头注意力。小心 `repeat(1, G, 1, 1)`：它是把这些头平铺成 $[k_0, k_1, k_0, k_1, \dots]$，会把别的组的键/值头交给一半的查询头。取 $H = 8$、$H_{kv} = 2$：
+
+# %%
+# lang: en
+heads = torch.arange(2)  # the key/value heads 0 and 1
+# lang: zh
+heads = torch.arange(2)  # 键/值头 0 和 1
+# lang: end
+interleaved_heads, tiled_heads = heads.repeat_interleave(4).tolist(), heads.repeat(4).tolist()
+# lang: en
+claim(f"repeat_interleave gives query heads 0 … 7 the key/value heads {interleaved_heads}",
+      interleaved_heads == [h // 4 for h in range(8)])
+claim(f"repeat gives them {tiled_heads}: query heads 1, 3, 4 and 6 read the wrong one",
+      [h for h in range(8) if tiled_heads[h] != h // 4] == [1, 3, 4, 6])
+# lang: zh
+claim(f"repeat_interleave 给查询头 0 … 7 分配的键/值头是 {interleaved_heads}",
+      interleaved_heads == [h // 4 for h in range(8)])
+claim(f"repeat 给的却是 {tiled_heads}：查询头 1、3、4、6 读错了键/值头",
+      [h for h in range(8) if tiled_heads[h] != h // 4] == [1, 3, 4, 6])
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# `decoding.gqa_attention(query, key, value, causal=False)` takes query $(B, H, L_q, d)$ and key,
+# value $(B, H_{kv}, L_k, d)$. Since version 2.5, PyTorch's `F.scaled_dot_product_attention` does the
+# same with `enable_gqa=True` (on older versions that argument does not exist). The two agree, in
+# values and in gradients, causal or not:
+
+# %% [markdown] tags=["lang-zh"] en_hash="69574c2bc9"
+# `decoding.gqa_attention(query, key, value, causal=False)` 接收形状为 $(B, H, L_q, d)$ 的查询 query，以及形状为 $(B, H_{kv}, L_k, d)$ 的 key 和 value。PyTorch 从 2.5 版起，`F.scaled_dot_product_attention` 加上 `enable_gqa=True` 也能做同样的事（更早的版本没有这个参数）。两者的数值和梯度都一致，无论是否因果：
+
+# %%
+g = torch.Generator().manual_seed(0)
+q = torch.randn(2, 8, 6, 16, generator=g, dtype=torch.float64, requires_grad=True)  # (B, H, L, d)
+k = torch.randn(2, 2, 6, 16, generator=g, dtype=torch.float64, requires_grad=True)  # (B, H_kv, L, d)
+v = torch.randn(2, 2, 6, 16, generator=g, dtype=torch.float64, requires_grad=True)
+agree = []
+for causal in (False, True):
+    ours, _ = gqa_attention(q, k, v, causal=causal)  # (B, H, L, d)
+    theirs = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    weight = torch.randn(ours.shape, generator=g, dtype=torch.float64)
+    grads_ours = torch.autograd.grad((ours * weight).sum(), (q, k, v))
+    grads_theirs = torch.autograd.grad((theirs * weight).sum(), (q, k, v))
+    agree.append(torch.allclose(ours, theirs) and all(torch.allclose(a, b) for a, b in zip(grads_ours, grads_theirs)))
+tiled = F.scaled_dot_product_attention(q, k.repeat(1, 4, 1, 1), v.repeat(1, 4, 1, 1))
+ours, _ = gqa_attention(q, k, v)
+# lang: en
+claim("gqa_attention gives the outputs and the gradients of F.scaled_dot_product_attention(..., enable_gqa=True), "
+      "causal and not", all(agree))
+claim("tiling with repeat changes the outputs of exactly the query heads 1, 3, 4 and 6",
+      [h for h in range(8) if not torch.allclose(tiled[:, h], ours[:, h])] == [1, 3, 4, 6])
+# lang: zh
+claim("gqa_attention 的输出和梯度与 F.scaled_dot_product_attention(..., enable_gqa=True) 的相同，"
+      "无论是否因果", all(agree))
+claim("用 repeat 平铺，改变的恰好是查询头 1、3、4、6 的输出",
+      [h for h in range(8) if not torch.allclose(tiled[:, h], ours[:, h])] == [1, 3, 4, 6])
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# One more thing to get right in a decode step: with a cache the queries are the **last** $L_q$
+# positions of the $L_k$ keys (a step with $T$ cached tokens has $L_q = 1$, $L_k = T + 1$). Query $i$
+# stands at position $L_k - L_q + i$ and may see keys $0 \dots L_k - L_q + i$: the causal mask
+# aligned to the bottom-right corner, one of lesson 02's two alignments. `is_causal=True` aligns it
+# to the top-left (query $i$ sees keys $0 \dots i$), which is the same only when $L_q = L_k$; for a
+# single new query it would hide every key but the first. `gqa_attention(..., causal=True)` aligns
+# bottom-right:
+
+# %% [markdown] tags=["lang-zh"] en_hash="b7c50f876f"
+# 解码步里还有一件事要做对：有缓存时，查询是 $L_k$ 个键中的**最后** $L_q$ 个位置（缓存了 $T$ 个词元的一步，$L_q = 1$，$L_k = T + 1$）。查询 $i$ 位于位置 $L_k - L_q + i$，可以看到键 $0 \dots L_k - L_q + i$：这是对齐到右下角的因果掩码，即第 02 课的两种对齐方式之一。`is_causal=True` 则对齐到左上角（查询 $i$ 看到键 $0 \dots i$），只有 $L_q = L_k$ 时两者才相同；对单独一个新查询，它会把除第一个键之外的所有键都遮住。`gqa_attention(..., causal=True)` 按右下角对齐：
+
+# %%
+with torch.no_grad():
+    # lang: en
+    step, _ = gqa_attention(q[:, :, -1:], k, v, causal=True)  # the last query alone, over all 6 keys
+    full, _ = gqa_attention(q, k, v, causal=True)  # all 6 queries
+    # lang: zh
+    step, _ = gqa_attention(q[:, :, -1:], k, v, causal=True)  # 单独的最后一个查询，对全部 6 个键
+    full, _ = gqa_attention(q, k, v, causal=True)  # 全部 6 个查询
+    # lang: end
+    top_left = F.scaled_dot_product_attention(q[:, :, -1:], k, v, is_causal=True, enable_gqa=True)
+# lang: en
+claim("the last query alone, aligned bottom-right, gets the last row of the full causal attention",
+      torch.allclose(step, full[:, :, -1:]))
+claim("with is_causal=True it sees key 0 only, and gets something else", not torch.allclose(top_left, step))
+# lang: zh
+claim("单独计算最后一个查询，按右下角对齐，得到的正是完整因果注意力的最后一行", torch.allclose(step, full[:, :, -1:]))
+claim("用 is_causal=True，它只看到键 0，得到的就是别的结果了", not torch.allclose(top_left, step))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 1: grouped-query attention
+#
+# Write `my_gqa_attention(query, key, value, causal)`: query $(B, H, L_q, d)$, key and value
+# $(B, H_{kv}, L_k, d)$ with $H_{kv}$ dividing $H$, `causal` a bool. Query head $h$ attends with
+# key/value head $h \,//\, (H / H_{kv})$; the scores are $q \cdot k / \sqrt{d}$, then a softmax over
+# the keys, then the weighted sum of the values. With `causal=True` the queries are the last $L_q$ of
+# the $L_k$ positions: query $i$ may attend to keys $0 \dots L_k - L_q + i$ only (bottom-right
+# alignment; $L_q \le L_k$). Return the output $(B, H, L_q, d)$, in the dtype of the inputs (float32
+# or float64). The check compares the values and the gradients with respect to query, key and value.
+# Write it yourself: the check refuses `F.scaled_dot_product_attention` and the course's
+# `decoding.gqa_attention`, which solve it.
+
+# %% [markdown] tags=["lang-zh"] en_hash="0ba1e603d4"
+# ### 练习 1：分组查询注意力
+#
+# 写出 `my_gqa_attention(query, key, value, causal)`：query 的形状为 $(B, H, L_q, d)$，key 和 value 的形状为 $(B, H_{kv}, L_k, d)$，$H_{kv}$ 能整除 $H$；`causal` 是 bool。查询头 $h$ 使用键/值头 $h \,//\, (H / H_{kv})$；分数是 $q \cdot k / \sqrt{d}$，然后对键做 softmax，再对值加权求和。`causal=True` 时，查询是 $L_k$ 个位置中的最后 $L_q$ 个：查询 $i$ 只能关注键 $0 \dots L_k - L_q + i$（右下角对齐；$L_q \le L_k$）。返回形状为 $(B, H, L_q, d)$ 的输出，dtype 与输入相同（float32 或 float64）。检查会比较数值，以及对 query、key、value 的梯度。请自己写出来：检查不接受能直接解出本题的 `F.scaled_dot_product_attention` 和课程自带的 `decoding.gqa_attention`。
+
+# %% tags=["exercise"] exercise="07.gqa_attention"
+def my_gqa_attention(query, key, value, causal):
+    # lang: en
+    """Scaled dot-product attention, H query heads over H_kv key/value heads.
+
+    query: (B, H, L_q, d). key, value: (B, H_kv, L_k, d), H_kv dividing H.
+    causal: if True, query i (the queries are the last L_q positions) attends to keys
+        0 … L_k − L_q + i only.
+    Returns the output (B, H, L_q, d); query head h reads key/value head h // (H // H_kv).
+    """
+    # lang: zh
+    """缩放点积注意力：H 个查询头，H_kv 个键/值头。
+
+    query：(B, H, L_q, d)。key、value：(B, H_kv, L_k, d)，H_kv 能整除 H。
+    causal：为 True 时，查询 i（查询是最后 L_q 个位置）只关注键 0 … L_k − L_q + i。
+    返回输出 (B, H, L_q, d)；查询头 h 读键/值头 h // (H // H_kv)。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    groups = query.shape[1] // key.shape[1]
+    # lang: en
+    keys = key.repeat_interleave(groups, dim=1)  # (B, H, L_k, d): [k0, k0, k1, k1], not [k0, k1, k0, k1]
+    # lang: zh
+    keys = key.repeat_interleave(groups, dim=1)  # (B, H, L_k, d)：[k0, k0, k1, k1]，不是 [k0, k1, k0, k1]
+    # lang: end
+    values = value.repeat_interleave(groups, dim=1)
+    L_q, L_k = query.shape[2], key.shape[2]
+    scores = query @ keys.transpose(-2, -1) / query.shape[-1] ** 0.5  # (B, H, L_q, L_k)
+    if causal:
+        # lang: en
+        keep = torch.ones(L_q, L_k, dtype=torch.bool).tril(diagonal=L_k - L_q)  # bottom-right aligned
+        # lang: zh
+        keep = torch.ones(L_q, L_k, dtype=torch.bool).tril(diagonal=L_k - L_q)  # 右下角对齐
+        # lang: end
+        scores = scores.masked_fill(~keep, float("-inf"))
+    return scores.softmax(dim=-1) @ values  # (B, H, L_q, d)
+    ### END SOLUTION
+
+
+# %%
+from course_utils import check
+check("07.gqa_attention", my_gqa_attention)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ### What the cache weighs in real models
+#
+# A token's cache is $2 \times \text{layers} \times H_{kv} \times d$ numbers (a key and a value per
+# key/value head and layer), 2 bytes each in float16, the usual inference dtype:
+# `decoding.cache_bytes`. Here it is for four published configurations (from each model's released
+# configuration file): Llama-2-7B (32 layers, 32 heads, $d = 128$, MHA), Llama-2-70B (80 layers,
+# 64 query heads over 8 key/value heads, $d = 128$, GQA), Falcon-7B (32 layers, 71 query heads over
+# one key/value head, $d = 64$, MQA) and Mistral-7B (32 layers, 32 query heads over 8 key/value heads,
+# $d = 128$, GQA, and a sliding window of 4096 tokens, section 4). Bytes are in powers of 1000
+# (1 kB = 1000 B).
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="24ba2c5e22"
+# ### 真实模型的缓存有多大
+#
+# 一个词元的缓存是 $2 \times \text{层数} \times H_{kv} \times d$ 个数（每层、每个键/值头各一个键和一个值），在推理常用的 float16 下每个数占 2 字节：`decoding.cache_bytes`。下面是四个已发布模型的配置（取自各模型公开的配置文件）：Llama-2-7B（32 层，32 个头，$d = 128$，MHA）、Llama-2-70B（80 层，64 个查询头共用 8 个键/值头，$d = 128$，GQA）、Falcon-7B（32 层，71 个查询头共用一个键/值头，$d = 64$，MQA）和 Mistral-7B（32 层，32 个查询头共用 8 个键/值头，$d = 128$，GQA，外加 4096 个词元的滑动窗口，见第 4 节）。字节数按 1000 进位（1 kB = 1000 B）。
+
+# %%
+per_token = {s.name: decoding.cache_bytes(s.layers, s.kv_heads, s.head_dim) for s in decoding.PUBLISHED}
+llama7, llama70, falcon, mistral = per_token.values()
+# lang: en
+claim(f"Llama-2-7B (MHA): {format_bytes(llama7)} per token, {format_bytes(4096 * llama7)} for one sequence of 4096 tokens",
+      llama7 == 524_288)
+claim(f"Llama-2-70B (GQA, 8 key/value heads): {format_bytes(llama70)} per token, less than the 7B model's although it "
+      "has 2.5 times as many layers", llama70 == 327_680 < llama7)
+claim(f"Falcon-7B (MQA): {format_bytes(falcon)} per token, 64 times less than Llama-2-7B", llama7 == 64 * falcon)
+claim(f"Mistral-7B (GQA and a window of 4096): {format_bytes(mistral)} per token, at most "
+      f"{format_bytes(4096 * mistral)} however long the sequence", mistral * 4 == llama7)
+# lang: zh
+claim(f"Llama-2-7B（MHA）：每个词元 {format_bytes(llama7)}，一条 4096 个词元的序列需要 {format_bytes(4096 * llama7)}",
+      llama7 == 524_288)
+claim(f"Llama-2-70B（GQA，8 个键/值头）：每个词元 {format_bytes(llama70)}，虽然层数是 7B 模型的 2.5 倍，"
+      "缓存却比它还小", llama70 == 327_680 < llama7)
+claim(f"Falcon-7B（MQA）：每个词元 {format_bytes(falcon)}，是 Llama-2-7B 的 64 分之一", llama7 == 64 * falcon)
+claim(f"Mistral-7B（GQA 加 4096 的窗口）：每个词元 {format_bytes(mistral)}，无论序列多长，最多 "
+      f"{format_bytes(4096 * mistral)}", mistral * 4 == llama7)
+# lang: end
+fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.6), layout="constrained")
+cache_bytes_bars(ax=left)
+cache_growth([2**n for n in range(7, 17)], ax=right)
+plt.show()
+
+# %% [markdown] tags=["lang-en"]
+# Try it: the explorer generates up to 24 tokens through a cache with 8 query heads and 8, 2 or 1
+# key/value heads, with or without a sliding window (section 4), and shows which position each slot
+# of the cache holds (the newest in red) and what the cache weighs.
+
+# %% [markdown] tags=["lang-zh"] en_hash="f2bbe08c59"
+# 自己试一试：探索器用一个有 8 个查询头、8 个/2 个/1 个键/值头的缓存生成最多 24 个词元，可以加滑动窗口，也可以不加（第 4 节），并显示缓存的每个槽位存着哪个位置（最新的用红色标出），以及缓存有多大。
+
+# %%
+cache_explorer()
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ### From a trained MHA to GQA
+#
+# A model trained with multi-head attention can be turned into a GQA one: the GQA paper starts
+# from the trained key and value projections, replaces each group's heads by their **mean**, and
+# then trains a little more ("uptraining", 5 % of the original training steps in the paper).
+# `decoding.pool_kv_heads` does the pooling. Pooling alone is not enough. On lesson 06's model,
+# whose decoder self-attention has two heads, pooling its two key/value heads into one (MQA) with
+# no retraining gives (the exact numbers change from run to run; the bar below holds on every
+# seed we tried):
+
+# %% [markdown] tags=["lang-zh"] en_hash="9e45ea0516"
+# 用多头注意力训练好的模型，可以改造成 GQA 模型：GQA 论文从训练好的键投影和值投影出发，把每组头换成它们的**平均**，然后再训练一小会儿（“增量训练”，论文里是原训练步数的 5%）。`decoding.pool_kv_heads` 负责做平均。只做平均是不够的。第 06 课的模型，解码器的自注意力有两个头；把它的两个键/值头平均合并成一个（MQA），不再训练，结果如下（具体数字每次运行都会有所不同；下面的界限在我们试过的每个种子上都成立）：
+
+# %% tags=["nbval-ignore-output"]
+pooled = decoding.pooled_copy(reverser, kv_heads=1)
+before = seq2seq.exact(seq2seq.greedy_decode(reverser, test.source), test).double().mean().item()
+after = seq2seq.exact(seq2seq.greedy_decode(pooled, test.source), test).double().mean().item()
+print(message("l07.pooled", before=before, after=after))
+
+# %%
+# lang: en
+claim("with 2 key/value heads it reverses at least 95 % of the held-out sources exactly; pooled into one, at most 80 %",
+      before >= 0.95 and after <= 0.80)
+# lang: zh
+claim("有 2 个键/值头时，它至少能完全正确地反转 95% 的留出源序列；合并成一个之后，至多 80%", before >= 0.95 and after <= 0.80)
+# lang: end
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 3. Positions inside attention: the rotary position embedding (RoPE)
+#
+# Lesson 06 added a position vector to each token embedding and found that, with sines and cosines,
+# moving $k$ positions on is a rotation of each feature pair. RoPE (Su et al., the RoFormer paper)
+# uses that rotation directly, inside attention: it adds nothing to the embeddings, and instead
+# rotates every query and every key by its position. Pair $i$ of a vector at position $p$, features
+# $(a, b)$, turns by the angle $p\,\theta_i$, with the frequencies of lesson 06,
+# $\theta_i = 10000^{-2i/d}$:
+#
+# $$(a, b) \;\mapsto\; (a \cos p\theta_i - b \sin p\theta_i,\;\; a \sin p\theta_i + b \cos p\theta_i).$$
+#
+# A rotation keeps lengths, and two rotations compose by adding their angles. The score of a query
+# at $m$ and a key at $n$ is, pair by pair, the dot product of two vectors turned by $m\theta_i$ and
+# $n\theta_i$: it depends on the angle between them, $(n - m)\theta_i$, and on $q$ and $k$, and not on
+# $m$ and $n$ apart. **The scores see only the offset.** `decoding.apply_rope(x, positions)` rotates
+# a $(B, H, L, d)$ tensor of queries or keys, row $l$ by `positions[l]`:
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f8a832d018"
+# ## 3. 把位置放进注意力：旋转位置嵌入（RoPE）
+#
+# 第 06 课给每个词元嵌入加上一个位置向量，并发现用正弦和余弦时，往后移动 $k$ 个位置，就是把每一对特征旋转一下。RoPE（Su 等，RoFormer 论文）直接在注意力内部使用这个旋转：它不往嵌入上加任何东西，而是把每个查询、每个键按它自己的位置旋转。位置 $p$ 上的向量的第 $i$ 对特征 $(a, b)$，转过角度 $p\,\theta_i$，频率与第 06 课相同，$\theta_i = 10000^{-2i/d}$：
+#
+# $$(a, b) \;\mapsto\; (a \cos p\theta_i - b \sin p\theta_i,\;\; a \sin p\theta_i + b \cos p\theta_i).$$
+#
+# 旋转不改变长度，两次旋转的角度直接相加。位置 $m$ 上的查询与位置 $n$ 上的键的分数，逐对来看，是两个分别转过 $m\theta_i$ 和 $n\theta_i$ 的向量的点积：它取决于两者之间的夹角 $(n - m)\theta_i$ 以及 $q$ 和 $k$ 本身，而与 $m$、$n$ 各自是多少无关。**分数只看得到偏移。** `decoding.apply_rope(x, positions)` 旋转一个形状为 $(B, H, L, d)$ 的查询或键张量，第 $l$ 行按 `positions[l]` 旋转：
+
+# %%
+g = torch.Generator().manual_seed(0)
+# lang: en
+q1 = torch.randn(1, 1, 1, 16, generator=g, dtype=torch.float64)  # one query (B, H, 1, d)
+k1 = torch.randn(1, 1, 1, 16, generator=g, dtype=torch.float64)  # one key
+# lang: zh
+q1 = torch.randn(1, 1, 1, 16, generator=g, dtype=torch.float64)  # 一个查询 (B, H, 1, d)
+k1 = torch.randn(1, 1, 1, 16, generator=g, dtype=torch.float64)  # 一个键
+# lang: end
+
+
+def rope_score(m, n, layout="interleaved"):
+    # lang: en
+    """The score of q1 rotated at position m and k1 rotated at position n."""
+    # lang: zh
+    """q1 按位置 m 旋转、k1 按位置 n 旋转之后的分数。"""
+    # lang: end
+    return (apply_rope(q1, torch.tensor([m]), layout) * apply_rope(k1, torch.tensor([n]), layout)).sum()
+
+
+five_apart = torch.stack([rope_score(m, m + 5) for m in (0, 10, 100, 1000)])
+# lang: en
+claim(f"query at m, key at m + 5: the score is {five_apart[0]:.4f} for m = 0, 10, 100 and 1000",
+      torch.allclose(five_apart, five_apart[0].expand(4)))
+claim(f"another offset, another score: {rope_score(0, 6):.4f} at offset 6", not torch.isclose(rope_score(0, 6), five_apart[0]))
+claim("rotating keeps the length of every query and key",
+      torch.isclose(apply_rope(q1, torch.tensor([1000])).norm(), q1.norm()))
+# lang: zh
+claim(f"查询在 m、键在 m + 5：m = 0、10、100、1000 时，分数都是 {five_apart[0]:.4f}",
+      torch.allclose(five_apart, five_apart[0].expand(4)))
+claim(f"换一个偏移，分数就变了：偏移为 6 时是 {rope_score(0, 6):.4f}", not torch.isclose(rope_score(0, 6), five_apart[0]))
+claim("旋转不改变任何查询和键的长度", torch.isclose(apply_rope(q1, torch.tensor([1000])).norm(), q1.norm()))
+# lang: end
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ### Two layouts
+#
+# Which two features form pair $i$? The RoFormer paper, GPT-J and Meta's original Llama code pair
+# neighbours, $(2i, 2i + 1)$: the **interleaved** layout, lesson 06's. GPT-NeoX and Hugging Face's
+# Llama code pair feature $i$ with feature $i + d/2$: the **half** layout, which rotates the first
+# half of the features against the second. Both are the same rotation; only the order of the features
+# differs, and the permutation $[0, 2, 4, \dots, 1, 3, 5, \dots]$ (`decoding.rope_permutation`) takes
+# one to the other.
+#
+# That is why weights cannot move between the layouts unchanged: a trained $W_Q$ and $W_K$ decide
+# which output features form a pair. Loaded into code with the other layout, the same weights rotate
+# other pairs and give other scores. Permuting the output features of $W_Q$ and $W_K$ (the rows of the
+# `nn.Linear` weights, head by head) fixes it; that is what the scripts that convert Meta's Llama
+# weights to Hugging Face's layout do.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="201d13c3a9"
+# ### 两种布局
+#
+# 第 $i$ 对由哪两个特征组成？RoFormer 论文、GPT-J 和 Meta 最初的 Llama 代码把相邻的两个特征配成一对，$(2i, 2i + 1)$：这是**交错**布局，也就是第 06 课的布局。GPT-NeoX 和 Hugging Face 的 Llama 代码则把特征 $i$ 与特征 $i + d/2$ 配成一对：这是**前后两半**布局，它让前一半特征与后一半特征一起旋转。两者是同一种旋转，只是特征的顺序不同，排列 $[0, 2, 4, \dots, 1, 3, 5, \dots]$（`decoding.rope_permutation`）把一种布局变成另一种。
+#
+# 所以权重不能原封不动地在两种布局之间搬来搬去：训练好的 $W_Q$ 和 $W_K$ 决定了哪些输出特征配成一对。把同样的权重装进另一种布局的代码里，旋转的就是别的特征对，得到的分数也不同。把 $W_Q$ 和 $W_K$ 的输出特征（`nn.Linear` 权重的行，逐个头）按这个排列重新排一遍，就对上了；把 Meta 的 Llama 权重转换成 Hugging Face 布局的脚本，做的正是这件事。
+
+# %%
+g = torch.Generator().manual_seed(1)
+# lang: en
+h = torch.randn(1, 1, 6, 8, generator=g, dtype=torch.float64)  # 6 positions, E = 8 features
+W_Q, W_K = torch.randn(2, 8, 8, generator=g, dtype=torch.float64)  # x @ W: E -> d = 8, one head
+# lang: zh
+h = torch.randn(1, 1, 6, 8, generator=g, dtype=torch.float64)  # 6 个位置，E = 8 个特征
+W_Q, W_K = torch.randn(2, 8, 8, generator=g, dtype=torch.float64)  # x @ W：E -> d = 8，一个头
+# lang: end
+positions = torch.arange(6)
+order = rope_permutation(8)
+
+
+def rope_scores(W_Q, W_K, layout):
+    # lang: en
+    """(L, L) scores of the 6 positions with RoPE in `layout`."""
+    # lang: zh
+    """6 个位置在 `layout` 布局下使用 RoPE 时的分数 (L, L)。"""
+    # lang: end
+    queries, keys = apply_rope(h @ W_Q, positions, layout), apply_rope(h @ W_K, positions, layout)
+    return (queries @ keys.transpose(-2, -1))[0, 0]
+
+
+# lang: en
+claim(f"the half layout is the interleaved one with the features in the order {order.tolist()}",
+      torch.allclose(apply_rope(h[..., order], positions, "half"), apply_rope(h, positions)[..., order]))
+claim("the same W_Q and W_K give other scores in the other layout",
+      not torch.allclose(rope_scores(W_Q, W_K, "interleaved"), rope_scores(W_Q, W_K, "half")))
+claim("with their output features permuted, they give the same scores",
+      torch.allclose(rope_scores(W_Q, W_K, "interleaved"), rope_scores(W_Q[:, order], W_K[:, order], "half")))
+# lang: zh
+claim(f"前后两半布局就是把交错布局的特征按 {order.tolist()} 的顺序重排",
+      torch.allclose(apply_rope(h[..., order], positions, "half"), apply_rope(h, positions)[..., order]))
+claim("同样的 W_Q 和 W_K，换一种布局就得到别的分数",
+      not torch.allclose(rope_scores(W_Q, W_K, "interleaved"), rope_scores(W_Q, W_K, "half")))
+claim("把它们的输出特征重排之后，分数就相同了",
+      torch.allclose(rope_scores(W_Q, W_K, "interleaved"), rope_scores(W_Q[:, order], W_K[:, order], "half")))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 2: `apply_rope`
+#
+# Write `my_apply_rope(x, positions)` for the interleaved layout: x is $(B, H, L, d)$ with $d$ even,
+# positions an int64 tensor $(L,)$, the absolute position of each of the $L$ rows (they need not
+# start at 0, nor be in order). Pair $i$ is features $2i$ and $2i + 1$; rotate it by
+# $\varphi = p\,\theta_i$, $\theta_i = 10000^{-2i/d}$:
+# $(a, b) \mapsto (a\cos\varphi - b\sin\varphi,\; a\sin\varphi + b\cos\varphi)$, and put the two
+# results back on features $2i$ and $2i + 1$. Compute the angles in float64 (positions reach
+# thousands, and float32 angles lose digits there) and return a tensor of x's dtype. The check
+# compares the values and the gradients with respect to x. Write it yourself: the check refuses the
+# course's `decoding.apply_rope`.
+
+# %% [markdown] tags=["lang-zh"] en_hash="912bd9c62c"
+# ### 练习 2：`apply_rope`
+#
+# 按交错布局写出 `my_apply_rope(x, positions)`：x 的形状为 $(B, H, L, d)$，$d$ 为偶数；positions 是形状为 $(L,)$ 的 int64 张量，即 $L$ 行各自的绝对位置（不一定从 0 开始，也不一定按顺序）。第 $i$ 对是特征 $2i$ 和 $2i + 1$；把它旋转 $\varphi = p\,\theta_i$，$\theta_i = 10000^{-2i/d}$：$(a, b) \mapsto (a\cos\varphi - b\sin\varphi,\; a\sin\varphi + b\cos\varphi)$，再把两个结果放回特征 $2i$ 和 $2i + 1$。请用 float64 计算角度（位置可以大到几千，float32 的角度在那里会丢失有效数字），返回的张量 dtype 与 x 相同。检查会比较数值和对 x 的梯度。请自己写出来：检查不接受课程自带的 `decoding.apply_rope`。
+
+# %% tags=["exercise"] exercise="07.apply_rope"
+def my_apply_rope(x, positions):
+    # lang: en
+    """Rotary position embedding, interleaved layout.
+
+    x: (B, H, L, d), d even. positions: (L,) int64, the position of each row.
+    Returns a tensor like x: pair i (features 2i, 2i + 1) of row l rotated by
+    φ = positions[l] · 10000^(−2i/d): (a, b) -> (a cos φ − b sin φ, a sin φ + b cos φ).
+    """
+    # lang: zh
+    """旋转位置嵌入，交错布局。
+
+    x：(B, H, L, d)，d 为偶数。positions：(L,) int64，每一行的位置。
+    返回与 x 形状相同的张量：第 l 行的第 i 对（特征 2i、2i + 1）旋转
+    φ = positions[l] · 10000^(−2i/d)：(a, b) -> (a cos φ − b sin φ, a sin φ + b cos φ)。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    d = x.shape[-1]
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    angles = positions.to(torch.float64)[:, None] * theta  # (L, d/2)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    # lang: en
+    a, b = x[..., 0::2], x[..., 1::2]  # (B, H, L, d/2): the two features of every pair
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)  # back to 2i, 2i + 1
+    # lang: zh
+    a, b = x[..., 0::2], x[..., 1::2]  # (B, H, L, d/2)：每一对的两个特征
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)  # 放回 2i、2i + 1
+    # lang: end
+    ### END SOLUTION
+
+
+# %%
+from course_utils import check
+check("07.apply_rope", my_apply_rope)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ### RoPE with a cache
+#
+# With a cache, each key is rotated **once, at its absolute position, before it is cached**: a
+# cached key never moves again, and since the scores see only offsets, nothing about the earlier
+# keys needs to change when a new token arrives. The new token's query and key are rotated at its
+# own position $T$, the number of tokens already in the cache, read *before* appending. The classic
+# bugs: rotating the new token at position 0 (the row's number in the one-token input, not its
+# position in the sequence), or at $T + 1$ (the cache's length after appending). Each shifts its
+# offset to every cached key. Here the 8-token prompt is prefilled, and token 7 is decoded at the
+# right position and at the two wrong ones:
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="b3b4082e73"
+# ### 带缓存的 RoPE
+#
+# 有缓存时，每个键都**在存进缓存之前、按它的绝对位置旋转一次**：存进去的键再也不动；而分数只看偏移，所以新词元到来时，之前的键什么都不用改。新词元的查询和键按它自己的位置 $T$ 旋转，$T$ 是缓存里已有的词元数，要在追加*之前*读出来。经典的错误有两个：按位置 0 旋转新词元（那是它在单个词元的输入里的行号，不是它在序列里的位置），或者按 $T + 1$ 旋转（那是追加之后缓存的长度）。两者都会让它与每个缓存的键之间的偏移出错。下面先预填充 8 个词元的提示，再分别按正确的位置和两个错误的位置解码词元 7：
+
+# %%
+def next_logits(start):
+    # lang: en
+    """Prefill the prompt, then decode token 7 as if it stood at position `start`."""
+    # lang: zh
+    """先预填充提示，再把词元 7 当作位于位置 `start` 来解码。"""
+    # lang: end
+    caches = [KVCache() for _ in model.blocks]
+    with torch.no_grad():
+        model(prompt, 0, caches)  # 0 … 7
+        return model(torch.tensor([[7]]), start, caches)[0, -1]  # (V,)
+
+
+with torch.no_grad():
+    # lang: en
+    expected = model(torch.cat([prompt, torch.tensor([[7]])], dim=1))[0, -1]  # recompute all 9 tokens
+    # lang: zh
+    expected = model(torch.cat([prompt, torch.tensor([[7]])], dim=1))[0, -1]  # 重新计算全部 9 个词元
+    # lang: end
+# lang: en
+claim("decoded at its position 8 = T, the new token's logits are recomputation's",
+      torch.allclose(next_logits(8), expected, rtol=0, atol=1e-12))
+claim("at position 0 or 9 = T + 1 they are not",
+      not torch.allclose(next_logits(0), expected, atol=1e-3) and not torch.allclose(next_logits(9), expected, atol=1e-3))
+# lang: zh
+claim("按它的位置 8 = T 解码，新词元的 logits 与重新计算的相同", torch.allclose(next_logits(8), expected, rtol=0, atol=1e-12))
+claim("按位置 0 或 9 = T + 1 解码，就不相同了",
+      not torch.allclose(next_logits(0), expected, atol=1e-3) and not torch.allclose(next_logits(9), expected, atol=1e-3))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 3: one cached decode step
+#
+# Write `my_cached_attention_step(q, k, v, k_cache, v_cache)`, the attention of one decode step
+# with RoPE and a KV cache, one attention layer, $H$ heads (as many key/value heads as query heads
+# here). q, k, v are the new token's projections, $(B, H, 1, d)$, **not** rotated yet; k_cache and
+# v_cache $(B, H, T, d)$ hold the $T$ earlier tokens' keys (already rotated at their positions
+# $0 \dots T-1$) and values; $T$ may be 0. Rotate q and k at the new token's position, append the
+# rotated key and the value to the caches, attend with the one query over all $T + 1$ keys (no mask:
+# the new token is the last position), and return `(output, new_k_cache, new_v_cache)`, of shapes
+# $(B, H, 1, d)$, $(B, H, T + 1, d)$, $(B, H, T + 1, d)$, in the inputs' dtype. Rotate with your
+# `my_apply_rope` from Exercise 2 (check it first: a mistake there shows up here too), and compute
+# the attention yourself or with your `my_gqa_attention` from Exercise 1 (`causal=False`). Not with
+# the functions Exercises 1 and 2 refuse, `F.scaled_dot_product_attention`, `decoding.gqa_attention`
+# and `decoding.apply_rope`: the grader counts them against those exercises wherever they appear in
+# your notebook. The check compares the three results and the gradients of each with respect to the
+# five inputs.
+
+# %% [markdown] tags=["lang-zh"] en_hash="d54e9de8c9"
+# ### 练习 3：带缓存的一个解码步
+#
+# 写出 `my_cached_attention_step(q, k, v, k_cache, v_cache)`：一个注意力层在一个解码步中的计算，带 RoPE 和 KV 缓存，$H$ 个头（这里键/值头与查询头一样多）。q、k、v 是新词元的投影，形状为 $(B, H, 1, d)$，**还没有**旋转；k_cache 和 v_cache 的形状为 $(B, H, T, d)$，存着之前 $T$ 个词元的键（已经按它们的位置 $0 \dots T-1$ 旋转过）和值；$T$ 可以是 0。按新词元的位置旋转 q 和 k，把旋转后的键和值追加进缓存，用这一个查询在全部 $T + 1$ 个键上做注意力（不用掩码：新词元就是最后一个位置），返回 `(output, new_k_cache, new_v_cache)`，形状分别为 $(B, H, 1, d)$、$(B, H, T + 1, d)$、$(B, H, T + 1, d)$，dtype 与输入相同。旋转用你在练习 2 里写的 `my_apply_rope`（先让它通过检查：那里的错误在这里也会出现）；注意力自己算，或者用你在练习 1 里写的 `my_gqa_attention`（`causal=False`）。不要用练习 1 和练习 2 不接受的函数，即 `F.scaled_dot_product_attention`、`decoding.gqa_attention` 和 `decoding.apply_rope`：无论它们出现在笔记本的哪个地方，评分程序都会算作那两道练习违规。检查会比较三个结果，以及每个结果对五个输入的梯度。
+
+# %% tags=["exercise"] exercise="07.cached_attention_step"
+def my_cached_attention_step(q, k, v, k_cache, v_cache):
+    # lang: en
+    """One decode step of an attention layer with RoPE and a KV cache.
+
+    q, k, v: (B, H, 1, d), the new token's projections, not rotated.
+    k_cache, v_cache: (B, H, T, d), the T earlier tokens' keys (rotated at 0 … T − 1) and values.
+    Returns (output (B, H, 1, d), new_k_cache (B, H, T + 1, d), new_v_cache (B, H, T + 1, d)).
+    """
+    # lang: zh
+    """带 RoPE 和 KV 缓存的注意力层的一个解码步。
+
+    q、k、v：(B, H, 1, d)，新词元的投影，尚未旋转。
+    k_cache、v_cache：(B, H, T, d)，之前 T 个词元的键（已按 0 … T − 1 旋转）和值。
+    返回 (output (B, H, 1, d), new_k_cache (B, H, T + 1, d), new_v_cache (B, H, T + 1, d))。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    # lang: en
+    position = torch.tensor([k_cache.shape[2]])  # T: read before appending
+    # lang: zh
+    position = torch.tensor([k_cache.shape[2]])  # T：在追加之前读出
+    # lang: end
+    q, k = my_apply_rope(q, position), my_apply_rope(k, position)
+    keys = torch.cat([k_cache, k], dim=2)  # (B, H, T + 1, d)
+    values = torch.cat([v_cache, v], dim=2)
+    weights = (q @ keys.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(dim=-1)  # (B, H, 1, T + 1)
+    return weights @ values, keys, values
+    ### END SOLUTION
+
+
+# %%
+from course_utils import check
+check("07.cached_attention_step", my_cached_attention_step)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 4. A bounded cache: sliding-window attention
+#
+# Even with GQA the cache grows with every token. **Sliding-window attention** (used by Mistral-7B,
+# with $W = 4096$) lets each query see only the last $W$ positions, itself included: key $j$ is kept
+# for the query at position $p$ when $p - W < j \le p$. In lesson 02's picture it is the causal mask
+# with everything further than $W - 1$ below the diagonal hidden, a band:
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="55ca8f5528"
+# ## 4. 有上限的缓存：滑动窗口注意力
+#
+# 即使用了 GQA，缓存也随每个词元增长。**滑动窗口注意力**（Mistral-7B 用的就是它，$W = 4096$）让每个查询只看最后 $W$ 个位置，包括它自己：对位置 $p$ 上的查询，当 $p - W < j \le p$ 时保留键 $j$。用第 02 课的画法，就是把因果掩码里离对角线超过 $W - 1$ 的部分也遮住，剩下一条带子：
+
+# %%
+fig, (left, right) = plt.subplots(1, 2, figsize=(8.5, 3.6), layout="constrained")
+mask_picture(window_keep_mask(10), ax=left, title=message("l07.plot.causal"))
+mask_picture(window_keep_mask(10, window=4), ax=right, title=message("l07.plot.window", w=4))
+plt.show()
+band = window_keep_mask(10, window=4)  # (L, L)
+# lang: en
+claim("with W = 4 each query keeps at most 4 keys: its own and the 3 before it",
+      band.sum(-1).tolist() == [1, 2, 3, 4, 4, 4, 4, 4, 4, 4])
+# lang: zh
+claim("W = 4 时，每个查询至多保留 4 个键：它自己和它前面的 3 个", band.sum(-1).tolist() == [1, 2, 3, 4, 4, 4, 4, 4, 4, 4])
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# Information still travels further than $W$: a layer's position $p$ reads positions down to
+# $p - W + 1$, whose outputs in the layer below read $W - 1$ further back, so $n$ layers reach about
+# $n \cdot (W - 1)$ positions back.
+#
+# The cache then never needs more than $W$ tokens. `KVCache(window=W)` is a **rolling buffer** of $W$
+# slots: the token at position $p$ goes into slot $p \bmod W$, overwriting the token $W$ positions
+# earlier, which no later query may see. The slots are not in position order (the explorer above
+# shows it, with a window), and they need not be: a softmax does not care about the order of its keys,
+# and RoPE rotated each key at its own position before it was cached. A model with a window of 8
+# generates 40 tokens through rolling caches and by recomputing with the banded mask:
+
+# %% [markdown] tags=["lang-zh"] en_hash="060d099275"
+# 信息传递的距离仍然可以超过 $W$：一层里的位置 $p$ 读到位置 $p - W + 1$，而下一层里这些位置的输出又往回读了 $W - 1$ 个位置，所以 $n$ 层大约能往回读 $n \cdot (W - 1)$ 个位置。
+#
+# 这样一来，缓存永远不需要超过 $W$ 个词元。`KVCache(window=W)` 是一个有 $W$ 个槽位的**滚动缓冲区**：位置 $p$ 上的词元放进槽位 $p \bmod W$，覆盖掉 $W$ 个位置之前的那个词元，而之后的查询本来也看不到它了。槽位里的顺序不是位置的顺序（上面的探索器在加窗口时能看到这一点），也不必是：softmax 不在乎键的顺序，而 RoPE 已经在每个键存进缓存之前按它自己的位置旋转过了。一个窗口为 8 的模型分别用滚动缓存和带状掩码下的重新计算生成 40 个词元：
+
+# %%
+windowed = decoding.make_tiny_decoder(seed=0, dtype=torch.float64, window=8)
+tokens_w, logits_w = windowed.generate(prompt, 40, cache=True)
+again_w, recomputed_w = windowed.generate(prompt, 40, cache=False)
+rolling = [KVCache(window=8) for _ in windowed.blocks]
+sizes = []
+with torch.no_grad():
+    for t, token in enumerate(torch.cat([prompt, tokens_w], dim=1)[0]):
+        windowed(token.view(1, 1), t, rolling)
+        sizes.append(rolling[0].nbytes)
+# lang: en
+claim("the rolling caches give the tokens of recomputation, with logits within 1e-12",
+      torch.equal(tokens_w, again_w) and torch.allclose(logits_w, recomputed_w, rtol=0, atol=1e-12))
+claim(f"after {len(sizes)} tokens each rolling cache holds {rolling[0].length} of them, {sizes[-1]:,} bytes, "
+      "the same as after 8", rolling[0].length == 8 and sizes[7:] == [sizes[7]] * (len(sizes) - 7))
+# lang: zh
+claim("滚动缓存给出的词元与重新计算的相同，logits 相差不超过 1e-12",
+      torch.equal(tokens_w, again_w) and torch.allclose(logits_w, recomputed_w, rtol=0, atol=1e-12))
+claim(f"处理了 {len(sizes)} 个词元之后，每个滚动缓存里只有其中的 {rolling[0].length} 个，共 {sizes[-1]:,} 字节，"
+      "与处理了 8 个词元时一样", rolling[0].length == 8 and sizes[7:] == [sizes[7]] * (len(sizes) - 7))
+# lang: end
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## Summary
+#
+# - In a causal decoder the keys and values of past tokens never change, so generation keeps them in
+#   a **KV cache**, $(B, H_{kv}, T, d)$ per layer: prefill runs the prompt at once, each decode step
+#   computes one token and appends its key and value. It gives the tokens of full recomputation (and
+#   its logits, in float64), on lesson 06's trained model too, and makes the next token cost $O(T)$
+#   instead of $O(T^2)$.
+# - **Multi-query** and **grouped-query attention** let query heads share key/value heads; query head
+#   $h$ reads key/value head $h \,//\, (H / H_{kv})$, which is `repeat_interleave`, not `repeat`. They
+#   shrink the cache by $H / H_{kv}$, which is why the large published models use them. Mean-pooling
+#   a trained model's key/value heads is only a starting point: it needs further training.
+# - The **rotary position embedding** rotates queries and keys by their positions, so scores depend on
+#   offsets only. Its two layouts (interleaved and half) are a permutation apart, and weights must be
+#   permuted to move between them. With a cache, rotate each key once, at its absolute position $T$,
+#   before caching it.
+# - **Sliding-window attention** keeps only the last $W$ keys per query; a rolling buffer of $W$ slots
+#   bounds the cache however long the generation runs.
+#
+# The next lesson looks inside `F.scaled_dot_product_attention` itself: FlashAttention computes the
+# same attention without ever storing the $L \times L$ weights.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="ae77fd2436"
+# ## 小结
+#
+# - 在因果解码器里，过去词元的键和值永远不会变，所以生成时把它们存进 **KV 缓存**，每层一个，形状为 $(B, H_{kv}, T, d)$：预填充一次处理整个提示，每个解码步只算一个词元并追加它的键和值。它给出的词元与完全重新计算的相同（在 float64 下 logits 也相同），在第 06 课训练好的模型上也是如此；生成下一个词元的代价也从 $O(T^2)$ 降到 $O(T)$。
+# - **多查询注意力**和**分组查询注意力**让查询头共用键/值头；查询头 $h$ 读键/值头 $h \,//\, (H / H_{kv})$，这要用 `repeat_interleave`，而不是 `repeat`。它们把缓存缩小为原来的 $H_{kv} / H$，所以大型的已发布模型都在用。把训练好的模型的键/值头直接平均合并，只是一个起点：还需要继续训练。
+# - **旋转位置嵌入**按位置旋转查询和键，于是分数只取决于偏移。它的两种布局（交错和前后两半）只差一个特征排列，权重要在两者之间搬动，必须先重排。有缓存时，每个键在存进缓存之前按它的绝对位置 $T$ 旋转一次。
+# - **滑动窗口注意力**让每个查询只保留最后 $W$ 个键；有 $W$ 个槽位的滚动缓冲区让缓存无论生成多长都有上限。
+#
+# 下一课深入 `F.scaled_dot_product_attention` 内部：FlashAttention 算出同样的注意力，却从不存下 $L \times L$ 的权重。

@@ -1,0 +1,238 @@
+"""Lesson 08's exercises beyond the generic tests (tests/test_exercises.py): the references agree with
+course_utils.tiled and with PyTorch (F.scaled_dot_product_attention, torch.logsumexp; values and
+gradients); other right ways to write each function pass (so the check does not demand the
+reference's own route); the package's answers are forbidden; the cases are plain data and hold what
+the module docstring promises."""
+
+import io
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_teacher.exercises import EXERCISES, prepare
+from course_teacher.exercises.l08_flash_attention import _causal_reference, _merge_reference, _tiled_reference
+from course_utils import tiled
+from course_utils.exercises import FAILED, PASSED, evaluate
+
+IDS = ("08.merge_states", "08.tiled_forward", "08.causal_tiles")
+
+
+def _cases(exercise):
+    spec = EXERCISES[exercise]
+    return spec.cases(torch.Generator().manual_seed(spec.seed))
+
+
+def _tolerance(t):
+    return {"atol": 1e-12, "rtol": 1e-12} if t.dtype == torch.float64 else {"atol": 1e-5, "rtol": 1e-5}
+
+
+def test_every_case_is_plain_data_that_crosses_to_a_kernel():
+    for exercise in IDS:
+        calls = prepare(EXERCISES[exercise]).calls
+        buffer = io.BytesIO()
+        torch.save(calls, buffer)
+        buffer.seek(0)
+        assert len(torch.load(buffer, weights_only=True)["args"]) == len(calls["args"])
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_no_tensor_of_a_case_is_all_zeros_or_all_minus_infinity(exercise):
+    for case in _cases(exercise):
+        for arg in case:
+            if isinstance(arg, torch.Tensor):
+                assert (arg.isfinite() & (arg != 0)).any(), exercise
+
+
+# ----------------------------------------------------------------------------- 08.merge_states
+
+
+def test_the_merge_reference_is_the_packages_merge_and_the_softmax_of_both_pieces():
+    for case in _cases("08.merge_states"):
+        m1, ell1, acc1, m2, ell2, acc2 = case
+        ours = _merge_reference(*case)
+        package = tiled.merge_states(tiled.SoftmaxState(m1, ell1, acc1), tiled.SoftmaxState(m2, ell2, acc2))
+        for a, b in zip(ours, package):
+            torch.testing.assert_close(a, b, **_tolerance(a), equal_nan=False)
+        assert not any(t.isnan().any() for t in ours)
+
+
+def test_merged_states_of_real_pieces_give_the_softmax_of_the_whole_row():
+    """The exercise's statement, from scores: the states of the two halves of a row, merged, give
+    softmax(row) @ v and log Σ exp(row) (float64; a half fully masked in some rows)."""
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(3, 5, 8, generator=g, dtype=torch.float64) * 3
+    scores[0, 1, :4] = float("-inf")
+    scores[2, 3, 4:] = float("-inf")
+    values = torch.randn(3, 5, 8, 2, generator=g, dtype=torch.float64)
+    a = tiled.piece_state(scores[..., :4], values[..., :4, :])
+    b = tiled.piece_state(scores[..., 4:], values[..., 4:, :])
+    m, ell, acc = _merge_reference(*a, *b)
+    expected = (torch.softmax(scores, -1)[..., None, :] @ values).squeeze(-2)
+    torch.testing.assert_close(acc / ell[..., None], expected, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(m + ell.log(), torch.logsumexp(scores, -1), atol=1e-12, rtol=1e-12)
+
+
+def _merge_with_max_and_stack(m1, ell1, acc1, m2, ell2, acc2):
+    m = torch.stack((m1, m2)).max(dim=0).values
+    shift = m.nan_to_num(neginf=0.0)
+    scale1, scale2 = (m1 - shift).exp(), (m2 - shift).exp()
+    return m, ell1 * scale1 + ell2 * scale2, acc1 * scale1.unsqueeze(-1) + acc2 * scale2.unsqueeze(-1)
+
+
+def _merge_through_logs(m1, ell1, acc1, m2, ell2, acc2):
+    """Through the log-sum-exp of each piece; an empty piece weighs 0."""
+    m = torch.maximum(m1, m2)
+    lse1, lse2 = m1 + ell1.log(), m2 + ell2.log()  # −∞ for an empty piece
+    finite = torch.where(m.isinf(), 0.0, m)
+    w1, w2 = torch.exp(lse1 - finite), torch.exp(lse2 - finite)  # ell_i · exp(m_i − m)
+    f1 = torch.where(ell1 > 0, w1 / ell1.clamp_min(1e-300), 0.0)
+    f2 = torch.where(ell2 > 0, w2 / ell2.clamp_min(1e-300), 0.0)
+    return m, w1 + w2, acc1 * f1[..., None] + acc2 * f2[..., None]
+
+
+@pytest.mark.parametrize("function", [_merge_with_max_and_stack, _merge_through_logs], ids=lambda f: f.__name__)
+def test_other_right_merges_pass(function):
+    verdict = evaluate("08.merge_states", function)
+    assert verdict.status == PASSED, verdict.message
+
+
+def test_the_merge_cases_hold_every_edge():
+    cases = _cases("08.merge_states")
+    shapes = [(c[2].shape, c[0].dtype) for c in cases]
+    assert any(s[0] == 1 for s, _ in shapes) and any(s[1] == 1 for s, _ in shapes) and any(s[2] == 1 for s, _ in shapes)
+    assert any(dtype == torch.float64 for _, dtype in shapes)
+    m1s, m2s = [c[0] for c in cases], [c[3] for c in cases]
+    assert any(((a == float("-inf")) & (b > float("-inf"))).any() for a, b in zip(m1s, m2s))  # first piece empty
+    assert any(((b == float("-inf")) & (a > float("-inf"))).any() for a, b in zip(m1s, m2s))  # second piece empty
+    assert any(((a == float("-inf")) & (b == float("-inf"))).any() for a, b in zip(m1s, m2s))  # both
+    assert any(((a == b) & a.isfinite()).any() for a, b in zip(m1s, m2s))  # equal maxima
+    assert any(a.abs().amax() > 200 for a in m1s)  # exp(m) overflows float32
+    first = cases[0]
+    assert (first[0] > first[3]).any() and (first[3] > first[0]).any() and first[0].isfinite().all()
+    for m, ell, acc in ((c[0], c[1], c[2]) for c in cases):  # real states: ell ≥ 1 where something was seen
+        assert ((ell >= 1) | (m == float("-inf"))).all() and (acc[m == float("-inf")] == 0).all()
+
+
+def test_calling_the_packages_merge_fails_as_forbidden():
+    def borrowed(m1, ell1, acc1, m2, ell2, acc2):
+        return tuple(tiled.merge_states(tiled.SoftmaxState(m1, ell1, acc1), tiled.SoftmaxState(m2, ell2, acc2)))
+
+    verdict = evaluate("08.merge_states", borrowed)
+    assert verdict.status == FAILED and verdict.code == "FORBIDDEN", verdict.message
+
+
+# ----------------------------------------------------------------------------- 08.tiled_forward and 08.causal_tiles
+
+
+@pytest.mark.parametrize("exercise", ["08.tiled_forward", "08.causal_tiles"])
+def test_the_tiled_references_are_pytorchs_attention_values_lse_and_gradients(exercise):
+    causal = exercise == "08.causal_tiles"
+    reference = _causal_reference if causal else _tiled_reference
+    for number, case in enumerate(_cases(exercise)):
+        q, k, v, block_q, block_k = case
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        output, lse, *count = reference(*leaves, block_q, block_k)
+        theirs = [t.clone().requires_grad_() for t in (q, k, v)]
+        expected = F.scaled_dot_product_attention(*theirs, is_causal=causal)
+        scores = theirs[0] @ theirs[1].transpose(1, 2) / math.sqrt(q.shape[-1])
+        if causal:
+            scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf"))
+        expected_lse = torch.logsumexp(scores, -1)
+        tolerance = _tolerance(q) if q.dtype == torch.float64 else {"atol": 1e-5, "rtol": 1e-4}
+        torch.testing.assert_close(output, expected, **tolerance)
+        torch.testing.assert_close(lse, expected_lse, **tolerance)
+        package = tiled.tiled_attention(q, k, v, block_q=block_q, block_k=block_k, causal=causal)
+        torch.testing.assert_close(output, package[0], **tolerance)
+        torch.testing.assert_close(lse, package[1], **tolerance)
+        if causal:
+            kinds = tiled.tile_kinds(q.shape[1], k.shape[1], block_q, block_k, causal=True)
+            assert count == [int((kinds != tiled.SKIP).sum())]
+        g = torch.Generator().manual_seed(number)
+        w, w_lse = torch.randn(output.shape, generator=g, dtype=q.dtype), torch.randn(lse.shape, generator=g,
+                                                                                        dtype=q.dtype)
+        ours = torch.autograd.grad((output * w).sum() + (lse * w_lse).sum(), leaves)
+        want = torch.autograd.grad((expected * w).sum() + (expected_lse * w_lse).sum(), theirs)
+        for a, b in zip(ours, want):
+            torch.testing.assert_close(a, b, **tolerance)
+
+
+def _tiled_from_states(query, key, value, block_q, block_k, causal=False):
+    """Key blocks outer, query blocks inner, a state per query block kept in lists (the other loop
+    order), the max not detached, masks from a full causal pattern sliced per tile."""
+    B, L_q, d = query.shape
+    L_k = key.shape[1]
+    starts = list(range(0, L_q, block_q))
+    m = [torch.full((B, min(block_q, L_q - s)), -math.inf, dtype=query.dtype) for s in starts]
+    ell = [torch.zeros_like(x) for x in m]
+    acc = [torch.zeros(*x.shape, value.shape[-1], dtype=query.dtype) for x in m]
+    tiles = 0
+    for j0 in range(0, L_k, block_k):
+        for n, i0 in enumerate(starts):
+            i1 = i0 + m[n].shape[1]
+            if causal and j0 > i1 - 1:
+                continue
+            tiles += 1
+            s = torch.einsum("bqd,bkd->bqk", query[:, i0:i1], key[:, j0:j0 + block_k]) / math.sqrt(d)
+            if causal:
+                q_pos = torch.arange(i0, i1)[:, None]
+                k_pos = torch.arange(j0, min(j0 + block_k, L_k))[None, :]
+                s = torch.where(k_pos <= q_pos, s, -math.inf)
+            new = torch.maximum(m[n], s.max(-1).values)
+            shift = torch.where(torch.isinf(new), torch.zeros_like(new), new)
+            p = (s - shift[..., None]).exp()
+            factor = (m[n] - shift).exp()
+            ell[n] = ell[n] * factor + p.sum(-1)
+            acc[n] = acc[n] * factor[..., None] + torch.einsum("bqk,bkv->bqv", p, value[:, j0:j0 + block_k])
+            m[n] = new
+    output = torch.cat([a / e[..., None] for a, e in zip(acc, ell)], dim=1)
+    lse = torch.cat([x + e.log() for x, e in zip(m, ell)], dim=1)
+    return (output, lse, tiles) if causal else (output, lse)
+
+
+def test_another_right_tiled_forward_passes():
+    verdict = evaluate("08.tiled_forward", _tiled_from_states)
+    assert verdict.status == PASSED, verdict.message
+
+
+def test_another_right_causal_forward_passes():
+    verdict = evaluate("08.causal_tiles", lambda q, k, v, bq, bk: _tiled_from_states(q, k, v, bq, bk, causal=True))
+    assert verdict.status == PASSED, verdict.message
+
+
+@pytest.mark.parametrize("exercise", ["08.tiled_forward", "08.causal_tiles"])
+def test_borrowing_the_packages_tiled_attention_fails_as_forbidden(exercise):
+    causal = exercise == "08.causal_tiles"
+
+    def borrowed(q, k, v, block_q, block_k):
+        output, lse = tiled.tiled_attention(q, k, v, block_q=block_q, block_k=block_k, causal=causal)
+        if not causal:
+            return output, lse
+        n_q, n_k = -(-q.shape[1] // block_q), -(-k.shape[1] // block_k)
+        return output, lse, sum(1 for i in range(n_q) for j in range(n_k) if j * block_k <= (i + 1) * block_q - 1)
+
+    verdict = evaluate(exercise, borrowed)
+    assert verdict.status == FAILED and verdict.code == "FORBIDDEN", verdict.message
+
+
+def test_the_tiled_cases_vary_every_argument_on_its_own():
+    cases = _cases("08.tiled_forward")
+    assert any(c[0].shape[1] % c[3] for c in cases) and any(c[1].shape[1] % c[4] for c in cases)
+    assert any(c[0].shape[1] % c[3] == 0 and c[1].shape[1] % c[4] for c in cases)  # only the key tail
+    assert any(c[3] == 1 for c in cases) and any(c[4] == 1 for c in cases)
+    assert any(c[3] >= c[0].shape[1] and c[4] >= c[1].shape[1] for c in cases)  # one tile
+    assert any(c[0].shape[1] > c[1].shape[1] for c in cases) and any(c[0].shape[1] < c[1].shape[1] for c in cases)
+    assert any(c[2].shape[-1] != c[0].shape[-1] for c in cases) and any(c[0].dtype == torch.float64 for c in cases)
+    first = cases[0]
+    assert first[0].shape[1] % first[3] and first[1].shape[1] % first[4] and first[1].shape[1] > 2 * first[4]
+
+
+def test_the_causal_cases_vary_every_argument_on_its_own():
+    cases = _cases("08.causal_tiles")
+    assert all(c[0].shape[1] == c[1].shape[1] for c in cases)
+    assert any(c[3] > c[4] for c in cases) and any(c[3] < c[4] for c in cases) and any(c[3] == c[4] for c in cases)
+    assert any(c[3] == 1 for c in cases) and any(c[4] == 1 for c in cases)
+    assert any(c[0].dtype == torch.float64 for c in cases)
+    first = cases[0]
+    assert first[3] > first[4]  # block numbers and positions disagree: every mistake shows

@@ -1,0 +1,118 @@
+"""What keeps the explorers' redraws fast, checked as structure, never as time (the times are
+measured by benchmarks/bench_widgets.py): the figure is made once and updated when a control
+moves, a figure whose texts keep their sizes is laid out once, the PNG is drawn on the figure's own
+canvas, and what a control does not change is not computed again. And an updated figure shows
+exactly what a new one would."""
+
+import io
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.layout_engine import PlaceHolderLayoutEngine
+from PIL import Image
+
+from course_utils import seq2seq, toy, viz, widgets
+from course_utils.widgets import attention, models
+from course_utils.widgets import seq2seq as seq2seq_widgets
+from course_utils.widgets.explorer import model_state
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def nets():
+    torch.manual_seed(0)
+    return {"neighbours": toy.NeighboursModel(heads=2).eval(), "reverse": toy.ReverseModel().eval(),
+            "double": toy.EncoderDecoder().eval(), "reverser": seq2seq.make_model(0).eval()}
+
+
+def explorers(nets):
+    """(name, explorer, {control: another value}, laid out once)."""
+    return [
+        ("permute", widgets.permute_explorer(), {"order": (2, 0, 1), "contiguous": True}, True),
+        ("broadcast", widgets.broadcast_explorer(), {"mask": (2, 5), "scores": (2, 4, 1, 5)}, False),
+        ("scaling", widgets.scaling_explorer(), {"d_k": 512, "scaled": True}, False),
+        ("mask", widgets.mask_explorer(), {"length_1": 2, "length_2": 0, "causal": True}, True),
+        ("attention maps", widgets.attention_maps_explorer(nets["reverse"], nets["double"]), {"example": 7}, True),
+        ("heads", widgets.heads_explorer(nets["neighbours"]), {"example": 7, "head": 1}, True),
+        ("walkthrough", widgets.walkthrough_explorer(),
+         {"length": 16384, "batch": 256, "heads": 64, "dim": 128, "factor": 10}, True),
+        ("decoding", widgets.decoding_explorer(nets["reverser"]), {"example": 7, "text": "abc"}, False),
+    ]
+
+
+def test_every_explorer_keeps_its_figure_and_canvas_and_lays_out_once_where_it_can(nets):
+    for name, box, moves, laid_out_once in explorers(nets):
+        figure, canvas = box.figure, box.figure.canvas
+        for control, value in moves.items():
+            before = box.image.value
+            box.controls[control].value = value
+            assert box.figure is figure and figure.canvas is canvas, (name, control)
+            assert box.image.value != before, (name, control)  # it did redraw
+            if laid_out_once:  # no layout engine: nothing is measured again on a redraw
+                assert isinstance(figure.get_layout_engine(), (type(None), PlaceHolderLayoutEngine)), (name, control)
+
+
+def _pixels(png):
+    return np.asarray(Image.open(io.BytesIO(png)))
+
+
+@pytest.mark.parametrize("name", ["permute", "broadcast", "scaling", "mask", "attention maps", "heads", "decoding"])
+def test_an_updated_figure_shows_exactly_what_a_new_one_would(nets, name):
+    box, moves = next((box, moves) for n, box, moves, _ in explorers(nets) if n == name)
+    for control, value in moves.items():
+        box.controls[control].value = value
+    values = {control: widget.value for control, widget in box.controls.items()}
+    fresh = next(b for n, b, _, _ in explorers(nets) if n == name)
+    for control, value in values.items():
+        fresh.controls[control].value = value
+    if name != "decoding":  # a new explorer at these values draws a figure of its own only once
+        assert fresh.figure is not box.figure
+    assert np.array_equal(_pixels(box.image.value), _pixels(viz.figure_png(fresh.figure)))
+
+
+def test_the_walkthrough_redrawn_on_its_kept_layout_says_what_a_new_one_says():
+    figure, _ = widgets.walkthrough_view()
+    again, summary = widgets.walkthrough_view(16384, 256, 64, 128, 10, figure=figure)
+    new, new_summary = widgets.walkthrough_view(16384, 256, 64, 128, 10)
+    assert again is figure and summary == new_summary
+
+    def texts(figure):
+        ax = figure.axes[0]
+        figure.draw_without_rendering()
+        return ([t.get_text() for t in ax.texts], [t.get_text() for t in ax.get_xticklabels()], ax.get_title(),
+                [p.get_width() for p in ax.patches], ax.get_xlim())
+
+    assert texts(again) == texts(new)
+
+
+def test_a_control_that_does_not_change_a_computation_does_not_repeat_it(nets):
+    attention._scaling_scores.cache_clear()
+    widgets.scaling_view(d_k=64, scaled=False)
+    widgets.scaling_view(d_k=64, scaled=True)  # ticking "divide by √d_k" draws no new scores
+    assert attention._scaling_scores.cache_info().hits == 1
+
+    models._heads_run.cache_clear()
+    box = widgets.heads_explorer(nets["neighbours"])
+    box.controls["head"].value = 1  # another head of the same example: the model does not run again
+    assert models._heads_run.cache_info().misses == 1 and models._heads_run.cache_info().hits == 1
+
+    seq2seq_widgets._decoded.cache_clear()
+    box = widgets.decoding_explorer(nets["reverser"])
+    box.controls["example"].value = 7
+    box.controls["example"].value = 0  # back to a source decoded before
+    assert seq2seq_widgets._decoded.cache_info().hits == 1
+
+
+def test_a_model_changed_in_place_is_computed_again():
+    torch.manual_seed(1)
+    model = toy.NeighboursModel(heads=2).eval()
+    widgets.heads_view(model, example=3, head=0)
+    map_before = models._heads_run(model, model_state(model), 3)[2].clone()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(-1.5)  # an in-place change, as an optimizer step makes
+    widgets.heads_view(model, example=3, head=0)
+    map_after = models._heads_run(model, model_state(model), 3)[2]
+    assert not torch.equal(map_before, map_after)
