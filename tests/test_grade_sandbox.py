@@ -38,12 +38,13 @@ EXPECTED_ENVIRONMENT = {"PATH", "HOME", "LANG", "OMP_NUM_THREADS", "MKL_NUM_THRE
                         "PYTHONHASHSEED", "MPLBACKEND", "PYDEVD_DISABLE_FILE_VALIDATION", "MPLCONFIGDIR", "COURSE_GRADING",
                         "IPYTHONDIR", "PWD"} | {name for name in runner.PASSED_ON if name in os.environ}
 
+pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
+
 # A process that detaches itself for good: a new session, orphaned by a double fork, asleep 60 s.
 # argv[1] is a marker to find it by from outside.
 DETACH = """
 import subprocess, sys
 
-pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
 SLEEPER = "import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    if os.fork() == 0:\\n        time.sleep(60)\\n    os._exit(0)\\n"
 subprocess.run([sys.executable, "-c", SLEEPER, {marker!r}], check=True)
 """
