@@ -69,6 +69,14 @@ def _window(function, window):
     return window
 
 
+def _some_positions(function, argument, tokens):
+    """(B, L) tokens with L ≥ 1: a step with no token has nothing to attend from."""
+    if not tokens.shape[-1]:
+        check.fail(function, argument, check.describe(tokens),
+                   {"en": "at least one token on the last axis", "zh": "最后一维至少有一个词元"})
+    return tokens
+
+
 def _positions(function, positions, length, reference):
     """An int64 (L,) tensor of positions ≥ 0, L = `length`, on `reference`'s device."""
     ok = isinstance(positions, torch.Tensor) and positions.dtype in (torch.int64, torch.int32) \
@@ -130,7 +138,7 @@ def gqa_attention(query, key, value, causal=False, keep_mask=None, window=None):
                        {"en": f"shape (B, H_kv, L_k, d) with B = {B} and d = {d}, as in query",
                         "zh": f"形状 (B, H_kv, L_k, d)，其中 B = {B}、d = {d}，与 query 一致"})
     H_kv, L_k = key.shape[1], key.shape[2]
-    if H % H_kv:
+    if H_kv == 0 or H % H_kv:
         check.fail(function, "key", check.describe(key),
                    {"en": f"a number of key/value heads H_kv that divides query's H = {H}",
                     "zh": f"键/值头数 H_kv 能整除 query 的头数 H = {H}"})
@@ -185,6 +193,7 @@ def window_keep_mask(length_q, length_k=None, window=None, device=None):
                    {"en": f"at most length_k = {length_k}: the queries are the last positions of the keys",
                     "zh": f"不超过 length_k = {length_k}：查询是这些键的最后几个位置"})
     _window(function, window)
+    device = check.device(function, "device", device)
     check.fits_in_memory(function, "length_k", length_k, length_q * length_k, 1)
     p = torch.arange(length_k - length_q, length_k, device=device)[:, None]  # (L_q, 1): each query's position
     j = torch.arange(length_k, device=device)[None, :]  # (1, L_k)
@@ -203,7 +212,7 @@ def pool_kv_heads(weight, num_heads, kv_heads, bias=None):
     check.tensor(function, "weight", weight, min_ndim=2, layout="(H·d, E)")
     check.positive_int(function, "num_heads", num_heads)
     check.positive_int(function, "kv_heads", kv_heads)
-    if weight.ndim != 2 or weight.shape[0] % num_heads:
+    if weight.ndim != 2 or weight.shape[0] % num_heads or not weight.numel():
         check.fail(function, "weight", check.describe(weight),
                    {"en": f"shape (H·d, E) with H = num_heads = {num_heads} dividing its first axis",
                     "zh": f"形状 (H·d, E)，其第 0 维能被 H = num_heads = {num_heads} 整除"})
@@ -266,6 +275,7 @@ def rope_angles(positions, head_dim, base=10000.0):
                    {"en": "an even number: RoPE rotates the features in pairs",
                     "zh": "偶数：RoPE 把特征两两配对旋转"})
     check.number(function, "base", base, positive=True)
+    check.fits_in_memory(function, "head_dim", head_dim, positions.shape[0] * head_dim // 2 + head_dim, 8)
     theta = base ** (-2.0 * torch.arange(head_dim // 2, dtype=torch.float64, device=positions.device) / head_dim)
     return positions.to(torch.float64)[:, None] * theta  # (L, d/2)
 
@@ -289,11 +299,12 @@ def apply_rope(x, positions, layout="interleaved", base=10000.0):
     function = "apply_rope"
     _heads(function, "x", x, "(B, H, L, d)")
     _layout(function, layout)
-    if x.shape[-1] % 2:
+    if x.shape[-1] % 2 or not x.shape[-1]:
         check.fail(function, "x", check.describe(x),
-                   {"en": "an even d on the last axis: RoPE rotates the features in pairs",
-                    "zh": "最后一维 d 为偶数：RoPE 把特征两两配对旋转"})
+                   {"en": "an even d ≥ 2 on the last axis: RoPE rotates the features in pairs",
+                    "zh": "最后一维 d 为不小于 2 的偶数：RoPE 把特征两两配对旋转"})
     _positions(function, positions, x.shape[2], x)
+    check.number(function, "base", base, positive=True)
     angles = rope_angles(positions, x.shape[-1], base)  # (L, d/2)
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (L, d/2) each
     if layout == "interleaved":
@@ -314,6 +325,7 @@ def rope_permutation(head_dim):
     if head_dim % 2:
         check.fail("rope_permutation", "head_dim", check.describe(head_dim),
                    {"en": "an even number: RoPE rotates the features in pairs", "zh": "偶数：RoPE 把特征两两配对旋转"})
+    check.fits_in_memory("rope_permutation", "head_dim", head_dim, head_dim, 8)
     return torch.cat((torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)))
 
 
@@ -515,7 +527,8 @@ class TinyDecoder(nn.Module):
         self.readout = nn.Linear(d_model, vocab, bias=False)
 
     def _tokens(self, function, argument, tokens):
-        return check.tokens(function, argument, tokens, self.vocab, ndim=2, layout="(B, L)")
+        check.tokens(function, argument, tokens, self.vocab, ndim=2, layout="(B, L)")
+        return _some_positions(function, argument, tokens)
 
     def forward(self, tokens, start=0, caches=None):
         """Logits (B, L, vocab) of `tokens` (B, L) at positions start … start + L − 1; with
@@ -682,6 +695,7 @@ def recomputed_logits(model, source, tokens):
     check.module(function, "model", model, seq2seq.Reverser)
     model._source(function, source, seq2seq.MAX_LENGTH + 1)
     check.tokens(function, "tokens", tokens, seq2seq.VOCAB, ndim=2, layout="(B, T)", max_length=seq2seq.MAX_LENGTH + 1)
+    _some_positions(function, "tokens", tokens)
     if tokens.shape[0] != source.shape[0]:
         check.fail(function, "tokens", check.describe(tokens),
                    {"en": f"one answer per source: B = {source.shape[0]} on axis 0",

@@ -75,18 +75,6 @@ def _int_tensor(function, argument, value, layout, ndim=None):
     return value
 
 
-def _device(function, argument, value):
-    """`value` as a torch.device (None stays None); otherwise an ArgumentError."""
-    if value is None or isinstance(value, torch.device):
-        return value
-    try:
-        return torch.device(value)
-    except (TypeError, ValueError, RuntimeError):
-        check.fail(function, argument, check.describe(value),
-                   {"en": "None, a torch.device or a device name such as 'cpu'",
-                    "zh": "None、torch.device，或 'cpu' 这样的设备名"})
-
-
 def _generator(function, generator, device=None):
     """`generator` when it is None or a torch.Generator that can draw on `device`."""
     if generator is None:
@@ -154,7 +142,7 @@ def sample_keys(length_q, length_k, count, *, causal=False, generator=None, devi
         check.fail(function, "length_k", check.describe(length_k),
                    {"en": f"length_q = {length_q}: causal mode is self-attention",
                     "zh": f"length_q = {length_q}：因果模式用于自注意力"})
-    device = _device(function, "device", device)
+    device = check.device(function, "device", device)
     generator = _generator(function, generator, device if device is not None else torch.device("cpu"))
     if not causal:
         return torch.randint(length_k, (length_q, count), generator=generator, device=device)

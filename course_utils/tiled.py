@@ -90,6 +90,18 @@ def piece_state(scores, values=None):
 def empty_state(rows, d_v=None, *, dtype=torch.float32, device="cpu"):
     """The state of nothing seen yet: m = −∞, ell = 0 (and acc = 0 of d_v features) for `rows`,
     the leading shape (a tuple)."""
+    function = "empty_state"
+    if not isinstance(rows, (tuple, list, torch.Size)) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in rows):
+        check.fail(function, "rows", check.describe(rows),
+                   {"en": "a tuple of sizes ≥ 0, the rows' leading shape, e.g. (B, H, L_q)",
+                    "zh": "由 ≥ 0 的大小组成的元组，即这些行的前导形状，例如 (B, H, L_q)"})
+    if d_v is not None:
+        check.whole_number(function, "d_v", d_v)
+    check.floating_dtype(function, "dtype", dtype)
+    device = check.device(function, "device", device)
+    count = math.prod(rows)
+    check.fits_in_memory(function, "rows", rows, count * (2 + (d_v or 0)), torch.finfo(dtype).bits // 8)
     m = torch.full(tuple(rows), NEG_INF, dtype=dtype, device=device)
     acc = None if d_v is None else torch.zeros(*rows, d_v, dtype=dtype, device=device)
     return SoftmaxState(m, torch.zeros_like(m), acc)
@@ -109,10 +121,12 @@ def merge_states(a, b):
     Where both maxima are −∞ (both pieces fully masked) the result is m = −∞, ell = 0, acc = 0."""
     _check_state("merge_states", "a", a)
     _check_state("merge_states", "b", b)
-    if a.m.shape != b.m.shape or (a.acc is None) != (b.acc is None):
+    if a.m.shape != b.m.shape or (a.acc is None) != (b.acc is None) or (
+            a.acc is not None and a.acc.shape != b.acc.shape):
         check.fail("merge_states", "b", check.describe(b.m),
-                   {"en": f"a state of the same rows as a, m of shape {tuple(a.m.shape)}, with acc exactly when a has one",
-                    "zh": f"与 a 对应同一批行的状态：m 的形状为 {tuple(a.m.shape)}，且 a 有 acc 时它也要有"})
+                   {"en": f"a state of the same rows as a, m of shape {tuple(a.m.shape)}, with acc of a's shape "
+                          "exactly when a has one",
+                    "zh": f"与 a 对应同一批行的状态：m 的形状为 {tuple(a.m.shape)}；a 有 acc 时它也要有，且形状相同"})
     m = torch.maximum(a.m, b.m)
     safe = _safe(m)
     alpha, beta = torch.exp(a.m - safe), torch.exp(b.m - safe)  # each ≤ 1; 0 for a −∞ piece
@@ -208,6 +222,8 @@ def tile_kinds(L_q, L_k, block_q, block_k, *, causal=False, window=None, keep_ma
     check.positive_int(function, "L_k", L_k)
     _check_blocks(function, block_q, block_k, causal, window)
     if keep_mask is not None:
+        check.tensor(function, "keep_mask", keep_mask, min_ndim=2, layout="(..., L_q, L_k)", floating=False)
+        check.has_values(function, "keep_mask", keep_mask)
         check_keep_mask(function, keep_mask, _Scores((*keep_mask.shape[:-2], L_q, L_k), keep_mask.device))
         keep_mask = keep_mask.expand(*keep_mask.shape[:-2], L_q, L_k)
     low, high = _allowed_offsets(causal, window)
@@ -343,8 +359,10 @@ def keep_of(L_q, L_k, *, causal=False, window=None, device="cpu"):
     check.flag("keep_of", "causal", causal)
     if window is not None:
         check.positive_int("keep_of", "window", window)
+    device = check.device("keep_of", "device", device) or torch.device("cpu")
     if not causal and window is None:
         return None
+    check.fits_in_memory("keep_of", "L_k", L_k, L_q * L_k)
     low, high = _allowed_offsets(causal, window)
     return _position_keep(0, L_q, 0, L_k, low, high, device).clone()  # the caller's own: the cache's stays
 
@@ -460,8 +478,22 @@ def sdpa_backend(query, key, value, **options):
     torch version on this machine, not a promise."""
     import torch.nn.functional as F
 
+    function = "sdpa_backend"
     for argument, tensor in (("query", query), ("key", key), ("value", value)):
-        check.tensor("sdpa_backend", argument, tensor, min_ndim=2)
+        check.tensor(function, argument, tensor, min_ndim=2)
+        check.alike(function, argument, tensor, query, "query")
+        check.has_values(function, argument, tensor)
+    check.same_size(function, "key", key, -1, query.shape[-1], {"en": "query's d", "zh": "query 的 d"})
+    check.same_size(function, "value", value, -2, key.shape[-2], {"en": "key's L_k", "zh": "key 的 L_k"})
+    for argument, tensor in (("key", key), ("value", value)):
+        if not options.get("enable_gqa") and tensor.shape[:-2] != query.shape[:-2]:
+            check.fail(function, argument, check.describe(tensor),
+                       {"en": f"the leading (batch, head) axes of query, {tuple(query.shape[:-2])}",
+                        "zh": f"与 query 相同的前导（批量、头）维度 {tuple(query.shape[:-2])}"})
+    if 0 in query.shape[-2:] or 0 in key.shape[-2:]:
+        check.fail(function, "query" if 0 in query.shape[-2:] else "key",
+                   check.describe(query if 0 in query.shape[-2:] else key),
+                   {"en": "at least one position and one feature", "zh": "至少一个位置、一个特征"})
     recorder = _OperatorNames()
     with recorder:
         F.scaled_dot_product_attention(query, key, value, **options)

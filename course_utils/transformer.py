@@ -65,13 +65,6 @@ def _positive_number(function, argument, value):
     return float(value)
 
 
-def _floating_dtype(function, argument, value):
-    if not isinstance(value, torch.dtype) or not value.is_floating_point:
-        check.fail(function, argument, check.describe(value),
-                   {"en": "a floating-point dtype such as torch.float32", "zh": "浮点类型，例如 torch.float32"})
-    return value
-
-
 def _activation(function, value):
     if value not in ACTIVATIONS:
         check.fail(function, "activation", check.describe(value), {"en": '"relu" or "gelu"', "zh": '"relu" 或 "gelu"'})
@@ -161,7 +154,7 @@ def sinusoidal_encoding(length, d_model, base=10000.0, dtype=torch.float32):
     check.positive_int(function, "length", length)
     check.positive_int(function, "d_model", d_model)
     _positive_number(function, "base", base)
-    _floating_dtype(function, "dtype", dtype)
+    check.floating_dtype(function, "dtype", dtype)
     largest = "length" if length >= d_model else "d_model"
     check.fits_in_memory(function, largest, max(length, d_model), length * (d_model + 1), 32)  # float64 steps
     pairs = (d_model + 1) // 2  # an odd d_model still needs a frequency for its last (sine-only) feature
@@ -205,7 +198,7 @@ def offset_rotation(k, d_model, base=10000.0, dtype=torch.float64):
                    {"en": "an even number: each sine feature needs its cosine partner to rotate with",
                     "zh": "偶数：每个正弦特征都需要与之配对的余弦特征才能一起旋转"})
     _positive_number(function, "base", base)
-    _floating_dtype(function, "dtype", dtype)
+    check.floating_dtype(function, "dtype", dtype)
     check.fits_in_memory(function, "d_model", d_model, d_model * d_model, 16)  # the (E, E) matrix, float64
     omega = base ** (-2.0 * torch.arange(d_model // 2, dtype=torch.float64) / d_model)  # (E/2,)
     phi = k * omega  # (E/2,): the angle each pair turns by

@@ -211,6 +211,33 @@ def has_values(function, argument, value):
     return value
 
 
+def device(function, argument, value):
+    """`value` as a torch.device that tensors can be made on here (None stays None): a name such as
+    'cpu', or an accelerator this machine has. Anything else would fail inside torch, later."""
+    import torch
+
+    if value is None:
+        return None
+    try:
+        where = value if isinstance(value, torch.device) else torch.device(value)
+        torch.empty(0, device=where)
+        return where
+    except (TypeError, ValueError, RuntimeError, AssertionError):
+        fail(function, argument, describe(value),
+             {"en": "None, a torch.device or a device name this machine has, such as 'cpu'",
+              "zh": "None、torch.device，或本机有的设备名，例如 'cpu'"})
+
+
+def floating_dtype(function, argument, value):
+    """`value` when it is a floating-point torch.dtype."""
+    import torch
+
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        fail(function, argument, describe(value),
+             {"en": "a floating-point dtype such as torch.float32", "zh": "浮点类型，例如 torch.float32"})
+    return value
+
+
 def whole_number(function, argument, value, minimum=0):
     """`value` when it is an int ≥ `minimum` (not a bool): a seed, an index, an offset, a count that
     may be 0; otherwise an ArgumentError naming `argument`."""

@@ -1,5 +1,5 @@
 """No public function of course_utils crashes a kernel: every function a learner is taught to call
-(masks, attention, layers, multihead, transformer, seq2seq, toy, optim; lesson 05's probsparse has
+(masks, attention, layers, multihead, transformer, seq2seq, toy, optim, decoding, tiled; lesson 05's probsparse has
 its own fuzz, tests/test_lesson05_fuzz.py), called with each of its shape, dtype and size arguments
 varied on its own (wrong rank, zero-size axes, mismatched sizes, int/bool/float16/bfloat16/float64
 and meta tensors, non-tensors, negative, huge and non-int sizes, None), either returns or raises the
@@ -31,7 +31,7 @@ ROOT = HERE.parent.parent
 #: Seconds one call may run before it counts as a hang (generous: the machine is shared).
 CALL_LIMIT = 15
 
-GROUPS = ("masks", "attention", "layers", "toy", "optim", "multihead", "transformer", "seq2seq")
+GROUPS = ("masks", "attention", "layers", "toy", "optim", "multihead", "transformer", "seq2seq", "decoding", "tiled")
 
 
 # ----------------------------------------------------------------------------- awkward values
@@ -96,7 +96,8 @@ LONG_BY_REQUEST = {
     "toy.examples(count=2**40)", "toy.train(steps=2**40)", "toy.neighbour_positions(length=2**40)",
     "toy.train_neighbours(steps=2**40)", "multihead.milliseconds(repeat=2**40)",
     "multihead.milliseconds(warmup=2**40)", "seq2seq.make_model(layers=2**40)", "seq2seq.offset_profile(reach=2**40)",
-    "seq2seq.train(steps=2**40)",
+    "seq2seq.train(steps=2**40)", "decoding.TinyDecoder.generate(new_tokens=2**40)",
+    "decoding.TinyDecoder(layers=2**40)", "decoding.TinyDecoder(d_ff=2**40)", "decoding.TinyDecoder(vocab=2**40)",
 }
 
 
@@ -469,6 +470,122 @@ def _seq2seq(c):
            {"steps": STEPS, "batch": _ints(), "warmup": STEPS, "lr": NUMBERS})
     c.fuzz("seq2seq.held_out_loss", s2s.held_out_loss, {"model": model, "count": 2},
            {"model": [("None", None)], "count": _ints()})
+
+
+def _decoding(c):
+    import torch
+
+    from course_utils import decoding as dec
+    from course_utils import seq2seq as s2s
+
+    g = torch.Generator().manual_seed(0)
+    q, kv = torch.randn(2, 4, 3, 8, generator=g), torch.randn(2, 2, 5, 8, generator=g)
+    keep = torch.rand(3, 5, generator=g) > 0.3
+    c.fuzz("decoding.repeat_kv", dec.repeat_kv, {"x": kv, "groups": 2}, {"x": _tensor_variants(kv), "groups": _ints()})
+    c.fuzz("decoding.gqa_attention", dec.gqa_attention, {"query": q, "key": kv, "value": kv, "keep_mask": keep},
+           {"query": _tensor_variants(q), "key": _tensor_variants(kv), "value": _tensor_variants(kv),
+            "keep_mask": _tensor_variants(keep), "causal": FLAGS})
+    c.vary("decoding.gqa_attention", dec.gqa_attention, {"query": q, "key": kv, "value": kv, "causal": True},
+           "window", _ints())
+    c.fuzz("decoding.window_keep_mask", dec.window_keep_mask, {"length_q": 3, "length_k": 5, "window": 2},
+           {"length_q": _ints(), "length_k": _ints(), "window": _ints(), "device": WORDS})
+    weight, bias = torch.randn(8, 6, generator=g), torch.randn(8, generator=g)
+    c.fuzz("decoding.pool_kv_heads", dec.pool_kv_heads, {"weight": weight, "num_heads": 4, "kv_heads": 2, "bias": bias},
+           {"weight": _tensor_variants(weight), "num_heads": _ints(), "kv_heads": _ints(),
+            "bias": _tensor_variants(bias)})
+    reverser = s2s.make_model(d_model=8, nhead=2, d_ff=8)
+    c.fuzz("decoding.pooled_copy", dec.pooled_copy, {"model": reverser, "kv_heads": 1},
+           {"model": [("None", None), ("linear", torch.nn.Linear(2, 2))], "kv_heads": _ints()})
+    positions = torch.arange(3)
+    c.fuzz("decoding.rope_angles", dec.rope_angles, {"positions": positions, "head_dim": 8},
+           {"positions": _tensor_variants(positions) + [("negative", positions - 5)], "head_dim": _ints(),
+            "base": NUMBERS})
+    c.fuzz("decoding.apply_rope", dec.apply_rope, {"x": q, "positions": positions},
+           {"x": _tensor_variants(q), "positions": _tensor_variants(positions) + [("negative", positions - 5)],
+            "layout": WORDS, "base": NUMBERS})
+    c.vary("decoding.rope_permutation", dec.rope_permutation, {"head_dim": 8}, "head_dim", _ints())
+    c.vary("decoding.KVCache", dec.KVCache, {}, "window", _ints())
+
+    def cache_update(window=None, **kwargs):
+        cache = dec.KVCache(window)
+        cache.update(kv, kv)
+        return cache.update(**kwargs)
+
+    new = kv[:, :, :1]
+    c.fuzz("decoding.KVCache.update", cache_update, {"key": new, "value": new},
+           {"key": _tensor_variants(new), "value": _tensor_variants(new)})
+    c.vary("decoding.KVCache.update", cache_update, {"key": new, "value": new, "window": 3}, "key",
+           _tensor_variants(new))
+    c.fuzz("decoding.cache_bytes", dec.cache_bytes, {"layers": 2, "kv_heads": 2, "head_dim": 8},
+           {name: _ints() for name in ("layers", "kv_heads", "head_dim", "tokens", "batch", "bytes_per_number")})
+    c.fuzz("decoding.TinyDecoder", dec.TinyDecoder, {"vocab": 8, "d_model": 8, "heads": 2, "kv_heads": 1, "layers": 1,
+                                                     "d_ff": 8},
+           {"vocab": _ints(), "d_model": _ints(), "heads": _ints(), "kv_heads": _ints(), "layers": _ints(),
+            "d_ff": _ints(), "window": _ints(), "layout": WORDS})
+    tiny = dec.make_tiny_decoder(vocab=8, d_model=8, heads=2, kv_heads=1, layers=1, d_ff=8)
+    tokens = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    token_variants = _tensor_variants(tokens) + [("too_big", tokens + 10), ("negative", tokens - 10)]
+    c.fuzz("decoding.TinyDecoder.forward", tiny, {"tokens": tokens},
+           {"tokens": token_variants, "start": _ints(), "caches": [("None", None), ("str", "x"), ("empty", [])]})
+    c.fuzz("decoding.TinyDecoder.generate", tiny.generate, {"prompt": tokens, "new_tokens": 2},
+           {"prompt": token_variants, "new_tokens": _ints(), "cache": FLAGS})
+    c.fuzz("decoding.make_tiny_decoder", dec.make_tiny_decoder, {"vocab": 8, "d_model": 8, "heads": 2, "kv_heads": 1},
+           {"seed": _ints(), "dtype": _dtypes()})
+    c.vary("decoding.CachedReverser", dec.CachedReverser, {"model": reverser}, "model",
+           [("None", None), ("tiny", tiny), ("str", "model")])
+    batch = s2s.held_out(2)
+    source_variants = _tensor_variants(batch.source) + [("too_long", torch.full((2, 30), 4)),
+                                                        ("too_big", batch.source + 100)]
+    cached = dec.CachedReverser(reverser)
+    c.fuzz("decoding.CachedReverser.decode", cached.decode, {"source": batch.source},
+           {"source": source_variants, "max_steps": STEPS})
+    answer = cached.decode(batch.source)[0]
+    c.fuzz("decoding.recomputed_logits", dec.recomputed_logits, {"model": reverser, "source": batch.source,
+                                                                  "tokens": answer},
+           {"model": [("None", None), ("tiny", tiny)], "source": source_variants,
+            "tokens": _tensor_variants(answer) + [("too_big", answer + 100)]})
+
+
+def _tiled(c):
+    import torch
+
+    from course_utils import tiled
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, *shape, generator=g) for shape in ((5, 4), (7, 4), (7, 3)))
+    keep = torch.rand(5, 7, generator=g) > 0.3
+    scores, values = torch.randn(3, 4, generator=g), torch.randn(3, 4, 2, generator=g)
+    c.fuzz("tiled.piece_state", tiled.piece_state, {"scores": scores, "values": values},
+           {"scores": _tensor_variants(scores), "values": _tensor_variants(values)})
+    c.fuzz("tiled.empty_state", tiled.empty_state, {"rows": (3,), "d_v": 2},
+           {"rows": _ints() + [("list", [3]), ("negative", (-1,)), ("huge", (2**40, 2**40))], "d_v": _ints(),
+            "dtype": _dtypes(), "device": WORDS})
+    a, b = tiled.piece_state(scores[:, :2], values[:, :2]), tiled.piece_state(scores[:, 2:], values[:, 2:])
+    others = [("None", None), ("tuple", (1, 2)), ("rows", tiled.piece_state(scores[:2], values[:2])),
+              ("d_v", tiled.piece_state(scores, torch.randn(3, 4, 5))), ("no_acc", tiled.piece_state(scores)),
+              ("float64", tiled.piece_state(scores.double(), values.double()))]
+    c.fuzz("tiled.merge_states", tiled.merge_states, {"a": a, "b": b}, {"a": others, "b": others})
+    c.vary("tiled.finish", tiled.finish, {"state": a}, "state", others)
+    c.fuzz("tiled.online_softmax", tiled.online_softmax, {"scores": scores, "boundaries": [2]},
+           {"scores": _tensor_variants(scores),
+            "boundaries": [("None", None), ("int", 2), ("past_end", [9]), ("negative", [-1]), ("unsorted", [3, 1]),
+                           ("str", "2"), ("float", [1.5])]})
+    c.fuzz("tiled.tile_kinds", tiled.tile_kinds, {"L_q": 5, "L_k": 7, "block_q": 2, "block_k": 3, "keep_mask": keep},
+           {"L_q": _ints(), "L_k": _ints(), "block_q": _ints(), "block_k": _ints(), "causal": FLAGS,
+            "window": _ints(), "keep_mask": _tensor_variants(keep)})
+    for name in ("tiled_attention", "materialised_attention"):
+        c.fuzz(f"tiled.{name}", getattr(tiled, name), {"query": q, "key": k, "value": v, "keep_mask": keep},
+               {"query": _tensor_variants(q), "key": _tensor_variants(k), "value": _tensor_variants(v),
+                "keep_mask": _tensor_variants(keep), "causal": FLAGS, "window": _ints(),
+                "scale": list(NUMBERS) + [("tensor", torch.tensor(0.5))]})
+    c.fuzz("tiled.tiled_attention", tiled.tiled_attention, {"query": q, "key": k, "value": v},
+           {"block_q": _ints(), "block_k": _ints()})
+    c.fuzz("tiled.keep_of", tiled.keep_of, {"L_q": 5, "L_k": 7, "causal": True},
+           {"L_q": _ints(), "L_k": _ints(), "causal": FLAGS, "window": _ints(), "device": WORDS})
+    c.vary("tiled.peak_bytes", lambda call: tiled.peak_bytes(call), {"call": list}, "call",
+           [("None", None), ("int", 3)])
+    c.fuzz("tiled.sdpa_backend", tiled.sdpa_backend, {"query": q, "key": k, "value": k},
+           {"query": _tensor_variants(q), "key": _tensor_variants(k), "value": _tensor_variants(k)})
 
 
 def _selftest(c):
