@@ -58,6 +58,13 @@ MESSAGES = {
         "write that step yourself.",
         "zh": "✘ {exercise}：你的函数调用了 {names}，而本练习要求不用它：请自己写出这一步。",
     },
+    "check.too_large": {
+        "en": "✘ {exercise}: the values and gradients are right, but on test case {case} ({args}) your function made "
+        "a tensor of {size:,} elements, and this exercise allows at most {limit:,} at a time (the exercise's text "
+        "says what may be held at once). Work block by block and keep only what the text allows.",
+        "zh": "✘ {exercise}：数值和梯度都对，但在测试用例 {case}（{args}）上，你的函数构造了一个有 {size:,} 个元素的张量，"
+        "而本练习任何时候最多允许 {limit:,} 个（练习说明写了同一时刻能保存什么）。请一块一块地计算，只保留说明允许的部分。",
+    },
     "check.input_modified": {
         "en": "✘ {exercise}: on test case {case} ({args}) your function changed its argument `{name}` in place: "
         "a function must not change what it is given. Work on a copy, e.g. `{copy}`, or use the out-of-place "
@@ -551,7 +558,7 @@ MESSAGES = {
               "The newest token's queries attended to {keys} keys, its own included.",
         "zh": "{variant}，窗口：{window}，已生成 {n} 个词元。缓存中有其中的 {held} 个 × {kv} 个键/值头。\n"
               "这个玩具层（d = 64，float16）：{toy}。换成 Llama-2-70B 的形状（80 层，d = 128）、H_kv = {big_kv}：{big}。\n"
-              "最新词元的查询关注了 {keys} 个键，包括它自己的。",
+              "最新词元的查询关注了 {keys} 个键（包括它自己）。",
     },
     # the teacher's grader (course_teacher.grade): feedback files and its own verdicts
     "grade.title": {"en": "Feedback on {notebook}", "zh": "{notebook} 的反馈"},
@@ -763,7 +770,7 @@ MESSAGES = {
     "l08.widget.block": {"en": "block", "zh": "分块大小"},
     "l08.widget.causal": {"en": "causal", "zh": "因果"},
     "l08.widget.start": {"en": "step 0 of {steps}: nothing seen yet (m = −∞, ℓ = 0, acc = 0)",
-                         "zh": "第 0 步（共 {steps} 步）：什么都还没看（m = −∞，ℓ = 0，acc = 0）"},
+                         "zh": "第 0 步（共 {steps} 步）：还没有处理任何分块（m = −∞，ℓ = 0，acc = 0）"},
     "l08.widget.tile": {"en": "step {step} of {steps}: query block {i} × key block {j} ({kind}); "
                         "rows {rows} updated", "zh": "第 {step} 步（共 {steps} 步）：查询分块 {i} × 键分块 {j}（{kind}）；"
                         "更新了第 {rows} 行"},

@@ -89,6 +89,48 @@ def test_the_wire_refuses_a_malformed_list_of_changed_arguments_and_believes_a_c
     assert verdict.code == "INPUT_MODIFIED" and "test case 3" in verdict.message
 
 
+def _all_scores(query, key, value, block_q, block_k):
+    """08.tiled_forward's values without its point: every score at once (a softmax by hand)."""
+    scores = query @ key.transpose(-2, -1) / query.shape[-1] ** 0.5
+    m = scores.amax(-1, keepdim=True)
+    p = torch.exp(scores - m)
+    ell = p.sum(-1, keepdim=True)
+    return p @ value / ell, (m + ell.log()).squeeze(-1)
+
+
+def _rows_against_every_key(query, key, value, block_q, block_k):
+    """A block of queries against every key at once: more than one tile, fewer than all."""
+    outputs, lses = [], []
+    for i in range(0, query.shape[1], block_q):
+        out, lse = _all_scores(query[:, i:i + block_q], key, value, block_q, block_k)
+        outputs.append(out)
+        lses.append(lse)
+    return torch.cat(outputs, 1), torch.cat(lses, 1)
+
+
+@pytest.mark.parametrize("function", [_all_scores, _rows_against_every_key], ids=["all", "rows"])
+def test_an_exercise_that_limits_what_is_held_refuses_more_in_the_notebook_and_through_the_wire(function):
+    """08.tiled_forward's text forbids more scores than one tile: right values and gradients built
+    from the whole matrix, or from a row of tiles against every key, get TOO_LARGE with the sizes."""
+    verdict = evaluate("08.tiled_forward", function)
+    assert verdict.code == "TOO_LARGE" and "at most 192" in verdict.message, verdict.message
+    assert _wired("08.tiled_forward", function) == verdict
+    assert evaluate("08.tiled_forward", EXERCISES["08.tiled_forward"].reference).code is None
+
+
+def test_the_wire_refuses_malformed_sizes_and_only_an_exercise_with_a_limit_measures():
+    reference = prepare(EXERCISES["08.tiled_forward"])
+    good = wire.encode(grading.collect(reference.calls, EXERCISES["08.tiled_forward"].reference, eager=True))
+    count = len(good["results"])
+    assert all(size > 0 for size in good["sizes"])
+    for sizes in (None, "1", [1] * (count - 1), [-1] * count, [1.5] * count, [True] * count):
+        with pytest.raises(wire.WireError):
+            wire.decode({**good, "sizes": sizes}, reference, 1.0)
+    softmax = prepare(EXERCISES["01.softmax"])
+    measured = grading.collect(softmax.calls, lambda s: torch.softmax(s, -1))
+    assert set(measured.sizes) == {0} and set(softmax.calls["largest"]) == {None}
+
+
 RULE = {"en": "an exercise's function never changes its arguments", "zh": "练习的函数绝不改动它的参数"}
 
 

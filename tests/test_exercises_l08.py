@@ -226,6 +226,8 @@ def test_the_tiled_cases_vary_every_argument_on_its_own():
     assert any(c[2].shape[-1] != c[0].shape[-1] for c in cases) and any(c[0].dtype == torch.float64 for c in cases)
     first = cases[0]
     assert first[0].shape[1] % first[3] and first[1].shape[1] % first[4] and first[1].shape[1] > 2 * first[4]
+    scores = [(c[0] @ c[1].transpose(1, 2) / c[0].shape[-1] ** 0.5).amax() for c in cases if c[0].dtype == torch.float32]
+    assert max(scores) > 89  # exp(score) overflows float32: summing exp(s) without the running max gives inf
 
 
 def test_the_causal_cases_vary_every_argument_on_its_own():

@@ -35,6 +35,27 @@ HEAD_ORDER_HINT = {
 }
 
 
+#: The hint of every FLOAT32 mistake: the right values in float32 where the inputs are float64.
+FLOAT32_HINT = {
+    "en": "The values are right, but the result is float32 where the inputs are float64: something in your function "
+    "forces float32 (a .float(), or a buffer made by torch.zeros(...) or torch.empty(...) without dtype=). Keep "
+    "the inputs' dtype: torch.zeros(..., dtype=x.dtype), x.new_zeros(...), or no cast at all.",
+    "zh": "数值是对的，但输入是 float64 时结果却是 float32：函数里有什么东西把它变成了 float32（比如 .float()，"
+    "或者用 torch.zeros(...)、torch.empty(...) 建缓冲区时没写 dtype=）。应保持输入的 dtype："
+    "torch.zeros(..., dtype=x.dtype)、x.new_zeros(...)，或者干脆不做转换。",
+}
+
+
+def _float32(function):
+    """The mistake of computing `function`'s result and handing it back in float32."""
+
+    def mistake(*args):
+        result = function(*args)
+        return tuple(t.float() for t in result) if isinstance(result, tuple) else result.float()
+
+    return mistake
+
+
 # ----------------------------------------------------------------------------- 04.fused_forward
 
 def _fused_case(g, batch, l_q, l_k, e_q, e_k, e_v, heads, d_k, d_v, e_out, dtype=torch.float32):
@@ -200,6 +221,23 @@ def _heads_interleaved(query, key, value, w_q, w_k, w_v, w_o, num_heads):
     out, weights = attention.scaled_dot_product_attention(q, k, v)
     B, H, L_q, d_v = out.shape
     return out.permute(0, 2, 3, 1).reshape(B, L_q, H * d_v) @ w_o, weights  # merged back the same way
+
+
+def _d_k_from_e_q(query, key, value, w_q, w_k, w_v, w_o, num_heads):
+    q, k, v = (_split(t, num_heads) for t in _project(query, key, value, w_q, w_k, w_v))
+    out, weights = _heads_attend(q, k, v, math.sqrt(query.shape[-1] // num_heads))  # √(E_q / H), not √d_k
+    return _merge(out) @ w_o, weights
+
+
+def _d_v_as_d_k(query, key, value, w_q, w_k, w_v, w_o, num_heads):
+    B, d_k = query.shape[0], w_q.shape[1] // num_heads
+
+    def split(t):  # every projection split into heads of d_k features, the values' too
+        return t.reshape(B, -1, num_heads, d_k).transpose(1, 2)
+
+    q, k, v = (split(t) for t in _project(query, key, value, w_q, w_k, w_v))
+    out, weights = _heads_attend(q, k, v, math.sqrt(d_k))  # raises wherever d_v != d_k
+    return _merge(out) @ w_o, weights
 
 
 register(
@@ -376,6 +414,31 @@ register(
                     "(B, H, L, d)，在每个头里分别做注意力。",
                 },
             ),
+            Mistake(
+                "D_K_FROM_E_Q",
+                _d_k_from_e_q,
+                {
+                    "en": "The scores are divided by √(E_q / H), the size of a head if the heads shared out query's E_q "
+                    "features, as in nn.MultiheadAttention. Here d_k is a size of its own: w_q has H·d_k columns, "
+                    "so d_k = w_q.shape[1] // num_heads (q.shape[-1] after the split).",
+                    "zh": "分数除以的是 √(E_q / H)，也就是各个头平分 query 的 E_q 个特征时每个头的大小，"
+                    "nn.MultiheadAttention 就是这样。这里 d_k 是一个独立的尺寸：w_q 有 H·d_k 列，所以 "
+                    "d_k = w_q.shape[1] // num_heads（即拆分后的 q.shape[-1]）。",
+                },
+            ),
+            Mistake(
+                "D_V_AS_D_K",
+                _d_v_as_d_k,
+                {
+                    "en": "The values are split into heads of d_k features, as if d_v were d_k, which fails wherever the "
+                    "two differ. w_v has H·d_v columns: split value @ w_v into heads of "
+                    "d_v = w_v.shape[1] // num_heads (or let view(B, L, H, -1) work it out).",
+                    "zh": "你把值也按每头 d_k 个特征来拆分，仿佛 d_v 就等于 d_k，两者不同时就会出错。w_v 有 H·d_v 列："
+                    "应把 value @ w_v 拆成每头 d_v = w_v.shape[1] // num_heads 个特征（或者让 view(B, L, H, -1) "
+                    "自己算出来）。",
+                },
+            ),
+            Mistake("FLOAT32", _float32(_fused_reference), FLOAT32_HINT),
         ),
     )
 )
@@ -465,6 +528,11 @@ def _score_heads_summed(in_proj_weight, num_heads):
     return _score_reference(in_proj_weight, num_heads).sum(dim=0)  # (E, E): Q's rows times K's rows, all heads
 
 
+def _score_scale_by_d(in_proj_weight, num_heads):
+    q, k = _blocks(in_proj_weight, num_heads)
+    return q.transpose(1, 2) @ k / q.shape[1]  # d instead of √d
+
+
 register(
     Exercise(
         id="04.score_matrices",
@@ -551,6 +619,17 @@ register(
                     "矩阵：(H, E, E)。",
                 },
             ),
+            Mistake(
+                "SCALE_BY_D",
+                _score_scale_by_d,
+                {
+                    "en": "The matrices are divided by d, not by its square root. The dot product of two vectors of d "
+                    "unit-variance features has a standard deviation of √d: divide by math.sqrt(d).",
+                    "zh": "矩阵除以的是 d，而不是它的平方根。两个各有 d 个单位方差特征的向量，点积的标准差是 √d："
+                    "应除以 math.sqrt(d)。",
+                },
+            ),
+            Mistake("FLOAT32", _float32(_score_reference), FLOAT32_HINT),
         ),
     )
 )
@@ -629,6 +708,20 @@ def _attn_mask_rows(key_padding_mask, num_heads, L_q):
 def _attn_mask_float(key_padding_mask, num_heads, L_q):
     ignore = _attn_mask_reference(key_padding_mask, num_heads, L_q)
     return torch.zeros(ignore.shape).masked_fill(ignore, float("-inf"))  # additive: 0 keep, -inf drop
+
+
+def _attn_mask_no_query_axis(key_padding_mask, num_heads, L_q):
+    return _attn_mask_reference(key_padding_mask, num_heads, 1)  # (B·H, 1, L_k): left to broadcast
+
+
+def _attn_mask_right_padding(key_padding_mask, num_heads, L_q):
+    lengths = (~key_padding_mask).sum(dim=1)  # the real tokens counted, then put first
+    return _attn_mask_reference(_padding(lengths, key_padding_mask.shape[1]), num_heads, L_q)
+
+
+def _attn_mask_full_items_cleared(key_padding_mask, num_heads, L_q):
+    cleared = key_padding_mask & ~key_padding_mask.all(dim=1, keepdim=True)  # an all-padding item hides nothing
+    return _attn_mask_reference(cleared, num_heads, L_q)
 
 
 register(
@@ -711,6 +804,40 @@ register(
                     "B·H slots: reshape it.",
                     "zh": "掩码的形状是 (B, H, L_q, L_k)，这是本课程融合版层内部注意力分数的布局；nn.MultiheadAttention "
                     "接收的是 3 维掩码，批量和头要展平成一个有 B·H 个槽位的维度：把它 reshape 一下。",
+                },
+            ),
+            Mistake(
+                "NO_QUERY_AXIS",
+                _attn_mask_no_query_axis,
+                {
+                    "en": "The mask is (B·H, 1, L_k). It would broadcast over the queries in your own code, but "
+                    "nn.MultiheadAttention checks a 3-D attn_mask's shape and wants (B·H, L_q, L_k) exactly: "
+                    "expand the query axis to L_q.",
+                    "zh": "掩码的形状是 (B·H, 1, L_k)。在你自己的代码里它能沿查询维广播，但 nn.MultiheadAttention "
+                    "会检查 3 维 attn_mask 的形状，要求恰好是 (B·H, L_q, L_k)：把查询维扩展到 L_q。",
+                },
+            ),
+            Mistake(
+                "RIGHT_PADDING_ASSUMED",
+                _attn_mask_right_padding,
+                {
+                    "en": "The mask was rebuilt from each item's length, as if the padding always came last. "
+                    "key_padding_mask already says where the padding is, and it may come first (left padding): "
+                    "copy its values as they are instead of counting them.",
+                    "zh": "你根据每个样本的长度重建了掩码，仿佛填充总在末尾。key_padding_mask 本身已经标明了填充的位置，"
+                    "而填充也可能在开头（左填充）：直接照搬它的值，不要重新去数长度。",
+                },
+            ),
+            Mistake(
+                "FULL_ITEM_CLEARED",
+                _attn_mask_full_items_cleared,
+                {
+                    "en": "An item that is all padding got a mask of False (to spare its rows a NaN, perhaps). The mask "
+                    "only says where the padding is: every key of that item is padding, so all its entries are "
+                    "True. What a row without keys gives is the attention's business, not the mask's.",
+                    "zh": "全部是填充的样本拿到的掩码全是 False（也许是想让它的行免于 NaN）。掩码只负责标出填充在哪里："
+                    "这个样本的每个键都是填充，所以它的每一项都应为 True。一个键都不剩的行得到什么，"
+                    "由注意力计算来管，不归掩码管。",
                 },
             ),
         ),

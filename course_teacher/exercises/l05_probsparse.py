@@ -71,6 +71,26 @@ def _cumulative_mean(value):
     return value.cumsum(-2) / counts.unsqueeze(-1)
 
 
+#: The hint of every FLOAT32 mistake: the right values in float32 where the inputs are float64.
+FLOAT32_HINT = {
+    "en": "The values are right, but the result is float32 where the inputs are float64: something in your function "
+    "forces float32 (a .float(), or a buffer made by torch.zeros(...) or torch.empty(...) without dtype=). Keep "
+    "query's dtype: torch.zeros(..., dtype=query.dtype), query.new_zeros(...), or no cast at all.",
+    "zh": "数值是对的，但输入是 float64 时结果却是 float32：函数里有什么东西把它变成了 float32（比如 .float()，"
+    "或者用 torch.zeros(...)、torch.empty(...) 建缓冲区时没写 dtype=）。应保持 query 的 dtype："
+    "torch.zeros(..., dtype=query.dtype)、query.new_zeros(...)，或者干脆不做转换。",
+}
+
+
+def _float32(function):
+    """The mistake of computing `function`'s result and handing it back in float32."""
+
+    def mistake(*args):
+        return function(*args).float()
+
+    return mistake
+
+
 # ----------------------------------------------------------------------------- 05.sampled_measure
 
 
@@ -348,6 +368,7 @@ register(
                     "所以 key[:, :, index] 不用转置就是 (B, H, L_Q, U, D)。",
                 },
             ),
+            Mistake("FLOAT32", _float32(_measure_reference), FLOAT32_HINT),
         ),
     )
 )
@@ -499,6 +520,13 @@ def _wrong_rows(query, key, value, measure, u):
     context = _mean_of_values(value, query.shape[-2]).clone()
     context[:, :, :u] = _attend(query, key, value, _top(measure, u))  # rows 0 … u − 1, not the chosen positions
     return context
+
+
+def _softmax_over_all_queries(query, key, value, measure, u):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (B, H, L_Q, L_K): every query
+    attended = torch.softmax(scores, dim=-2) @ value  # normalised over all L_Q queries, then the chosen rows kept
+    selected = _top(measure, u)
+    return _put(_mean_of_values(value, query.shape[-2]), selected, _rows(attended, selected))
 
 
 register(
@@ -689,6 +717,18 @@ register(
                     "selected[b, h, r] 行放第 r 个输出（用选中的索引去索引，或沿 dim=-2 做 scatter）。",
                 },
             ),
+            Mistake(
+                "SOFTMAX_OVER_ALL_QUERIES",
+                _softmax_over_all_queries,
+                {
+                    "en": "The softmax runs over the queries (dim=-2) of the full (B, H, L_Q, L_K) score matrix, so each "
+                    "key's column sums to 1. Each chosen query's weights sum to 1 over the keys: softmax over the "
+                    "last axis, dim=-1.",
+                    "zh": "softmax 是在完整的 (B, H, L_Q, L_K) 分数矩阵的查询这一维（dim=-2）上做的，于是每个键所在的列"
+                    "之和为 1。应当是每个被选中查询对所有键的权重之和为 1：在最后一维 dim=-1 上做 softmax。",
+                },
+            ),
+            Mistake("FLOAT32", _float32(_top_u_reference), FLOAT32_HINT),
         ),
     )
 )
@@ -768,6 +808,15 @@ def _lazy_excludes_self(query, key, value, selected):
 def _lazy_count_off_by_one(query, key, value, selected):
     counts = torch.arange(value.shape[-2], dtype=value.dtype).unsqueeze(-1)  # 0 … L − 1
     return _with_lazy(query, key, value, selected, value.cumsum(-2) / counts)
+
+
+def _cumsum_over_l(query, key, value, selected):
+    return _with_lazy(query, key, value, selected, value.cumsum(-2) / value.shape[-2])  # every row divided by L
+
+
+def _causal_shared_selection(query, key, value, selected):
+    B, H, u = selected.shape
+    return _causal_reference(query, key, value, selected[0, 0].expand(B, H, u))  # item 0, head 0's positions
 
 
 def _with_keep(query, key, value, selected, keep, scale=True):
@@ -981,6 +1030,29 @@ register(
                     "of the values.",
                     "zh": "每个查询都做了因果注意力，就好像所有查询都被选中了，selected 没有用上。只有 selected 中那些位置上"
                     "的查询做注意力；其余每个查询都得到值的累积平均。",
+                },
+            ),
+            Mistake(
+                "CUMSUM_OVER_L",
+                _cumsum_over_l,
+                {
+                    "en": "Every lazy query's running sum is divided by L, the length of the whole sequence. Query i "
+                    "averages the i + 1 values v_0 … v_i: divide row i by i + 1 (torch.arange(1, L + 1)).",
+                    "zh": "每个惰性查询的累加和都除以了 L，即整个序列的长度。查询 i 求的是 v_0 … v_i 这 i + 1 个值的平均："
+                    "第 i 行应除以 i + 1（torch.arange(1, L + 1)）。",
+                },
+            ),
+            Mistake("FLOAT32", _float32(_causal_reference), FLOAT32_HINT),
+            Mistake(
+                "SHARED_SELECTION",
+                _causal_shared_selection,
+                {
+                    "en": "The positions chosen for batch item 0, head 0 (selected[0, 0]) served every item and head. "
+                    "Each (batch item, head) has its own chosen positions: row selected[b, h] is for item b, "
+                    "head h (gather and scatter with the whole (B, H, u) tensor).",
+                    "zh": "第 0 个批量样本第 0 个头选中的位置（selected[0, 0]）被所有样本和所有头共用了。每个（批量样本，头）"
+                    "都有自己选中的位置：selected[b, h] 这一行属于第 b 个样本的第 h 个头（用整个 (B, H, u) 张量去做 "
+                    "gather 和 scatter）。",
                 },
             ),
         ),

@@ -141,6 +141,10 @@ def _angle_inverted(length, d_model):
     return _with_angles(torch.arange(length, dtype=torch.float64)[:, None] * growing, d_model)
 
 
+def _integer_exponent(length, d_model):
+    return _with_angles(_angles(length, d_model, pair_factor=0.0), d_model)  # (2i) // E = 0: every ω_i = 1
+
+
 def _odd_d_model_crashes(length, d_model):
     """The common slice-assignment code: right for an even E, a RuntimeError for an odd one."""
     angles = _angles(length, d_model)  # (L, (E + 1) // 2)
@@ -281,6 +285,17 @@ register(
                     "角度的前 d_model // 2 列。",
                 },
             ),
+            Mistake(
+                "INTEGER_EXPONENT",
+                _integer_exponent,
+                {
+                    "en": "Every pair turns at the same speed, one radian per position: the exponent 2i / E was computed "
+                    "with integer division (2 * i // d_model), which is 0 for every pair. Divide with /, as floats: "
+                    "10000 ** (2 * i / d_model).",
+                    "zh": "每一对特征都以同样的速度旋转，每个位置转 1 弧度：指数 2i / E 是用整数除法算的"
+                    "（2 * i // d_model），对每一对都等于 0。应当用 / 做浮点除法：10000 ** (2 * i / d_model)。",
+                },
+            ),
         ),
     )
 )
@@ -298,9 +313,10 @@ def _rotation_cases(generator):
     del generator  # the sizes are chosen by hand: each case tests an edge
     # (k, d_model). First k = 3 and four pairs, so that every mistake runs and shows; then k = 0
     # (the identity), a negative k, one pair (d_model 2: ω = 1 whatever the exponent), k = 1 (one
-    # step), a wide matrix with a large k (angles of thousands of radians: float64 keeps them), and
-    # a negative k of a large size.
-    return [(3, 8), (0, 6), (-2, 4), (5, 2), (1, 10), (5003, 16), (-40, 32)]
+    # step), a wide matrix with a large k (angles of thousands of radians: float64 keeps them), a
+    # negative k of a large size, and a large negative k of a size of its own (chosen so that angles
+    # computed in float32, however they are written, miss by about twice the tolerance).
+    return [(3, 8), (0, 6), (-2, 4), (5, 2), (1, 10), (5003, 16), (-40, 32), (-5963, 24)]
 
 
 def _hidden_rotation_cases(generator):
@@ -346,6 +362,12 @@ def _rotation_pair_index_without_two(k, d_model):
 
 def _rotation_angle_inverted(k, d_model):
     return _rotation(k, d_model, sign=-1.0)
+
+
+def _rotation_last_pair_missing(k, d_model):
+    R = _rotation(k, d_model)
+    R[-2:, -2:] = 0.0  # a loop over range(d_model // 2 - 1): the last pair's block never written
+    return R
 
 
 def _rotation_float32(k, d_model):
@@ -428,6 +450,16 @@ register(
                     "digits. Build the angles in float64 and return the matrix in float64.",
                     "zh": "数值是对的，但矩阵的 dtype 是 float32。本练习要的是 float64，与 transformer.offset_rotation "
                     "一样：k·ω_i 可以大到几千弧度，float64 才能保留足够的有效数字。用 float64 计算角度，并以 float64 返回矩阵。",
+                },
+            ),
+            Mistake(
+                "LAST_PAIR_MISSING",
+                _rotation_last_pair_missing,
+                {
+                    "en": "The last pair's block is all zeros: the loop over the pairs stops one short. There are "
+                    "d_model // 2 pairs, i = 0 … d_model // 2 − 1: range(d_model // 2).",
+                    "zh": "最后一对特征的块全是 0：遍历特征对的循环少走了一步。一共有 d_model // 2 对，"
+                    "i = 0 … d_model // 2 − 1：应写 range(d_model // 2)。",
                 },
             ),
         ),
@@ -647,6 +679,62 @@ def _target_padding_missing(x, memory, tgt, mem, sub):
     return norm3(x + feed_forward(x))
 
 
+#: The hint of every FLOAT32 mistake here: the right values in float32 where the inputs are float64.
+FLOAT32_HINT = {
+    "en": "The values are right, but the result is float32 where the inputs are float64: something in your function "
+    "forces float32 (a .float(), or a buffer made by torch.zeros(...) or torch.empty(...) without dtype=). Keep "
+    "x's dtype: torch.zeros(..., dtype=x.dtype), x.new_zeros(...), or no cast at all.",
+    "zh": "数值是对的，但输入是 float64 时结果却是 float32：函数里有什么东西把它变成了 float32（比如 .float()，"
+    "或者用 torch.zeros(...)、torch.empty(...) 建缓冲区时没写 dtype=）。应保持 x 的 dtype："
+    "torch.zeros(..., dtype=x.dtype)、x.new_zeros(...)，或者干脆不做转换。",
+}
+
+
+@_decoder_mistake
+def _no_ffn_residual(x, memory, tgt, mem, sub):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = sub
+    x = norm1(x + self_attention(x, tgt, causal=True))
+    x = norm2(x + cross_attention(x, memory, mem))
+    return norm3(feed_forward(x))  # the feed-forward output alone, without x
+
+
+@_decoder_mistake
+def _norms_swapped(x, memory, tgt, mem, sub):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = sub
+    x = norm1(x + self_attention(x, tgt, causal=True))
+    x = norm3(x + cross_attention(x, memory, mem))  # norm3 where norm2 belongs
+    return norm2(x + feed_forward(x))  # and norm2 where norm3 belongs
+
+
+@_decoder_mistake
+def _cross_reads_input(x, memory, tgt, mem, sub):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = sub
+    h = norm1(x + self_attention(x, tgt, causal=True))
+    h = norm2(h + cross_attention(x, memory, mem))  # the queries from the layer's input, not from h
+    return norm3(h + feed_forward(h))
+
+
+@_decoder_mistake
+def _feed_forward_before_cross(x, memory, tgt, mem, sub):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = sub
+    x = norm1(x + self_attention(x, tgt, causal=True))
+    x = norm2(x + feed_forward(x))  # the feed-forward network second
+    return norm3(x + cross_attention(x, memory, mem))  # and the cross-attention last
+
+
+@_decoder_mistake
+def _keep_masks(x, memory, tgt, mem, sub):
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = sub
+    tgt, mem = (None if mask is None else ~mask for mask in (tgt, mem))  # True at the real tokens
+    x = norm1(x + self_attention(x, tgt, causal=True))
+    x = norm2(x + cross_attention(x, memory, mem))
+    return norm3(x + feed_forward(x))
+
+
+def _decoder_float32(*args):
+    return _decoder_reference(*args).float()
+
+
 register(
     Exercise(
         id="06.post_norm_decoder",
@@ -771,6 +859,62 @@ register(
                     "self_attention(x, tgt_key_padding_mask, causal=True)。",
                 },
             ),
+            Mistake(
+                "NO_FFN_RESIDUAL",
+                _no_ffn_residual,
+                {
+                    "en": "The feed-forward sub-layer has no residual: norm3 gets feed_forward(x) alone. Every sub-layer "
+                    "of a post-norm layer adds its output to its input before the norm: "
+                    "x = norm3(x + feed_forward(x)).",
+                    "zh": "前馈子层没有残差连接：norm3 拿到的只有 feed_forward(x)。后归一化层的每个子层都要先把输出加到"
+                    "输入上再做归一化：x = norm3(x + feed_forward(x))。",
+                },
+            ),
+            Mistake(
+                "NORMS_SWAPPED",
+                _norms_swapped,
+                {
+                    "en": "norm2 and norm3 trade places: norm3 follows the cross-attention and norm2 the feed-forward "
+                    "network. Each norm has weights of its own and belongs to one sub-layer: norm1 after the "
+                    "self-attention, norm2 after the cross-attention, norm3 after the feed-forward network.",
+                    "zh": "norm2 和 norm3 用反了：交叉注意力后面用了 norm3，前馈网络后面用了 norm2。每个归一化层都有自己的"
+                    "权重，各自属于一个子层：自注意力之后是 norm1，交叉注意力之后是 norm2，前馈网络之后是 norm3。",
+                },
+            ),
+            Mistake(
+                "CROSS_READS_INPUT",
+                _cross_reads_input,
+                {
+                    "en": "The cross-attention's queries come from the layer's input x, not from the output of the "
+                    "self-attention block. The sub-layers run one after the other, each reading what the one "
+                    "before it produced: cross_attention(x, memory, ...) with the x that norm1 has just returned.",
+                    "zh": "交叉注意力的查询取自整个层的输入 x，而不是自注意力那一块的输出。各个子层依次执行，每个子层读的都是"
+                    "前一个子层的结果：cross_attention(x, memory, ...) 里的 x 应是 norm1 刚刚返回的那个。",
+                },
+            ),
+            Mistake(
+                "FFN_BEFORE_CROSS",
+                _feed_forward_before_cross,
+                {
+                    "en": "The feed-forward network runs before the cross-attention. A decoder layer's order is "
+                    "self-attention, then cross-attention over the memory, then the feed-forward network, "
+                    "with norm1, norm2, norm3 in that order.",
+                    "zh": "前馈网络跑在了交叉注意力前面。解码器层的顺序是：先自注意力，再对记忆做交叉注意力，最后是前馈网络，"
+                    "依次配上 norm1、norm2、norm3。",
+                },
+            ),
+            Mistake(
+                "KEEP_MASKS",
+                _keep_masks,
+                {
+                    "en": "Both padding masks were inverted before they were passed on (True at the real tokens). The "
+                    "sub-layers take key_padding_mask in PyTorch's convention, True at padding, which is how the "
+                    "arguments arrive: pass them as they are.",
+                    "zh": "两个填充掩码在传下去之前都被取反了（真实词元处为 True）。子层接收的 key_padding_mask 采用 "
+                    "PyTorch 的约定，填充处为 True，而参数传进来时正是这个约定：原样传下去即可。",
+                },
+            ),
+            Mistake("FLOAT32", _decoder_float32, FLOAT32_HINT),
         ),
     )
 )

@@ -4,7 +4,8 @@ with a KV cache.
 The references are written here in plain code (tests/test_exercises_l07.py proves them equal to
 ``course_utils.decoding`` and to PyTorch's ``F.scaled_dot_product_attention(..., enable_gqa=True)``,
 values and gradients). Every argument varies on its own across the cases, and the first case of
-each exercise is one where every known mistake runs and shows:
+each exercise is one where every known mistake runs and shows (but FLOAT32_ANGLES of 07.apply_rope,
+which only a far position shows):
 
 - 07.gqa_attention: H_kv = 1 (MQA, where ``repeat`` and ``repeat_interleave`` agree), H_kv = H
   (MHA), H / H_kv = 2 and 3, a decode step (L_q = 1) and a chunk (L_q < L_k), L_q = L_k (where the
@@ -98,6 +99,56 @@ def _gqa(query, key, value, causal, *, repeat=False, top_left=False, scale=True,
     return _attention(query, k, v, keep, scale)
 
 
+def _gqa_variant(query, key, value, causal, *, divisor=None, dim=-1, diagonal=0, fill=float("-inf"),
+                 mask_weights=False, dtype=None, with_weights=False):
+    """Right head pairs, with one of the slips below: the scores divided by `divisor` (default √d),
+    the softmax over `dim`, the bottom-right mask moved by `diagonal`, the hidden scores filled with
+    `fill`, the weights zeroed after the softmax instead of the scores before it, the arithmetic
+    (and the result) in `dtype`, or the weights returned beside the output."""
+    groups = query.shape[1] // key.shape[1]
+    q = query if dtype is None else query.to(dtype)
+    k = key.repeat_interleave(groups, dim=1).to(q.dtype)
+    v = value.repeat_interleave(groups, dim=1).to(q.dtype)
+    L_q, L_k = q.shape[2], k.shape[2]
+    scores = q @ k.transpose(-2, -1) / (divisor(q.shape[-1]) if divisor else math.sqrt(q.shape[-1]))
+    keep = torch.ones(L_q, L_k, dtype=torch.bool).tril(diagonal=L_k - L_q + diagonal) if causal else None
+    if keep is not None and not mask_weights:
+        scores = scores.masked_fill(~keep, fill)
+    weights = scores.softmax(dim=dim)
+    if keep is not None and mask_weights:
+        weights = weights * keep
+    output = weights @ v
+    return (output, weights) if with_weights else output
+
+
+def _gqa_scale_by_d(query, key, value, causal):
+    return _gqa_variant(query, key, value, causal, divisor=lambda d: d)
+
+
+def _gqa_softmax_dim(query, key, value, causal):
+    return _gqa_variant(query, key, value, causal, dim=-2)
+
+
+def _gqa_hides_itself(query, key, value, causal):
+    return _gqa_variant(query, key, value, causal, diagonal=-1)
+
+
+def _gqa_fill_zero(query, key, value, causal):
+    return _gqa_variant(query, key, value, causal, fill=0.0)
+
+
+def _gqa_mask_after_softmax(query, key, value, causal):
+    return _gqa_variant(query, key, value, causal, mask_weights=True)
+
+
+def _gqa_float64(query, key, value, causal):
+    return _gqa_variant(query, key, value, causal, dtype=torch.float64)
+
+
+def _gqa_with_weights(query, key, value, causal):
+    return _gqa_variant(query, key, value, causal, with_weights=True)
+
+
 def _gqa_reference(query, key, value, causal):
     return _gqa(query, key, value, causal)
 
@@ -174,6 +225,85 @@ register(
                     "causal=True 时，要遮住每个查询位置之后的键。",
                 },
             ),
+            Mistake(
+                "SCALE_BY_D",
+                _gqa_scale_by_d,
+                {
+                    "en": "The scores are divided by d, the head size, instead of by its square root: q · k / √d, "
+                    "math.sqrt(query.shape[-1]). Dividing by d makes the softmax too flat as soon as d > 1.",
+                    "zh": "分数除以的是头大小 d，而不是它的平方根：应为 q · k / √d，即除以 math.sqrt(query.shape[-1])。"
+                    "只要 d > 1，除以 d 都会让 softmax 过于平坦。",
+                },
+            ),
+            Mistake(
+                "SOFTMAX_DIM",
+                _gqa_softmax_dim,
+                {
+                    "en": "The softmax runs over the queries (dim=-2), so each key's column sums to 1. Each query's "
+                    "weights over the keys must sum to 1: softmax over the last axis, dim=-1, of the "
+                    "(B, H, L_q, L_k) scores.",
+                    "zh": "softmax 是沿查询这一维（dim=-2）做的，结果是每个键的那一列加起来为 1。应当是每个查询对所有键的权重"
+                    "加起来为 1：对形状为 (B, H, L_q, L_k) 的分数，沿最后一维 dim=-1 做 softmax。",
+                },
+            ),
+            Mistake(
+                "CAUSAL_HIDES_ITSELF",
+                _gqa_hides_itself,
+                {
+                    "en": "The causal mask also hides each query's own key: query i keeps keys j < L_k − L_q + i "
+                    "(tril(diagonal=L_k − L_q − 1), or triu(diagonal=L_k − L_q) used as the hidden part), and a "
+                    "query that sees nothing else gets NaN. A position may attend to itself: keep "
+                    "j ≤ L_k − L_q + i, tril(diagonal=L_k − L_q); hide triu(diagonal=L_k − L_q + 1).",
+                    "zh": "因果掩码把每个查询自己的键也遮住了：查询 i 只保留了 j < L_k − L_q + i 的键"
+                    "（tril(diagonal=L_k − L_q − 1)，或把 triu(diagonal=L_k − L_q) 当成了要遮住的部分），"
+                    "除此之外什么都看不到的查询就得到 NaN。一个位置可以关注它自己：应保留 j ≤ L_k − L_q + i，"
+                    "即 tril(diagonal=L_k − L_q)；要遮住的是 triu(diagonal=L_k − L_q + 1)。",
+                },
+            ),
+            Mistake(
+                "FILL_ZERO",
+                _gqa_fill_zero,
+                {
+                    "en": "The hidden scores are set to 0 instead of −∞. A score of 0 still counts in the softmax "
+                    "(e⁰ = 1, like a visible score of 0), so the query still reads the keys after its position. "
+                    "Fill them with float(\"-inf\") (masked_fill(~keep, float(\"-inf\"))), whose weight is exactly 0.",
+                    "zh": "被遮住的分数设成了 0，而不是 −∞。分数为 0 在 softmax 里照样算数（e⁰ = 1，和一个可见的 0 分一样），"
+                    "查询照样读到了它位置之后的键。"
+                    "应填入 float(\"-inf\")（masked_fill(~keep, float(\"-inf\"))），它的权重正好是 0。",
+                },
+            ),
+            Mistake(
+                "MASK_AFTER_SOFTMAX",
+                _gqa_mask_after_softmax,
+                {
+                    "en": "The mask is applied to the weights after the softmax (weights * keep), so the weights of "
+                    "a row no longer sum to 1: the hidden keys' share is lost instead of going to the visible ones. "
+                    "Hide the scores before the softmax: scores.masked_fill(~keep, float(\"-inf\")).",
+                    "zh": "掩码是在 softmax 之后乘到权重上的（weights * keep），于是每一行的权重加起来不再是 1："
+                    "被遮住的键所占的份额直接丢掉了，而没有分给可见的键。应在 softmax 之前遮住分数："
+                    "scores.masked_fill(~keep, float(\"-inf\"))。",
+                },
+            ),
+            Mistake(
+                "FLOAT64",
+                _gqa_float64,
+                {
+                    "en": "The numbers are right but float32 inputs come back float64. Return the output in the "
+                    "inputs' dtype: compute in it, or convert back at the end with .to(query.dtype).",
+                    "zh": "数值是对的，但 float32 的输入返回成了 float64。输出的 dtype 应与输入相同：直接用输入的 dtype 计算，"
+                    "或者最后用 .to(query.dtype) 转回去。",
+                },
+            ),
+            Mistake(
+                "RETURNS_WEIGHTS",
+                _gqa_with_weights,
+                {
+                    "en": "You return (output, weights), as the course's gqa_attention does. This exercise asks for "
+                    "the output alone, a tensor of shape (B, H, L_q, d): return weights @ value, not the pair.",
+                    "zh": "你返回的是 (output, weights)，和课程自带的 gqa_attention 一样。本练习只要输出，"
+                    "即形状为 (B, H, L_q, d) 的张量：返回 weights @ value，而不是这一对。",
+                },
+            ),
         ),
     )
 )
@@ -229,6 +359,27 @@ def _rope(x, positions, *, halves=False, sign=1.0, exponent=2.0, from_zero=False
 
 def _rope_reference(x, positions):
     return _rope(x, positions)
+
+
+def _rope_float32_angles(x, positions):
+    d = x.shape[-1]
+    theta = BASE ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # (d/2,), float32
+    angles = positions.float()[:, None] * theta  # (L, d/2): float32 angles lose digits at far positions
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+
+def _rope_exponent_doubled(x, positions):
+    return _rope(x, positions, exponent=4.0)
+
+
+def _rope_halves_out(x, positions):
+    d = x.shape[-1]
+    angles = positions.to(torch.float64)[:, None] * BASE ** (-2.0 * torch.arange(d // 2, dtype=torch.float64) / d)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)  # pairs read interleaved, written as halves
 
 
 def _rope_halves(x, positions):
@@ -319,6 +470,43 @@ register(
                     "有效数字）；但返回的张量应与 x 的 dtype 相同：相乘之前先用 .to(x.dtype) 转换 cos 和 sin。",
                 },
             ),
+            Mistake(
+                "FLOAT32_ANGLES",
+                _rope_float32_angles,
+                {
+                    "en": "The angles p · θ_i are computed in float32. Near position 5000 a float32 number is only "
+                    "exact to about 0.0005, so the angles, and the rotated features, are off by that much. Compute "
+                    "θ and the angles in float64 (positions.to(torch.float64), torch.arange(..., "
+                    "dtype=torch.float64)) and convert only cos and sin to x's dtype.",
+                    "zh": "角度 p · θ_i 是用 float32 算的。在位置 5000 附近，float32 只能精确到大约 0.0005，"
+                    "角度以及旋转后的特征就会差这么多。θ 和角度都要用 float64 计算（positions.to(torch.float64)、"
+                    "torch.arange(..., dtype=torch.float64)），只把 cos 和 sin 转换成 x 的 dtype。",
+                },
+            ),
+            Mistake(
+                "EXPONENT_DOUBLED",
+                _rope_exponent_doubled,
+                {
+                    "en": "Pair i turns at 10000^(−4i/d): the factor 2 is counted twice. torch.arange(0, d, 2) already "
+                    "gives 2i; divide it by d as it is, 10000 ** (-torch.arange(0, d, 2) / d), or use "
+                    "2 * torch.arange(d // 2), not both.",
+                    "zh": "第 i 对按 10000^(−4i/d) 旋转：因子 2 算了两次。torch.arange(0, d, 2) 给出的已经是 2i，"
+                    "直接除以 d 即可，10000 ** (-torch.arange(0, d, 2) / d)；或者用 2 * torch.arange(d // 2)，"
+                    "两者只能选一个。",
+                },
+            ),
+            Mistake(
+                "HALVES_OUT",
+                _rope_halves_out,
+                {
+                    "en": "The pairs are read right, x[..., 0::2] and x[..., 1::2], but written back as two halves, "
+                    "torch.cat((new_a, new_b), dim=-1): the rotated features land in the half layout's order. Put "
+                    "each pair back on features 2i and 2i + 1: torch.stack((new_a, new_b), dim=-1).flatten(-2).",
+                    "zh": "读取每一对的方式是对的，x[..., 0::2] 和 x[..., 1::2]，但写回时拼成了前后两半，"
+                    "torch.cat((new_a, new_b), dim=-1)：旋转后的特征按前后两半布局的顺序排列了。应把每一对放回特征 2i "
+                    "和 2i + 1：torch.stack((new_a, new_b), dim=-1).flatten(-2)。",
+                },
+            ),
         ),
     )
 )
@@ -360,21 +548,30 @@ def _hidden_step_cases(generator):
     return cases
 
 
-def _step(q, k, v, k_cache, v_cache, *, position_shift=0, rotate_query=True, append=True, store_raw=False,
-          rotate_again=False, top_left=False):
+def _step(q, k, v, k_cache, v_cache, *, position_shift=0, rotate_query=True, rotate_key=True, append=True,
+          store_raw=False, rotate_again=False, top_left=False, scale=True, softmax_dim=-1, prepend=False,
+          dtype=None, halves=False):
     T = k_cache.shape[2]
+    if dtype is not None:  # (the whole step in another dtype, the results too)
+        q, k, v, k_cache, v_cache = (t.to(dtype) for t in (q, k, v, k_cache, v_cache))
     position = torch.tensor([T + position_shift])
-    q_rot = _rope(q, position) if rotate_query else q
-    k_rot = _rope(k, position)
+    q_rot = _rope(q, position, halves=halves) if rotate_query else q
+    k_rot = _rope(k, position, halves=halves) if rotate_key else k
     old = _rope(k_cache, torch.arange(T)) if rotate_again else k_cache  # (rotating the cached keys once more)
-    keys = torch.cat([old, k_rot], dim=2) if append else old  # (B, H, T + 1, d)
-    values = torch.cat([v_cache, v], dim=2) if append else v_cache
+    new = [k_rot, old] if prepend else [old, k_rot]
+    keys = torch.cat(new, dim=2) if append else old  # (B, H, T + 1, d)
+    values = (torch.cat([v, v_cache] if prepend else [v_cache, v], dim=2)) if append else v_cache
     keep = None
     if top_left:
         keep = torch.zeros(1, keys.shape[2], dtype=torch.bool)
         keep[0, 0] = True  # is_causal=True with one query: key 0 only
-    out = _attention(q_rot, keys, values, keep)
-    stored = torch.cat([k_cache, k], dim=2) if store_raw else torch.cat([k_cache, k_rot], dim=2)
+    scores = q_rot @ keys.transpose(-2, -1)
+    if scale:
+        scores = scores / math.sqrt(q.shape[-1])
+    if keep is not None:
+        scores = scores.masked_fill(~keep, float("-inf"))
+    out = scores.softmax(dim=softmax_dim) @ values
+    stored = torch.cat([old, k], dim=2) if store_raw else keys
     if not append:
         stored, values = k_cache, v_cache
     return out, stored, values
@@ -410,6 +607,30 @@ def _step_rotated_again(q, k, v, k_cache, v_cache):
 
 def _step_top_left(q, k, v, k_cache, v_cache):
     return _step(q, k, v, k_cache, v_cache, top_left=True)
+
+
+def _step_key_not_rotated(q, k, v, k_cache, v_cache):
+    return _step(q, k, v, k_cache, v_cache, rotate_key=False)
+
+
+def _step_no_scale(q, k, v, k_cache, v_cache):
+    return _step(q, k, v, k_cache, v_cache, scale=False)
+
+
+def _step_softmax_dim(q, k, v, k_cache, v_cache):
+    return _step(q, k, v, k_cache, v_cache, softmax_dim=-2)
+
+
+def _step_prepended(q, k, v, k_cache, v_cache):
+    return _step(q, k, v, k_cache, v_cache, prepend=True)
+
+
+def _step_float64(q, k, v, k_cache, v_cache):
+    return _step(q, k, v, k_cache, v_cache, dtype=torch.float64)
+
+
+def _step_half_split(q, k, v, k_cache, v_cache):
+    return _step(q, k, v, k_cache, v_cache, halves=True)
 
 
 register(
@@ -477,11 +698,11 @@ register(
                 "ROTATED_AGAIN",
                 _step_rotated_again,
                 {
-                    "en": "The cached keys are rotated again, at positions 0 … T − 1. They were rotated when they entered "
-                    "the cache; a second rotation doubles their angles. Rotate only the new query and key, at position "
-                    "T, and use the cache as it is.",
-                    "zh": "缓存中的键又按位置 0 … T − 1 旋转了一次。它们在进入缓存时已经旋转过了；再转一次，角度就翻倍了。"
-                    "只旋转新的查询和键（位置 T），缓存原样使用。",
+                    "en": "The cached keys are rotated again, at positions 0 … T − 1, and the cache you return holds "
+                    "them rotated twice. They were rotated when they entered the cache; a second rotation doubles "
+                    "their angles. Rotate only the new query and key, at position T, and use the cache as it is.",
+                    "zh": "缓存中的键又按位置 0 … T − 1 旋转了一次，你返回的缓存里存的也是转了两次的键。它们在进入缓存时"
+                    "已经旋转过了；再转一次，角度就翻倍了。只旋转新的查询和键（位置 T），缓存原样使用。",
                 },
             ),
             Mistake(
@@ -494,6 +715,71 @@ register(
                     "zh": "新查询只看到了键 0：这是按左上角对齐的因果掩码 torch.ones(1, T + 1).tril()（或 is_causal=True："
                     "查询 i 看到键 0 … i，而这里 i = 0）。唯一的新查询是最后一个位置，可以看到所有的键，包括它自己："
                     "根本不需要掩码。",
+                },
+            ),
+            Mistake(
+                "KEY_NOT_ROTATED",
+                _step_key_not_rotated,
+                {
+                    "en": "Only the query is rotated: the new key is attended with and cached as it came in. Every "
+                    "key in the cache is rotated at its own position; rotate the new one at position T too, "
+                    "attend with it and append that rotated key.",
+                    "zh": "只旋转了查询：新的键没有旋转，就直接参与注意力并存进了缓存。缓存里的每个键都按它自己的位置旋转过；"
+                    "新的键也要按位置 T 旋转，用旋转后的键做注意力，并把它追加进缓存。",
+                },
+            ),
+            Mistake(
+                "NO_SCALE",
+                _step_no_scale,
+                {
+                    "en": "The scores are not divided by √d. As everywhere in this course, attention divides q · k by "
+                    "the square root of the head size d (q.shape[-1]) before the softmax.",
+                    "zh": "分数没有除以 √d。和本课程其他地方一样，注意力要在 softmax 之前把 q · k 除以头大小 d"
+                    "（q.shape[-1]）的平方根。",
+                },
+            ),
+            Mistake(
+                "SOFTMAX_DIM",
+                _step_softmax_dim,
+                {
+                    "en": "The softmax runs over the queries (dim=-2). There is one query, so every weight becomes 1 "
+                    "and the output is the sum of all the values. The one query's weights over the T + 1 keys must "
+                    "sum to 1: softmax over the last axis, dim=-1, of the (B, H, 1, T + 1) scores.",
+                    "zh": "softmax 是沿查询这一维（dim=-2）做的。这里只有一个查询，所以每个权重都成了 1，"
+                    "输出变成了所有值的总和。应当是这一个查询对 T + 1 个键的权重加起来为 1：对形状为 (B, H, 1, T + 1) "
+                    "的分数，沿最后一维 dim=-1 做 softmax。",
+                },
+            ),
+            Mistake(
+                "PREPENDED",
+                _step_prepended,
+                {
+                    "en": "The output is right, but the new key and value are put in front of the cache, "
+                    "torch.cat([k, k_cache], dim=2). A cache keeps its tokens in order, position t in slot t, and "
+                    "the new token is position T: append it at the end, torch.cat([k_cache, k], dim=2).",
+                    "zh": "输出是对的，但新的键和值被放到了缓存的最前面，torch.cat([k, k_cache], dim=2)。缓存按顺序存放词元，"
+                    "位置 t 在第 t 格，而新词元的位置是 T：应把它追加到末尾，torch.cat([k_cache, k], dim=2)。",
+                },
+            ),
+            Mistake(
+                "FLOAT64",
+                _step_float64,
+                {
+                    "en": "The numbers are right but float32 inputs come back float64. Return the output and both "
+                    "caches in the inputs' dtype: compute in it, or convert back with .to(q.dtype).",
+                    "zh": "数值是对的，但 float32 的输入返回成了 float64。输出和两个缓存的 dtype 都应与输入相同："
+                    "直接用输入的 dtype 计算，或者最后用 .to(q.dtype) 转回去。",
+                },
+            ),
+            Mistake(
+                "HALF_SPLIT",
+                _step_half_split,
+                {
+                    "en": "q and k are rotated in the half-split layout, pairs (i, i + d/2). The cached keys were "
+                    "rotated in the interleaved layout of Exercise 2, pairs (2i, 2i + 1), so the new ones must be "
+                    "too: rotate with your my_apply_rope.",
+                    "zh": "q 和 k 是按前后两半布局旋转的，成对的是 (i, i + d/2)。缓存中的键是按练习 2 的交错布局旋转的，"
+                    "成对的是 (2i, 2i + 1)，新的键和查询也必须这样：用你写的 my_apply_rope 来旋转。",
                 },
             ),
         ),

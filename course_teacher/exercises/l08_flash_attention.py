@@ -13,13 +13,15 @@ and gradients). A state of a piece of a row is (m, ell, acc): its largest score,
 - 08.tiled_forward: (query, key, value, block_q, block_k) -> (output, lse), gradients compared.
   Cases: lengths that the blocks do not divide (on each side on its own), blocks of 1, blocks
   longer than the sequence (one tile), L_q > L_k and L_q < L_k, d_v ≠ d, float64, scores spread
-  wide so the running max changes from tile to tile.
+  wide so the running max changes from tile to tile, and scores past 88 (exp(s) overflows float32
+  without the running max).
 - 08.causal_tiles: (query, key, value, block_q, block_k) -> (output, lse, tiles), L_q = L_k,
   top-left causal (F.sdpa's is_causal); tiles is the number of tiles computed (an int), so a
   function that computes every tile and masks the hidden ones is told apart. Cases: block_q ≠
   block_k both ways, equal blocks, blocks of 1, one tile, float64.
 
-The first case of each exercise is one where every known mistake runs and shows. No tensor a case
+The first case of each exercise is one where every known mistake runs and shows (but NO_MAX_SHIFT
+of 08.tiled_forward, which only the last case, with scores past 88, shows). No tensor a case
 passes is all zeros or all −∞, so a check that compares inputs before and after sees an in-place
 edit of any of them.
 """
@@ -109,6 +111,18 @@ def _merge_unguarded(m1, ell1, acc1, m2, ell2, acc2):
     return m, ell1 * alpha + ell2 * beta, acc1 * alpha[..., None] + acc2 * beta[..., None]
 
 
+def _merge_empty_max_zero(m1, ell1, acc1, m2, ell2, acc2):
+    m = torch.maximum(m1, m2)
+    m = torch.where(m == NEG_INF, torch.zeros_like(m), m)  # the stand-in returned as the max
+    alpha, beta = torch.exp(m1 - m), torch.exp(m2 - m)
+    return m, ell1 * alpha + ell2 * beta, acc1 * alpha[..., None] + acc2 * beta[..., None]
+
+
+def _merge_divided(m1, ell1, acc1, m2, ell2, acc2):
+    m, ell, acc = _merge_reference(m1, ell1, acc1, m2, ell2, acc2)
+    return m, ell, acc / ell[..., None]  # the output, not the accumulator (0 / 0 where both are empty)
+
+
 def _merge_first_max(m1, ell1, acc1, m2, ell2, acc2):
     beta = torch.exp(m2 - torch.where(m1 == NEG_INF, torch.zeros_like(m1), m1))
     return m1, ell1 + ell2 * beta, acc1 + acc2 * beta[..., None]
@@ -180,6 +194,30 @@ register(
                     "可能溢出；状态里的 m 必须是两者中较大的那个，m = max(m1, m2)，两段都换算到它。",
                 },
             ),
+            Mistake(
+                "EMPTY_MAX_ZERO",
+                _merge_empty_max_zero,
+                {
+                    "en": "Where both pieces are fully masked the merged m is 0: the finite stand-in that keeps "
+                    "exp(−∞ − m) away from NaN replaced m itself. Nothing was seen in that row, so its m stays −∞ "
+                    "(a later piece with any finite max must win against it). Use the stand-in only inside the "
+                    "exponent: safe = torch.where(m == -inf, 0, m), exp(m1 − safe), and return m.",
+                    "zh": "两段都被完全遮住的行，合并后的 m 成了 0：为了避免 exp(−∞ − m) 得到 NaN 而用的有限替身，"
+                    "把 m 本身也替换掉了。这一行什么都没看到，它的 m 应保持 −∞（之后任何有有限最大值的段都必须胜过它）。"
+                    "替身只用在指数里：safe = torch.where(m == -inf, 0, m)，计算 exp(m1 − safe)，返回的仍是 m。",
+                },
+            ),
+            Mistake(
+                "ACC_DIVIDED",
+                _merge_divided,
+                {
+                    "en": "acc comes back divided by ell: that is the output of the merged piece, not its state. "
+                    "The state keeps the sum acc = acc1 · exp(m1 − m) + acc2 · exp(m2 − m), so that a third piece "
+                    "can still be merged in; the division by ell happens once, at the very end.",
+                    "zh": "返回的 acc 被 ell 除过了：那是合并后这一段的输出，而不是它的状态。状态里保存的是和，"
+                    "acc = acc1 · exp(m1 − m) + acc2 · exp(m2 − m)，这样之后还能再合并第三段；除以 ell 只在最后做一次。",
+                },
+            ),
         ),
     )
 )
@@ -208,11 +246,24 @@ def _tiled_cases(generator):
         (*_qkv(g, 1, 6, 9, 16, 1), 6, 2),  # d_v = 1, d = 16; block_q = L_q
         (*_qkv(g, 2, 9, 3, 4, 3), 4, 2),  # L_q > L_k
         (*_qkv(g, 1, 4, 12, 5, 3, spread=3.0), 3, 5),  # L_q < L_k, wide scores
+        (*_qkv(g, 2, 5, 7, 4, 3, spread=40.0), 2, 3),  # scores past 88: exp(s) overflows float32 without the max
+        (*_qkv(g, 1, 16, 48, 2, 2), 8, 4),  # long keys, small heads: all the scores (768) or a row of tiles
+        # against every key (384) are more than _tiled_largest allows (192); one tile is 32
     ]
 
 
+def _tiled_largest(query, key, value, block_q, block_k):
+    """The most elements a tensor may hold in a tiled forward: twice the largest of the inputs, the
+    output and one tile of scores (room for a padded or reshaped copy of an input), never the whole
+    (L_q, L_k) matrix on the cases built for it."""
+    B, L_q, _ = query.shape
+    tile = B * min(block_q, L_q) * min(block_k, key.shape[1])
+    return 2 * max(query.numel(), key.numel(), value.numel(), B * L_q * value.shape[-1], tile)
+
+
 def _tiles_reference(query, key, value, block_q, block_k, causal=False, keep=None, skip=None, count=False,
-                     rescale=True, rescale_sum=True, divide_early=False, scaled=True, lse_max=True, key_tail=True):
+                     rescale=True, rescale_sum=True, divide_early=False, scaled=True, lse_max=True, key_tail=True,
+                     divide=True, as_tensor=False):
     """The tiled forward, with the switches the mistakes below flip. keep(i0, i1, j0, j1) -> bool
     tile or None (no mask); skip(i, j, i0, i1, j0, j1) -> True to skip a tile."""
     B, L_q, d = query.shape
@@ -248,10 +299,27 @@ def _tiles_reference(query, key, value, block_q, block_k, causal=False, keep=Non
             m = m_new
         seen = ell > 0
         ell_safe = torch.where(seen, ell, torch.ones_like(ell))
-        outputs.append(acc if divide_early else acc / ell_safe[..., None])
+        outputs.append(acc if divide_early or not divide else acc / ell_safe[..., None])
         lses.append(torch.where(seen, (m if lse_max else 0) + torch.log(ell_safe), torch.full_like(m, NEG_INF)))
     result = torch.cat(outputs, dim=1), torch.cat(lses, dim=1)
-    return (*result, computed) if count else result
+    return (*result, torch.tensor(computed) if as_tensor else computed) if count else result
+
+
+def _tiled_no_max(query, key, value, block_q, block_k):
+    """Tiles summed as exp(s), with no running max: exp overflows float32 once a score passes 88."""
+    L_q, d = query.shape[1], query.shape[2]
+    outputs, lses = [], []
+    for i0 in range(0, L_q, block_q):
+        q = query[:, i0:i0 + block_q] / math.sqrt(d)
+        ell = torch.zeros(q.shape[:2], dtype=query.dtype)
+        acc = torch.zeros(*q.shape[:2], value.shape[-1], dtype=query.dtype)
+        for j0 in range(0, key.shape[1], block_k):
+            p = torch.exp(q @ key[:, j0:j0 + block_k].transpose(1, 2))
+            ell = ell + p.sum(-1)
+            acc = acc + p @ value[:, j0:j0 + block_k]
+        outputs.append(acc / ell[..., None])
+        lses.append(torch.log(ell))
+    return torch.cat(outputs, dim=1), torch.cat(lses, dim=1)
 
 
 def _tiled_reference(query, key, value, block_q, block_k):
@@ -263,6 +331,7 @@ register(
         id="08.tiled_forward",
         reference=_tiled_reference,
         cases=_tiled_cases,
+        largest=_tiled_largest,
         forbidden=("F.scaled_dot_product_attention", "torch.softmax", "F.softmax", "Tensor.softmax",
                    "torch.logsumexp", "Tensor.logsumexp", "course_utils.tiled.tiled_attention",
                    "course_utils.tiled.materialised_attention",
@@ -335,6 +404,42 @@ register(
                     "log Σ exp(s) = m + log(ell)。（输出是对的。）",
                 },
             ),
+            Mistake(
+                "NO_MAX_SHIFT",
+                _tiled_no_max,
+                {
+                    "en": "The tiles are summed as exp(s), with no running max. In exact arithmetic that is the same "
+                    "softmax, but exp overflows float32 as soon as a score passes about 88 (float64: 709): ell and "
+                    "acc become inf and the output NaN. Keep the running max m of each row, sum exp(s − m), and "
+                    "rescale ell and acc by exp(m_old − m_new) when it grows; lse = m + log(ell).",
+                    "zh": "分块是按 exp(s) 直接求和的，没有维护行的最大值。精确计算时这是同一个 softmax，但只要有分数超过"
+                    "大约 88（float64 是 709），exp 就会在 float32 中溢出：ell 和 acc 变成 inf，输出变成 NaN。"
+                    "应维护每一行的当前最大值 m，对 exp(s − m) 求和，m 变大时用 exp(m_old − m_new) 换算 ell 和 acc；"
+                    "lse = m + log(ell)。",
+                },
+            ),
+            Mistake(
+                "NOTHING_RESCALED",
+                lambda q, k, v, bq, bk: _tiles_reference(q, k, v, bq, bk, rescale=False, rescale_sum=False),
+                {
+                    "en": "Neither ell nor acc is rescaled when the max grows: each tile's exp(s − m_new) is added to "
+                    "sums that were taken with the old max. Both must shrink by exp(m_old − m_new) first: "
+                    "ell = ell · a + Σ exp(s − m_new), acc = acc · a + exp(s − m_new) @ v_j, a = exp(m_old − m_new).",
+                    "zh": "最大值变大时，ell 和 acc 都没有换算：每个分块的 exp(s − m_new) 被加到了按旧最大值求出的和上。"
+                    "两者都要先缩小 exp(m_old − m_new) 倍：ell = ell · a + Σ exp(s − m_new)，"
+                    "acc = acc · a + exp(s − m_new) @ v_j，其中 a = exp(m_old − m_new)。",
+                },
+            ),
+            Mistake(
+                "NOT_DIVIDED",
+                lambda q, k, v, bq, bk: _tiles_reference(q, k, v, bq, bk, divide=False),
+                {
+                    "en": "The output is the accumulator itself, acc = Σ exp(s − m)·v, never divided by ell. After a "
+                    "row's last tile, output = acc / ell: the weights exp(s − m) / ell are what sum to 1.",
+                    "zh": "输出就是累加器本身，acc = Σ exp(s − m)·v，从来没有除以 ell。一行的最后一个分块算完之后，"
+                    "output = acc / ell：加起来为 1 的是权重 exp(s − m) / ell。",
+                },
+            ),
         ),
     )
 )
@@ -393,6 +498,31 @@ def _causal_local_mask(query, key, value, block_q, block_k):
     crossing = _hidden_tile()
     return _tiles_reference(query, key, value, block_q, block_k, count=True, skip=crossing,
                             keep=lambda i0, i1, j0, j1: local(i0, i1, j0, j1) if j1 - 1 > i0 else None)
+
+
+def _causal_hides_itself(query, key, value, block_q, block_k):
+    """keep j < i, unguarded as a learner writes it: query 0 sees nothing, exp(−∞ + ∞) gives it NaN."""
+    B, L, d = query.shape
+    outputs, lses, computed = [], [], 0
+    for i0 in range(0, L, block_q):
+        i1 = min(i0 + block_q, L)
+        m = torch.full((B, i1 - i0), NEG_INF, dtype=query.dtype)
+        ell = torch.zeros(B, i1 - i0, dtype=query.dtype)
+        acc = torch.zeros(B, i1 - i0, value.shape[-1], dtype=query.dtype)
+        for j0 in range(0, L, block_k):
+            j1 = min(j0 + block_k, L)
+            if j0 > i1 - 1:
+                continue
+            computed += 1
+            s = query[:, i0:i1] @ key[:, j0:j1].transpose(1, 2) / math.sqrt(d)
+            if j1 - 1 > i0:
+                s = s.masked_fill(torch.arange(j0, j1)[None, :] >= torch.arange(i0, i1)[:, None], NEG_INF)
+            m_new = torch.maximum(m, s.amax(-1))
+            alpha, p = torch.exp(m - m_new), torch.exp(s - m_new[..., None])
+            ell, acc, m = ell * alpha + p.sum(-1), acc * alpha[..., None] + p @ value[:, j0:j1], m_new
+        outputs.append(acc / ell[..., None])
+        lses.append(m + torch.log(ell))
+    return torch.cat(outputs, dim=1), torch.cat(lses, dim=1), computed
 
 
 def _causal_block_index(query, key, value, block_q, block_k):
@@ -467,6 +597,49 @@ register(
                     "zh": "按分块编号 j > i 跳过了分块。只有 block_q = block_k 时这条规则才对；否则 j > i 的分块里仍可能有"
                     "可见的键（j ≤ i 的分块也可能一个都没有）。应按位置跳过：当分块的第一个键位于它最后一个查询之后，"
                     "即 j0 > i1 − 1 时，这个分块整块不可见。",
+                },
+            ),
+            Mistake(
+                "CAUSAL_HIDES_ITSELF",
+                _causal_hides_itself,
+                {
+                    "en": "The mask also hides each query's own key (it keeps j < i), so query 0 sees nothing and "
+                    "gets NaN. A position may attend to itself: keep key j for query i when j ≤ i.",
+                    "zh": "掩码把每个查询自己的键也遮住了（只保留了 j < i），于是查询 0 什么都看不到，得到 NaN。"
+                    "一个位置可以关注它自己：当 j ≤ i 时，查询 i 保留键 j。",
+                },
+            ),
+            Mistake(
+                "NO_SCALE",
+                lambda q, k, v, bq, bk: _tiles_reference(q, k, v, bq, bk, keep=_global_keep(), skip=_hidden_tile(),
+                                                         count=True, scaled=False),
+                {
+                    "en": "The scores are not scaled: each tile's scores are q_i k_jᵀ / √d, as in "
+                    "F.scaled_dot_product_attention (and the log-sum-exp is of those scaled scores).",
+                    "zh": "分数没有缩放：每个分块的分数应为 q_i k_jᵀ / √d，与 F.scaled_dot_product_attention 相同"
+                    "（log-sum-exp 也是对缩放后的分数求的）。",
+                },
+            ),
+            Mistake(
+                "TILES_NOT_INT",
+                lambda q, k, v, bq, bk: _tiles_reference(q, k, v, bq, bk, keep=_global_keep(), skip=_hidden_tile(),
+                                                         count=True, as_tensor=True),
+                {
+                    "en": "The output and lse are right, but the number of tiles comes back as a tensor. Return a "
+                    "Python int: count with tiles += 1 on an int, or convert at the end with int(...).",
+                    "zh": "输出和 lse 都是对的，但分块数返回成了张量。应返回 Python 的 int：用一个 int 做 tiles += 1 计数，"
+                    "或者最后用 int(...) 转换。",
+                },
+            ),
+            Mistake(
+                "SQUARE_TILES",
+                lambda q, k, v, bq, bk: _causal_reference(q, k, v, bq, bq),
+                {
+                    "en": "The output is right, but the tiles are block_q × block_q: the keys were cut into blocks "
+                    "of block_q too, so the count is of other tiles. Cut the queries by block_q and the keys and "
+                    "values by block_k; the two may differ.",
+                    "zh": "输出是对的，但分块是 block_q × block_q 的：键也按 block_q 切块了，所以数出来的是别的分块。"
+                    "查询按 block_q 切，键和值按 block_k 切；两者可以不同。",
                 },
             ),
         ),

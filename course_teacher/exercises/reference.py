@@ -28,6 +28,9 @@ def prepare(exercise, hidden_seed=None):
             draw = exercise.hidden or exercise.cases
             args += list(draw(torch.Generator().manual_seed(int(hidden_seed))))
         cases = [_case(exercise.reference, number, case) for number, case in enumerate(args, start=1)]
+        if exercise.largest is not None:
+            for case in cases:
+                case.largest = int(exercise.largest(*case.args))
         mistakes = tuple(Known(m.code, dict(m.hint), tuple(_behaviour(m.fn, case) for case in args))
                          for m in exercise.mistakes)
         count = len(args[0]) if args else 0

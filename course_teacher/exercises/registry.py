@@ -45,6 +45,11 @@ class Exercise:
     The public cases are ``cases`` drawn from ``seed``: their data ships with the course. The
     grader adds hidden cases, drawn from the teacher's seed: ``hidden(generator)`` when given,
     else ``cases`` again with other numbers (the same shapes, new values).
+
+    largest(*case) -> int, when given, is the most elements any tensor the learner's function may
+    make on that case (its torch calls' results, measured as forbidden calls are): for an
+    exercise whose point is to hold less at once, e.g. one tile of scores instead of all of them.
+    Checked once values and gradients are right (TOO_LARGE); the text must say so.
     """
 
     id: str
@@ -57,6 +62,7 @@ class Exercise:
     forbidden: tuple = ()
     points: int = 1
     hidden: Callable[[torch.Generator], list] = None
+    largest: Callable[..., int] = None
 
 
 #: Every way to swap or reorder axes, for an exercise that says "no transpose".

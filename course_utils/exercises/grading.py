@@ -130,6 +130,7 @@ class _Case:
     weights: list  # a fixed random weight for each of those
     gradients: dict  # argument position -> the reference's gradient of the weighted sum
     names: list = None  # the arguments' names (set by the judge: the learner's, else the reference's)
+    largest: int = None  # the most elements any tensor the function makes may hold (None: no limit)
     label: str = ""  # "query (3, 5, 8), key (3, 7, 8), value (3, 7, 6)" (set by the judge)
 
 
@@ -166,6 +167,7 @@ class Reference:
             "attached": [list(case.attached) for case in self.cases],
             "weights": [list(case.weights) for case in self.cases],
             "forbidden": list(self.forbidden),
+            "largest": [case.largest for case in self.cases],
         }
 
 
@@ -212,10 +214,11 @@ class Outcomes:
     returned, or a _Raised; the rest is what the sandbox saw. Gradients are computed when the
     judge asks (``gradients``), or all at once with ``collect(..., eager=True)``."""
 
-    def __init__(self, sandbox, names, results, inputs, timed_out, modified):
+    def __init__(self, sandbox, names, results, inputs, timed_out, modified, sizes):
         self.sandbox, self.names, self.results, self.inputs = sandbox, names, results, inputs
         self.timed_out = timed_out  # a call of the function ran out of time (the loop stopped there)
         self.modified = modified  # per case: the positions of the arguments the call changed
+        self.sizes = sizes  # per case: the most elements of a tensor the call made (0 when not measured)
         self.computed = {}  # case index -> gradients (or _Raised), once computed
 
     # what the sandbox saw, read when asked: a gradient computed later can change it too
@@ -257,10 +260,12 @@ def collect(calls, function, time_limit=None, *, eager=False):
 def _collect(calls, function, time_limit, eager):
     count = len(calls["args"][0]) if calls["args"] else 0
     names = names_of(function, count)
-    sandbox = Sandbox(tuple(calls["forbidden"]), time_limit)
-    results, inputs, modified = [], [], []  # per case: what the function returned (or _Raised), its leaf inputs,
-    for args in calls["args"]:  # the arguments it changed
+    measure = any(limit is not None for limit in calls.get("largest", ()))
+    sandbox = Sandbox(tuple(calls["forbidden"]), time_limit, measure=measure)
+    results, inputs, modified, sizes = [], [], [], []  # per case: what the function returned (or _Raised), its
+    for args in calls["args"]:  # leaf inputs, the arguments it changed, the largest tensor it made
         leaves, fresh = copies(args, grad=calls["differentiable"])
+        sandbox.largest = 0
         try:
             results.append(_returned(sandbox.call(function, *fresh)))
         except TimeLimit as error:
@@ -271,9 +276,10 @@ def _collect(calls, function, time_limit, eager):
             results.append(_Raised(error))
         inputs.append(leaves)
         modified.append([] if sandbox.timed_out else changed_arguments(args, fresh))
+        sizes.append(sandbox.largest)
         if sandbox.timed_out:
             break
-    outcomes = Outcomes(sandbox, names, results, inputs, sandbox.timed_out, modified)
+    outcomes = Outcomes(sandbox, names, results, inputs, sandbox.timed_out, modified, sizes)
     if eager:
         for index, result in enumerate(results):
             outputs = _gradient_outputs(outcomes, result, calls["attached"][index], calls["weights"][index])
@@ -359,7 +365,9 @@ def _judge(exercise, cases, outcomes, mistakes, tolerance):
     if not raised:
         differences = [difference(case.expected, got, tolerance) for case, got in zip(cases, results)]
         if not any(differences):
-            return _judge_gradients(exercise, cases, outcomes, tolerance)
+            status, text, code = _judge_gradients(exercise, cases, outcomes, tolerance)
+            return (status, text, code) if status != PASSED else _judge_sizes(exercise, cases, outcomes) or (
+                status, text, code)
     for mistake in mistakes:
         if reproduces(mistake, results, tolerance):
             text = message("check.mistake", exercise=exercise, code=mistake.code, hint=pick(mistake.hint))
@@ -412,6 +420,18 @@ def _judge_gradients(exercise, cases, outcomes, tolerance):
                 text = message(key, exercise=exercise, case=case.number, args=case.label, name=name, **found[1])
                 return FAILED, text, "GRADIENT"
     return PASSED, message("check.passed", exercise=exercise, cases=len(cases)), None
+
+
+def _judge_sizes(exercise, cases, outcomes):
+    """Right values and gradients: where an exercise limits how much its function may hold at once
+    (e.g. one tile of scores), the largest tensor each call made must be within the limit; None
+    when it is."""
+    for case, size in zip(cases, outcomes.sizes):
+        if case.largest is not None and size > case.largest:
+            text = message("check.too_large", exercise=exercise, case=case.number, args=case.label, size=size,
+                           limit=case.largest)
+            return FAILED, text, "TOO_LARGE"
+    return None
 
 
 # ----------------------------------------------------------------------------- gradients and copies

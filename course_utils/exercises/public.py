@@ -37,7 +37,7 @@ def load(exercise):
     if data.get("format") != FORMAT or data.get("exercise") != exercise:
         raise ValueError(f"{path(exercise)} is not the public data of exercise {exercise!r}: run `make check`")
     cases = [_Case(number, tuple(case["args"]), case["expected"], list(case["attached"]), list(case["weights"]),
-                   dict(case["gradients"]))
+                   dict(case["gradients"]), largest=case.get("largest"))
              for number, case in enumerate(data["cases"], start=1)]
     mistakes = tuple(Known(m["code"], dict(m["hint"]), tuple((kind, value) for kind, value in m["results"]))
                      for m in data["mistakes"])
@@ -55,7 +55,8 @@ def encode(reference):
         "names": list(reference.names),
         "points": int(reference.points),
         "cases": [{"args": list(case.args), "expected": case.expected, "attached": list(case.attached),
-                   "weights": list(case.weights), "gradients": dict(case.gradients)} for case in reference.cases],
+                   "weights": list(case.weights), "gradients": dict(case.gradients), "largest": case.largest}
+                  for case in reference.cases],
         "mistakes": [{"code": m.code, "hint": dict(m.hint), "results": [list(r) for r in m.results]}
                      for m in reference.mistakes],
     }

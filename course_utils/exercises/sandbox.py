@@ -42,6 +42,8 @@ from ..i18n import message
 TIME_LIMIT = 10.0  # seconds for one call of the learner's function
 OUTPUT_LIMIT = 2000  # characters the learner's function may print during one check
 
+_Tensor, _numel = torch.Tensor, torch.Tensor.numel  # (taken at import, as below)
+
 # Taken at import, so that a learner's code that replaces them cannot change how it is restored.
 _MODULES = (torch, torch.nn, torch.nn.functional, torch.linalg, torch.special, torch.autograd, math, builtins)
 _CLASSES = (("torch.Tensor", torch.Tensor), ("torch.nn.Module", torch.nn.Module))
@@ -103,17 +105,25 @@ class _Watch(TorchFunctionMode):
     """Records the forbidden calls a learner's code makes: torch functions and Tensor methods and
     properties through torch's own hook (a TorchFunctionMode); Python functions, such as the
     package's reference, by their code object (sys.settrace, whose global hook sees only calls
-    of Python functions, so it costs little), however they were imported."""
+    of Python functions, so it costs little), however they were imported. With `measure`, also
+    the most elements of any tensor a torch function or method returned (``largest``): what an
+    exercise that limits how much its function holds at once (one tile of scores) compares."""
 
-    def __init__(self, targets, found):
+    def __init__(self, targets, found, measure=False):
         super().__init__()
-        (self.torch_targets, self.codes), self.found = targets, found
+        (self.torch_targets, self.codes), self.found = targets or ((), {}), found
+        self.measure, self.largest = measure, 0
 
     def __torch_function__(self, func, kinds=(), args=(), kwargs=None):
         for target, name in self.torch_targets:
             if func is target or func == target:
                 self.found.append(name)
-        return func(*args, **(kwargs or {}))
+        result = func(*args, **(kwargs or {}))
+        if self.measure:
+            for item in result if isinstance(result, (tuple, list)) else (result,):
+                if isinstance(item, _Tensor) and _numel(item) > self.largest:
+                    self.largest = _numel(item)
+        return result
 
     def trace(self, frame, event, arg):
         if id(frame.f_code) in self.codes:
@@ -410,7 +420,7 @@ def _put(owner, kind, key, value):
 class Sandbox:
     """The calls of one check: their output budget, what they changed, what they called."""
 
-    def __init__(self, forbidden=(), seconds=None, output_limit=OUTPUT_LIMIT):
+    def __init__(self, forbidden=(), seconds=None, output_limit=OUTPUT_LIMIT, measure=False):
         self.seconds = TIME_LIMIT if seconds is None else seconds
         # characters left; whether the "cut" line is still to come; characters written in all
         self.budget = [output_limit, True, 0]
@@ -419,6 +429,8 @@ class Sandbox:
         self.used_T = False  # whether it used x.T on a tensor with more than 2 axes
         self.timed_out = False
         self._targets = watch_targets(forbidden) if forbidden else None
+        self.measure = measure  # whether to record the largest tensor each call makes
+        self.largest = 0  # the most elements of a tensor made by the last call (with measure)
         self._warnings = set()
 
     @property
@@ -430,7 +442,8 @@ class Sandbox:
         """function(*args), in the sandbox: returns what it returns, raises what it raises
         (TimeLimit when it runs too long), and leaves the world as it found it."""
         streams, warn_always, outer_trace = (sys.stdout, sys.stderr), _is_warn_always(), sys.gettrace()
-        watcher = _Watch(self._targets, self.forbidden_calls) if watch and self._targets else None
+        watcher = _Watch(self._targets, self.forbidden_calls, self.measure) \
+            if watch and (self._targets or self.measure) else None
         timer = _Timer(self.seconds)
         with warnings.catch_warnings(record=True) as caught:
             warnings.filterwarnings("always", message=_T_WARNING)
@@ -459,6 +472,7 @@ class Sandbox:
                     _pop_function()
                     if watcher.codes:
                         sys.settrace(outer_trace)
+                    self.largest = watcher.largest
                 _set_warn_always(warn_always)
                 self._read(caught)
 

@@ -118,6 +118,7 @@ def encode(outcomes):
         "results": results,
         "timed_out": bool(outcomes.timed_out),
         "modified": [[int(position) for position in positions] for positions in outcomes.modified],
+        "sizes": [int(size) for size in outcomes.sizes],
         "forbidden": [str(name)[:MAX_TEXT] for name in outcomes.forbidden_calls],
         "used_T": bool(outcomes.used_T),
         "changed": [[str(kind), str(name)[:MAX_TEXT]] for kind, name in outcomes.changed],
@@ -199,7 +200,7 @@ class Received:
 
     def __init__(self, reference, seconds):
         self.reference, self.seconds = reference, seconds
-        self.names, self.results, self.timed_out, self.modified = None, [], False, []
+        self.names, self.results, self.timed_out, self.modified, self.sizes = None, [], False, [], []
         self.forbidden_calls, self.used_T, self.changed, self.printed = [], False, [], 0
         self.attached = set()  # ids of the decoded tensors that were on the graph in the kernel
         self.records = []  # per case: None, a _Raised, or {position: gradient}
@@ -237,6 +238,10 @@ def decode(data, reference, seconds):
     modified = data.get("modified")
     _expect(type(modified) is list and len(modified) == len(results), "the wrong number of changed-argument lists")
     received.modified = [_positions(item, len(reference.cases[0].args)) for item in modified]
+    sizes = data.get("sizes")
+    _expect(type(sizes) is list and len(sizes) == len(results) and all(type(s) is int and s >= 0 for s in sizes),
+            "the wrong number of sizes")
+    received.sizes = sizes
     names = data.get("names")
     received.names = names if type(names) is list and all(type(n) is str for n in names) else None
     forbidden = data.get("forbidden")
