@@ -453,7 +453,7 @@ PUBLISHED = (
     Shape("Llama-2-7B", 32, 32, 32, 128),  # MHA
     Shape("Llama-2-70B", 80, 64, 8, 128),  # GQA, 8 groups of 8
     Shape("Falcon-7B", 32, 71, 1, 64),  # MQA
-    Shape("Mistral-7B", 32, 32, 8, 128, window=4096),  # GQA and a sliding window of 4096
+    Shape("Mistral-7B", 32, 32, 8, 128, window=4096),  # v0.1: GQA and a sliding window of 4096 (later versions: none)
 )
 
 

@@ -15,7 +15,8 @@ TILING = {
     "loop": label("for each query block i, keep in fast memory:", "对每个查询分块 i，在高速存储中只保留："),
     "state": label("running max, running sum, accumulator", "运行最大值、运行和、累加器"),
     "each": label("for each key block j that is not skipped:", "对每个未被跳过的键分块 j："),
-    "rescale": label("old terms shrink by", "旧的项缩小为原来的"),
+    "rescale": label("old terms shrink by", "旧的项乘以"),
+    "diagonal": label("(mask if on the diagonal)", "（对角线上的分块加掩码）"),
     "end": label("after the last block:", "最后一个分块之后："),
     "keeps": label("kept for the backward: one number per row", "留给反向传播：每行一个数"),
 }
@@ -59,8 +60,7 @@ def tiling(lang):
                                    ([s["state"]], SMALL, GREY)], TENSOR, rounded=True)
     sheet.arrow((x, 3.19), (x, 2.92))
     sheet.box(x, 2.15, 5.2, 1.45, [([s["each"]], SMALL, GREY),
-                                   ([r"$S = Q_i K_j^{\top} / \sqrt{d}$   (mask if on the diagonal)"
-                                     if lang == "en" else r"$S = Q_i K_j^{\top} / \sqrt{d}$"], SIZE, INK),
+                                   ([r"$S = Q_i K_j^{\top} / \sqrt{d}$", s["diagonal"]], SIZE, INK),
                                    ([r"$m' = \max(m, \mathrm{rowmax}\,S),\ \ P = e^{S - m'}$"], SIZE, INK),
                                    ([r"$\ell \leftarrow \ell\, e^{m - m'} + \mathrm{rowsum}\,P$"], SIZE, INK),
                                    ([r"$acc \leftarrow acc\, e^{m - m'} + P V_j,\ \ m \leftarrow m'$"], SIZE, INK),

@@ -1990,11 +1990,13 @@ claim(f"L = 1024 时，一条序列的注意力权重就占 {format_bytes(weight
 #   cost grows with $L^2$ and overtakes it from $L = F - 2E$ on. That is where lesson 05's
 #   ProbSparse attention can earn its keep, provided a few queries dominate each head's attention.
 #
-# That is the whole Transformer block, and the end of the course: every piece of it, from the
-# shapes of lesson 00 to the masks, the heads and the cost, is now code you have read or written
-# and checked against PyTorch's.
+# That is the whole Transformer block: every piece of it, from the shapes of lesson 00 to the
+# masks, the heads and the cost, is now code you have read or written and checked against
+# PyTorch's. Two lessons go past it: lesson 07 runs a trained model the way it is served, one
+# token at a time from a cache of keys and values, and lesson 08 computes the same attention in
+# tiles without ever storing the $L \times L$ weights.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="fcbc15e9fb"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="b7caf198da"
 # ## 小结
 #
 # - 单靠注意力分不出顺序。位置编码给每个位置一个向量，加到它的词元嵌入上（宽度仍是 $E$）。正弦位置编码把特征两两配成频率按几何级数排列的正弦和余弦，于是平移 $k$ 个位置对每个位置都是同一个旋转 $R_k$，而且可以延伸到任意长度；可学习的位置表则超不出它的最后一行。
@@ -2004,4 +2006,4 @@ claim(f"L = 1024 时，一条序列的注意力权重就占 {format_bytes(weight
 # - 用教师强制训练，一个单层的编码器–解码器几秒钟就学会反转 1 到 8 个字母；贪心解码一次写一个词元，因果掩码让它看到的正是训练时看到的。
 # - 当 $F = 4E$ 时，前馈网络占了一个层三分之二的参数；注意力的代价随 $L^2$ 增长，从 $L = F - 2E$ 起超过前馈网络。第 05 课的 ProbSparse 注意力可以在这里派上用场，前提是每个头里只有少数几个查询占主导。
 #
-# 这就是完整的 Transformer 块，也是本课程的终点：从第 00 课的形状，到掩码、多头和代价，每一个部件如今都是你读过或亲手写过、并与 PyTorch 对照过的代码。
+# 这就是完整的 Transformer 块：从第 00 课的形状，到掩码、多头和代价，每一个部件如今都是你读过或亲手写过、并与 PyTorch 对照过的代码。后面还有两课：第 07 课像实际部署那样运行训练好的模型，借助 KV 缓存一次生成一个词元；第 08 课分块计算同样的注意力，自始至终不存下 $L \times L$ 的权重。

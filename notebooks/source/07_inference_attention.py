@@ -19,15 +19,18 @@
 # Lessons 01 to 06 built attention as the 2017 Transformer uses it: every position of a sequence at
 # once. A language model that writes text does something else: it writes one token, reads it back,
 # writes the next. The attention in the models people run today (Llama, Mistral, Falcon, …) is
-# shaped by that. This lesson builds the four ideas that make it fast and small, and checks each
-# against PyTorch's own or against plain recomputation.
+# shaped by that. This lesson builds four ideas from it: two make generation fast and small (the
+# cache and shared key/value heads), one puts positions into attention in a form a cache can keep
+# (rotary positions), and one bounds the cache (sliding windows). Each is checked against PyTorch's
+# own or against plain recomputation.
 #
 # In this lesson you will
 #
 # 1. decode one token at a time with a **KV cache**: see why the keys and values of past tokens
 #    never change in a causal decoder, keep them, and prove that cached decoding writes the same
 #    tokens (and, in float64, the same logits) as recomputing everything, on lesson 06's trained
-#    model too; then measure the cost of the next token, O(T) instead of O(T²);
+#    model too; then count the arithmetic of the next token, O(T) instead of O(T²), and see why a
+#    decode step waits on memory rather than on arithmetic;
 # 2. share key/value heads between query heads: **multi-query** and **grouped-query attention**,
 #    checked against PyTorch's `F.scaled_dot_product_attention` with `enable_gqa=True`, with the classic
 #    `repeat` mistake, and the cache of real published models;
@@ -37,14 +40,14 @@
 #
 # There are three exercises, each followed by a check cell.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="3295371af5"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="dcda494e30"
 # # 推理时的注意力
 #
-# 第 01 到 06 课搭建的注意力，用的是 2017 年 Transformer 的方式：一次处理序列的所有位置。而写文字的语言模型做的是另一件事：写出一个词元，把它读回来，再写下一个。今天人们实际运行的模型（Llama、Mistral、Falcon……）里的注意力，正是按这个过程设计的。本课搭建让它又快又省内存的四个想法，每一个都与 PyTorch 自己的实现、或者与直接重新计算的结果相对照。
+# 第 01 到 06 课搭建的注意力，用的是 2017 年 Transformer 的方式：一次处理序列的所有位置。而写文字的语言模型做的是另一件事：写出一个词元，把它读回来，再写下一个。今天人们实际运行的模型（Llama、Mistral、Falcon……）里的注意力，正是围绕这个过程设计的。本课从中搭建四个想法：两个让生成又快又省内存（缓存和共用的键/值头），一个把位置放进注意力、而且放法能与缓存配合（旋转位置），还有一个给缓存设上限（滑动窗口）。每个想法都与 PyTorch 自己的实现或直接重新计算的结果相对照。
 #
 # 本课你将：
 #
-# 1. 用 **KV 缓存**一次解码一个词元：弄清为什么在因果解码器里，过去词元的键和值永远不会变；把它们存下来，并证明带缓存的解码写出的词元（在 float64 下连 logits 也）与全部重新计算的完全相同，在第 06 课训练好的模型上也是如此；再测一测生成下一个词元的代价：O(T)，而不是 O(T²)；
+# 1. 用 **KV 缓存**一次解码一个词元：弄清为什么在因果解码器里，过去词元的键和值永远不会变；把它们存下来，并证明带缓存的解码写出的词元（在 float64 下连 logits 也）与全部重新计算的完全相同，在第 06 课训练好的模型上也是如此；再数一数生成下一个词元要做多少运算：O(T)，而不是 O(T²)；并弄清为什么解码步等的是内存，而不是算术；
 # 2. 让多个查询头共用键/值头：**多查询注意力**和**分组查询注意力**，与 PyTorch 的 `F.scaled_dot_product_attention` 在 `enable_gqa=True` 时的结果相对照，看看经典的 `repeat` 错误，以及真实发布的模型的缓存有多大；
 # 3. 用**旋转位置嵌入**（RoPE）把位置直接放进注意力：把第 06 课的旋转作用在查询和键上，了解它的两种布局，以及它与缓存如何配合；
 # 4. 用**滑动窗口注意力**和滚动缓冲区给缓存设一个上限。
@@ -103,14 +106,14 @@ torch.set_printoptions(precision=3, sci_mode=False)  # 比较数值，三位小�
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="870af0b005"
 # ## 1. 一次一个词元：KV 缓存
 #
-# 只有解码器的语言模型先读入提示（prompt），然后开始生成：用最后一个位置的 logits 预测下一个词元，把它接到序列后面，再预测下一个。如果照直去做，每生成一个新词元，都要把整个序列重新送进模型算一遍。但看看因果解码器算的是什么：位置 $t$ 只关注位置 $0 \dots t$（第 02 课的因果掩码），所以它在每一层的隐藏状态只取决于词元 $0 \dots t$，与之后的词元无关。它的键和值是这个隐藏状态的投影，同样与 $t$ 之后的一切无关：**一旦算出来，就再也不会变**。需要新算查询、键和值的，只有新来的那个词元。
+# 仅解码器（decoder-only）的语言模型先读入提示（prompt），然后开始生成：用最后一个位置的 logits 预测下一个词元，把这个词元接到序列末尾，再预测下一个。照直去做的话，每生成一个新词元，都要把整个序列重新送进模型算一遍。但看看因果解码器算的是什么：位置 $t$ 只关注位置 $0 \dots t$（第 02 课的因果掩码），所以位置 $t$ 在每一层的隐藏状态只取决于词元 $0 \dots t$，与之后的词元无关。键和值是隐藏状态的投影，同样与 $t$ 之后的一切无关：**一旦算出来，就再也不会变**。需要新算查询、键和值的，只有新来的那个词元。
 #
 # 所以生成时把它们存进 **KV 缓存**：每个注意力层一个，布局与键和值本身相同，为 $(B, H_{kv}, T, d)$（$H_{kv}$ 是键/值头的个数，第 2 节会讲为什么它可以比查询头少）。生成分两个阶段：
 #
 # - **预填充**（prefill）：整个提示一次性通过模型，与训练时一样，每一层把它的键和值存起来；最后一个位置的 logits 给出第一个新词元；
 # - **解码**：每步一个词元。算出它的查询、键和值，把键和值追加到缓存里（$T \to T + 1$），再让它的查询在全部 $T + 1$ 个键值上做注意力。
 #
-# 这里用的模型 `decoding.TinyDecoder` 是一个只有解码器的小模型，包含本课的各个要素（分组查询注意力、旋转位置、可选的窗口），权重是随机的：现在要紧的是缓存算出的*就是*重新计算得到的结果，而不是模型说了什么。先看缓存所依赖的事实：后面再接上更多词元，前 5 个位置的 logits 也不会变。
+# 这里用的模型 `decoding.TinyDecoder` 是一个仅解码器的小模型，包含本课的各个要素（分组查询注意力、旋转位置、可选的窗口），权重是随机的：现在要紧的是缓存算出的*就是*重新计算得到的结果，而不是模型说了什么。先看缓存所依赖的事实：后面再接上更多词元，前 5 个位置的 logits 也不会变。
 
 # %%
 # lang: en
@@ -237,11 +240,13 @@ source = test.source[:100]
 answer = seq2seq.greedy_decode(reverser64, source)
 answer_cached, logits_cached = decoding.CachedReverser(reverser64).decode(source)
 # lang: en
-claim("in float64, its logits at every step agree with recomputation's within 1e-12",
+claim("in float64, on the first 100 sources, it writes the same tokens and its logits at every step agree with "
+      "recomputation's within 1e-12",
       torch.equal(answer_cached, answer)
       and torch.allclose(logits_cached, decoding.recomputed_logits(reverser64, source, answer), rtol=0, atol=1e-12))
 # lang: zh
-claim("在 float64 下，它每一步的 logits 与重新计算的相差都不超过 1e-12",
+claim("换成 float64，在前 100 条源序列上，它写出的词元同样一致，每一步的 logits "
+      "与重新计算的相差都不超过 1e-12",
       torch.equal(answer_cached, answer)
       and torch.allclose(logits_cached, decoding.recomputed_logits(reverser64, source, answer), rtol=0, atol=1e-12))
 # lang: end
@@ -251,15 +256,17 @@ claim("在 float64 下，它每一步的 logits 与重新计算的相差都不�
 #
 # How much work is the next token, when $T$ tokens came before it? Count it instead of guessing:
 # PyTorch's `FlopCounterMode` counts the floating-point operations of every matrix product that
-# runs (two per multiply-add). With the cache, a step projects one token and scores one query
-# against $T + 1$ keys: a fixed part plus a part that grows like $T$. Recomputing runs all $T + 1$
-# tokens through every layer again, each of them scoring against the keys before it: $T + 1$ times
-# the cached step, which grows like $T^2$.
+# runs (two per multiply-add; the softmax, the LayerNorms and the activation are not matrix products
+# and are not counted). With the cache, a step projects one token and scores its queries against
+# $T + 1$ keys: a fixed part plus a part that grows like $T$. Recomputing runs all $T + 1$ tokens
+# through every layer again, and its attention scores each of them against all $T + 1$ keys (the
+# causal mask hides the later keys' scores only after the matrix product has computed them):
+# $T + 1$ times the cached step, which grows like $T^2$.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="5e19d1e269"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="77c84d05ac"
 # ### 缓存省下了什么
 #
-# 前面已经有 $T$ 个词元时，生成下一个词元要做多少计算？与其猜，不如数一数：PyTorch 的 `FlopCounterMode` 会统计每一次矩阵乘法的浮点运算次数（每次乘加算两次）。使用缓存时，一步只对一个词元做投影，再让一个查询与 $T + 1$ 个键打分：固定的一部分，加上随 $T$ 线性增长的一部分。重新计算则要把全部 $T + 1$ 个词元再送进每一层，每个词元都要与它之前的键打分：是带缓存的一步的 $T + 1$ 倍，按 $T^2$ 增长。
+# 前面已经有 $T$ 个词元时，生成下一个词元要做多少计算？与其猜，不如数一数：PyTorch 的 `FlopCounterMode` 会统计每一次矩阵乘法的浮点运算次数（每次乘加算两次；softmax、LayerNorm 和激活函数不是矩阵乘法，不计在内）。使用缓存时，一步只对一个词元做投影，再让它的查询与 $T + 1$ 个键打分：一部分固定不变，另一部分随 $T$ 线性增长。重新计算则要把全部 $T + 1$ 个词元重新送进每一层，注意力还要让每个词元与全部 $T + 1$ 个键打分（因果掩码要等矩阵乘法把分数算完，才把后面那些键的分数遮住）。所以重新计算是带缓存的一步的 $T + 1$ 倍，按 $T^2$ 增长。
 
 # %%
 # lang: en
@@ -300,17 +307,29 @@ claim(f"使用缓存时，T = 32 时下一个词元需要 {cached_cost[0]:,} 次
 claim("重新计算的代价恰好是它的 T + 1 倍，随 T 按平方增长",
       all(r == (T + 1) * c for r, c, T in zip(recomputed_cost, cached_cost, lengths)))
 # lang: end
+# lang: en
+per_token = (cached_cost[-1] - cached_cost[0]) // (lengths[-1] - lengths[0])  # multiply-adds per cached token
+numbers = sum(c.keys[0, :, 0].numel() + c.values[0, :, 0].numel() for c in caches)  # numbers cached per token
+claim(f"each token in the cache adds {per_token} multiply-adds to a decode step and holds {numbers} numbers, each "
+      f"read once per step: {per_token // numbers} multiply-adds per number read", per_token == 256 and numbers == 128)
+# lang: zh
+per_token = (cached_cost[-1] - cached_cost[0]) // (lengths[-1] - lengths[0])  # 缓存里每个词元带来的乘加次数
+numbers = sum(c.keys[0, :, 0].numel() + c.values[0, :, 0].numel() for c in caches)  # 每个词元缓存的数的个数
+claim(f"缓存里每多一个词元，解码步就多 {per_token} 次乘加；这个词元存了 {numbers} 个数，每步各读一次："
+      f"每读一个数只做 {per_token // numbers} 次乘加", per_token == 256 and numbers == 128)
+# lang: end
 step_costs(lengths, cached_cost, recomputed_cost)
 plt.show()
 
 # %% [markdown] tags=["lang-en"]
-# Over a whole generation of $N$ tokens that is $O(N^2)$ work with the cache and $O(N^3)$ without.
+# Over a whole generation of $N$ tokens that is $O(N^2)$ work in attention with the cache and
+# $O(N^3)$ without.
 # The wall-clock gain is smaller than the count says for a model this small, where Python's
 # overhead per step weighs as much as the arithmetic; it grows with the length. (These timings
 # change from run to run and from machine to machine.)
 
-# %% [markdown] tags=["lang-zh"] en_hash="49641edd55"
-# 整个生成 $N$ 个词元的过程，用缓存是 $O(N^2)$ 的计算量，不用缓存是 $O(N^3)$。对这么小的模型，实际耗时的差距没有计数显示的那么大，因为每一步里 Python 的开销与算术本身差不多重；长度越长，差距越大。（这些耗时每次运行、每台机器都不一样。）
+# %% [markdown] tags=["lang-zh"] en_hash="c46b7521db"
+# 生成 $N$ 个词元的整个过程中，注意力的计算量用缓存是 $O(N^2)$，不用缓存是 $O(N^3)$。对这么小的模型，实际耗时的差距没有计数显示的那么大，因为每一步里 Python 的开销与算术本身差不多重；长度越长，差距越大。（这些耗时每次运行、每台机器都不一样。）
 
 # %% tags=["nbval-ignore-output"]
 timing_prompt = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(2))
@@ -328,9 +347,21 @@ for n in (64, 256):
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 2. Fewer key/value heads: multi-query and grouped-query attention
 #
-# The cache, not the arithmetic, is what limits generation on real hardware: every step reads the
-# whole cache from memory, and the cache of every sequence being served must fit. Lesson 04's
-# multi-head attention gives each of its $H$ heads its own keys and values, so the cache holds
+# The count above is not what makes generation slow on real hardware. A decode step does only a few
+# multiply-adds per number it reads from memory: each cached key and value is read once per step and
+# used once by each query head that shares it (2 here, the last claim above), and each weight is read
+# once per step and used once per sequence. An accelerator does far more arithmetic than that in the
+# time it reads a number: an H100 GPU, by NVIDIA's figures, about $10^{15}$ bfloat16 operations per second
+# against 3.35 TB/s of memory bandwidth, some 300 operations per byte. So a decode step waits on
+# memory: it is **memory-bound**. Prefill is the opposite: its prompt tokens use every weight and
+# every key many times, matrix–matrix products that keep the arithmetic units busy
+# (**compute-bound**). Serving systems therefore decode many sequences together, so that one read
+# of the weights serves the whole batch; but each sequence reads its own cache, and at long
+# contexts the caches are most of what a step reads, and must all fit in memory. (vLLM stores them
+# in fixed-size blocks of tokens, PagedAttention (Kwon et al., 2023), so that sequences of unknown
+# length share that memory without fragmenting it; the attention it computes is the same.)
+#
+# Lesson 04's multi-head attention gives each of its $H$ heads its own keys and values, so the cache holds
 # $2 \cdot H \cdot d$ numbers per token and layer. Two ideas shrink it by letting query heads share
 # key/value heads:
 #
@@ -342,18 +373,20 @@ for n in (64, 256):
 # Query head $h$ reads key/value head $h \,//\, G$. The simplest correct code makes $H$ key/value
 # heads out of $H_{kv}$ by repeating each one $G$ times *in place*, `repeat_interleave(G, dim=1)`,
 # and runs ordinary multi-head attention. Beware of `repeat(1, G, 1, 1)`: it tiles the heads
-# instead, $[k_0, k_1, k_0, k_1, \dots]$, and hands half the query heads another group's key/value
-# head. With $H = 8$ and $H_{kv} = 2$:
+# instead, $[k_0, k_1, k_0, k_1, \dots]$, and hands query heads another group's key/value head
+# (half of them in this example). With $H = 8$ and $H_{kv} = 2$:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="bd6bcc2955"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="b1421f8577"
 # ## 2. 更少的键/值头：多查询注意力与分组查询注意力
 #
-# 在真实的硬件上，限制生成速度的是缓存，而不是算术：每一步都要从内存中把整个缓存读一遍，而所有正在服务的序列的缓存都得放得下。第 04 课的多头注意力让 $H$ 个头各有自己的键和值，所以缓存对每个词元、每一层要存 $2 \cdot H \cdot d$ 个数。有两个办法让查询头共用键/值头，从而缩小缓存：
+# 在真实的硬件上，拖慢生成的并不是上面数出来的运算量。解码步每从内存读一个数，只做寥寥几次乘加：缓存里的每个键和值每步读一次，共用它的每个查询头各用一次（这里是 2 次，见上面最后一条论断）；每个权重每步也读一次，对每条序列只用一次。而加速器读一个数的工夫，能做的算术要多得多：按 NVIDIA 公布的数字，H100 GPU 每秒约做 $10^{15}$ 次 bfloat16 运算，内存带宽却只有 3.35 TB/s，每读一个字节约能做 300 次运算。所以解码步是在等内存：它是**访存受限**（memory-bound）的。预填充正好相反：提示里的词元要把每个权重、每个键都用上很多次，这种矩阵乘矩阵的运算能让运算单元一直忙着，是**计算受限**（compute-bound）的。因此，推理服务会把许多条序列放在一起解码，读一遍权重就能供整批序列使用；但每条序列读的是自己的缓存，上下文一长，缓存就占了每步读取量的大头，而且所有序列的缓存都得放得进内存。（vLLM 把缓存按固定大小的词元块存放，即 PagedAttention（Kwon 等，2023），让长度事先未知的序列共用这块内存而不产生碎片；算出的注意力并无不同。）
+#
+# 第 04 课的多头注意力让 $H$ 个头各有自己的键和值，所以缓存对每个词元、每一层要存 $2 \cdot H \cdot d$ 个数。有两个办法让查询头共用键/值头，从而缩小缓存：
 #
 # - **多查询注意力**（MQA，Shazeer 2019）：全部 $H$ 个查询头共用*一个*键/值头；
 # - **分组查询注意力**（GQA，Ainslie 等，2023）：把 $H$ 个查询头分成 $H_{kv}$ 组，每组是相邻的 $G = H / H_{kv}$ 个头，每组共用一个键/值头。$H_{kv} = 1$ 就是 MQA，$H_{kv} = H$ 就是普通的多头注意力（MHA）。
 #
-# 查询头 $h$ 读的是键/值头 $h \,//\, G$。最简单的正确写法，是把每个键/值头*原地*重复 $G$ 次，`repeat_interleave(G, dim=1)`，从 $H_{kv}$ 个头得到 $H$ 个，再做普通的多头注意力。小心 `repeat(1, G, 1, 1)`：它是把这些头平铺成 $[k_0, k_1, k_0, k_1, \dots]$，会把别的组的键/值头交给一半的查询头。取 $H = 8$、$H_{kv} = 2$：
+# 查询头 $h$ 读的是键/值头 $h \,//\, G$。最简单的正确写法，是把每个键/值头*原地*重复 $G$ 次，`repeat_interleave(G, dim=1)`，从 $H_{kv}$ 个头得到 $H$ 个，再做普通的多头注意力。小心 `repeat(1, G, 1, 1)`：它把这些头平铺成 $[k_0, k_1, k_0, k_1, \dots]$，于是有些查询头拿到的是别组的键/值头（在这个例子里是一半）。取 $H = 8$、$H_{kv} = 2$：
 
 # %%
 # lang: en
@@ -435,10 +468,12 @@ with torch.no_grad():
 # lang: en
 claim("the last query alone, aligned bottom-right, gets the last row of the full causal attention",
       torch.allclose(step, full[:, :, -1:]))
-claim("with is_causal=True it sees key 0 only, and gets something else", not torch.allclose(top_left, step))
+claim("with is_causal=True it sees key 0 only (its output is value 0), and gets something else",
+      torch.allclose(top_left, v[:, :, :1].repeat_interleave(4, dim=1)) and not torch.allclose(top_left, step))
 # lang: zh
 claim("单独计算最后一个查询，按右下角对齐，得到的正是完整因果注意力的最后一行", torch.allclose(step, full[:, :, -1:]))
-claim("用 is_causal=True，它只看到键 0，得到的就是别的结果了", not torch.allclose(top_left, step))
+claim("用 is_causal=True，它只看到键 0（输出就是值 0），得到的就是别的结果了",
+      torch.allclose(top_left, v[:, :, :1].repeat_interleave(4, dim=1)) and not torch.allclose(top_left, step))
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
@@ -506,18 +541,18 @@ check("07.gqa_attention", my_gqa_attention)
 # ### What the cache weighs in real models
 #
 # A token's cache is $2 \times \text{layers} \times H_{kv} \times d$ numbers (a key and a value per
-# key/value head and layer), 2 bytes each in float16, the usual inference dtype:
+# key/value head and layer), 2 bytes each in float16 or bfloat16, the usual inference dtypes:
 # `decoding.cache_bytes`. Here it is for four published configurations (from each model's released
 # configuration file): Llama-2-7B (32 layers, 32 heads, $d = 128$, MHA), Llama-2-70B (80 layers,
 # 64 query heads over 8 key/value heads, $d = 128$, GQA), Falcon-7B (32 layers, 71 query heads over
-# one key/value head, $d = 64$, MQA) and Mistral-7B (32 layers, 32 query heads over 8 key/value heads,
-# $d = 128$, GQA, and a sliding window of 4096 tokens, section 4). Bytes are in powers of 1000
-# (1 kB = 1000 B).
+# one key/value head, $d = 64$, MQA) and Mistral-7B v0.1 (32 layers, 32 query heads over 8 key/value
+# heads, $d = 128$, GQA, and a sliding window of 4096 tokens, section 4; its later versions dropped
+# the window). Bytes are in powers of 1000 (1 kB = 1000 B).
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="24ba2c5e22"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="6a4d1d6071"
 # ### 真实模型的缓存有多大
 #
-# 一个词元的缓存是 $2 \times \text{层数} \times H_{kv} \times d$ 个数（每层、每个键/值头各一个键和一个值），在推理常用的 float16 下每个数占 2 字节：`decoding.cache_bytes`。下面是四个已发布模型的配置（取自各模型公开的配置文件）：Llama-2-7B（32 层，32 个头，$d = 128$，MHA）、Llama-2-70B（80 层，64 个查询头共用 8 个键/值头，$d = 128$，GQA）、Falcon-7B（32 层，71 个查询头共用一个键/值头，$d = 64$，MQA）和 Mistral-7B（32 层，32 个查询头共用 8 个键/值头，$d = 128$，GQA，外加 4096 个词元的滑动窗口，见第 4 节）。字节数按 1000 进位（1 kB = 1000 B）。
+# 一个词元的缓存是 $2 \times \text{层数} \times H_{kv} \times d$ 个数（每层、每个键/值头各一个键和一个值），在推理常用的 float16 或 bfloat16 下每个数占 2 字节：`decoding.cache_bytes`。下面是四个已发布模型的配置（取自各模型公开的配置文件）：Llama-2-7B（32 层，32 个头，$d = 128$，MHA）、Llama-2-70B（80 层，64 个查询头共用 8 个键/值头，$d = 128$，GQA）、Falcon-7B（32 层，71 个查询头共用一个键/值头，$d = 64$，MQA）和 Mistral-7B v0.1（32 层，32 个查询头共用 8 个键/值头，$d = 128$，GQA，外加 4096 个词元的滑动窗口，见第 4 节；后来的版本去掉了窗口）。字节数按 1000 进位（1 kB = 1000 B）。
 
 # %%
 per_token = {s.name: decoding.cache_bytes(s.layers, s.kv_heads, s.head_dim) for s in decoding.PUBLISHED}
@@ -529,15 +564,17 @@ claim(f"Llama-2-70B (GQA, 8 key/value heads): {format_bytes(llama70)} per token,
       "has 2.5 times as many layers", llama70 == 327_680 < llama7)
 claim(f"Falcon-7B (MQA): {format_bytes(falcon)} per token, 64 times less than Llama-2-7B", llama7 == 64 * falcon)
 claim(f"Mistral-7B (GQA and a window of 4096): {format_bytes(mistral)} per token, at most "
-      f"{format_bytes(4096 * mistral)} however long the sequence", mistral * 4 == llama7)
+      f"{format_bytes(4096 * mistral)} however long the sequence",
+      mistral * 4 == llama7 and decoding.PUBLISHED[3].window == 4096)
 # lang: zh
 claim(f"Llama-2-7B（MHA）：每个词元 {format_bytes(llama7)}，一条 4096 个词元的序列需要 {format_bytes(4096 * llama7)}",
       llama7 == 524_288)
 claim(f"Llama-2-70B（GQA，8 个键/值头）：每个词元 {format_bytes(llama70)}，虽然层数是 7B 模型的 2.5 倍，"
       "缓存却比它还小", llama70 == 327_680 < llama7)
-claim(f"Falcon-7B（MQA）：每个词元 {format_bytes(falcon)}，是 Llama-2-7B 的 64 分之一", llama7 == 64 * falcon)
-claim(f"Mistral-7B（GQA 加 4096 的窗口）：每个词元 {format_bytes(mistral)}，无论序列多长，最多 "
-      f"{format_bytes(4096 * mistral)}", mistral * 4 == llama7)
+claim(f"Falcon-7B（MQA）：每个词元 {format_bytes(falcon)}，只有 Llama-2-7B 的 1/64", llama7 == 64 * falcon)
+claim(f"Mistral-7B（GQA，外加 4096 个词元的窗口）：每个词元 {format_bytes(mistral)}，无论序列多长，最多 "
+      f"{format_bytes(4096 * mistral)}",
+      mistral * 4 == llama7 and decoding.PUBLISHED[3].window == 4096)
 # lang: end
 fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.6), layout="constrained")
 cache_bytes_bars(ax=left)
@@ -550,7 +587,7 @@ plt.show()
 # of the cache holds (the newest in red) and what the cache weighs.
 
 # %% [markdown] tags=["lang-zh"] en_hash="f2bbe08c59"
-# 自己试一试：探索器用一个有 8 个查询头、8 个/2 个/1 个键/值头的缓存生成最多 24 个词元，可以加滑动窗口，也可以不加（第 4 节），并显示缓存的每个槽位存着哪个位置（最新的用红色标出），以及缓存有多大。
+# 自己试一试：探索器有 8 个查询头，键/值头可选 8 个、2 个或 1 个，可以加滑动窗口（第 4 节），也可以不加。它最多生成 24 个词元，并显示缓存的每个槽位存着哪个位置（最新的用红色标出），以及缓存有多大。
 
 # %%
 cache_explorer()
@@ -563,11 +600,11 @@ cache_explorer()
 # then trains a little more ("uptraining", 5 % of the original training steps in the paper).
 # `decoding.pool_kv_heads` does the pooling. Pooling alone is not enough. On lesson 06's model,
 # whose decoder self-attention has two heads, pooling its two key/value heads into one (MQA) with
-# no retraining gives (the exact numbers change from run to run; the bar below holds on every
-# seed we tried):
+# no retraining gives (the exact numbers depend on the machine's arithmetic; the bars below hold on
+# any):
 
-# %% [markdown] tags=["lang-zh"] en_hash="9e45ea0516"
-# 用多头注意力训练好的模型，可以改造成 GQA 模型：GQA 论文从训练好的键投影和值投影出发，把每组头换成它们的**平均**，然后再训练一小会儿（“增量训练”，论文里是原训练步数的 5%）。`decoding.pool_kv_heads` 负责做平均。只做平均是不够的。第 06 课的模型，解码器的自注意力有两个头；把它的两个键/值头平均合并成一个（MQA），不再训练，结果如下（具体数字每次运行都会有所不同；下面的界限在我们试过的每个种子上都成立）：
+# %% [markdown] tags=["lang-zh"] en_hash="ab28ad0fef"
+# 用多头注意力训练好的模型，可以改造成 GQA 模型：GQA 论文从训练好的键投影和值投影出发，把每组头换成它们的**平均**，然后再训练一小会儿，即增量训练（uptraining），论文里用的是原训练步数的 5%。`decoding.pool_kv_heads` 负责做平均。只做平均是不够的。第 06 课的模型，解码器的自注意力有两个头；把它的两个键/值头平均合并成一个（MQA），不再训练，结果如下（具体数字取决于机器的浮点运算；下面的界限在任何机器上都成立）：
 
 # %% tags=["nbval-ignore-output"]
 pooled = decoding.pooled_copy(reverser, kv_heads=1)
@@ -587,7 +624,7 @@ claim("有 2 个键/值头时，它至少能完全正确地反转 95% 的留出�
 # ## 3. Positions inside attention: the rotary position embedding (RoPE)
 #
 # Lesson 06 added a position vector to each token embedding and found that, with sines and cosines,
-# moving $k$ positions on is a rotation of each feature pair. RoPE (Su et al., the RoFormer paper)
+# moving $k$ positions on is a rotation of each feature pair. RoPE (Su et al., 2021, the RoFormer paper)
 # uses that rotation directly, inside attention: it adds nothing to the embeddings, and instead
 # rotates every query and every key by its position. Pair $i$ of a vector at position $p$, features
 # $(a, b)$, turns by the angle $p\,\theta_i$, with the frequencies of lesson 06,
@@ -601,10 +638,10 @@ claim("有 2 个键/值头时，它至少能完全正确地反转 95% 的留出�
 # $m$ and $n$ apart. **The scores see only the offset.** `decoding.apply_rope(x, positions)` rotates
 # a $(B, H, L, d)$ tensor of queries or keys, row $l$ by `positions[l]`:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f8a832d018"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="2a71cffad7"
 # ## 3. 把位置放进注意力：旋转位置嵌入（RoPE）
 #
-# 第 06 课给每个词元嵌入加上一个位置向量，并发现用正弦和余弦时，往后移动 $k$ 个位置，就是把每一对特征旋转一下。RoPE（Su 等，RoFormer 论文）直接在注意力内部使用这个旋转：它不往嵌入上加任何东西，而是把每个查询、每个键按它自己的位置旋转。位置 $p$ 上的向量的第 $i$ 对特征 $(a, b)$，转过角度 $p\,\theta_i$，频率与第 06 课相同，$\theta_i = 10000^{-2i/d}$：
+# 第 06 课给每个词元嵌入加上一个位置向量，并发现用正弦和余弦时，往后移动 $k$ 个位置，就是把每一对特征旋转一下。RoPE（Su 等，2021，RoFormer 论文）直接在注意力内部使用这个旋转：它不往嵌入上加任何东西，而是把每个查询、每个键按它自己的位置旋转。位置 $p$ 上的向量的第 $i$ 对特征 $(a, b)$，转过角度 $p\,\theta_i$，频率与第 06 课相同，$\theta_i = 10000^{-2i/d}$：
 #
 # $$(a, b) \;\mapsto\; (a \cos p\theta_i - b \sin p\theta_i,\;\; a \sin p\theta_i + b \cos p\theta_i).$$
 #
@@ -631,17 +668,20 @@ def rope_score(m, n, layout="interleaved"):
 
 
 five_apart = torch.stack([rope_score(m, m + 5) for m in (0, 10, 100, 1000)])
+vectors = torch.randn(1, 2, 50, 16, generator=g, dtype=torch.float64)  # (B, H, L, d)
+spread = torch.arange(0, 5000, 100)  # (L,) = (50,)
 # lang: en
 claim(f"query at m, key at m + 5: the score is {five_apart[0]:.4f} for m = 0, 10, 100 and 1000",
       torch.allclose(five_apart, five_apart[0].expand(4)))
 claim(f"another offset, another score: {rope_score(0, 6):.4f} at offset 6", not torch.isclose(rope_score(0, 6), five_apart[0]))
-claim("rotating keeps the length of every query and key",
-      torch.isclose(apply_rope(q1, torch.tensor([1000])).norm(), q1.norm()))
+claim("rotating keeps the length of every query and key (100 random vectors at positions 0 … 4900)",
+      torch.allclose(apply_rope(vectors, spread).norm(dim=-1), vectors.norm(dim=-1)))
 # lang: zh
 claim(f"查询在 m、键在 m + 5：m = 0、10、100、1000 时，分数都是 {five_apart[0]:.4f}",
       torch.allclose(five_apart, five_apart[0].expand(4)))
 claim(f"换一个偏移，分数就变了：偏移为 6 时是 {rope_score(0, 6):.4f}", not torch.isclose(rope_score(0, 6), five_apart[0]))
-claim("旋转不改变任何查询和键的长度", torch.isclose(apply_rope(q1, torch.tensor([1000])).norm(), q1.norm()))
+claim("旋转不改变任何查询和键的长度（100 个随机向量，位置 0 … 4900）",
+      torch.allclose(apply_rope(vectors, spread).norm(dim=-1), vectors.norm(dim=-1)))
 # lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
@@ -658,14 +698,16 @@ claim("旋转不改变任何查询和键的长度", torch.isclose(apply_rope(q1,
 # which output features form a pair. Loaded into code with the other layout, the same weights rotate
 # other pairs and give other scores. Permuting the output features of $W_Q$ and $W_K$ (the rows of the
 # `nn.Linear` weights, head by head) fixes it; that is what the scripts that convert Meta's Llama
-# weights to Hugging Face's layout do.
+# weights to Hugging Face's layout do. (GPT-J and GPT-NeoX also rotate only part of each head's
+# features, a quarter of them; the rest carry no position. This lesson rotates them all, as Llama
+# does.)
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="201d13c3a9"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="3631cc6d7a"
 # ### 两种布局
 #
 # 第 $i$ 对由哪两个特征组成？RoFormer 论文、GPT-J 和 Meta 最初的 Llama 代码把相邻的两个特征配成一对，$(2i, 2i + 1)$：这是**交错**布局，也就是第 06 课的布局。GPT-NeoX 和 Hugging Face 的 Llama 代码则把特征 $i$ 与特征 $i + d/2$ 配成一对：这是**前后两半**布局，它让前一半特征与后一半特征一起旋转。两者是同一种旋转，只是特征的顺序不同，排列 $[0, 2, 4, \dots, 1, 3, 5, \dots]$（`decoding.rope_permutation`）把一种布局变成另一种。
 #
-# 所以权重不能原封不动地在两种布局之间搬来搬去：训练好的 $W_Q$ 和 $W_K$ 决定了哪些输出特征配成一对。把同样的权重装进另一种布局的代码里，旋转的就是别的特征对，得到的分数也不同。把 $W_Q$ 和 $W_K$ 的输出特征（`nn.Linear` 权重的行，逐个头）按这个排列重新排一遍，就对上了；把 Meta 的 Llama 权重转换成 Hugging Face 布局的脚本，做的正是这件事。
+# 所以权重不能原封不动地在两种布局之间搬来搬去：训练好的 $W_Q$ 和 $W_K$ 决定了哪些输出特征配成一对。把同样的权重装进另一种布局的代码里，旋转的就是别的特征对，得到的分数也不同。把 $W_Q$ 和 $W_K$ 的输出特征（`nn.Linear` 权重的行，逐个头）按这个排列重新排一遍，就对上了；把 Meta 的 Llama 权重转换成 Hugging Face 布局的脚本，做的正是这件事。（GPT-J 和 GPT-NeoX 还只旋转每个头的一部分特征，即四分之一，其余特征不带位置信息。本课像 Llama 一样旋转全部特征。）
 
 # %%
 g = torch.Generator().manual_seed(1)
@@ -775,7 +817,7 @@ check("07.apply_rope", my_apply_rope)
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="b3b4082e73"
 # ### 带缓存的 RoPE
 #
-# 有缓存时，每个键都**在存进缓存之前、按它的绝对位置旋转一次**：存进去的键再也不动；而分数只看偏移，所以新词元到来时，之前的键什么都不用改。新词元的查询和键按它自己的位置 $T$ 旋转，$T$ 是缓存里已有的词元数，要在追加*之前*读出来。经典的错误有两个：按位置 0 旋转新词元（那是它在单个词元的输入里的行号，不是它在序列里的位置），或者按 $T + 1$ 旋转（那是追加之后缓存的长度）。两者都会让它与每个缓存的键之间的偏移出错。下面先预填充 8 个词元的提示，再分别按正确的位置和两个错误的位置解码词元 7：
+# 有缓存时，每个键都**在存进缓存之前、按自己的绝对位置旋转一次**，存进去之后再也不动；分数只看偏移，所以新词元到来时，之前的键什么都不用改。新词元的查询和键按新词元自己的位置 $T$ 旋转，$T$ 是缓存里已有的词元数，要在追加*之前*读出来。经典的错误有两个：按位置 0 旋转新词元（0 是它在单词元输入里的行号，不是它在序列里的位置），或者按 $T + 1$ 旋转（那是追加之后缓存的长度）。两种错误都会让新词元与每个缓存键之间的偏移出错。下面先预填充 8 个词元的提示，再分别按正确的位置和两个错误的位置解码词元 7：
 
 # %%
 def next_logits(start):
@@ -868,15 +910,18 @@ check("07.cached_attention_step", my_cached_attention_step)
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 4. A bounded cache: sliding-window attention
 #
-# Even with GQA the cache grows with every token. **Sliding-window attention** (used by Mistral-7B,
-# with $W = 4096$) lets each query see only the last $W$ positions, itself included: key $j$ is kept
-# for the query at position $p$ when $p - W < j \le p$. In lesson 02's picture it is the causal mask
-# with everything further than $W - 1$ below the diagonal hidden, a band:
+# Even with GQA the cache grows with every token. **Sliding-window attention** lets each query see
+# only the last $W$ positions, itself included: key $j$ is kept for the query at position $p$ when
+# $p - W < j \le p$. Local windows of this kind go back to the Sparse Transformer (Child et al.,
+# 2019) and Longformer (Beltagy et al., 2020, which adds a few positions that see everything);
+# Mistral-7B (Jiang et al., 2023) uses one in every layer, with $W = 4096$, together with the rolling
+# buffer cache below. In lesson 02's picture it is the causal mask with everything further than
+# $W - 1$ below the diagonal hidden, a band:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="55ca8f5528"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="34d3f5666f"
 # ## 4. 有上限的缓存：滑动窗口注意力
 #
-# 即使用了 GQA，缓存也随每个词元增长。**滑动窗口注意力**（Mistral-7B 用的就是它，$W = 4096$）让每个查询只看最后 $W$ 个位置，包括它自己：对位置 $p$ 上的查询，当 $p - W < j \le p$ 时保留键 $j$。用第 02 课的画法，就是把因果掩码里离对角线超过 $W - 1$ 的部分也遮住，剩下一条带子：
+# 即使用了 GQA，缓存也随每个词元增长。**滑动窗口注意力**让每个查询只看最后 $W$ 个位置，包括它自己：对位置 $p$ 上的查询，当 $p - W < j \le p$ 时保留键 $j$。这种局部窗口可以追溯到 Sparse Transformer（Child 等，2019）和 Longformer（Beltagy 等，2020，它另外让少数几个位置看到全部位置）；Mistral-7B（Jiang 等，2023）在每一层都用了它，$W = 4096$，并配上下面要讲的滚动缓冲区。用第 02 课的画法，就是把因果掩码里离对角线超过 $W - 1$ 的部分也遮住，剩下一条带子：
 
 # %%
 fig, (left, right) = plt.subplots(1, 2, figsize=(8.5, 3.6), layout="constrained")
@@ -893,20 +938,22 @@ claim("W = 4 时，每个查询至多保留 4 个键：它自己和它前面的 
 
 # %% [markdown] tags=["lang-en"]
 # Information still travels further than $W$: a layer's position $p$ reads positions down to
-# $p - W + 1$, whose outputs in the layer below read $W - 1$ further back, so $n$ layers reach about
-# $n \cdot (W - 1)$ positions back.
+# $p - W + 1$, whose outputs in the layer below read $W - 1$ further back, so $n$ layers reach
+# $n \cdot (W - 1)$ positions back (measured below on a model of 2 layers with $W = 8$).
 #
 # The cache then never needs more than $W$ tokens. `KVCache(window=W)` is a **rolling buffer** of $W$
 # slots: the token at position $p$ goes into slot $p \bmod W$, overwriting the token $W$ positions
 # earlier, which no later query may see. The slots are not in position order (the explorer above
 # shows it, with a window), and they need not be: a softmax does not care about the order of its keys,
-# and RoPE rotated each key at its own position before it was cached. A model with a window of 8
+# and RoPE rotated each key at its own position before it was cached. (`KVCache.update` hands them
+# back in position order all the same, which keeps the mask of a chunk of several tokens easy to
+# read; the last claim below attends over the slots as they lie.) A model with a window of 8
 # generates 40 tokens through rolling caches and by recomputing with the banded mask:
 
-# %% [markdown] tags=["lang-zh"] en_hash="060d099275"
-# 信息传递的距离仍然可以超过 $W$：一层里的位置 $p$ 读到位置 $p - W + 1$，而下一层里这些位置的输出又往回读了 $W - 1$ 个位置，所以 $n$ 层大约能往回读 $n \cdot (W - 1)$ 个位置。
+# %% [markdown] tags=["lang-zh"] en_hash="37658deb90"
+# 信息传递的距离仍然可以超过 $W$：某一层的位置 $p$ 最远读到位置 $p - W + 1$，而这些位置在下面一层的输出又往回读了 $W - 1$ 个位置，所以 $n$ 层能往回读 $n \cdot (W - 1)$ 个位置（下面在一个 2 层、$W = 8$ 的模型上实测）。
 #
-# 这样一来，缓存永远不需要超过 $W$ 个词元。`KVCache(window=W)` 是一个有 $W$ 个槽位的**滚动缓冲区**：位置 $p$ 上的词元放进槽位 $p \bmod W$，覆盖掉 $W$ 个位置之前的那个词元，而之后的查询本来也看不到它了。槽位里的顺序不是位置的顺序（上面的探索器在加窗口时能看到这一点），也不必是：softmax 不在乎键的顺序，而 RoPE 已经在每个键存进缓存之前按它自己的位置旋转过了。一个窗口为 8 的模型分别用滚动缓存和带状掩码下的重新计算生成 40 个词元：
+# 这样一来，缓存永远不需要超过 $W$ 个词元。`KVCache(window=W)` 是一个有 $W$ 个槽位的**滚动缓冲区**：位置 $p$ 上的词元放进槽位 $p \bmod W$，覆盖掉 $W$ 个位置之前的那个词元，而之后的查询本来也看不到它了。槽位里的顺序不是位置的顺序（在上面的探索器里加上窗口就能看到），也不必是：softmax 不在乎键的顺序，而 RoPE 已经在每个键存进缓存之前按它自己的位置旋转过了。（`KVCache.update` 返回时仍按位置排好顺序，这样一次处理多个词元时，掩码更容易看懂；下面最后一条论断直接在槽位原本的顺序上做注意力。）一个窗口为 8 的模型分别用滚动缓存和带状掩码下的重新计算生成 40 个词元：
 
 # %%
 windowed = decoding.make_tiny_decoder(seed=0, dtype=torch.float64, window=8)
@@ -918,16 +965,51 @@ with torch.no_grad():
     for t, token in enumerate(torch.cat([prompt, tokens_w], dim=1)[0]):
         windowed(token.view(1, 1), t, rolling)
         sizes.append(rolling[0].nbytes)
+sequence_w = torch.cat([prompt, tokens_w], dim=1)[:, :30]  # (1, 30)
+with torch.no_grad():
+    last = windowed(sequence_w)[0, -1]  # (V,)
+    reach = []
+    for p in range(30):
+        changed = sequence_w.clone()
+        changed[0, p] = (changed[0, p] + 1) % 64
+        if not torch.allclose(windowed(changed)[0, -1], last, rtol=0, atol=1e-12):
+            reach.append(p)
+g = torch.Generator().manual_seed(3)
+buffer = KVCache(window=8)
+for _ in range(13):
+    # lang: en
+    buffer.update(*torch.randn(2, 1, 2, 1, 16, generator=g, dtype=torch.float64))  # one token's key and value
+    # lang: zh
+    buffer.update(*torch.randn(2, 1, 2, 1, 16, generator=g, dtype=torch.float64))  # 一个词元的键和值
+    # lang: end
+# lang: en
+query = torch.randn(1, 4, 1, 16, generator=g, dtype=torch.float64)  # position 12's query, 4 heads
+# lang: zh
+query = torch.randn(1, 4, 1, 16, generator=g, dtype=torch.float64)  # 位置 12 的查询，4 个头
+# lang: end
+as_they_lie, _ = gqa_attention(query, buffer.keys, buffer.values)
+by_position = buffer.slot_positions.argsort()
+in_order, _ = gqa_attention(query, buffer.keys[:, :, by_position], buffer.values[:, :, by_position])
 # lang: en
 claim("the rolling caches give the tokens of recomputation, with logits within 1e-12",
       torch.equal(tokens_w, again_w) and torch.allclose(logits_w, recomputed_w, rtol=0, atol=1e-12))
 claim(f"after {len(sizes)} tokens each rolling cache holds {rolling[0].length} of them, {sizes[-1]:,} bytes, "
-      "the same as after 8", rolling[0].length == 8 and sizes[7:] == [sizes[7]] * (len(sizes) - 7))
+      "the same as after 8", all(c.length == 8 for c in rolling) and sizes[7:] == [sizes[7]] * (len(sizes) - 7))
+claim(f"with 2 layers and W = 8, the last of {len(sequence_w[0])} tokens depends on tokens {reach[0]} … {reach[-1]}: "
+      "2 · (W − 1) = 14 positions back, and on none before", reach == list(range(15, 30)))
+claim(f"after 13 tokens the 8 slots of a rolling cache hold positions {buffer.slot_positions.tolist()}; attending "
+      "over them as they lie gives the attention in position order (to 1e-12)",
+      torch.allclose(as_they_lie, in_order, rtol=0, atol=1e-12))
 # lang: zh
 claim("滚动缓存给出的词元与重新计算的相同，logits 相差不超过 1e-12",
       torch.equal(tokens_w, again_w) and torch.allclose(logits_w, recomputed_w, rtol=0, atol=1e-12))
 claim(f"处理了 {len(sizes)} 个词元之后，每个滚动缓存里只有其中的 {rolling[0].length} 个，共 {sizes[-1]:,} 字节，"
-      "与处理了 8 个词元时一样", rolling[0].length == 8 and sizes[7:] == [sizes[7]] * (len(sizes) - 7))
+      "与处理了 8 个词元时一样", all(c.length == 8 for c in rolling) and sizes[7:] == [sizes[7]] * (len(sizes) - 7))
+claim(f"2 层、W = 8 时，{len(sequence_w[0])} 个词元中的最后一个取决于词元 {reach[0]} … {reach[-1]}："
+      "往回 2 · (W − 1) = 14 个位置，更早的一个也不影响", reach == list(range(15, 30)))
+claim(f"处理 13 个词元之后，滚动缓存的 8 个槽位依次存着位置 {buffer.slot_positions.tolist()}；"
+      "直接按槽位原本的顺序做注意力，与按位置顺序做的结果相同（误差不超过 1e-12）",
+      torch.allclose(as_they_lie, in_order, rtol=0, atol=1e-12))
 # lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
@@ -937,27 +1019,30 @@ claim(f"处理了 {len(sizes)} 个词元之后，每个滚动缓存里只有其�
 #   a **KV cache**, $(B, H_{kv}, T, d)$ per layer: prefill runs the prompt at once, each decode step
 #   computes one token and appends its key and value. It gives the tokens of full recomputation (and
 #   its logits, in float64), on lesson 06's trained model too, and makes the next token cost $O(T)$
-#   instead of $O(T^2)$.
+#   instead of $O(T^2)$. A decode step then does only a few multiply-adds per number it reads:
+#   it is memory-bound, and at long contexts the cache is most of what it reads.
 # - **Multi-query** and **grouped-query attention** let query heads share key/value heads; query head
 #   $h$ reads key/value head $h \,//\, (H / H_{kv})$, which is `repeat_interleave`, not `repeat`. They
-#   shrink the cache by $H / H_{kv}$, which is why the large published models use them. Mean-pooling
+#   shrink the cache by $H / H_{kv}$, which is why most recent large models use them (three of the
+#   four above). Mean-pooling
 #   a trained model's key/value heads is only a starting point: it needs further training.
 # - The **rotary position embedding** rotates queries and keys by their positions, so scores depend on
 #   offsets only. Its two layouts (interleaved and half) are a permutation apart, and weights must be
 #   permuted to move between them. With a cache, rotate each key once, at its absolute position $T$,
 #   before caching it.
-# - **Sliding-window attention** keeps only the last $W$ keys per query; a rolling buffer of $W$ slots
-#   bounds the cache however long the generation runs.
+# - **Sliding-window attention** keeps only the last $W$ keys per query, yet $n$ layers still reach
+#   $n \cdot (W - 1)$ positions back; a rolling buffer of $W$ slots bounds the cache however long the
+#   generation runs.
 #
 # The next lesson looks inside `F.scaled_dot_product_attention` itself: FlashAttention computes the
 # same attention without ever storing the $L \times L$ weights.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="ae77fd2436"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="b3143ccda1"
 # ## 小结
 #
-# - 在因果解码器里，过去词元的键和值永远不会变，所以生成时把它们存进 **KV 缓存**，每层一个，形状为 $(B, H_{kv}, T, d)$：预填充一次处理整个提示，每个解码步只算一个词元并追加它的键和值。它给出的词元与完全重新计算的相同（在 float64 下 logits 也相同），在第 06 课训练好的模型上也是如此；生成下一个词元的代价也从 $O(T^2)$ 降到 $O(T)$。
-# - **多查询注意力**和**分组查询注意力**让查询头共用键/值头；查询头 $h$ 读键/值头 $h \,//\, (H / H_{kv})$，这要用 `repeat_interleave`，而不是 `repeat`。它们把缓存缩小为原来的 $H_{kv} / H$，所以大型的已发布模型都在用。把训练好的模型的键/值头直接平均合并，只是一个起点：还需要继续训练。
+# - 在因果解码器里，过去词元的键和值永远不会变，所以生成时把它们存进 **KV 缓存**，每层一个，形状为 $(B, H_{kv}, T, d)$：预填充一次处理整个提示，每个解码步只算一个词元并追加它的键和值。它给出的词元与完全重新计算的相同（在 float64 下 logits 也相同），在第 06 课训练好的模型上也是如此；生成下一个词元的代价也从 $O(T^2)$ 降到 $O(T)$。这样一来，解码步每读一个数只做寥寥几次乘加：它是访存受限的，上下文一长，读取量的大头就是缓存。
+# - **多查询注意力**和**分组查询注意力**让查询头共用键/值头；查询头 $h$ 读键/值头 $h \,//\, (H / H_{kv})$，这要用 `repeat_interleave`，而不是 `repeat`。它们把缓存缩小为原来的 $H_{kv} / H$，所以近来的大模型大多采用它们（上面四个模型中有三个）。把训练好的模型的键/值头直接平均合并，只是一个起点：还需要继续训练。
 # - **旋转位置嵌入**按位置旋转查询和键，于是分数只取决于偏移。它的两种布局（交错和前后两半）只差一个特征排列，权重要在两者之间搬动，必须先重排。有缓存时，每个键在存进缓存之前按它的绝对位置 $T$ 旋转一次。
-# - **滑动窗口注意力**让每个查询只保留最后 $W$ 个键；有 $W$ 个槽位的滚动缓冲区让缓存无论生成多长都有上限。
+# - **滑动窗口注意力**让每个查询只保留最后 $W$ 个键，但 $n$ 层仍能往回读 $n \cdot (W - 1)$ 个位置；有 $W$ 个槽位的滚动缓冲区让缓存无论生成多长都有上限。
 #
 # 下一课深入 `F.scaled_dot_product_attention` 内部：FlashAttention 算出同样的注意力，却从不存下 $L \times L$ 的权重。
