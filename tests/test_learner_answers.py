@@ -10,19 +10,12 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from learner_answers import PASSES, Answers, holds, named
 
-from course_utils.exercises import PASSED, evaluate
+from course_utils.exercises import evaluate
 
-PASSES = "passes"
-ANSWERS = []  # (exercise, function, expected)
-
-
-def answer(exercise, expected):
-    def add(function):
-        ANSWERS.append((exercise, function, expected))
-        return function
-
-    return add
+ANSWERS = Answers()
+answer = ANSWERS.answer
 
 # ----------------------------------------------------------------------------- 00.padding_mask
 
@@ -684,16 +677,13 @@ def al_inverted(weights, keep_mask):
     return best.masked_fill(~keep_mask.any(-1), -1)
 
 
-@pytest.mark.parametrize("exercise, function, expected", ANSWERS, ids=[f"{e}-{f.__name__}" for e, f, _ in ANSWERS])
+@pytest.mark.parametrize("exercise, function, expected", ANSWERS, ids=ANSWERS.ids)
 def test_a_learners_answer_gets_its_verdict(exercise, function, expected):
     verdict = evaluate(exercise, function)
-    if expected == PASSES:
-        assert verdict.status == PASSED, verdict.message
-    else:
-        assert verdict.status != PASSED and verdict.code == expected, verdict.message
+    assert holds(verdict, expected), (verdict.status, verdict.code, verdict.message)
 
 
 def test_every_wrong_answer_is_caught_and_nine_in_ten_are_named():
-    wrong = [expected for _, _, expected in ANSWERS if expected != PASSES]
-    named = [code for code in wrong if code is not None]
-    assert len(wrong) >= 100 and len(named) >= 0.85 * len(wrong), (len(named), len(wrong))
+    wrong = ANSWERS.wrong()
+    found = [code for code in wrong if named(code)]
+    assert len(wrong) >= 100 and len(found) >= 0.85 * len(wrong), (len(found), len(wrong))

@@ -11,23 +11,14 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from learner_answers import CRASHES, PASSES, Answers, holds, named
 
 from course_teacher.exercises import evaluate as evaluate_hidden
-from course_utils.exercises import CRASHED, EXERCISES, FAILED, PASSED, evaluate
+from course_utils.exercises import EXERCISES, evaluate
 
 HIDDEN_SEED = 12345  # a teacher's
-
-PASSES = "passes"
-CRASHES = "crashes"  # caught: the verdict is the error it raised (named by no mistake)
-ANSWERS = []  # (exercise, function, expected)
-
-
-def answer(exercise, expected):
-    def add(function):
-        ANSWERS.append((exercise, function, expected))
-        return function
-
-    return add
+ANSWERS = Answers()
+answer = ANSWERS.answer
 
 # ----------------------------------------------------------------------------- 04.fused_forward
 
@@ -1409,31 +1400,20 @@ def dec_torch_layer(x, memory, tgt_pad, mem_pad, norm1, norm2, norm3, sa, ca, ff
 # ----------------------------------------------------------------------------- the verdicts
 
 
-def _holds(verdict, expected):
-    if expected == PASSES:
-        return verdict.status == PASSED
-    if expected == CRASHES:
-        return verdict.status == CRASHED
-    return verdict.status == FAILED and verdict.code == expected
-
-
-IDS = [f"{e}-{f.__name__}" for e, f, _ in ANSWERS]
-
-
-@pytest.mark.parametrize("exercise, function, expected", ANSWERS, ids=IDS)
+@pytest.mark.parametrize("exercise, function, expected", ANSWERS, ids=ANSWERS.ids)
 def test_a_learners_answer_gets_its_verdict(exercise, function, expected):
     verdict = evaluate(exercise, function)
-    assert _holds(verdict, expected), (verdict.status, verdict.code, verdict.message)
+    assert holds(verdict, expected), (verdict.status, verdict.code, verdict.message)
 
 
 @pytest.mark.slow  # (the grader's hidden cases: not in `make quick`)
-@pytest.mark.parametrize("exercise, function, expected", ANSWERS, ids=IDS)
+@pytest.mark.parametrize("exercise, function, expected", ANSWERS, ids=ANSWERS.ids)
 def test_a_learners_answer_gets_the_same_verdict_from_the_grader(exercise, function, expected):
     """As the grader judges it, on the public cases and hidden ones drawn from a teacher's seed: a right
     answer passes there too, and a wrong one fails the same way (named by the same mistake where the
     public cases name one)."""
     verdict = evaluate_hidden(exercise, function, hidden_seed=HIDDEN_SEED)
-    assert _holds(verdict, expected), (verdict.status, verdict.code, verdict.message)
+    assert holds(verdict, expected), (verdict.status, verdict.code, verdict.message)
 
 
 def test_every_exercise_has_its_right_and_wrong_answers():
@@ -1446,6 +1426,6 @@ def test_every_exercise_has_its_right_and_wrong_answers():
 
 
 def test_every_wrong_answer_is_caught_and_seven_in_ten_are_named():
-    wrong = [expected for _, _, expected in ANSWERS if expected != PASSES]
-    named = [code for code in wrong if code not in (None, CRASHES)]
-    assert len(wrong) >= 100 and len(named) >= 0.7 * len(wrong), (len(named), len(wrong))
+    wrong = ANSWERS.wrong()
+    found = [code for code in wrong if named(code)]
+    assert len(wrong) >= 100 and len(found) >= 0.7 * len(wrong), (len(found), len(wrong))

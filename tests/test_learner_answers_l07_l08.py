@@ -12,20 +12,13 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from learner_answers import PASSES, Answers, holds, named
 
 from course_utils import decoding, tiled
 from course_utils.exercises import PASSED, evaluate
 
-PASSES = "passes"
-ANSWERS = []  # (exercise, function, expected)
-
-
-def answer(exercise, expected):
-    def add(function):
-        ANSWERS.append((exercise, function, expected))
-        return function
-
-    return add
+ANSWERS = Answers()
+answer = ANSWERS.answer
 
 
 #: Answers that break a rule of the text too finely for the check to see: tiles of another size that
@@ -1160,41 +1153,25 @@ def causal_top_left_of_tile(query, key, value, block_q, block_k):
     return torch.cat(outs, 1), torch.cat(lses, 1), tiles
 
 
-IDS = [f"{e}-{f.__name__}" for e, f, _ in ANSWERS]
-
-
-@pytest.mark.parametrize("exercise, function, expected", ANSWERS, ids=IDS)
+@pytest.mark.parametrize("exercise, function, expected", ANSWERS, ids=ANSWERS.ids)
 def test_a_learners_answer_gets_its_verdict(exercise, function, expected):
     verdict = evaluate(exercise, function)
-    if expected == PASSES:
-        assert verdict.status == PASSED, verdict.message
-    else:
-        assert verdict.status != PASSED and verdict.code == expected, verdict.message
+    assert holds(verdict, expected), (verdict.status, verdict.code, verdict.message)
 
 
 @pytest.mark.slow  # (the grader's hidden cases)
-@pytest.mark.parametrize("exercise, function, expected", ANSWERS, ids=IDS)
+@pytest.mark.parametrize("exercise, function, expected", ANSWERS, ids=ANSWERS.ids)
 def test_the_grader_gives_each_answer_the_same_verdict(exercise, function, expected):
     from course_teacher.exercises import evaluate as grade
 
     public, graded = evaluate(exercise, function), grade(exercise, function, hidden_seed=12345)
-    assert graded.status == public.status, graded.message
-    if expected == PASSES:
-        assert graded.status == PASSED, graded.message
-    else:
-        assert graded.code == expected, graded.message
+    assert graded.status == public.status and holds(graded, expected), graded.message
 
 
 @pytest.mark.parametrize("exercise, function", BEYOND_VALUES, ids=[f"{e}-{f.__name__}" for e, f in BEYOND_VALUES])
 def test_what_no_value_shows_passes(exercise, function):
     """Tiles of another size give the right values and stay within the limit on a tensor's size."""
     assert evaluate(exercise, function).status == PASSED
-
-
-def _named(code):
-    """A verdict names the mistake when its code is a mistake's (or FORBIDDEN, INPUT_MODIFIED, NO_GRAPH),
-    not when it is None or the name of the exception the answer raised."""
-    return code is not None and not code.endswith(("Error", "Exception"))
 
 
 def test_every_wrong_answer_is_caught_and_seven_in_ten_are_named():
@@ -1206,6 +1183,6 @@ def test_every_wrong_answer_is_caught_and_seven_in_ten_are_named():
     for exercise, verdicts in by_exercise.items():  # 3 or more right answers and 10 or more wrong ones each
         right = verdicts.count(PASSES)
         assert right >= 3 and len(verdicts) - right >= 10, (exercise, right, len(verdicts) - right)
-    wrong = [expected for _, _, expected in ANSWERS if expected != PASSES]
-    named = [code for code in wrong if _named(code)]
-    assert len(wrong) >= 80 and len(named) >= 0.7 * len(wrong), (len(named), len(wrong))
+    wrong = ANSWERS.wrong()
+    found = [code for code in wrong if named(code)]
+    assert len(wrong) >= 80 and len(found) >= 0.7 * len(wrong), (len(found), len(wrong))
