@@ -4,6 +4,7 @@ generic rules hold for every exercise: exact dtypes, a result attached to the gr
 reference's is, and learner code that patches torch can neither pass a wrong answer nor fail a
 right one. (tests/test_grading.py attacks the check with hostile learners.)"""
 
+import io
 import math
 
 import jupytext
@@ -28,6 +29,18 @@ def test_every_lesson_so_far_has_at_least_three_exercises_with_three_mistakes_ea
         assert len(ours) >= 3, f"lesson {lesson} has exercises {ours}"
         for exercise in ours:
             assert len(EXERCISES[exercise].mistakes) >= 3, exercise
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_every_case_is_plain_data_that_crosses_to_a_kernel(exercise):
+    """The grader sends the calls, hidden cases included, with torch.save, and the kernel loads them
+    with weights_only=True: a case holds tensors, numbers, strings, lists and dicts, no object."""
+    calls = prepare(EXERCISES[exercise], hidden_seed=HIDDEN_SEED).calls
+    buffer = io.BytesIO()
+    torch.save(calls, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=True)
+    assert len(loaded["args"]) == len(calls["args"]) and loaded["largest"] == calls["largest"]
 
 
 @pytest.mark.parametrize("exercise", IDS)
