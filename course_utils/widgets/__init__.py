@@ -8,10 +8,12 @@ text. Views are ordinary functions, so tests call them directly, without a brows
 One module per topic; everything is importable from ``course_utils.widgets`` itself:
 ``explorer`` (the common frame), ``shapes`` (lesson 00), ``attention`` (lessons 01–02),
 ``models`` (lessons 03–04, trained toy models), ``probsparse`` (lesson 05, the shape walkthrough),
-``seq2seq`` (lesson 06, the trained encoder–decoder's decoding).
+``seq2seq`` (lesson 06, the trained encoder–decoder's decoding), ``decoding`` (lesson 07, the KV
+cache of MHA, GQA and MQA, with a sliding window), ``tiled`` (lesson 08, a tiled forward step by step).
 """
 
 from .attention import D_K_CHOICES, MASK_MAX_LEN, mask_explorer, mask_view, scaling_explorer, scaling_view
+from .decoding import cache_explorer, cache_view
 from .explorer import explorer
 from .models import EXAMPLES, attention_maps_explorer, attention_maps_view, heads_explorer, heads_view
 from .probsparse import LENGTHS, walkthrough_explorer, walkthrough_table, walkthrough_view
@@ -25,6 +27,7 @@ from .shapes import (
     permute_explorer,
     permute_view,
 )
+from .tiled import tiles_explorer, tiles_view
 
 __all__ = [
     "DECODING_EXAMPLES",
@@ -39,6 +42,8 @@ __all__ = [
     "attention_maps_view",
     "broadcast_explorer",
     "broadcast_view",
+    "cache_explorer",
+    "cache_view",
     "decoding_explorer",
     "decoding_view",
     "explorer",
@@ -50,6 +55,8 @@ __all__ = [
     "permute_view",
     "scaling_explorer",
     "scaling_view",
+    "tiles_explorer",
+    "tiles_view",
     "walkthrough_explorer",
     "walkthrough_table",
     "walkthrough_view",
