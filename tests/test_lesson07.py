@@ -175,37 +175,38 @@ def test_the_flop_counts_the_notebook_states():
 
     small = decoding.make_tiny_decoder(seed=0)
     for T in (32, 100):
-        sequence = torch.randint(0, 64, (1, T + 1), generator=torch.Generator().manual_seed(T))
-        caches = [decoding.KVCache() for _ in small.blocks]
-        with torch.no_grad():
-            small(sequence[:, :T], 0, caches)
-            with FlopCounterMode(display=False) as counter:
-                small(sequence[:, T:], T, caches)
-            cached = counter.get_total_flops() // 2
-            with FlopCounterMode(display=False) as counter:
-                small(sequence)
-            recomputed = counter.get_total_flops() // 2
+        sequence, cached, _ = _cached_step(small, T)
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            small(sequence)
+        recomputed = counter.get_total_flops() // 2
         assert cached == 61_696 + 256 * T and recomputed == (T + 1) * cached
+
+
+def _cached_step(model, T):
+    """(the sequence of T + 1 tokens, the multiply-adds of its last token's step with the first T
+    cached, the caches): FlopCounterMode counts two operations per multiply-add."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from course_utils import decoding
+
+    sequence = torch.randint(0, 64, (1, T + 1), generator=torch.Generator().manual_seed(T))
+    caches = [decoding.KVCache() for _ in model.blocks]
+    with torch.no_grad():
+        model(sequence[:, :T], 0, caches)
+        with FlopCounterMode(display=False) as counter:
+            model(sequence[:, T:], T, caches)
+    return sequence, counter.get_total_flops() // 2, caches
 
 
 def test_each_cached_token_costs_256_multiply_adds_and_holds_128_numbers():
     """Section 1's last count (shapes alone fix it): a cached token adds 256 multiply-adds to a decode
     step (2 layers · 4 query heads · 16 features · 2 products) and holds 128 numbers (2 layers · 2
     key/value heads · 16 features · a key and a value): G = 2 multiply-adds per number read."""
-    from torch.utils.flop_counter import FlopCounterMode
-
     from course_utils import decoding
 
     small = decoding.make_tiny_decoder(seed=0)
-    costs = []
-    for T in (32, 512):
-        sequence = torch.randint(0, 64, (1, T + 1), generator=torch.Generator().manual_seed(T))
-        caches = [decoding.KVCache() for _ in small.blocks]
-        with torch.no_grad():
-            small(sequence[:, :T], 0, caches)
-            with FlopCounterMode(display=False) as counter:
-                small(sequence[:, T:], T, caches)
-        costs.append(counter.get_total_flops() // 2)
+    (_, short, _), (_, long, caches) = _cached_step(small, 32), _cached_step(small, 512)
+    costs = [short, long]
     numbers = sum(c.keys[0, :, 0].numel() + c.values[0, :, 0].numel() for c in caches)
     assert (costs[1] - costs[0]) // (512 - 32) == 256 and numbers == 128
 
