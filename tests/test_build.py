@@ -90,6 +90,7 @@ def edit_source(path, old, new):
     path.write_text(text.replace(old, new))
 
 
+@pytest.mark.slow  # (`make quick` runs `build --check` itself, before its tests)
 def test_the_repository_passes_its_own_check():
     assert build.main(["--check"]) == 0
 

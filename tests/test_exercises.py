@@ -31,6 +31,7 @@ def test_every_lesson_so_far_has_at_least_three_exercises_with_three_mistakes_ea
             assert len(EXERCISES[exercise].mistakes) >= 3, exercise
 
 
+@pytest.mark.slow  # (the grader's hidden cases, a kernel or a fresh process: not in `make quick`)
 @pytest.mark.parametrize("exercise", IDS)
 def test_every_case_is_plain_data_that_crosses_to_a_kernel(exercise):
     """The grader sends the calls, hidden cases included, with torch.save, and the kernel loads them
