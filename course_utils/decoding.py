@@ -160,14 +160,7 @@ def gqa_attention(query, key, value, causal=False, keep_mask=None, window=None):
     if causal:
         keep = window_keep_mask(L_q, L_k, window, device=query.device)  # (L_q, L_k)
     if keep_mask is not None:
-        shape = (B, H, L_q, L_k)
-        if not isinstance(keep_mask, torch.Tensor) or keep_mask.dtype != torch.bool or not check.broadcasts(
-                keep_mask.shape, shape):
-            check.fail(function, "keep_mask", check.describe(keep_mask),
-                       {"en": f"a bool tensor, True where a query may attend to a key, that broadcasts to "
-                              f"(B, H, L_q, L_k) = {shape}",
-                        "zh": f"bool 张量，True 表示该查询可以关注该键，且能广播到 (B, H, L_q, L_k) = {shape}"})
-        check.mask_on_device_of(function, "keep_mask", keep_mask, query, "query")
+        check.keep_mask(function, keep_mask, (B, H, L_q, L_k), "(B, H, L_q, L_k)", query, "query")
         keep = keep_mask if keep is None else keep & keep_mask
     groups = H // H_kv
     k = key.repeat_interleave(groups, dim=1)  # (B, H, L_k, d): query head h reads key head h // groups
@@ -518,8 +511,8 @@ class TinyDecoder(nn.Module):
                        {"en": f"a divisor of heads = {heads}", "zh": f"heads = {heads} 的约数"})
         _window(function, window)
         _layout(function, layout)
-        check.fits_in_memory(function, "d_model", d_model, layers * d_model * (4 * d_model + 2 * d_ff) + 2 * vocab
-                             * d_model, 4)
+        check.parameters_fit(function, {"vocab": vocab, "d_model": d_model, "layers": layers, "d_ff": d_ff},
+                             layers * d_model * (4 * d_model + 2 * d_ff) + 2 * vocab * d_model)
         self.vocab = vocab
         self.embed = nn.Embedding(vocab, d_model)
         self.blocks = nn.ModuleList(TinyBlock(d_model, heads, kv_heads, d_ff, window, layout) for _ in range(layers))

@@ -203,21 +203,7 @@ class _Multihead(nn.Module):
         keep = None
         scores_shape = (B, self.num_heads, L_q, L_k)
         if keep_mask is not None:
-            if not isinstance(keep_mask, torch.Tensor) or keep_mask.dtype != torch.bool or not check.broadcasts(
-                keep_mask.shape, scores_shape
-            ):
-                check.fail(
-                    function,
-                    "keep_mask",
-                    check.describe(keep_mask),
-                    {
-                        "en": f"a bool tensor, True where a query may attend to a key, that broadcasts to "
-                        f"(B, H, L_q, L_k) = {scores_shape}",
-                        "zh": f"bool 张量，True 表示该查询可以关注该键，且能广播到 (B, H, L_q, L_k) = {scores_shape}",
-                    },
-                )
-            check.mask_on_device_of(function, "keep_mask", keep_mask, query, "query")
-            keep = keep_mask
+            keep = check.keep_mask(function, keep_mask, scores_shape, "(B, H, L_q, L_k)", query, "query")
         if key_padding_mask is not None:
             ok = isinstance(key_padding_mask, torch.Tensor) and key_padding_mask.dtype == torch.bool
             if not ok or tuple(key_padding_mask.shape) != (B, L_k):

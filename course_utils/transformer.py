@@ -102,22 +102,7 @@ def _padding(function, argument, mask, B, L, x):
 
 def _keep(function, keep_mask, shape, x):
     """An extra keep mask must be a bool tensor, where x is, that broadcasts to `shape` (B, H, L, L)."""
-    if keep_mask is None:
-        return None
-    if not isinstance(keep_mask, torch.Tensor) or keep_mask.dtype != torch.bool or not check.broadcasts(
-            keep_mask.shape, shape):
-        check.fail(function, "keep_mask", check.describe(keep_mask),
-                   {"en": f"a bool tensor, True where a query may attend to a key, that broadcasts to "
-                    f"(B, H, L, L) = {shape}",
-                    "zh": f"bool 张量，True 表示该查询可以关注该键，且能广播到 (B, H, L, L) = {shape}"})
-    check.mask_on_device_of(function, "keep_mask", keep_mask, x, "x")
-    return keep_mask
-
-
-def _fits(function, sizes, count):
-    """The parameters (`count` float32 numbers) fit in memory; else name the largest of `sizes`."""
-    largest = max(sizes, key=sizes.get)
-    check.fits_in_memory(function, largest, sizes[largest], count, 4)
+    return None if keep_mask is None else check.keep_mask(function, keep_mask, shape, "(B, H, L, L)", x, "x")
 
 
 # ----------------------------------------------------------------------------- positional encodings
@@ -225,7 +210,7 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         self.max_len = check.positive_int("LearnedPositionalEmbedding", "max_len", max_len)
         self.d_model = check.positive_int("LearnedPositionalEmbedding", "d_model", d_model)
-        _fits("LearnedPositionalEmbedding", {"max_len": max_len, "d_model": d_model}, max_len * d_model)
+        check.parameters_fit("LearnedPositionalEmbedding", {"max_len": max_len, "d_model": d_model}, max_len * d_model)
         self.embedding = nn.Embedding(max_len, d_model)  # row p is position p's vector
 
     def forward(self, length, offset=0):
@@ -274,7 +259,7 @@ class FeedForward(nn.Module):
         name = "FeedForward"
         self.d_model = check.positive_int(name, "d_model", d_model)
         self.d_ff = check.positive_int(name, "d_ff", d_ff)
-        _fits(name, {"d_model": d_model, "d_ff": d_ff}, 2 * d_model * d_ff)
+        check.parameters_fit(name, {"d_model": d_model, "d_ff": d_ff}, 2 * d_model * d_ff)
         self.activation = _activation(name, activation)
         self.linear1 = nn.Linear(d_model, d_ff, bias=check.flag(name, "bias", bias))  # E -> d_ff
         self.dropout = nn.Dropout(_probability(name, "dropout", dropout))
@@ -305,7 +290,7 @@ class _Layer(nn.Module):
                        {"en": f"a divisor of d_model = {d_model}, so that every head gets d_model / nhead features",
                         "zh": f"d_model = {d_model} 的约数，这样每个头才能分到 d_model / nhead 个特征"})
         self.d_ff = check.positive_int(name, "d_ff", d_ff)
-        _fits(name, {"d_model": d_model, "d_ff": d_ff}, 8 * d_model * d_model + 2 * d_model * d_ff)
+        check.parameters_fit(name, {"d_model": d_model, "d_ff": d_ff}, 8 * d_model * d_model + 2 * d_model * d_ff)
         self.dropout_p = _probability(name, "dropout", dropout)
         self.activation = _activation(name, activation)
         self.norm_first = check.flag(name, "norm_first", norm_first)

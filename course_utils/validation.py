@@ -177,6 +177,16 @@ def mask_on_device_of(function, argument, mask, reference, source):
     return mask
 
 
+def keep_mask(function, value, shape, layout, reference, source):
+    """`value`, an extra keep mask, when it is a bool tensor that broadcasts to `shape` (its axes
+    named by `layout`, e.g. "(B, H, L_q, L_k)") on the device of tensor `reference` (named `source`)."""
+    if not isinstance(value, torch.Tensor) or value.dtype != torch.bool or not broadcasts(value.shape, shape):
+        fail(function, "keep_mask", describe(value),
+             {"en": f"a bool tensor, True where a query may attend to a key, that broadcasts to {layout} = {shape}",
+              "zh": f"bool 张量，True 表示该查询可以关注该键，且能广播到 {layout} = {shape}"})
+    return mask_on_device_of(function, "keep_mask", value, reference, source)
+
+
 def fits_in_memory(function, argument, value, count, itemsize=1):
     """Check that a tensor of `count` elements of `itemsize` bytes, sized by `value`, can exist at all:
     one larger than this machine's memory fails later inside torch's allocator (or is killed by the
@@ -200,6 +210,13 @@ def fits_in_memory(function, argument, value, count, itemsize=1):
             },
         )
     return value
+
+
+def parameters_fit(function, sizes, count):
+    """A model's parameters (`count` float32 numbers) fit in memory; else name the largest of
+    `sizes` ({argument: size}), the one to make smaller."""
+    largest = max(sizes, key=sizes.get)
+    return fits_in_memory(function, largest, sizes[largest], count, 4)
 
 
 def has_values(function, argument, value):

@@ -97,7 +97,6 @@ LONG_BY_REQUEST = {
     "toy.train_neighbours(steps=2**40)", "multihead.milliseconds(repeat=2**40)",
     "multihead.milliseconds(warmup=2**40)", "seq2seq.make_model(layers=2**40)", "seq2seq.offset_profile(reach=2**40)",
     "seq2seq.train(steps=2**40)", "decoding.TinyDecoder.generate(new_tokens=2**40)",
-    "decoding.TinyDecoder(layers=2**40)", "decoding.TinyDecoder(d_ff=2**40)", "decoding.TinyDecoder(vocab=2**40)",
 }
 
 

@@ -365,9 +365,8 @@ def _judge(exercise, cases, outcomes, mistakes, tolerance):
     if not raised:
         differences = [difference(case.expected, got, tolerance) for case, got in zip(cases, results)]
         if not any(differences):
-            status, text, code = _judge_gradients(exercise, cases, outcomes, tolerance)
-            return (status, text, code) if status != PASSED else _judge_sizes(exercise, cases, outcomes) or (
-                status, text, code)
+            verdict = _judge_gradients(exercise, cases, outcomes, tolerance)
+            return (verdict[0] == PASSED and _judge_sizes(exercise, cases, outcomes)) or verdict
     for mistake in mistakes:
         if reproduces(mistake, results, tolerance):
             text = message("check.mistake", exercise=exercise, code=mistake.code, hint=pick(mistake.hint))
