@@ -145,7 +145,7 @@ test: setup
 # execution), then every test that neither trains (`trains`) nor starts a browser, a kernel or the
 # grader, nor fuzzes (`slow`); no nbval. `make test` runs all of it again, and the rest.
 quick: setup
-	$(PY) -m course_utils.build --check
+	$(PY) -m course_teacher.build --check
 	$(PY) -m course_teacher.publish --check
 	$(PY) -m pytest $(PARALLEL) -m "not trains and not slow" tests
 
@@ -163,7 +163,7 @@ test-paths: setup
 
 # Render every lesson source to its four notebooks and execute them (make notebooks ONLY=01 for one).
 notebooks: setup
-	$(PY) -m course_utils.build $(if $(ONLY),--only $(ONLY))
+	$(PY) -m course_teacher.build $(if $(ONLY),--only $(ONLY))
 
 # Benchmarks print ratios measured side by side in one run, on one thread; never a timed test.
 bench: setup
@@ -186,19 +186,19 @@ lock:
 	$(PY) requirements/lock.py --torch "$(TORCH)" $(if $(TORCH_WHEELS),--wheels "$(TORCH_WHEELS)") $(if $(UPGRADE),--upgrade)
 
 check: setup
-	$(PY) -m course_utils.build --check
+	$(PY) -m course_teacher.build --check
 
 # The README's Binder section (a link per lesson and language) from the repository address in
 # pyproject.toml; run it after adding a lesson or changing the address (tests/test_links.py says when).
 readme: setup
-	$(PY) -m course_utils.links --readme
+	$(PY) -m course_teacher.links --readme
 
 # ----------------------------------------------------------------------------- teaching
 
 # The zips a teacher hands out, in dist/: the student bundle (no solutions) and the solutions.
 # `check` first: a release packages the committed notebooks, so they must match their sources.
 release: check
-	$(PY) -m course_utils.release
+	$(PY) -m course_teacher.release
 
 # Grade submitted notebooks: one notebook, or a folder with a folder per student (its name is the
 # student's id). Writes $(GRADES)/grades.csv, and a result.json (Classroom 50's format) and a
@@ -224,7 +224,7 @@ guide: setup
 # nbgitpuller links for a school's JupyterHub: HUB=https://hub.example.edu REPO=<git address of a
 # repository holding the student bundle> (never this repository: it holds the solutions).
 hub-links: setup
-	$(PY) -m course_utils.links --hub "$(HUB)" --repo "$(REPO)"
+	$(PY) -m course_teacher.links --hub "$(HUB)" --repo "$(REPO)"
 
 # An autograder per lesson and language for Gradescope (a zip each) or Classroom 50 (a folder each),
 # in dist/platforms/, with the course of this checkout pinned inside as a wheel (check out the tag
@@ -249,10 +249,10 @@ $(SLIDES_NPM): slides/package.json slides/package-lock.json
 
 SLIDES_ARGS = $(if $(ONLY),--only $(ONLY)) --theme $(THEME)
 slides: setup $(SLIDES_NPM)
-	$(PY) -m course_utils.slides $(SLIDES_ARGS)
+	$(PY) -m course_teacher.slides $(SLIDES_ARGS)
 
 handout: setup $(SLIDES_NPM)
-	$(PY) -m course_utils.slides $(SLIDES_ARGS) --handout
+	$(PY) -m course_teacher.slides $(SLIDES_ARGS) --handout
 
 clean:
 	rm -rf $(VENV) test-artifacts dist slides/decks slides/node_modules

@@ -14,7 +14,7 @@ the course (``build.lessons()``). tests/test_guide.py fails until the blocks are
 import argparse
 import sys
 
-from course_utils import build
+from course_teacher import build
 
 from .exercises import EXERCISES
 

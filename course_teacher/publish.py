@@ -78,7 +78,9 @@ def _differs(committed, fresh, where):
         if not isinstance(committed, torch.Tensor) or committed.dtype != fresh.dtype or committed.shape != fresh.shape:
             return where
         if fresh.is_floating_point():
-            close = torch.allclose(committed, fresh, rtol=1e-5, atol=1e-6, equal_nan=True)
+            # the exercises' own default tolerance: another CPU's kernels round the results of a
+            # sharp softmax (a mistake's, say) a few 1e-6 apart, which names the same mistake
+            close = torch.allclose(committed, fresh, rtol=1e-4, atol=1e-5, equal_nan=True)
         else:
             close = torch.equal(committed, fresh)
         return None if close else where

@@ -779,7 +779,7 @@ MESSAGES = {
     "l08.widget.done": {"en": "every row is final: the output equals softmax(QKᵀ/√d)V to 1e-6",
                         "zh": "每一行都已完成：输出与 softmax(QKᵀ/√d)V 相差不超过 1e-6"},
     "l08.widget.skipped": {"en": "tiles skipped: {skipped} of {total}", "zh": "跳过的分块：{total} 个中的 {skipped} 个"},
-    # the links the build adds to every lesson, and the course home (course_utils.build)
+    # the links the build adds to every lesson, and the course home (course_teacher.build)
     # arrows, not emoji, as the verdicts' marks above
     "nav.home": {"en": "← [Course home]({link})", "zh": "← [课程首页]({link})"},
     "nav.next": {"en": "**Next →** [{title}]({link})", "zh": "**下一课 →** [{title}]({link})"},

@@ -474,7 +474,8 @@ def test_the_home_links_every_lesson_and_shows_the_learners_progress(jupyterlab,
     """The home of the learner's copies: a link to every lesson, and, run, the progress table in
     its language with lesson 00's first exercise passed. Then lesson 00's last cell: its link to
     the next lesson opens lesson 01 in JupyterLab."""
-    from course_utils import build, i18n
+    from course_utils import i18n
+    from course_teacher import build
 
     base, token = jupyterlab
     home = f"{learner_work.name}/{lang}/index.ipynb"

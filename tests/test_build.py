@@ -7,7 +7,7 @@ import shutil
 import nbformat
 import pytest
 
-from course_utils import build
+from course_teacher import build
 
 SOURCE = '''# ---
 # jupyter:

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from course_teacher.exercises import EXERCISES, prepare
-from course_utils import build, i18n
+from course_utils import i18n
+from course_teacher import build
 from course_utils.exercises import NOT_ATTEMPTED, evaluate, grading, wire
 
 ROOT = build.ROOT

@@ -20,7 +20,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from matplotlib.path import Path as CurvePath
 from matplotlib.transforms import Bbox
 
-from course_utils import diagrams
+from course_teacher import diagrams
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "images"

@@ -14,7 +14,8 @@ import torch
 
 from course_teacher.exercises import EXERCISES, prepare
 from course_teacher.exercises import evaluate as evaluate_hidden
-from course_utils import build, evaluate, i18n
+from course_utils import evaluate, i18n
+from course_teacher import build
 from course_utils.exercises import CRASHED, FAILED, NOT_ATTEMPTED, PASSED, check, public
 from course_utils.exercises.grading import _Raised, changed_arguments, copies, reproduces
 

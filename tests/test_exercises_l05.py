@@ -140,7 +140,7 @@ def test_the_lessons_building_blocks_are_allowed_where_the_text_allows_them():
     every text states the in-place rule, and exercise 1's that no gradient is compared."""
     import jupytext
 
-    from course_utils import build
+    from course_teacher import build
 
     texts = {}
     cells = jupytext.read(build.lessons()["05"]).cells

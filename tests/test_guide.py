@@ -8,7 +8,7 @@ import pytest
 
 from course_teacher import guide
 from course_teacher.exercises import EXERCISES
-from course_utils import build
+from course_teacher import build
 
 LANGS = ("en", "zh")
 HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*$")

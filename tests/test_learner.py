@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from course_teacher.grade import runner
-from course_utils import build, i18n, learner
+from course_utils import i18n, learner
+from course_teacher import build
 from course_utils.exercises import EXERCISES, grading
 
 FIRST, SECOND = EXERCISES[0], EXERCISES[1]

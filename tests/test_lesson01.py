@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 
 from course_teacher.exercises import EXERCISES
-from course_utils import attention, bilingual_code, build, claims, evaluate, i18n, viz
+from course_utils import attention, claims, evaluate, i18n, viz
+from course_teacher import bilingual_code, build
 from course_utils.attention import scaled_dot_product_attention
 from course_utils.exercises import FAILED, PASSED
 from course_utils.validation import ArgumentError

@@ -11,8 +11,9 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from course_teacher.exercises import EXERCISES
-from course_utils import build, i18n, toy
-from course_utils.bilingual_code import localize
+from course_utils import i18n, toy
+from course_teacher import build
+from course_teacher.bilingual_code import localize
 from course_utils.layers import CrossAttention, SelfAttention
 from course_utils.widgets import EXAMPLES, attention_maps_explorer, attention_maps_view
 

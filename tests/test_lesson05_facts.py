@@ -17,9 +17,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils import build, probsparse
+from course_utils import probsparse
+from course_teacher import build
 from course_utils import probsparse_study as study
-from course_utils.bilingual_code import localize
+from course_teacher.bilingual_code import localize
 
 SEEDS = range(20)  # the notebook draws from one generator; a threshold must hold on all of these
 

@@ -65,7 +65,7 @@ def calls():
     from course_utils import probsparse as ps
     from course_utils import probsparse_study as study
     from course_utils import seq2seq
-    from course_utils.diagrams import l05_probsparse as diagram
+    from course_teacher.diagrams import l05_probsparse as diagram
     from course_utils.viz import probsparse as viz
     from course_utils.widgets import probsparse as widgets
 

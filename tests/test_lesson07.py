@@ -11,7 +11,7 @@ import torch
 
 from course_utils import i18n
 from course_utils.decoding import PUBLISHED, cache_bytes
-from course_utils.diagrams import DIAGRAMS
+from course_teacher.diagrams import DIAGRAMS
 from course_utils.validation import ArgumentError
 from course_utils.viz.decoding import cache_bytes_bars, cache_growth, cache_slots, kind, step_costs
 from course_utils.widgets.decoding import MOST_TOKENS, VARIANTS, WINDOWS, cache_explorer, cache_view

@@ -15,7 +15,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils import diagrams, i18n, viz
+from course_utils import i18n, viz
+from course_teacher import diagrams
 from course_utils.tiled import (
     SKIP,
     keep_of,

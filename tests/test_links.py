@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
-from course_utils import build, links
+from course_teacher import build, links
 
 README = build.ROOT / "README.md"
 

@@ -15,7 +15,8 @@ from gradients import assert_close_with_grads, grads
 from torch import nn
 from torch.nn.attention.bias import causal_lower_right, causal_upper_left
 
-from course_utils import attention, bilingual_code, build, i18n, masks
+from course_utils import attention, i18n, masks
+from course_teacher import bilingual_code, build
 from course_utils.validation import ArgumentError
 
 

@@ -22,7 +22,7 @@ import nbformat
 import pytest
 import torch
 
-from course_utils import build
+from course_teacher import build
 from course_utils.exercises import grading
 
 pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile

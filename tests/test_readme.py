@@ -2,7 +2,7 @@
 
 import re
 
-from course_utils import build
+from course_teacher import build
 
 
 def test_the_readme_maps_every_lesson_to_its_notebooks():

@@ -12,7 +12,7 @@ import zipfile
 import nbformat
 import pytest
 
-from course_utils import build, release
+from course_teacher import build, release
 
 LANGUAGES = build.LANGUAGES
 # A solution shorter than this (after comments and indentation go) could be ordinary code anywhere.

@@ -1,4 +1,4 @@
-"""The lecture decks (`make slides`, course_utils/slides/) fit the screen, carry speaker notes and
+"""The lecture decks (`make slides`, course_teacher/slides/) fit the screen, carry speaker notes and
 work with no network; the handout (`make handout`) prints one page a slide.
 
 Builds every lesson's decks, English and Chinese, once into a temporary folder (the teacher's
@@ -37,9 +37,9 @@ import nbformat
 import pytest
 
 from course_teacher.exercises import EXERCISES
-from course_utils import slides
-from course_utils.build import lessons
-from course_utils.slides import handout, outputs
+from course_teacher import slides
+from course_teacher.build import lessons
+from course_teacher.slides import handout, outputs
 
 pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
 
@@ -125,7 +125,7 @@ def decks(tmp_path_factory):
             _unavailable(f"`npm ci --prefix slides` failed (no npm registry?):\n{result.stderr[-2000:]}")
     out = tmp_path_factory.mktemp("decks")
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "course_utils.slides", "--out", str(out)], cwd=ROOT, check=True)
+    subprocess.run([sys.executable, "-m", "course_teacher.slides", "--out", str(out)], cwd=ROOT, check=True)
     print(f"decks built in {time.perf_counter() - start:.1f} s")
     return out
 

@@ -36,7 +36,7 @@ import torch
 
 import course_utils
 from course_teacher.exercises import EXERCISES, TRANSPOSES, evaluate
-from course_utils import build
+from course_teacher import build
 from course_utils.exercises import PASSED
 
 matplotlib.use("Agg")
@@ -48,18 +48,18 @@ CALL_LIMIT = 0.5
 #: each writes files of the repository or starts a build, and none returns a tensor. (``main``
 #: functions, the command lines, are left out by name.) The test below proves each name exists.
 ACTS_ON_THE_WORLD = {
-    "course_utils.build.build",  # publishes the exercises' data, draws the diagrams, executes notebooks
-    "course_utils.build.execute",  # starts a kernel
-    "course_utils.build.write",  # writes a notebook
-    "course_utils.build.stamp_translations",  # rewrites lesson sources
-    "course_utils.diagrams.write_all",  # writes images/
-    "course_utils.release.release",  # writes the release zips
-    "course_utils.release.write_zip",
-    "course_utils.slides.build",  # writes the slide decks
-    "course_utils.slides.build_deck",
-    "course_utils.slides.copy_assets",
-    "course_utils.slides.handout.print_handouts",  # starts Chromium, writes PDFs
-    "course_utils.slides.handout.print_deck",
+    "course_teacher.build.build",  # publishes the exercises' data, draws the diagrams, executes notebooks
+    "course_teacher.build.execute",  # starts a kernel
+    "course_teacher.build.write",  # writes a notebook
+    "course_teacher.build.stamp_translations",  # rewrites lesson sources
+    "course_teacher.diagrams.write_all",  # writes images/
+    "course_teacher.release.release",  # writes the release zips
+    "course_teacher.release.write_zip",
+    "course_teacher.slides.build",  # writes the slide decks
+    "course_teacher.slides.build_deck",
+    "course_teacher.slides.copy_assets",
+    "course_teacher.slides.handout.print_handouts",  # starts Chromium, writes PDFs
+    "course_teacher.slides.handout.print_deck",
     "course_utils.session.setup",  # seeds every generator, sets the plot style and font for the process
 }
 

@@ -45,7 +45,7 @@ from . import sandbox
 
 LAUNCH = Path(__file__).with_name("launch.py")
 # What every grading kernel runs under: one thread, as the course's notebooks are built and
-# checked (course_utils.build.EXECUTION_ENV), and no debugger frozen-modules warning.
+# checked (course_teacher.build.EXECUTION_ENV), and no debugger frozen-modules warning.
 KERNEL_ENV = {"COURSE_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
               "PYDEVD_DISABLE_FILE_VALIDATION": "1", "MPLBACKEND": "agg", "LANG": "C.UTF-8",
               "COURSE_GRADING": "1"}  # (a check records no progress: course_utils.learner)

@@ -473,7 +473,7 @@ def course_cells(lesson, lang, solutions=False):
 def _course_render(lesson, lang, solutions=False):
     """The course's notebook for `lesson` (the student's, or the solutions'): rendered from its
     source, else the committed render, else None."""
-    from course_utils import build
+    from course_teacher import build
 
     with contextlib.suppress(SystemExit, Exception):  # no source here: the committed render
         import jupytext

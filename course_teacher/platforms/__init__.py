@@ -37,7 +37,7 @@ from pathlib import Path
 
 from course_teacher.exercises import EXERCISES
 from course_teacher.exercises.reference import DEFAULT_HIDDEN_SEED
-from course_utils import build, release
+from course_teacher import build, release
 
 HERE = Path(__file__).resolve().parent
 PLATFORMS = ("gradescope", "classroom50")

@@ -4,7 +4,7 @@ M̄ = max − mean (the estimate of the paper's sparsity measure M), give the to
 and every other (lazy) query the mean of the values;
 the output's rows come from both branches."""
 
-from ..validation import describe, fail
+from course_utils.validation import describe, fail
 from .sheet import GREY, INK, OPERATION, QKV, RESULT, SIZE, SMALL, TENSOR, Sheet, label
 
 PROBSPARSE = {

@@ -1,11 +1,11 @@
 """Lecture slides: one offline reveal.js deck per lesson and language, and a PDF handout.
 
-    python -m course_utils.slides                 every lesson, both languages
-    python -m course_utils.slides --only 01       just lesson 01
-    python -m course_utils.slides --lang zh       just the Chinese decks
-    python -m course_utils.slides --theme dark    decks that open in the dark theme
-    python -m course_utils.slides --out DIR       write to DIR instead of slides/decks
-    python -m course_utils.slides --handout       also print each deck to a PDF (one slide a page)
+    python -m course_teacher.slides                 every lesson, both languages
+    python -m course_teacher.slides --only 01       just lesson 01
+    python -m course_teacher.slides --lang zh       just the Chinese decks
+    python -m course_teacher.slides --theme dark    decks that open in the dark theme
+    python -m course_teacher.slides --out DIR       write to DIR instead of slides/decks
+    python -m course_teacher.slides --handout       also print each deck to a PDF (one slide a page)
 
 Writes ``slides/decks/{en,zh}/NN_slug.html`` from the executed solution notebooks
 (``notebooks/solutions/{en,zh}/``: a lecture shows the worked code and its outputs, which the
@@ -136,7 +136,7 @@ def build(only=None, langs=LANGUAGES, decks=DECKS, theme="light", handouts=None)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m course_utils.slides", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m course_teacher.slides", description=__doc__.split("\n")[0])
     parser.add_argument("--only", metavar="NN", help="just lesson NN (e.g. 01)")
     parser.add_argument("--lang", choices=LANGUAGES, help="just one language")
     parser.add_argument("--theme", choices=sorted(THEMES), default="light", help="the theme a deck opens in")

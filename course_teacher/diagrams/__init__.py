@@ -28,7 +28,7 @@ from pathlib import Path
 
 import matplotlib
 
-from .. import viz
+from course_utils import viz
 from .l01_sdpa import SDPA, sdpa
 from .l03_qkv_sources import SOURCES, qkv_sources
 from .l05_probsparse import PROBSPARSE, probsparse
@@ -123,7 +123,7 @@ def svg(name, lang):
         figure.savefig(buffer, format="svg", metadata=SVG_METADATA)
     text = buffer.getvalue().replace(_DOCTYPE, "")
     # (the stamp names the files' old single module: kept so that the committed files stay the same)
-    stamp = (f"<!-- Drawn by course_utils/diagrams/ with matplotlib {version('matplotlib')} and mplfonts "
+    stamp = (f"<!-- Drawn by course_teacher/diagrams/ with matplotlib {version('matplotlib')} and mplfonts "
              f"{version('mplfonts')}: edit the code, then run `make notebooks`. -->\n")
     first, rest = text.split("\n", 1)  # after the <?xml ...?> declaration
     return (first + "\n" + stamp + rest).encode("utf-8")

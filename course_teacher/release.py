@@ -1,7 +1,7 @@
 """The course as two zips: the student bundle a teacher hands out, and the solutions (``make release``).
 
-    python -m course_utils.release              write both zips to dist/
-    python -m course_utils.release --out DIR    write them to DIR
+    python -m course_teacher.release              write both zips to dist/
+    python -m course_teacher.release --out DIR    write them to DIR
 
 ``attention-course-student-<version>.zip`` holds what a learner needs to run the course: the student
 notebooks (English and Chinese) and the course homes, the diagrams they show, course_utils, and the files that set it up
@@ -182,7 +182,7 @@ def release(out=DIST):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m course_utils.release", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m course_teacher.release", description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=str(DIST), help="folder for the zips (default: dist/)")
     args = parser.parse_args(argv)
     for path in release(out=Path(args.out).resolve()):

@@ -1,10 +1,10 @@
 """Binder links to every lesson notebook, and the README section that lists them (``make readme``);
 nbgitpuller links for a school's own JupyterHub (``make hub-links``).
 
-    python -m course_utils.links            print every notebook's Binder link
-    python -m course_utils.links --readme   rewrite the README's Binder section
-    python -m course_utils.links --check    fail when the README's Binder section is out of date
-    python -m course_utils.links --hub https://hub.example.edu --repo https://github.com/you/attention-student
+    python -m course_teacher.links            print every notebook's Binder link
+    python -m course_teacher.links --readme   rewrite the README's Binder section
+    python -m course_teacher.links --check    fail when the README's Binder section is out of date
+    python -m course_teacher.links --hub https://hub.example.edu --repo https://github.com/you/attention-student
                                             print a Markdown table of nbgitpuller links, lesson by language
 
 A hub link (nbgitpuller's ``/hub/user-redirect/git-pull``) clones or updates ``--repo`` in the
@@ -160,7 +160,7 @@ def with_section(readme):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m course_utils.links", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m course_teacher.links", description=__doc__.split("\n")[0])
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--readme", action="store_true", help="rewrite the README's Binder section")
     mode.add_argument("--check", action="store_true", help="fail when the README's Binder section is out of date")

@@ -1,10 +1,10 @@
 """The authoring pipeline: one bilingual source per lesson -> four executed notebooks.
 
-    python -m course_utils.build                 render and execute every lesson
-    python -m course_utils.build --only 01       just lesson 01
-    python -m course_utils.build --check         re-render without executing; fail on drift (and
+    python -m course_teacher.build                 render and execute every lesson
+    python -m course_teacher.build --only 01       just lesson 01
+    python -m course_teacher.build --check         re-render without executing; fail on drift (and
                                                  when the exercises' public data is stale)
-    python -m course_utils.build --stamp-translations --only 01
+    python -m course_teacher.build --stamp-translations --only 01
                                                  record that lesson 01's Chinese cells are up
                                                  to date with their English cells
 
@@ -45,7 +45,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from . import bilingual_code, diagrams
-from .i18n import text as catalogue
+from course_utils.i18n import text as catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -171,7 +171,7 @@ def validate(lesson, source):
                             lesson,
                             where,
                             "translation is stale: the English cell before it changed since it was translated "
-                            f"(update the Chinese, then `python -m course_utils.build --stamp-translations --only {lesson}`)",
+                            f"(update the Chinese, then `python -m course_teacher.build --stamp-translations --only {lesson}`)",
                         )
                     )
                 problems += _glossary_problems(lesson, where, previous.source, cell.source, terms)
@@ -559,7 +559,7 @@ def stamp_translations(only=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m course_utils.build", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m course_teacher.build", description=__doc__.split("\n")[0])
     parser.add_argument("--only", metavar="NN", help="just lesson NN (e.g. 01)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="re-render without executing; fail on any drift")
