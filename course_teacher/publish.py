@@ -1,7 +1,11 @@
-"""Write each exercise's public cases, as data, into the student's package (``make notebooks`` runs it).
+"""Write each exercise's public cases, as data, into the student's package (``make notebooks`` runs
+it); and answer keys, the data a grader grades against.
 
     python -m course_teacher.publish            write course_utils/exercises/public/<id>.pt
     python -m course_teacher.publish --check    fail when a file is missing, stale or left over
+    python -m course_teacher.publish --key FOLDER --seed N [--lesson 03 ...]
+                                                write an answer key (course_teacher/grade/key.py):
+                                                public and hidden cases drawn from N, as data
 
 The notebook's check compares a learner's function with these files (course_utils.exercises.public):
 the arguments of each public case, the reference's results and gradients there, and what each known
@@ -11,14 +15,18 @@ to within float rounding (another CPU computes the last bits differently).
 """
 
 import argparse
+import ast
 import io
+import os
 import sys
+from pathlib import Path
 
 import torch
 
 from course_utils.exercises import public
 
-from .exercises import EXERCISES, prepare
+from .exercises import DEFAULT_HIDDEN_SEED, EXERCISES, prepare
+from .grade import key as answer_key
 
 
 def _data(exercise):
@@ -95,10 +103,80 @@ def _differs(committed, fresh, where):
     return None if type(committed) is type(fresh) and committed == fresh else where
 
 
+# ----------------------------------------------------------------------------- answer keys
+
+def write_key(folder, seed, lessons=None):
+    """Write the answer key of `lessons` (default: every lesson) into `folder`, its hidden cases
+    drawn from `seed`: the references' results as data and each lesson's plan, read from the
+    course's student render of each language. The paths written."""
+    from . import build  # the sources, rendered as the learner gets them
+
+    chosen = [lesson for lesson in build.lessons() if lessons is None or lesson in lessons]
+    plans = {lesson: {lang: lesson_plan(lesson, lang) for lang in build.LANGUAGES} for lesson in chosen}
+    references = {e["id"]: prepare(EXERCISES[e["id"]], seed) for lesson in chosen
+                  for e in plans[lesson][build.LANGUAGES[0]]["exercises"]}
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, content in answer_key.encode(references, plans).items():
+        (folder / name).write_bytes(content)
+        os.chmod(folder / name, 0o644)
+        written.append(folder / name)
+    return written
+
+
+def lesson_plan(lesson, lang):
+    """{"exercises": [...], "cells": [...]} of `lesson` in `lang`, from the course's student render:
+    the exercises in the order their cells come (each function's name as its check cell passes it,
+    else as its exercise cell defines it), and the text of every code cell."""
+    import jupytext
+
+    from . import build
+
+    render = build.render(jupytext.read(build.lessons(lesson)[lesson]), lang)
+    cells = [cell for cell in render.cells if cell.cell_type == "code"]
+    order = list(dict.fromkeys(c.metadata["exercise"] for c in cells if c.metadata.get("exercise") in EXERCISES))
+    order += [e for e in EXERCISES if e.startswith(f"{lesson}.") and e not in order]
+    checked = {}
+    for cell in cells:
+        for node in ast.walk(ast.parse(cell.source)) if _parses(cell.source) else ():
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check" and len(node.args) >= 2
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[1], ast.Name)):
+                checked.setdefault(node.args[0].value, node.args[1].id)
+    exercises = [{"id": e, "function": checked.get(e) or _defined(cells, e), "points": int(EXERCISES[e].points),
+                  "forbidden": list(EXERCISES[e].forbidden)} for e in order]
+    return {"exercises": exercises, "cells": [cell.source for cell in cells]}
+
+
+def _parses(source):
+    try:
+        ast.parse(source)
+    except SyntaxError:  # a cell of IPython magics: no check call in it
+        return False
+    return True
+
+
+def _defined(cells, exercise):
+    """The first function the exercise's cell defines (when no check cell names it)."""
+    for cell in cells:
+        if cell.metadata.get("exercise") == exercise and _parses(cell.source):
+            functions = [n.name for n in ast.parse(cell.source).body if isinstance(n, ast.FunctionDef)]
+            if functions:
+                return functions[0]
+    raise SystemExit(f"publish: exercise {exercise} has no cell that defines its function")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m course_teacher.publish", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="write nothing; fail when a file is missing or stale")
+    parser.add_argument("--key", metavar="FOLDER", help="write an answer key into FOLDER instead")
+    parser.add_argument("--seed", type=int, default=DEFAULT_HIDDEN_SEED, help="--key: draws the hidden cases")
+    parser.add_argument("--lesson", action="append", help="--key: a lesson (00, 01, ...); repeat for several")
     args = parser.parse_args(argv)
+    if args.key:
+        paths = write_key(args.key, args.seed, args.lesson)
+        print(f"answer key: {len(paths) - 1} exercises in {args.key}")
+        return 0
     if args.check:
         found = problems()
         for problem in found:

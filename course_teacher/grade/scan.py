@@ -298,17 +298,15 @@ class Target(NamedTuple):
 
 
 def targets(submission, exercises):
-    """[Target] for a read Submission and the course's exercises (``submission.plan``'s first
-    item): where each exercise's cell is, and what the registry forbids it."""
-    from ..exercises import EXERCISES
+    """[Target] for a read Submission and its lesson's exercises (key.Exercise: the answer key's
+    plan): where each exercise's cell is, and what it forbids."""
     from .submission import exercise_cell
 
     found = []
     for exercise in exercises:
         cell, _ = exercise_cell(submission, exercise)
-        registered = EXERCISES.get(exercise.id)
-        found.append(Target(exercise.id, cell.index if cell is not None else None,
-                            tuple(registered.forbidden) if registered else (), exercise.function))
+        found.append(Target(exercise.id, cell.index if cell is not None else None, tuple(exercise.forbidden),
+                            exercise.function))
     return found
 
 

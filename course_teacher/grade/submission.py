@@ -21,9 +21,11 @@ must have. Nothing here runs the notebook's code: it is read as text (and parsed
 - Language: the notebook's ``setup(lang=...)`` call, else its markdown cells' ``lang-en`` /
   ``lang-zh`` tags (every render carries them), else a folder named ``en`` or ``zh`` in its
   path, else English.
-- The lesson's exercises, in order, and their functions' names come from the course's own
-  render of the lesson (the check cell ``check("00.padding_mask", padding_mask)``), never from
-  the submission: a learner who deletes an exercise still gets a row for it.
+- The lesson's exercises, in order, and their functions' names come from the grader's answer key
+  (key.py: the course's own render of the lesson, its check cell ``check("00.padding_mask",
+  padding_mask)``), never from the submission: a learner who deletes an exercise still gets a row
+  for it. Which exercise ids exist, the reading takes from the student package's list
+  (course_utils/exercises/public/order.txt).
 - An exercise's cell: the code cell whose metadata names the exercise (the last one, if the
   learner copied it); else the last code cell that defines the function's name at top level.
 - Check cells (any cell that calls ``check("NN.name", ...)``) are never run: a learner may have
@@ -31,7 +33,6 @@ must have. Nothing here runs the notebook's code: it is read as text (and parsed
 """
 
 import ast
-import contextlib
 import errno
 import functools
 import logging
@@ -46,9 +47,8 @@ from pathlib import Path
 import nbformat
 
 from course_utils import i18n
+from course_utils.exercises.public import EXERCISES
 from course_utils.i18n import LANGUAGES
-
-from ..exercises import EXERCISES
 
 LESSON_FILE = re.compile(r"^(\d\d)_")
 MAX_MB = 20
@@ -96,13 +96,6 @@ class Submission:
     name_lesson: str = None  # the lesson its file name's two-digit prefix names, if any
     assignment: str = None  # the lesson the grader was told to grade, if any
     mismatch: str = None  # when those disagree: which way (a sentence in `lang`); `lesson` is then scored 0
-
-
-@dataclass(frozen=True)
-class Exercise:
-    id: str
-    function: str  # the name the exercise gave the learner's function
-    points: int
 
 
 # ----------------------------------------------------------------------------- finding submissions
@@ -431,69 +424,6 @@ def defined(tree):
 
     visit(tree.body)
     return list(dict.fromkeys(names))
-
-
-# ----------------------------------------------------------------------------- the course's side
-
-@functools.cache
-def plan(lesson, lang):
-    """(exercises, code cells of the course's own student render) for `lesson` in `lang`:
-    the lesson's exercises in notebook order with their functions' names and points, and the
-    text of every code cell the course gave the learner (to tell the learner's own cells)."""
-    render = _course_render(lesson, lang)
-    names, order = {}, []
-    if render is not None:
-        for cell in render.cells:
-            if cell.cell_type != "code":
-                continue
-            exercise = cell.metadata.get("exercise")
-            if exercise in EXERCISES and exercise not in order:
-                order.append(exercise)
-            tree = parse(cell.source)
-            if isinstance(tree, ast.AST):
-                for node in ast.walk(tree):
-                    if (isinstance(node, ast.Call) and _called(node) == "check" and len(node.args) >= 2
-                            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[1], ast.Name)):
-                        names.setdefault(node.args[0].value, node.args[1].id)
-    order += [e for e in EXERCISES if e.startswith(f"{lesson}.") and e not in order]
-    exercises = [Exercise(e, names.get(e) or _stub_name(render, e), int(getattr(EXERCISES[e], "points", 1)))
-                 for e in order]
-    sources = frozenset(c.source.strip() for c in render.cells if c.cell_type == "code") if render else frozenset()
-    return tuple(exercises), sources
-
-
-@functools.cache
-def course_cells(lesson, lang, solutions=False):
-    """The stripped text of every code cell of the course's render of `lesson` in `lang` (the
-    student's, or with `solutions` the solutions'): what the learner did not write."""
-    render = _course_render(lesson, lang, solutions)
-    return frozenset(c.source.strip() for c in render.cells if c.cell_type == "code") if render else frozenset()
-
-
-def _course_render(lesson, lang, solutions=False):
-    """The course's notebook for `lesson` (the student's, or the solutions'): rendered from its
-    source, else the committed render, else None."""
-    from course_teacher import build
-
-    with contextlib.suppress(SystemExit, Exception):  # no source here: the committed render
-        import jupytext
-
-        return build.render(jupytext.read(build.lessons(lesson)[lesson]), lang, solutions=solutions)
-    folder = build.NOTEBOOKS / "solutions" / lang if solutions else build.NOTEBOOKS / lang
-    committed = sorted(folder.glob(f"{lesson}_*.ipynb"))
-    return nbformat.read(str(committed[0]), as_version=4) if committed else None
-
-
-def _stub_name(render, exercise):
-    """The first function an exercise cell of the render defines (when no check cell names it)."""
-    for cell in render.cells if render else []:
-        if cell.cell_type == "code" and cell.metadata.get("exercise") == exercise:
-            tree = parse(cell.source)
-            if isinstance(tree, ast.AST):
-                functions = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-                if functions:
-                    return functions[0]
-    return exercise.split(".", 1)[1]
 
 
 def exercise_cell(submission, exercise):
