@@ -133,7 +133,7 @@ def lesson_plan(lesson, lang):
 
     from . import build
 
-    render = build.render(jupytext.read(build.lessons(lesson)[lesson]), lang)
+    render = build.render(jupytext.read(build.lessons(lesson)[lesson]), lang, solutions=False)
     cells = [cell for cell in render.cells if cell.cell_type == "code"]
     order = list(dict.fromkeys(c.metadata["exercise"] for c in cells if c.metadata.get("exercise") in EXERCISES))
     order += [e for e in EXERCISES if e.startswith(f"{lesson}.") and e not in order]

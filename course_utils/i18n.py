@@ -728,6 +728,11 @@ MESSAGES = {
         "notebook, under its own file name.",
         "zh": "✘ {exercise}：未检查：这个笔记本不是第 {lesson} 课的（{why}）。请提交第 {lesson} 课的笔记本，并保留它原来的文件名。",
     },
+    "grade.not_in_key": {
+        "en": "⚠ This grader grades lesson {lessons}; this notebook is lesson {lesson}'s. Hand it in where lesson "
+        "{lesson} is graded.",
+        "zh": "⚠ 这个评分程序只评第 {lessons} 课；这个笔记本属于第 {lesson} 课。请把它交到第 {lesson} 课的作业里。",
+    },
     "grade.grader_error": {
         "en": "⚠ {exercise}: the grader itself failed on this notebook ({error}); please tell the course's maintainers.",
         "zh": "⚠ {exercise}：评分程序自身在处理这个笔记本时出错（{error}）；请告知课程维护者。",

@@ -12,9 +12,10 @@ import torch
 from course_utils.exercises.compare import tensors
 from course_utils.exercises.grading import Known, Reference, _Case, _on_graph, copies, gradients, kind_of, names_of
 
-#: The hidden cases' seed when the teacher gives none. It is public (this line): set your own with
-#: ``make grade SEED=...`` (``--seed``) so that no learner can know the hidden cases.
-DEFAULT_HIDDEN_SEED = 20_261_125
+from ..grade.key import DEFAULT_SEED
+
+#: The hidden cases' seed when the teacher gives none (public: see the grader's key.py).
+DEFAULT_HIDDEN_SEED = DEFAULT_SEED
 
 
 def prepare(exercise, hidden_seed=None):

@@ -6,17 +6,22 @@ the exercises forbid (scan.py, in this process: a kernel cannot forge it), start
 sandbox of its own (runner.py, sandbox.py), runs the notebook's cells in order up to each
 exercise cell, asks the kernel to call the learner's function on this process's cases, public
 and hidden (course_utils.exercises.kernel, wire) and judges the answer with the check engine
-(grading.judge) against the references, computed here. ``grade`` does that for every submission,
+(grading.judge) against the answer key (key.py: the references' results as data, written by the
+teacher's side before grading starts, read here). ``grade`` does that for every submission,
 ``--jobs`` at a time, and hands each result to the gradebook (gradebook.py) as soon as it is known.
 ``main`` is ``python -m course_teacher.grade``.
 """
 
 import argparse
 import contextlib
+import functools
+import importlib
 import os
+import pkgutil
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -30,7 +35,7 @@ from course_utils import i18n
 from course_utils.exercises import CRASHED, FAILED, PASSED, grading, sandbox, wire
 from course_utils.i18n import message
 
-from ..exercises import DEFAULT_HIDDEN_SEED, EXERCISES, prepare
+from . import key as answer_key
 from . import runner, scan
 from . import submission as reading
 from .gradebook import Gradebook
@@ -43,10 +48,8 @@ ANSWER_MARGIN_S = 15  # beyond the per-call time limits, for the kernel to colle
 STRAINED = {"TIME_LIMIT", "KERNEL_DIED", "NO_RESULT"}
 TEMPORARY_PREFIX = "course-grade-"
 
-# The check engine's messages follow one process-wide language, and the references are computed
-# with torch's global random state forked: judging happens one submission at a time.
+# The check engine's messages follow one process-wide language: judging happens one submission at a time.
 _judging = threading.RLock()
-_references = {}
 
 
 @dataclass
@@ -57,7 +60,7 @@ class Options:
     memory_mb: int = 4096  # the kernel's address space (0: no limit)
     cells: str = "all"  # "all": every code cell; "own": imports, setup, exercises and the learner's own cells
     max_restarts: int = 3  # fresh kernels after deaths, per notebook
-    hidden_seed: int = DEFAULT_HIDDEN_SEED  # draws the hidden cases (the teacher's own: --seed)
+    answers: answer_key.Key = None  # the answer key (default: default_answers(), the public seed's)
     lesson: str = None  # the assignment's lesson ("00"), when the grader is told it
     sandboxed: bool = True  # each kernel in a bwrap sandbox of its own
 
@@ -106,12 +109,37 @@ def _speaking(lang):
             i18n.set_language(before)
 
 
-def _reference(exercise, hidden_seed):
-    """The exercise's Reference on its public and hidden cases, computed once per process (under the
-    lock: it mutates nothing the next submission sees except the labels, which every judge sets again)."""
-    if (exercise, hidden_seed) not in _references:
-        _references[exercise, hidden_seed] = prepare(EXERCISES[exercise], hidden_seed)
-    return _references[exercise, hidden_seed]
+def write_answers(folder, seed, lessons=None):
+    """Write the answer key of this checkout's course (every lesson, or `lessons`), its hidden cases
+    drawn from `seed`, into `folder`, and read it. In a process of its own: the references stay out
+    of the grader's process, which then holds what a platform's autograder holds."""
+    command = [sys.executable, "-m", "course_teacher.publish", "--key", str(folder), "--seed", str(int(seed))]
+    for lesson in lessons or ():
+        command += ["--lesson", lesson]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the answer key could not be written: {done.stderr.strip()[-2000:]}")
+    return answer_key.read(folder)
+
+
+@functools.cache
+def default_answers():
+    """The answer key of every lesson with the public seed, written once per process (tests, and
+    callers of grade_one that give none)."""
+    folder = tempfile.mkdtemp(prefix="course-answers-")
+    return write_answers(folder, answer_key.DEFAULT_SEED)
+
+
+@functools.cache
+def load_course():
+    """Import every module of the student package once: the scan compares the names a notebook
+    reaches with the objects of the modules this process has loaded, so every grader, whatever it
+    imported before, reads a notebook with the same modules loaded."""
+    import course_utils
+
+    for info in pkgutil.walk_packages(course_utils.__path__, "course_utils."):
+        if not info.name.endswith("__main__"):
+            importlib.import_module(info.name)
 
 
 # ----------------------------------------------------------------------------- one submission
@@ -202,18 +230,19 @@ def grade_one(path, key, student, options=None, shown=None, folder=None, stoppin
     folder: where its kernels' folders go (default: a temporary folder of its own); stopping: a
     threading.Event that, once set, lets it start no new kernel (the grader is being stopped)."""
     options = options or Options()
+    answers = options.answers or default_answers()
     started = time.monotonic()
     found = reading.read(path, key, student, lesson=options.lesson)
     graded = Graded(key, student, found.lesson or "", found.lang, shown or Path(path).name)
     try:
-        if found.unreadable or found.lesson is None or found.mismatch:
-            _not_graded(graded, found)
+        if found.unreadable or found.lesson not in answers.lessons or found.mismatch:
+            _not_graded(graded, found, answers)
         else:
-            _grade(graded, found, options, folder, stopping)
+            _grade(graded, found, options, answers, folder, stopping)
     except Exception as error:  # noqa: BLE001 (a bug of the grader's: this notebook gets a verdict, the others go on)
         traceback.print_exc()
         with _speaking(found.lang):
-            exercises = reading.plan(found.lesson, found.lang)[0] if found.lesson else ()
+            exercises = answers.plan(found.lesson, found.lang)[0] if found.lesson in answers.lessons else ()
             text = f"{type(error).__name__}: {error}"[:200]
             graded.rows = [Row(e.id, CRASHED, "GRADER_ERROR", message("grade.grader_error", exercise=e.id, error=text),
                                0, e.points) for e in exercises]
@@ -221,15 +250,20 @@ def grade_one(path, key, student, options=None, shown=None, folder=None, stoppin
     return graded
 
 
-def _not_graded(graded, found):
-    """Rows for a submission the grader does not run: no lesson, not a notebook it can read, or
-    the notebook of another lesson than its name or the assignment says (every exercise 0)."""
+def _not_graded(graded, found, answers):
+    """Rows for a submission the grader does not run: no lesson (or one the answer key lacks), not a
+    notebook it can read, or the notebook of another lesson than its name or the assignment says
+    (every exercise 0)."""
     with _speaking(found.lang):
         if found.lesson is None:
             graded.rows = [Row("", CRASHED, found.problem or "UNKNOWN_LESSON",
                                found.unreadable or message("grade.unknown_lesson"), 0, 0)]
             return
-        for exercise in reading.plan(found.lesson, found.lang)[0]:
+        if found.lesson not in answers.lessons:
+            graded.rows = [Row("", CRASHED, "UNKNOWN_LESSON", message("grade.not_in_key", lesson=found.lesson,
+                               lessons=", ".join(answers.lessons)), 0, 0)]
+            return
+        for exercise in answers.plan(found.lesson, found.lang)[0]:
             if found.unreadable:
                 row = Row(exercise.id, CRASHED, found.problem or "UNREADABLE",
                           message("grade.unreadable", exercise=exercise.id, error=found.unreadable), 0, exercise.points)
@@ -239,13 +273,14 @@ def _not_graded(graded, found):
             graded.rows.append(row)
 
 
-def _grade(graded, found, options, folder, stopping):
+def _grade(graded, found, options, answers, folder, stopping):
+    load_course()
     with _judging:
-        exercises, course_cells = reading.plan(found.lesson, found.lang)
+        exercises, course_cells = answers.plan(found.lesson, found.lang)
     located = {e.id: reading.exercise_cell(found, e) for e in exercises}
     exercise_cells = {cell.index for cell, _ in located.values() if cell is not None}
     to_run = cells_to_run(found.cells, exercise_cells, options.cells, course_cells)
-    findings = scan.scan(found.cells, _course_sources(found.lesson), scan.targets(found, exercises))
+    findings = scan.scan(found.cells, answers.course_cells(found.lesson), scan.targets(found, exercises))
     graded.review = sorted({f"{hit.code} (cell {hit.cell})" for hit in findings.review})
     verdicts, notes = {}, []
     folder = tempfile.mkdtemp(prefix="submission-", dir=folder)
@@ -269,7 +304,7 @@ def _grade(graded, found, options, folder, stopping):
                         break
                     position += 1
                     run.run_cell(other)
-                verdicts[exercise.id] = _check(run, cell, exercise, options)
+                verdicts[exercise.id] = _check(run, cell, exercise, options, answers)
             except _OutOfTime:
                 verdicts[exercise.id] = ("OUT_OF_TIME", {"seconds": options.submission_timeout})
             except _GaveUp:
@@ -295,13 +330,6 @@ def _grade(graded, found, options, folder, stopping):
                 graded.notes.append(message("grade.printed", exercise=exercise.id, count=outcome.printed,
                                             limit=sandbox.OUTPUT_LIMIT))
     graded.strained |= any(row.code in STRAINED for row in graded.rows)
-
-
-def _course_sources(lesson):
-    """The text of every code cell the course distributes for `lesson`: its student and solution
-    renders, in both languages (a learner may hand in either; their cells are not the learner's own)."""
-    return frozenset().union(*(reading.course_cells(lesson, lang, solutions)
-                               for lang in i18n.LANGUAGES for solutions in (False, True)))
 
 
 def _read_verdict(found):
@@ -337,7 +365,7 @@ class _Judged:
     printed: int = 0
 
 
-def _check(run, cell, exercise, options):
+def _check(run, cell, exercise, options, answers):
     """What becomes of one exercise, its cell having been run (or having failed)."""
     tree = reading.parse(cell.source)
     reply = run.failed.get(cell.index)
@@ -352,7 +380,7 @@ def _check(run, cell, exercise, options):
             return ("RENAMED", {"name": exercise.function, "found": ", ".join(f"`{n}`" for n in functions[:5])})
         return ("DELETED", {"name": exercise.function})
     with _judging:
-        reference = _reference(exercise.id, options.hidden_seed)
+        reference = answers.reference(exercise.id)
     try:
         answer, budget = run.collect(cell, exercise.function, reference)
     except wire.WireError as error:  # no answer file, or not one: the kernel's side was broken or replaced
@@ -555,6 +583,9 @@ def main(argv=None):
     parser.add_argument("--lesson", help="the assignment's lesson (00, 01, ...): a notebook of another lesson scores 0")
     parser.add_argument("--seed", type=int, default=None,
                         help="your own secret number: it draws the hidden cases (default: a public one; see the README)")
+    parser.add_argument("--key", metavar="FOLDER",
+                        help="grade against this answer key (an autograder's: python -m course_teacher.publish --key) "
+                        "instead of one written from this checkout with --seed")
     parser.add_argument("--no-sandbox", action="store_true",
                         help="run the kernels without bubblewrap (only for work you trust: see the README)")
     parser.add_argument("--cells", choices=("all", "own"), default="all",
@@ -574,6 +605,14 @@ def main(argv=None):
         lesson = reading.assignment(args.lesson)
     except ValueError as error:
         parser.error(f"argument --lesson: {error}")
+    if args.key and args.seed is not None:
+        parser.error("argument --seed: an answer key (--key) holds its hidden cases already")
+    answers = None
+    if args.key:
+        try:
+            answers = answer_key.read(args.key)
+        except answer_key.NotAKey as error:
+            parser.error(f"argument --key: {error}")
     found = reading.find(args.submissions, student=args.student, skip=args.out)
     if not found:
         parser.error(f"argument submissions: no notebook (.ipynb) in {args.submissions!r}")
@@ -590,12 +629,24 @@ def main(argv=None):
             sandboxed = False
     else:
         print(NO_SANDBOX_WARNING.format(why="--no-sandbox"), file=sys.stderr)
-    if args.seed is None:
-        print("note: the hidden cases come from the public default seed; give your own with --seed "
-              "(make grade SEED=...) so that no student can know them.", file=sys.stderr)
-    options = Options(args.time_limit, args.cell_timeout, args.submission_timeout, args.memory_mb, args.cells,
-                      hidden_seed=DEFAULT_HIDDEN_SEED if args.seed is None else args.seed, lesson=lesson,
-                      sandboxed=sandboxed)
+    written = None  # the answer key written from this checkout, removed at the end
+    if answers is None:
+        if args.seed is None:
+            print("note: the hidden cases come from the public default seed; give your own with --seed "
+                  "(make grade SEED=...) so that no student can know them.", file=sys.stderr)
+        written = tempfile.mkdtemp(prefix="course-answers-")
+        seed = answer_key.DEFAULT_SEED if args.seed is None else args.seed
+        answers = write_answers(written, seed, [lesson] if lesson else None)
+    try:
+        return _run(args, found, Options(args.time_limit, args.cell_timeout, args.submission_timeout, args.memory_mb,
+                                         args.cells, answers=answers, lesson=lesson, sandboxed=sandboxed))
+    finally:
+        if written:
+            shutil.rmtree(written, ignore_errors=True)
+
+
+def _run(args, found, options):
+    """Grade what `main` found, into the gradebook; main's exit code."""
     started = time.monotonic()
     gradebook = Gradebook(args.out)
 

@@ -32,6 +32,9 @@ from course_utils.exercises import public
 
 FORMAT = "course_teacher.grade.key/1"
 INDEX = "key.json"
+#: The hidden cases' seed when the teacher gives none. It is public (this line): set your own with
+#: ``make grade SEED=...`` (``--seed``) so that no learner can know the hidden cases.
+DEFAULT_SEED = 20_261_125
 
 
 class NotAKey(ValueError):
