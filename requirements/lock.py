@@ -1,17 +1,21 @@
 """Write the course's lock files from pyproject.toml (`make lock`; `make lock UPGRADE=1` to move to
 the newest versions its ranges allow).
 
-Two files, resolved together so that a package both need has one version:
-- lab.lock: every package the course itself needs (pyproject.toml's dependencies, all the way
-  down): what `make lab`, the student bundle and Binder install;
-- test.lock: what the repository's own work adds on top (the `test` extra, all the way down).
+Three files, resolved together so that a package two of them need has one version:
+- lab.lock: every package the course needs to be opened and run (pyproject.toml's dependencies
+  and its `lab` extra, all the way down): what `make lab`, the student bundle and Binder install;
+- test.lock: what the repository's own work adds on top (the `test` extra, all the way down);
+- grade.lock: what a grader needs (pyproject.toml's dependencies alone: the notebooks' code and
+  nbformat, no JupyterLab), and torch's CPU build itself: what the platforms' autograders install
+  (course_teacher/platforms), every version the one lab.lock has.
 Each pin carries the sha256 of every file of its version, for every platform, so pip installs
 them with --require-hashes on Linux, macOS and Windows alike (the markers say which platform
 needs which package).
 
-torch is left out of both: the Makefile installs the CPU build it pins (TORCH), and the locks are
-resolved against that build's metadata (its CPU wheel, from TORCH_WHEELS), so they never pull
-the CUDA packages of the default torch. Without --upgrade, the versions already locked are kept
+torch is left out of lab.lock and test.lock: the Makefile installs the CPU build it pins (TORCH),
+and the locks are resolved against that build's metadata (its CPU wheel, from TORCH_WHEELS), so
+they never pull the CUDA packages of the default torch. grade.lock pins that CPU build with the
+hashes of the wheels TORCH_WHEELS holds. Without --upgrade, the versions already locked are kept
 wherever pyproject.toml still allows them.
 
 Needs uv (the Makefile installs it into the environment first).
@@ -27,13 +31,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-LAB, TEST = HERE / "lab.lock", HERE / "test.lock"
+LAB, TEST, GRADE = HERE / "lab.lock", HERE / "test.lock", HERE / "grade.lock"
 PYTHON = "3.11"  # the oldest Python pyproject.toml allows: markers cover the newer ones
 HEADER = (
     "# {what}\n"
     "# Written by `make lock` (requirements/lock.py) from pyproject.toml: do not edit by hand.\n"
-    "# torch is not here: the Makefile installs its pinned CPU build ({torch}) first.\n"
+    "# {torch_line}\n"
 )
+NO_TORCH = "torch is not here: the Makefile installs its pinned CPU build ({torch}) first."
+CPU_TORCH = "torch is its pinned CPU build ({torch}+cpu), from PyTorch's CPU index."
 
 
 def entries(text):
@@ -52,19 +58,26 @@ def entries(text):
     return found
 
 
-def write(path, what, torch, chosen):
+def pin(lines):
+    """An entry's "name==version", without its markers and hashes."""
+    return lines[0].split(";")[0].rstrip("\\ ").lower()
+
+
+def write(path, what, torch, chosen, torch_line=NO_TORCH):
     body = "\n".join("\n".join(lines) for _, lines in sorted(chosen.items()))
-    path.write_text(HEADER.format(what=what, torch=torch) + body + "\n")
+    path.write_text(HEADER.format(what=what, torch_line=torch_line.format(torch=torch)) + body + "\n")
 
 
-def compile_(uv, out, torch, wheels, extra=None, constraint=None, upgrade=False):
+def compile_(uv, out, torch, wheels, extras=(), constraint=None, upgrade=False, emit_torch=False):
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as override:
         override.write(f"{torch}+cpu\n")
         override.flush()
         command = [uv, "pip", "compile", str(ROOT / "pyproject.toml"), "--universal", "--python-version", PYTHON,
                    "--generate-hashes", "--no-annotate", "--no-header", "--quiet", "--override", override.name,
-                   "--find-links", wheels, "--no-emit-package", "torch", "-o", str(out)]
-        command += ["--extra", extra] if extra else []
+                   "--find-links", wheels, "-o", str(out)]
+        command += [] if emit_torch else ["--no-emit-package", "torch"]
+        for extra in extras:
+            command += ["--extra", extra]
         command += ["--constraints", str(constraint)] if constraint else []
         command += ["--upgrade"] if upgrade else []
         if subprocess.run(command, check=False, cwd=ROOT).returncode:
@@ -86,18 +99,24 @@ def main(argv=None):
     if uv is None:
         raise SystemExit("lock: needs uv (pip install uv)")
     with tempfile.TemporaryDirectory() as tmp:
-        everything, lab = Path(tmp) / "everything.txt", Path(tmp) / "lab.txt"
-        # uv keeps the versions of an existing output file: start from both locks
+        everything, lab, grade = (Path(tmp) / f"{name}.txt" for name in ("everything", "lab", "grade"))
+        # uv keeps the versions of an existing output file: start from the locks
         everything.write_text("".join(p.read_text() for p in (LAB, TEST) if p.exists()))
-        compile_(uv, everything, args.torch, args.wheels, extra="test", upgrade=args.upgrade)
-        compile_(uv, lab, args.torch, args.wheels, constraint=everything)
-        runtime, full = entries(lab.read_text()), entries(everything.read_text())
-    assert all(full.get(name) == lines for name, lines in runtime.items()), "the two resolutions disagree"
+        compile_(uv, everything, args.torch, args.wheels, extras=("lab", "test"), upgrade=args.upgrade)
+        compile_(uv, lab, args.torch, args.wheels, extras=("lab",), constraint=everything)
+        compile_(uv, grade, args.torch, args.wheels, constraint=everything, emit_torch=True)
+        runtime, full, grader = (entries(path.read_text()) for path in (lab, everything, grade))
+    assert all(full.get(name) == lines for name, lines in runtime.items()), "the resolutions disagree"
+    # (a package's markers may be narrower in the grader's resolution: its version is the same)
+    assert {pin(lines) for lines in grader.values()} - {pin(lines) for lines in full.values()} <= {pin(grader["torch"])}, \
+        "the resolutions disagree"
     write(LAB, "The course's runtime packages, every one pinned with its hashes.", args.torch, runtime)
     write(TEST, "The test tools on top of lab.lock, every one pinned with its hashes.", args.torch,
           {name: lines for name, lines in full.items() if name not in runtime})
+    write(GRADE, "What the autograders install: the grader's packages, every one pinned with its hashes.",
+          args.torch, grader, CPU_TORCH)
     print(f"lock: {len(runtime)} entries in {LAB.relative_to(ROOT)}, {len(full) - len(runtime)} in "
-          f"{TEST.relative_to(ROOT)}")
+          f"{TEST.relative_to(ROOT)}, {len(grader)} in {GRADE.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
