@@ -69,7 +69,7 @@ def test_drawing_again_gives_the_same_bytes_and_leaves_a_right_file_alone(drawn)
 @pytest.mark.slow  # (the grader's hidden cases, a kernel or a fresh process: not in `make quick`)
 def test_another_process_with_another_hash_seed_draws_the_same_bytes(drawn, tmp_path):
     files, _, _ = drawn
-    code = f"from course_utils import diagrams; diagrams.write_all({str(tmp_path)!r})"
+    code = f"from course_teacher import diagrams; diagrams.write_all({str(tmp_path)!r})"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": "12345"})
     assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == files
 

@@ -1,6 +1,9 @@
 """setup(): seeds, threads, language, and plots that render Chinese without missing glyphs."""
 
 import re
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import matplotlib
@@ -53,6 +56,26 @@ def test_chinese_renders_with_the_shipped_font_and_no_glyph_warnings():
         png = viz.figure_png(figure)
     assert png.startswith(b"\x89PNG")
     assert matplotlib.rcParams["font.sans-serif"][:2] == ["DejaVu Sans", viz.CJK_FONT_NAME]
+
+
+def test_the_shipped_font_is_chosen_by_its_file_even_beside_a_system_font_of_its_family():
+    """A machine with Debian's fonts-noto-cjk has a Noto Sans CJK SC of its own (a .ttc): matplotlib,
+    which picks fonts by family name, drew the Chinese pictures with it. Here another file registered
+    under that family name (in a fresh process) stands for it: the course still draws with its own."""
+    code = textwrap.dedent("""
+        import dataclasses
+        from matplotlib import font_manager
+        system = next(f for f in font_manager.fontManager.ttflist if f.name == "DejaVu Sans")
+        # another file of the shipped font's family, found first
+        font_manager.fontManager.ttflist.insert(0, dataclasses.replace(system, name="Noto Sans CJK SC"))
+        from course_utils import setup, viz
+        setup(lang="zh")
+        found = font_manager.findfont(font_manager.FontProperties(family=viz.CJK_FONT_NAME), fallback_to_default=False)
+        print(found)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith(viz.CJK_FONT_FILE), done.stdout
 
 
 def test_heatmap_labels_follow_the_language():

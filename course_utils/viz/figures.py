@@ -1,5 +1,6 @@
 """The course's plotting style (English and Chinese), figures, and the attention heatmap."""
 
+import dataclasses
 import io
 from importlib.util import find_spec
 from pathlib import Path
@@ -18,7 +19,11 @@ from ..i18n import message
 #: a machine with no system CJK fonts. DejaVu Sans stays first: Latin letters and math symbols
 #: come from it, and matplotlib falls back to Noto for the glyphs DejaVu lacks.
 CJK_FONT_FILE = "NotoSansCJKsc-Regular.otf"
-CJK_FONT_NAME = "Noto Sans CJK SC"
+#: The family name the course gives that file, and no other file has: matplotlib picks a font by
+#: its family name, and a machine with its own Noto Sans CJK (Debian's and Ubuntu's fonts-noto-cjk,
+#: a .ttc of the same family) would otherwise draw the pictures with that one, glyphs and metrics
+#: differing. Under this name every machine draws with the shipped file.
+CJK_FONT_NAME = "Noto Sans CJK SC (course)"
 
 
 def _cjk_font_path():
@@ -28,8 +33,12 @@ def _cjk_font_path():
 
 def use_course_style():
     """Set the course's plotting style and a font that renders both English and Chinese."""
-    if CJK_FONT_NAME not in {font.name for font in font_manager.fontManager.ttflist}:
-        font_manager.fontManager.addfont(str(_cjk_font_path()))
+    manager = font_manager.fontManager
+    if CJK_FONT_NAME not in {font.name for font in manager.ttflist}:
+        path = str(_cjk_font_path())
+        shipped = font_manager.ttfFontProperty(font_manager.get_font(path))
+        manager.ttflist.append(dataclasses.replace(shipped, name=CJK_FONT_NAME))
+        manager.addfont(path)  # (its own name too; and it clears findfont's cache of earlier answers)
     matplotlib.rcParams.update(
         {
             # a list of families (not the generic "sans-serif") turns on per-glyph fallback
