@@ -65,9 +65,9 @@ STUB_ERROR = {"en": "exercise {exercise}", "zh": "练习 {exercise}"}
 #: The course home, one per language beside the student notebooks (notebooks/{en,zh}/index.ipynb),
 #: and the tag of the cells that link a lesson to the home and to the next lesson.
 HOME, NAV_TAG = "index.ipynb", "course-nav"
-#: The home's time estimate for a lesson: its English prose read at READING_WPM words a minute, its
-#: code at CODE_LINES_A_MINUTE lines a minute (read and run), EXERCISE_MINUTES per exercise.
-READING_WPM, CODE_LINES_A_MINUTE, EXERCISE_MINUTES = 120, 8, 10
+#: Where the home takes each lesson's time from: the teacher's guide's table "The course at a
+#: glance" (minutes in class, minutes at home), so that the two never disagree.
+GUIDE_TABLE = ROOT / "guide" / "en.md"
 #: nbgrader's cell metadata (its schema 3) and what each check is worth
 NBGRADER_SCHEMA, CHECK_POINTS = 3, 1
 #: a cell that checks an exercise: check("01.scaled_dot", ...)
@@ -350,30 +350,40 @@ def course_map():
     return found
 
 
-def minutes(source):
-    """The home's estimate of the minutes a lesson takes (READING_WPM, CODE_LINES_A_MINUTE,
-    EXERCISE_MINUTES), rounded to 5."""
-    words = sum(len(_prose(c.source).split()) for c in source.cells if "lang-en" in tags(c))
-    code = sum(len(bilingual_code.localize(c.source, "en").splitlines()) for c in source.cells if c.cell_type == "code")
-    exercises = sum("exercise" in tags(c) for c in source.cells)
-    estimate = words / READING_WPM + code / CODE_LINES_A_MINUTE + exercises * EXERCISE_MINUTES
-    return max(5, 5 * round(estimate / 5))
+def duration(lang, minutes):
+    """`minutes` as the home writes a time, in `lang` ("about 2 h 30 min")."""
+    hours, rest = divmod(minutes, 60)
+    if not hours:
+        return catalogue(lang, "home.minutes", minutes=rest)
+    return catalogue(lang, "home.hours_minutes" if rest else "home.hours", hours=hours, minutes=rest)
+
+
+def lesson_times():
+    """{lesson: (minutes in class, minutes at home)}, from the guide's table (GUIDE_TABLE)."""
+    found = {}
+    for line in GUIDE_TABLE.read_text(encoding="utf-8").split("## The course at a glance", 1)[-1].splitlines():
+        row = re.fullmatch(r"\|\s*(\d\d) · [^|]*\|\s*(\d+) min\s*\|\s*(\d+) min\s*\|.*", line.strip())
+        if row:
+            found[row.group(1)] = (int(row.group(2)), int(row.group(3)))
+    return found
 
 
 def render_home(lang):
     """The course home in `lang` (notebooks/{lang}/index.ipynb): every lesson with its title (its
     source's heading), what it teaches (the README's course map), the time it takes and a link; the
     learner's progress (a cell calling progress(), whose committed output is "nothing checked yet")."""
-    teaches = course_map()
+    teaches, times = course_map(), lesson_times()
     columns = catalogue(lang, "home.columns").split("|")
     rows = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     for lesson, path in lessons().items():
         source = jupytext.read(path)
         title = lesson_title(source, lang, lesson)
         what = teaches.get(lesson, {}).get(lang, "")
-        time_needed = catalogue(lang, "home.minutes", minutes=minutes(source))
+        if lesson not in times:
+            raise SystemExit(f"build: the guide's table ({GUIDE_TABLE.name}) gives no time for lesson {lesson}")
+        time_needed = duration(lang, sum(times[lesson]))
         rows.append(f"| {lesson} | [{title}]({path.with_suffix('.ipynb').name}) | {what} | {time_needed} |")
-    intro = catalogue(lang, "home.title") + "\n\n" + catalogue(lang, "home.intro", exercise_minutes=EXERCISE_MINUTES)
+    intro = catalogue(lang, "home.title") + "\n\n" + catalogue(lang, "home.intro")
     code = f'from course_utils import progress, setup\n\nsetup(lang="{lang}")\nprogress()'
     cells = [
         nbformat.v4.new_markdown_cell(intro),

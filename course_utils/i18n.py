@@ -796,13 +796,15 @@ MESSAGES = {
     "home.intro": {
         "en": "A course on attention mechanisms in PyTorch, written to run on a laptop's CPU. "
         "Take the lessons in order: each builds on the ones before, and each ends with a link to the next. "
-        "The times are estimates from each lesson's length: reading it, running its cells, and about "
-        "{exercise_minutes} minutes per exercise.",
+        "The times are the ones the teachers' guide plans for each lesson: working through the notebook, then "
+        "finishing its exercises.",
         "zh": "一门讲解 PyTorch 中注意力机制的课程，在笔记本电脑的 CPU 上就能运行。请按顺序学习：每一课都以前面各课为基础，"
-        "课末都有通往下一课的链接。所需时间是按每课的篇幅估算的：读正文、运行代码单元，每道练习再加约 {exercise_minutes} 分钟。",
+        "课末都有通往下一课的链接。所需时间取自教师指南对每一课的安排：通读并运行笔记本，再做完其中的练习。",
     },
     "home.columns": {"en": "#|Lesson|What it teaches|Time", "zh": "#|课|内容|时间"},
     "home.minutes": {"en": "about {minutes} min", "zh": "约 {minutes} 分钟"},
+    "home.hours": {"en": "about {hours} h", "zh": "约 {hours} 小时"},
+    "home.hours_minutes": {"en": "about {hours} h {minutes} min", "zh": "约 {hours} 小时 {minutes} 分钟"},
     "home.progress": {
         "en": "## Your progress\n\nEach check cell keeps its latest verdict in `progress.json`, in your own work folder "
         "(the folder above this notebook, when you opened the course with `make lab`). Run the cell below to see it; "

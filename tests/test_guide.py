@@ -161,3 +161,22 @@ def test_the_prose_check_can_fail():
     assert english_run("形状 (B, H, L_q, L_k) 与 `masked_fill` 不算英文") < 4
     assert prose_lines("中文 `and this is code` 中文") == ["中文  中文"]
     assert english_run(prose_lines("The guide says this in English.")[0]) >= 4
+
+
+def test_one_time_per_lesson_in_the_guides_table_its_part_and_the_course_home():
+    """The guide's table "The course at a glance" (in class, at home) is the one source: each lesson's
+    own part gives the same minutes, in both languages, and the course home shows their sum."""
+    times = build.lesson_times()
+    assert sorted(times) == sorted(build.lessons())
+    zh = read("zh")
+    for lesson, (in_class, at_home) in times.items():
+        assert re.search(rf"^\| {lesson} · [^|]*\| {in_class} 分钟 \| {at_home} 分钟 \|", zh, re.MULTILINE), lesson
+        for lang, pattern in (("en", rf"^{in_class} minutes in class\b.*\b{at_home} minutes at home"),
+                              ("zh", rf"^课堂 {in_class} 分钟.*课后 {at_home} 分钟")):
+            part = read(lang).split(f"## {lesson} · ", 1)[1].split("\n## ", 1)[0]
+            paragraphs = re.sub(r"(?<!\n)\n(?!\n)", " ", part)  # a paragraph's lines joined
+            assert re.search(pattern, paragraphs, re.MULTILINE), f"{lang} guide, lesson {lesson}: not {in_class} + {at_home}"
+    for lang, path in build.homes():
+        home = path.read_text(encoding="utf-8")
+        for lesson, (in_class, at_home) in times.items():
+            assert f"| {build.duration(lang, in_class + at_home)} |" in home.replace("\\n", "\n"), (lang, lesson)
