@@ -22,7 +22,7 @@ TORCH_TAG := $(subst =,_,$(subst $(space),_,$(TORCH)))
 LAB_STAMP := $(VENV)/.lab-$(TORCH_TAG)
 STAMP := $(VENV)/.installed-$(TORCH_TAG)
 
-.PHONY: setup lab lock test quick test-paths bench notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
+.PHONY: setup lab lock test quick test-paths test-platforms bench notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
 
 setup: $(STAMP)
 
@@ -136,7 +136,7 @@ KERNEL_PATHS := default $(if $(call cpu_has,avx2 fma),avx2) \
 # No sanitize file: the notebooks print nothing that varies between runs or machines, and nbval
 # should catch it if one does.
 test: setup
-	$(PY) -m pytest $(PARALLEL) tests
+	$(PY) -m pytest $(PARALLEL) -m "not platforms" tests
 	ATEN_CPU_CAPABILITY=default $(PY) -m pytest $(PARALLEL) -m trains tests
 	COURSE_THREADS=2 $(NBVAL) notebooks/solutions
 	COURSE_THREADS=1 ATEN_CPU_CAPABILITY=default $(NBVAL) $(STUDENT_NOTEBOOKS)
@@ -158,6 +158,13 @@ test-paths: setup
 		ATEN_CPU_CAPABILITY=$$path $(PY) -m pytest $(PARALLEL) -m trains tests; \
 		COURSE_THREADS=1 ATEN_CPU_CAPABILITY=$$path $(NBVAL) $(STUDENT_NOTEBOOKS); \
 	done
+
+# What each platform's user gets, tested as they get it (tests/test_platforms.py, tests/test_release.py):
+# every lesson's autograder, in both languages, on Gradescope and Classroom 50 run as each platform runs
+# it (in a container without this repository, offline while grading: bubblewrap, as root), and the
+# student bundle installed from its zip alone. `make test` runs a sample of these; this runs them all.
+test-platforms: setup
+	$(PY) -m pytest $(PARALLEL) -m platforms tests
 
 # ----------------------------------------------------------------------------- authoring
 

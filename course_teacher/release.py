@@ -51,6 +51,8 @@ PACKAGE = "course_utils"
 #: Never packaged from inside course_utils: bytecode, editor and notebook leftovers.
 JUNK_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 JUNK_SUFFIXES = (".pyc", ".pyo", ".swp", ".orig", ".rej", "~")
+#: The same, as shutil.ignore_patterns takes them (hidden files too).
+JUNK_PATTERNS = (*JUNK_DIRS, *(f"*{suffix}" for suffix in JUNK_SUFFIXES), ".*")
 # How a rendered notebook links a diagram (build.IMAGES_LINK, one folder deeper for solutions).
 IMAGE_LINK = re.compile(r"(?:\.\./)+(images/[\w.\-]+)")
 #: 1980-01-01, the earliest time a zip entry can carry: the date where no commit gives one.
@@ -99,9 +101,9 @@ def _package_files():
     return files
 
 
-def timestamp():
-    """Every entry's date: SOURCE_DATE_EPOCH's, else the commit's being released (HEAD), in UTC;
-    1980-01-01 outside a git checkout. A learner's JupyterLab then shows when the course was made."""
+def epoch():
+    """The release's time in seconds: SOURCE_DATE_EPOCH's, else the commit's being released (HEAD);
+    0 outside a git checkout."""
     seconds = os.environ.get("SOURCE_DATE_EPOCH")
     if not seconds:
         try:
@@ -109,9 +111,14 @@ def timestamp():
                                      text=True, timeout=30, check=False).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             seconds = ""
-    if not seconds.isdigit():
-        return EARLIEST
-    seconds = int(seconds) - int(seconds) % 2  # a zip entry's time counts in steps of 2 seconds
+    return int(seconds) if seconds.isdigit() else 0
+
+
+def timestamp():
+    """Every entry's date: epoch()'s, in UTC; 1980-01-01 outside a git checkout. A learner's
+    JupyterLab then shows when the course was made."""
+    seconds = epoch()
+    seconds -= seconds % 2  # a zip entry's time counts in steps of 2 seconds
     return max(EARLIEST, time.gmtime(seconds)[:6])
 
 

@@ -1,126 +1,230 @@
-"""The autograders for Gradescope and Classroom 50 (course_teacher/platforms): each holds the course
-as a wheel (the grader comes from it, never from the submission), and, run the way its platform
-runs it on a solved, a stub and a missing notebook, writes the results its platform's published
-contract asks for: Gradescope's results.json (docs/specs.md of gradescope/autograder_samples) and
-Classroom 50's result.json (classroom50/result/v1, its wiki's "Advanced Autograding").
+"""The autograders for Gradescope and Classroom 50 (course_teacher/platforms), tested as their
+platforms run them (platform_runs.py: built, unpacked where the platform unpacks them, set up and
+run in a container that does not hold this repository, without network while grading):
 
-The autograder is run with ``--python`` (the course installed here) instead of the environment it
-installs on the platform: the install needs the network."""
+- every solution gets full marks, its stub 0, also under a student's file name, in both languages;
+- what a notebook writes where the results go is replaced, and the answer key is out of its reach;
+- results.json and result.json as the platforms' contracts have them (Gradescope's specification,
+  docs/specs.md of gradescope/autograder_samples; Classroom 50's classroom50/result/v1);
+- nothing of the teacher's in them: the Python they hold is the student package and the grader,
+  byte for byte (test_student_side.py proves none of it passes an exercise), and data.
+
+`make test` grades a sample (lesson 00 in English on Gradescope, lesson 01 in Chinese on Classroom
+50); `make test-platforms` grades every lesson's solution and stub in both languages on both."""
 
 import io
 import json
 import os
 import stat
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import nbformat
 import pytest
-from submissions import render, solved
+import torch
+from platform_runs import Classroom50, Gradescope, available, checkout
+from submissions import ROOT, render, solved
 
-from course_teacher import platforms
-from course_teacher.exercises import EXERCISES
-from course_teacher.grade import sandbox
+from course_teacher import build, platforms
+from course_teacher.grade import key as answer_key
+from course_utils.exercises import public
 
 pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
 
-ROOT = Path(__file__).resolve().parents[1]
-LESSON, STEM = "00", "00_tensor_shapes"
-NOTEBOOK = f"{STEM}.ipynb"
-LESSON_POINTS = sum(e.points for name, e in EXERCISES.items() if name.startswith(LESSON + "."))
+SEED = 4321
+STEMS = platforms.lessons()
+SAMPLE = {"gradescope": ("00", "en"), "classroom50": ("01", "zh")}
+
+
+def _points(lesson):
+    return sum(public.load(e).points for e in public.EXERCISES if e.startswith(lesson + "."))
+
+
+def _notebook(lesson, lang, kind):
+    """The bytes of a lesson's notebook: the committed solution render ("solution"), the student
+    render ("stub"), or the student render with the solutions' exercise cells ("solved")."""
+    name = f"{STEMS[lesson]}.ipynb"
+    notebook = {"solution": lambda: render(name, lang, solutions=True), "stub": lambda: render(name, lang),
+                "solved": lambda: solved(name, lang)}[kind]()
+    return nbformat.writes(notebook).encode()
+
+
+def _forged(lesson, lang):
+    """The stub, with a first cell that tries to write full marks where the results go, and to read
+    the answer key."""
+    notebook = render(f"{STEMS[lesson]}.ipynb", lang)
+    notebook.cells.insert(1, nbformat.v4.new_code_cell(
+        "import json\n"
+        "for path in ('/autograder/results/results.json', '/runner/work/result.json'):\n"
+        "    try:\n"
+        "        open(path, 'w').write(json.dumps({'score': 99, 'tests': []}))\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print(open('/autograder/source/key/key.json').read(8))"))
+    return nbformat.writes(notebook).encode()
+
+
+@pytest.fixture(scope="module")
+def machine():
+    ok, why = available()
+    if not ok:
+        if os.environ.get("CI"):
+            pytest.fail(f"the platforms' containers cannot be made under CI: {why}")
+        pytest.skip(why)
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
+    """The sample's artifacts: {platform: path}."""
     out = tmp_path_factory.mktemp("platforms")
-    zips = platforms.write("gradescope", out, seed=4321, only_lessons=[LESSON], langs=("en",))
-    folders = platforms.write("classroom50", out, seed=4321, only_lessons=[LESSON], langs=("zh",))
-    return zips[0], folders[0]
+    return {platform: platforms.write(platform, out, seed=SEED, only_lessons=[lesson], langs=(lang,))[0]
+            for platform, (lesson, lang) in SAMPLE.items()}
 
 
-def test_the_gradescope_zip_has_its_files_at_the_root_and_the_course_pinned_inside(built):
-    with zipfile.ZipFile(built[0]) as archive:
-        infos = {info.filename: info for info in archive.infolist()}
-        settings = json.loads(archive.read("settings.json"))
-        wheel = archive.read(settings["wheel"])
-    assert {"setup.sh", "run_autograder", "autograder.py", "settings.json", settings["wheel"]} == set(infos)
-    for executable in ("setup.sh", "run_autograder"):
-        assert (infos[executable].external_attr >> 16) & stat.S_IXUSR, executable
-    assert settings["lesson"] == LESSON and settings["lang"] == "en" and settings["seed"] == 4321
-    assert sum(e["points"] for e in settings["exercises"]) == LESSON_POINTS
-    with zipfile.ZipFile(io.BytesIO(wheel)) as course:
-        names = course.namelist()
-    assert "course_teacher/grade/grader.py" in names and "course_utils/exercises/public/00.padding_mask.pt" in names
-    assert not [n for n in names if n.startswith("tests/")]
+# ----------------------------------------------------------------------------- what they hold
+
+def _files(artifact):
+    """{name: bytes} of an autograder (a zip, or a folder)."""
+    if artifact.suffix == ".zip":
+        with zipfile.ZipFile(artifact) as archive:
+            return {name: archive.read(name) for name in archive.namelist()}
+    return {p.relative_to(artifact).as_posix(): p.read_bytes() for p in sorted(artifact.rglob("*")) if p.is_file()}
 
 
-def _gradescope(zip_path, tmp_path, notebook=None, name="my work.ipynb"):
-    root = tmp_path / "autograder"
-    with zipfile.ZipFile(zip_path) as archive:
-        archive.extractall(root / "source")
-    (root / "submission").mkdir(parents=True)
-    if notebook is not None:
-        nbformat.write(notebook, str(root / "submission" / name))
-    done = subprocess.run([sys.executable, "-I", str(root / "source" / "autograder.py"), "--python", sys.executable],
-                          cwd=root, env={**os.environ, "GRADESCOPE_ROOT": str(root)}, capture_output=True, text=True,
-                          timeout=600, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
+#: What an autograder's wheels may hold, as paths of this repository: the student package and the
+#: grader, no other part of course_teacher (references, lesson sources' tools, publishing).
+SHIPPED = ("course_utils/", "course_teacher/__init__.py", "course_teacher/grade/")
 
 
-def _valid_gradescope(results):
-    """results.json as Gradescope's specification has it: a numeric score, tests with a name, a
-    numeric score and max_score, an output string and a known visibility."""
+def test_an_autograder_holds_the_student_package_the_grader_and_data_nothing_else(built):
+    for platform, artifact in built.items():
+        files = _files(artifact)
+        lesson, lang = SAMPLE[platform]
+        top = {name.split("/")[0] for name in files}
+        expected = {"autograder.py", "settings.json", "requirements.txt", "torch.txt", "wheels", "key"}
+        assert top == expected | ({"setup.sh", "run_autograder"} if platform == "gradescope" else set()), platform
+        assert files["autograder.py"] == (ROOT / "course_teacher/platforms/autograder.py").read_bytes()
+        settings = json.loads(files["settings.json"])
+        assert "seed" not in json.dumps(settings) and str(SEED) not in files["settings.json"].decode()
+        assert (settings["lesson"], settings["lang"], settings["stem"]) == (lesson, lang, STEMS[lesson])
+        assert sum(e["points"] for e in settings["exercises"]) == _points(lesson)
+        shipped = []
+        for name, data in files.items():
+            if name.startswith("wheels/"):
+                with zipfile.ZipFile(io.BytesIO(data)) as wheel:
+                    for inner in wheel.namelist():
+                        if inner.endswith(".py"):
+                            assert inner.startswith(SHIPPED), f"{platform}: {name} holds {inner}"
+                            assert wheel.read(inner) == (ROOT / inner).read_bytes(), f"{inner} is not the course's"
+                            shipped.append(inner)
+                        else:
+                            assert ".dist-info/" in inner or inner.startswith("course_utils/exercises/public/"), inner
+            elif name.startswith("key/") and name.endswith(".pt"):
+                assert isinstance(torch.load(io.BytesIO(data), weights_only=True), dict)  # data: no code loads
+        assert "course_teacher/grade/key.py" in shipped and "course_utils/exercises/grading.py" in shipped
+        assert not any(s.startswith("course_teacher/exercises") for s in shipped)
+
+
+def test_the_requirements_are_the_grade_lock_torch_apart(built):
+    files = _files(built["gradescope"])
+    lock = (ROOT / "requirements/grade.lock").read_text()
+    pins = lambda text: sorted(line.split(" ")[0] for line in text.splitlines() if "==" in line[:60] and line[0] != "#")  # noqa: E731
+    assert sorted(pins(files["requirements.txt"].decode()) + pins(files["torch.txt"].decode())) == \
+        sorted(pins(lock))
+    assert pins(files["torch.txt"].decode()) == ["torch==2.13.0+cpu"]
+    assert "\njupyterlab==" not in lock and "\njupyter-server==" not in lock  # the grader needs no JupyterLab
+    assert "--hash=sha256:" in files["torch.txt"].decode()
+
+
+def _key(artifact, folder):
+    folder.mkdir()
+    for name, data in _files(artifact).items():
+        if name.startswith("key/"):
+            (folder / name[len("key/"):]).write_bytes(data)
+    return answer_key.read(folder)
+
+
+def test_classroom50s_public_key_draws_its_hidden_cases_from_a_seed_of_its_own(built, tmp_path):
+    """Classroom 50's bundle is public: its hidden cases are not the ones a teacher's seed draws
+    for Gradescope and `make grade` (lesson 01: every hidden case is random)."""
+    lesson, lang = SAMPLE["classroom50"]
+    public_key = _key(built["classroom50"], tmp_path / "public")
+    private = platforms.write("gradescope", tmp_path, seed=SEED, only_lessons=[lesson], langs=(lang,))[0]
+    private_key = _key(private, tmp_path / "private")
+    for exercise in public_key.exercises(lesson):
+        published = len(public.load(exercise).cases)
+        ours, theirs = private_key.reference(exercise).cases, public_key.reference(exercise).cases
+        hidden = [(a, b) for x, y in zip(ours[published:], theirs[published:]) for a, b in zip(x.args, y.args)
+                  if isinstance(a, torch.Tensor) and a.is_floating_point()]
+        assert hidden and not any(a.shape == b.shape and torch.equal(a, b) for a, b in hidden), exercise
+    assert platforms.platform_seed("classroom50", SEED) not in (SEED, answer_key.DEFAULT_SEED)
+
+
+# ----------------------------------------------------------------------------- Gradescope
+
+@pytest.fixture(scope="module")
+def gradescope(machine, built, tmp_path_factory):
+    platform = Gradescope(tmp_path_factory.mktemp("gradescope"))
+    _, apt = platform.setup(built["gradescope"])
+    assert "python3.11 python3.11-venv bubblewrap" in apt
+    return platform
+
+
+def _valid_gradescope(results, lesson):
+    """results.json as Gradescope's specification has it."""
     assert isinstance(results["score"], (int, float)) and isinstance(results["output"], str)
+    assert results["output_format"] == "md"
     for test in results["tests"]:
         assert isinstance(test["name"], str) and isinstance(test["output"], str)
         assert isinstance(test["score"], (int, float)) and isinstance(test["max_score"], (int, float))
         assert test["visibility"] in ("hidden", "after_due_date", "after_published", "visible")
     assert results["score"] == sum(t["score"] for t in results["tests"])
-    assert sum(t["max_score"] for t in results["tests"]) == LESSON_POINTS
+    assert sum(t["max_score"] for t in results["tests"]) == _points(lesson)
 
 
-def test_gradescope_grades_an_uploaded_notebook_whatever_its_name(built, tmp_path):
-    if not sandbox.available()[0] and os.environ.get("CI"):
-        pytest.fail("no sandbox under CI")
-    results = _gradescope(built[0], tmp_path, solved(NOTEBOOK, "en"))
-    _valid_gradescope(results)
-    assert results["score"] == LESSON_POINTS, results
-    assert "00.padding_mask" in results["output"]
+def test_gradescope_gives_a_solution_uploaded_under_a_students_name_full_marks(gradescope, built):
+    lesson, lang = SAMPLE["gradescope"]
+    metadata = {"users": [{"name": "Alice Chen", "email": "alice@example.edu", "id": 7}]}
+    results, _ = gradescope.grade(built["gradescope"], {"Alice_Chen.ipynb": _notebook(lesson, lang, "solution")},
+                                  metadata)
+    _valid_gradescope(results, lesson)
+    assert results["score"] == _points(lesson), results["output"]
+    assert "Alice Chen" in results["output"] and "Student: student" not in results["output"]
 
 
-def test_gradescope_gives_a_stub_0_and_a_missing_notebook_0_with_a_message(built, tmp_path):
-    stub = _gradescope(built[0], tmp_path / "stub", render(NOTEBOOK, "en"))
-    _valid_gradescope(stub)
-    assert stub["score"] == 0
-    missing = _gradescope(built[0], tmp_path / "missing")
-    _valid_gradescope(missing)
-    assert missing["score"] == 0 and f"upload {STEM}.ipynb" in missing["output"]
+def test_gradescope_gives_a_stub_0_and_a_missing_notebook_0_with_a_message(gradescope, built):
+    lesson, lang = SAMPLE["gradescope"]
+    stub, _ = gradescope.grade(built["gradescope"], {"stub.ipynb": _notebook(lesson, lang, "stub")})
+    _valid_gradescope(stub, lesson)
+    assert stub["score"] == 0 and "NotImplementedError" in stub["output"]
+    missing, _ = gradescope.grade(built["gradescope"], {"notes.txt": b"my answers"})
+    _valid_gradescope(missing, lesson)
+    assert missing["score"] == 0 and f"upload {STEMS[lesson]}.ipynb" in missing["output"]
 
 
-def _classroom50(folder, checkout, notebook=None):
-    (checkout / "notebooks" / "zh").mkdir(parents=True)
-    if notebook is not None:
-        nbformat.write(notebook, str(checkout / "notebooks" / "zh" / f"{STEM}.ipynb"))
-    git = ["git", "-c", "user.name=ada", "-c", "user.email=ada@example.org"]
-    subprocess.run(["git", "init", "-q"], cwd=checkout, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=checkout, check=True)
-    environment = {**os.environ, "GIT_COMMITTER_DATE": "2026-11-20T08:30:00Z", "GIT_AUTHOR_DATE": "2026-11-20T08:30:00Z"}
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "my work"], cwd=checkout, check=True, env=environment)
-    runner = {"CLASSROOM": "attn-2026", "ASSIGNMENT": "lesson-00", "OWNER": "ada", "SUBMISSION_TAG": "submit/x-1",
-              "COMMIT_URL": "https://github.com/ada/c/commit/1", "RELEASE_URL": "https://github.com/ada/c/releases/1"}
-    done = subprocess.run([sys.executable, str(folder / "autograder.py"), "--python", sys.executable], cwd=checkout,
-                          env={**os.environ, **runner}, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads((checkout / "result.json").read_text(encoding="utf-8"))
+def test_gradescope_replaces_a_forged_result_and_keeps_the_key_from_the_notebook(gradescope, built):
+    lesson, lang = SAMPLE["gradescope"]
+    results, _ = gradescope.grade(built["gradescope"], {f"{STEMS[lesson]}.ipynb": _forged(lesson, lang)})
+    _valid_gradescope(results, lesson)
+    assert results["score"] == 0
+    assert "PermissionError" in results["output"]  # the cell that read the key failed (the kernel is not root)
 
 
-def _valid_classroom50(result):
+# ----------------------------------------------------------------------------- Classroom 50
+
+@pytest.fixture(scope="module")
+def classroom50(machine, built, tmp_path_factory):
+    """Classroom 50's runner, after a first run (on a checkout without the notebook) that installed
+    the course: the network is there then; every test grades without it."""
+    platform = Classroom50(tmp_path_factory.mktemp("classroom50"))
+    platform.grade(built["classroom50"], checkout(tmp_path_factory.mktemp("first") / "w", {}), network=True)
+    return platform
+
+
+def _valid_classroom50(result, lesson):
     """result.json as Classroom 50's contract has it (the runner stamps assignment_type)."""
     assert result["schema"] == "classroom50/result/v1"
-    assert (result["classroom"], result["assignment"], result["owner"]) == ("attn-2026", "lesson-00", "ada")
+    assert (result["classroom"], result["assignment"], result["owner"]) == ("attn-2026", "lesson", "ada")
     assert result["submission"] == "submit/x-1" and result["review"] == result["commit"]
     assert result["datetime"] == "2026-11-20T08:30:00Z"  # the graded commit's date, not the grading's
     assert result["graded_at"].endswith("Z")
@@ -129,34 +233,82 @@ def _valid_classroom50(result):
         assert isinstance(test["test-name"], str) and type(test["passed"]) is bool
         assert type(test["score"]) is int and type(test["max-score"]) is int
     assert result["score"] == sum(t["score"] for t in result["tests"])
-    assert result["max-score"] == sum(t["max-score"] for t in result["tests"]) == LESSON_POINTS
+    assert result["max-score"] == sum(t["max-score"] for t in result["tests"]) == _points(lesson)
 
 
-def test_classroom50_grades_the_lessons_notebook_of_the_checkout(built, tmp_path):
-    result = _classroom50(built[1], tmp_path / "solved", solved(NOTEBOOK, "zh"))
-    _valid_classroom50(result)
-    assert result["score"] == LESSON_POINTS
-    assert "00.padding_mask" in (tmp_path / "solved" / "release-body.md").read_text(encoding="utf-8")
+def test_classroom50_grades_the_lessons_notebook_of_the_checkout(classroom50, built, tmp_path):
+    lesson, lang = SAMPLE["classroom50"]
+    work = checkout(tmp_path / "solved", {f"notebooks/{lang}/{STEMS[lesson]}.ipynb": _notebook(lesson, lang, "solution")})
+    result, feedback, _ = classroom50.grade(built["classroom50"], work)
+    _valid_classroom50(result, lesson)
+    assert result["score"] == _points(lesson), feedback
+    assert f"{lesson}." in feedback and "ada" in feedback
 
 
-def test_classroom50_takes_the_grader_from_its_wheel_not_from_the_students_course_utils(built, tmp_path):
-    """A student's checkout with a course_utils of its own that would pass everything: the grader
-    runs with -I in a folder of its own, so the student's package is never imported."""
-    checkout = tmp_path / "cheat"
-    (checkout / "course_teacher" / "grade").mkdir(parents=True)
-    (checkout / "course_teacher" / "__init__.py").write_text("")
-    (checkout / "course_teacher" / "grade" / "__init__.py").write_text("")
-    (checkout / "course_teacher" / "grade" / "__main__.py").write_text(
-        "import json, pathlib, sys\nout = pathlib.Path(sys.argv[sys.argv.index('--out') + 1]) / 'x'\n"
-        "out.mkdir(parents=True)\n(out / 'result.json').write_text(json.dumps({'score': 99, 'max-score': 99, "
-        "'tests': []}))\n(out / 'feedback.md').write_text('forged')\n")
-    result = _classroom50(built[1], checkout, render(NOTEBOOK, "zh"))
-    _valid_classroom50(result)
+def test_classroom50_replaces_a_committed_result_and_scores_a_stub_0(classroom50, built, tmp_path):
+    lesson, lang = SAMPLE["classroom50"]
+    forged = json.dumps({"schema": "classroom50/result/v1", "score": 99, "max-score": 99, "tests": []}).encode()
+    work = checkout(tmp_path / "stub", {f"notebooks/{lang}/{STEMS[lesson]}.ipynb": _forged(lesson, lang),
+                                        "result.json": forged})
+    result, _, _ = classroom50.grade(built["classroom50"], work)
+    _valid_classroom50(result, lesson)
     assert result["score"] == 0
 
 
-def test_classroom50_scores_a_missing_notebook_0_saying_what_it_expected(built, tmp_path):
-    result = _classroom50(built[1], tmp_path / "empty")
-    _valid_classroom50(result)
+def test_classroom50_scores_a_missing_notebook_0_saying_what_it_expected(classroom50, built, tmp_path):
+    lesson, lang = SAMPLE["classroom50"]
+    result, _, _ = classroom50.grade(built["classroom50"], checkout(tmp_path / "empty", {"README.md": b"hi"}))
+    _valid_classroom50(result, lesson)
     assert result["score"] == 0 and all(t["mistake"] == "MISSING" for t in result["tests"])
-    assert f"{STEM}.ipynb" in result["tests"][0]["message"] and "中文" in result["tests"][0]["message"]
+    assert f"{STEMS[lesson]}.ipynb" in result["tests"][0]["message"] and "中文" in result["tests"][0]["message"]
+
+
+# ----------------------------------------------------------------------------- every lesson (make test-platforms)
+
+@pytest.fixture(scope="module")
+def everything(machine, tmp_path_factory):
+    """Every lesson's autograders, in both languages, for both platforms: {(platform, lesson, lang): path}."""
+    out = tmp_path_factory.mktemp("every-platform")
+    found = {}
+    for platform in platforms.PLATFORMS:
+        for path in platforms.write(platform, out, seed=SEED):
+            lesson, lang = path.name.removesuffix(".zip").split("-")
+            found[platform, lesson, lang] = path
+    return found
+
+
+@pytest.fixture(scope="module")
+def installed(everything, tmp_path_factory):
+    gradescope = Gradescope(tmp_path_factory.mktemp("gradescope-all"))
+    gradescope.setup(everything["gradescope", "00", "en"])
+    classroom50 = Classroom50(tmp_path_factory.mktemp("classroom50-all"))
+    classroom50.grade(everything["classroom50", "00", "en"], checkout(tmp_path_factory.mktemp("c") / "w", {}),
+                      network=True)
+    return {"gradescope": gradescope, "classroom50": classroom50}
+
+
+@pytest.mark.platforms
+@pytest.mark.parametrize("lang", build.LANGUAGES)
+@pytest.mark.parametrize("lesson", sorted(STEMS))
+@pytest.mark.parametrize("platform", platforms.PLATFORMS)
+def test_every_solution_gets_full_marks_and_every_stub_0(everything, installed, platform, lesson, lang, tmp_path):
+    artifact = everything[platform, lesson, lang]
+    for kind, expected in (("solution", _points(lesson)), ("stub", 0)):
+        notebook = _notebook(lesson, lang, kind)
+        if platform == "gradescope":
+            results, _ = installed[platform].grade(artifact, {f"{kind}.ipynb": notebook})
+            _valid_gradescope(results, lesson)
+            score, feedback = results["score"], results["output"]
+        else:
+            work = checkout(tmp_path / kind, {f"notebooks/{lang}/{STEMS[lesson]}.ipynb": notebook})
+            result, feedback, _ = installed[platform].grade(artifact, work)
+            _valid_classroom50(result, lesson)
+            score = result["score"]
+        assert score == expected, f"{platform} {lesson} {lang} {kind}: {score}\n{feedback}"
+
+
+def test_the_autograders_scripts_are_executable(built):
+    with zipfile.ZipFile(built["gradescope"]) as archive:
+        for name in ("setup.sh", "run_autograder"):
+            assert (archive.getinfo(name).external_attr >> 16) & stat.S_IXUSR, name
+    assert Path(built["classroom50"], "autograder.py").is_file()

@@ -1,6 +1,8 @@
 """Nothing on the student's side solves an exercise, and every exercise says what its check refuses.
 
-The student's side is the ``course_utils`` package: what a learner's notebook imports. A learner who
+The student's side is the ``course_utils`` package: what a learner's notebook imports; the sweep
+reads, beside it, everything else of Python a published artifact ships (the grader and the
+script of the platforms' autograders: ``SHIPPED``). A learner who
 calls one of its functions, say ``masks.causal_mask`` for exercise 02.causal_mask, has solved
 nothing; the exercise's ``forbidden`` names (course_teacher/exercises/registry.py) make its check
 refuse that call. Three rules, each a test here:
@@ -34,7 +36,6 @@ import matplotlib
 import pytest
 import torch
 
-import course_utils
 from course_teacher.exercises import EXERCISES, TRANSPOSES, evaluate
 from course_teacher import build
 from course_utils.exercises import PASSED
@@ -45,38 +46,55 @@ matplotlib.use("Agg")
 CALL_LIMIT = 0.5
 
 #: Functions the sweep does not call, because calling them acts on the world rather than computing:
-#: each writes files of the repository or starts a build, and none returns a tensor. (``main``
-#: functions, the command lines, are left out by name.) The test below proves each name exists.
+#: each writes files, starts a process or changes the process itself, and none returns a tensor.
+#: (``main`` functions, the command lines, are left out by name.) The test below proves each name exists.
 ACTS_ON_THE_WORLD = {
-    "course_teacher.build.build",  # publishes the exercises' data, draws the diagrams, executes notebooks
-    "course_teacher.build.execute",  # starts a kernel
-    "course_teacher.build.write",  # writes a notebook
-    "course_teacher.build.stamp_translations",  # rewrites lesson sources
-    "course_teacher.diagrams.write_all",  # writes images/
-    "course_teacher.release.release",  # writes the release zips
-    "course_teacher.release.write_zip",
-    "course_teacher.slides.build",  # writes the slide decks
-    "course_teacher.slides.build_deck",
-    "course_teacher.slides.copy_assets",
-    "course_teacher.slides.handout.print_handouts",  # starts Chromium, writes PDFs
-    "course_teacher.slides.handout.print_deck",
     "course_utils.session.setup",  # seeds every generator, sets the plot style and font for the process
+    "course_teacher.grade.grader.write_answers",  # starts a process that writes an answer key
+    "course_teacher.grade.grader.grade",  # grades notebooks: kernels, files
+    "course_teacher.grade.grader.grade_one",
+    "course_teacher.grade.grader.write",  # writes a gradebook
+    "course_teacher.grade.grader._sweep",  # removes earlier runs' temporary folders
+    "course_teacher.grade.grader._stop",  # raises KeyboardInterrupt (the SIGTERM handler)
+    "course_teacher.grade.gradebook.Gradebook",  # makes an output folder
+    "course_teacher.grade.gradebook.write",
+    "course_teacher.grade.gradebook._replace",
+    "course_teacher.grade.gradebook._Folders",
+    "course_teacher.grade.launch._limit",  # sets this process's resource limits
+    "course_teacher.grade.launch._become",  # changes this process's user
+    "course_teacher.grade.launch._first_to_go",
+    "course_teacher.grade.sandbox.release",  # closes a file descriptor (a tensor is an index)
+    "course_teacher.grade.sandbox._data_fd",  # opens a pipe
+    "course_teacher.grade.runner.kill_all",
+    "course_teacher.platforms.autograder.install",  # makes a virtual environment
+    "course_teacher.platforms.autograder.gradescope",  # grades, writes the platforms' results
+    "course_teacher.platforms.autograder.classroom50",
+    "course_teacher.platforms.autograder.grade",
 }
+
+#: What the sweep reads: the student package, and what the platforms' autograders ship beside it
+#: (the grader, the autograder's script): together, every line of Python a published artifact holds
+#: (test_platforms.py, test_release.py).
+SHIPPED = ("course_utils", "course_teacher.grade", "course_teacher.platforms.autograder")
 
 
 def _modules():
-    """course_utils and every module under it, imported (importing one has no side effects: a
-    module's command line runs only under ``python -m``; a package's ``__main__`` is that command
-    line, so it is left out)."""
-    found = [course_utils]
-    for info in pkgutil.walk_packages(course_utils.__path__, "course_utils."):
-        if not info.name.endswith(".__main__"):
-            found.append(importlib.import_module(info.name))
+    """Every module of SHIPPED, imported (importing one has no side effects: a module's command
+    line runs only under ``python -m``; a package's ``__main__`` is that command line, so it is
+    left out)."""
+    found = []
+    for name in SHIPPED:
+        module = importlib.import_module(name)
+        found.append(module)
+        for info in pkgutil.walk_packages(getattr(module, "__path__", []), f"{name}."):
+            if not info.name.endswith(".__main__"):
+                found.append(importlib.import_module(info.name))
     return found
 
 
 def _ours(obj):
-    return (getattr(obj, "__module__", None) or "").startswith("course_utils")
+    module = getattr(obj, "__module__", None) or ""
+    return any(module == name or module.startswith(f"{name}.") for name in SHIPPED)
 
 
 def candidates():

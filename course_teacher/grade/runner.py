@@ -6,10 +6,13 @@ process limits first. By default it runs in a bubblewrap sandbox of its own (san
 PID, network, IPC and host-name namespaces, a file system holding only Python, the venv and
 ``course_utils`` (read-only), a private HOME and /tmp, and an environment of a few variables.
 Killing bwrap kills every process of the sandbox, detached ones included, and bwrap dies with
-the grader. Without the sandbox (``sandboxed=False``, for systems without bwrap) it runs as the
-grader's user in a session of its own (killed by process group; a process that detaches itself
-survives), still with the small environment and a HOME of its own, and exits when the grader
-does (ipykernel's parent watcher).
+the grader. Without the sandbox (``sandboxed=False``, for systems without bwrap, such as a grading platform's
+container) it runs in a session of its own (killed by process group; a process that detaches
+itself survives), still with the small environment and a HOME of its own, and exits when the
+grader does (ipykernel's parent watcher). A grader running as root starts it as an unprivileged
+uid of its own even then (sandbox.claim, launch.py), in a folder of its own under /tmp: it can
+neither read what only root may read (an autograder's answer key) nor write the grader's files
+(a platform's results).
 
 It listens on local sockets (ipc) in its exchange folder: in the sandbox, a memory file system
 at sandbox.WORK, which the grader reaches through /proc/<pid>/root (bwrap tells the pid); without
@@ -30,9 +33,11 @@ import contextlib
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -127,13 +132,15 @@ class Kernel:
         return process is not None and process.poll() is None
 
     def inside(self, name):
-        return f"{sandbox.WORK}/{name}" if self.sandboxed else str(self.folder / name)
+        return f"{sandbox.WORK}/{name}" if self.sandboxed else str(self.work / name)
 
     def start(self):
         if self.sandboxed:
             ok, why = sandbox.available()
             if not ok:
                 raise KernelDied(f"no sandbox: {why}")
+        else:
+            self.work = self._unsandboxed_folder()
         # ipc sockets are files named <ip>-<port>: a fresh folder each, so ports 1 to 5 are free
         info = {"ip": self.inside("kernel"), "transport": "ipc", "key": os.urandom(16).hex(),
                 "signature_scheme": "hmac-sha256", "kernel_name": "",
@@ -153,6 +160,16 @@ class Kernel:
             self.kill()
             raise KernelDied("the kernel did not start")
 
+    def _unsandboxed_folder(self):
+        """The working folder of a kernel without a sandbox: `folder`; or, when the grader is root,
+        a fresh folder under /tmp (which any uid can reach) owned by the uid the kernel drops to."""
+        self.uid, self.lock = sandbox.claim()
+        if self.uid is None:
+            return self.folder
+        folder = Path(tempfile.mkdtemp(prefix="course-kernel-"))
+        os.chown(folder, self.uid, self.uid)
+        return folder
+
     def _popen(self, info):
         """Start the kernel (bwrap, or launch.py) with the connection `info`; (process, exchange folder)."""
         connection = json.dumps(info).encode()
@@ -162,14 +179,18 @@ class Kernel:
         quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL,
                  "start_new_session": True}
         if not self.sandboxed:
-            (self.folder / "kernel.json").write_bytes(connection)
-            home = self.folder / "home"  # a HOME of its own: no startup files, no history of other notebooks
+            (self.work / "kernel.json").write_bytes(connection)
+            home = self.work / "home"  # a HOME of its own: no startup files, no history of other notebooks
             home.mkdir(exist_ok=True)
+            user = []
+            if self.uid is not None:
+                os.chown(home, self.uid, self.uid)
+                user = ["--user", str(self.uid)]
             environment = dict(kernel_environment(home, os.environ.get("PATH", os.defpath)),
                                JPY_PARENT_PID=str(os.getpid()))  # ipykernel exits when the grader does
-            process = subprocess.Popen([sys.executable, "-I", str(LAUNCH), *limits], cwd=self.folder,
+            process = subprocess.Popen([sys.executable, "-I", str(LAUNCH), *user, *limits], cwd=self.work,
                                        env=environment, **quiet)
-            return process, self.folder
+            return process, self.work
         self.uid, self.lock = sandbox.claim()
         user = [] if self.uid is None else ["--user", str(self.uid)]
         argv = [sys.executable, "-I", sandbox.INSIDE_LAUNCH, *user, *limits]
@@ -249,6 +270,8 @@ class Kernel:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
         sandbox.release(lock)
+        if not self.sandboxed and self.work is not None and self.work != self.folder:
+            shutil.rmtree(self.work, ignore_errors=True)  # the private folder of a kernel that dropped root
         with _running_lock:
             _running.discard(self)
 

@@ -1,21 +1,33 @@
 """One lesson's autograder on a grading platform: Gradescope or Classroom 50.
 
-Built by ``python -m course_teacher.platforms`` (see its docstring), which puts this file beside a
-``settings.json`` (the lesson, the language, the teacher's seed, what each exercise is worth) and
-the course itself as a wheel, built from the commit the teacher chose: the grader that runs is the
-one that commit holds, whatever the student's repository or upload contains.
+Built by ``python -m course_teacher.platforms`` (see its docstring), which puts this file beside
+everything it needs, and nothing else:
 
-It uses the standard library only, so the platform's own Python can run it; the course runs in a
-virtual environment of its own (Gradescope's setup.sh makes it once; on Classroom 50 this script
-makes it on its first run). It grades the one notebook of the lesson with ``python -I -m
-course_teacher.grade`` in an empty temporary folder (``-I``: nothing of the student's working
-folder or environment on the import path), in the bubblewrap sandbox where the platform allows
-one, and turns the grader's result.json and feedback.md into the platform's results:
+- ``settings.json``: the platform, the lesson, its language, its notebook's name, what each
+  exercise is worth, the time the grading may take, where torch's CPU build comes from;
+- ``requirements.txt`` and ``torch.txt``: the grader's packages and torch's CPU build (the course's
+  requirements/grade.lock, in two parts), every one pinned with its hashes;
+- ``wheels/``: the course's student package (``course_utils``) and its grader
+  (``course_teacher.grade``), built from the commit the teacher chose;
+- ``key/``: the answer key (course_teacher/grade/key.py): the lesson's exercises and the cells of
+  its notebooks in both languages, and each exercise's expected results on its cases as data,
+  the hidden ones drawn from the teacher's seed. No reference implementation, no seed.
+
+It uses the standard library only, so the platform's own Python runs it. The course runs in a
+virtual environment of its own, installed from the files above (``--install VENV``: Gradescope's
+setup.sh, once, when the image is built; on Classroom 50 on the first run), offline from then on.
+It grades the one notebook of the lesson with ``python -I -m course_teacher.grade --key`` in an
+empty temporary folder (``-I``: nothing of the student's folder or environment on the import path),
+in the bubblewrap sandbox where the platform allows one, else, on a platform that runs each
+submission in a container of its own, without it (as an unprivileged user when this runs as
+root: course_teacher/grade/runner.py), and turns the grader's result.json and feedback.md into the
+platform's results, written after the grader is done (whatever a notebook wrote there is replaced):
 
 - Gradescope: /autograder/results/results.json (its specification: a test per exercise with
-  score, max_score, output; the feedback as the submission's output);
+  score, max_score and output; the feedback, Markdown, as the submission's output);
 - Classroom 50: ./result.json in the student's checkout (classroom50/result/v1), with the graded
-  commit's date as ``datetime`` and the time of grading as ``graded_at``.
+  commit's date as ``datetime`` and the time of grading as ``graded_at``, and the feedback as
+  ./release-body.md.
 
 A missing or unreadable notebook scores 0 on every exercise with a message saying what was
 expected, never a crash: a non-zero exit is kept for the platform's own failures (the course could
@@ -45,17 +57,24 @@ def _expected():
     return f"{SETTINGS['stem']}.ipynb"
 
 
-def course_python(venv):
-    """The course's interpreter in `venv`, installed there from the wheel beside this file when it
-    is not yet (torch first, pinned to its CPU build, so that nothing pulls a CUDA build)."""
+def install(venv):
+    """The course's interpreter in `venv`, installed there from this autograder's files when it is
+    not yet, every package hash-checked: torch's CPU build from settings' torch_index (alone: pip
+    would ask that index for every package otherwise), the grader's packages from the package
+    index, then the course's two wheels."""
     python = venv / "bin" / "python"
-    marker = venv / f".installed-{SETTINGS['wheel']}"
-    if not marker.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        subprocess.run([*pip, SETTINGS["torch"], "--index-url", "https://download.pytorch.org/whl/cpu"], check=True)
-        subprocess.run([*pip, str(HERE / SETTINGS["wheel"])], check=True)
-        marker.touch()
+    marker = venv / f".installed-{SETTINGS['course']}"
+    if marker.exists():
+        return python
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input"]
+    subprocess.run([*pip, "--require-hashes", "--no-deps", "--index-url", SETTINGS["torch_index"],
+                    "-r", str(HERE / "torch.txt")], check=True)
+    subprocess.run([*pip, "--require-hashes", "--no-deps", "-r", str(HERE / "requirements.txt")], check=True)
+    subprocess.run([*pip, "--no-deps", "--no-index", *(str(HERE / "wheels" / w) for w in SETTINGS["wheels"])],
+                   check=True)
+    subprocess.run([str(python), "-m", "pip", "check", "--disable-pip-version-check"], check=True)
+    marker.touch()
     return python
 
 
@@ -65,15 +84,18 @@ def grade(python, notebook, student):
         return None, "missing"
     if notebook.stat().st_size > MAX_BYTES:
         return None, "missing"
+    if os.geteuid() == 0:  # Gradescope: the kernel drops root (course_teacher/grade/runner.py) and cannot read it
+        os.chmod(HERE / "key", 0o700)
     with tempfile.TemporaryDirectory(prefix="course-autograder-") as work:
         work = Path(work)
-        folder = work / "submissions" / student
-        folder.mkdir(parents=True)
+        folder = work / "submissions"
+        folder.mkdir()
         shutil.copyfile(notebook, folder / _expected())  # by the lesson's name, whatever it was uploaded as
-        command = [str(python), "-I", "-m", "course_teacher.grade", str(work / "submissions"), "--out",
-                   str(work / "grades"), "--lesson", SETTINGS["lesson"], "--seed", str(SETTINGS["seed"]),
-                   "--jobs", "1"]
-        done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=SETTINGS["timeout_s"], check=False)
+        command = [str(python), "-I", "-m", "course_teacher.grade", str(folder), "--out", str(work / "grades"),
+                   "--lesson", SETTINGS["lesson"], "--key", str(HERE / "key"), "--student", student, "--jobs", "1",
+                   "--submission-timeout", str(SETTINGS["timeout_s"])]
+        done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=SETTINGS["timeout_s"] + 120,
+                              check=False)
         print(done.stdout, done.stderr, sep="\n")  # the platform keeps this for the teacher only
         results = sorted((work / "grades").rglob("result.json"))
         if not results:
@@ -92,22 +114,39 @@ def _missing_result():
             "tests": tests}, text
 
 
+def _gradescope_student(root, notebook):
+    """Who handed the submission in, as Gradescope's submission_metadata.json names them (the
+    group's names joined), else the uploaded notebook's file name."""
+    try:
+        metadata = json.loads((root / "submission_metadata.json").read_text(encoding="utf-8"))
+        names = [str(user.get("name") or user.get("email") or "").strip() for user in metadata.get("users") or []]
+        names = [name for name in names if name]
+    except (OSError, ValueError, AttributeError):
+        names = []
+    return ", ".join(names) if names else (notebook.stem if notebook is not None else "student")
+
+
 def gradescope(root, python):
     """Grade /autograder/submission's notebook: the one named as the lesson's, else the only one."""
     notebooks = sorted(p for p in (root / "submission").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
     named = [p for p in notebooks if p.name == _expected()]
     notebook = named[0] if named else notebooks[0] if len(notebooks) == 1 else None
-    result, feedback = grade(python, notebook, "student")
+    result, feedback = grade(python, notebook, _gradescope_student(root, notebook))
     if result is None:
         result, feedback = _missing_result()
     results = {
         "score": result["score"],
         "output": feedback,
+        "output_format": "md",
+        "test_output_format": "md",
         "tests": [{"name": t["test-name"], "score": t["score"], "max_score": t["max-score"],
-                   "output": t.get("message", ""), "visibility": "visible"} for t in result["tests"]],
+                   "output": t.get("message", ""), "output_format": "md", "visibility": "visible"}
+                  for t in result["tests"]],
     }
     (root / "results").mkdir(parents=True, exist_ok=True)
-    (root / "results" / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
+    written = root / "results" / "results.json.partial"
+    written.write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
+    os.replace(written, root / "results" / "results.json")  # whatever a notebook put there, replaced whole
     return results
 
 
@@ -133,24 +172,24 @@ def classroom50(checkout, python):
         result["review"] = result["commit"]
     result["datetime"] = _commit_date(checkout) or datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     result["graded_at"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    (checkout / "result.json").write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
-    (checkout / "release-body.md").write_text(feedback, encoding="utf-8")
+    for name, text in (("result.json", json.dumps(result, indent=2, ensure_ascii=False)), ("release-body.md", feedback)):
+        (checkout / name).unlink(missing_ok=True)  # a file the student committed there (or a link) is replaced
+        (checkout / name).write_text(text, encoding="utf-8")
     return result
 
 
 def main(argv=None):
     """`autograder.py` as the platform runs it; `--install VENV` makes the course's environment
-    (Gradescope's setup.sh); `--python PATH` uses a course already installed there."""
+    (Gradescope's setup.sh)."""
     argv = sys.argv[1:] if argv is None else argv
     if "--install" in argv:  # Gradescope's setup.sh: the course's environment, once, when the image is built
-        course_python(Path(argv[argv.index("--install") + 1]))
+        install(Path(argv[argv.index("--install") + 1]))
         return 0
-    python = Path(argv[argv.index("--python") + 1]) if "--python" in argv else None
     if SETTINGS["platform"] == "gradescope":
         root = Path(os.environ.get("GRADESCOPE_ROOT", GRADESCOPE))
-        gradescope(root, python or root / "venv" / "bin" / "python")
+        gradescope(root, install(root / "venv"))
     else:
-        classroom50(Path.cwd(), python or course_python(HERE / ".venv"))
+        classroom50(Path.cwd(), install(HERE / ".venv"))
     return 0
 
 
