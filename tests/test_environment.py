@@ -39,7 +39,7 @@ def pins(path):
     return found
 
 
-LAB, TEST = pins(lock.LAB), pins(lock.TEST)
+LAB, TEST, GRADE = pins(lock.LAB), pins(lock.TEST), pins(lock.GRADE)
 
 
 def test_the_parser_sees_what_is_there():
@@ -62,10 +62,10 @@ def _locked_versions(entries, name):
     return [(version, marker) for locked, version, marker, _ in entries if locked == name]
 
 
-@pytest.mark.parametrize("extra", [None, "test"])
+@pytest.mark.parametrize("extra", [None, "lab", "test"])
 def test_every_dependency_in_pyproject_is_locked_within_its_range(extra):
     requirements = PROJECT["dependencies"] if extra is None else PROJECT["optional-dependencies"][extra]
-    where = LAB if extra is None else LAB + TEST
+    where = LAB + TEST if extra == "test" else LAB
     for requirement in map(Requirement, requirements):
         if _name(requirement.name) == "torch":
             continue
@@ -78,6 +78,23 @@ def test_every_dependency_in_pyproject_is_locked_within_its_range(extra):
 
 def test_the_test_lock_holds_only_what_the_lab_lock_lacks():
     assert not {name for name, *_ in LAB} & {name for name, *_ in TEST}
+
+
+def test_the_grade_lock_is_the_lab_locks_versions_for_what_a_grader_needs_and_torchs_cpu_build():
+    """What the autograders install (course_teacher/platforms): pyproject's dependencies (no JupyterLab,
+    no test tool), every one at the lab lock's version, and torch's CPU build at the Makefile's pin."""
+    lab = {(name, version) for name, version, *_ in LAB}
+    makefile = (ROOT / "Makefile").read_text()
+    torch_pin = re.search(r"^TORCH \?= torch==(\S+)", makefile, re.MULTILINE).group(1)
+    assert ("torch", f"{torch_pin}+cpu") in {(name, version) for name, version, *_ in GRADE}
+    for name, version, _, hashes in GRADE:
+        assert hashes >= 1, f"{name}=={version} has no hash"
+        assert name == "torch" or (name, version) in lab, f"grade.lock has {name}=={version}, lab.lock another"
+    names = {name for name, *_ in GRADE}
+    assert {"numpy", "matplotlib", "ipykernel", "nbformat", "ipywidgets"} <= names
+    assert not names & {"jupyterlab", "jupyter-server", "jupytext", "nbclient", "pytest", "notebook"}
+    required = {_name(Requirement(r).name) for r in PROJECT["dependencies"]}
+    assert required <= names
 
 
 def test_this_environment_has_exactly_the_locked_versions():

@@ -235,3 +235,54 @@ def test_make_lab_installs_only_what_a_learner_needs_and_make_test_says_what_the
     (course / lab_stamp).touch()  # as if `make lab` had run
     done = subprocess.run(["make", "test"], cwd=course, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "student bundle" in done.stdout and "make lab" in done.stdout, done.stdout
+
+
+# ----------------------------------------------------------------------------- installed from itself
+
+def test_a_hubs_image_is_built_from_the_student_bundle_alone(zips):
+    """A school's JupyterHub image is built with repo2docker from the unzipped student bundle (README):
+    what repo2docker reads (environment.yml, postBuild) is in it, installs only the lab lock and the
+    bundle's own package, and the bundle holds no solution and no teacher's side (the tests above)."""
+    files = _contents(zips[0])
+    assert files["environment.yml"] == (build.ROOT / "environment.yml").read_bytes()
+    assert files["postBuild"] == (build.ROOT / "postBuild").read_bytes()
+    assert b"-r requirements/lab.lock" in files["environment.yml"] and "requirements/lab.lock" in files
+    assert b"pip install --no-cache-dir --no-deps -e ." in files["postBuild"]
+    readme = (build.ROOT / "README.md").read_text(encoding="utf-8")
+    hub = readme.split("**JupyterHub.**", 1)[1].split("\n- **", 1)[0]
+    assert "student bundle" in hub and "repo2docker" in hub and "repo2docker --no-run --image-name attention-course ." not in hub
+
+
+@pytest.mark.platforms
+def test_the_student_bundle_installs_from_its_zip_alone_and_runs_a_lesson(zips, tmp_path):
+    """As a learner gets it: the zip unzipped in a folder of its own, on a machine that does not hold
+    this repository (platform_runs' container); `make lab`'s install (the lock, torch, the bundle's
+    package), then, offline, the learner's copies and a lesson run in each language: every cell runs
+    but the exercises' stubs, whose checks say "not attempted"; no teacher's package is importable."""
+    from platform_runs import run
+
+    with zipfile.ZipFile(zips[0]) as archive:
+        archive.extractall(tmp_path)
+    course, inside = tmp_path / _top(), "/home/learner/course"
+    plan = subprocess.run(["make", "-np"], cwd=course, capture_output=True, text=True, timeout=60).stdout
+    torch_tag = re.search(r"^TORCH_TAG := (.+)$", plan, re.M).group(1)
+    stamp = re.search(r"^LAB_STAMP := (.+)$", plan, re.M).group(1).replace("$(VENV)", ".venv")
+    stamp = stamp.replace("$(TORCH_TAG)", torch_tag)
+    run({course: inside}, ["make", stamp], network=True, cwd=inside, timeout=1800)
+    script = (
+        "set -e; .venv/bin/python -m course_utils copy work; "
+        "! .venv/bin/python -c 'import course_teacher' 2>/dev/null; "
+        ".venv/bin/jupyter lab --version; "
+        "for lang in en zh; do .venv/bin/jupyter nbconvert --to notebook --execute --allow-errors "
+        "--ExecutePreprocessor.timeout=300 --output-dir /tmp/ran/$lang work/$lang/01_attention_basics.ipynb; done; "
+        "cp -r /tmp/ran ."
+    )
+    run({course: inside}, ["bash", "-c", script], network=False, cwd=inside, timeout=900)
+    for lang in LANGUAGES:
+        notebook = nbformat.read(str(course / "ran" / lang / "01_attention_basics.ipynb"), as_version=4)
+        errors = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
+                  if output.get("output_type") == "error"]
+        stubs = [cell for cell in notebook.cells if cell.metadata.get("exercise")]
+        assert len(errors) == len(stubs) == 3 and all(e["ename"] == "NotImplementedError" for e in errors), errors
+        printed = "".join(o.get("text", "") for c in notebook.cells for o in c.get("outputs", []))
+        assert printed.count("○") >= 3, printed[-2000:]  # each check: not attempted
