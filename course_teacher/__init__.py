@@ -1,9 +1,16 @@
-"""course_teacher: the teacher's side of the attention course.
+"""course_teacher: the teacher's and the maintainer's side of the attention course.
 
 - ``exercises``: each exercise's reference implementation, its known mistakes as functions, and its
   cases (public, and hidden ones drawn from the teacher's seed);
-- ``publish``: writes the public cases' data into the student's package (course_utils/exercises/public/);
-- ``grade``: the grader (``python -m course_teacher.grade``, ``make grade``).
+- ``publish``: writes the public cases' data into the student's package
+  (course_utils/exercises/public/), and answer keys (the data a grader grades against);
+- ``grade``: the grader (``python -m course_teacher.grade``, ``make grade``), which grades against
+  an answer key; with the student package, the one part of this package a platform's autograder
+  ships (``platforms``);
+- ``platforms``: the autograders for Gradescope and Classroom 50;
+- the authoring and lecture tools: ``build`` (one source per lesson, four notebooks),
+  ``bilingual_code``, ``diagrams``, ``slides``, ``release`` (the student bundle), ``links`` (Binder
+  and JupyterHub links), ``guide``.
 
 It is installed with the course repository (``pip install -e .``), never with the student zip, and
 never mounted in the grading sandbox.
