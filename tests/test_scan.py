@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from course_teacher.exercises import EXERCISES, TRANSPOSES
-from course_teacher.grade import scan, submission
+from course_teacher.grade import key, scan, submission
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = sorted(path.name for path in (ROOT / "notebooks" / "en").glob("[0-9][0-9]_*.ipynb"))  # not the home, index.ipynb
@@ -603,17 +603,17 @@ def test_a_forbidden_reference_outranks_the_review_for_its_exercise():
     assert _constructs(findings) == [(lesson.number("02.causal_mask") - 1, "exec")]
 
 
-def test_targets_give_each_exercise_its_cell_and_the_registrys_names(tmp_path):
+def test_targets_give_each_exercise_its_cell_and_the_keys_forbidden_names(tmp_path):
     notebook = _render(L01)
     path = tmp_path / L01
     nbformat.write(notebook, str(path))
     read = submission.read(path, "x", "x")
     functions = {"01.additive_scores": "my_additive_scores", "01.softmax": "my_softmax", "01.scaled_dot": "my_attention"}
-    exercises = [submission.Exercise(e, f, 1) for e, f in functions.items()]
+    exercises = [key.Exercise(e, f, 1, tuple(EXERCISES[e].forbidden)) for e, f in functions.items()]
     found = scan.targets(read, exercises)
     assert [(t.id, t.function) for t in found] == list(functions.items())
     for target in found:
         assert read.cells[[c.index for c in read.cells].index(target.cell)].exercise == target.id
         assert target.forbidden == tuple(EXERCISES[target.id].forbidden)
-    assert scan.targets(read, [submission.Exercise("01.nowhere", "nothing_defines_this", 1)])[0].cell is None
+    assert scan.targets(read, [key.Exercise("01.nowhere", "nothing_defines_this", 1)])[0].cell is None
     assert set(TRANSPOSES) == set(EXERCISES["00.scores_einsum"].forbidden)
