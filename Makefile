@@ -240,21 +240,29 @@ gradescope classroom50: setup
 	$(PY) -m course_teacher.platforms $@ $(if $(SEED),--seed "$(SEED)") $(if $(LESSON),--lesson "$(LESSON)")
 
 # Lecture slides: a reveal.js deck per lesson and language in slides/decks/{en,zh}/, from the
-# executed solution notebooks (make slides ONLY=01 for one lesson). Every slide fits a 16:9 screen
-# (1280x720) without scrolling; the lessons' prose is in the speaker notes (press S in a deck).
-# Light theme; dark with ?theme=dark after a deck's address, or by default with `make slides
-# THEME=dark`. The decks work offline: copy slides/decks/ whole to the lecture machine and open a
-# deck in a browser. reveal.js and MathJax come from the npm registry (npm ci, pinned in
-# slides/package-lock.json): the step that needs the network, run again only when the lock file changes.
-# `make handout`: the decks, then a PDF per deck in slides/decks/handouts/{en,zh}/, one 16:9 page a slide,
-# printed by Chromium (/usr/bin/chromium, through playwright).
+# executed solution notebooks (make slides ONLY=01 for one lesson): they show the solutions, for the
+# lecturer. Every slide fits a 16:9 screen (1280x720) without scrolling; the lessons' prose is in the
+# speaker notes (press S in a deck). Light theme; dark with ?theme=dark after a deck's address, or by
+# default with `make slides THEME=dark` (written to slides/decks/dark/). `make slides SIZE=hall`: for a
+# large room, code and output at 24 px or more and the rest scaled to match, on more slides (written to
+# slides/decks/hall/, or hall-dark/ with THEME=dark). No build overwrites another's. The decks work
+# offline: copy slides/decks/ whole to the lecture machine and open a deck in a browser. reveal.js and
+# MathJax come from the npm registry (npm ci, pinned in slides/package-lock.json): the step that needs
+# the network, run again only when the lock file changes.
+# `make handout`: the decks, then two PDFs per deck, printed light by Chromium (/usr/bin/chromium,
+# through playwright), in slides/decks/handouts/ (slides/decks/hall/handouts/ with SIZE=hall):
+#   student/{en,zh}/   FOR THE STUDENTS: from the student notebooks (exercise stubs, no solutions),
+#                      4 slides to an A4 page, no notes;
+#   lecturer/{en,zh}/  FOR THE LECTURER ONLY: the solution decks, one slide a page, every page
+#                      labelled "Lecturer's copy - contains the solutions". Never hand these out.
 THEME ?= light
+SIZE ?= normal
 SLIDES_NPM := slides/node_modules/.package-lock.json
 $(SLIDES_NPM): slides/package.json slides/package-lock.json
 	npm ci --prefix slides --ignore-scripts --no-audit --no-fund
 	@touch $@
 
-SLIDES_ARGS = $(if $(ONLY),--only $(ONLY)) --theme $(THEME)
+SLIDES_ARGS = $(if $(ONLY),--only $(ONLY)) --theme $(THEME) --size $(SIZE)
 slides: setup $(SLIDES_NPM)
 	$(PY) -m course_teacher.slides $(SLIDES_ARGS)
 

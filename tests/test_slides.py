@@ -1,5 +1,5 @@
 """The lecture decks (`make slides`, course_teacher/slides/) fit the screen, carry speaker notes and
-work with no network; the handout (`make handout`) prints one page a slide.
+work with no network; the handouts (`make handout`) keep the solutions from the students.
 
 Builds every lesson's decks, English and Chinese, once into a temporary folder (the teacher's
 slides/decks/ is left alone); checks that no written file names a CDN; then opens each deck from
@@ -14,32 +14,48 @@ EVERY slide:
   edge (scrollWidth ≤ clientWidth + 1);
 - no heading has its text transformed to capitals (notation such as √d_k stays as written);
 - its speaker note is not empty, is in the deck's language (Han characters in the Chinese deck,
-  and none of the English labels), and on an exercise's slide names every mistake its check names.
+  and none of the English labels), holds no TeX (the speaker view has no MathJax: the notes' math
+  is HTML), and on an exercise's slide names every mistake its check names.
 
 Slides that cannot fit would be listed in OVERSIZED_SLIDES, and the test checks that the slides
-that do not fit are exactly those. The dark theme (``?theme=dark``) is checked on lesson 01; the
-handout PDF of every deck has as many pages as the deck has slides, each page 16:9.
+that do not fit are exactly those. Besides:
+
+- the dark theme: built with ``--theme dark`` it goes to a folder of its own (dark/) and leaves the
+  light decks as they were; it and ``?theme=dark`` both show dark (lesson 01);
+- the hall size (``--size hall``, lesson 08, hall/): every code and output at 24 px or more, every
+  slide fitting 1280×720;
+- the speaker view (lesson 01) shows a note's math as HTML;
+- the students' decks, every lesson's, built from the student notebooks, hold no solution marker
+  and no line of any exercise's solution (which the lecturer's decks do hold) and no notes;
+- the handouts (two decks, see PRINTED): the lecturer's has a 16:9 page a slide, each labelled as
+  the lecturer's copy, with the solutions; the students' four slides to an A4 page, and neither
+  the label nor a solution in its text (read from the PDF itself, a check of its own proving that
+  the reading finds what is there).
 
 The browser libraries come from ``slides/node_modules/`` (``npm ci --prefix slides``, which the
 test runs when they are missing; it needs the npm registry). Without the browser or npm the test
 is skipped, except under ``CI=true``, where it fails.
 """
 
+import io
+import math
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+from html import unescape
 from pathlib import Path
 
 import nbformat
 import pytest
+from pypdf import PdfReader
 
 from course_teacher.exercises import EXERCISES
 from course_teacher import slides
-from course_teacher.build import lessons
-from course_teacher.slides import handout, outputs
+from course_teacher.build import BEGIN, END, lessons
+from course_teacher.slides import handout, outputs, texhtml
 
 pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
 
@@ -47,6 +63,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
 LESSONS = {path.stem: path for path in lessons(None).values()}
+STEMS = {stem[:2]: stem for stem in LESSONS}  # "01": "01_attention_basics"
 DECKS = [(lang, stem) for stem in LESSONS for lang in slides.LANGUAGES]
 WIDTH, HEIGHT = slides.SLIDE_WIDTH, slides.SLIDE_HEIGHT
 # Hosts that serve libraries to web pages. A link to a project's home page in a licence comment is
@@ -59,6 +76,9 @@ CDN = re.compile(
 READY_MS = 60_000
 HAN = re.compile(r"[\u4e00-\u9fff]")
 ENGLISH_LABELS = re.compile(r"\b(Say|Show|Minutes|Ask|Exercise):")
+#: TeX as the speaker would see it raw: $...$ math or a \command
+RAW_TEX = re.compile(r"\$[^$]+\$|\\[A-Za-z]+")
+HALL_PX = 24  # the hall's smallest code and output
 #: Slides the builder cannot make fit at any legible size: (deck, slide title). None today; a slide
 #: that stops fitting, or one listed here that fits again, fails the test.
 OVERSIZED_SLIDES = set()
@@ -130,12 +150,43 @@ def decks(tmp_path_factory):
     return out
 
 
-def _prepared(lang, stem):
-    notebook = nbformat.read(ROOT / "notebooks/solutions" / lang / f"{stem}.ipynb", as_version=4)
-    return slides.slide_notebook(notebook, lang)
+def _build_more(decks, *args):
+    """Build more decks into `decks` with the command line's `args` (in this process: the `decks`
+    fixture runs the command itself); return the bytes of the light normal decks before and after
+    (a build for another theme or size must leave them alone)."""
+    light = sorted(decks.glob("[a-z][a-z]/*.html"))
+    before = {path: path.read_bytes() for path in light}
+    assert slides.main(["--out", str(decks), *args]) == 0
+    return before, {path: path.read_bytes() for path in light}
 
 
-def test_decks_name_no_cdn(decks):
+@pytest.fixture(scope="module")
+def dark_decks(decks):
+    """Lesson 01 built with --theme dark, beside the light decks."""
+    return slides.deck_folder(decks, "dark"), _build_more(decks, "--only", "01", "--theme", "dark")
+
+
+@pytest.fixture(scope="module")
+def hall_decks(decks):
+    """Lesson 08 (the most code) built with --size hall, beside the light decks."""
+    return slides.deck_folder(decks, size="hall"), _build_more(decks, "--only", "08", "--size", "hall")
+
+
+@pytest.fixture(scope="module")
+def student_decks(decks):
+    """Every lesson's student decks, both languages, where `--handout` writes them."""
+    folder = slides.handout_folder(decks) / "student"
+    slides.build_decks(None, slides.LANGUAGES, folder, decks / "assets", student=True)
+    return folder
+
+
+def _prepared(lang, stem, sizes=slides.SIZES["normal"], student=False):
+    notebooks = ROOT / "notebooks" if student else ROOT / "notebooks/solutions"
+    notebook = nbformat.read(notebooks / lang / f"{stem}.ipynb", as_version=4)
+    return slides.slide_notebook(notebook, lang, sizes, notes=not student)
+
+
+def test_decks_name_no_cdn(decks, dark_decks, hall_decks, student_decks):
     written = [path for path in decks.rglob("*") if path.is_file()]
     assert {f"{lang}/{stem}.html" for lang, stem in DECKS} <= {path.relative_to(decks).as_posix() for path in written}
     found = []
@@ -183,12 +234,36 @@ def test_setup_cell_skipped_details_subslides_and_notes():
 @pytest.mark.parametrize("lang", slides.LANGUAGES)
 def test_long_output_trimmed_with_marker(lang):
     wide_and_long = "\n".join(f"{i:3d} " + "x" * 300 for i in range(80))
-    markup, height, trimmed = outputs._fit_text_output(wide_and_long, 400, lang)
-    assert trimmed and height <= 400
-    assert "…" in markup and markup.count("\n") < 30
-    assert re.search(r"font-size:(\d+)px", markup) and int(re.search(r"font-size:(\d+)px", markup).group(1)) >= 12
-    short = outputs._fit_text_output("tensor([1., 2.])", 400, lang)
-    assert not short[2] and "…" not in short[0]
+    for size, smallest in (("normal", 12), ("hall", HALL_PX)):
+        markup, height, trimmed = outputs._fit_text_output(wide_and_long, 400, lang, slides.SIZES[size])
+        assert trimmed and height <= 400
+        assert "…" in markup and markup.count("\n") < 30
+        assert int(re.search(r"font-size:(\d+)px", markup).group(1)) >= smallest
+        short = outputs._fit_text_output("tensor([1., 2.])", 400, lang, slides.SIZES[size])
+        assert not short[2] and "…" not in short[0]
+
+
+def test_notes_math_set_as_html():
+    """The TeX the notes hold becomes HTML, every formula of every lesson (strictly: a command with
+    no HTML fails here), and the code in a note keeps its dollars."""
+    assert texhtml.tex_to_html(r"(E_q, H \cdot d_k)") == (
+        "(<i>E</i><sub><i>q</i></sub>,\u2009<i>H</i> · <i>d</i><sub><i>k</i></sub>)"
+    )
+    assert texhtml.tex_to_html(r"-1 - x") == "−1 − <i>x</i>"  # a sign, then a binary minus
+    assert texhtml.tex_to_html(r"\sqrt{d_k}").startswith("√<span style=\"text-decoration:overline\">")
+    assert "inline-table" in texhtml.tex_to_html(r"\begin{pmatrix}0 & 1\\ -1 & 0\end{pmatrix}")
+    assert texhtml.tex_to_html(r"\mathrm{softmax}(s)_j") == "softmax(<i>s</i>)<sub><i>j</i></sub>"
+    with pytest.raises(texhtml.UnknownCommand):
+        texhtml.tex_to_html(r"\nosuchcommand x", strict=True)
+    note = "<p>cost $L \\times L$, in code <code>x$1 + y$</code></p>"
+    assert texhtml.notes_math(note) == "<p>cost <i>L</i> × <i>L</i>, in code <code>x$1 + y$</code></p>"
+    count = 0
+    for path in sorted((ROOT / "notebooks/solutions").glob("*/[0-9][0-9]_*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            for match in texhtml.MATH_RE.finditer(cell.source if cell.cell_type == "markdown" else ""):
+                assert not RAW_TEX.search(texhtml.tex_to_html(match.group(1) or match.group(2), strict=True))
+                count += 1
+    assert count > 1000
 
 
 @pytest.fixture(scope="module")
@@ -247,6 +322,8 @@ def _problems(deck_name, lang, measured):
         notes = slide["notes"]
         if not notes:
             problems.append(f"{where}: no speaker notes")
+        elif RAW_TEX.search(notes):
+            problems.append(f"{where}: TeX in the notes: {RAW_TEX.search(notes).group(0)!r}")
         elif lang == "zh" and (not HAN.search(notes) or ENGLISH_LABELS.search(notes)):
             problems.append(f"{where}: notes not in Chinese: {notes[:120]!r}")
         elif lang == "en" and not re.search(r"\bMinutes: about [\d.]+ min", notes):
@@ -295,53 +372,182 @@ def test_deck_fits_the_screen_in_browser(decks, chromium, lang, stem):
     )
 
 
+def _brightness(colour):
+    red, green, blue = map(int, re.findall(r"\d+", colour)[:3])
+    return (red + green + blue) / 3
+
+
 @pytest.mark.parametrize("lang", slides.LANGUAGES)
-def test_dark_theme(decks, chromium, lang):
-    deck = decks / lang / "01_attention_basics.html"
+def test_dark_theme_in_its_own_folder(decks, dark_decks, chromium, lang):
+    """`--theme dark` writes dark/{en,zh}/ and leaves the light decks alone; the dark deck opens
+    dark, and so does a light one with ?theme=dark."""
+    folder, (before, after) = dark_decks
+    assert folder == decks / "dark" and before == after and before
+    for url in ((folder / lang / "01_attention_basics.html").as_uri(),
+                (decks / lang / "01_attention_basics.html").as_uri() + "?theme=dark"):  # fmt: skip
+        browser = Offline(chromium, lang)
+        try:
+            page = browser.open(url)
+            colours = page.evaluate("""() => [getComputedStyle(document.body).backgroundColor,
+                getComputedStyle(document.querySelector('.present h1')).color,
+                getComputedStyle(document.querySelector('.jp-RenderedHTMLCommon')).color]""")
+            measured = page.evaluate(MEASURE_ALL_JS) if "?" not in url else []
+        finally:
+            browser.close()
+        background, heading, text = map(_brightness, colours)
+        assert background < 60 and heading > 180 and text > 180, (url, colours)
+        problems, oversized = _problems(f"{lang}/01_attention_basics (dark)", lang, measured)
+        assert not oversized and not problems, "\n".join(problems[:30])
+
+
+#: The font sizes of every code block and printed output in a deck, and of an explorer's still.
+CODE_FONTS_JS = """() => [...document.querySelectorAll(
+    '.reveal .slides pre, .reveal .slides pre *, .reveal .course-widget, .reveal .course-controls')]
+  .map(element => parseFloat(getComputedStyle(element).fontSize))"""
+
+
+@pytest.mark.parametrize("lang", slides.LANGUAGES)
+def test_hall_size(decks, hall_decks, chromium, lang):
+    """`--size hall` writes hall/{en,zh}/ (the light decks left alone): code and output at 24 px or
+    more, and every slide still within 1280×720 (lesson 08, the most code of any lesson)."""
+    folder, (before, after) = hall_decks
+    assert folder == decks / "hall" and before == after and before
+    stem = STEMS["08"]
+    expected_slides = slides.count_slides(_prepared(lang, stem, slides.SIZES["hall"]))
+    assert expected_slides > slides.count_slides(_prepared(lang, stem))  # the hall's slides hold less
     browser = Offline(chromium, lang)
     try:
-        page = browser.open(deck.as_uri() + "?theme=dark")
-        colours = page.evaluate("""() => [getComputedStyle(document.body).backgroundColor,
-            getComputedStyle(document.querySelector('.present h1')).color,
-            getComputedStyle(document.querySelector('.jp-RenderedHTMLCommon')).color]""")
+        page = browser.open((folder / lang / f"{stem}.html").as_uri())
+        fonts = page.evaluate(CODE_FONTS_JS)
         measured = page.evaluate(MEASURE_ALL_JS)
     finally:
         browser.close()
-
-    def brightness(colour):
-        red, green, blue = map(int, re.findall(r"\d+", colour)[:3])
-        return (red + green + blue) / 3
-
-    background, heading, text = colours
-    assert brightness(background) < 60 and brightness(heading) > 180 and brightness(text) > 180, colours
-    problems, oversized = _problems(f"{lang}/01_attention_basics (dark)", lang, measured)
+    assert len(measured) == expected_slides
+    assert len(fonts) > 100 and min(fonts) >= HALL_PX, f"code or output below {HALL_PX} px: {sorted(fonts)[:10]}"
+    problems, oversized = _problems(f"hall/{lang}/{stem}", lang, measured)
     assert not oversized and not problems, "\n".join(problems[:30])
+    print(f"hall/{lang}/{stem}: {len(measured)} slides, tallest {max(slide['height'] for slide in measured)} px")
 
 
-#: The decks the handout test prints: the longest deck in one language and the last in the other.
-#: Printing is the same code for every deck, and every deck's slides are measured at the screen's
-#: size above; printing all of them took 75 s of `make test`'s 2 cores for nothing more.
-PRINTED = [(lang, stem) for lang, stem in DECKS if (lang, stem[:2]) in (("en", "05"), ("zh", max(LESSONS)[:2]))]
+def test_speaker_view_shows_math_as_html(decks, chromium):
+    """What the speaker sees: reveal.js's speaker view (its own window, no MathJax) shows a slide's
+    notes, their math as HTML, with no TeX left."""
+    browser = Offline(chromium, "en")
+    try:
+        page = browser.open((decks / "en" / f"{STEMS['01']}.html").as_uri())
+        page.evaluate("""() => { const slide = Reveal.getSlides().find(s => s.querySelector('aside.notes sub'));
+                                 const { h, v } = Reveal.getIndices(slide); Reveal.slide(h, v); }""")
+        with browser.context.expect_page() as opened:
+            page.evaluate("() => Reveal.getPlugin('notes').open()")
+        speaker = opened.value
+        notes = speaker.locator(".speaker-controls-notes .value")
+        speaker.wait_for_function(
+            "() => document.querySelector('.speaker-controls-notes .value').innerHTML.includes('<sub>')",
+            timeout=READY_MS,
+        )
+        shown = notes.inner_text()
+    finally:
+        browser.close()
+    assert shown.startswith("Say:") and not RAW_TEX.search(shown), shown[:300]
 
 
-def test_handout_one_page_per_slide(decks, chromium, tmp_path):
-    """`make handout`'s printing: one 16:9 page a slide, no blank page (two decks, see PRINTED)."""
-    assert len(PRINTED) == 2
+def _solution_lines(lang, stem):
+    """The lines of the lesson's solutions that say something (over 12 characters), each with its
+    spaces taken out: the exercise cells' code between the solution markers."""
+    notebook = nbformat.read(ROOT / "notebooks/solutions" / lang / f"{stem}.ipynb", as_version=4)
+    lines = set()
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and "exercise" in cell.metadata:
+            solution = cell.source.split(BEGIN, 1)[1].split(END, 1)[0]
+            lines |= {re.sub(r"\s", "", line) for line in solution.splitlines() if len(line.strip()) > 12}
+    return lines
+
+
+def _shown_text(deck_html):
+    """What a deck shows, without its spaces: its HTML less scripts, styles and tags."""
+    body = re.sub(r"<(script|style)\b.*?</\1>", "", deck_html, flags=re.DOTALL)
+    return re.sub(r"\s", "", unescape(re.sub(r"<[^>]+>", "", body)))
+
+
+def _leaks(text, lang, stem):
+    """The solution markers and solution lines found in `text` (spaces taken out)."""
+    markers = [marker for marker in (BEGIN, END) if re.sub(r"\s", "", marker) in text]
+    return markers + sorted(line for line in _solution_lines(lang, stem) if line in text)
+
+
+@pytest.mark.parametrize("lang", slides.LANGUAGES)
+def test_student_decks_hold_no_solution(decks, student_decks, lang):
+    """The students' decks (the student handout is printed from them) have each exercise's stub
+    and no line of its solution, no solution marker, no notes and no lecturer's label; the
+    lecturer's have the label (in the deck's language) and the lines, so the search finds them
+    where they are."""
+    with_exercises = 0
+    for stem in LESSONS:
+        student = (student_decks / lang / f"{stem}.html").read_text(encoding="utf-8")
+        assert BEGIN not in student and END not in student and 'class="notes' not in student, stem
+        assert "--course-copy:" not in student, stem
+        lecturer_html = (decks / lang / f"{stem}.html").read_text(encoding="utf-8")
+        assert f'--course-copy: "{slides.LECTURER_COPY[lang]}"' in lecturer_html, stem
+        leaks = _leaks(_shown_text(student), lang, stem)
+        assert not leaks, f"{lang}/{stem}: {leaks}"
+        solutions = _solution_lines(lang, stem)
+        if solutions:
+            with_exercises += 1
+            assert "raiseNotImplementedError" in _shown_text(student), stem
+            lecturer = _shown_text(lecturer_html)
+            assert set(_leaks(lecturer, lang, stem)) >= solutions, f"{lang}/{stem}: solution lines not found"
+    assert with_exercises, "no lesson has an exercise: the search has proved nothing"
+
+
+def pdf_pages_text(data):
+    """The text of each page of a PDF, in the file's order (pypdf reads Chromium's fonts' ToUnicode
+    maps, so Chinese comes back as Chinese)."""
+    return [page.extract_text() or "" for page in PdfReader(io.BytesIO(data)).pages]
+
+
+#: The decks the handout test prints: the longest deck in one language, the lecturer's handout, and
+#: the last in the other, the students'. Printing is the same code for every deck, and every deck's
+#: slides are measured at the screen's size above; printing all of them took 75 s of `make test`'s
+#: 2 cores for nothing more.
+PRINTED = {"lecturer": ("en", STEMS["05"]), "student": ("zh", max(LESSONS))}
+
+
+def test_handouts(decks, student_decks, chromium, tmp_path):
+    """`make handout`'s printing. The lecturer's: one 16:9 page a slide, every page labelled as the
+    lecturer's copy, the solutions in it. The students': four slides to an A4 landscape page, no
+    label, no solution (in the text of the PDF itself)."""
     failures, counts = [], []
-    for lang, stem in PRINTED:
-        expected = slides.count_slides(_prepared(lang, stem))
-        pdf = tmp_path / lang / f"{stem}.pdf"
-        pages, overflowing = handout.print_deck(chromium, decks / lang / f"{stem}.html", pdf)
-        if overflowing:
-            failures.append(f"{lang}/{stem}: slides taller or wider than their page: {overflowing}")
+    for kind, (lang, stem) in PRINTED.items():
+        deck = (decks if kind == "lecturer" else student_decks) / lang / f"{stem}.html"
+        per_sheet = 1 if kind == "lecturer" else 4
+        pdf = tmp_path / kind / lang / f"{stem}.pdf"
+        pages, overflowing = handout.print_deck(chromium, deck, pdf, per_sheet)
+        slide_count = slides.count_slides(_prepared(lang, stem, student=kind == "student"))
         data = pdf.read_bytes()
         boxes = {tuple(map(float, box)) for box in re.findall(rb"/MediaBox\s*\[\s*0 0 ([\d.]+) ([\d.]+)\s*\]", data)}
-        counts.append(f"{lang}/{stem}: {pages}")
-        if pages != expected:
-            failures.append(f"{lang}/{stem}: {pages} pages for {expected} slides")
-        if not boxes or any(abs(width / height - 16 / 9) > 0.01 for width, height in boxes):
-            failures.append(f"{lang}/{stem}: pages not 16:9: {boxes}")
-    print("handout pages: " + ", ".join(counts))
+        texts = pdf_pages_text(data)
+        text = re.sub(r"\s", "", "".join(texts))
+        label = slides.LECTURER_COPY[lang]
+        counts.append(f"{kind} {lang}/{stem}: {pages} pages")
+        if overflowing:
+            failures.append(f"{kind} {lang}/{stem}: slides taller or wider than their page: {overflowing}")
+        if len(texts) != pages or pages != math.ceil(slide_count / per_sheet):
+            failures.append(f"{kind} {lang}/{stem}: {pages} pages ({len(texts)} read) for {slide_count} slides")
+        if kind == "lecturer":
+            if not boxes or any(abs(width / height - 16 / 9) > 0.01 for width, height in boxes):
+                failures.append(f"lecturer {lang}/{stem}: pages not 16:9: {boxes}")
+            if not all(re.sub(r"\s", "", label) in re.sub(r"\s", "", page) for page in texts):
+                failures.append(f"lecturer {lang}/{stem}: pages without {label!r}")
+            if set(_leaks(text, lang, stem)) < _solution_lines(lang, stem) or not _solution_lines(lang, stem):
+                failures.append(f"lecturer {lang}/{stem}: the solutions are not in the PDF's text as read")
+        else:
+            if not boxes or any(abs(width - 841.89) > 1 or abs(height - 595.28) > 1 for width, height in boxes):
+                failures.append(f"student {lang}/{stem}: pages not A4 landscape: {boxes}")
+            if any(re.sub(r"\s", "", label) in re.sub(r"\s", "", page) for page in texts):
+                failures.append(f"student {lang}/{stem}: labelled as the lecturer's copy")
+            if _leaks(text, lang, stem) or "raiseNotImplementedError" not in text:
+                failures.append(f"student {lang}/{stem}: solutions in it, or no stub: {_leaks(text, lang, stem)}")
+    print("handouts: " + ", ".join(counts))
     assert not failures, "\n".join(failures)
 
 

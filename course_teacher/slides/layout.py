@@ -4,7 +4,8 @@ The lessons are written to be read: long sections of prose, code and outputs. A 
 heading, formulas, lists, tables, pictures, code and outputs; the prose moves into the speaker
 notes. Each section (a cell marked `slide`, or a `###` subsection) is packed into as many
 sub-slides as it needs, by an estimate of each piece's height in the slide's pixels (sizes.py,
-the sizes of the deck's style sheet in template.py). The browser test measures the result.
+the sizes of the deck's style sheet in template.py, normal or the hall's). The browser test
+measures the result.
 """
 
 import base64
@@ -19,16 +20,15 @@ from .notes import LABELS, minutes, note_markdown
 from .outputs import _code_height, _fit_text_output, _split_code, widget_parts, widget_picture
 from .sizes import (
     BUDGET,
-    CODE_PX,
     CONTENT_WIDTH,
     DEBUG,
     DETAIL_RE,
     HAN_RE,
     IMAGE_RE,
     LINE,
+    NORMAL,
     PICTURE_SCALE,
     SETUP_RE,
-    TEXT_PX,
     WIDGET_STATE,
     WIDGET_VIEW,
     _fit,
@@ -98,10 +98,11 @@ def _image_markup(path_name, alt, room):
 
 
 class Packer:
-    """Packs one section's blocks into pages (a slide and its continuation sub-slides)."""
+    """Packs one section's blocks into pages (a slide and its continuation sub-slides), set in
+    `sizes`; with `notes` False (a student's deck) the pages get no speaker notes."""
 
-    def __init__(self, lang, slide_type, title, level):
-        self.lang, self.title, self.level = lang, title, level
+    def __init__(self, lang, slide_type, title, level, sizes, notes=True):
+        self.lang, self.title, self.level, self.sizes, self.notes = lang, title, level, sizes, notes
         self.pages = [Page(slide_type)]
         self.pending_say = []
 
@@ -111,7 +112,7 @@ class Packer:
 
     def heading_room(self):
         """The room a new continuation page offers: the budget less its heading."""
-        return BUDGET - _heading_height(self._continued_title(), 3)
+        return BUDGET - _heading_height(self._continued_title(), 3, self.sizes)
 
     def _continued_title(self):
         continued = LABELS[self.lang]["continued"]
@@ -119,7 +120,7 @@ class Packer:
 
     def new_page(self):
         title = self._continued_title()
-        heading = (_markdown_cell(f"### {title}", tags=("course-continued",)), _heading_height(title, 3))
+        heading = (_markdown_cell(f"### {title}", tags=("course-continued",)), _heading_height(title, 3, self.sizes))
         self.pages.append(Page("subslide", heading))
 
     def ensure(self, height):
@@ -151,7 +152,7 @@ class Packer:
         self.page.pictures += 1
 
     def heading(self, block):
-        height = _heading_height(block.text, block.level)
+        height = _heading_height(block.text, block.level, self.sizes)
         self.page.cells.append(_markdown_cell("#" * block.level + " " + block.text))
         self.page.height += height
 
@@ -163,31 +164,33 @@ class Packer:
             match = IMAGE_RE.match(block.text)
             self.picture(lambda room: _image_markup(match.group(3), match.group(1), room))
             return
-        source, tags = block.text, ()
+        source, tags, sizes = block.text, (), self.sizes
         if block.kind == "math":
-            height = _math_height(block.text)
-            width = _math_width(block.text)
+            height = _math_height(block.text, sizes)
+            width = _math_width(block.text, sizes)
             if width > CONTENT_WIDTH * 0.95:  # a wide formula: a smaller font, or one line per formula
                 scale = max(0.6, CONTENT_WIDTH * 0.95 / width)
                 tags = (f"course-math-{int(scale * 10)}",)
                 height *= scale
-        elif block.kind == "list" and _list_height(block.text) > self.page.room:
-            self._pieces(list_items(block.text), _list_height, lambda items: "\n".join(items))
+        elif block.kind == "list" and _list_height(block.text, sizes) > self.page.room:
+            self._pieces(list_items(block.text), lambda text: _list_height(text, sizes), lambda items: "\n".join(items))
             return
-        elif block.kind == "table" and _table_height(block.text) > self.page.room:
+        elif block.kind == "table" and _table_height(block.text, sizes) > self.page.room:
             header, rows = table_rows(block.text)
             self._pieces(
-                rows, lambda text: _table_height("\n".join(header + [text])), lambda rows: "\n".join(header + rows)
+                rows,
+                lambda text: _table_height("\n".join(header + [text]), sizes),
+                lambda rows: "\n".join(header + rows),
             )
             return
         elif block.kind == "list":
-            height = _list_height(block.text)
+            height = _list_height(block.text, sizes)
         elif block.kind == "table":
-            height = _table_height(block.text)
+            height = _table_height(block.text, sizes)
         elif block.kind == "fence":
-            height = _code_height(block.text, CODE_PX[0])
+            height = _code_height(block.text, sizes.code[0])
         else:
-            height = _text_lines(re.sub(r"<[^>]+>", "", block.text), TEXT_PX) * TEXT_PX * LINE + 20
+            height = _text_lines(re.sub(r"<[^>]+>", "", block.text), sizes.text) * sizes.text * LINE + 20
         self.ensure(height)
         self.place(_markdown_cell(source, tags), height)
 
@@ -220,18 +223,21 @@ class Packer:
             self._output(output, state)
 
     def _code_source(self, cell, source):
-        """Place a code cell's source: at 18 or 16 px where it is; else on a page of its own at the
-        largest size that fits (down to 14 px); else in pieces, each on a sub-slide of its own."""
-        fitting = [px for px in CODE_PX[:2] if _code_height(source, px) <= self.page.room]
+        """Place a code cell's source: where it is, at a size but the smallest (18 or 16 px); else on
+        a page of its own at the largest size that fits (down to 14 px); else in pieces, each on a
+        sub-slide of its own (at 16 px). The hall has one size, 24 px, for all three."""
+        code = self.sizes.code
+        shared, split = code[:-1] or code, code[min(1, len(code) - 1)]
+        fitting = [px for px in shared if _code_height(source, px) <= self.page.room]
         if not fitting and self.page.visible:
             self.new_page()
-            fitting = [px for px in CODE_PX if _code_height(source, px) <= self.page.room]
+            fitting = [px for px in code if _code_height(source, px) <= self.page.room]
         elif not fitting:
-            fitting = [px for px in CODE_PX if _code_height(source, px) <= self.page.room]
+            fitting = [px for px in code if _code_height(source, px) <= self.page.room]
         if fitting:
             pieces = [(source, fitting[0])]
         else:  # too long for any slide: pieces, each a code block of its own on a sub-slide
-            pieces = [(piece, CODE_PX[1]) for piece in _split_code(source, CODE_PX[1], self.heading_room())]
+            pieces = [(piece, split) for piece in _split_code(source, split, self.heading_room())]
         for index, (piece, size) in enumerate(pieces):
             if index:
                 self.new_page()
@@ -249,7 +255,7 @@ class Packer:
         view = data.get(WIDGET_VIEW)
         if view:
             parts = widget_parts(view["model_id"], state)  # a still: the picture, then its summary
-            self.picture(lambda room: widget_picture(parts, room), min_scale=1.0)
+            self.picture(lambda room: widget_picture(parts, room, self.sizes), min_scale=1.0)
             for text in parts["texts"]:
                 self._text(text)
             return
@@ -290,12 +296,12 @@ class Packer:
         """Place a printed output: on this page if it fits whole, else on a page of its own, cut to fit."""
         if not text.strip():
             return
-        markup, height, trimmed = _fit_text_output(text, self.page.room, self.lang)
+        markup, height, trimmed = _fit_text_output(text, self.page.room, self.lang, self.sizes)
         if (trimmed or height > self.page.room) and self.page.visible:
-            alone = _fit_text_output(text, self.heading_room(), self.lang)
-            if alone[1] > height or not alone[2]:  # more of it shows on a page of its own
+            alone = _fit_text_output(text, self.heading_room(), self.lang, self.sizes)
+            if height > self.page.room or alone[1] > height or not alone[2]:  # too tall here, or more shows alone
                 self.new_page()
-                markup, height, trimmed = _fit_text_output(text, self.page.room, self.lang)
+                markup, height, trimmed = _fit_text_output(text, self.page.room, self.lang, self.sizes)
         self.place(_output_cell(markup), height)
         self.page.outputs += 1
 
@@ -312,13 +318,16 @@ class Packer:
                 lead = page.say[0]
                 page.cells.append(_markdown_cell(lead, tags=("course-lead",)))
             page.cells[0].metadata["slideshow"] = {"slide_type": page.slide_type}
-            say = "\n\n".join(page.say)
-            kind = "code" if page.code_lines or page.outputs else ("picture" if page.pictures else "default")
-            value = minutes(say, page.code_lines, page.pictures, page.outputs, bool(page.exercises))
-            note = _markdown_cell(note_markdown(self.lang, say, kind, page.exercises, value))
-            note.metadata["slideshow"] = {"slide_type": "notes"}
-            cells += page.cells + [note]
+            cells += page.cells + ([self._note(page)] if self.notes else [])
         return cells
+
+    def _note(self, page):
+        say = "\n\n".join(page.say)
+        kind = "code" if page.code_lines or page.outputs else ("picture" if page.pictures else "default")
+        value = minutes(say, page.code_lines, page.pictures, page.outputs, bool(page.exercises))
+        note = _markdown_cell(note_markdown(self.lang, say, kind, page.exercises, value))
+        note.metadata["slideshow"] = {"slide_type": "notes"}
+        return note
 
 
 def _deck_links(source):
@@ -340,10 +349,11 @@ def deck_language(notebook):
     return "zh" if len(HAN_RE.findall(text)) > 50 else "en"
 
 
-def slide_notebook(notebook, lang=None):
+def slide_notebook(notebook, lang=None, sizes=NORMAL, notes=True):
     """A copy of `notebook` ready for the slides exporter: setup cells skipped, subsections as
-    sub-slides, each section packed into slides that fit 1280×720, the prose in speaker notes,
-    widgets replaced by stills of their saved state (no widget manager, no widget state)."""
+    sub-slides, each section packed into slides that fit 1280×720 in `sizes` (sizes.py), the prose
+    in speaker notes (or, with `notes` False, nowhere), widgets replaced by stills of their saved
+    state (no widget manager, no widget state)."""
     notebook = copy.deepcopy(notebook)
     lang = lang or deck_language(notebook)
     state = notebook.metadata.pop("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
@@ -360,22 +370,21 @@ def slide_notebook(notebook, lang=None):
                 title, level = re.sub(r"\s*\{[^}]*\}\s*$", "", blocks[0].text), blocks[0].level
             if packer is not None:
                 cells += packer.finish()
-            packer = Packer(
-                lang, "slide" if packer is None else (kind if kind in ("slide", "subslide") else "slide"), title, level
-            )
+            slide_type = "slide" if packer is None else (kind if kind in ("slide", "subslide") else "slide")
+            packer = Packer(lang, slide_type, title, level, sizes, notes)
         if kind == "notes":
             packer.pending_say.append(cell.source)
         elif cell.cell_type == "markdown" and NAV_TAG in cell.metadata.get("tags", []):
             links = _deck_links(cell.source)
             if links:
-                packer.ensure(TEXT_PX * LINE + 20)
-                packer.place(_markdown_cell(links, tags=(NAV_TAG,)), TEXT_PX * LINE + 20)
+                packer.ensure(sizes.text * LINE + 20)
+                packer.place(_markdown_cell(links, tags=(NAV_TAG,)), sizes.text * LINE + 20)
         elif cell.cell_type == "markdown":
             for block in blocks:
                 if block.kind == "heading" and not packer.page.cells:
                     packer.heading(block)
                 elif block.kind == "heading":
-                    packer.ensure(_heading_height(block.text, block.level) + 80)
+                    packer.ensure(_heading_height(block.text, block.level, sizes) + 80)
                     packer.heading(block)
                 else:
                     packer.markdown(block)

@@ -14,8 +14,6 @@ from .sizes import (
     CONTENT_WIDTH,
     LINE,
     MONO_EM,
-    OUTPUT_MIN_PX,
-    OUTPUT_PX,
     PICTURE_SCALE,
     _columns,
     _fit,
@@ -45,13 +43,14 @@ def _split_code(source, px, room):
     return [piece for piece in pieces if piece.strip()]
 
 
-def _fit_text_output(text, room, lang):
-    """(html, height) of a printed output: a font small enough for its widest line (cut with "…"
-    beyond the smallest), and lines beyond what `room` holds replaced by a "…" line."""
+def _fit_text_output(text, room, lang, sizes):
+    """(html, height, trimmed) of a printed output: a font of `sizes.output` small enough for its
+    widest line (cut with "…" beyond the smallest), and lines beyond what `room` holds replaced by
+    a "…" line."""
     lines = text.rstrip("\n").split("\n")
     widest = max((_columns(line) for line in lines), default=1)
     usable = (CONTENT_WIDTH - 40) * 0.92  # 8% for characters a fallback font draws wider
-    px = max(OUTPUT_MIN_PX, min(OUTPUT_PX[0], math.floor(usable / (MONO_EM * max(widest, 1)))))
+    px = max(sizes.output_min, min(sizes.output[0], math.floor(usable / (MONO_EM * max(widest, 1)))))
     trimmed = False
     columns = int(usable / (MONO_EM * px))
     if widest > columns:
@@ -68,12 +67,12 @@ def _fit_text_output(text, room, lang):
             cut.append(line)
         lines = cut
     line_px = lambda size: size * 1.25
-    for size in [px] + [s for s in OUTPUT_PX if s < px]:
+    for size in [px] + [s for s in sizes.output if s < px]:
         if len(lines) * line_px(size) + BLOCK_PAD <= room:
             px = size
             break
     else:
-        px = min(px, OUTPUT_PX[-1])
+        px = min(px, sizes.output[-1])
         keep = max(3, int((room - BLOCK_PAD) / line_px(px)) - 1)
         hidden = len(lines) - keep
         more = {"en": f"… ({hidden + 2} more lines)", "zh": f"…（另有 {hidden + 2} 行）"}[lang]
@@ -122,14 +121,14 @@ def widget_parts(model_id, state):
     return parts
 
 
-def widget_picture(parts, room):
+def widget_picture(parts, room, sizes):
     """(html, height, scale) of a widget's controls and its pictures, scaled to what `room` allows."""
     markup, height = [], 0.0
     if parts["controls"]:
         markup.append(f'<div class="course-controls">{"".join(parts["controls"])}</div>')
-        height += 40 * math.ceil(len(parts["controls"]) / 4)
+        height += 2 * sizes.controls * math.ceil(len(parts["controls"]) / 4)  # about four to a line
     markup += [f'<div class="course-widget-html">{piece}</div>' for piece in parts["html"]]
-    height += 60 * len(parts["html"])
+    height += sizes.widget * 10 / 3 * len(parts["html"])
     scale = 1.0
     for mime, data in parts["pictures"]:
         width, tall = _image_size(base64.b64decode(data), mime)

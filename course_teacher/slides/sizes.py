@@ -1,11 +1,16 @@
 """What a slide measures: its sizes in CSS pixels, and estimates of how tall (and wide) each piece
-of a lesson is on it. template.py's style sheet sets the same sizes; the browser test measures."""
+of a lesson is on it. template.py's style sheet sets the same sizes; the browser test measures.
+
+The fonts come in two sets (`SIZES`): the normal one, and the hall's, for a room where the back
+row sits far from the screen: code and its output at 24 px or more, the other text scaled to
+match. The slide stays 1280×720 in both; the hall's slides hold less, so there are more of them."""
 
 import math
 import os
 import re
 import struct
 import unicodedata
+from dataclasses import dataclass
 
 # ----------------------------------------------------------------------------- the slide's sizes
 # Every number here is a CSS pixel of the 1280×720 slide; template.py's style sheet uses the same.
@@ -15,15 +20,38 @@ PADDING = 24  # the slide's left and right padding
 CONTENT_WIDTH = SLIDE_WIDTH - 2 * PADDING
 #: The height a slide's content is packed to: below 720, for what the estimate misses.
 BUDGET = 650
-TEXT_PX, LIST_PX, TABLE_PX = 26, 24, 22
-HEADING_PX = {1: 52, 2: 38, 3: 30, 4: 26}
 LINE = 1.3  # line height of text, lists and code
-CODE_PX = (18, 16, 14)  # a code cell's font: the largest that fits; 14 px is still legible
-OUTPUT_PX = (18, 16, 14)  # a printed output's font, for its height
-OUTPUT_MIN_PX = 12  # the smallest font a wide output is set in before its lines are cut
 MONO_EM = 0.602  # the advance of a monospace character (DejaVu Sans Mono), in em
 BLOCK_PAD = 22  # a code or output block's padding and margin, top and bottom together
 PICTURE_SCALE = (1.25, 1.8)  # a plot's scale: at least this to share a slide, at most this alone
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """A deck's fonts, in px. `code` and `output` are tried largest first: a code cell takes the
+    largest that fits where it is (the smallest only on a slide of its own), an output the largest
+    its widest line and its length allow, and below `output_min` a wide output's lines are cut."""
+
+    text: int  # paragraphs
+    list: int
+    table: int
+    heading: tuple  # levels 1, 2, 3, 4 (and deeper)
+    code: tuple
+    output: tuple
+    output_min: int
+    widget: int  # an explorer's summary
+    controls: int  # an explorer's controls and their values
+
+    def heading_px(self, level):
+        return self.heading[min(level, len(self.heading)) - 1]
+
+
+NORMAL = Sizes(text=26, list=24, table=22, heading=(52, 38, 30, 26), code=(18, 16, 14), output=(18, 16, 14),
+               output_min=12, widget=18, controls=20)  # fmt: skip
+#: A 150-seat room: nothing of code or output below 24 px (14 px is legible from the front rows only).
+HALL = Sizes(text=34, list=32, table=28, heading=(60, 48, 40, 34), code=(24,), output=(24,),
+             output_min=24, widget=24, controls=26)  # fmt: skip
+SIZES = {"normal": NORMAL, "hall": HALL}
 
 #: COURSE_SLIDES_DEBUG=1: each piece carries its estimated height as a class (course-estimate-NNN),
 #: to compare with what the browser measures when the sizes here or in the style sheet change.
@@ -143,18 +171,18 @@ def markdown_blocks(source):
     return blocks
 
 
-def _heading_height(text, level):
-    px = HEADING_PX.get(level, 26)
+def _heading_height(text, level, sizes):
+    px = sizes.heading_px(level)
     return _text_lines(text, px) * px * 1.2 + 0.6 * px
 
 
-def _math_height(tex):
+def _math_height(tex, sizes):
     rows = tex.count("\\\\") + 1
     tall = any(word in tex for word in ("\\frac", "\\sum", "\\Big", "\\big", "\\sqrt", "\\prod", "\\begin"))
-    return rows * (78 if tall else 52) + 12
+    return rows * sizes.text * (3 if tall else 2) + 12
 
 
-def _math_width(tex):
+def _math_width(tex, sizes):
     """A rough width in px of display math at the text size (command names render short)."""
     body = re.sub(r"\\(mathrm|text|operatorname)\{([^}]*)\}", r"\2", tex.strip("$ \n"))
     body = re.sub(r"\\(qquad)", "MMMM", body)
@@ -162,7 +190,7 @@ def _math_width(tex):
     body = re.sub(r"\\frac\{([^}]*)\}\{([^}]*)\}", lambda m: max(m.group(1), m.group(2), key=len), body)
     body = re.sub(r"\\[a-zA-Z]+", "x", body)
     body = re.sub(r"[{}^_]", "", body)
-    return len(body.replace(" ", "")) * TEXT_PX * 0.62
+    return len(body.replace(" ", "")) * sizes.text * 0.62
 
 
 def list_items(text):
@@ -176,10 +204,10 @@ def list_items(text):
     return items
 
 
-def _list_height(text):
+def _list_height(text, sizes):
     items = list_items(text)
-    lines = sum(_text_lines(re.sub(r"\n\s+", " ", item), LIST_PX, CONTENT_WIDTH - 80) + 0.15 for item in items)
-    return lines * LIST_PX * 1.35 + 16
+    lines = sum(_text_lines(re.sub(r"\n\s+", " ", item), sizes.list, CONTENT_WIDTH - 80) + 0.15 for item in items)
+    return lines * sizes.list * 1.35 + 16
 
 
 def table_rows(text):
@@ -190,18 +218,17 @@ def table_rows(text):
     return [], lines
 
 
-def _row_height(row, columns):
+def _row_height(row, sizes):
     cells = [cell for cell in row.strip().strip("|").split("|")]
-    width = sum(_text_width(cell.strip(), TABLE_PX) + 30 for cell in cells)
+    width = sum(_text_width(cell.strip(), sizes.table) + 30 for cell in cells)
     lines = max(1, math.ceil(width * 1.15 / CONTENT_WIDTH))
     tall = 12 if ("\\frac" in row or "\\sqrt" in row or "_" in row and "$" in row) else 0
-    return lines * TABLE_PX * 1.3 + 18 + tall
+    return lines * sizes.table * 1.3 + 18 + tall
 
 
-def _table_height(text):
+def _table_height(text, sizes):
     header, rows = table_rows(text)
-    columns = max(1, len(header[0].strip().strip("|").split("|"))) if header else 1
-    return sum(_row_height(row, columns) for row in header[:1] + rows) + 16
+    return sum(_row_height(row, sizes) for row in header[:1] + rows) + 16
 
 
 def _image_size(data, mime):
