@@ -10,6 +10,7 @@ import ast
 import importlib
 import inspect
 import textwrap
+import time
 from pathlib import Path
 
 import nbformat
@@ -529,6 +530,21 @@ DYNAMIC = [  # (a learner's cell, the construct the review names)
     ("y = In[-1]", scan.HISTORY),
     ("text = _i5 + _ih[2]", scan.HISTORY),
     ("def last():\n    return _\n", scan.HISTORY),
+    # the allow-list: what no rule above names is reviewed too, when it is not on the list
+    ("match masks:\n    case object(causal_mask=f):\n        g = f", "match class pattern"),
+    ("match print:\n    case object(__self__=b):\n        pass", "match class pattern"),
+    ("import threading\nthreading.Thread(target=my_causal_mask).start()", "threading"),
+    ("from concurrent.futures import ThreadPoolExecutor", "concurrent"),
+    ("def softmax(x):\n    return torch._softmax(x, -1, False)", "private name"),
+    ("f = torch.ops.aten._scaled_dot_product_attention_math", "torch.ops"),
+    ("with torch._C.DisableTorchFunction():\n    pass", "private name"),
+    ("f = getattr(torch, '_softmax')", "private name"),
+    ("from torch.nn.functional import _canonical_mask", "private name"),
+    ("def f(x):\n    return x._version", "private attribute"),
+    ("def f(x):\n    x.__class__ = int", "private attribute"),
+    ("import os", "os"),
+    ("from .helpers import f", "relative import"),
+    ("g = torch.jit.script(my_causal_mask)", "torch.jit"),
 ]
 
 
@@ -537,7 +553,9 @@ def test_code_the_scan_cannot_read_is_for_the_teachers_review(source, construct)
     lesson = Lesson(L02).before("02.decoder_mask", "x = 1", source)
     findings = lesson.scan()
     number = lesson.number("02.decoder_mask") - 1
-    assert _constructs(findings) == [(number, construct)], findings.review
+    # the named construct, and perhaps the allow-list's names for the same code (``import os``)
+    assert (number, construct) in _constructs(findings), findings.review
+    assert {cell for cell, _ in _constructs(findings)} == {number}
     assert findings.review[0].line == lesson.cells[[c.index for c in lesson.cells].index(number - 1)].where[1]
     for exercise in ("02.causal_mask", "02.decoder_mask", "02.masked_softmax"):  # every exercise of the notebook
         assert findings.verdict(exercise) == scan.Verdict(scan.REVIEW, findings.review)
@@ -583,14 +601,39 @@ def test_ordinary_code_is_no_finding(source):
     assert not findings, findings
 
 
+#: The course's own statements that use what is not on the allow-list: lesson 08 measures PyTorch's
+#: own kernels through their private operators (the math kernel's peak memory, the flash kernel's
+#: log-sum-exp, which no public function returns). A learner who retypes one goes to review.
+COURSE_UNLISTED = {("08_flash_attention.ipynb", "torch.ops"), ("08_flash_attention.ipynb", "private name")}
+
+
 def test_the_course_cells_themselves_hold_nothing_the_scan_cannot_read():
     """Had the learner retyped every course cell (so that each is theirs), the review would still be
-    empty: the course's own code uses no construct of the list."""
+    empty but for COURSE_UNLISTED: the course's own code uses no construct of the list."""
     for lang in ("en", "zh"):
         for name in LESSONS:
             lesson = Lesson(name, lang, solved=True)
             exercises = [(c.exercise, c.index, ()) for c in lesson.cells if c.exercise]
-            assert not scan.scan(lesson.cells, set(), exercises).review, (lang, name)
+            found = {(name, hit.name) for hit in scan.scan(lesson.cells, set(), exercises).review}
+            assert found <= COURSE_UNLISTED, (lang, name, found)
+
+
+def test_a_cell_written_to_make_reading_it_slow_is_reviewed_in_time():
+    """34 nested classes made the scan take 2**34 steps (the grader stalled); reading is linear in the
+    code's size now, and bounded (VISITS_PER_NODE): past the bound, the teacher reviews it."""
+    nested = "".join("    " * i + f"class C{i}:\n" for i in range(34)) + "    " * 34 + "x = masks.causal_mask\n"
+    lesson = Lesson(L02).before("02.causal_mask", nested)
+    started = time.perf_counter()
+    lesson.scan({"02.causal_mask": CAUSAL})
+    assert time.perf_counter() - started < 5
+    statements = [scan._tree("x = 1").body[0]] * 10
+    analysis = scan._Analysis(statements, scan._Objects())
+    assert analysis.visits <= 40 and analysis.budget >= scan.VISITS_BASE
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(scan, "VISITS_BASE", 0)
+        patch.setattr(scan, "VISITS_PER_NODE", 0)
+        findings = Lesson(L02).before("02.causal_mask", "y = 1").scan()
+    assert [hit.name for hit in findings.review] == ["too complex"]
 
 
 # ----------------------------------------------------------------------------- the result
@@ -617,3 +660,28 @@ def test_targets_give_each_exercise_its_cell_and_the_keys_forbidden_names(tmp_pa
         assert target.forbidden == tuple(EXERCISES[target.id].forbidden)
     assert scan.targets(read, [key.Exercise("01.nowhere", "nothing_defines_this", 1)])[0].cell is None
     assert set(TRANSPOSES) == set(EXERCISES["00.scores_einsum"].forbidden)
+
+
+def test_the_allow_list_lets_every_independently_written_answer_through():
+    """The 400-odd learners' answers written from the notebooks alone (tests/test_learner_answers*.py),
+    right and wrong, each read as the exercise cell of a learner: none goes to review, but the one that
+    imports numpy with __import__ (a DYNAMIC rule's, long before the allow-list)."""
+    import test_learner_answers
+    import test_learner_answers_l04_l06
+    import test_learner_answers_l07_l08
+
+    reviewed, count = [], 0
+    for module in (test_learner_answers, test_learner_answers_l04_l06, test_learner_answers_l07_l08):
+        answers = next(value for value in vars(module).values() if type(value).__name__ == "Answers")
+        for exercise, function, _ in answers:
+            if exercise not in EXERCISES:
+                continue
+            lines = textwrap.dedent(inspect.getsource(function)).splitlines()
+            source = "\n".join(["import math", "import torch", "import torch.nn.functional as F", "from torch import nn"]
+                               + [line for line in lines if not line.lstrip().startswith("@")])
+            target = (exercise, 1, tuple(EXERCISES[exercise].forbidden), function.__name__)
+            findings = scan.scan([submission.Cell(1, source)], frozenset(), [target])
+            count += 1
+            reviewed += [(exercise, function.__name__, hit.name) for hit in findings.review]
+    assert count > 400
+    assert {name for _, name, _ in reviewed} <= {"sm_numpy"}, reviewed

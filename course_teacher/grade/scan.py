@@ -240,6 +240,49 @@ LOOK_DISPLAY = frozenset({"IPython.display.display", "IPython.core.display.displ
 LOOK_MODULES = frozenset({"torch", "torch.nn.functional", "torch.linalg", "torch.special", "torch.fft",
                           "matplotlib.pyplot"})
 
+#: The allow-list: everything a learner's own code names must be on it, or the notebook goes to the
+#: teacher's review ("not allowed"), whether DYNAMIC names it or not: code the scan was never told
+#: about is not trusted. A qualified name is on it when it falls under ALLOWED (a module stands for
+#: everything in it), under no DENIED entry, and none of its parts after the first is private (``_x``,
+#: or a dunder but SAFE_DUNDERS): ``torch._softmax``, ``torch._C.DisableTorchFunction``,
+#: ``torch.ops.aten._scaled_dot_product_attention_math``, ``threading.Thread`` are not. A builtin is on
+#: it when it is in SAFE_BUILTINS (or is ``getattr``/``hasattr``/``setattr``/``delattr`` with a
+#: constant name, whose attribute is then judged as any other). An attribute of an object the scan
+#: cannot name (a call's result, a parameter) is on it unless it is private; of the learner's own
+#: objects (``self`` in their classes' methods, their functions) any attribute is theirs. A ``match``
+#: statement's class pattern reads attributes by name, out of sight: never on it.
+ALLOWED = (
+    "torch", "numpy", "math", "cmath", "random", "statistics", "itertools", "functools", "operator", "collections",
+    "typing", "dataclasses", "enum", "abc", "numbers", "fractions", "decimal", "copy", "string", "re", "json",
+    "textwrap", "pprint", "time", "timeit", "warnings", "contextlib", "io", "matplotlib", "mpl_toolkits", "mplfonts", "einops",
+    "ipywidgets", "IPython.display", "IPython.core.display", "course_utils", "tqdm", "PIL", "scipy", "pandas",
+    "seaborn", "sklearn", "sympy", "opt_einsum",
+)
+#: Under ALLOWED, what is not: operators by their registered names and the machinery that defines
+#: them or compiles Python out of the watcher's sight, threads and processes, C.
+DENIED = (
+    "torch.ops", "torch.library", "torch.overrides", "torch.jit", "torch.compile", "torch.compiler", "torch.export",
+    "torch.fx", "torch.package", "torch.hub", "torch.multiprocessing", "torch.distributed", "torch.utils.cpp_extension",
+    "torch.cuda.jiterator", "numpy.ctypeslib", "numpy.f2py",
+)
+#: Dunders a learner's code may name on any object (``super().__init__()``, a module's ``__version__``).
+SAFE_DUNDERS = frozenset({"__init__", "__name__", "__doc__", "__version__", "__len__", "__call__", "__repr__",
+                          "__str__", "__iter__", "__next__", "__getitem__", "__contains__", "__eq__", "__hash__"})
+#: The builtins a learner's code may name: none reaches code, a namespace or another thread.
+SAFE_BUILTINS = frozenset({
+    "abs", "all", "any", "ascii", "bin", "bool", "bytearray", "bytes", "callable", "chr", "classmethod", "complex",
+    "dict", "dir", "divmod", "enumerate", "filter", "float", "format", "frozenset", "hash", "hex", "id", "int",
+    "isinstance", "issubclass", "iter", "len", "list", "map", "max", "min", "next", "object", "oct", "open", "ord",
+    "pow", "print", "property", "range", "repr", "reversed", "round", "set", "slice", "sorted", "staticmethod", "str",
+    "sum", "super", "tuple", "type", "zip", "None", "True", "False", "NotImplemented", "Ellipsis", "__name__",
+    "__doc__", *(name for name in dir(builtins) if name.endswith(("Error", "Exception", "Warning", "Exit", "Iteration"))),
+})
+
+#: How much work reading a notebook may take: VISITS_PER_NODE visits of each node of its syntax trees
+#: (and VISITS_BASE), in all. The course's own notebooks take at most 0.72 a node; past the limit it is
+#: for the teacher's review ("too complex"), so that no cell can make the scan run for long.
+VISITS_PER_NODE, VISITS_BASE = 40, 100_000
+
 #: How deeply a cell's syntax tree may nest (a long ``a + b + ...`` nests once per term): deeper is
 #: no code a learner writes, and the scan, which recurses, reads no deeper (REVIEW: "nesting").
 MAX_DEPTH = 100
@@ -735,12 +778,19 @@ def _bound(body):
     return names - globals_ - nonlocals, globals_, nonlocals
 
 
+class _TooComplex(Exception):
+    """Reading the notebook would take more than its budget (_Analysis.budget)."""
+
+
 class _Analysis:
     """Every Name, Attribute and ``getattr(x, "constant")`` of the notebook, with the qualified names
     it may stand for; what each top-level statement binds and reads at the global level."""
 
     def __init__(self, statements, objects):
         self.objects = objects
+        # work done, counted: linear in the notebook's size by construction, and bounded here
+        self.visits = 0
+        self.budget = VISITS_PER_NODE * sum(1 for s in statements for _ in ast.walk(s)) + VISITS_BASE
         star = set()
         for statement in statements:
             for node in ast.walk(statement):
@@ -782,7 +832,13 @@ class _Analysis:
         for statement in body:
             self._statement(statement, scope, strong)
 
+    def _count(self):
+        self.visits += 1
+        if self.visits > self.budget:
+            raise _TooComplex()
+
     def _statement(self, node, scope, strong):  # one case per kind of statement
+        self._count()
         expr = self._expr
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for d in node.decorator_list:
@@ -951,14 +1007,12 @@ class _Analysis:
         self.final = outer
 
     def _class(self, node, scope, plain=False):
+        # Once, in order, as a class body runs (its methods are deferred: they run in any order). Twice
+        # at every level, nested classes cost 2**depth: 34 of them stalled the grader.
         names, globals_, nonlocals = _bound(node.body)
         inside = _Local(self, scope, "class", names, globals_, nonlocals)
         inside.plain = plain
-        outer = self.final
-        for round_ in (0, 1):
-            self.final = outer and round_ == 1
-            self._statements(node.body, inside)
-        self.final = outer
+        self._statements(node.body, inside)
 
     # ------------------------------------------------------------------ expressions
 
@@ -966,6 +1020,7 @@ class _Analysis:
         self.refs[id(node)] |= values
 
     def _expr(self, node, scope):  # one case per kind of expression
+        self._count()
         if node is None:
             return frozenset({UNKNOWN})
         if isinstance(node, ast.Name):
@@ -1123,7 +1178,15 @@ def scan(cells, course_cells, exercises):
         own = [s for s, key in zip(tree.body, keys) if key not in course_statements]
         read.append(_Cell(cell, tree, learner, own))
     statements = [s for c in read for s in c.tree.body]
-    analysis = _Analysis(statements, objects)
+    try:
+        analysis = _Analysis(statements, objects)
+    except _TooComplex:  # code written to make reading it slow: the teacher reads it
+        first = next((c for c in read if c.own), None) or (read[0] if read else None)
+        if first is None:
+            return Findings()
+        number, line = first.where
+        return Findings(review=(Hit(number, line, "too complex", "more work to read than any lesson's code "
+                                                                 f"({VISITS_PER_NODE}× its size)"),))
     owner = {id(s): c for c in read for s in c.tree.body}
     own_statements = [s for c in read for s in c.own]
 
@@ -1446,6 +1509,8 @@ def _dynamic(statement, references, analysis, objects):
         for label in sorted(labels):
             found.append((node, label, _short(node, callees)))
     named = {id(node) for node, _, _ in found}
+    found += [hit for hit in _unlisted(statement, references, analysis, objects) if id(hit[0]) not in named]
+    named = {id(node) for node, _, _ in found}
     for top, node, base in analysis.stores:
         if top != id(statement) or id(node) in named:
             continue
@@ -1454,6 +1519,54 @@ def _dynamic(statement, references, analysis, objects):
             found.append((node, "assignment", _short(node)))
     found.sort(key=lambda item: _position(item[0]))
     return [(name, code) for _, name, code in found]
+
+
+def _private(part):
+    return part.startswith("_") and part not in SAFE_DUNDERS
+
+
+def _unlisted_name(name):
+    """The review's construct for a qualified name not on the allow-list (None: on it)."""
+    parts = name.split(".")
+    if parts[0] == "builtins":
+        return None if len(parts) == 2 and parts[1] in SAFE_BUILTINS else f"builtin {parts[-1]}"
+    if any(_private(part) for part in parts[1:]) or _private(parts[0]):
+        return "private name"
+    denied = next((entry for entry in DENIED if _under(name, entry)), None)
+    if denied:
+        return denied
+    if not any(_under(name, entry) for entry in ALLOWED):
+        return parts[0] if parts[0] else "relative import"
+    return None
+
+
+def _unlisted(statement, references, analysis, objects):
+    """(node, construct, code) for what a learner's statement names that is not on the allow-list."""
+    found = []
+    callees = _callees(statement)
+    for node, qualified, _ in _imports(statement):
+        construct = _unlisted_name(qualified) or _unlisted_name(objects.lookup(qualified)[1])
+        if construct:
+            found.append((node, construct, _short(node)))
+    for node in ast.walk(statement):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            found.append((node, "relative import", _short(node)))
+        elif isinstance(node, ast.MatchClass):
+            found.append((node, "match class pattern", _short(node)))
+    for node, values, attribute, base in references:
+        constructs = set()
+        if id(node) not in analysis.safe:  # getattr & co. with a constant name: judged by that name below
+            for value in values - _MARKERS:
+                constructs |= {_unlisted_name(value), _unlisted_name(objects.lookup(value)[1])}
+        if attribute is not None and base and UNKNOWN in base and _private(attribute):
+            constructs.add("private attribute")
+        for construct in sorted(constructs - {None}):
+            found.append((node, construct, _short(node, callees)))
+    for top, node, base in analysis.stores:
+        attribute = analysis.attrs.get(id(node))
+        if top == id(statement) and attribute and UNKNOWN in base and _private(attribute):
+            found.append((node, "private attribute", _short(node)))
+    return found
 
 
 def _patchable(found):
