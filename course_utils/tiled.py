@@ -352,6 +352,118 @@ def tiled_attention(query, key, value, *, block_q=64, block_k=64, causal=False, 
     return torch.cat(outputs, dim=-2), torch.cat(lses, dim=-1)
 
 
+def _check_saved(function, query, value, output, lse, d_output):
+    """The forward's output and lse, and the gradient that reaches the output, against the inputs."""
+    *lead, L_q, _ = query.shape
+    shapes = {"output": (*lead, L_q, value.shape[-1]), "lse": (*lead, L_q), "d_output": (*lead, L_q, value.shape[-1])}
+    for argument, tensor in (("output", output), ("lse", lse), ("d_output", d_output)):
+        check.tensor(function, argument, tensor, min_ndim=1)
+        check.alike(function, argument, tensor, query, "query")
+        if tuple(tensor.shape) != shapes[argument]:
+            check.fail(function, argument, check.describe(tensor),
+                       {"en": f"shape {shapes[argument]}, from query {tuple(query.shape)} and value "
+                              f"{tuple(value.shape)}",
+                        "zh": f"形状 {shapes[argument]}（由 query {tuple(query.shape)} 和 value "
+                              f"{tuple(value.shape)} 决定）"})
+
+
+def tiled_backward(query, key, value, output, lse, d_output, *, block_q=64, block_k=64, causal=False, window=None,
+                   keep_mask=None, scale=None, d_lse=None):
+    """The gradients (d_query, d_key, d_value) of ``tiled_attention``'s output, one tile at a time,
+    from what the forward keeps: its `output` and its `lse`, never the (L_q, L_k) weights.
+
+    Args: query, key, value, block_q, block_k, causal, window, keep_mask, scale as for
+    ``tiled_attention``; output (..., L_q, d_v) and lse (..., L_q), what it returned;
+    d_output (..., L_q, d_v), the gradient that reaches the output; d_lse, None or (..., L_q),
+    the gradient that reaches the lse.
+
+    FlashAttention-2's loop order (its Algorithm 2): key blocks outside, query blocks inside, so
+    that a key block's dK and dV are summed in place over every query block that sees it and
+    written once; dQ collects one term from every key block. Each tile recomputes its weights from
+    the scores and the row's lse, P = exp(S − lse) (exactly softmax(S), no running max), and uses
+    the row sums D = Σ_c dO · O, taken once before the loop:
+
+        dV_j += Pᵀ dO_i,   dP = dO_i V_jᵀ,   dS = P ∘ (dP − D_i),
+        dQ_i += scale · dS K_j,   dK_j += scale · dSᵀ Q_i.
+
+    Tiles hidden entirely are skipped, those a mask cuts through masked, as in the forward. A row
+    with no visible key (lse = −∞) gets zero gradients."""
+    function = "tiled_backward"
+    scale = _check_qkv(function, query, key, value, keep_mask, scale)
+    _check_blocks(function, block_q, block_k, causal, window)
+    _check_saved(function, query, value, output, lse, d_output)
+    if d_lse is not None:
+        check.tensor(function, "d_lse", d_lse, min_ndim=1)
+        check.alike(function, "d_lse", d_lse, query, "query")
+        if d_lse.shape != lse.shape:
+            check.fail(function, "d_lse", check.describe(d_lse),
+                       {"en": f"the shape of lse, {tuple(lse.shape)}", "zh": f"与 lse 相同的形状 {tuple(lse.shape)}"})
+    *lead, L_q, _ = query.shape
+    L_k = key.shape[-2]
+    if keep_mask is not None:
+        keep_mask = keep_mask.expand(*lead, L_q, L_k)
+    low, high = _allowed_offsets(causal, window)
+    D = (d_output * output).sum(dim=-1)  # (..., L_q): Σ_j P_ij dP_ij, without any (L_q, L_k) matrix
+    if d_lse is not None:
+        D = D - d_lse  # d lse_i / d S_ij = P_ij: folds into the same term
+    safe_lse = _safe(lse)  # a row with nothing visible: every score −∞, exp(−∞ − 0) = 0
+    d_query = torch.zeros_like(query)
+    d_key, d_value = torch.empty_like(key), torch.empty_like(value)
+    for j0 in range(0, L_k, block_k):
+        j1 = min(j0 + block_k, L_k)
+        k, v = key[..., j0:j1, :], value[..., j0:j1, :]  # (..., b_k, d), (..., b_k, d_v)
+        d_k, d_v = torch.zeros_like(k), torch.zeros_like(v)  # summed over the query blocks, written once
+        for i0 in range(0, L_q, block_q):
+            i1 = min(i0 + block_q, L_q)
+            kind, keep = _tile_kind(i0, i1, j0, j1, low, high, keep_mask)
+            if kind == SKIP:
+                continue
+            # In place from here on (nothing here is differentiated again): two tiles alive, not five.
+            q = query[..., i0:i1, :] * scale  # (..., b_q, d)
+            p = q @ k.transpose(-2, -1)  # (..., b_q, b_k): the scores, recomputed
+            if kind == PARTIAL:
+                p.masked_fill_(~keep, NEG_INF)
+            p.sub_(safe_lse[..., i0:i1, None]).exp_()  # P = exp(S − lse): the weights, exactly
+            d_o = d_output[..., i0:i1, :]  # (..., b_q, d_v)
+            d_v += p.transpose(-2, -1) @ d_o
+            d_s = (d_o @ v.transpose(-2, -1)).sub_(D[..., i0:i1, None]).mul_(p)  # dS = P ∘ (dP − D)
+            d_query[..., i0:i1, :] += (d_s @ k).mul_(scale)
+            d_k += d_s.transpose(-2, -1) @ q
+        d_key[..., j0:j1, :], d_value[..., j0:j1, :] = d_k, d_v
+    return d_query, d_key, d_value
+
+
+class TiledAttention(torch.autograd.Function):
+    """``tiled_attention`` with FlashAttention's backward: the forward runs without a graph and
+    keeps only its output and lse beside the inputs; the backward is ``tiled_backward``."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, block_q, block_k, causal, window, keep_mask, scale):
+        output, lse = tiled_attention(query, key, value, block_q=block_q, block_k=block_k, causal=causal,
+                                      window=window, keep_mask=keep_mask, scale=scale)
+        ctx.save_for_backward(query, key, value, output, lse)
+        ctx.options = {"block_q": block_q, "block_k": block_k, "causal": causal, "window": window,
+                       "keep_mask": keep_mask, "scale": scale}
+        return output, lse
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, d_output, d_lse):
+        query, key, value, output, lse = ctx.saved_tensors
+        grads = tiled_backward(query, key, value, output, lse, d_output, d_lse=d_lse, **ctx.options)
+        return (*grads, None, None, None, None, None, None)
+
+
+def flash_attention(query, key, value, *, block_q=64, block_k=64, causal=False, window=None, keep_mask=None,
+                    scale=None):
+    """``tiled_attention``'s ``(output, lse)``, with FlashAttention's backward (``TiledAttention``):
+    what autograd keeps for the backward is the output and one lse per row, O(L) beside the inputs,
+    instead of every tile's weights."""
+    _check_qkv("flash_attention", query, key, value, keep_mask, scale)
+    _check_blocks("flash_attention", block_q, block_k, causal, window)
+    return TiledAttention.apply(query, key, value, block_q, block_k, causal, window, keep_mask, scale)
+
+
 def keep_of(L_q, L_k, *, causal=False, window=None, device="cpu"):
     """The (L_q, L_k) keep mask that `causal` and `window` mean (None when both are off)."""
     check.positive_int("keep_of", "L_q", L_q)
@@ -398,10 +510,10 @@ class _PeakBytes(TorchDispatchMode):
 
     def __init__(self):
         super().__init__()
-        self.live, self.now, self.peak, self.refs = {}, 0, 0, set()
+        self.live, self.now, self.peak, self.refs = {}, 0, 0, {}  # refs by id: a weakref compares its tensors
 
     def _release(self, key, ref):
-        self.refs.discard(ref)
+        self.refs.pop(id(ref), None)
         holders = self.live.get(key)
         if holders is not None:
             holders[0] -= 1
@@ -411,10 +523,11 @@ class _PeakBytes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
-        given = {_storage_key(t) for t in _tensors(args)}
-        if kwargs:
-            given.update(_storage_key(t) for t in _tensors(tuple(kwargs.values())))
+        inputs = list(_tensors(args)) + list(_tensors(tuple((kwargs or {}).values())))
+        given = {_storage_key(t) for t in inputs}
         for tensor in _tensors(result if isinstance(result, (tuple, list)) else (result,)):
+            if any(tensor is t for t in inputs):
+                continue  # an in-place operator returns the tensor it was given: no new holder
             key = _storage_key(tensor)
             if key in given and key not in self.live:
                 continue  # a view of, or an in-place edit of, a tensor from before the call
@@ -424,7 +537,8 @@ class _PeakBytes(TorchDispatchMode):
                 self.now += holders[1]
                 self.peak = max(self.peak, self.now)
             holders[0] += 1
-            self.refs.add(weakref.ref(tensor, lambda ref, key=key: self._release(key, ref)))
+            ref = weakref.ref(tensor, lambda ref, key=key: self._release(key, ref))
+            self.refs[id(ref)] = ref
         return result
 
 

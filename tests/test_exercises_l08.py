@@ -11,11 +11,17 @@ import torch
 import torch.nn.functional as F
 
 from course_teacher.exercises import EXERCISES
-from course_teacher.exercises.l08_flash_attention import _causal_reference, _merge_reference, _tiled_reference
+from course_teacher.exercises.l08_flash_attention import (
+    _backward_hidden,
+    _backward_reference,
+    _causal_reference,
+    _merge_reference,
+    _tiled_reference,
+)
 from course_utils import tiled
 from course_utils.exercises import FAILED, PASSED, evaluate
 
-IDS = ("08.merge_states", "08.tiled_forward", "08.causal_tiles")
+IDS = ("08.merge_states", "08.tiled_forward", "08.causal_tiles", "08.tiled_backward")
 
 
 def _cases(exercise):
@@ -218,6 +224,9 @@ def test_the_tiled_cases_vary_every_argument_on_its_own():
     assert first[0].shape[1] % first[3] and first[1].shape[1] % first[4] and first[1].shape[1] > 2 * first[4]
     scores = [(c[0] @ c[1].transpose(1, 2) / c[0].shape[-1] ** 0.5).amax() for c in cases if c[0].dtype == torch.float32]
     assert max(scores) > 89  # exp(score) overflows float32: summing exp(s) without the running max gives inf
+    # a row whose every score is below −104: a running max that starts at 0 gives 0 / 0 there (MAX_STARTS_AT_ZERO)
+    rows = [(c[0] @ c[1].transpose(1, 2) / c[0].shape[-1] ** 0.5).amax(-1) for c in cases if c[0].dtype == torch.float32]
+    assert any((r < -130).any() and (r > -10).any() for r in rows)
 
 
 def test_the_causal_cases_vary_every_argument_on_its_own():
@@ -228,3 +237,178 @@ def test_the_causal_cases_vary_every_argument_on_its_own():
     assert any(c[0].dtype == torch.float64 for c in cases)
     first = cases[0]
     assert first[3] > first[4]  # block numbers and positions disagree: every mistake shows
+
+
+# ----------------------------------------------------------------------------- 08.tiled_backward
+
+
+def _sdpa_gradients(case):
+    """PyTorch's gradients for query, key and value on a backward case, in float64."""
+    q, k, v, _output, _lse, d_output, _bq, _bk, causal = case
+    leaves = [t.double().clone().requires_grad_() for t in (q, k, v)]
+    output = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+    return output, torch.autograd.grad(output, leaves, d_output.double())
+
+
+@pytest.mark.parametrize("draw", ["public", "hidden"])
+def test_the_backward_reference_is_pytorchs_gradients_and_the_packages(draw):
+    """Every case, public and hidden: the reference's d_query, d_key, d_value are
+    F.scaled_dot_product_attention's gradients (compared in float64: to 1e-12 on the float64 cases, to
+    float32's rounding on the others), the package's tiled_backward's, and its count is tile_kinds'."""
+    cases = _cases("08.tiled_backward") if draw == "public" else _backward_hidden(torch.Generator().manual_seed(4))
+    for case in cases:
+        q, k, v, output, lse, d_output, block_q, block_k, causal = case
+        expected_output, expected = _sdpa_gradients(case)
+        *ours, tiles = _reference_backward(case)
+        tolerance = {"atol": 1e-12, "rtol": 1e-12} if q.dtype == torch.float64 else {"atol": 2e-5, "rtol": 1e-4}
+        torch.testing.assert_close(output.double(), expected_output, **tolerance)
+        for a, b in zip(ours, expected):
+            assert a.dtype == q.dtype
+            torch.testing.assert_close(a.double(), b, **tolerance)
+        package = tiled.tiled_backward(q, k, v, output, lse, d_output, block_q=block_q, block_k=block_k, causal=causal)
+        for a, b in zip(ours, package):
+            torch.testing.assert_close(a, b, **_tolerance(a))
+        kinds = tiled.tile_kinds(q.shape[1], k.shape[1], block_q, block_k, causal=causal)
+        assert type(tiles) is int and tiles == int((kinds != tiled.SKIP).sum())
+
+
+def _reference_backward(case):
+    return _backward_reference(*case)
+
+
+def test_flash_attentions_gradients_are_pytorchs_causal_and_not_with_odd_lengths():
+    """The package's torch.autograd.Function, float64: causal and not, lengths no block divides."""
+    g = torch.Generator().manual_seed(0)
+    for L_q, L_k, block_q, block_k, causal in ((13, 13, 4, 3, True), (11, 17, 3, 5, False), (9, 9, 16, 2, True)):
+        q = torch.randn(2, L_q, 6, generator=g, dtype=torch.float64, requires_grad=True)
+        k, v = (torch.randn(2, L_k, 6, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
+        w = torch.randn(2, L_q, 6, generator=g, dtype=torch.float64)
+        ours = torch.autograd.grad((tiled.flash_attention(q, k, v, block_q=block_q, block_k=block_k,
+                                                          causal=causal)[0] * w).sum(), (q, k, v))
+        theirs = torch.autograd.grad((F.scaled_dot_product_attention(q, k, v, is_causal=causal) * w).sum(), (q, k, v))
+        for a, b in zip(ours, theirs):
+            torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
+
+
+def _backward_query_blocks_outside(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """Query blocks outside (FlashAttention-1's backward order), dK and dV written into slices, masks from
+    torch.where, the scale folded into the keys."""
+    B, L_q, d = query.shape
+    L_k = key.shape[1]
+    k_scaled = key / math.sqrt(d)
+    D = (output * d_output).sum(-1, keepdim=True)
+    dq, dk, dv = torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value)
+    tiles = 0
+    for i0 in range(0, L_q, block_q):
+        i1 = min(L_q, i0 + block_q)
+        for j0 in range(0, L_k, block_k):
+            j1 = min(L_k, j0 + block_k)
+            if causal and j0 >= i1:
+                break
+            tiles += 1
+            s = query[:, i0:i1] @ k_scaled[:, j0:j1].transpose(1, 2)
+            if causal:
+                s = torch.where(torch.arange(j0, j1) <= torch.arange(i0, i1)[:, None], s, -math.inf)
+            p = (s - lse[:, i0:i1].unsqueeze(-1)).exp()
+            dp = d_output[:, i0:i1] @ value[:, j0:j1].transpose(1, 2)
+            ds = p * (dp - D[:, i0:i1])
+            dv[:, j0:j1] += p.transpose(1, 2) @ d_output[:, i0:i1]
+            dq[:, i0:i1] += ds @ k_scaled[:, j0:j1]
+            dk[:, j0:j1] += ds.transpose(1, 2) @ query[:, i0:i1] / math.sqrt(d)
+    return dq, dk, dv, tiles
+
+
+def _backward_two_loops(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The Triton tutorial's split: one loop for dK and dV, another for dQ, P recomputed in each; einsum."""
+    d = query.shape[-1]
+    L_q, L_k = query.shape[1], key.shape[1]
+    D = torch.einsum("bqc,bqc->bq", d_output, output)
+
+    def weights(i0, i1, j0, j1):
+        s = torch.einsum("bqd,bkd->bqk", query[:, i0:i1], key[:, j0:j1]) * d ** -0.5
+        if causal:
+            s = s.masked_fill(torch.arange(j0, j1)[None] > torch.arange(i0, i1)[:, None], float("-inf"))
+        return torch.exp(s - lse[:, i0:i1, None])
+
+    visible = [(i0, j0) for j0 in range(0, L_k, block_k) for i0 in range(0, L_q, block_q)
+               if not causal or j0 <= min(i0 + block_q, L_q) - 1]
+    dk, dv = [], []
+    for j0 in range(0, L_k, block_k):
+        j1 = min(j0 + block_k, L_k)
+        dk_j = torch.zeros_like(key[:, j0:j1])
+        dv_j = torch.zeros_like(value[:, j0:j1])
+        for i0 in (i for i, j in visible if j == j0):
+            i1 = min(i0 + block_q, L_q)
+            p = weights(i0, i1, j0, j1)
+            dv_j = dv_j + torch.einsum("bqk,bqc->bkc", p, d_output[:, i0:i1])
+            ds = p * (torch.einsum("bqc,bkc->bqk", d_output[:, i0:i1], value[:, j0:j1]) - D[:, i0:i1, None])
+            dk_j = dk_j + torch.einsum("bqk,bqd->bkd", ds, query[:, i0:i1]) * d ** -0.5
+        dk.append(dk_j)
+        dv.append(dv_j)
+    dq = []
+    for i0 in range(0, L_q, block_q):
+        i1 = min(i0 + block_q, L_q)
+        dq_i = torch.zeros_like(query[:, i0:i1])
+        for j0 in (j for i, j in visible if i == i0):
+            j1 = min(j0 + block_k, L_k)
+            p = weights(i0, i1, j0, j1)
+            ds = p * (torch.einsum("bqc,bkc->bqk", d_output[:, i0:i1], value[:, j0:j1]) - D[:, i0:i1, None])
+            dq_i = dq_i + torch.einsum("bqk,bkd->bqd", ds, key[:, j0:j1]) * d ** -0.5
+        dq.append(dq_i)
+    return torch.cat(dq, 1), torch.cat(dk, 1), torch.cat(dv, 1), len(visible)
+
+
+@pytest.mark.parametrize("function", [_backward_query_blocks_outside, _backward_two_loops], ids=lambda f: f.__name__)
+def test_other_right_backwards_pass_public_and_hidden(function):
+    assert evaluate("08.tiled_backward", function).status == PASSED
+    from course_teacher.exercises import evaluate as grade
+
+    verdict = grade("08.tiled_backward", function, hidden_seed=3)
+    assert verdict.status == PASSED, verdict.message
+
+
+def test_borrowing_the_packages_backward_or_autograd_fails_as_forbidden():
+    def borrowed(query, key, value, output, lse, d_output, block_q, block_k, causal):
+        grads = tiled.tiled_backward(query, key, value, output, lse, d_output, block_q=block_q, block_k=block_k,
+                                     causal=causal)
+        kinds = tiled.tile_kinds(query.shape[1], key.shape[1], block_q, block_k, causal=causal)
+        return (*grads, int((kinds != tiled.SKIP).sum()))
+
+    def through_autograd(query, key, value, output, lse, d_output, block_q, block_k, causal):
+        leaves = [t.detach().requires_grad_() for t in (query, key, value)]
+        out = _tiled_from_states(*leaves, block_q, block_k, causal=causal)[0]
+        *_, tiles = _backward_query_blocks_outside(query, key, value, output, lse, d_output, block_q, block_k, causal)
+        return (*torch.autograd.grad(out, leaves, d_output), tiles)
+
+    def through_backward(query, key, value, output, lse, d_output, block_q, block_k, causal):
+        leaves = [t.detach().requires_grad_() for t in (query, key, value)]
+        out = _tiled_from_states(*leaves, block_q, block_k, causal=causal)[0]
+        out.backward(d_output)
+        *_, tiles = _backward_query_blocks_outside(query, key, value, output, lse, d_output, block_q, block_k, causal)
+        return (*(t.grad for t in leaves), tiles)
+
+    for function in (borrowed, through_autograd, through_backward):
+        verdict = evaluate("08.tiled_backward", function)
+        assert verdict.status == FAILED and verdict.code == "FORBIDDEN", (function.__name__, verdict.message)
+
+
+def test_the_backward_cases_vary_every_argument_and_the_hidden_ones_their_shapes():
+    cases = _cases("08.tiled_backward")
+    assert any(c[8] for c in cases) and any(not c[8] for c in cases)
+    assert all(c[0].shape[1] == c[1].shape[1] for c in cases if c[8])  # causal: L_q = L_k
+    assert any(c[6] > c[7] for c in cases if c[8]) and any(c[6] < c[7] for c in cases if c[8])
+    assert any(c[0].shape[1] > c[1].shape[1] for c in cases) and any(c[0].shape[1] < c[1].shape[1] for c in cases)
+    assert any(c[0].shape[1] % c[6] and c[1].shape[1] % c[7] for c in cases)  # tails on both sides
+    assert any(c[6] == c[7] == 1 for c in cases) and any(c[6] >= c[0].shape[1] and c[7] >= c[1].shape[1] for c in cases)
+    assert any(c[2].shape[-1] != c[0].shape[-1] for c in cases) and any(c[0].dtype == torch.float64 for c in cases)
+    assert any(c[0].shape[1] * c[1].shape[1] > 2 * max(c[0].numel(), c[1].numel(), c[2].numel()) for c in cases)
+    first = cases[0]  # causal with square tiles only: every mistake runs on it (P @ dO needs b_q = b_k)
+    assert first[8] and first[6] == first[7] and first[0].shape[1] % first[6] == 0 and first[0].shape[1] > first[6]
+    public = {(tuple(c[0].shape), tuple(c[1].shape), tuple(c[2].shape), c[6], c[7], c[8]) for c in cases}
+    hidden = [(tuple(c[0].shape), tuple(c[1].shape), tuple(c[2].shape), c[6], c[7], c[8])
+              for c in _backward_hidden(torch.Generator().manual_seed(1))]
+    assert hidden and not public & set(hidden)  # other shapes, not only other values
+    for case in cases:  # output and lse are the forward's on the case's inputs
+        q, k, v, output, lse = case[:5]
+        torch.testing.assert_close(output, tiled.tiled_attention(q, k, v, causal=case[8])[0], **_tolerance(q))
+        torch.testing.assert_close(lse, tiled.tiled_attention(q, k, v, causal=case[8])[1], **_tolerance(q))

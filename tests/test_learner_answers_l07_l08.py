@@ -1153,6 +1153,337 @@ def causal_top_left_of_tile(query, key, value, block_q, block_k):
     return torch.cat(outs, 1), torch.cat(lses, 1), tiles
 
 
+@answer("08.tiled_forward", "MAX_STARTS_AT_ZERO")
+def tiled_max_from_zero(query, key, value, block_q, block_k):
+    d = query.size(-1)
+    outs, lses = [], []
+    for i in range(0, query.size(1), block_q):
+        q = query[:, i:i + block_q] / math.sqrt(d)
+        m = torch.zeros(q.shape[:2], dtype=query.dtype)  # "the max so far": starts at 0
+        ell = torch.zeros_like(m)
+        acc = torch.zeros(*q.shape[:2], value.size(-1), dtype=query.dtype)
+        for j in range(0, key.size(1), block_k):
+            s = q @ key[:, j:j + block_k].mT
+            new = torch.max(m, s.max(-1).values)
+            p = (s - new.unsqueeze(-1)).exp()
+            ell = ell * (m - new).exp() + p.sum(-1)
+            acc = acc * (m - new).exp().unsqueeze(-1) + p @ value[:, j:j + block_k]
+            m = new
+        outs.append(acc / ell.unsqueeze(-1))
+        lses.append(m + ell.log())
+    return torch.cat(outs, 1), torch.cat(lses, 1)
+
+
+@answer("08.tiled_forward", PASSES)
+def tiled_max_from_a_huge_negative(query, key, value, block_q, block_k):
+    """Starts the max at −1e30 instead of −∞: the first tile replaces it, exp(−1e30 − m) is 0."""
+    d = query.size(-1)
+    outs, lses = [], []
+    for i in range(0, query.size(1), block_q):
+        q = query[:, i:i + block_q] / math.sqrt(d)
+        m = torch.full(q.shape[:2], -1e30, dtype=query.dtype)
+        ell = torch.zeros_like(m)
+        acc = torch.zeros(*q.shape[:2], value.size(-1), dtype=query.dtype)
+        for j in range(0, key.size(1), block_k):
+            s = q @ key[:, j:j + block_k].mT
+            new = torch.max(m, s.max(-1).values)
+            p = (s - new.unsqueeze(-1)).exp()
+            ell = ell * (m - new).exp() + p.sum(-1)
+            acc = acc * (m - new).exp().unsqueeze(-1) + p @ value[:, j:j + block_k]
+            m = new
+        outs.append(acc / ell.unsqueeze(-1))
+        lses.append(m + ell.log())
+    return torch.cat(outs, 1), torch.cat(lses, 1)
+
+
+# ----------------------------------------------------------------------------- 08.tiled_backward
+
+
+def _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, *, D_kind="output", p_kind="lse",
+         dq_scale=True, dk_scale=True, s_scale=True, dv_t=True, dk_t=True, dk_add=True, skip="positions",
+         mask="positions", count_all=False, as_tensor=False, sign=1.0, dtype=None):
+    """A learner's backward, query blocks outside (the order of the forward they wrote), with switches."""
+    dt = dtype or query.dtype
+    q_all, k_all, v_all = query.to(dt), key.to(dt), value.to(dt)
+    o, l, do = output.to(dt), lse.to(dt), d_output.to(dt)
+    B, Lq, d = q_all.shape
+    Lk = k_all.size(1)
+    c = 1 / math.sqrt(d)
+    if D_kind == "output":
+        D = (do * o).sum(-1)
+    dq, dk, dv = torch.zeros_like(q_all), torch.zeros_like(k_all), torch.zeros_like(v_all)
+    n = 0
+    for i in range(0, Lq, block_q):
+        i_end = min(i + block_q, Lq)
+        for j in range(0, Lk, block_k):
+            j_end = min(j + block_k, Lk)
+            if count_all:
+                n += 1
+            if causal and skip == "positions" and j > i_end - 1:
+                continue
+            if causal and skip == "blocks" and j // block_k > i // block_q:
+                continue
+            if not count_all:
+                n += 1
+            s = q_all[:, i:i_end] @ k_all[:, j:j_end].mT * (c if s_scale else 1.0)
+            if causal and mask == "positions":
+                s = s.masked_fill(torch.arange(j, j_end)[None, :] > torch.arange(i, i_end)[:, None], -math.inf)
+            if p_kind == "lse":
+                p = torch.exp(s - l[:, i:i_end, None])
+            elif p_kind == "tile":
+                p = torch.exp(s - s.max(-1, keepdim=True).values)
+            elif p_kind == "raw":
+                p = torch.exp(s)
+            else:
+                p = _softmax(s)
+            dp = do[:, i:i_end] @ v_all[:, j:j_end].mT
+            if D_kind == "output":
+                Di = D[:, i:i_end, None]
+            elif D_kind == "tile":
+                Di = (p * dp).sum(-1, keepdim=True)
+            else:
+                Di = 0.0
+            ds = sign * p * (dp - Di)
+            dv[:, j:j_end] += (p.mT if dv_t else p) @ do[:, i:i_end]
+            dq[:, i:i_end] += ds @ k_all[:, j:j_end] * (c if dq_scale else 1.0)
+            part = (ds.mT if dk_t else ds) @ q_all[:, i:i_end] * (c if dk_scale else 1.0)
+            if dk_add:
+                dk[:, j:j_end] += part
+            else:
+                dk[:, j:j_end] = part
+    grads = [t.to(query.dtype) for t in (dq, dk, dv)]
+    return (*grads, torch.tensor(n) if as_tensor else n)
+
+
+@answer("08.tiled_backward", PASSES)
+def backward_queries_outer(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal)
+
+
+@answer("08.tiled_backward", PASSES)
+def backward_keys_outer_in_place(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    B, Lq, d = query.shape
+    Lk = key.size(1)
+    qs = query * d ** -0.5
+    delta = torch.einsum("bqc,bqc->bq", d_output, output)
+    dq = torch.zeros_like(query)
+    dks, dvs, count = [], [], 0
+    for j0 in range(0, Lk, block_k):
+        kj, vj = key[:, j0:j0 + block_k], value[:, j0:j0 + block_k]
+        dkj, dvj = torch.zeros_like(kj), torch.zeros_like(vj)
+        first = (j0 // block_q) * block_q if causal else 0  # the first query block that can see key j0
+        for i0 in range(first, Lq, block_q):
+            count += 1
+            s = qs[:, i0:i0 + block_q] @ kj.transpose(1, 2)
+            if causal:
+                hide = torch.arange(j0, j0 + kj.size(1)).view(1, -1) > torch.arange(i0, i0 + s.size(1)).view(-1, 1)
+                s.masked_fill_(hide, float("-inf"))
+            p = s.sub_(lse[:, i0:i0 + block_q].unsqueeze(-1)).exp_()
+            dvj += p.transpose(1, 2) @ d_output[:, i0:i0 + block_q]
+            ds = (d_output[:, i0:i0 + block_q] @ vj.transpose(1, 2)).sub_(delta[:, i0:i0 + block_q].unsqueeze(-1))
+            ds.mul_(p)
+            dq[:, i0:i0 + block_q] += ds @ kj * d ** -0.5
+            dkj += ds.transpose(1, 2) @ qs[:, i0:i0 + block_q]
+        dks.append(dkj)
+        dvs.append(dvj)
+    return dq, torch.cat(dks, 1), torch.cat(dvs, 1), count
+
+
+@answer("08.tiled_backward", PASSES)
+def backward_split_and_lists(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    d = query.size(-1)
+    D = (output * d_output).sum(dim=2)
+    q_blocks = list(torch.split(query, block_q, dim=1))
+    k_blocks, v_blocks = torch.split(key, block_k, dim=1), torch.split(value, block_k, dim=1)
+    dq = [torch.zeros_like(b) for b in q_blocks]
+    dk = [torch.zeros_like(b) for b in k_blocks]
+    dv = [torch.zeros_like(b) for b in v_blocks]
+    tiles = 0
+    for a, qb in enumerate(q_blocks):
+        rows = torch.arange(a * block_q, a * block_q + qb.size(1))
+        for b, (kb, vb) in enumerate(zip(k_blocks, v_blocks)):
+            cols = torch.arange(b * block_k, b * block_k + kb.size(1))
+            if causal and cols[0] > rows[-1]:
+                continue
+            tiles += 1
+            s = torch.einsum("bid,bjd->bij", qb, kb) / math.sqrt(d)
+            if causal:
+                s = torch.where(cols[None, :] <= rows[:, None], s, torch.tensor(-math.inf, dtype=s.dtype))
+            p = torch.exp(s - lse[:, rows][..., None])
+            dv[b] = dv[b] + torch.einsum("bij,bic->bjc", p, d_output[:, rows])
+            ds = p * (torch.einsum("bic,bjc->bij", d_output[:, rows], vb) - D[:, rows][..., None])
+            dq[a] = dq[a] + torch.einsum("bij,bjd->bid", ds, kb) / math.sqrt(d)
+            dk[b] = dk[b] + torch.einsum("bij,bid->bjd", ds, qb) / math.sqrt(d)
+    return torch.cat(dq, 1), torch.cat(dk, 1), torch.cat(dv, 1), tiles
+
+
+@answer("08.tiled_backward", PASSES)
+def backward_float64_inside(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, dtype=torch.float64)
+
+
+@answer("08.tiled_backward", "NO_D")
+def backward_forgets_D(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, D_kind="none")
+
+
+@answer("08.tiled_backward", "D_PER_TILE")
+def backward_D_from_the_tile(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, D_kind="tile")
+
+
+@answer("08.tiled_backward", "P_TILE_MAX")
+def backward_p_like_the_forward(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, p_kind="tile")
+
+
+@answer("08.tiled_backward", "P_WITHOUT_LSE")
+def backward_p_raw(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, p_kind="raw")
+
+
+@answer("08.tiled_backward", "P_TILE_SOFTMAX")
+def backward_p_softmax_of_tile(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, p_kind="softmax")
+
+
+@answer("08.tiled_backward", "DV_NOT_TRANSPOSED")
+def backward_dv_p_at_do(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, dv_t=False)
+
+
+@answer("08.tiled_backward", "DK_NOT_TRANSPOSED")
+def backward_dk_ds_at_q(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, dk_t=False)
+
+
+@answer("08.tiled_backward", "DK_NOT_SUMMED")
+def backward_dk_assigned(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """dK assigned per tile, dV added: only dK keeps the last query block's part."""
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, dk_add=False)
+
+
+@answer("08.tiled_backward", "DQ_NOT_SCALED")
+def backward_dq_not_scaled(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, dq_scale=False)
+
+
+@answer("08.tiled_backward", "GRAD_NOT_SCALED")
+def backward_grads_not_scaled(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, dq_scale=False, dk_scale=False)
+
+
+@answer("08.tiled_backward", "NO_SCALE")
+def backward_scale_forgotten(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, dq_scale=False, dk_scale=False,
+                s_scale=False)
+
+
+@answer("08.tiled_backward", None)
+def backward_scores_not_scaled_only(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, s_scale=False)
+
+
+@answer("08.tiled_backward", "CAUSAL_IGNORED")
+def backward_causal_forgotten(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, skip="never", mask="none")
+
+
+@answer("08.tiled_backward", "NO_SKIP")
+def backward_masks_but_never_skips(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, skip="never")
+
+
+@answer("08.tiled_backward", "NO_SKIP")
+def backward_counts_before_skipping(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, count_all=True)
+
+
+@answer("08.tiled_backward", "DIAGONAL_UNMASKED")
+def backward_diagonal_unmasked(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, mask="none")
+
+
+@answer("08.tiled_backward", "BLOCK_INDEX_SKIP")
+def backward_skips_by_block_number(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, skip="blocks")
+
+
+@answer("08.tiled_backward", "TILES_NOT_INT")
+def backward_tiles_tensor(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, as_tensor=True)
+
+
+@answer("08.tiled_backward", None)
+def backward_sign_flipped(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, sign=-1.0)
+
+
+@answer("08.tiled_backward", "TOO_LARGE")
+def backward_global_mask(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """Builds the causal mask once, for the whole (L_q, L_k) matrix, and slices it per tile."""
+    keep = torch.ones(query.size(1), key.size(1), dtype=torch.bool).tril()
+    dq, dk, dv, n = _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal)
+    return dq, dk, dv, n + 0 * int(keep[0, 0])
+
+
+@answer("08.tiled_backward", "TOO_LARGE")
+def backward_whole_matrix(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The gradients from the whole (L_q, L_k) matrix at once, and the tile count computed apart."""
+    d = query.size(-1)
+    s = query @ key.mT / math.sqrt(d)
+    if causal:
+        s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), -math.inf)
+    p = torch.exp(s - lse[..., None])
+    dp = d_output @ value.mT
+    ds = p * (dp - (d_output * output).sum(-1, keepdim=True))
+    n_q, n_k = -(-query.size(1) // block_q), -(-key.size(1) // block_k)
+    tiles = sum(1 for i in range(n_q) for j in range(n_k)
+                if not causal or j * block_k <= min((i + 1) * block_q, query.size(1)) - 1)
+    return ds @ key / math.sqrt(d), ds.mT @ query / math.sqrt(d), p.mT @ d_output, tiles
+
+
+@answer("08.tiled_backward", "FORBIDDEN")
+def backward_autograd_of_sdpa(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    leaves = [t.detach().clone().requires_grad_() for t in (query, key, value)]
+    with torch.enable_grad():
+        out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+        grads = torch.autograd.grad(out, leaves, d_output)
+    *_, n = _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal)
+    return (*grads, n)
+
+
+@answer("08.tiled_backward", "INPUT_MODIFIED")
+def backward_scales_d_output_in_place(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    d_output *= 1.0  # "make sure it is a float tensor"
+    d_output[..., 0] += 0.0 * d_output[..., 0] + 1e-3
+    return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal)
+
+
+@answer("08.tiled_backward", None)
+def backward_D_summed_over_queries(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """D as the sum of dO ∘ O over the queries of the block instead of over the features of a row."""
+    d = query.size(-1)
+    dq, dk, dv = torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value)
+    n = 0
+    for i in range(0, query.size(1), block_q):
+        D = (d_output[:, i:i + block_q] * output[:, i:i + block_q]).sum(1).sum(-1)  # (B,)
+        for j in range(0, key.size(1), block_k):
+            if causal and j > min(i + block_q, query.size(1)) - 1:
+                continue
+            n += 1
+            s = query[:, i:i + block_q] @ key[:, j:j + block_k].mT / math.sqrt(d)
+            if causal:
+                s = s.masked_fill(torch.arange(j, j + s.size(2))[None] > torch.arange(i, i + s.size(1))[:, None],
+                                  -math.inf)
+            p = torch.exp(s - lse[:, i:i + block_q, None])
+            ds = p * (d_output[:, i:i + block_q] @ value[:, j:j + block_k].mT - D[:, None, None])
+            dv[:, j:j + block_k] += p.mT @ d_output[:, i:i + block_q]
+            dq[:, i:i + block_q] += ds @ key[:, j:j + block_k] / math.sqrt(d)
+            dk[:, j:j + block_k] += ds.mT @ query[:, i:i + block_q] / math.sqrt(d)
+    return dq, dk, dv, n
+
+
 @pytest.mark.parametrize("exercise, function, expected", ANSWERS, ids=ANSWERS.ids)
 def test_a_learners_answer_gets_its_verdict(exercise, function, expected):
     verdict = evaluate(exercise, function)
@@ -1179,7 +1510,7 @@ def test_every_wrong_answer_is_caught_and_seven_in_ten_are_named():
     for exercise, _, expected in ANSWERS:
         by_exercise.setdefault(exercise, []).append(expected)
     assert sorted(by_exercise) == ["07.apply_rope", "07.cached_attention_step", "07.gqa_attention",
-                                   "08.causal_tiles", "08.merge_states", "08.tiled_forward"]
+                                   "08.causal_tiles", "08.merge_states", "08.tiled_backward", "08.tiled_forward"]
     for exercise, verdicts in by_exercise.items():  # 3 or more right answers and 10 or more wrong ones each
         right = verdicts.count(PASSES)
         assert right >= 3 and len(verdicts) - right >= 10, (exercise, right, len(verdicts) - right)

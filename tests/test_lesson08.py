@@ -115,7 +115,9 @@ def test_float32_tiled_outputs_match_sdpa_to_1e_5_with_every_mask():
 
 @pytest.mark.trains
 def test_recomputing_the_weights_from_the_lse_is_softmax_to_1e_15():
-    """Claim (section 4): exp(S − lse) = softmax(S), float64, to 1e-15 (measured: at most 2.2e-16; the bar asserted is 5e-16)."""
+    """Claim (section 4): exp(S − lse) = softmax(S), float64, to 2e-15 (measured: at most 6.7e-16 on an AMD EPYC's
+    native kernels, 5.6e-16 under ATEN_CPU_CAPABILITY=default, with one and two threads; 2.2e-16 on an AVX-512
+    machine; the bar asserted is 1e-15)."""
     worst = 0.0
     for seed in SEEDS:
         g = torch.Generator().manual_seed(seed)
@@ -123,7 +125,7 @@ def test_recomputing_the_weights_from_the_lse_is_softmax_to_1e_15():
         _, lse = tiled_attention(q, k, v, block_q=32, block_k=32)
         scores = q @ k.transpose(-2, -1) / 4
         worst = max(worst, (torch.exp(scores - lse[..., None]) - torch.softmax(scores, -1)).abs().max().item())
-    assert worst < 1e-15 / 2, worst
+    assert worst < 2e-15 / 2, worst
 
 
 def test_the_memory_the_notebook_counts_grows_like_l_and_l_squared():
@@ -282,3 +284,168 @@ def test_skipped_tiles_cut_the_multiply_adds_in_proportion():
     every = multiply_adds()
     assert 64 * multiply_adds(causal=True) == 36 * every
     assert 64 * multiply_adds(causal=True, window=256) == 64 * multiply_adds(keep_mask=documents) == 21 * every
+
+
+# ----------------------------------------------------------------------------- section 2: the baseline and time
+
+
+def _plain_attention(q, k, v):
+    """The notebook's textbook line."""
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+
+
+def _in_place_attention(q, k, v):
+    """The notebook's textbook line with its softmax in place."""
+    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)
+    scores.sub_(scores.amax(-1, keepdim=True)).exp_()
+    return scores.div_(scores.sum(-1, keepdim=True)) @ v
+
+
+def test_the_l_by_l_matrices_each_version_holds_at_its_peak():
+    """Section 2's counts (operator by operator, the same on every path): at L = 1024, 2 heads of 64,
+    materialised_attention holds 3.00 (1, 2, L, L) matrices at its peak, the textbook line 2.00, PyTorch's
+    math kernel 2.06, the in-place line 1.06 (0.06: the output, L·d of L·L numbers); and the in-place line
+    is attention."""
+    L = 1024
+    q, k, v = (torch.randn(1, 2, L, 64) for _ in range(3))
+    matrix = 2 * L * L * 4
+    with torch.no_grad():
+        counts = [peak_bytes(f, q, k, v)[1] / matrix for f in (
+            materialised_attention, _plain_attention, torch.ops.aten._scaled_dot_product_attention_math,
+            _in_place_attention)]
+        torch.testing.assert_close(_in_place_attention(q, k, v), F.scaled_dot_product_attention(q, k, v),
+                                   rtol=0, atol=1e-5)
+    assert [round(c, 2) for c in counts] == [3.00, 2.00, 2.06, 1.06] and counts[1] == 2
+
+
+def test_the_textbook_line_needs_thirty_times_the_tiled_memory_at_2048():
+    """Section 2's headline: 1/30 at L = 2048 (measured 30.1). Every count is a multiple of the number of
+    heads, so 2 heads give the notebook's ratio for 8 at a quarter of the memory."""
+    q, k, v = (torch.randn(1, 2, 2048, 64) for _ in range(3))
+    with torch.no_grad():
+        ratio = peak_bytes(_plain_attention, q, k, v)[1] / peak_bytes(tiled_attention, q, k, v, block_q=64,
+                                                                         block_k=64)[1]
+    assert 25 < ratio < 35 and round(ratio) == 30
+
+
+@pytest.mark.trains
+def test_the_tiled_loop_with_large_tiles_beats_materialised_attention_on_one_thread(one_thread):
+    """Section 2's time claim: the loop over 256 × 256 tiles takes less time than materialised_attention
+    (L = 2048, 4 heads of 64, one thread, best of two, the versions taking turns). Measured on a 2-core
+    AMD EPYC under load from other jobs, the ratio was 0.35–0.40 (native kernels) and 0.46–0.58
+    (ATEN_CPU_CAPABILITY=default); the bar asserted is 0.8."""
+    import time
+
+    q, k, v = (torch.randn(1, 4, 2048, 64) for _ in range(3))
+    runs = {"tiled": lambda: tiled_attention(q, k, v, block_q=256, block_k=256),
+            "materialised": lambda: materialised_attention(q, k, v)}
+    best = {name: math.inf for name in runs}
+    with torch.no_grad():
+        for _ in range(3):
+            for name, run in runs.items():
+                start = time.perf_counter()
+                run()
+                best[name] = min(best[name], time.perf_counter() - start)
+    assert best["tiled"] < 0.8 * best["materialised"], best
+
+
+# ----------------------------------------------------------------------------- section 4: the backward
+
+
+@pytest.mark.trains
+def test_flash_attentions_backward_gives_sdpas_gradients_to_1e_12_in_float64():
+    """Section 4's claim (the notebook's three shapes, float64, to 1e-12), on 10 seeds, with the lse's
+    gradient too, a window and a keep mask with a fully masked row (its gradients are 0, never NaN).
+    Measured: at most 3.1e-15 (native kernels) and 2.7e-15 (ATEN_CPU_CAPABILITY=default); the bar asserted
+    is 1e-13."""
+    from course_utils.tiled import flash_attention
+
+    worst = 0.0
+    for seed in SEEDS:
+        g = torch.Generator().manual_seed(seed)
+        for L_q, L_k, block_q, block_k, causal in ((37, 37, 5, 7, False), (37, 37, 8, 3, True), (13, 29, 4, 6, False)):
+            q = torch.randn(2, 3, L_q, 16, generator=g, dtype=torch.float64, requires_grad=True)
+            k, v = (torch.randn(2, 3, L_k, 16, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
+            probe = torch.randn(2, 3, L_q, 16, generator=g, dtype=torch.float64)
+            probe_lse = torch.randn(2, 3, L_q, generator=g, dtype=torch.float64)
+            output, lse = flash_attention(q, k, v, block_q=block_q, block_k=block_k, causal=causal)
+            ours = torch.autograd.grad((output * probe).sum() + (lse * probe_lse).sum(), (q, k, v))
+            expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            scores = q @ k.transpose(-2, -1) / 4
+            if causal:
+                scores = scores.masked_fill(torch.ones(L_q, L_k, dtype=torch.bool).triu(1), float("-inf"))
+            theirs = torch.autograd.grad((expected * probe).sum() + (torch.logsumexp(scores, -1) * probe_lse).sum(),
+                                         (q, k, v))
+            worst = max(worst, (output - expected).abs().max().item(),
+                        *[(a - b).abs().max().item() for a, b in zip(ours, theirs)])
+        # a window, and a keep mask that hides every key from query 2
+        q, k, v = (torch.randn(1, 2, 19, 8, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+        keep = keep_of(19, 19, causal=True, window=5) & torch.ones(19, 19, dtype=torch.bool).index_fill(0, torch.tensor(2), False)
+        output, _ = flash_attention(q, k, v, block_q=4, block_k=3, causal=True, window=5, keep_mask=keep)
+        ours = torch.autograd.grad(output.sum(), (q, k, v))
+        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        theirs = torch.autograd.grad(expected.sum(), (q, k, v))
+        assert (ours[0][:, :, 2] == 0).all() and all(g.isfinite().all() for g in ours)
+        worst = max(worst, *[(a - b).abs().max().item() for a, b in zip(ours, theirs)])
+    assert worst < 1e-12 / 10, worst
+
+
+def test_a_training_steps_memory_grows_like_l_with_flash_attention_and_like_l_squared_without():
+    """Section 4's counts (operator by operator, no float arithmetic): forward and backward, 2 heads of 64,
+    tiles of 64, L = 512 → 1024: flash_attention's peak grows 1.8×, autograd through the tiles 3.1×, through the
+    textbook line 3.8×; at L = 1024 flash_attention needs 1/11 of the textbook line's memory and less than a
+    fifth of autograd through the tiles."""
+    from course_utils.tiled import flash_attention
+
+    versions = {"flash": lambda q, k, v: flash_attention(q, k, v, block_q=64, block_k=64)[0],
+                "tiles": lambda q, k, v: tiled_attention(q, k, v, block_q=64, block_k=64)[0],
+                "plain": _plain_attention}
+    counted = {name: [] for name in versions}
+    for L in (512, 1024):
+        q, k, v = (torch.randn(1, 2, L, 64, requires_grad=True) for _ in range(3))
+        d_output = torch.randn(1, 2, L, 64)
+        for name, attention in versions.items():
+            step = lambda q, k, v, attention=attention: torch.autograd.grad(attention(q, k, v), (q, k, v), d_output)
+            counted[name].append(peak_bytes(step, q, k, v)[1])
+    grows = {name: c[1] / c[0] for name, c in counted.items()}
+    assert 1.7 <= grows["flash"] <= 2.1 and grows["tiles"] >= 2.8 and 3.7 <= grows["plain"] <= 4.1, grows
+    assert counted["plain"][1] / counted["flash"][1] > 8 and 5 * counted["flash"][1] < counted["tiles"][1]
+
+
+def test_tiled_backward_refuses_what_does_not_fit_the_forward():
+    from course_utils.tiled import tiled_backward
+
+    q, k, v = (torch.randn(1, 5, 4) for _ in range(3))
+    output, lse = tiled_attention(q, k, v, block_q=2, block_k=2)
+    with pytest.raises(ArgumentError, match="'lse'"):
+        tiled_backward(q, k, v, output, lse[..., :4], output)
+    with pytest.raises(ArgumentError, match="'d_output'"):
+        tiled_backward(q, k, v, output, lse, output.double())
+    with pytest.raises(ArgumentError, match="'d_lse'"):
+        tiled_backward(q, k, v, output, lse, output, d_lse=lse[..., :3])
+    with pytest.raises(ArgumentError, match="'block_k'"):
+        tiled_backward(q, k, v, output, lse, output, block_k=0)
+
+
+def test_peak_bytes_counts_an_in_place_result_once():
+    """An in-place operator returns the tensor it was given: it is no new tensor (and holding it twice
+    once crashed the count, a weak reference comparing two tensors)."""
+    def grow():
+        x = torch.zeros(1000)
+        x += 1
+        x.mul_(2)
+        return x
+
+    assert peak_bytes(grow)[1] == 4000
+
+
+def test_the_explorers_slider_ends_at_the_last_tile_of_each_tiling():
+    box = tiles_explorer(block=2, causal=False)
+    step, block, causal = (box.controls[name] for name in ("step", "block", "causal"))
+    assert step.max == 16
+    step.value = 16
+    block.value = 8
+    assert (step.max, step.value) == (1, 1)
+    causal.value = True
+    block.value = 1
+    assert step.max == 36 == len(tile_steps(1, True)) - 1

@@ -1,4 +1,5 @@
-"""Lesson 08's exercises: merging two partial softmaxes, one tiled forward pass, causal tile skipping.
+"""Lesson 08's exercises: merging two partial softmaxes, one tiled forward pass, causal tile skipping, the
+tiled backward.
 
 The references are written here in plain code (tests/test_exercises_l08.py proves they agree with
 ``course_utils.tiled`` and with PyTorch: F.scaled_dot_product_attention and torch.logsumexp, values
@@ -13,15 +14,26 @@ and gradients). A state of a piece of a row is (m, ell, acc): its largest score,
 - 08.tiled_forward: (query, key, value, block_q, block_k) -> (output, lse), gradients compared.
   Cases: lengths that the blocks do not divide (on each side on its own), blocks of 1, blocks
   longer than the sequence (one tile), L_q > L_k and L_q < L_k, d_v ≠ d, float64, scores spread
-  wide so the running max changes from tile to tile, and scores past 88 (exp(s) overflows float32
-  without the running max).
+  wide so the running max changes from tile to tile, scores past 88 (exp(s) overflows float32
+  without the running max), and rows whose every score is below −130 (a running max started at 0
+  instead of −∞ stays there, and exp(s − 0) underflows to 0: 0 / 0).
 - 08.causal_tiles: (query, key, value, block_q, block_k) -> (output, lse, tiles), L_q = L_k,
   top-left causal (F.sdpa's is_causal); tiles is the number of tiles computed (an int), so a
   function that computes every tile and masks the hidden ones is told apart. Cases: block_q ≠
   block_k both ways, equal blocks, blocks of 1, one tile, float64.
+- 08.tiled_backward: (query, key, value, output, lse, d_output, block_q, block_k, causal) ->
+  (d_query, d_key, d_value, tiles), values only (the reference runs without a graph); output and
+  lse are the forward's on the case (computed in float64), d_output random. FlashAttention-2's
+  backward: D = Σ dO ∘ O per row, then key blocks outside, P = exp(S − lse) per tile. Cases: causal
+  (L_q = L_k, top-left) and not, block_q ≠ block_k both ways, tails on both sides, L_q ≠ L_k, one
+  tile, blocks of 1, d_v ≠ d, float64, scores past 88, and long keys for the size limit (as
+  08.tiled_forward's); hidden cases of other shapes (``_backward_hidden``).
 
 The first case of each exercise is one where every known mistake runs and shows (but NO_MAX_SHIFT
-of 08.tiled_forward, which only the last case, with scores past 88, shows). No tensor a case
+and MAX_STARTS_AT_ZERO of 08.tiled_forward, which only the cases with scores past 88 and below −130
+show; and 08.tiled_backward's, whose first case has square tiles so that P @ dO runs: on it
+TILE_LOCAL_MASK, BLOCK_INDEX_SKIP and SQUARE_TILES give the right numbers, the next case, with
+block_q ≠ block_k, shows them). No tensor a case
 passes is all zeros or all −∞, so a check that compares inputs before and after sees an in-place
 edit of any of them.
 """
@@ -80,6 +92,17 @@ def _merge_cases(generator):
     ]
 
 
+def _merge_hidden(generator):
+    """The grader's cases: other shapes than the public ones (and other values), each edge again."""
+    g = generator
+    return [
+        _merge_case(g, 3, 5, 2),
+        _merge_case(g, 2, 3, 6, empty1=[(1, 2)], empty2=[(0, 0), (1, 2)]),  # a masked piece, and both in (1, 2)
+        _merge_case(g, 1, 4, 4, dtype=torch.float64, ties=[(0, 3)]),
+        _merge_case(g, 2, 2, 3, spread=1.0, offset=250.0),
+    ]
+
+
 def _merge_reference(m1, ell1, acc1, m2, ell2, acc2):
     with torch.no_grad():  # values only: the text says so
         m = torch.maximum(m1, m2)
@@ -133,6 +156,7 @@ register(
         id="08.merge_states",
         reference=_merge_reference,
         cases=_merge_cases,
+        hidden=_merge_hidden,
         forbidden=("course_utils.tiled.merge_states",),
         mistakes=(
             Mistake(
@@ -249,7 +273,37 @@ def _tiled_cases(generator):
         (*_qkv(g, 2, 5, 7, 4, 3, spread=40.0), 2, 3),  # scores past 88: exp(s) overflows float32 without the max
         (*_qkv(g, 1, 16, 48, 2, 2), 8, 4),  # long keys, small heads: all the scores (768) or a row of tiles
         # against every key (384) are more than _tiled_largest allows (192); one tile is 32
+        (*_far_below_zero(*_qkv(g, 2, 6, 7, 4, 3), rows=((0, 2), (1, 5))), 4, 3),  # rows of scores below −130
     ]
+
+
+def _tiled_hidden(generator):
+    """The grader's cases: other lengths, blocks and widths than the public ones, each edge again
+    (tails, one tile, float64, scores past 88, a row below −130, long keys for the size limit)."""
+    g = generator
+    return [
+        (*_qkv(g, 1, 9, 13, 4, 2, spread=2.0), 4, 5),
+        (*_qkv(g, 2, 3, 4, 6, 3), 8, 8),  # one tile
+        (*_qkv(g, 1, 6, 6, 2, 5, dtype=torch.float64), 3, 2),
+        (*_qkv(g, 1, 4, 9, 4, 3, spread=40.0), 3, 4),  # scores past 88
+        (*_far_below_zero(*_qkv(g, 1, 5, 8, 4, 2), rows=((0, 3),)), 2, 3),  # a row below −130
+        (*_qkv(g, 1, 12, 40, 2, 2), 6, 4),  # long keys: 480 scores against a limit of 160
+    ]
+
+
+def _far_below_zero(query, key, value, rows):
+    """The case with the queries of `rows` ((b, i) pairs) turned so that every score of theirs is
+    below −130: a running max that starts at 0 instead of −∞ never moves for them, and
+    exp(s − 0) underflows to 0 in float32 (below about −104) and in float64 (below about −745 it
+    would too), so ell = 0 and the output 0 / 0 = NaN; the running max from −∞ gives the softmax."""
+    d = query.shape[-1]
+    key = key.clone()
+    key[..., 0] = key[..., 0].abs() + 2.0  # every key's feature 0 in [2, …)
+    query = query.clone()
+    for b, i in rows:
+        query[b, i] = 0.0
+        query[b, i, 0] = -70.0 * math.sqrt(d)  # score = −70 · key[..., 0] ≤ −140
+    return query, key, value
 
 
 def _tiled_largest(query, key, value, block_q, block_k):
@@ -263,7 +317,7 @@ def _tiled_largest(query, key, value, block_q, block_k):
 
 def _tiles_reference(query, key, value, block_q, block_k, causal=False, keep=None, skip=None, count=False,
                      rescale=True, rescale_sum=True, divide_early=False, scaled=True, lse_max=True, key_tail=True,
-                     divide=True, as_tensor=False):
+                     divide=True, as_tensor=False, max_from=NEG_INF, guard=True):
     """The tiled forward, with the switches the mistakes below flip. keep(i0, i1, j0, j1) -> bool
     tile or None (no mask); skip(i, j, i0, i1, j0, j1) -> True to skip a tile."""
     B, L_q, d = query.shape
@@ -274,7 +328,7 @@ def _tiles_reference(query, key, value, block_q, block_k, causal=False, keep=Non
     for i0 in range(0, L_q, block_q):
         i1 = min(i0 + block_q, L_q)
         q = query[:, i0:i1] * scale  # (B, b_q, d)
-        m = torch.full((B, i1 - i0), NEG_INF, dtype=query.dtype)
+        m = torch.full((B, i1 - i0), max_from, dtype=query.dtype)
         ell = torch.zeros(B, i1 - i0, dtype=query.dtype)
         acc = torch.zeros(B, i1 - i0, d_v, dtype=query.dtype)
         for j0 in key_starts:
@@ -297,7 +351,7 @@ def _tiles_reference(query, key, value, block_q, block_k, causal=False, keep=Non
             if divide_early:  # acc becomes the output so far, then is treated as the running sum again
                 acc = acc / ell[..., None]
             m = m_new
-        seen = ell > 0
+        seen = ell > 0 if guard else torch.ones_like(ell, dtype=torch.bool)  # unguarded: 0 / 0 where ell = 0
         ell_safe = torch.where(seen, ell, torch.ones_like(ell))
         outputs.append(acc if divide_early or not divide else acc / ell_safe[..., None])
         lses.append(torch.where(seen, (m if lse_max else 0) + torch.log(ell_safe), torch.full_like(m, NEG_INF)))
@@ -331,6 +385,7 @@ register(
         id="08.tiled_forward",
         reference=_tiled_reference,
         cases=_tiled_cases,
+        hidden=_tiled_hidden,
         largest=_tiled_largest,
         forbidden=("F.scaled_dot_product_attention", "torch.softmax", "F.softmax", "Tensor.softmax",
                    "torch.logsumexp", "Tensor.logsumexp", "course_utils.tiled.tiled_attention",
@@ -419,6 +474,21 @@ register(
                 },
             ),
             Mistake(
+                "MAX_STARTS_AT_ZERO",
+                lambda q, k, v, bq, bk: _tiles_reference(q, k, v, bq, bk, max_from=0.0, guard=False),
+                {
+                    "en": "The running max starts at 0 instead of −∞. In exact arithmetic any start gives the same "
+                    "softmax, and it does here for most rows; but a row whose scores are all far below 0 keeps m = 0, "
+                    "and exp(s − 0) underflows to 0 (in float32 below about −104): ell = 0 and the output is "
+                    "0 / 0 = NaN. Start from what nothing seen means, m = −∞ (torch.full(..., float('-inf'))), so "
+                    "that the first tile's max replaces it.",
+                    "zh": "运行最大值从 0 开始，而不是从 −∞ 开始。精确计算时从哪里开始都得到同样的 softmax，这里的大多数行也确实如此；"
+                    "但如果一行的分数都远小于 0，m 就一直停在 0，exp(s − 0) 下溢为 0（float32 中低于大约 −104 时）："
+                    "ell = 0，输出为 0 / 0 = NaN。应从“什么都还没看到”出发，即 m = −∞（torch.full(..., float('-inf'))），"
+                    "这样第一个分块的最大值就会取代它。",
+                },
+            ),
+            Mistake(
                 "NOTHING_RESCALED",
                 lambda q, k, v, bq, bk: _tiles_reference(q, k, v, bq, bk, rescale=False, rescale_sum=False),
                 {
@@ -460,6 +530,17 @@ def _causal_cases(generator):
         (*_qkv(g, 2, 9, 9, 4, 2, dtype=torch.float64, spread=2.0), 3, 3),  # float64
         (*_qkv(g, 1, 7, 7, 8, 5), 1, 4),  # queries one at a time
         (*_qkv(g, 2, 12, 12, 4, 4), 5, 1),  # keys one at a time
+    ]
+
+
+def _causal_hidden(generator):
+    """The grader's cases: other lengths and blocks than the public ones (and other values)."""
+    g = generator
+    return [
+        (*_qkv(g, 1, 13, 13, 4, 3, spread=2.0), 5, 2),
+        (*_qkv(g, 2, 7, 7, 2, 2), 3, 4),
+        (*_qkv(g, 1, 10, 10, 6, 4, dtype=torch.float64), 4, 4),
+        (*_qkv(g, 2, 5, 5, 4, 3), 1, 2),
     ]
 
 
@@ -535,6 +616,7 @@ register(
         id="08.causal_tiles",
         reference=_causal_reference,
         cases=_causal_cases,
+        hidden=_causal_hidden,
         forbidden=("F.scaled_dot_product_attention", "torch.softmax", "F.softmax", "Tensor.softmax",
                    "torch.logsumexp", "Tensor.logsumexp", "course_utils.tiled.tiled_attention",
                    "course_utils.tiled.materialised_attention", "course_utils.tiled.tile_kinds",
@@ -640,6 +722,393 @@ register(
                     "values by block_k; the two may differ.",
                     "zh": "输出是对的，但分块是 block_q × block_q 的：键也按 block_q 切块了，所以数出来的是别的分块。"
                     "查询按 block_q 切，键和值按 block_k 切；两者可以不同。",
+                },
+            ),
+        ),
+    )
+)
+
+
+# ----------------------------------------------------------------------------- 08.tiled_backward
+# (query (B, L_q, d), key (B, L_k, d), value (B, L_k, d_v), output (B, L_q, d_v), lse (B, L_q),
+#  d_output (B, L_q, d_v), block_q, block_k, causal) -> (d_query, d_key, d_value, tiles)
+
+
+def _backward_case(generator, B, L_q, L_k, d, d_v, block_q, block_k, causal, *, dtype=torch.float32, spread=1.0):
+    """A case: random query, key, value (the later keys wider, so the weights are uneven), the
+    forward's output and lse computed in float64 (top-left causal when `causal`), and a random
+    gradient reaching the output."""
+    q, k, v = _qkv(generator, B, L_q, L_k, d, d_v, dtype=torch.float64, spread=spread)
+    scores = q @ k.transpose(1, 2) / math.sqrt(d)
+    if causal:
+        scores = scores.masked_fill(torch.ones(L_q, L_k, dtype=torch.bool).triu(1), NEG_INF)
+    lse = torch.logsumexp(scores, -1)
+    output = torch.exp(scores - lse[..., None]) @ v
+    d_output = torch.randn(B, L_q, d_v, generator=generator, dtype=torch.float64)
+    return (*(t.to(dtype) for t in (q, k, v, output, lse, d_output)), block_q, block_k, causal)
+
+
+def _backward_cases(generator):
+    g = generator
+    return [
+        _backward_case(g, 2, 8, 8, 4, 3, 4, 4, True, spread=2.0),  # first: causal, square tiles (P @ dO runs)
+        _backward_case(g, 2, 10, 10, 4, 3, 4, 3, True, spread=2.0),  # causal, block_q > block_k, tails
+        _backward_case(g, 2, 7, 11, 4, 3, 3, 4, False, spread=2.0),  # L_q < L_k, tails on both sides
+        _backward_case(g, 1, 1, 1, 2, 2, 1, 1, True),  # one position
+        _backward_case(g, 2, 9, 4, 3, 5, 2, 3, False),  # L_q > L_k, d_v > d
+        _backward_case(g, 2, 6, 6, 4, 2, 16, 16, True),  # one tile
+        _backward_case(g, 1, 8, 8, 4, 4, 2, 4, True, dtype=torch.float64, spread=2.0),  # float64, blocks divide L
+        _backward_case(g, 2, 5, 5, 3, 3, 1, 1, False),  # tiles of one score
+        _backward_case(g, 1, 11, 11, 8, 2, 2, 5, True),  # block_q < block_k
+        _backward_case(g, 1, 6, 9, 4, 3, 4, 2, False, spread=2.5),  # wide scores: the weights far from even
+        _backward_case(g, 1, 16, 48, 2, 2, 8, 4, False),  # long keys: all the scores (768) are more than the
+        # limit (192); one tile is 32
+    ]
+
+
+def _backward_hidden(generator):
+    """The grader's cases: other lengths, blocks and widths than the public ones (and other values)."""
+    g = generator
+    return [
+        _backward_case(g, 1, 13, 13, 4, 2, 5, 2, True, spread=2.0),
+        _backward_case(g, 3, 5, 8, 2, 4, 2, 3, False),
+        _backward_case(g, 2, 12, 12, 6, 3, 3, 3, True),
+        _backward_case(g, 1, 7, 7, 4, 5, 3, 6, True, dtype=torch.float64),
+        _backward_case(g, 2, 11, 6, 4, 3, 4, 4, False, spread=2.5),
+        _backward_case(g, 1, 20, 60, 2, 2, 5, 4, False),  # long keys again: 1200 scores against a limit of 240
+    ]
+
+
+def _backward_largest(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """As 08.tiled_forward's limit: twice the largest of the inputs, the output and one tile."""
+    return _tiled_largest(query, key, value, block_q, block_k)
+
+
+def _backward_reference(query, key, value, output, lse, d_output, block_q, block_k, causal, *, use_D=True,
+                        D_per_tile=False, weights="lse", scaled=True, dq_scaled=True, dk_scaled=True,
+                        dv_transposed=True, dk_transposed=True, sum_k=True, sum_v=True, sum_q=True,
+                        skip="positions", mask="positions",
+                        square=False, as_tensor=False, exact=True):
+    """FlashAttention-2's backward (key blocks outside, query blocks inside), with the switches the
+    mistakes below flip. skip: "positions" (j0 > i1 − 1), "never", "blocks" (j > i); mask:
+    "positions", "none", "local" (tril of the tile). weights: "lse" (exp(S − lse)), "tile_max"
+    (exp(S − the tile's row max)), "raw" (exp(S)), "tile_softmax" (softmax within the tile).
+
+    exact: computed in float64 and rounded to the case's dtype at the end (the reference: the
+    gradients are sums of terms of both signs, and the expected values should carry no float32
+    rounding of their own, so that the tolerance covers a learner's float32 arithmetic alone);
+    otherwise in the case's dtype, as a learner computes (the mistakes: some of their numbers, such
+    as exp(S) unnormalised, are sums of large terms that only the same precision reproduces)."""
+    dtype = query.dtype
+    if exact:
+        query, key, value, output, lse, d_output = (t.double() for t in (query, key, value, output, lse, d_output))
+    with torch.no_grad():
+        B, L_q, d = query.shape
+        L_k = key.shape[1]
+        block_k = block_q if square else block_k
+        scale = 1 / math.sqrt(d) if scaled else 1.0
+        D = (d_output * output).sum(-1)  # (B, L_q)
+        d_query, d_key, d_value = torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value)
+        tiles = 0
+        for j0 in range(0, L_k, block_k):
+            j1 = min(j0 + block_k, L_k)
+            k, v = key[:, j0:j1], value[:, j0:j1]
+            d_k, d_v = torch.zeros_like(k), torch.zeros_like(v)
+            for i0 in range(0, L_q, block_q):
+                i1 = min(i0 + block_q, L_q)
+                if causal and (skip == "positions" and j0 > i1 - 1 or skip == "blocks" and j0 // block_k > i0 // block_q):
+                    continue
+                tiles += 1
+                q = query[:, i0:i1] * scale  # (B, b_q, d)
+                s = q @ k.transpose(1, 2)  # (B, b_q, b_k)
+                if causal and mask == "positions":
+                    s = s.masked_fill(torch.arange(j0, j1)[None, :] > torch.arange(i0, i1)[:, None], NEG_INF)
+                elif causal and mask == "local" and j1 - 1 > i0:
+                    s = s.masked_fill(torch.ones(i1 - i0, j1 - j0, dtype=torch.bool).triu(1), NEG_INF)
+                if weights == "lse":
+                    p = torch.exp(s - lse[:, i0:i1, None])
+                elif weights == "tile_max":
+                    p = torch.exp(s - s.amax(-1, keepdim=True))
+                elif weights == "raw":
+                    p = torch.exp(s)
+                else:
+                    e = torch.exp(s - s.amax(-1, keepdim=True))
+                    p = e / e.sum(-1, keepdim=True)
+                d_o = d_output[:, i0:i1]
+                part_v = p.transpose(1, 2) @ d_o if dv_transposed else p @ d_o
+                d_v = d_v + part_v if sum_v else part_v
+                d_p = d_o @ v.transpose(1, 2)  # (B, b_q, b_k)
+                row = (p * d_p).sum(-1) if D_per_tile else D[:, i0:i1]
+                d_s = p * (d_p - row[..., None]) if use_D else p * d_p
+                part_q = d_s @ k * (scale if dq_scaled else 1.0)
+                d_query[:, i0:i1] = d_query[:, i0:i1] + part_q if sum_q else part_q
+                part_k = (d_s.transpose(1, 2) @ q if dk_transposed else d_s @ q) * (1.0 if dk_scaled else 1 / scale)
+                d_k = d_k + part_k if sum_k else part_k
+            d_key[:, j0:j1], d_value[:, j0:j1] = d_k, d_v
+        grads = (t.to(dtype) for t in (d_query, d_key, d_value))
+        return (*grads, torch.tensor(tiles) if as_tensor else tiles)
+
+
+def _backward_mistake(**switches):
+    return lambda *case: _backward_reference(*case, exact=False, **switches)
+
+
+register(
+    Exercise(
+        id="08.tiled_backward",
+        reference=_backward_reference,
+        atol=5e-5,  # a right float32 answer sits within 0.03 of this tolerance of the float64 reference (40 seeds)
+        rtol=5e-4,
+        cases=_backward_cases,
+        hidden=_backward_hidden,
+        largest=_backward_largest,
+        forbidden=("F.scaled_dot_product_attention", "torch.softmax", "F.softmax", "Tensor.softmax",
+                   "torch.logsumexp", "Tensor.logsumexp", "torch.autograd.grad", "torch.autograd.backward",
+                   "course_utils.tiled.tiled_backward", "course_utils.tiled.flash_attention",
+                   "course_utils.tiled.tiled_attention", "course_utils.tiled.materialised_attention",
+                   "course_utils.tiled.tile_kinds", "course_utils.attention.scaled_dot_product_attention"),
+        mistakes=(
+            Mistake(
+                "NO_D",
+                _backward_mistake(use_D=False),
+                {
+                    "en": "dS = P ∘ dP: the row term D is missing. The softmax's gradient is "
+                    "dS_ij = P_ij (dP_ij − Σ_k P_ik dP_ik), and that sum is D_i = Σ_c dO_ic O_ic, one number per row, "
+                    "computed once before the loop from d_output and output: dS = P ∘ (dP − D). (dV is right: it "
+                    "does not go through the softmax.)",
+                    "zh": "dS = P ∘ dP：少了每行的那一项 D。softmax 的梯度是 dS_ij = P_ij (dP_ij − Σ_k P_ik dP_ik)，"
+                    "而这个和就是 D_i = Σ_c dO_ic O_ic：每行一个数，在循环开始前由 d_output 和 output 算出一次："
+                    "dS = P ∘ (dP − D)。（dV 是对的：它不经过 softmax。）",
+                },
+            ),
+            Mistake(
+                "D_PER_TILE",
+                _backward_mistake(D_per_tile=True),
+                {
+                    "en": "D was summed over the tile, (P ∘ dP).sum(-1) of the keys in this tile only. D_i is a sum "
+                    "over every key of the row, Σ_j P_ij dP_ij, and no tile holds them all: take it from the output "
+                    "instead, D = (d_output * output).sum(-1), once, before the loop. (With a single key block the "
+                    "two agree; with several they do not.)",
+                    "zh": "D 只对这个分块求了和，即只对本分块里的键算 (P ∘ dP).sum(-1)。D_i 是对这一行所有键的和 "
+                    "Σ_j P_ij dP_ij，没有哪个分块包含全部的键：应改由输出来算，D = (d_output * output).sum(-1)，"
+                    "在循环开始前算一次。（只有一个键块时两者相同；有多个键块时就不同了。）",
+                },
+            ),
+            Mistake(
+                "P_TILE_MAX",
+                _backward_mistake(weights="tile_max"),
+                {
+                    "en": "The weights were recomputed as in the forward's tile, exp(S − the tile's row max): those are "
+                    "not yet the softmax, they still await the rescaling and the division by ℓ that the forward did "
+                    "after its last tile. The saved lse holds both: P = exp(S − lse) is the softmax itself, tile by "
+                    "tile, with no running max and no sum.",
+                    "zh": "权重按前向计算中分块的方式重新算成了 exp(S − 本分块这一行的最大值)：这还不是 softmax，"
+                    "它还缺前向计算在最后一个分块之后做的换算和除以 ℓ。保存下来的 lse 已经包含了这两者："
+                    "P = exp(S − lse) 就是 softmax 本身，逐块可算，不需要运行最大值，也不需要求和。",
+                },
+            ),
+            Mistake(
+                "P_WITHOUT_LSE",
+                _backward_mistake(weights="raw"),
+                {
+                    "en": "The weights were recomputed as exp(S), without subtracting the row's lse: they are not "
+                    "normalised (and overflow once a score passes about 88 in float32). P = exp(S − lse), with lse "
+                    "the log-sum-exp the forward saved for each row.",
+                    "zh": "权重重新算成了 exp(S)，没有减去这一行的 lse：它们没有归一化（在 float32 中分数超过大约 88 "
+                    "就会溢出）。应为 P = exp(S − lse)，lse 是前向计算为每一行保存的 log-sum-exp。",
+                },
+            ),
+            Mistake(
+                "P_TILE_SOFTMAX",
+                _backward_mistake(weights="tile_softmax"),
+                {
+                    "en": "The weights were recomputed as a softmax within the tile: each tile's rows sum to 1 on their "
+                    "own. A row's weights sum to 1 over all its keys, across every key block: P = exp(S − lse), "
+                    "with the lse the forward saved for the whole row.",
+                    "zh": "权重在分块内部重新做了 softmax：每个分块的行各自加起来为 1。一行的权重是对它的所有键、"
+                    "跨越全部键块加起来为 1 的：P = exp(S − lse)，lse 是前向计算为整行保存的那个值。",
+                },
+            ),
+            Mistake(
+                "DV_NOT_TRANSPOSED",
+                _backward_mistake(dv_transposed=False),
+                {
+                    "en": "dV_j was summed as P @ dO_i. Value j is used by every query i with weight P_ij, so its "
+                    "gradient sums over the queries: dV_j = Σ_i P_ijᵀ dO_i = Pᵀ @ dO_i, a (b_k, d_v) block (P @ dO "
+                    "only runs when the tile is square, and then sums over the wrong axis).",
+                    "zh": "dV_j 写成了 P @ dO_i。值 j 被每个查询 i 以权重 P_ij 使用，所以它的梯度要对查询求和："
+                    "dV_j = Pᵀ @ dO_i，形状为 (b_k, d_v)（P @ dO 只有在分块是正方形时才能运行，而且求和的维度不对）。",
+                },
+            ),
+            Mistake(
+                "DK_NOT_TRANSPOSED",
+                _backward_mistake(dk_transposed=False),
+                {
+                    "en": "dK_j was summed as dS @ Q_i. Key j meets every query i through S_ij = scale · q_i · k_j, so "
+                    "its gradient sums over the queries: dK_j = scale · dSᵀ @ Q_i, a (b_k, d) block (dS @ Q only runs "
+                    "when the tile is square, and then sums over the wrong axis).",
+                    "zh": "dK_j 写成了 dS @ Q_i。键 j 通过 S_ij = scale · q_i · k_j 与每个查询 i 相遇，所以它的梯度要对查询求和："
+                    "dK_j = scale · dSᵀ @ Q_i，形状为 (b_k, d)（dS @ Q 只有在分块是正方形时才能运行，而且求和的维度不对）。",
+                },
+            ),
+            Mistake(
+                "DKV_NOT_SUMMED",
+                _backward_mistake(sum_k=False, sum_v=False),
+                {
+                    "en": "dK_j and dV_j keep only the last query block's part: each query block was assigned (=) "
+                    "instead of added (+=). A key block is seen by every query block, and its gradient is the sum "
+                    "of their parts: start dK_j and dV_j at zero and add each tile's.",
+                    "zh": "dK_j 和 dV_j 只留下了最后一个查询块的那一份：每个查询块都是赋值（=）而不是累加（+=）。"
+                    "每个查询块都会看到这个键块，它的梯度是各查询块那一份的和：dK_j 和 dV_j 从零开始，把每个分块的那一份加上去。",
+                },
+            ),
+            Mistake(
+                "DK_NOT_SUMMED",
+                _backward_mistake(sum_k=False),
+                {
+                    "en": "dK_j keeps only the last query block's part (dV is summed right): it was assigned (=) "
+                    "instead of added (+=). Every query block that sees key block j adds its dSᵀ @ Q_i · scale.",
+                    "zh": "dK_j 只留下了最后一个查询块的那一份（dV 的累加是对的）：它是赋值（=）而不是累加（+=）。"
+                    "能看到键块 j 的每个查询块都要把自己的 dSᵀ @ Q_i · scale 加上去。",
+                },
+            ),
+            Mistake(
+                "DV_NOT_SUMMED",
+                _backward_mistake(sum_v=False),
+                {
+                    "en": "dV_j keeps only the last query block's part (dK is summed right): it was assigned (=) "
+                    "instead of added (+=). Every query block that sees key block j adds its Pᵀ @ dO_i.",
+                    "zh": "dV_j 只留下了最后一个查询块的那一份（dK 的累加是对的）：它是赋值（=）而不是累加（+=）。"
+                    "能看到键块 j 的每个查询块都要把自己的 Pᵀ @ dO_i 加上去。",
+                },
+            ),
+            Mistake(
+                "DQ_NOT_SUMMED",
+                _backward_mistake(sum_q=False),
+                {
+                    "en": "dQ_i keeps only the last key block's part: each key block was assigned (=) instead of added "
+                    "(+=). A query sees every key block, and its gradient is the sum over them: start dQ at zero and "
+                    "add each tile's dS @ K_j · scale.",
+                    "zh": "dQ_i 只留下了最后一个键块的那一份：每个键块都是赋值（=）而不是累加（+=）。一个查询会看到每个键块，"
+                    "它的梯度是对所有键块的和：dQ 从零开始，把每个分块的 dS @ K_j · scale 加上去。",
+                },
+            ),
+            Mistake(
+                "NO_SCALE",
+                _backward_mistake(scaled=False),
+                {
+                    "en": "The scale is missing everywhere: the scores are S = Q Kᵀ / √d, as in the forward (without "
+                    "it exp(S − lse) is not the softmax), and the chain rule brings the same 1/√d into "
+                    "dQ = dS @ K / √d and dK = dSᵀ @ Q / √d.",
+                    "zh": "各处都少了缩放：分数是 S = Q Kᵀ / √d，与前向计算相同（少了它，exp(S − lse) 就不是 softmax），"
+                    "链式法则还会把同一个 1/√d 带进 dQ = dS @ K / √d 和 dK = dSᵀ @ Q / √d。",
+                },
+            ),
+            Mistake(
+                "GRAD_NOT_SCALED",
+                _backward_mistake(dq_scaled=False, dk_scaled=False),
+                {
+                    "en": "dQ and dK are √d times too large: the scores are S = Q Kᵀ / √d, so the chain rule "
+                    "multiplies both by the same 1/√d: dQ = dS @ K / √d, dK = dSᵀ @ Q / √d. (dV is right.)",
+                    "zh": "dQ 和 dK 大了 √d 倍：分数是 S = Q Kᵀ / √d，所以链式法则给两者都乘上同一个 1/√d："
+                    "dQ = dS @ K / √d，dK = dSᵀ @ Q / √d。（dV 是对的。）",
+                },
+            ),
+            Mistake(
+                "DQ_NOT_SCALED",
+                _backward_mistake(dq_scaled=False),
+                {
+                    "en": "dQ is √d times too large (dK is right): S = Q Kᵀ / √d, so dQ = dS @ K / √d. Scaling the "
+                    "queries once, q = Q_i / √d, makes dK = dSᵀ @ q right by itself, but dQ still needs its own 1/√d.",
+                    "zh": "dQ 大了 √d 倍（dK 是对的）：S = Q Kᵀ / √d，所以 dQ = dS @ K / √d。把查询先缩放一次，"
+                    "q = Q_i / √d，dK = dSᵀ @ q 自然就对了，但 dQ 仍然要乘上它自己的 1/√d。",
+                },
+            ),
+            Mistake(
+                "DK_NOT_SCALED",
+                _backward_mistake(dk_scaled=False),
+                {
+                    "en": "dK is √d times too large (dQ is right): S = Q Kᵀ / √d, so dK = dSᵀ @ Q / √d. Scaling the "
+                    "keys once makes dQ = dS @ K_j / √d right by itself, but dK still needs its own 1/√d.",
+                    "zh": "dK 大了 √d 倍（dQ 是对的）：S = Q Kᵀ / √d，所以 dK = dSᵀ @ Q / √d。把键先缩放一次，"
+                    "dQ = dS @ K_j / √d 自然就对了，但 dK 仍然要乘上它自己的 1/√d。",
+                },
+            ),
+            Mistake(
+                "CAUSAL_IGNORED",
+                _backward_mistake(skip="never", mask="none"),
+                {
+                    "en": "With causal=True the backward computes every tile, unmasked. Recomputed as exp(S − lse), the "
+                    "hidden entries are not 0: they are what the weights would be without the mask, so gradients flow "
+                    "to later keys and values. Skip the tiles hidden entirely (j0 > i1 − 1) and mask the ones the "
+                    "diagonal cuts through, exactly as the forward did.",
+                    "zh": "causal=True 时，反向传播把每个分块都算了，而且没有加掩码。按 exp(S − lse) 重新算出来时，被遮住的元素"
+                    "并不是 0，而是没有掩码时的权重，于是梯度流向了后面的键和值。要像前向计算那样：跳过整块被遮住的分块"
+                    "（j0 > i1 − 1），给被对角线穿过的分块加掩码。",
+                },
+            ),
+            Mistake(
+                "NO_SKIP",
+                _backward_mistake(skip="never"),
+                {
+                    "en": "The gradients are right, but every tile was computed: the tiles above the diagonal were "
+                    "masked entirely instead of skipped. In the backward as in the forward, a tile whose first key "
+                    "comes after its last query, j0 > i1 − 1, holds nothing visible: skip it and do not count it.",
+                    "zh": "梯度是对的，但每个分块都算了：对角线上方的分块被整块遮住，而不是被跳过。反向传播和前向计算一样，"
+                    "第一个键位于最后一个查询之后（j0 > i1 − 1）的分块里没有任何可见的元素：跳过它，也不要计数。",
+                },
+            ),
+            Mistake(
+                "DIAGONAL_UNMASKED",
+                _backward_mistake(mask="none"),
+                {
+                    "en": "The hidden tiles are skipped, but the tiles the diagonal cuts through are recomputed without "
+                    "a mask, so exp(S − lse) gives weight to the later keys of the query's own tile. Mask them by "
+                    "global positions: hide key j from query i where j > i.",
+                    "zh": "整块被遮住的分块跳过了，但被对角线穿过的分块在重新计算时没有加掩码，于是 exp(S − lse) "
+                    "给查询所在分块里位置更靠后的键也分了权重。要按全局位置给它们加掩码：对查询 i 遮住 j > i 的键 j。",
+                },
+            ),
+            Mistake(
+                "TILE_LOCAL_MASK",
+                _backward_mistake(mask="local"),
+                {
+                    "en": "The mask of a tile cut by the diagonal is built from the tile's own row and column numbers "
+                    "(tril of a b_q × b_k block), right only for a square tile sitting on the diagonal. Compare "
+                    "global positions: key j0 + c is visible from query i0 + r when j0 + c ≤ i0 + r.",
+                    "zh": "被对角线穿过的分块，其掩码是用分块自己的行号和列号构造的（对 b_q × b_k 的块取 tril），"
+                    "这只对恰好位于对角线上的正方形分块成立。应比较全局位置：当 j0 + c ≤ i0 + r 时，查询 i0 + r 能看到键 j0 + c。",
+                },
+            ),
+            Mistake(
+                "BLOCK_INDEX_SKIP",
+                _backward_mistake(skip="blocks"),
+                {
+                    "en": "Tiles were skipped by their block numbers, j > i: the rule only when block_q = block_k. "
+                    "Skip by positions: a tile is hidden when its first key comes after its last query, j0 > i1 − 1.",
+                    "zh": "按块编号 j > i 跳过了分块：只有 block_q = block_k 时这条规则才对。应按位置跳过："
+                    "当分块的第一个键位于它最后一个查询之后，即 j0 > i1 − 1 时，这个分块整块不可见。",
+                },
+            ),
+            Mistake(
+                "SQUARE_TILES",
+                _backward_mistake(square=True),
+                {
+                    "en": "The gradients are right, but the tiles are block_q × block_q: the keys were cut into blocks "
+                    "of block_q too, so the count is of other tiles. Cut the queries by block_q and the keys and "
+                    "values by block_k.",
+                    "zh": "梯度是对的，但分块是 block_q × block_q 的：键也按 block_q 切块了，所以数出来的是别的分块。"
+                    "查询按 block_q 切，键和值按 block_k 切。",
+                },
+            ),
+            Mistake(
+                "TILES_NOT_INT",
+                _backward_mistake(as_tensor=True),
+                {
+                    "en": "The gradients are right, but the number of tiles comes back as a tensor. Return a Python "
+                    "int: count with tiles += 1 on an int, or convert at the end with int(...).",
+                    "zh": "梯度都是对的，但分块数返回成了张量。应返回 Python 的 int：用一个 int 做 tiles += 1 计数，"
+                    "或者最后用 int(...) 转换。",
                 },
             ),
         ),

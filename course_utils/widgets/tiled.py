@@ -137,11 +137,22 @@ def tiles_explorer(block=2, causal=True):
                         {"en": f"one of {', '.join(map(str, BLOCKS))}", "zh": f"{'、'.join(map(str, BLOCKS))} 之一"})
     validation.flag("tiles_explorer", "causal", causal)
     style = {"description_width": "initial"}
-    return explorer(
-        tiles_view,
-        step=w.IntSlider(value=0, min=0, max=L * L, description=message("l08.widget.step"), continuous_update=False,
-                         style=style),
-        block=w.Dropdown(options=BLOCKS, value=block, description=message("l08.widget.block"), style=style,
-                         layout=w.Layout(width="160px")),
-        causal=w.Checkbox(value=causal, description=message("l08.widget.causal"), style=style),
-    )
+    step = w.IntSlider(value=0, min=0, max=last_step(block, causal), description=message("l08.widget.step"),
+                       continuous_update=False, style=style)
+    block_choice = w.Dropdown(options=BLOCKS, value=block, description=message("l08.widget.block"), style=style,
+                              layout=w.Layout(width="160px"))
+    causal_box = w.Checkbox(value=causal, description=message("l08.widget.causal"), style=style)
+
+    def follow_tiling(_change):
+        """The slider ends at this tiling's last tile (16 with blocks of 2 and no mask, 1 with blocks of 8):
+        its range is set before the view redraws (an observer registered before the explorer's)."""
+        step.max = last_step(block_choice.value, causal_box.value)  # a larger value is clamped to it
+
+    block_choice.observe(follow_tiling, names="value")
+    causal_box.observe(follow_tiling, names="value")
+    return explorer(tiles_view, step=step, block=block_choice, causal=causal_box)
+
+
+def last_step(block=2, causal=True):
+    """The number of tiles the explorer's tiled forward computes with this tiling: its last step."""
+    return len(tile_steps(block, causal)) - 1
