@@ -8,10 +8,13 @@ key and value, appends its key and value to the cache and attends over all T + 1
 Generation then costs O(T) per new token instead of recomputing the whole prefix, O(T²).
 
 - ``repeat_kv`` and ``gqa_attention``: **grouped-query attention** (GQA). H query heads share
-  H_kv key/value heads, H_kv dividing H; query head h reads key/value head h // (H / H_kv), so each
-  key/value head is repeated *in place* (``repeat_interleave``), never tiled (``repeat``, which
-  pairs the wrong heads). H_kv = 1 is multi-query attention (MQA), H_kv = H multi-head (MHA). The
-  same as ``F.scaled_dot_product_attention(..., enable_gqa=True)`` (torch ≥ 2.5).
+  H_kv key/value heads, H_kv dividing H; query head h reads key/value head h // (H / H_kv). Copying
+  the key/value heads to H (``repeat_kv``) must repeat each one next to itself
+  (``repeat_interleave``), never tile them (``repeat``, which pairs the wrong heads); but a copy
+  costs H/H_kv times the cache at every step, so ``gqa_attention`` makes none: it stacks the
+  queries of each group along the length axis and reads each key/value head once. H_kv = 1 is
+  multi-query attention (MQA), H_kv = H multi-head (MHA). The same as
+  ``F.scaled_dot_product_attention(..., enable_gqa=True)`` (torch ≥ 2.5).
 - ``rope_angles``, ``apply_rope``, ``rope_permutation``: **rotary position embedding** (RoPE).
   Rotate every pair of a query's or key's features by its position times the pair's frequency;
   then q·k depends on the two positions through their offset only. Two layouts are in use: pairs of
@@ -163,15 +166,19 @@ def gqa_attention(query, key, value, causal=False, keep_mask=None, window=None):
         check.keep_mask(function, keep_mask, (B, H, L_q, L_k), "(B, H, L_q, L_k)", query, "query")
         keep = keep_mask if keep is None else keep & keep_mask
     groups = H // H_kv
-    k = key.repeat_interleave(groups, dim=1)  # (B, H, L_k, d): query head h reads key head h // groups
-    v = value.repeat_interleave(groups, dim=1)  # (B, H, L_k, d)
-    scores = query @ k.transpose(-2, -1) / math.sqrt(d)  # (B, H, L_q, L_k)
+    # Query head h = g·groups + r reads key/value head g. Rather than copying each key/value head
+    # `groups` times (repeat_kv: H/H_kv times the cache's bytes, written and read again at every
+    # step), stack the queries of a group along the length axis, as the real kernels do: every
+    # key/value head is read as it is.
+    q = query.reshape(B, H_kv, groups * L_q, d)  # (B, H_kv, G·L_q, d): a view when query is contiguous
+    scores = (q @ key.transpose(-2, -1) / math.sqrt(d)).view(B, H, L_q, L_k)  # (B, H, L_q, L_k)
     if keep is not None:
         scores = scores.masked_fill(~keep, float("-inf"))
     weights = scores.softmax(dim=-1)
     if keep is not None:
         weights = weights.masked_fill(~keep.any(dim=-1, keepdim=True), 0.0)  # a row with no key: zeros, not NaN
-    return weights @ v, weights  # (B, H, L_q, d), (B, H, L_q, L_k)
+    output = weights.view(B, H_kv, groups * L_q, L_k) @ value  # (B, H_kv, G·L_q, d)
+    return output.view(B, H, L_q, d), weights  # (B, H, L_q, d), (B, H, L_q, L_k)
 
 
 def window_keep_mask(length_q, length_k=None, window=None, device=None):

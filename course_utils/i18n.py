@@ -62,7 +62,7 @@ MESSAGES = {
         "en": "✘ {exercise}: the values and gradients are right, but on test case {case} ({args}) your function made "
         "a tensor of {size:,} elements, and this exercise allows at most {limit:,} at a time (the exercise's text "
         "says what may be held at once). Work block by block and keep only what the text allows.",
-        "zh": "✘ {exercise}：数值和梯度都对，但在测试用例 {case}（{args}）上，你的函数构造了一个有 {size:,} 个元素的张量，"
+        "zh": "✘ {exercise}：数值和梯度都对，但在第 {case} 组测试（{args}）中，你的函数构造了一个有 {size:,} 个元素的张量，"
         "而本练习任何时候最多允许 {limit:,} 个（练习说明写了同一时刻能保存什么）。请一块一块地计算，只保留说明允许的部分。",
     },
     "check.input_modified": {
@@ -675,6 +675,20 @@ MESSAGES = {
         "zh": "✘ {exercise}：0 分。第 {cell} 个单元格（`{first}`）用到了本题禁止使用的 `{name}`（题目中已说明）："
         "请自己写出答案，交上来的笔记本里也不要留着这样的调用。",
     },
+    "grade.process_died": {
+        "en": "⚠ {exercise}: not checked: the grader's own process for this notebook stopped without a result "
+        "(out of memory?). Please tell your teacher.",
+        "zh": "⚠ {exercise}：未检查：评分程序处理这个笔记本的进程没有给出结果就停止了（可能是内存不足）。请告知老师。",
+    },
+    "grade.copy": {
+        "en": "🔎 {exercise}: 0 points, for the teacher's review. The function in cell {cell} is a copy of {source} "
+        "(with its names, docstring and layout changed at most): a copy solves nothing. If you wrote it yourself, "
+        "ask your teacher to look at it.",
+        "zh": "🔎 {exercise}：0 分，留待教师复核。第 {cell} 个单元格里的函数是{source}的副本（至多改了名字、文档字符串和排版）："
+        "照抄不算解题。如果确实是你自己写的，请找老师看一看。",
+    },
+    "grade.copy.package": {"en": "the course's `{name}`", "zh": "课程包中 `{name}`"},
+    "grade.copy.reference": {"en": "the course's reference solution of {exercise}", "zh": "课程对 {exercise} 的参考实现"},
     "grade.for_review": {
         "en": "🔎 {exercise}: 0 points, for the teacher's review. Cell {cell} (`{first}`) holds `{code}`: code that "
         "runs what the grader cannot read without running it, or changes a library or the grading machinery. "
@@ -758,8 +772,8 @@ MESSAGES = {
     "l08.plot.skip": {"en": "skipped", "zh": "跳过"},
     "l08.plot.pending": {"en": "not yet", "zh": "尚未计算"},
     "l08.plot.current": {"en": "this step", "zh": "当前这一步"},
-    "l08.plot.query_block": {"en": "query block i", "zh": "查询分块 i"},
-    "l08.plot.key_block": {"en": "key/value block j", "zh": "键/值分块 j"},
+    "l08.plot.query_block": {"en": "query block i", "zh": "查询块 i"},
+    "l08.plot.key_block": {"en": "key/value block j", "zh": "键/值块 j"},
     "l08.plot.tiles": {"en": "{title}: {computed} of {total} tiles computed",
                        "zh": "{title}：{total} 个分块中计算 {computed} 个"},
     "l08.plot.length": {"en": "sequence length L", "zh": "序列长度 L"},
@@ -772,12 +786,12 @@ MESSAGES = {
     "l08.plot.feature": {"en": "feature", "zh": "特征"},
     "l08.plot.query": {"en": "query", "zh": "查询"},
     "l08.widget.step": {"en": "step", "zh": "步骤"},
-    "l08.widget.block": {"en": "block", "zh": "分块大小"},
+    "l08.widget.block": {"en": "block", "zh": "块大小"},
     "l08.widget.causal": {"en": "causal", "zh": "因果"},
     "l08.widget.start": {"en": "step 0 of {steps}: nothing seen yet (m = −∞, ℓ = 0, acc = 0)",
                          "zh": "第 0 步（共 {steps} 步）：还没有处理任何分块（m = −∞，ℓ = 0，acc = 0）"},
     "l08.widget.tile": {"en": "step {step} of {steps}: query block {i} × key block {j} ({kind}); "
-                        "rows {rows} updated", "zh": "第 {step} 步（共 {steps} 步）：查询分块 {i} × 键分块 {j}（{kind}）；"
+                        "rows {rows} updated", "zh": "第 {step} 步（共 {steps} 步）：查询块 {i} × 键块 {j}（{kind}）；"
                         "更新了第 {rows} 行"},
     "l08.widget.header": {"en": "query     m        ℓ    output so far      exact output",
                           "zh": "查询      m        ℓ    目前的输出         精确输出"},

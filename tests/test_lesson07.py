@@ -256,3 +256,71 @@ def test_the_window_facts_hold_with_margin_on_10_seeds():
         before, within, slots, norm_gap = _window_facts(seed)
         assert before == 0.0 and within > 1e-4, (seed, before, within)
         assert slots < 1e-14 and norm_gap < 1e-12, (seed, slots, norm_gap)
+
+
+def test_copying_key_value_heads_makes_four_caches_and_gqa_attention_none():
+    """Section 2's counts (operator by operator, the same on every path): one decode step over a cache of
+    4,096 tokens, 8 query heads over 2 key/value heads, d = 64, float32: repeat_interleave makes 4.06 times
+    the cache's bytes (4 copies and the scores), gqa_attention 0.06 (the scores and their softmax: it
+    stacks a group's queries along the length axis instead of copying), F.sdpa(enable_gqa=True) 0.0005;
+    the three outputs agree, and gqa_attention's query is only reshaped (a view: no copy of it either)."""
+    import torch.nn.functional as F
+
+    from course_utils.decoding import gqa_attention
+    from course_utils.tiled import peak_bytes
+
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(1, 8, 1, 64, generator=g)
+    k, v = torch.randn(2, 1, 2, 4096, 64, generator=g)
+    cache = k.nbytes + v.nbytes
+
+    def with_copies(q, k, v):
+        k, v = k.repeat_interleave(4, dim=1), v.repeat_interleave(4, dim=1)
+        return torch.softmax(q @ k.transpose(-2, -1) / 8, dim=-1) @ v
+
+    with torch.no_grad():
+        copies, gqa, sdpa = (peak_bytes(f, q, k, v) for f in (
+            with_copies, lambda q, k, v: gqa_attention(q, k, v)[0],
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)))
+    assert 4 < copies[1] / cache < 4.1 and gqa[1] / cache < 0.1 and sdpa[1] / cache < 0.01
+    assert round(copies[1] / cache, 2) == 4.06 and round(gqa[1] / cache, 2) == 0.06
+    for output in (gqa[0], sdpa[0]):
+        torch.testing.assert_close(output, copies[0], rtol=0, atol=1e-5)
+
+
+def test_gqa_attention_without_copies_is_pytorchs_in_values_and_gradients_with_every_option():
+    """gqa_attention's grouped reshape (no repeat_interleave) against F.sdpa(enable_gqa=True), float64:
+    causal bottom-right (as torch.nn.attention.bias.causal_lower_right), a window, a keep mask with a fully
+    masked row, a non-contiguous query, MQA and MHA."""
+    import torch.nn.functional as F
+    from torch.nn.attention.bias import causal_lower_right
+
+    from course_utils.decoding import gqa_attention, window_keep_mask
+
+    g = torch.Generator().manual_seed(0)
+    for H, H_kv in ((8, 2), (4, 1), (4, 4)):
+        q = torch.randn(2, H, 7, 16, generator=g, dtype=torch.float64, requires_grad=True)
+        k, v = (torch.randn(2, H_kv, 9, 16, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
+        w = torch.randn(2, H, 3, 16, generator=g, dtype=torch.float64)
+        keep = torch.ones(2, H, 3, 9, dtype=torch.bool)
+        keep[1, 0, 2] = False  # a fully masked row: zeros
+        for options, mask in (({"causal": True}, causal_lower_right(3, 9)),
+                              ({"causal": True, "window": 4}, window_keep_mask(3, 9, 4)),
+                              ({"keep_mask": keep}, keep)):
+            ours, _ = gqa_attention(q[:, :, ::2][:, :, -3:], k, v, **options)  # a strided query
+            theirs = F.scaled_dot_product_attention(q[:, :, ::2][:, :, -3:], k, v, attn_mask=mask, enable_gqa=True)
+            torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-12)
+            grads = [torch.autograd.grad((out * w).sum(), (q, k, v)) for out in (ours, theirs)]
+            for a, b in zip(*grads):
+                torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+def test_llama_2_7b_weighs_six_times_a_4096_token_cache():
+    """Section 2's weights: vocabulary 32,000, width 4,096, feed-forward 11,008, 32 layers: 6,738,415,616
+    parameters (Llama-2-7B's published count, 6.74 B), 13.5 GB in float16, against a cache of 2.1 GB for
+    4,096 tokens: 6.3 sequences for the caches to weigh what the weights do."""
+    vocab, width, ffn, layers = 32_000, 4096, 11_008, 32
+    parameters = 2 * vocab * width + layers * (4 * width**2 + 3 * width * ffn + 2 * width) + width
+    cache = 4096 * cache_bytes(PUBLISHED[0].layers, PUBLISHED[0].kv_heads, PUBLISHED[0].head_dim)
+    assert parameters == 6_738_415_616 and round(2 * parameters / 1e9, 1) == 13.5 and round(cache / 1e9, 1) == 2.1
+    assert round(2 * parameters / cache, 1) == 6.3

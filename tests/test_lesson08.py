@@ -181,7 +181,7 @@ def test_every_view_of_the_explorer_draws(one_thread):
 def test_the_explorer_speaks_chinese():
     i18n.set_language("zh")
     box = tiles_explorer()
-    assert "步骤" in box.controls["step"].description and "分块" in box.controls["block"].description
+    assert "步骤" in box.controls["step"].description and box.controls["block"].description == "块大小"
     _, text = tiles_view(100, 4, True)
     assert "每一行都已完成" in text and "查询" in text
     assert not any(word in text for word in ("step", "query", "rows", "every"))

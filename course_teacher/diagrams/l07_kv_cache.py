@@ -16,7 +16,7 @@ KV_CACHE = {
     "cached": label("computed once, never again", "只算一次，不再重算"),
     "append": label("append", "追加"),
     "groups": label("query heads 0, 1 read K/V head 0; 2, 3 read head 1", "查询头 0、1 读键/值头 0；2、3 读键/值头 1"),
-    "interleave": label("repeat_interleave, not repeat", "用 repeat_interleave，不是 repeat"),
+    "interleave": label("no copies: each K/V head read as it is", "不复制：每个键/值头原样读取"),
     "attend": label("attention: 1 query × (T + 1) keys per head", "注意力：每个头 1 个查询 × (T + 1) 个键"),
     "cost": label("cost O(T) per token, not O(T²)", "每个词元的代价 O(T)，而不是 O(T²)"),
     "output": label("output → next token", "输出 → 下一个词元"),
@@ -58,13 +58,15 @@ def kv_cache(lang):
                                        edgecolor=RESULT["edgecolor"] if new else TENSOR["edgecolor"], linewidth=1.1))
                 sheet.line(left + t * cell + (cell - 0.04) / 2, y, ["T" if new else str(t)], SMALL, INK)
     right = left + (T + 1) * cell
-    sheet.lines(left, 2.08, [([s["cached_positions"]], SMALL, GREY), ([s["cached"]], SMALL, GREY)], ha="left")
-    # the new k and v appended
-    up = right + 0.3
+    sheet.lines(left, 1.98, [([s["cached_positions"]], SMALL, GREY), ([s["cached"]], SMALL, GREY)], ha="left")
+    # the new k appended after RoPE, the new v straight from the projection (values are not rotated)
+    up_v, up = right + 0.2, right + 0.45
     v_row = (rows["v_cache", 0] + rows["v_cache", 1]) / 2
     k_row = (rows["k_cache", 0] + rows["k_cache", 1]) / 2
-    sheet.arrow((x0 + 1.35, 1.65), (up, 1.65), (up, v_row), (right + 0.02, v_row), color=QKV["V"])
-    sheet.arrow((up, v_row), (up, k_row), (right + 0.02, k_row), color=QKV["K"])
+    under_v = rows["v_cache", 1] - cell / 2 - 0.05  # between the V cache and the note under it
+    sheet.arrow((x0 + 1.4, 2.5), (x0 + 1.75, 2.5), (x0 + 1.75, under_v), (up_v, under_v), (up_v, v_row),
+                (right + 0.02, v_row), color=QKV["V"])
+    sheet.arrow((x0 + 1.35, 1.65), (up, 1.65), (up, k_row), (right + 0.02, k_row), color=QKV["K"])
     sheet.line(up - 0.1, 1.45, [s["append"]], SMALL, GREY, ha="right")
     # the attention, grouped
     ax_x, ax_w, ax_h, ax_y = 9.05, 3.7, 1.06, 1.6

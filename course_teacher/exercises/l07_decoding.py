@@ -183,11 +183,11 @@ register(
                 {
                     "en": "The key/value heads are tiled with repeat, [k0, k1, k0, k1], so query head 1 reads key/value "
                     "head 1 instead of head 0: the wrong heads are paired. Query head h reads key/value head "
-                    "h // (H / H_kv): each key/value head is repeated in place, [k0, k0, k1, k1], "
+                    "h // (H / H_kv): each key/value head is repeated next to itself, [k0, k0, k1, k1], "
                     "key.repeat_interleave(H // H_kv, dim=1). (With one key/value head, MQA, the two agree, which "
                     "is why this mistake hides in some tests.)",
                     "zh": "用 repeat 把键/值头平铺成了 [k0, k1, k0, k1]，于是查询头 1 读到的是键/值头 1，而不是头 0："
-                    "头配错了。查询头 h 应读键/值头 h // (H / H_kv)：每个键/值头要原地重复，[k0, k0, k1, k1]，即 "
+                    "头配错了。查询头 h 应读键/值头 h // (H / H_kv)：每个键/值头要连续重复，[k0, k0, k1, k1]，即 "
                     "key.repeat_interleave(H // H_kv, dim=1)。（只有一个键/值头时，即 MQA，两者结果相同，所以这个错误"
                     "在有些测试里看不出来。）",
                 },

@@ -167,7 +167,7 @@ register(
                     "own max, acc1 = Σ exp(s − m1)·v, so before adding, each must be brought to the new max m: "
                     "acc1 · exp(m1 − m) + acc2 · exp(m2 − m). (ell is right: do the same to acc.)",
                     "zh": "acc = acc1 + acc2：两个累加器被原样相加了。它们各自是按自己的最大值求和的，"
-                    "acc1 = Σ exp(s − m1)·v，所以相加之前都要换算到新的最大值 m："
+                    "acc1 = Σ exp(s − m1)·v，所以相加之前都要重新缩放到新的最大值 m："
                     "acc1 · exp(m1 − m) + acc2 · exp(m2 − m)。（ell 是对的：对 acc 做同样的事。）",
                 },
             ),
@@ -179,7 +179,7 @@ register(
                     "ell1 = Σ exp(s − m1) was taken with m1: rescale it, ell1 · exp(m1 − m), and ell2 the same "
                     "way, exactly as acc (which is right).",
                     "zh": "ell = ell1 + ell2：两个和被直接相加，就好像它们都是按新的最大值 m 算出来的。"
-                    "ell1 = Σ exp(s − m1) 是按 m1 算的：要换算成 ell1 · exp(m1 − m)，ell2 也一样，"
+                    "ell1 = Σ exp(s − m1) 是以 m1 为基准算的：要重新缩放成 ell1 · exp(m1 − m)，ell2 也一样，"
                     "与 acc 的做法完全相同（acc 是对的）。",
                 },
             ),
@@ -190,8 +190,8 @@ register(
                     "en": "The factors are exp(m − m1) and exp(m − m2): upside down. The new max m is the larger, "
                     "so a piece's terms shrink when they move to it: multiply by exp(m1 − m) ≤ 1 and "
                     "exp(m2 − m) ≤ 1.",
-                    "zh": "换算因子写成了 exp(m − m1) 和 exp(m − m2)：上下颠倒了。新的最大值 m 更大，"
-                    "所以换算到它时各项应当变小：乘 exp(m1 − m) ≤ 1 和 exp(m2 − m) ≤ 1。",
+                    "zh": "缩放因子写成了 exp(m − m1) 和 exp(m − m2)：上下颠倒了。新的最大值 m 更大，"
+                    "所以重新缩放到它时各项应当变小：乘 exp(m1 − m) ≤ 1 和 exp(m2 − m) ≤ 1。",
                 },
             ),
             Mistake(
@@ -204,7 +204,7 @@ register(
                     "torch.where(m == -inf, 0, m), so that exp(−∞ − 0) = 0.",
                     "zh": "两段都被完全遮住的行出现了 NaN：它们的最大值都是 −∞，于是 m = −∞，"
                     "exp(m1 − m) = exp(−∞ + ∞) = NaN。这一行什么都没看到：合并后的状态应为 m = −∞、ell = 0、acc = 0。"
-                    "在 m 为 −∞ 的地方改减一个有限的替身，例如 torch.where(m == -inf, 0, m)，这样 exp(−∞ − 0) = 0。",
+                    "在 m 为 −∞ 的地方改减一个有限的替代值，例如 torch.where(m == -inf, 0, m)，这样 exp(−∞ − 0) = 0。",
                 },
             ),
             Mistake(
@@ -214,8 +214,8 @@ register(
                     "en": "m is m1, the first piece's max, and only the second piece was rescaled to it. When m2 > m1 "
                     "the factor exp(m2 − m1) is larger than 1 and can overflow; the state's m must be the larger "
                     "of the two, m = max(m1, m2), and both pieces are rescaled to it.",
-                    "zh": "m 取了第一段的最大值 m1，只把第二段换算了过去。当 m2 > m1 时，因子 exp(m2 − m1) 大于 1，"
-                    "可能溢出；状态里的 m 必须是两者中较大的那个，m = max(m1, m2)，两段都换算到它。",
+                    "zh": "m 取了第一段的最大值 m1，只把第二段重新缩放了过去。当 m2 > m1 时，因子 exp(m2 − m1) 大于 1，"
+                    "可能溢出；状态里的 m 必须是两者中较大的那个，m = max(m1, m2)，两段都重新缩放到它。",
                 },
             ),
             Mistake(
@@ -226,9 +226,9 @@ register(
                     "exp(−∞ − m) away from NaN replaced m itself. Nothing was seen in that row, so its m stays −∞ "
                     "(a later piece with any finite max must win against it). Use the stand-in only inside the "
                     "exponent: safe = torch.where(m == -inf, 0, m), exp(m1 − safe), and return m.",
-                    "zh": "两段都被完全遮住的行，合并后的 m 成了 0：为了避免 exp(−∞ − m) 得到 NaN 而用的有限替身，"
+                    "zh": "两段都被完全遮住的行，合并后的 m 成了 0：为了避免 exp(−∞ − m) 得到 NaN 而用的有限替代值，"
                     "把 m 本身也替换掉了。这一行什么都没看到，它的 m 应保持 −∞（之后任何有有限最大值的段都必须胜过它）。"
-                    "替身只用在指数里：safe = torch.where(m == -inf, 0, m)，计算 exp(m1 − safe)，返回的仍是 m。",
+                    "替代值只用在指数里：safe = torch.where(m == -inf, 0, m)，计算 exp(m1 − safe)，返回的仍是 m。",
                 },
             ),
             Mistake(
@@ -399,7 +399,7 @@ register(
                     "en": "The accumulator is not rescaled when the max grows: acc + p @ v_j instead of "
                     "acc · exp(m_old − m_new) + p @ v_j. What acc holds was summed with the old max; each tile "
                     "that raises the max must shrink it by exp(m_old − m_new), as it shrinks ell.",
-                    "zh": "最大值变大时没有换算累加器：写成了 acc + p @ v_j，应为 acc · exp(m_old − m_new) + p @ v_j。"
+                    "zh": "最大值变大时没有重新缩放累加器：写成了 acc + p @ v_j，应为 acc · exp(m_old − m_new) + p @ v_j。"
                     "acc 里的内容是按旧的最大值求和的；每个让最大值变大的分块，都要像对 ell 那样把它缩小 "
                     "exp(m_old − m_new) 倍。",
                 },
@@ -412,7 +412,7 @@ register(
                     "max. It was taken with m_old: ell_new = ell_old · exp(m_old − m_new) + Σ exp(s − m_new). (The "
                     "accumulator is rescaled right.)",
                     "zh": "ell_new = ell_old + Σ exp(s − m_new)：把旧的和当成是按新的最大值算出来的。它其实是按 m_old 算的："
-                    "ell_new = ell_old · exp(m_old − m_new) + Σ exp(s − m_new)。（累加器的换算是对的。）",
+                    "ell_new = ell_old · exp(m_old − m_new) + Σ exp(s − m_new)。（累加器的重新缩放是对的。）",
                 },
             ),
             Mistake(
@@ -424,8 +424,8 @@ register(
                     "row: output = acc / ell. (With a single key tile both give the same numbers; with several "
                     "they do not.)",
                     "zh": "在循环里、每个分块之后都用 ell 除了累加器。累加器应当一直是和，acc = Σ exp(s − m)·v，"
-                    "最大值变大时换算它；只在这一行的最后一个分块之后除一次：output = acc / ell。"
-                    "（键只有一个分块时两种写法结果相同；有多个分块时就不同了。）",
+                    "最大值变大时重新缩放它；只在这一行的最后一个分块之后除一次：output = acc / ell。"
+                    "（键只有一个块时两种写法结果相同；有多个键块时就不同了。）",
                 },
             ),
             Mistake(
@@ -445,7 +445,7 @@ register(
                     "en": "The last keys are never seen when block_k does not divide L_k: the loop over key blocks "
                     "stops at L_k // block_k full blocks. Loop over the starts range(0, L_k, block_k) and cut the "
                     "last block short: key[:, j0:min(j0 + block_k, L_k)].",
-                    "zh": "当 block_k 不能整除 L_k 时，最后几个键从未被看到：键分块的循环只走了 L_k // block_k 个完整分块。"
+                    "zh": "当 block_k 不能整除 L_k 时，最后几个键从未被看到：键块的循环只走了 L_k // block_k 个完整的块。"
                     "应按起点 range(0, L_k, block_k) 循环，并让最后一块短一些：key[:, j0:min(j0 + block_k, L_k)]。",
                 },
             ),
@@ -469,7 +469,7 @@ register(
                     "rescale ell and acc by exp(m_old − m_new) when it grows; lse = m + log(ell).",
                     "zh": "分块是按 exp(s) 直接求和的，没有维护行的最大值。精确计算时这是同一个 softmax，但只要有分数超过"
                     "大约 88（float64 是 709），exp 就会在 float32 中溢出：ell 和 acc 变成 inf，输出变成 NaN。"
-                    "应维护每一行的当前最大值 m，对 exp(s − m) 求和，m 变大时用 exp(m_old − m_new) 换算 ell 和 acc；"
+                    "应维护每一行的当前最大值 m，对 exp(s − m) 求和，m 变大时用 exp(m_old − m_new) 重新缩放 ell 和 acc；"
                     "lse = m + log(ell)。",
                 },
             ),
@@ -495,7 +495,7 @@ register(
                     "en": "Neither ell nor acc is rescaled when the max grows: each tile's exp(s − m_new) is added to "
                     "sums that were taken with the old max. Both must shrink by exp(m_old − m_new) first: "
                     "ell = ell · a + Σ exp(s − m_new), acc = acc · a + exp(s − m_new) @ v_j, a = exp(m_old − m_new).",
-                    "zh": "最大值变大时，ell 和 acc 都没有换算：每个分块的 exp(s − m_new) 被加到了按旧最大值求出的和上。"
+                    "zh": "最大值变大时，ell 和 acc 都没有重新缩放：每个分块的 exp(s − m_new) 被加到了按旧最大值求出的和上。"
                     "两者都要先缩小 exp(m_old − m_new) 倍：ell = ell · a + Σ exp(s − m_new)，"
                     "acc = acc · a + exp(s − m_new) @ v_j，其中 a = exp(m_old − m_new)。",
                 },
@@ -640,7 +640,7 @@ register(
                     "en": "The tiles above the diagonal are skipped, but the tiles the diagonal cuts through are "
                     "computed without a mask, so a query sees the later keys of its own tile. Mask those tiles: "
                     "hide key j from query i where j > i, with their positions in the whole sequence.",
-                    "zh": "对角线上方的分块跳过了，但被对角线穿过的分块没有加掩码，于是查询能看到自己分块里位置更靠后的键。"
+                    "zh": "对角线上方的分块跳过了，但被对角线穿过的分块没有加掩码，于是查询能看到同一分块里位置更靠后的键。"
                     "要给这些分块加掩码：按它们在整个序列中的位置，对查询 i 遮住 j > i 的键 j。",
                 },
             ),
@@ -676,7 +676,7 @@ register(
                     "block_q = block_k; otherwise a tile with j > i can still hold visible keys (or one with "
                     "j ≤ i hold none). Skip by positions: the tile is hidden when its first key comes after its "
                     "last query, j0 > i1 − 1.",
-                    "zh": "按分块编号 j > i 跳过了分块。只有 block_q = block_k 时这条规则才对；否则 j > i 的分块里仍可能有"
+                    "zh": "按块编号 j > i 跳过了分块。只有 block_q = block_k 时这条规则才对；否则 j > i 的分块里仍可能有"
                     "可见的键（j ≤ i 的分块也可能一个都没有）。应按位置跳过：当分块的第一个键位于它最后一个查询之后，"
                     "即 j0 > i1 − 1 时，这个分块整块不可见。",
                 },
@@ -903,7 +903,7 @@ register(
                     "after its last tile. The saved lse holds both: P = exp(S − lse) is the softmax itself, tile by "
                     "tile, with no running max and no sum.",
                     "zh": "权重按前向计算中分块的方式重新算成了 exp(S − 本分块这一行的最大值)：这还不是 softmax，"
-                    "它还缺前向计算在最后一个分块之后做的换算和除以 ℓ。保存下来的 lse 已经包含了这两者："
+                    "它还缺前向计算在最后一个分块之后所做的重新缩放和除以 ℓ。保存下来的 lse 已经包含了这两者："
                     "P = exp(S − lse) 就是 softmax 本身，逐块可算，不需要运行最大值，也不需要求和。",
                 },
             ),

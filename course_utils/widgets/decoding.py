@@ -27,7 +27,7 @@ def cache_view(tokens=6, variant="GQA", window=0, figure=None):
     """The cache explorer's view: a layer with 8 query heads and VARIANTS[variant] key/value heads
     (d = 64) generates `tokens` tokens (1 to MOST_TOKENS) one at a time through a ``KVCache``
     (with ``window`` > 0: a rolling buffer of that many slots). Returns ``(figure, summary)``: the
-    cache's slots per key/value head, each holding a token's position (the newest in red), and its
+    cache's slots per key/value head, each holding a token's position (the newest in green), and its
     bytes for this toy layer and for Llama-2-70B's shape with the same H_kv. `figure` is ignored
     (a new one each time: the grid's size changes with the settings)."""
     function = "cache_view"

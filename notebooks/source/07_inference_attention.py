@@ -20,9 +20,9 @@
 # once. A language model that writes text does something else: it writes one token, reads it back,
 # writes the next. The attention in the models people run today (Llama, Mistral, Falcon, …) is
 # shaped by that. This lesson builds four ideas from it: two make generation fast and small (the
-# cache and shared key/value heads), one puts positions into attention in a form a cache can keep
-# (rotary positions), and one bounds the cache (sliding windows). Each is checked against PyTorch's
-# own or against plain recomputation.
+# cache and shared key/value heads), one puts positions inside attention itself, so that a score
+# depends only on how far apart its two tokens are (rotary positions), and one bounds the cache
+# (sliding windows). Each is checked against PyTorch's own or against plain recomputation.
 #
 # In this lesson you will
 #
@@ -40,15 +40,15 @@
 #
 # There are three exercises, each followed by a check cell.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="dcda494e30"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="e86d2a148a"
 # # 推理时的注意力
 #
-# 第 01 到 06 课搭建的注意力，用的是 2017 年 Transformer 的方式：一次处理序列的所有位置。而写文字的语言模型做的是另一件事：写出一个词元，把它读回来，再写下一个。今天人们实际运行的模型（Llama、Mistral、Falcon……）里的注意力，正是围绕这个过程设计的。本课从中搭建四个想法：两个让生成又快又省内存（缓存和共用的键/值头），一个把位置放进注意力、而且放法能与缓存配合（旋转位置），还有一个给缓存设上限（滑动窗口）。每个想法都与 PyTorch 自己的实现或直接重新计算的结果相对照。
+# 第 01 到 06 课搭建的注意力，用的是 2017 年 Transformer 的方式：一次处理序列的所有位置。而写文字的语言模型做的是另一件事：写出一个词元，把它读回来，再写下一个。今天人们实际运行的模型（Llama、Mistral、Falcon……）里的注意力，正是围绕这个过程设计的。本课由此引出四个想法：两个让生成又快又省内存（缓存和共用的键/值头）；一个把位置直接放进注意力内部，让分数只取决于两个词元相隔多远（旋转位置嵌入）；还有一个给缓存设上限（滑动窗口）。每个想法都与 PyTorch 自己的实现或直接重新计算的结果相对照。
 #
 # 本课你将：
 #
-# 1. 用 **KV 缓存**一次解码一个词元：弄清为什么在因果解码器里，过去词元的键和值永远不会变；把它们存下来，并证明带缓存的解码写出的词元（在 float64 下连 logits 也）与全部重新计算的完全相同，在第 06 课训练好的模型上也是如此；再数一数生成下一个词元要做多少运算：O(T)，而不是 O(T²)；并弄清为什么解码步等的是内存，而不是算术；
-# 2. 让多个查询头共用键/值头：**多查询注意力**和**分组查询注意力**，与 PyTorch 的 `F.scaled_dot_product_attention` 在 `enable_gqa=True` 时的结果相对照，看看经典的 `repeat` 错误，以及真实发布的模型的缓存有多大；
+# 1. 用 **KV 缓存**一次解码一个词元：弄清为什么在因果解码器里，过去词元的键和值永远不会变；把它们存下来，并证明带缓存的解码写出的词元（在 float64 下连 logits 也）与全部重新计算的完全相同，在第 06 课训练好的模型上也是如此；再数一数生成下一个词元要做多少运算：O(T)，而不是 O(T²)；并弄清为什么解码步的瓶颈在访存而非计算；
+# 2. 让多个查询头共用键/值头：**多查询注意力**和**分组查询注意力**，与 PyTorch 的 `F.scaled_dot_product_attention` 在 `enable_gqa=True` 时的结果相对照，看看经典的 `repeat` 错误、复制键/值头的代价，以及真实发布的模型的缓存有多大；
 # 3. 用**旋转位置嵌入**（RoPE）把位置直接放进注意力：把第 06 课的旋转作用在查询和键上，了解它的两种布局，以及它与缓存如何配合；
 # 4. 用**滑动窗口注意力**和滚动缓冲区给缓存设一个上限。
 #
@@ -61,11 +61,13 @@ import time
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
 from torch.utils.flop_counter import FlopCounterMode
 
 from course_utils import check, claim, decoding, seq2seq, setup
 from course_utils.decoding import KVCache, apply_rope, gqa_attention, rope_permutation, window_keep_mask
 from course_utils.i18n import message
+from course_utils.tiled import peak_bytes
 from course_utils.viz import format_bytes, mask_picture
 from course_utils.viz.decoding import cache_bytes_bars, cache_growth, step_costs
 from course_utils.widgets.decoding import cache_explorer
@@ -113,7 +115,7 @@ torch.set_printoptions(precision=3, sci_mode=False)  # 比较数值，三位小�
 # - **预填充**（prefill）：整个提示一次性通过模型，与训练时一样，每一层把它的键和值存起来；最后一个位置的 logits 给出第一个新词元；
 # - **解码**：每步一个词元。算出它的查询、键和值，把键和值追加到缓存里（$T \to T + 1$），再让它的查询在全部 $T + 1$ 个键值上做注意力。
 #
-# 这里用的模型 `decoding.TinyDecoder` 是一个仅解码器的小模型，包含本课的各个要素（分组查询注意力、旋转位置、可选的窗口），权重是随机的：现在要紧的是缓存算出的*就是*重新计算得到的结果，而不是模型说了什么。先看缓存所依赖的事实：后面再接上更多词元，前 5 个位置的 logits 也不会变。
+# 这里用的模型 `decoding.TinyDecoder` 是一个仅解码器的小模型，包含本课的各个要素（分组查询注意力、旋转位置嵌入、可选的窗口），权重是随机的：现在要紧的是缓存算出的**正是**重新计算得到的结果，而不是模型说了什么。先看缓存所依赖的事实：后面再接上更多词元，前 5 个位置的 logits 也不会变。
 
 # %%
 # lang: en
@@ -179,16 +181,16 @@ claim("逐个词元填进去的缓存，与一次填进去的缓存存着相同�
 # caches, and its query attends over every cached position. Nothing before position $T$ is computed
 # again.
 #
-# ![One decode step with a KV cache: the new token's query, key and value, RoPE at its position, its key and value appended to the caches, and its 4 query heads attending over 2 key/value heads](../../images/07_kv_cache_en.svg)
+# ![One decode step with a KV cache: the new token's query, key and value; RoPE at its position on the query and the key, not the value; its key and value appended to the caches, and its 4 query heads attending over 2 key/value heads](../../images/07_kv_cache_en.svg)
 #
 # `TinyDecoder.generate(prompt, n, cache=True)` does greedy decoding this way; with `cache=False`
 # it reruns the whole sequence at every step. The two must choose the same tokens, and, in float64,
 # compute the same logits up to rounding:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="72447a2b1a"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="d23402a27f"
 # 把一个解码步画出来：算出新词元的查询、键和值（这里有四个查询头、两个键/值头），按它的位置旋转（第 3 节），把键和值追加进缓存，再让它的查询在所有缓存的位置上做注意力。位置 $T$ 之前的一切都不再重算。
 #
-# ![带 KV 缓存的一个解码步：新词元的查询、键和值，按其位置做 RoPE，把它的键和值追加进缓存，4 个查询头在 2 个键/值头上做注意力](../../images/07_kv_cache_zh.svg)
+# ![带 KV 缓存的一个解码步：新词元的查询、键和值；按其位置对查询和键做 RoPE，值不旋转；把它的键和值追加进缓存，4 个查询头在 2 个键/值头上做注意力](../../images/07_kv_cache_zh.svg)
 #
 # `TinyDecoder.generate(prompt, n, cache=True)` 就这样做贪心解码；`cache=False` 时，它每一步都把整个序列重新算一遍。两者必须选出相同的词元，而且在 float64 下，算出的 logits 除了舍入误差之外也必须相同：
 
@@ -213,7 +215,7 @@ claim("每一步的 logits 相差都不超过 1e-12", torch.allclose(logits, rec
 # while the answer is written). Trained again here, with the same seed (a second or two):
 
 # %% [markdown] tags=["lang-zh"] en_hash="24dc888244"
-# 随机模型证明了账目没有记错；训练好的模型则让我们在一个真正会做事的模型上看到同样的结果。第 06 课的编码器–解码器会反转字母序列；它的解码器用 `seq2seq.greedy_decode` 生成，每一步都把到目前为止的整个答案重新送进解码器。`decoding.CachedReverser` 则在每个解码器层里用缓存来解码：自注意力的键和值每步增加一个位置；交叉注意力的键和值由编码器的输出算出，在第一步之前只算一次（写答案的过程中，源序列不会变）。这里用同一个种子重新训练一遍（一两秒钟）：
+# 随机模型足以验证缓存逻辑无误；训练好的模型则让我们在一个真正会做事的模型上看到同样的结果。第 06 课的编码器–解码器会反转字母序列；它的解码器用 `seq2seq.greedy_decode` 生成，每一步都把到目前为止的整个答案重新送进解码器。`decoding.CachedReverser` 则在每个解码器层里用缓存来解码：自注意力的键和值每步增加一个位置；交叉注意力的键和值由编码器的输出算出，在第一步之前只算一次（写答案的过程中，源序列不会变）。这里用同一个种子重新训练一遍（一两秒钟）：
 
 # %%
 # lang: en
@@ -261,12 +263,14 @@ claim("换成 float64，在前 100 条源序列上，它写出的词元同样一
 # $T + 1$ keys: a fixed part plus a part that grows like $T$. Recomputing runs all $T + 1$ tokens
 # through every layer again, and its attention scores each of them against all $T + 1$ keys (the
 # causal mask hides the later keys' scores only after the matrix product has computed them):
-# $T + 1$ times the cached step, which grows like $T^2$.
+# $T + 1$ times the cached step, which grows like $T^2$. That exact factor belongs to plain
+# attention, which computes the masked triangle and throws it away; a kernel that skips the tiles
+# the mask hides, as lesson 08 builds, does about half of that attention's products.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="77c84d05ac"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="baed2eca4a"
 # ### 缓存省下了什么
 #
-# 前面已经有 $T$ 个词元时，生成下一个词元要做多少计算？与其猜，不如数一数：PyTorch 的 `FlopCounterMode` 会统计每一次矩阵乘法的浮点运算次数（每次乘加算两次；softmax、LayerNorm 和激活函数不是矩阵乘法，不计在内）。使用缓存时，一步只对一个词元做投影，再让它的查询与 $T + 1$ 个键打分：一部分固定不变，另一部分随 $T$ 线性增长。重新计算则要把全部 $T + 1$ 个词元重新送进每一层，注意力还要让每个词元与全部 $T + 1$ 个键打分（因果掩码要等矩阵乘法把分数算完，才把后面那些键的分数遮住）。所以重新计算是带缓存的一步的 $T + 1$ 倍，按 $T^2$ 增长。
+# 前面已经有 $T$ 个词元时，生成下一个词元要做多少计算？与其猜，不如数一数：PyTorch 的 `FlopCounterMode` 会统计每一次矩阵乘法的浮点运算次数（每次乘加算两次；softmax、LayerNorm 和激活函数不是矩阵乘法，不计在内）。使用缓存时，一步只对一个词元做投影，再让它的查询与 $T + 1$ 个键打分：一部分固定不变，另一部分随 $T$ 线性增长。重新计算则要把全部 $T + 1$ 个词元重新送进每一层，注意力还要让每个词元与全部 $T + 1$ 个键打分（因果掩码要等矩阵乘法把分数算完，才把后面那些键的分数遮住）。所以重新计算是带缓存的一步的 $T + 1$ 倍，按 $T^2$ 增长。这个恰好 $T + 1$ 倍的关系属于朴素的注意力：它把要被遮住的那个三角形也算出来，再扔掉；像第 08 课那样跳过被掩码遮住的分块的内核，注意力部分的乘法只需做大约一半。
 
 # %%
 # lang: en
@@ -368,25 +372,27 @@ for n in (64, 256):
 # - **multi-query attention** (MQA, Shazeer 2019): all $H$ query heads share *one* key/value head;
 # - **grouped-query attention** (GQA, Ainslie et al. 2023): the $H$ query heads fall into $H_{kv}$
 #   groups of $G = H / H_{kv}$ neighbouring heads, and each group shares one key/value head.
-#   $H_{kv} = 1$ is MQA, $H_{kv} = H$ is ordinary multi-head attention (MHA).
+#   $H_{kv} = 1$ is MQA, $H_{kv} = H$ is ordinary multi-head attention (MHA). (Mind the letter: the
+#   GQA paper's $G$ is the number of groups, this lesson's $H_{kv}$, so its GQA-1 is MQA and GQA-$H$
+#   is MHA; here $G$ is the size of a group, the paper's $H/G$.)
 #
 # Query head $h$ reads key/value head $h \,//\, G$. The simplest correct code makes $H$ key/value
-# heads out of $H_{kv}$ by repeating each one $G$ times *in place*, `repeat_interleave(G, dim=1)`,
+# heads out of $H_{kv}$ by repeating each one $G$ times next to itself, `repeat_interleave(G, dim=1)`,
 # and runs ordinary multi-head attention. Beware of `repeat(1, G, 1, 1)`: it tiles the heads
 # instead, $[k_0, k_1, k_0, k_1, \dots]$, and hands query heads another group's key/value head
 # (half of them in this example). With $H = 8$ and $H_{kv} = 2$:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="b1421f8577"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="779084e737"
 # ## 2. 更少的键/值头：多查询注意力与分组查询注意力
 #
-# 在真实的硬件上，拖慢生成的并不是上面数出来的运算量。解码步每从内存读一个数，只做寥寥几次乘加：缓存里的每个键和值每步读一次，共用它的每个查询头各用一次（这里是 2 次，见上面最后一条论断）；每个权重每步也读一次，对每条序列只用一次。而加速器读一个数的工夫，能做的算术要多得多：按 NVIDIA 公布的数字，H100 GPU 每秒约做 $10^{15}$ 次 bfloat16 运算，内存带宽却只有 3.35 TB/s，每读一个字节约能做 300 次运算。所以解码步是在等内存：它是**访存受限**（memory-bound）的。预填充正好相反：提示里的词元要把每个权重、每个键都用上很多次，这种矩阵乘矩阵的运算能让运算单元一直忙着，是**计算受限**（compute-bound）的。因此，推理服务会把许多条序列放在一起解码，读一遍权重就能供整批序列使用；但每条序列读的是自己的缓存，上下文一长，缓存就占了每步读取量的大头，而且所有序列的缓存都得放得进内存。（vLLM 把缓存按固定大小的词元块存放，即 PagedAttention（Kwon 等，2023），让长度事先未知的序列共用这块内存而不产生碎片；算出的注意力并无不同。）
+# 在真实的硬件上，拖慢生成的并不是上面数出来的运算量。解码步每从内存读一个数，只做寥寥几次乘加：缓存里的每个键和值每步读一次，共用它的每个查询头各用一次（这里是 2 次，见上面最后一条结论）；每个权重每步也读一次，对每条序列只用一次。而加速器读一个数的工夫，能做的算术要多得多：按 NVIDIA 公布的数字，H100 GPU 每秒约做 $10^{15}$ 次 bfloat16 运算，内存带宽却只有 3.35 TB/s，每读一个字节约能做 300 次运算。所以解码步的瓶颈在访存而非计算：它是**访存受限**（memory-bound）的。预填充正好相反：提示里的词元要把每个权重、每个键都用上很多次，这种矩阵乘矩阵的运算能让运算单元一直忙着，是**计算受限**（compute-bound）的。因此，推理服务会把许多条序列放在一起解码，读一遍权重就能供整批序列使用；但每条序列读的是自己的缓存：许多条序列一起解码、上下文又很长时，缓存就占了每步读取量的大头，而且所有序列的缓存都得放得进内存。（vLLM 把缓存按固定大小的词元块存放，即 PagedAttention（Kwon 等，2023），让长度事先未知的序列共用这块内存而不产生碎片；算出的注意力并无不同。）
 #
 # 第 04 课的多头注意力让 $H$ 个头各有自己的键和值，所以缓存对每个词元、每一层要存 $2 \cdot H \cdot d$ 个数。有两个办法让查询头共用键/值头，从而缩小缓存：
 #
-# - **多查询注意力**（MQA，Shazeer 2019）：全部 $H$ 个查询头共用*一个*键/值头；
-# - **分组查询注意力**（GQA，Ainslie 等，2023）：把 $H$ 个查询头分成 $H_{kv}$ 组，每组是相邻的 $G = H / H_{kv}$ 个头，每组共用一个键/值头。$H_{kv} = 1$ 就是 MQA，$H_{kv} = H$ 就是普通的多头注意力（MHA）。
+# - **多查询注意力**（MQA，Shazeer 2019）：全部 $H$ 个查询头共用**一个**键/值头；
+# - **分组查询注意力**（GQA，Ainslie 等，2023）：把 $H$ 个查询头分成 $H_{kv}$ 组，每组是相邻的 $G = H / H_{kv}$ 个头，每组共用一个键/值头。$H_{kv} = 1$ 就是 MQA，$H_{kv} = H$ 就是普通的多头注意力（MHA）。（注意字母的含义：GQA 论文中的 $G$ 是组数，即本课的 $H_{kv}$，所以论文里的 GQA-1 是 MQA，GQA-$H$ 是 MHA；本课的 $G$ 是每组的大小，即论文中的 $H/G$。）
 #
-# 查询头 $h$ 读的是键/值头 $h \,//\, G$。最简单的正确写法，是把每个键/值头*原地*重复 $G$ 次，`repeat_interleave(G, dim=1)`，从 $H_{kv}$ 个头得到 $H$ 个，再做普通的多头注意力。小心 `repeat(1, G, 1, 1)`：它把这些头平铺成 $[k_0, k_1, k_0, k_1, \dots]$，于是有些查询头拿到的是别组的键/值头（在这个例子里是一半）。取 $H = 8$、$H_{kv} = 2$：
+# 查询头 $h$ 读的是键/值头 $h \,//\, G$。最简单的正确写法，是把每个键/值头连续重复 $G$ 次（`repeat_interleave(G, dim=1)`），从 $H_{kv}$ 个头得到 $H$ 个，再做普通的多头注意力。小心 `repeat(1, G, 1, 1)`：它把这些头平铺成 $[k_0, k_1, k_0, k_1, \dots]$，于是有些查询头拿到的是别组的键/值头（在这个例子里是一半）。取 $H = 8$、$H_{kv} = 2$：
 
 # %%
 # lang: en
@@ -444,6 +450,61 @@ claim("用 repeat 平铺，改变的恰好是查询头 1、3、4、6 的输出",
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
+# Right, but the copies undo at every step what GQA saves. `repeat_interleave` writes $H / H_{kv}$
+# copies of every cached key and value, and attention then reads the copies, so a decode step moves
+# more bytes than multi-head attention would have. Real kernels read key/value head $h \,//\, G$
+# where it lies. `gqa_attention` does the same with a reshape: the $G$ query heads of a group are
+# laid one after another along the query axis, $(B, H_{kv}, G \cdot L_q, d)$, so that one ordinary
+# product per key/value head scores all of them. Counted with `peak_bytes` (lesson 08 introduces
+# it: the bytes of the tensors a call creates, the same count on every machine) on one decode step
+# over a cache of 4,096 tokens, 8 query heads, 2 key/value heads, $d = 64$, float32:
+
+# %% [markdown] tags=["lang-zh"] en_hash="6bbdbbe994"
+# 写法是对的，但这些副本在每一步都把 GQA 省下的又花了回去。`repeat_interleave` 要把缓存里的每个键和值复制成 $H / H_{kv}$ 份，注意力再去读这些副本，于是一个解码步搬运的字节数比多头注意力还多。真正的内核直接在原处读取键/值头 $h \,//\, G$。`gqa_attention` 用一次 reshape 做到了同样的事：把同一组的 $G$ 个查询头沿查询这一维依次排开，得到 $(B, H_{kv}, G \cdot L_q, d)$，于是每个键/值头只需一次普通的矩阵乘法，就能给这一组的所有查询头打分。下面用 `peak_bytes`（第 08 课会介绍它：统计一次调用所创建张量的字节数，在任何机器上数出来都一样）来数一个解码步，缓存有 4,096 个词元，8 个查询头，2 个键/值头，$d = 64$，float32：
+
+# %%
+g = torch.Generator().manual_seed(4)
+# lang: en
+q_step = torch.randn(1, 8, 1, 64, generator=g)  # one new token's 8 query heads
+k_cache, v_cache = torch.randn(2, 1, 2, 4096, 64, generator=g)  # (B, H_kv, T, d) each
+# lang: zh
+q_step = torch.randn(1, 8, 1, 64, generator=g)  # 一个新词元的 8 个查询头
+k_cache, v_cache = torch.randn(2, 1, 2, 4096, 64, generator=g)  # 各为 (B, H_kv, T, d)
+# lang: end
+cache_size = k_cache.nbytes + v_cache.nbytes
+
+
+def with_copies(q, k, v):
+    k, v = k.repeat_interleave(4, dim=1), v.repeat_interleave(4, dim=1)  # 2 × (B, H, T, d)
+    return torch.softmax(q @ k.transpose(-2, -1) / 8, dim=-1) @ v
+
+
+with torch.no_grad():
+    made = {
+        "repeat_interleave": peak_bytes(with_copies, q_step, k_cache, v_cache),
+        "gqa_attention": peak_bytes(lambda q, k, v: gqa_attention(q, k, v)[0], q_step, k_cache, v_cache),
+        "F.sdpa": peak_bytes(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                             q_step, k_cache, v_cache),
+    }
+share = {name: counted / cache_size for name, (_, counted) in made.items()}
+outputs = [output for output, _ in made.values()]
+# lang: en
+claim(f"one decode step over a cache of {format_bytes(cache_size)}: repeat_interleave makes {share['repeat_interleave']:.2f} "
+      f"times the cache's bytes (its H / H_kv = 4 copies), gqa_attention {share['gqa_attention']:.2f} (the scores, "
+      f"no copy), F.scaled_dot_product_attention(..., enable_gqa=True) {share['F.sdpa']:.4f}",
+      4 < share["repeat_interleave"] < 4.1 and share["gqa_attention"] < 0.1 and share["F.sdpa"] < 0.01)
+claim("and the three give the same output (float32, to 1e-5)",
+      all(torch.allclose(o, outputs[0], rtol=0, atol=1e-5) for o in outputs))
+# lang: zh
+claim(f"在 {format_bytes(cache_size)} 的缓存上做一个解码步：repeat_interleave 创建的字节数是缓存的 "
+      f"{share['repeat_interleave']:.2f} 倍（它的 H / H_kv = 4 份副本），gqa_attention 是 {share['gqa_attention']:.2f} 倍"
+      f"（只有分数，没有副本），F.scaled_dot_product_attention(..., enable_gqa=True) 是 {share['F.sdpa']:.4f} 倍",
+      4 < share["repeat_interleave"] < 4.1 and share["gqa_attention"] < 0.1 and share["F.sdpa"] < 0.01)
+claim("三者给出的输出相同（float32，误差不超过 1e-5）",
+      all(torch.allclose(o, outputs[0], rtol=0, atol=1e-5) for o in outputs))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
 # One more thing to get right in a decode step: with a cache the queries are the **last** $L_q$
 # positions of the $L_k$ keys (a step with $T$ cached tokens has $L_q = 1$, $L_k = T + 1$). Query $i$
 # stands at position $L_k - L_q + i$ and may see keys $0 \dots L_k - L_q + i$: the causal mask
@@ -474,6 +535,26 @@ claim("with is_causal=True it sees key 0 only (its output is value 0), and gets 
 claim("单独计算最后一个查询，按右下角对齐，得到的正是完整因果注意力的最后一行", torch.allclose(step, full[:, :, -1:]))
 claim("用 is_causal=True，它只看到键 0（输出就是值 0），得到的就是别的结果了",
       torch.allclose(top_left, v[:, :, :1].repeat_interleave(4, dim=1)) and not torch.allclose(top_left, step))
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
+# The bottom-right mask has a name in PyTorch: `torch.nn.attention.bias.causal_lower_right(L_q, L_k)`,
+# passed as `attn_mask`. Libraries do not agree on what `causal=True` means when $L_q \ne L_k$:
+# PyTorch's `is_causal` aligns top-left, while the flash-attn library aligns its `causal=True`
+# bottom-right since its version 2.1 (before, top-left too). Moving decoding code from one to the
+# other keeps the flag and changes the mask: a trap worth a test.
+
+# %% [markdown] tags=["lang-zh"] en_hash="7536161db1"
+# 右下角对齐的掩码在 PyTorch 里有个名字：`torch.nn.attention.bias.causal_lower_right(L_q, L_k)`，作为 `attn_mask` 传入。当 $L_q \ne L_k$ 时，各个库对 `causal=True` 的含义并不一致：PyTorch 的 `is_causal` 按左上角对齐，而 flash-attn 库从 2.1 版起让它的 `causal=True` 按右下角对齐（此前也是左上角）。把解码代码从一个库搬到另一个库，标志没变，掩码却变了：这个陷阱值得写一个测试。
+
+# %%
+lower_right = F.scaled_dot_product_attention(q[:, :, -2:], k, v, attn_mask=causal_lower_right(2, 6), enable_gqa=True)
+# lang: en
+claim("causal_lower_right(2, 6) gives the last two queries what gqa_attention(..., causal=True) gives them",
+      torch.allclose(lower_right, gqa_attention(q[:, :, -2:], k, v, causal=True)[0]))
+# lang: zh
+claim("causal_lower_right(2, 6) 给最后两个查询的结果，与 gqa_attention(..., causal=True) 的相同",
+      torch.allclose(lower_right, gqa_attention(q[:, :, -2:], k, v, causal=True)[0]))
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
@@ -547,16 +628,25 @@ check("07.gqa_attention", my_gqa_attention)
 # 64 query heads over 8 key/value heads, $d = 128$, GQA), Falcon-7B (32 layers, 71 query heads over
 # one key/value head, $d = 64$, MQA) and Mistral-7B v0.1 (32 layers, 32 query heads over 8 key/value
 # heads, $d = 128$, GQA, and a sliding window of 4096 tokens, section 4; its later versions dropped
-# the window). Bytes are in powers of 1000 (1 kB = 1000 B).
+# the window). Beside them, the weights a step reads too: Llama-2-7B has a vocabulary of 32,000, a
+# width of 4,096 and feed-forward layers of width 11,008, 6.74 billion parameters. Bytes are in
+# powers of 1000 (1 kB = 1000 B).
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="6a4d1d6071"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="bb9df0e27e"
 # ### 真实模型的缓存有多大
 #
-# 一个词元的缓存是 $2 \times \text{层数} \times H_{kv} \times d$ 个数（每层、每个键/值头各一个键和一个值），在推理常用的 float16 或 bfloat16 下每个数占 2 字节：`decoding.cache_bytes`。下面是四个已发布模型的配置（取自各模型公开的配置文件）：Llama-2-7B（32 层，32 个头，$d = 128$，MHA）、Llama-2-70B（80 层，64 个查询头共用 8 个键/值头，$d = 128$，GQA）、Falcon-7B（32 层，71 个查询头共用一个键/值头，$d = 64$，MQA）和 Mistral-7B v0.1（32 层，32 个查询头共用 8 个键/值头，$d = 128$，GQA，外加 4096 个词元的滑动窗口，见第 4 节；后来的版本去掉了窗口）。字节数按 1000 进位（1 kB = 1000 B）。
+# 一个词元的缓存是 $2 \times \text{层数} \times H_{kv} \times d$ 个数（每层、每个键/值头各一个键和一个值），在推理常用的 float16 或 bfloat16 下每个数占 2 字节：`decoding.cache_bytes`。下面是四个已发布模型的配置（取自各模型公开的配置文件）：Llama-2-7B（32 层，32 个头，$d = 128$，MHA）、Llama-2-70B（80 层，64 个查询头共用 8 个键/值头，$d = 128$，GQA）、Falcon-7B（32 层，71 个查询头共用一个键/值头，$d = 64$，MQA）和 Mistral-7B v0.1（32 层，32 个查询头共用 8 个键/值头，$d = 128$，GQA，外加 4096 个词元的滑动窗口，见第 4 节；后来的版本去掉了窗口）。此外还有每一步同样要读的权重：Llama-2-7B 的词表有 32,000 个词元，宽度为 4,096，前馈层宽度为 11,008，共 67.4 亿个参数。字节数按 1000 进位（1 kB = 1000 B）。
 
 # %%
 per_token = {s.name: decoding.cache_bytes(s.layers, s.kv_heads, s.head_dim) for s in decoding.PUBLISHED}
 llama7, llama70, falcon, mistral = per_token.values()
+vocab, width, ffn, layers = 32_000, 4096, 11_008, 32
+# lang: en
+# embeddings and output layer, then per layer W_Q, W_K, W_V, W_O, three feed-forward matrices, two norms; the last norm
+# lang: zh
+# 嵌入层和输出层；每层 W_Q、W_K、W_V、W_O、三个前馈矩阵、两个归一化层；最后一个归一化层
+# lang: end
+parameters = 2 * vocab * width + layers * (4 * width**2 + 3 * width * ffn + 2 * width) + width
 # lang: en
 claim(f"Llama-2-7B (MHA): {format_bytes(llama7)} per token, {format_bytes(4096 * llama7)} for one sequence of 4096 tokens",
       llama7 == 524_288)
@@ -566,6 +656,10 @@ claim(f"Falcon-7B (MQA): {format_bytes(falcon)} per token, 64 times less than Ll
 claim(f"Mistral-7B (GQA and a window of 4096): {format_bytes(mistral)} per token, at most "
       f"{format_bytes(4096 * mistral)} however long the sequence",
       mistral * 4 == llama7 and decoding.PUBLISHED[3].window == 4096)
+claim(f"Llama-2-7B's {parameters / 1e9:.2f} billion parameters weigh {format_bytes(2 * parameters)} in float16: one "
+      f"sequence of 4096 tokens adds a cache of {format_bytes(4096 * llama7)}, and it takes "
+      f"{2 * parameters / (4096 * llama7):.1f} such sequences decoded together for the caches to weigh what the weights do",
+      parameters == 6_738_415_616 and 6 < 2 * parameters / (4096 * llama7) < 7)
 # lang: zh
 claim(f"Llama-2-7B（MHA）：每个词元 {format_bytes(llama7)}，一条 4096 个词元的序列需要 {format_bytes(4096 * llama7)}",
       llama7 == 524_288)
@@ -575,6 +669,10 @@ claim(f"Falcon-7B（MQA）：每个词元 {format_bytes(falcon)}，只有 Llama-
 claim(f"Mistral-7B（GQA，外加 4096 个词元的窗口）：每个词元 {format_bytes(mistral)}，无论序列多长，最多 "
       f"{format_bytes(4096 * mistral)}",
       mistral * 4 == llama7 and decoding.PUBLISHED[3].window == 4096)
+claim(f"Llama-2-7B 的 {parameters / 1e8:.1f} 亿个参数在 float16 下占 {format_bytes(2 * parameters)}；一条 4096 个词元的序列"
+      f"再加上 {format_bytes(4096 * llama7)} 的缓存；要 {2 * parameters / (4096 * llama7):.1f} 条这样的序列一起解码，"
+      "缓存的总量才赶上权重",
+      parameters == 6_738_415_616 and 6 < 2 * parameters / (4096 * llama7) < 7)
 # lang: end
 fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.6), layout="constrained")
 cache_bytes_bars(ax=left)
@@ -584,10 +682,10 @@ plt.show()
 # %% [markdown] tags=["lang-en"]
 # Try it: the explorer generates up to 24 tokens through a cache with 8 query heads and 8, 2 or 1
 # key/value heads, with or without a sliding window (section 4), and shows which position each slot
-# of the cache holds (the newest in red) and what the cache weighs.
+# of the cache holds (the newest in green) and what the cache weighs.
 
-# %% [markdown] tags=["lang-zh"] en_hash="f2bbe08c59"
-# 自己试一试：探索器有 8 个查询头，键/值头可选 8 个、2 个或 1 个，可以加滑动窗口（第 4 节），也可以不加。它最多生成 24 个词元，并显示缓存的每个槽位存着哪个位置（最新的用红色标出），以及缓存有多大。
+# %% [markdown] tags=["lang-zh"] en_hash="07a25f0e75"
+# 自己试一试：探索器有 8 个查询头，键/值头可选 8 个、2 个或 1 个，可以加滑动窗口（第 4 节），也可以不加。它最多生成 24 个词元，并显示缓存的每个槽位存着哪个位置（最新的用绿色标出），以及缓存有多大。
 
 # %%
 cache_explorer()
@@ -598,13 +696,16 @@ cache_explorer()
 # A model trained with multi-head attention can be turned into a GQA one: the GQA paper starts
 # from the trained key and value projections, replaces each group's heads by their **mean**, and
 # then trains a little more ("uptraining", 5 % of the original training steps in the paper).
-# `decoding.pool_kv_heads` does the pooling. Pooling alone is not enough. On lesson 06's model,
-# whose decoder self-attention has two heads, pooling its two key/value heads into one (MQA) with
-# no retraining gives (the exact numbers depend on the machine's arithmetic; the bars below hold on
+# `decoding.pool_kv_heads` does the pooling. The pooling alone costs accuracy, which the paper's
+# uptraining then wins back; this lesson measures only the first half. On lesson 06's model, whose
+# decoder self-attention has two heads, pooling its two key/value heads into one (MQA) with no
+# retraining gives (the exact numbers depend on the machine's arithmetic; the bars below hold on
 # any):
 
-# %% [markdown] tags=["lang-zh"] en_hash="ab28ad0fef"
-# 用多头注意力训练好的模型，可以改造成 GQA 模型：GQA 论文从训练好的键投影和值投影出发，把每组头换成它们的**平均**，然后再训练一小会儿，即增量训练（uptraining），论文里用的是原训练步数的 5%。`decoding.pool_kv_heads` 负责做平均。只做平均是不够的。第 06 课的模型，解码器的自注意力有两个头；把它的两个键/值头平均合并成一个（MQA），不再训练，结果如下（具体数字取决于机器的浮点运算；下面的界限在任何机器上都成立）：
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="7fdde2a497"
+# ### 从训练好的 MHA 到 GQA
+#
+# 用多头注意力训练好的模型，可以改造成 GQA 模型：GQA 论文从训练好的键投影和值投影出发，把每组头换成它们的**平均**，然后再训练一小会儿，即增量训练（uptraining），论文里用的是原训练步数的 5%。`decoding.pool_kv_heads` 负责做平均。单是做平均就会损失准确率，论文再靠增量训练把它追回来；本课只测量前一半。第 06 课的模型，解码器的自注意力有两个头；把它的两个键/值头平均合并成一个（MQA），不再训练，结果如下（具体数字取决于机器的浮点运算；下面的界限在任何机器上都成立）：
 
 # %% tags=["nbval-ignore-output"]
 pooled = decoding.pooled_copy(reverser, kv_heads=1)
@@ -635,17 +736,22 @@ claim("有 2 个键/值头时，它至少能完全正确地反转 95% 的留出�
 # A rotation keeps lengths, and two rotations compose by adding their angles. The score of a query
 # at $m$ and a key at $n$ is, pair by pair, the dot product of two vectors turned by $m\theta_i$ and
 # $n\theta_i$: it depends on the angle between them, $(n - m)\theta_i$, and on $q$ and $k$, and not on
-# $m$ and $n$ apart. **The scores see only the offset.** `decoding.apply_rope(x, positions)` rotates
-# a $(B, H, L, d)$ tensor of queries or keys, row $l$ by `positions[l]`:
+# $m$ and $n$ apart. **The scores see only the offset.** That, not the cache, is what RoPE brings:
+# any fixed absolute position can be cached too (section 1 cached lesson 06's model, whose
+# sinusoidal positions are added to its embeddings, and got recomputation's tokens exactly). With
+# RoPE nothing is added to the embeddings, the scores depend on the offset alone, and no table of
+# positions ends at a last row (a learned table, such as GPT-2's 1,024 rows, does).
+# `decoding.apply_rope(x, positions)` rotates a $(B, H, L, d)$ tensor of queries or keys, row $l$ by
+# `positions[l]`:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="2a71cffad7"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="95b4202e9f"
 # ## 3. 把位置放进注意力：旋转位置嵌入（RoPE）
 #
 # 第 06 课给每个词元嵌入加上一个位置向量，并发现用正弦和余弦时，往后移动 $k$ 个位置，就是把每一对特征旋转一下。RoPE（Su 等，2021，RoFormer 论文）直接在注意力内部使用这个旋转：它不往嵌入上加任何东西，而是把每个查询、每个键按它自己的位置旋转。位置 $p$ 上的向量的第 $i$ 对特征 $(a, b)$，转过角度 $p\,\theta_i$，频率与第 06 课相同，$\theta_i = 10000^{-2i/d}$：
 #
 # $$(a, b) \;\mapsto\; (a \cos p\theta_i - b \sin p\theta_i,\;\; a \sin p\theta_i + b \cos p\theta_i).$$
 #
-# 旋转不改变长度，两次旋转的角度直接相加。位置 $m$ 上的查询与位置 $n$ 上的键的分数，逐对来看，是两个分别转过 $m\theta_i$ 和 $n\theta_i$ 的向量的点积：它取决于两者之间的夹角 $(n - m)\theta_i$ 以及 $q$ 和 $k$ 本身，而与 $m$、$n$ 各自是多少无关。**分数只看得到偏移。** `decoding.apply_rope(x, positions)` 旋转一个形状为 $(B, H, L, d)$ 的查询或键张量，第 $l$ 行按 `positions[l]` 旋转：
+# 旋转不改变长度，两次旋转的角度直接相加。位置 $m$ 上的查询与位置 $n$ 上的键的分数，逐对来看，是两个分别转过 $m\theta_i$ 和 $n\theta_i$ 的向量的点积：它取决于两者之间的夹角 $(n - m)\theta_i$ 以及 $q$ 和 $k$ 本身，而与 $m$、$n$ 各自是多少无关。**分数只看得到偏移。** RoPE 带来的正是这一点，而不是“能用缓存”：任何固定的绝对位置都能缓存（第 1 节就缓存了第 06 课的模型，它把正弦位置编码加在嵌入上，写出的词元与重新计算的完全相同）。用 RoPE 时，嵌入上什么都不加，分数只取决于偏移，也没有一张写到最后一行就用完的位置表（学出来的位置表就会用完，例如 GPT-2 的表只有 1,024 行）。`decoding.apply_rope(x, positions)` 旋转一个形状为 $(B, H, L, d)$ 的查询或键张量，第 $l$ 行按 `positions[l]` 旋转：
 
 # %%
 g = torch.Generator().manual_seed(0)
@@ -705,7 +811,7 @@ claim("旋转不改变任何查询和键的长度（100 个随机向量，位置
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="3631cc6d7a"
 # ### 两种布局
 #
-# 第 $i$ 对由哪两个特征组成？RoFormer 论文、GPT-J 和 Meta 最初的 Llama 代码把相邻的两个特征配成一对，$(2i, 2i + 1)$：这是**交错**布局，也就是第 06 课的布局。GPT-NeoX 和 Hugging Face 的 Llama 代码则把特征 $i$ 与特征 $i + d/2$ 配成一对：这是**前后两半**布局，它让前一半特征与后一半特征一起旋转。两者是同一种旋转，只是特征的顺序不同，排列 $[0, 2, 4, \dots, 1, 3, 5, \dots]$（`decoding.rope_permutation`）把一种布局变成另一种。
+# 第 $i$ 对由哪两个特征组成？RoFormer 论文、GPT-J 和 Meta 最初的 Llama 代码把相邻的两个特征配成一对，$(2i, 2i + 1)$：这是**交错**布局，也就是第 06 课的布局。GPT-NeoX 和 Hugging Face 的 Llama 代码则把特征 $i$ 与特征 $i + d/2$ 配成一对：这是**前后两半**布局，它让前一半特征与后一半特征一一配对旋转。两者是同一种旋转，只是特征的顺序不同，排列 $[0, 2, 4, \dots, 1, 3, 5, \dots]$（`decoding.rope_permutation`）把一种布局变成另一种。
 #
 # 所以权重不能原封不动地在两种布局之间搬来搬去：训练好的 $W_Q$ 和 $W_K$ 决定了哪些输出特征配成一对。把同样的权重装进另一种布局的代码里，旋转的就是别的特征对，得到的分数也不同。把 $W_Q$ 和 $W_K$ 的输出特征（`nn.Linear` 权重的行，逐个头）按这个排列重新排一遍，就对上了；把 Meta 的 Llama 权重转换成 Hugging Face 布局的脚本，做的正是这件事。（GPT-J 和 GPT-NeoX 还只旋转每个头的一部分特征，即四分之一，其余特征不带位置信息。本课像 Llama 一样旋转全部特征。）
 
@@ -817,7 +923,7 @@ check("07.apply_rope", my_apply_rope)
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="b3b4082e73"
 # ### 带缓存的 RoPE
 #
-# 有缓存时，每个键都**在存进缓存之前、按自己的绝对位置旋转一次**，存进去之后再也不动；分数只看偏移，所以新词元到来时，之前的键什么都不用改。新词元的查询和键按新词元自己的位置 $T$ 旋转，$T$ 是缓存里已有的词元数，要在追加*之前*读出来。经典的错误有两个：按位置 0 旋转新词元（0 是它在单词元输入里的行号，不是它在序列里的位置），或者按 $T + 1$ 旋转（那是追加之后缓存的长度）。两种错误都会让新词元与每个缓存键之间的偏移出错。下面先预填充 8 个词元的提示，再分别按正确的位置和两个错误的位置解码词元 7：
+# 有缓存时，每个键都**在存进缓存之前、按自己的绝对位置旋转一次**，存进去之后再也不动；分数只看偏移，所以新词元到来时，之前的键什么都不用改。新词元的查询和键按新词元自己的位置 $T$ 旋转，$T$ 是缓存里已有的词元数，要在追加**之前**读出来。经典的错误有两个：按位置 0 旋转新词元（0 是它在单词元输入里的行号，不是它在序列里的位置），或者按 $T + 1$ 旋转（那是追加之后缓存的长度）。两种错误都会让新词元与每个缓存键之间的偏移出错。下面先预填充 8 个词元的提示，再分别按正确的位置和两个错误的位置解码词元 7：
 
 # %%
 def next_logits(start):
@@ -912,16 +1018,26 @@ check("07.cached_attention_step", my_cached_attention_step)
 #
 # Even with GQA the cache grows with every token. **Sliding-window attention** lets each query see
 # only the last $W$ positions, itself included: key $j$ is kept for the query at position $p$ when
-# $p - W < j \le p$. Local windows of this kind go back to the Sparse Transformer (Child et al.,
-# 2019) and Longformer (Beltagy et al., 2020, which adds a few positions that see everything);
-# Mistral-7B (Jiang et al., 2023) uses one in every layer, with $W = 4096$, together with the rolling
-# buffer cache below. In lesson 02's picture it is the causal mask with everything further than
-# $W - 1$ below the diagonal hidden, a band:
+# $p - W < j \le p$. Restricting attention to nearby positions is older than large language models:
+# the Image Transformer (Parmar et al., 2018) and Liu et al. (2018), who generated Wikipedia
+# articles, attended within local blocks; the Sparse Transformer (Child et al., 2019) and Longformer
+# (Beltagy et al., 2020, which adds a few positions that see everything) used local windows in
+# longer models; Mistral-7B (Jiang et al., 2023) uses one in every layer, with $W = 4096$, together
+# with the rolling buffer cache below.
+#
+# Mind the count: this course's $W$ is the number of keys a query keeps, itself included, which is
+# also the number of slots of the rolling buffer. Sources differ by one here. The Mistral paper has
+# the token at position $i$ attend to positions $i - W$ to $i$, $W + 1$ keys with itself, and its
+# reference code's mask keeps as many while its rolling buffer holds $W$. In lesson 02's picture the
+# course's window is the causal mask with everything further than $W - 1$ below the diagonal hidden,
+# a band:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="34d3f5666f"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="5f032d8f90"
 # ## 4. 有上限的缓存：滑动窗口注意力
 #
-# 即使用了 GQA，缓存也随每个词元增长。**滑动窗口注意力**让每个查询只看最后 $W$ 个位置，包括它自己：对位置 $p$ 上的查询，当 $p - W < j \le p$ 时保留键 $j$。这种局部窗口可以追溯到 Sparse Transformer（Child 等，2019）和 Longformer（Beltagy 等，2020，它另外让少数几个位置看到全部位置）；Mistral-7B（Jiang 等，2023）在每一层都用了它，$W = 4096$，并配上下面要讲的滚动缓冲区。用第 02 课的画法，就是把因果掩码里离对角线超过 $W - 1$ 的部分也遮住，剩下一条带子：
+# 即使用了 GQA，缓存也随每个词元增长。**滑动窗口注意力**让每个查询只看最后 $W$ 个位置，包括它自己：对位置 $p$ 上的查询，当 $p - W < j \le p$ 时保留键 $j$。把注意力限制在邻近位置，比大语言模型出现得更早：Image Transformer（Parmar 等，2018）以及生成维基百科文章的 Liu 等（2018）都在局部的块内做注意力；Sparse Transformer（Child 等，2019）和 Longformer（Beltagy 等，2020，它另外让少数几个位置看到全部位置）在更长的模型里用上了局部窗口；Mistral-7B（Jiang 等，2023）在每一层都用了它，$W = 4096$，并配上下面要讲的滚动缓冲区。
+#
+# 注意计数方式：本课程的 $W$ 是一个查询保留的键的个数，包括它自己，也正是滚动缓冲区的槽位数。不同的资料在这里相差一：Mistral 论文让位置 $i$ 上的词元关注位置 $i - W$ 到 $i$，连同它自己共 $W + 1$ 个键；它的参考代码中，掩码保留的也是这么多，滚动缓冲区却只存 $W$ 个。用第 02 课的画法，本课程的窗口就是把因果掩码里离对角线超过 $W - 1$ 的部分也遮住，剩下一条带子：
 
 # %%
 fig, (left, right) = plt.subplots(1, 2, figsize=(8.5, 3.6), layout="constrained")
@@ -953,7 +1069,7 @@ claim("W = 4 时，每个查询至多保留 4 个键：它自己和它前面的 
 # %% [markdown] tags=["lang-zh"] en_hash="37658deb90"
 # 信息传递的距离仍然可以超过 $W$：某一层的位置 $p$ 最远读到位置 $p - W + 1$，而这些位置在下面一层的输出又往回读了 $W - 1$ 个位置，所以 $n$ 层能往回读 $n \cdot (W - 1)$ 个位置（下面在一个 2 层、$W = 8$ 的模型上实测）。
 #
-# 这样一来，缓存永远不需要超过 $W$ 个词元。`KVCache(window=W)` 是一个有 $W$ 个槽位的**滚动缓冲区**：位置 $p$ 上的词元放进槽位 $p \bmod W$，覆盖掉 $W$ 个位置之前的那个词元，而之后的查询本来也看不到它了。槽位里的顺序不是位置的顺序（在上面的探索器里加上窗口就能看到），也不必是：softmax 不在乎键的顺序，而 RoPE 已经在每个键存进缓存之前按它自己的位置旋转过了。（`KVCache.update` 返回时仍按位置排好顺序，这样一次处理多个词元时，掩码更容易看懂；下面最后一条论断直接在槽位原本的顺序上做注意力。）一个窗口为 8 的模型分别用滚动缓存和带状掩码下的重新计算生成 40 个词元：
+# 这样一来，缓存永远不需要超过 $W$ 个词元。`KVCache(window=W)` 是一个有 $W$ 个槽位的**滚动缓冲区**：位置 $p$ 上的词元放进槽位 $p \bmod W$，覆盖掉 $W$ 个位置之前的那个词元，而之后的查询本来也看不到它了。槽位里的顺序不是位置的顺序（在上面的探索器里加上窗口就能看到），也不必是：softmax 不在乎键的顺序，而 RoPE 已经在每个键存进缓存之前按它自己的位置旋转过了。（`KVCache.update` 返回时仍按位置排好顺序，这样一次处理多个词元时，掩码更容易看懂；下面最后一条结论直接在槽位原本的顺序上做注意力。）一个窗口为 8 的模型分别用滚动缓冲区和带状掩码下的重新计算生成 40 个词元：
 
 # %%
 windowed = decoding.make_tiny_decoder(seed=0, dtype=torch.float64, window=8)
@@ -1001,13 +1117,13 @@ claim(f"after 13 tokens the 8 slots of a rolling cache hold positions {buffer.sl
       "over them as they lie gives the attention in position order (to 1e-12)",
       torch.allclose(as_they_lie, in_order, rtol=0, atol=1e-12))
 # lang: zh
-claim("滚动缓存给出的词元与重新计算的相同，logits 相差不超过 1e-12",
+claim("滚动缓冲区给出的词元与重新计算的相同，logits 相差不超过 1e-12",
       torch.equal(tokens_w, again_w) and torch.allclose(logits_w, recomputed_w, rtol=0, atol=1e-12))
-claim(f"处理了 {len(sizes)} 个词元之后，每个滚动缓存里只有其中的 {rolling[0].length} 个，共 {sizes[-1]:,} 字节，"
+claim(f"处理了 {len(sizes)} 个词元之后，每个滚动缓冲区里只有其中的 {rolling[0].length} 个，共 {sizes[-1]:,} 字节，"
       "与处理了 8 个词元时一样", all(c.length == 8 for c in rolling) and sizes[7:] == [sizes[7]] * (len(sizes) - 7))
 claim(f"2 层、W = 8 时，{len(sequence_w[0])} 个词元中的最后一个取决于词元 {reach[0]} … {reach[-1]}："
       "往回 2 · (W − 1) = 14 个位置，更早的一个也不影响", reach == list(range(15, 30)))
-claim(f"处理 13 个词元之后，滚动缓存的 8 个槽位依次存着位置 {buffer.slot_positions.tolist()}；"
+claim(f"处理 13 个词元之后，滚动缓冲区的 8 个槽位依次存着位置 {buffer.slot_positions.tolist()}；"
       "直接按槽位原本的顺序做注意力，与按位置顺序做的结果相同（误差不超过 1e-12）",
       torch.allclose(as_they_lie, in_order, rtol=0, atol=1e-12))
 # lang: end
@@ -1019,13 +1135,17 @@ claim(f"处理 13 个词元之后，滚动缓存的 8 个槽位依次存着位�
 #   a **KV cache**, $(B, H_{kv}, T, d)$ per layer: prefill runs the prompt at once, each decode step
 #   computes one token and appends its key and value. It gives the tokens of full recomputation (and
 #   its logits, in float64), on lesson 06's trained model too, and makes the next token cost $O(T)$
-#   instead of $O(T^2)$. A decode step then does only a few multiply-adds per number it reads:
-#   it is memory-bound, and at long contexts the cache is most of what it reads.
+#   instead of $O(T^2)$. A decode step then does only a few multiply-adds per number it reads: it
+#   is memory-bound. When many sequences are decoded together at long contexts, their caches are
+#   most of what a step reads: one Llama-2-7B sequence of 4,096 tokens has a 2.1 GB cache beside
+#   13.5 GB of weights.
 # - **Multi-query** and **grouped-query attention** let query heads share key/value heads; query head
-#   $h$ reads key/value head $h \,//\, (H / H_{kv})$, which is `repeat_interleave`, not `repeat`. They
-#   shrink the cache by $H / H_{kv}$, which is why most recent large models use them (three of the
-#   four above). Mean-pooling
-#   a trained model's key/value heads is only a starting point: it needs further training.
+#   $h$ reads key/value head $h \,//\, (H / H_{kv})$: copied, that is `repeat_interleave`, not
+#   `repeat`; but the copies cost $H / H_{kv}$ times the cache at every step, and real kernels (and
+#   `gqa_attention`) read each key/value head where it lies. They shrink the cache by $H / H_{kv}$,
+#   which is why most recent large models use them (three of the four above). Mean-pooling a
+#   trained model's key/value heads with no retraining costs accuracy (measured here); the GQA
+#   paper wins it back with a little more training.
 # - The **rotary position embedding** rotates queries and keys by their positions, so scores depend on
 #   offsets only. Its two layouts (interleaved and half) are a permutation apart, and weights must be
 #   permuted to move between them. With a cache, rotate each key once, at its absolute position $T$,
@@ -1037,11 +1157,11 @@ claim(f"处理 13 个词元之后，滚动缓存的 8 个槽位依次存着位�
 # The next lesson looks inside `F.scaled_dot_product_attention` itself: FlashAttention computes the
 # same attention without ever storing the $L \times L$ weights.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="b3143ccda1"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="7192e67c39"
 # ## 小结
 #
-# - 在因果解码器里，过去词元的键和值永远不会变，所以生成时把它们存进 **KV 缓存**，每层一个，形状为 $(B, H_{kv}, T, d)$：预填充一次处理整个提示，每个解码步只算一个词元并追加它的键和值。它给出的词元与完全重新计算的相同（在 float64 下 logits 也相同），在第 06 课训练好的模型上也是如此；生成下一个词元的代价也从 $O(T^2)$ 降到 $O(T)$。这样一来，解码步每读一个数只做寥寥几次乘加：它是访存受限的，上下文一长，读取量的大头就是缓存。
-# - **多查询注意力**和**分组查询注意力**让查询头共用键/值头；查询头 $h$ 读键/值头 $h \,//\, (H / H_{kv})$，这要用 `repeat_interleave`，而不是 `repeat`。它们把缓存缩小为原来的 $H_{kv} / H$，所以近来的大模型大多采用它们（上面四个模型中有三个）。把训练好的模型的键/值头直接平均合并，只是一个起点：还需要继续训练。
+# - 在因果解码器里，过去词元的键和值永远不会变，所以生成时把它们存进 **KV 缓存**，每层一个，形状为 $(B, H_{kv}, T, d)$：预填充一次处理整个提示，每个解码步只算一个词元并追加它的键和值。它给出的词元与完全重新计算的相同（在 float64 下 logits 也相同），在第 06 课训练好的模型上也是如此；生成下一个词元的代价也从 $O(T^2)$ 降到 $O(T)$。这样一来，解码步每读一个数只做寥寥几次乘加：它是访存受限的。许多条序列一起解码、上下文又很长时，每步读取量的大头是这些序列的缓存：一条 4,096 个词元的 Llama-2-7B 序列，缓存有 2.1 GB，而权重约有 13.5 GB。
+# - **多查询注意力**和**分组查询注意力**让查询头共用键/值头；查询头 $h$ 读键/值头 $h \,//\, (H / H_{kv})$：若要复制，得用 `repeat_interleave`，而不是 `repeat`；但每一步复制都要付出缓存的 $H / H_{kv}$ 倍，真正的内核（以及 `gqa_attention`）都在原处读取每个键/值头。它们把缓存缩小为原来的 $H_{kv} / H$，所以近来的大模型大多采用它们（上面四个模型中有三个）。把训练好的模型的键/值头直接平均合并、不再训练，会损失准确率（本课测过）；GQA 论文再稍加训练，把它追了回来。
 # - **旋转位置嵌入**按位置旋转查询和键，于是分数只取决于偏移。它的两种布局（交错和前后两半）只差一个特征排列，权重要在两者之间搬动，必须先重排。有缓存时，每个键在存进缓存之前按它的绝对位置 $T$ 旋转一次。
 # - **滑动窗口注意力**让每个查询只保留最后 $W$ 个键，但 $n$ 层仍能往回读 $n \cdot (W - 1)$ 个位置；有 $W$ 个槽位的滚动缓冲区让缓存无论生成多长都有上限。
 #

@@ -46,12 +46,12 @@
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="d0a5797e97"
 # # 从零实现 FlashAttention
 #
-# 完整的注意力要为每个头算出一个 $L \times L$ 的分数矩阵，朴素的代码会把它存下来，再存下它的 softmax：在 $L = 8192$、8 个头时，float32 下每个矩阵都要 2.1 GB（2 GiB）。第 05 课问的是：这些分数里哪些值得算。本课一个分数也不少算，却始终不存下这个矩阵。这个技巧是精确的，不是近似：softmax(QKᵀ)V 可以一次只处理一块键来计算，每一行只需维护一个运行最大值和一个运行和。FlashAttention（Dao 等，2022；FlashAttention-2，Dao，2023）做的就是这件事，PyTorch 自己的 CPU 注意力也是这样做的。在 GPU 上，它最大的好处是省时间，靠的是减少芯片与显存之间的数据搬运（第 2 节会讲怎样减少）；在这台 CPU 上，本课测量的是在任何机器上结果都一样的东西：一次调用分配了多少内存，以及结果是否精确。
+# 完整注意力要为每个头算出一个 $L \times L$ 的分数矩阵，朴素的代码会把它存下来，再存下它的 softmax：在 $L = 8192$、8 个头时，float32 下每个矩阵都要 2.1 GB（2 GiB）。第 05 课问的是：这些分数里哪些值得算。本课一个分数也不少算，却始终不存下这个矩阵。这个技巧是精确的，不是近似：softmax(QKᵀ)V 可以每次只处理一块键，每一行只需维护一个运行最大值和一个运行和。FlashAttention（Dao 等，2022；FlashAttention-2，Dao，2023）做的就是这件事，PyTorch 自己的 CPU 注意力也是这样做的。在 GPU 上，它最大的好处是省时间，靠的是减少芯片与显存之间的数据搬运（第 2 节会讲怎样减少）；在这台 CPU 上，本课测量的是在任何机器上结果都一样的东西：一次调用分配了多少内存，以及结果是否精确。
 #
 # 本课你将：
 #
 # 1. 用一行分数的若干片段算出 softmax，即**在线 softmax**（online softmax），并把两个部分结果精确地合并起来；
-# 2. 把注意力写成对查询和键的分块（tile）的循环，只保留 $O(L \cdot d)$ 的状态；证明它的输出值和梯度都与 `F.scaled_dot_product_attention` 相同，并测量随 $L$ 增长它占用的内存；
+# 2. 把注意力写成逐个分块（tile）计算的循环：每个分块是一块查询对一块键的分数，整个循环只保留 $O(L \cdot d)$ 的状态；证明它的输出值和梯度都与 `F.scaled_dot_product_attention` 相同，并测量随 $L$ 增长它占用的内存；
 # 3. 跳过被因果掩码或滑动窗口整块遮住的分块，只给被掩码穿过的分块加掩码；
 # 4. 写出真正的内核所用的反向传播：每行只保留一个 log-sum-exp，逐块重计算权重而不是把它们存下来，并把它写成一个 `torch.autograd.Function`；拿它的梯度与 PyTorch 的对照，测量训练一步所需的内存；再看看在这台 CPU 上 `F.scaled_dot_product_attention` 选用哪个内核。
 #
@@ -116,7 +116,7 @@ torch.set_printoptions(precision=3, sci_mode=False)
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="d03398bfa6"
 # ## 1. 在线 softmax
 #
-# softmax 需要整行：$\mathrm{softmax}(s)_j = e^{s_j} / \sum_k e^{s_k}$，而每个细心的实现都会先减去这一行的最大值 $m$，免得某个 $e^{s}$ 溢出。假设这一行是分成若干片段陆续到来的。每处理完一段，保留两个数：$m$，到目前为止最大的分数；$\ell = \sum e^{s - m}$，对到目前为止的分数求和。当新的片段带来更大的最大值 $m'$ 时，旧的和是对着旧的 $m$ 算的，它的每一项都大了 $e^{m' - m}$ 倍，所以要乘上 $e^{m - m'} \le 1$ 缩小：
+# softmax 需要整行：$\mathrm{softmax}(s)_j = e^{s_j} / \sum_k e^{s_k}$，而稳妥的实现都会先减去这一行的最大值 $m$，以免某个 $e^{s}$ 溢出。假设这一行是分成若干片段陆续到来的。每处理完一段，保留两个数：$m$，到目前为止最大的分数；$\ell = \sum e^{s - m}$，对到目前为止的分数求和。当新的片段带来更大的最大值 $m'$ 时，旧的和是以旧的 $m$ 为基准算的，它的每一项都大了 $e^{m' - m}$ 倍，所以要乘上 $e^{m - m'} \le 1$ 缩小：
 #
 # $$m' = \max(m, \max_j s_j),\qquad \ell' = \ell\, e^{m - m'} + \sum_j e^{s_j - m'} .$$
 #
@@ -212,7 +212,7 @@ claim("全遮蔽行在每一种切法下得到的都是全零权重，从不是 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="5760202e6d"
 # ### 把值也带上
 #
-# 注意力要的是 $\mathrm{softmax}(s)\,V$，而不是权重本身。给状态加上第三个量：**累加器**（accumulator）$acc = \sum_j e^{s_j - m}\, v_j$（一个有 $d_v$ 个特征的向量），$m$ 变大时它和 $\ell$ 一样换算。于是输出行就是 $acc / \ell$，一行的状态是 $(m, \ell, acc)$。同一行中两个互不重叠的片段，它们的状态一步就能合并：两者都换算到较大的那个最大值，
+# 注意力要的是 $\mathrm{softmax}(s)\,V$，而不是权重本身。给状态加上第三个量：**累加器**（accumulator）$acc = \sum_j e^{s_j - m}\, v_j$（一个有 $d_v$ 个特征的向量），$m$ 变大时，它和 $\ell$ 一样要重新缩放。于是输出行就是 $acc / \ell$，一行的状态是 $(m, \ell, acc)$。同一行中两个互不重叠的片段，它们的状态一步就能合并：两者都重新缩放到较大的那个最大值，
 #
 # $$m = \max(m_1, m_2),\quad \ell = \ell_1 e^{m_1 - m} + \ell_2 e^{m_2 - m},\quad
 # acc = acc_1 e^{m_1 - m} + acc_2 e^{m_2 - m}.$$
@@ -233,7 +233,7 @@ claim("全遮蔽行在每一种切法下得到的都是全零权重，从不是 
 # %% [markdown] tags=["lang-zh"] en_hash="0bcca0fefa"
 # ### 练习 1：合并两个部分 softmax
 #
-# 写出 `my_merge_states(m1, ell1, acc1, m2, ell2, acc2)`：由同一批行中两个互不重叠的片段各自的状态，求出它们合起来的状态。`m1`、`ell1`、`m2`、`ell2` 的形状为 $(B, L)$（每行一个数），`acc1`、`acc2` 的形状为 $(B, L, d_v)$。返回 `(m, ell, acc)`，其中 `m = max(m1, m2)`，两段都按上面的公式换算到它，dtype 与输入相同。某一段可能整段被掩码遮住：它的 `m` 是 $-\infty$，`ell` 和 `acc` 都是 0。如果一行的两段都是这样，结果应为 `m` $= -\infty$、`ell` $= 0$、`acc` $= 0$，绝不能是 NaN。检查只比较数值，不比较梯度；检查不接受课程自带的 `tiled.merge_states`，它正是本题的答案。
+# 写出 `my_merge_states(m1, ell1, acc1, m2, ell2, acc2)`：由同一批行中两个互不重叠的片段各自的状态，求出它们合起来的状态。`m1`、`ell1`、`m2`、`ell2` 的形状为 $(B, L)$（每行一个数），`acc1`、`acc2` 的形状为 $(B, L, d_v)$。返回 `(m, ell, acc)`，其中 `m = max(m1, m2)`，两段都按上面的公式重新缩放到它，dtype 与输入相同。某一段可能整段被掩码遮住：它的 `m` 是 $-\infty$，`ell` 和 `acc` 都是 0。如果一行的两段都是这样，结果应为 `m` $= -\infty$、`ell` $= 0$、`acc` $= 0$，绝不能是 NaN。检查只比较数值，不比较梯度；检查不接受课程自带的 `tiled.merge_states`，它正是本题的答案。
 
 # %% tags=["exercise"] exercise="08.merge_states"
 def my_merge_states(m1, ell1, acc1, m2, ell2, acc2):
@@ -299,13 +299,13 @@ check("08.merge_states", my_merge_states)
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="d7e573b150"
 # ## 2. 把注意力分块
 #
-# 现在来做完整的注意力。把查询切成每块 `block_q` 行，把键和值切成每块 `block_k` 行。对第 $i$ 个查询分块，从空状态（$m = -\infty$、$\ell = 0$、$acc = 0$）出发，依次处理各个键分块：算出分数的一个**分块**（tile）$S = Q_i K_j^\top / \sqrt{d}$，形状为 $(b_q, b_k)$，用它更新这些行的状态，然后丢掉它。处理完最后一个键分块后，$O_i = acc / \ell$。任何时候存在的分数只有一个分块，每个查询分块的状态是 $O(b_q \cdot d_v)$。下图画的是第 3 节的因果情形，对角线以上的分块根本不算：
+# 现在来做完整的注意力。把查询切成每块 `block_q` 行，把键和值切成每块 `block_k` 行。对第 $i$ 个查询块，从空状态（$m = -\infty$、$\ell = 0$、$acc = 0$）出发，依次处理各个键块：算出分数的一个**分块**（tile）$S = Q_i K_j^\top / \sqrt{d}$，形状为 $(b_q, b_k)$，用它更新这些行的状态，然后丢掉它。处理完最后一个键块后，$O_i = acc / \ell$。任何时候存在的分数都只有一个分块，每个查询块的状态是 $O(b_q \cdot d_v)$。下图画的是第 3 节的因果情形，对角线以上的分块根本不算：
 #
-# ![因果分块注意力：查询分块 × 键/值分块的网格，对角线以下的分块直接计算，对角线上的分块加掩码，对角线以上的分块跳过；每个查询分块保留运行最大值、运行和与累加器，逐块更新，最后得到输出和 log-sum-exp](../../images/08_tiling_zh.svg)
+# ![因果分块注意力：查询块 × 键/值块的分块网格，对角线以下的分块直接计算，对角线上的分块加掩码，对角线以上的分块跳过；每个查询块保留运行最大值、运行和与累加器，逐块更新，最后得到输出和 log-sum-exp](../../images/08_tiling_zh.svg)
 #
-# 这种循环顺序来自 FlashAttention-2（Dao，2023）：查询分块在外层，键分块在内层，于是一个查询分块的状态一直留在高速存储里，直到它的输出一次写出；最后也只除一次 $\ell$，而不是每个分块之后都除。FlashAttention-1 则把键分块放在外层循环，并让每个输出分块始终保持归一化，每一步都要把它读回来重新缩放。
+# 这种循环顺序来自 FlashAttention-2（Dao，2023）：外层遍历查询块，内层遍历键/值块，于是一个查询块的状态一直留在高速存储里，直到它的输出一次写出；最后也只除一次 $\ell$，而不是每算完一个分块就除一次。FlashAttention-1 则是外层遍历键/值块，并让每个输出块始终保持归一化，每一步都要把它读回来重新缩放。
 #
-# `tiled_attention(query, key, value, block_q=…, block_k=…)` 就是这个循环，前导维度 $(B, H)$ 任意；它返回输出，以及每一行的 **log-sum-exp** $\mathrm{lse} = m + \log \ell = \log \sum_j e^{s_j}$，第 4 节会用到它。无论分块大小如何，输出都与 `F.scaled_dot_product_attention` 相同；梯度由 autograd 穿过这个循环传回：
+# `tiled_attention(query, key, value, block_q=…, block_k=…)` 就是这个循环，前导维度 $(B, H)$ 任意；它返回输出，以及每一行的 **log-sum-exp** $\mathrm{lse} = m + \log \ell = \log \sum_j e^{s_j}$，第 4 节会用到它。无论块的大小如何，输出都与 `F.scaled_dot_product_attention` 相同；梯度由 autograd 沿这个循环反向传回：
 
 # %%
 g = torch.Generator().manual_seed(1)
@@ -366,7 +366,7 @@ tiles_explorer(block=2, causal=False)
 # %% [markdown] tags=["lang-zh"] en_hash="a31e85baf7"
 # ### 练习 2：一次分块前向计算
 #
-# 写出 `my_tiled_attention(query, key, value, block_q, block_k)`，其中 query 形状为 $(B, L_q, d)$，key 为 $(B, L_k, d)$，value 为 $(B, L_k, d_v)$：对每 `block_q` 个查询组成的分块循环，在其中再对每 `block_k` 个键和值组成的分块循环（两者的最后一块都可以短一些），为每个查询维护 $(m, \ell, acc)$，返回 `(output, lse)`：输出形状为 $(B, L_q, d_v)$，等于 softmax$(QK^\top/\sqrt{d})V$；以及每一行缩放后分数的 log-sum-exp，形状为 $(B, L_q)$；dtype 与输入相同。任何时候构造的分数都不要超过一个 $(b_q, b_k)$ 分块。检查会比较数值和梯度（对 query、key 和 value），再看你的函数构造的最大张量：在键很长的测试用例上，一次算出全部分数，或者让一块查询一次对上所有的键，都超出了检查允许的大小。检查不接受 `F.scaled_dot_product_attention`、`torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp` 和 `Tensor.logsumexp`，也不接受课程自带的 `tiled.tiled_attention`、`tiled.materialised_attention` 和 `attention.scaled_dot_product_attention`。
+# 写出 `my_tiled_attention(query, key, value, block_q, block_k)`，其中 query 形状为 $(B, L_q, d)$，key 为 $(B, L_k, d)$，value 为 $(B, L_k, d_v)$：外层遍历由 `block_q` 个查询组成的查询块，内层遍历由 `block_k` 个键和值组成的键/值块（两者的最后一块都可以短一些），为每个查询维护 $(m, \ell, acc)$，返回 `(output, lse)`：输出形状为 $(B, L_q, d_v)$，等于 softmax$(QK^\top/\sqrt{d})V$；以及每一行缩放后分数的 log-sum-exp，形状为 $(B, L_q)$；dtype 与输入相同。任何时候构造的分数都不要超过一个 $(b_q, b_k)$ 分块。检查会比较数值和梯度（对 query、key 和 value），再看你的函数构造的最大张量：在键很长的测试用例上，一次算出全部分数，或者让一个查询块一次对上所有的键，都会超出检查允许的大小。检查不接受 `F.scaled_dot_product_attention`、`torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp` 和 `Tensor.logsumexp`，也不接受课程自带的 `tiled.tiled_attention`、`tiled.materialised_attention` 和 `attention.scaled_dot_product_attention`。
 
 # %% tags=["exercise"] exercise="08.tiled_forward"
 def my_tiled_attention(query, key, value, block_q, block_k):
@@ -382,7 +382,7 @@ def my_tiled_attention(query, key, value, block_q, block_k):
     """一次只处理一个 (block_q x block_k) 分数分块的注意力。
 
     query：(B, L_q, d)；key：(B, L_k, d)；value：(B, L_k, d_v)。
-    block_q、block_k：每个分块中查询和键的个数（最后一块可以短一些）。
+    block_q、block_k：每个块中查询和键的个数（最后一块可以短一些）。
     返回 (output, lse)：output (B, L_q, d_v) = softmax(Q K^T / sqrt(d)) V；
     lse (B, L_q) = 每一行缩放后分数的 exp 之和的对数。
     """
@@ -407,7 +407,7 @@ def my_tiled_attention(query, key, value, block_q, block_k):
             # lang: en
             shrink = torch.exp(m - m_new)  # exp(m_old - m_new) <= 1: rescales what was summed so far
             # lang: zh
-            shrink = torch.exp(m - m_new)  # exp(m_old - m_new) <= 1：换算此前的和
+            shrink = torch.exp(m - m_new)  # exp(m_old - m_new) <= 1：把此前的和重新缩放
             # lang: end
             p = torch.exp(s - m_new[..., None])
             ell = ell * shrink + p.sum(-1)
@@ -671,7 +671,7 @@ claim("在这里，对 256 × 256 分块的 Python 循环比 materialised_attent
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f2f3d2b92b"
 # ## 3. 因果分块与块稀疏分块
 #
-# 有因果掩码时，查询 $i$ 只能看到 $j \le i$ 的键。如果一个分块的第一个键位于它最后一个查询之后（$j_0 > i_1 - 1$），它就被整块遮住了：分块循环可以直接**跳过**它，而不是先算出来再遮住。完全位于对角线以下的分块根本不需要掩码。只有被对角线穿过的分块才需要掩码。`tile_kinds` 会告诉我们每个分块属于哪一类。为什么大约省一半？可见的分数是 $L^2$ 个中的 $L(L + 1)/2$ 个，而分块把这个三角形向上取整到整块，所以每边有 $n$ 个分块时，因果注意力算的是 $n^2$ 个分块中的 $n(n + 1)/2$ 个，占比 $(n + 1)/(2n)$，$n$ 越大越接近一半。任何能遮住整个分块的掩码都是如此：滑动窗口（第 07 课）保留沿对角线的一条带状分块，而块掩码（例如把两篇互不相关的文档拼进同一条序列）保留整块整块的分块。这正好接上第 05 课的问题：哪些分数值得算。在这里，答案由掩码逐块给出，而结果依然是精确的。（第一篇 FlashAttention 论文里就已经有这种块稀疏的版本。）
+# 有因果掩码时，查询 $i$ 只能看到 $j \le i$ 的键。如果一个分块的第一个键位于它最后一个查询之后（$j_0 > i_1 - 1$），它就被整块遮住了：分块循环可以直接**跳过**它，而不是先算出来再遮住。完全位于对角线以下的分块根本不需要掩码，只有被对角线穿过的分块才需要。`tile_kinds` 会告诉我们每个分块属于哪一类。为什么大约省一半？可见的分数是 $L^2$ 个中的 $L(L + 1)/2$ 个，而分块把这个三角形向上取整到整块，所以每边有 $n$ 个块时，因果注意力算的是 $n^2$ 个分块中的 $n(n + 1)/2$ 个，占比 $(n + 1)/(2n)$，$n$ 越大越接近一半。任何能遮住整个分块的掩码都是如此：滑动窗口（第 07 课）保留沿对角线的一条带状分块，而块掩码（例如把两篇互不相关的文档拼进同一条序列）保留的是成片的整块分块。这正好接上第 05 课的问题：哪些分数值得算。在这里，答案由掩码逐块给出，而结果依然是精确的。（第一篇 FlashAttention 论文里就已经有这种块稀疏的版本。）
 
 # %%
 L, block = 1024, 128
@@ -819,7 +819,7 @@ def my_causal_tiled_attention(query, key, value, block_q, block_k):
     """逐块计算因果注意力，跳过被掩码整块遮住的分块。
 
     query、key：(B, L, d)；value：(B, L, d_v)；查询 i 只能看到 j <= i 的键。
-    block_q、block_k：每个分块中查询和键的个数（可以不同）。
+    block_q、block_k：每个块中查询和键的个数（可以不同）。
     返回 (output, lse, tiles)：output (B, L, d_v)；lse (B, L)；tiles 为实际计算的
     分块个数（int）。
     """
@@ -840,7 +840,7 @@ def my_causal_tiled_attention(query, key, value, block_q, block_k):
                 # lang: en
                 break  # this tile and every later one: all keys after the block's last query
                 # lang: zh
-                break  # 这个分块以及之后的所有分块：键都在本分块最后一个查询之后
+                break  # 这个分块以及之后的所有分块：键都在本查询块最后一个查询之后
                 # lang: end
             tiles += 1
             s = q @ key[:, j0:j1].transpose(1, 2)
@@ -854,7 +854,7 @@ def my_causal_tiled_attention(query, key, value, block_q, block_k):
             # lang: en
             m_new = torch.maximum(m, s.amax(-1))  # finite: key block 0 holds key 0, seen by every query
             # lang: zh
-            m_new = torch.maximum(m, s.amax(-1))  # 有限值：键分块 0 里有键 0，每个查询都看得到
+            m_new = torch.maximum(m, s.amax(-1))  # 有限值：键块 0 里有键 0，每个查询都看得到
             # lang: end
             shrink = torch.exp(m - m_new)
             p = torch.exp(s - m_new[..., None])
@@ -999,7 +999,7 @@ claim("每一行的 Σ_j P_ij dP_ij 都等于 Σ_c dO_ic O_ic（float64，误差
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="48d01c9b37"
 # ### 写出反向传播
 #
-# 下面就逐块写出这个反向传播，循环顺序采用 FlashAttention-2 的（即它的算法 2）：键块在外层，查询块在内层。对第 $j$ 个键块，从 $dK_j = dV_j = 0$ 出发，依次处理能看到它的每个查询块 $i$：
+# 下面就逐块写出这个反向传播，循环顺序采用 FlashAttention-2 的（即它的算法 2）：外层遍历键/值块，内层遍历查询块。对第 $j$ 个键块，从 $dK_j = dV_j = 0$ 出发，依次处理能看到它的每个查询块 $i$：
 #
 # $$S = Q_i K_j^\top / \sqrt d,\quad P = e^{S - \mathrm{lse}_i},\quad dV_j \mathrel{+}= P^\top dO_i,
 # \quad dP = dO_i V_j^\top,\quad dS = P \circ (dP - D_i),$$
@@ -1183,7 +1183,7 @@ def my_tiled_backward(query, key, value, output, lse, d_output, block_q, block_k
     # lang: en
     # key blocks outside: dK_j and dV_j are summed over the query blocks, then written once
     # lang: zh
-    # 键块在外层：dK_j 和 dV_j 对各查询块累加，最后只写一次
+    # 外层遍历键块：dK_j 和 dV_j 对各查询块累加，最后只写一次
     # lang: end
     for j0 in range(0, L_k, block_k):
         j1 = min(j0 + block_k, L_k)
@@ -1195,7 +1195,7 @@ def my_tiled_backward(query, key, value, output, lse, d_output, block_q, block_k
                 # lang: en
                 continue  # every key after the block's last query: nothing visible
                 # lang: zh
-                continue  # 键都在本块最后一个查询之后：没有任何可见元素
+                continue  # 键都在本查询块最后一个查询之后：没有任何可见元素
                 # lang: end
             tiles += 1
             q = query[:, i0:i1] * scale
@@ -1281,7 +1281,7 @@ claim("flash 内核同样为每一行保留一个 log-sum-exp，而且与我们�
 # timings above).
 
 # %% [markdown] tags=["lang-zh"] en_hash="d03765ad6e"
-# 所以，像第 04 课的融合版那样，在调用之前先整理成 $(B, H, L, d)$ 的形状，才能用上分块内核；三维的输入只能走 math 内核和它的 $L \times L$ 矩阵。课程的基准测试用 256 × 256 的分块，把这几个版本并排测到 $L = 16384$，并在 $L = 8192$ 处检查两条界限：分块版调用给进程增加的内存不到完整矩阵版的 1/20；因果版的耗时至多是完整版的 0.6 倍（分块更大、行更长，每个分块的固定开销所占的比重就比上面的计时小）。
+# 所以，像第 04 课的融合版那样，在调用之前先整理成 $(B, H, L, d)$ 的形状，才能用上分块内核；3 维的输入只能走 math 内核和它的 $L \times L$ 矩阵。课程的基准测试用 256 × 256 的分块，把这几个版本并排测到 $L = 16384$，并在 $L = 8192$ 处检查两条界限：分块版调用给进程增加的内存不到完整矩阵版的 1/20；因果版的耗时至多是完整版的 0.6 倍（分块更大、行更长，每个分块的固定开销所占的比重就比上面的计时小）。
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## Summary
@@ -1317,4 +1317,4 @@ claim("flash 内核同样为每一行保留一个 log-sum-exp，而且与我们�
 # - **在线 softmax** 为每一行维护运行最大值 $m$ 和运行和 $\ell = \sum e^{s - m}$；$m$ 变大时，已经求和的部分要缩小 $e^{m_{old} - m_{new}}$ 倍。按精确算术，两个部分状态可以精确合并，与顺序无关，与切法无关，整段被遮住的片段也不例外（只要不去算 $e^{-\infty + \infty}$）；在浮点运算中，则是在舍入误差之内一致。Milakov 和 Gimelshein 的在线 softmax 只扫一遍就算出归一化所需的量；再与乘 $V$ 融合起来，整个注意力只需把键扫一遍。
 # - 分块注意力在它们旁边再带一个累加器 $acc = \sum e^{s - m} v$，最后只除一次（这是 FlashAttention-2 的循环顺序和单次除法）。它的输出值和梯度都与 `F.scaled_dot_product_attention` 相同，分配的内存随 $L$ 而不是 $L^2$ 增长。公平的比较对象是教科书式的那一行，它在峰值时占着两个 $L \times L$ 矩阵；写得随意的代码占得更多，原地计算的代码只占一个。即使在这台 CPU 上，对 $L \times L$ 矩阵多扫几遍也要花时间；在 GPU 上，好处是省下 HBM 的搬运量：访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$。
 # - 能遮住整个分块的掩码让循环可以直接跳过这些分块：因果注意力只算大约一半的分块，即 $(n + 1)/(2n)$ 的运算量，而且只给对角线上的分块加掩码；滑动窗口和块掩码能跳过更多。
-# - 真正的内核在反向传播中也省内存：它们只保留输出和每行一个 log-sum-exp，按 $P = e^{S - \mathrm{lse}}$ 逐块重计算权重，每行的 $D = \sum dO \circ O$ 则由输出算出，所以从不存下 $L \times L$ 矩阵。FlashAttention-2 把键块放在外层循环，$dK$ 和 $dV$ 在高速存储里累加，$dQ$ 则跨键块累加。把它写成一个 `torch.autograd.Function`，梯度与 PyTorch 的相同，训练一步的内存随 $L$ 增长，而 autograd 穿过同样的分块则随 $L^2$ 增长。在 CPU 上，PyTorch 2.13 的 `F.scaled_dot_product_attention` 对 4 维输入运行分块内核，对 3 维输入、宽度不同的值以及 dropout 则退回 math 内核。
+# - 真正的内核在反向传播中也省内存：它们只保留输出和每行一个 log-sum-exp，按 $P = e^{S - \mathrm{lse}}$ 逐块重计算权重，每行的 $D = \sum dO \circ O$ 则由输出算出，所以从不存下 $L \times L$ 矩阵。FlashAttention-2 的反向传播外层遍历键/值块，$dK$ 和 $dV$ 在高速存储里累加，$dQ$ 则跨键块累加。把它写成一个 `torch.autograd.Function`，梯度与 PyTorch 的相同，训练一步的内存随 $L$ 增长，而 autograd 穿过同样的分块则随 $L^2$ 增长。在 CPU 上，PyTorch 2.13 的 `F.scaled_dot_product_attention` 对 4 维输入运行分块内核，对 3 维输入、宽度不同的值以及 dropout 则退回 math 内核。
