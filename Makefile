@@ -213,7 +213,8 @@ release: check
 # Each submission runs in a bubblewrap sandbox of its own (apt-get install bubblewrap).
 # SEED: your own secret number, which draws the hidden cases (the default one is public);
 # LESSON: the assignment's lesson, so that a notebook of another lesson scores 0.
-# `make grade SUBMISSIONS=path/to/folder SEED=8231 LESSON=02 MIN_SCORE=75%`; more: python -m course_teacher.grade -h
+# `make grade SUBMISSIONS=path/to/folder SEED=$(cat ~/.course-seed) LESSON=02 MIN_SCORE=75%` (a seed of your own,
+# made once: README); more: python -m course_teacher.grade -h
 SUBMISSIONS ?= submissions
 GRADES ?= grades
 MIN_SCORE ?= 0

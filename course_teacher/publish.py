@@ -119,11 +119,52 @@ def write_key(folder, seed, lessons=None):
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, content in answer_key.encode(references, plans).items():
+    for name, content in answer_key.encode(references, plans, course_fingerprints()).items():
         (folder / name).write_bytes(content)
         os.chmod(folder / name, 0o644)
         written.append(folder / name)
     return written
+
+
+def course_fingerprints():
+    """{fingerprint: label} of the course's own code a learner could paste as an answer (grade/copies.py):
+    every function of the student package ("course_utils.masks.padding_mask"), and each exercise's
+    reference and the functions of its module it calls ("reference 00.padding_mask"). Not the solution
+    notebooks' answers (nor a reference written as one of them is): they are the lessons' worked
+    solutions, which a teacher hands out when the work is in, and which grade full marks."""
+    import inspect
+
+    import course_utils
+
+    from .grade import copies
+
+    found = {}
+    package = Path(course_utils.__file__).parent
+    for path in sorted(package.rglob("*.py")):
+        module = ".".join(path.relative_to(package.parent).with_suffix("").parts)
+        found.update({k: v for k, v in copies.fingerprints(path.read_text(encoding="utf-8"), f"{module}.").items()
+                      if k not in found})
+    for exercise, spec in EXERCISES.items():
+        module = inspect.getmodule(spec.reference)
+        reference = copies.functions(inspect.getsource(module)).get(spec.reference.__name__)
+        called = {n.func.id for n in ast.walk(reference) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)} \
+            if reference is not None else set()
+        for name, function in copies.functions(inspect.getsource(module)).items():
+            if name == spec.reference.__name__ or name in called:
+                print_ = copies.fingerprint(function)
+                if print_:
+                    found.setdefault(print_, f"reference {exercise}")
+    import jupytext
+
+    from . import build
+
+    for source in build.lessons().values():  # a reference written as the solution is: the solution's
+        render = build.render(jupytext.read(source), build.LANGUAGES[0], solutions=True)
+        for cell in render.cells:
+            if cell.cell_type == "code" and cell.metadata.get("exercise"):
+                for print_ in copies.fingerprints(cell.source, ""):
+                    found.pop(print_, None)
+    return dict(sorted(found.items()))
 
 
 def lesson_plan(lesson, lang):

@@ -91,6 +91,17 @@ MESSAGES = {
         "{diff:.3g}，位于索引 {index}（你的值 {got:.4g}，应为 {expected:.4g}）。某一步改变了梯度的回传，"
         "例如通过 .data 修改了数值、把某个值移出了计算图，或自定义了 backward。",
     },
+    "check.gradient_hidden": {
+        "en": "✘ {exercise}: the values are right, but on test case {case} ({args}) the gradient with respect to "
+        "'{name}' differs from the reference's.",
+        "zh": "✘ {exercise}：数值都对，但在第 {case} 组测试（{args}）中，对 '{name}' 的梯度与参考实现不一致。",
+    },
+    "check.hidden_case": {"en": "one of the grader's own cases: its inputs are not shown",
+                          "zh": "评分程序自己的测试，不显示其输入"},
+    "check.hidden_detail": {"en": "the result differs (where, and by how much, is not shown for the grader's own cases)",
+                            "zh": "结果不一致（评分程序自己的测试不显示差在哪里、差多少）"},
+    "check.hidden_text": {"en": "(its message is not shown for the grader's own cases)",
+                          "zh": "（评分程序自己的测试不显示报错信息）"},
     "check.gradient_nan": {
         "en": "✘ {exercise}: the values are right, but on test case {case} ({args}) the gradient with respect to "
         "'{name}' is NaN at index {index}, where the reference's is a number. A step whose value looks fine can "

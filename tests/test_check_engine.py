@@ -5,6 +5,7 @@ introduces its exercises; the student render's stub speaks the notebook's langua
 not attempted."""
 
 import copy
+import re
 import io
 
 import jupytext
@@ -178,3 +179,55 @@ def test_every_lessons_chinese_student_notebook_has_chinese_stubs(lesson):
             assert f'raise NotImplementedError("{word} {exercise}")' in code
         if lang == "zh":
             assert 'NotImplementedError("exercise' not in code
+
+
+# ----------------------------------------------------------------------------- what a verdict shows of a hidden case
+
+def _on_hidden_cases(exercise, behave):
+    """A learner's 01.softmax that is right on the notebook's (public) cases and does `behave(x)` on the
+    grader's hidden ones."""
+    from course_utils.exercises import public
+
+    shapes = {tuple(case.args[0].shape) for case in public.load(exercise).cases}
+
+    def softmax(x):
+        if tuple(x.shape) in shapes:
+            return _softmax(x)
+        return behave(x)
+
+    return softmax
+
+
+def _softmax(x):
+    exp = (x - x.max(dim=-1, keepdim=True).values).exp()
+    return exp / exp.sum(dim=-1, keepdim=True)
+
+
+@pytest.mark.parametrize("behave", [
+    lambda x: (_ for _ in ()).throw(ValueError(f"SEEN {x.flatten().tolist()[:4]} {tuple(x.shape)}")),
+    lambda x: _softmax(x) + 1e-3,
+], ids=["raises its inputs", "wrong values"])
+def test_a_verdict_quotes_nothing_of_a_hidden_case(behave):
+    """The feedback of the grader never quotes a hidden case: not its inputs (in an error's text the
+    learner wrote, or in the case's description), not where or by how much the result differs."""
+    from course_teacher.exercises import evaluate
+
+    verdict = evaluate("01.softmax", _on_hidden_cases("01.softmax", behave), hidden_seed=4242)
+    assert verdict.status != "passed"
+    assert "SEEN" not in verdict.message and "expected" not in verdict.message
+    assert i18n.message("check.hidden_case") in verdict.message
+    for number in re.findall(r"-?\d+\.\d+", verdict.message):
+        assert False, f"a number in the verdict: {number}: {verdict.message}"
+
+
+def test_a_kernel_sent_name_is_not_used_where_there_are_hidden_cases():
+    """Argument names come from the learner's function; sent back by a kernel, a function that saw a
+    hidden case could spell its inputs in them. With hidden cases the verdict names the exercise's own."""
+    from course_teacher.exercises import prepare
+    from course_utils.exercises import grading
+
+    reference = prepare(__import__("course_teacher.exercises", fromlist=["EXERCISES"]).EXERCISES["01.softmax"], 4242)
+    outcomes = grading.collect(reference.calls, lambda x: _softmax(x) * 2)
+    outcomes.names = ["value_0_93"]
+    verdict = grading.judge(reference, outcomes)
+    assert "value_0_93" not in verdict.message

@@ -107,12 +107,14 @@ def _submissions(root):
     """)
     save(frank, root / "frank" / LESSON_00)
 
-    # leo (Chinese): garbage, a right answer that prints 10 MB, os._exit, a right answer
+    # leo (Chinese): garbage, a right answer that prints 10 MB, a crash (numpy reading far past its
+    # array: a segmentation fault kills the kernel; nothing of it is off the scan's allow-list), a right answer
     leo = render(LESSON_00, "zh")
     answer(leo, "00.padding_mask", "def padding_mask(lengths, max_len):\n"
                                     "    return torch.zeros(len(lengths), 1, 1, max_len, dtype=torch.bool)")
     answer(leo, "00.scores_einsum", RIGHT_EINSUM.replace("    return", '    print("y" * 10_000_000)\n    return'))
-    answer(leo, "00.split_heads", "import os\n\n\ndef split_heads(x, num_heads):\n    os._exit(1)")
+    answer(leo, "00.split_heads", "import numpy as np\n\n\ndef split_heads(x, num_heads):\n"
+                                  "    np.lib.stride_tricks.as_strided(np.zeros(1), shape=(2**30,), strides=(2**20,)).sum()")
     answer(leo, "00.merge_heads", RIGHT_MERGE)
     save(leo, root / "leo" / LESSON_00)
 
@@ -123,7 +125,8 @@ def _submissions(root):
     answer(grace, "00.padding_mask", "def padding_mask(lengths, max_len)\n    return lengths")
     answer(grace, "00.scores_einsum", "def scores_einsum(q, k):\n    return torch.empty(2**40)")
     answer(grace, "00.split_heads", "# I will come back to this one")
-    insert(grace, "00.merge_heads", "import signal\n\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")
+    insert(grace, "00.merge_heads", "while True:  # and deaf to the interrupt\n    try:\n        while True:\n"
+                                    "            pass\n    except KeyboardInterrupt:\n        pass")
     answer(grace, "00.merge_heads", RIGHT_MERGE)
     save(grace, root / "grace" / LESSON_00)
 
@@ -296,7 +299,7 @@ def test_code_that_patches_torch_or_the_grading_machinery_scores_0_for_review(gr
 def test_printing_and_dying_in_a_kernel_get_their_verdicts(graded):
     _, out, _, _ = graded
     leo = _read(out / "leo/00_tensor_shapes/feedback.md")
-    assert "内核崩溃" in leo  # os._exit, in Chinese
+    assert "内核崩溃" in leo  # the crash, in Chinese
     # 10 MB and a newline on each of 12 cases (6 public, 6 hidden), counted, not shown
     assert "打印了 120000012 个字符" in leo
 
@@ -308,7 +311,8 @@ def test_hostile_cells_are_recorded_and_skipped(graded):
     assert "defines `split`, but no longer `split_heads`" in erin and "no exercise cell for it any more" in erin
     grace = _read(out / "grace/00_tensor_shapes/feedback.md")
     assert "not valid Python (line 1" in grace and "can't allocate memory" in grace
-    assert f"Cell {GRACE_CELL} (`import signal`) ran for more than 8 s and was stopped; the grader skipped it" in grace
+    assert f"Cell {GRACE_CELL} (`while True:  # and deaf to the interrupt`) ran for more than 8 s and was stopped; " \
+        "the grader skipped it" in grace
     heidi = _read(out / "heidi/01_attention_basics/feedback.md")
     assert "`course_utils.attention.scaled_dot_product_attention`" in heidi
 

@@ -72,8 +72,9 @@ ROOT = Path(__file__).resolve().parent.parent
 L00, L01, L02 = "00_tensor_shapes.ipynb", "01_attention_basics.ipynb", "02_masking.ipynb"
 OPTIONS = ["--jobs", "2", "--cells", "own", "--time-limit", "2", "--cell-timeout", "30"]
 # The grader with the scan off: grader.py calls scan.scan (the module's attribute), replaced here by
-# one that reads nothing, so that every cell runs (the fixture `unscanned` checks that it took).
-UNSCANNED = ("import sys; from course_teacher.grade import grader, scan; "
+# one that reads nothing, so that every cell runs (the fixture `unscanned` checks that it took); its
+# grading processes are forked from this one (START_METHOD), so that they inherit the change.
+UNSCANNED = ("import sys; from course_teacher.grade import grader, scan; grader.START_METHOD = 'fork'; "
              "scan.scan = lambda *args, **kwargs: scan.Findings(); sys.exit(grader.main(sys.argv[1:]))")
 # One value per test session, the same in every xdist worker (a run made by one is checked by both).
 _SESSION = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex

@@ -510,7 +510,8 @@ def test_without_the_sandbox_the_kernel_still_gets_a_clean_environment(tmp_path,
         kernel.kill()
     expected = EXPECTED_ENVIRONMENT - {"PWD"} | {"JPY_PARENT_PID"}  # ipykernel exits when the grader does
     assert set(answer["initial"]) == expected and answer["initial"]["JPY_PARENT_PID"] == str(os.getpid())
-    assert answer["initial"]["HOME"] == str(tmp_path / "kernel" / "home") and answer["history"] is False
+    # (a grader running as root starts it as an unprivileged uid, in a folder of its own, where one can run Python)
+    assert answer["initial"]["HOME"] == str(kernel.work / "home") and answer["history"] is False
 
 
 @needs_bwrap
@@ -547,3 +548,71 @@ def test_a_python_under_tmp_is_bound_onto_the_sandboxs_own_tmp_not_hidden_by_it(
     assert tmp_mount < venv_bind and options[venv_bind - 1] == "--ro-bind"
     assert ("--dir", "/tmp") not in pairs  # /tmp keeps its 1777: the kernel writes its temporary files there
     assert ("--dir", "/tmp/clone") in pairs
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid locks are the root mode's")
+def test_a_uid_folder_made_first_by_someone_else_is_refused_and_grading_never_falls_back(tmp_path, monkeypatch):
+    """Any user could make the uid-lock folder first when it lived in /tmp: the grader found no uid, and
+    graded a single submission without its sandbox, as root. The folder is where only root can make it
+    now, a folder that is not root's is refused, and a grader without its sandbox refuses to grade
+    (NO_SANDBOX) unless told --no-sandbox."""
+    from course_teacher.grade import grader
+
+    run = Path("/run")
+    assert sandbox.UID_LOCKS.parent == run and run.stat().st_uid == 0 and not run.stat().st_mode & 0o022
+    taken = tmp_path / "course-grade-uids"
+    taken.mkdir(mode=0o777)
+    os.chown(taken, 12345, 12345)  # another user's, made first
+    monkeypatch.setattr(sandbox, "UID_LOCKS", taken)
+    with pytest.raises(OSError, match="not root's folder"):
+        sandbox.claim()
+    sandbox.available.cache_clear()
+    try:
+        ok, why = sandbox.available()
+        assert not ok and "not root's folder" in why
+        monkeypatch.setattr(grader, "sandbox_available", sandbox.available)
+        notebook = ROOT / "notebooks" / "en" / "00_tensor_shapes.ipynb"
+        out = tmp_path / "grades"
+        assert grader.main([str(notebook), "--out", str(out), "--key", str(grader.default_answers().folder)]) \
+            == grader.NO_SANDBOX
+        assert not out.exists(), "nothing is graded without the sandbox unless told --no-sandbox"
+    finally:
+        sandbox.available.cache_clear()
+
+
+@needs_bwrap
+def test_a_kernels_processes_share_one_memory_cap_where_the_machine_has_control_groups(tmp_path):
+    """Each process's own cap (RLIMIT_AS) let one submission hold 4.8 GB in four processes of 4 GB
+    each. A kernel's control group caps them together: four children that each hold 500 MB, under a
+    1.5 GB cap, cannot all hold it at once (the system's out-of-memory killer kills in the group)."""
+    from course_teacher.grade import cgroups
+
+    probe = cgroups.Group(f"course-grade-probe-{os.getpid()}", 64)
+    if probe is None:
+        if os.environ.get("CI") and os.geteuid() == 0:
+            pytest.fail("no memory control group for a root grader under CI")
+        pytest.skip("no memory control group here: each process's own cap holds (README)")
+    probe.remove()
+    kernel = _start(tmp_path / "kernel", memory_mb=1500)
+    try:
+        assert kernel.group is not None and kernel.group.path.is_dir()
+        answer = _ask(kernel, """
+            import os, time
+            children = []
+            for _ in range(4):
+                pid = os.fork()
+                if pid == 0:
+                    held = bytearray(500 * 2**20)  # zero-filled: every page touched
+                    time.sleep(3)
+                    os._exit(0)
+                children.append(pid)
+            answer = {"statuses": [os.waitpid(pid, 0)[1] for pid in children]}
+        """, timeout=60)
+    except Exception:  # the kernel itself may be the one killed: then no answer at all
+        answer = {"statuses": None}
+    finally:
+        group = kernel.group
+        kernel.kill()
+    statuses = answer["statuses"]
+    assert statuses is None or any(status != 0 for status in statuses), statuses
+    assert not group.path.exists(), "the kernel's group is removed with it"

@@ -25,10 +25,13 @@ def prepare(exercise, hidden_seed=None):
     torch.set_grad_enabled(True)
     try:
         args = list(exercise.cases(torch.Generator().manual_seed(exercise.seed)))
+        published = len(args)
         if hidden_seed is not None:
             draw = exercise.hidden or exercise.cases
             args += list(draw(torch.Generator().manual_seed(int(hidden_seed))))
         cases = [_case(exercise.reference, number, case) for number, case in enumerate(args, start=1)]
+        for case in cases[published:]:
+            case.hidden = True
         if exercise.largest is not None:
             for case in cases:
                 case.largest = int(exercise.largest(*case.args))

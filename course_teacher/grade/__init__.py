@@ -1,6 +1,6 @@
 """The teacher's grader: submitted notebooks in, a gradebook out.
 
-    python -m course_teacher.grade SUBMISSIONS [--out grades] [--seed N] [--lesson NN]
+    python -m course_teacher.grade SUBMISSIONS [--out grades] [--seed N | --key FOLDER] [--lesson NN]
                                    [--min-score 3 | 75%] [--jobs 2] [--no-sandbox]
     make grade SUBMISSIONS=path [SEED=N] [LESSON=NN] [MIN_SCORE=...]
 
@@ -29,7 +29,12 @@ finished):
 Every run grades everything again and writes the same files for the same submissions and seed (no
 dates, no timings in them). An exercise is worth its ``points``: full points when it passes, else 0.
 The exit code is 0 when every submission reached ``--min-score`` (default 0), 1 when one did not,
-2 when there was nothing to grade or no sandbox for several submissions, 130 when stopped.
+2 when there was nothing to grade, 3 when there is no sandbox and no ``--no-sandbox``, 130 when stopped.
+
+The grader grades against an answer key (key.py): each exercise's expected results on its public
+and hidden cases and each lesson's plan, as data. Without ``--key`` it writes one from this
+checkout first (``--seed`` draws its hidden cases), in a process of its own, so that the grader's
+process holds what a platform's autograder holds: no reference.
 
 How one submission is graded (grader.py)
 ----------------------------------------
@@ -38,11 +43,14 @@ How one submission is graded (grader.py)
    ``--lesson`` say (else every exercise scores 0, WRONG_LESSON). Nothing of the file is ever
    quoted back.
 2. Read the learner's code (scan.py), in the grader's own process: every cell the learner wrote or
-   changed, together. A function an exercise forbids (its text says which), reached in any way,
-   scores that exercise 0 (FORBIDDEN); code whose effect cannot be read without running it
-   (``exec``, ``importlib``, ``getattr`` on a built string, patching a library, IPython's output
-   history, ...) scores every exercise 0 for the teacher's review (REVIEW). The cell and the code
-   are named in the feedback.
+   changed, together, against an allow-list (the learner's own names, safe builtins, the public
+   names of known libraries), in time linear in its size and bounded. A function an exercise
+   forbids (its text says which), reached in any way, scores that exercise 0 (FORBIDDEN); anything
+   not on the list (``exec``, ``importlib``, ``getattr`` on a built string, patching a library,
+   IPython's output history, threads, private names, ``torch.ops``, a ``match`` class pattern, ...)
+   scores every exercise 0 for the teacher's review (REVIEW); an exercise's function that is a copy
+   of the course's own code (copies.py) scores that exercise 0 for review, naming its source. The
+   cell and the code are named in the feedback.
 3. Run (runner.py, sandbox.py): a fresh kernel in a bubblewrap sandbox of its own (below). The
    cells run in order up to each exercise cell (``--cells all``: every cell but the check cells;
    ``--cells own``: imports, setup, the exercise cells and the learner's own cells). A cell that
@@ -51,11 +59,13 @@ How one submission is graded (grader.py)
 4. Check: the kernel calls the learner's function (found by the name the exercise gave it) on the
    grader's cases, public and hidden (drawn from ``--seed``), through the check engine's sandbox
    (copies, a time limit per call, capped output, forbidden calls watched, gradients computed), and
-   writes back plain data (course_utils/exercises/kernel.py, wire.py). The grader judges it with
-   the references it computed itself (course_teacher.exercises.prepare) and the check engine's
-   comparisons, so the verdicts and hints are the ones a check prints in the notebook.
+   writes back plain data (course_utils/exercises/kernel.py, wire.py). The grader judges it against
+   its answer key with the check engine's comparisons, so the verdicts and hints are the ones a
+   check prints in the notebook; a verdict on a hidden case shows none of its inputs or results.
 
-``--jobs`` submissions are graded at once. A submission whose run was strained (a cell or a check
+``--jobs`` submissions are graded at once, each in a process of its own (grader.py's ``_Children``),
+killed from outside at its deadline: whatever one submission makes the grader do, the run completes,
+and SIGTERM or Ctrl-C stops it at once, keeping what finished. A submission whose run was strained (a cell or a check
 out of time or memory: a neighbour taking the CPU could cause it) is graded again alone before its
 result is final, so that no grade depends on what else ran beside it.
 
@@ -68,7 +78,8 @@ to change a classmate's grade.
 
 - No submission can reach another's grade. Each kernel runs in its own sandbox: its own PID,
   network, IPC and UTS namespaces, as an unprivileged user of its own (one uid per job slot, with
-  limits on processes, memory, file size and open files), seeing only the Python installation, the
+  limits on processes, memory, file size and open files; where the machine has memory control
+  groups, one cap on all of its processes together: cgroups.py), seeing only the Python installation, the
   virtual environment and the student-side package ``course_utils``, all read-only, a private
   size-capped HOME and /tmp, its working folder, and an environment of a few variables (no secret of
   the grader's). It cannot see the grader, the repository, the answers (``course_teacher``), the
@@ -91,7 +102,11 @@ What remains, and what the teacher does about it:
   beside the learner's code; the static scan (step 2) is the check a kernel cannot forge, and code
   it cannot read goes to the teacher (REVIEW) instead of being trusted.
 - Without bubblewrap (``--no-sandbox``, macOS, a container without namespaces) the kernels run as
-  the grader's user: grade one submission per fresh container or CI job then, never a class on a
-  machine holding anything of value. The grader refuses several submissions without a sandbox
-  unless told ``--no-sandbox``.
+  the grader's user (as an unprivileged uid when the grader is root and that uid can run its
+  Python): grade one submission per fresh container or CI job then, never a class on a machine
+  holding anything of value. The grader never falls back to that by itself: without a sandbox it
+  grades nothing (exit 3) unless told ``--no-sandbox``; its uid locks live where only root can
+  make them (/run), so no other user can make it find none.
+- Without memory control groups, each process of a kernel has its own memory cap, and a kernel
+  that starts several holds their sum.
 """

@@ -13,9 +13,13 @@ teacher's side before grading starts, read here). ``grade`` does that for every 
 """
 
 import argparse
+import ast
 import contextlib
+import ctypes
 import functools
 import importlib
+import multiprocessing
+import multiprocessing.connection
 import os
 import pkgutil
 import re
@@ -27,7 +31,6 @@ import tempfile
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +38,7 @@ from course_utils import i18n
 from course_utils.exercises import CRASHED, FAILED, PASSED, grading, sandbox, wire
 from course_utils.i18n import message
 
+from . import cgroups, copies
 from . import key as answer_key
 from . import runner, scan
 from . import submission as reading
@@ -296,6 +300,11 @@ def _grade(graded, found, options, answers, folder, stopping):
             if cell is None:
                 verdicts[exercise.id] = ("MISSING_CELL", {"name": exercise.function})
                 continue
+            source = _copied(cell, exercise, answers)
+            if source:
+                verdicts[exercise.id] = ("COPY", {"source": source, "cell": cell.where[0]})
+                graded.review.append(f"{exercise.function}: {source} (cell {cell.where[0]})")
+                continue
             if by_name:
                 notes.append(("grade.found_by_name", {"exercise": exercise.id, "name": exercise.function}))
             try:
@@ -330,6 +339,16 @@ def _grade(graded, found, options, answers, folder, stopping):
                 graded.notes.append(message("grade.printed", exercise=exercise.id, count=outcome.printed,
                                             limit=sandbox.OUTPUT_LIMIT))
     graded.strained |= any(row.code in STRAINED for row in graded.rows)
+
+
+def _copied(cell, exercise, answers):
+    """What the learner's function is a copy of (copies.py: the course's own code), or None."""
+    tree = reading.parse(cell.source)
+    if not isinstance(tree, ast.AST):
+        return None
+    function = next((node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and node.name == exercise.function), None)
+    return answers.copies.get(copies.fingerprint(function)) if function is not None else None
 
 
 def _read_verdict(found):
@@ -423,11 +442,22 @@ _VERDICTS = {
     "NO_RESULT": ("grade.no_result", CRASHED), "OUT_OF_TIME": ("grade.out_of_time", CRASHED),
     "GAVE_UP": ("grade.gave_up", CRASHED), "NO_KERNEL": ("grade.no_kernel", CRASHED),
     "FORBIDDEN_CODE": ("grade.forbidden_code", FAILED), "FOR_REVIEW": ("grade.for_review", FAILED),
+    "COPY": ("grade.copy", FAILED),
+    "PROCESS_DIED": ("grade.process_died", CRASHED),
 }
 # the code a verdict gets in the gradebook
 _CODES = {"KERNEL_DIED_CELL": "KERNEL_DIED", "CELL_TIMEOUT": "TIME_LIMIT", "COLLECT_TIMEOUT": "TIME_LIMIT",
           "OUT_OF_TIME": "TIME_LIMIT", "GAVE_UP": "KERNEL_DIED", "NO_KERNEL": "NO_RESULT",
-          "FORBIDDEN_CODE": "FORBIDDEN", "FOR_REVIEW": "REVIEW"}
+          "FORBIDDEN_CODE": "FORBIDDEN", "FOR_REVIEW": "REVIEW", "COPY": "REVIEW",
+          "PROCESS_DIED": "NO_RESULT"}
+
+
+def _copy_source(label):
+    """A fingerprint's label (publish.course_fingerprints) as the feedback names it, in the current language."""
+    kind, _, name = label.partition(" ")
+    if kind == "reference":
+        return message(f"grade.copy.{kind}", exercise=name)
+    return message("grade.copy.package", name=label)
 
 
 def _row(exercise, outcome):
@@ -437,6 +467,8 @@ def _row(exercise, outcome):
         points = exercise.points if verdict.status == PASSED else 0
         return Row(exercise.id, verdict.status, verdict.code or "", verdict.message, points, exercise.points)
     kind, fields = outcome
+    if kind == "COPY":
+        fields = dict(fields, source=_copy_source(fields["source"]))
     key, status = _VERDICTS[kind]
     return Row(exercise.id, status, _CODES.get(kind, kind), message(key, exercise=exercise.id, **fields), 0,
                exercise.points)
@@ -476,42 +508,36 @@ def grade(path, options=None, *, jobs=2, student=None, skip=None, report=None):
     """Grade the notebook or every notebook under `path` (`jobs` at a time); [Graded] in path order.
     report(graded) is called as each result is final. A submission whose run was strained (a cell
     or a check out of time or memory, which a neighbour graded at the same time could have caused)
-    is graded again alone, so that no submission's grade depends on another's."""
+    is graded again alone, so that no submission's grade depends on another's.
+
+    Each submission is graded in a process of its own (``_Children``), stopped from outside at its
+    deadline (``submission_timeout`` and DEADLINE_MARGIN_S): whatever one submission makes the grader
+    do, the others are graded and the run completes."""
     options = options or Options()
     found = reading.find(path, student=student, skip=skip)
     base = Path(path)
     jobs = max(1, min(jobs, len(found)))
     _sweep()
     work = tempfile.mkdtemp(prefix=f"{TEMPORARY_PREFIX}{os.getpid()}-")
-    stopping = threading.Event()
 
-    def one(item):
+    def arguments(item):
         shown = item.path.name if base.is_file() else item.path.relative_to(base).as_posix()
-        return grade_one(item.path, item.key, item.student, options, shown, work, stopping)
+        return item.path, item.key, item.student, options, shown, work
 
     results = {}
+
+    def done(item, graded, alone):
+        if graded.strained and not alone:
+            return  # graded again alone below
+        results[item.key] = graded
+        if report:
+            report(graded)
+
     try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(one, item): item for item in found}
-            try:
-                for future in as_completed(futures):
-                    graded = future.result()
-                    if graded.strained and jobs > 1:
-                        continue  # graded again alone below
-                    results[futures[future].key] = graded
-                    if report:
-                        report(graded)
-            except BaseException:
-                stopping.set()  # no new kernel; the running ones killed: their threads end at once
-                runner.kill_all()
-                pool.shutdown(wait=True, cancel_futures=True)  # their results unreported
-                raise
-        for item in found:  # the strained ones, alone
-            if item.key not in results:
-                graded = one(item)
-                results[item.key] = graded
-                if report:
-                    report(graded)
+        with _Children(options) as children:
+            children.run(found, arguments, lambda item, graded: done(item, graded, jobs == 1), jobs)
+            strained = [item for item in found if item.key not in results]
+            children.run(strained, arguments, lambda item, graded: done(item, graded, True), 1)
     except KeyboardInterrupt:
         raise Interrupted() from None
     finally:
@@ -520,8 +546,106 @@ def grade(path, options=None, *, jobs=2, student=None, skip=None, report=None):
     return [results[item.key] for item in found]
 
 
+#: How each submission's grading process starts: forked from a server that imported the grader and
+#: the student package once (multiprocessing's forkserver: a few milliseconds a submission, and no
+#: thread or lock of this process inherited). Code that changes the grader in this process before
+#: grading (tests: the scan turned off) sets "fork", so that the children inherit the change.
+START_METHOD = "forkserver"
+DEADLINE_MARGIN_S = 60  # beyond submission_timeout: the scan, the judge, the data sent back
+
+
+class _Children:
+    """The processes that grade submissions, `jobs` at a time, each killed at its deadline."""
+
+    def __init__(self, options):
+        self.options, self.running = options, {}
+        self.context = multiprocessing.get_context(START_METHOD)
+        if START_METHOD == "forkserver":
+            import course_utils
+
+            modules = [info.name for info in pkgutil.walk_packages(course_utils.__path__, "course_utils.")
+                       if not info.name.endswith("__main__")]
+            self.context.set_forkserver_preload([__name__, *modules])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for _, process, _ in self.running.values():
+            process.kill()  # its kernels die with it (launch.py, runner.py)
+        for _, process, _ in self.running.values():
+            process.join()
+        self.running.clear()
+
+    def run(self, items, arguments, finished, jobs):
+        """Grade `items`, `jobs` at a time; finished(item, Graded) as each ends."""
+        pending = list(items)
+        while pending or self.running:
+            while pending and len(self.running) < jobs:
+                item = pending.pop(0)
+                reading_end, writing_end = self.context.Pipe(duplex=False)
+                process = self.context.Process(target=_child, args=(writing_end, *arguments(item)), daemon=True)
+                process.start()
+                writing_end.close()
+                deadline = time.monotonic() + self.options.submission_timeout + DEADLINE_MARGIN_S
+                self.running[reading_end] = (item, process, deadline)
+            wait = max(0.0, min(deadline for _, _, deadline in self.running.values()) - time.monotonic())
+            for connection in multiprocessing.connection.wait(list(self.running), timeout=min(wait, 5.0)):
+                item, process, _ = self.running.pop(connection)
+                try:
+                    graded = connection.recv()
+                except (EOFError, OSError):  # the process died without an answer
+                    graded = None
+                connection.close()
+                process.join()
+                finished(item, graded if isinstance(graded, Graded) else self._lost(item, arguments, "died"))
+            now = time.monotonic()
+            for connection, (item, process, deadline) in list(self.running.items()):
+                if now > deadline:
+                    del self.running[connection]
+                    process.kill()
+                    process.join()
+                    connection.close()
+                    finished(item, self._lost(item, arguments, "deadline"))
+
+    def _lost(self, item, arguments, why):
+        """The Graded of a submission whose process gave no result: every exercise 0, saying why."""
+        path, key, student, options, shown, _ = arguments(item)
+        found = reading.read(path, key, student, lesson=options.lesson)
+        answers = options.answers or default_answers()
+        graded = Graded(key, student, found.lesson or "", found.lang, shown)
+        seconds = options.submission_timeout + DEADLINE_MARGIN_S
+        with _speaking(found.lang):
+            exercises = answers.plan(found.lesson, found.lang)[0] if found.lesson in answers.lessons else ()
+            kind = "OUT_OF_TIME" if why == "deadline" else "PROCESS_DIED"
+            graded.rows = [_row(e, (kind, {"seconds": round(seconds)})) for e in exercises]
+        graded.strained = True
+        return graded
+
+
+def _child(connection, *arguments):
+    """A grading process: grade one submission, send its Graded back."""
+    _die_with_parent()
+    try:
+        connection.send(grade_one(*arguments))
+    finally:
+        connection.close()
+
+
+def _die_with_parent():
+    """Ask the system to kill this process when its parent dies (a killed grader leaves no grading
+    process, hence no kernel, behind), on Linux; and stop now if the parent is gone already."""
+    parent = os.getppid()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def _sweep():
-    """Remove the temporary folders of earlier runs whose grader is gone (killed: nothing cleaned up)."""
+    """Remove the temporary folders and control groups of earlier runs whose grader is gone (killed:
+    nothing cleaned up)."""
+    cgroups.sweep(_alive)
     pattern = re.compile(rf"^{re.escape(TEMPORARY_PREFIX)}(\d+)-")
     for entry in os.scandir(tempfile.gettempdir()):
         found = pattern.match(entry.name)
@@ -550,6 +674,8 @@ def write(results, out):
 
 # ----------------------------------------------------------------------------- the command
 
+#: main's exit code when it has no sandbox and was not told --no-sandbox (an autograder then decides).
+NO_SANDBOX = 3
 NO_SANDBOX_WARNING = (
     "warning: grading WITHOUT a sandbox ({why}). Every submission's code runs as you, with your files and "
     "your network: one submission can change another's grade, read the answers and your files. Grade "
@@ -619,14 +745,12 @@ def main(argv=None):
     sandboxed = not args.no_sandbox
     if sandboxed:
         ok, why = sandbox_available()
-        if not ok and len(found) > 1:
-            print(f"error: no sandbox for the kernels: {why}.\nWithout one, one submission can change another's "
-                  "grade. Install bubblewrap (apt-get install bubblewrap), or grade in the course's CI or a "
-                  "container; --no-sandbox grades anyway (see the README).", file=sys.stderr)
-            return 2
-        if not ok:  # one submission, in a fresh container or CI job: nothing of another student's to reach
-            print(NO_SANDBOX_WARNING.format(why=why), file=sys.stderr)
-            sandboxed = False
+        if not ok:  # never graded without it unless told: a kernel would run as this user, root included
+            print(f"error: no sandbox for the kernels: {why}.\nWithout one, a submission's code runs as you: it "
+                  "can change another's grade, read your files and use your network. Install bubblewrap "
+                  "(apt-get install bubblewrap), or grade in the course's CI or a container; --no-sandbox grades "
+                  "anyway, for one submission in a container of its own (see the README).", file=sys.stderr)
+            return NO_SANDBOX
     else:
         print(NO_SANDBOX_WARNING.format(why="--no-sandbox"), file=sys.stderr)
     written = None  # the answer key written from this checkout, removed at the end

@@ -6,7 +6,8 @@ A key is a folder::
     key.json     the format, and for each lesson it holds and each language: the lesson's exercises
                  in notebook order (id, the name of the learner's function, points, the names the
                  exercise forbids) and the text of every code cell of the course's student notebook
-                 (the cells the learner did not write: the scan reads them only for the names they bind)
+                 (the cells the learner did not write: the scan reads them only for the names they
+                 bind); and the fingerprints of the course's own functions (copies.py), to tell a copy
     <id>.pt      each exercise's grading.Reference on its public and hidden cases: arguments, the
                  expected results and gradients, what each known mistake gives there (the format
                  of course_utils/exercises/public, read with ``torch.load(weights_only=True)``)
@@ -54,9 +55,10 @@ class Exercise:
 class Key:
     """An answer key, read from its folder (``read``)."""
 
-    def __init__(self, folder, lessons):
+    def __init__(self, folder, lessons, copies=None):
         self.folder = Path(folder)
         self._lessons = lessons  # {lesson: {lang: {"exercises": [...], "cells": [...]}}}
+        self.copies = dict(copies or {})  # {fingerprint: what it is the fingerprint of}
 
     @property
     def lessons(self):
@@ -101,7 +103,10 @@ def read(folder):
     if not isinstance(index, dict) or index.get("format") != FORMAT or not isinstance(index.get("lessons"), dict):
         raise NotAKey(f"{folder / INDEX} is not an answer key of format {FORMAT!r}: write it again with "
                         "`python -m course_teacher.publish --key`")
-    key = Key(folder, index["lessons"])
+    copies = index.get("copies", {})
+    if not isinstance(copies, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in copies.items()):
+        raise NotAKey(f"{folder / INDEX}: its copies are not a table of fingerprints")
+    key = Key(folder, index["lessons"], copies)
     for lesson in key.lessons:
         for exercise in key.exercises(lesson):
             if not (folder / f"{exercise}.pt").is_file():
@@ -109,11 +114,12 @@ def read(folder):
     return key
 
 
-def encode(references, plans):
+def encode(references, plans, copies):
     """{file name: bytes} of a key: `references` {id: grading.Reference}, `plans` {lesson: {lang:
-    {"exercises": [{"id", "function", "points", "forbidden"}], "cells": [text]}}}."""
-    files = {INDEX: json.dumps({"format": FORMAT, "lessons": plans}, indent=1, ensure_ascii=False,
-                               sort_keys=True).encode("utf-8")}
+    {"exercises": [{"id", "function", "points", "forbidden"}], "cells": [text]}}}, `copies`
+    {fingerprint: label}."""
+    files = {INDEX: json.dumps({"format": FORMAT, "lessons": plans, "copies": copies}, indent=1,
+                               ensure_ascii=False, sort_keys=True).encode("utf-8")}
     for exercise, reference in sorted(references.items()):
         buffer = io.BytesIO()
         torch.save(public.encode(reference), buffer)

@@ -21,6 +21,9 @@ inside paths, the grader's client by the outside ones, with the same key and por
 killed from the thread that uses them (``kill``); ``kill_all`` only kills their processes, from
 any thread (a stopped grader), and each thread then finds its kernel dead and closes it.
 
+Where the machine allows it, all of a kernel's processes share one memory cap (cgroups.py: a control
+group of its own, of ``memory_mb``), beside each process's own (launch.py).
+
 ``run`` sends code and waits for the reply on the shell channel only: what a cell prints or
 displays is published on the kernel's IOPub channel, which the grader never subscribes to, so a
 notebook that prints gigabytes costs the grader nothing. A cell past its time limit gets an
@@ -46,7 +49,7 @@ from pathlib import Path
 
 from jupyter_client import BlockingKernelClient
 
-from . import sandbox
+from . import cgroups, sandbox
 
 LAUNCH = Path(__file__).with_name("launch.py")
 # What every grading kernel runs under: one thread, as the course's notebooks are built and
@@ -117,6 +120,7 @@ class Kernel:
         self.folder, self.memory_mb, self.file_mb, self.sandboxed = Path(folder), memory_mb, file_mb, sandboxed
         self.process = self.client = self.work = None
         self.uid = self.lock = None  # root mode: the uid launch.py drops to, and its claim (sandbox.claim)
+        self.group = None  # the control group capping all its processes' memory together, where there is one
         self._lock = threading.Lock()
 
     def __enter__(self):
@@ -161,10 +165,16 @@ class Kernel:
             raise KernelDied("the kernel did not start")
 
     def _unsandboxed_folder(self):
-        """The working folder of a kernel without a sandbox: `folder`; or, when the grader is root,
-        a fresh folder under /tmp (which any uid can reach) owned by the uid the kernel drops to."""
+        """The working folder of a kernel without a sandbox: `folder`; or, when the grader is root and
+        an unprivileged uid can run this Python (``unprivileged_python``: not where it lives under
+        root's own 0700 home), a fresh folder under /tmp (which any uid can reach) owned by the uid
+        the kernel drops to."""
         self.uid, self.lock = sandbox.claim()
         if self.uid is None:
+            return self.folder
+        if not unprivileged_python(self.uid):
+            sandbox.release(self.lock)
+            self.uid = self.lock = None
             return self.folder
         folder = Path(tempfile.mkdtemp(prefix="course-kernel-"))
         os.chown(folder, self.uid, self.uid)
@@ -176,8 +186,9 @@ class Kernel:
         kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", self.inside("kernel.json"),
                   "--HistoryManager.enabled=False"]
         limits = [str(self.memory_mb), str(self.file_mb), "--", *kernel]
+        self.group = cgroups.Group(f"course-grade-{os.getpid()}-{id(self)}", self.memory_mb)
         quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL,
-                 "start_new_session": True}
+                 "start_new_session": True, "preexec_fn": self.group.join if self.group else None}
         if not self.sandboxed:
             (self.work / "kernel.json").write_bytes(connection)
             home = self.work / "home"  # a HOME of its own: no startup files, no history of other notebooks
@@ -270,10 +281,30 @@ class Kernel:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
         sandbox.release(lock)
+        if self.group is not None:
+            self.group.remove()
         if not self.sandboxed and self.work is not None and self.work != self.folder:
             shutil.rmtree(self.work, ignore_errors=True)  # the private folder of a kernel that dropped root
         with _running_lock:
             _running.discard(self)
+
+
+_unprivileged = {}
+
+
+def unprivileged_python(uid):
+    """Whether `uid` can run this Python and import the student package (launch.py dropping root, as a
+    kernel's start does), tried once per process."""
+    if "ok" not in _unprivileged:
+        probe = [sys.executable, "-I", str(LAUNCH), "--user", str(uid), "0", "0", "--", sys.executable, "-I", "-c",
+                 "import course_utils"]
+        try:
+            done = subprocess.run(probe, cwd=tempfile.gettempdir(), env={"PATH": os.defpath}, capture_output=True,
+                                  timeout=60, check=False)
+            _unprivileged["ok"] = done.returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            _unprivileged["ok"] = False
+    return _unprivileged["ok"]
 
 
 def _first_line(text):

@@ -44,7 +44,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 LAUNCH = Path(__file__).with_name("launch.py")
@@ -61,7 +60,9 @@ WORK_BYTES = 64 * 2**20  # the calls and answers are small; a larger answer is r
 SHM_BYTES = 16 * 2**20
 FIRST_UID, UIDS = 60000, 1000  # root mode: a kernel runs as one of these uids, no other kernel's
 NOBODY = 65534  # user-namespace mode: the uid the kernel has inside
-UID_LOCKS = Path(tempfile.gettempdir()) / "course-grade-uids"  # a lock file per uid in use
+# A lock file per uid in use, where only root can make the folder: in /tmp, any user could make it
+# first, and a grader that then found no uid ran its kernels without the sandbox, as root.
+UID_LOCKS = Path("/run/course-grade-uids")
 
 # Folders a kernel needs, bound read-only where they exist; the system's own and its libraries.
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/ld.so.cache", "/etc/fonts")

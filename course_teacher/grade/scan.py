@@ -275,7 +275,8 @@ SAFE_BUILTINS = frozenset({
     "isinstance", "issubclass", "iter", "len", "list", "map", "max", "min", "next", "object", "oct", "open", "ord",
     "pow", "print", "property", "range", "repr", "reversed", "round", "set", "slice", "sorted", "staticmethod", "str",
     "sum", "super", "tuple", "type", "zip", "None", "True", "False", "NotImplemented", "Ellipsis", "__name__",
-    "__doc__", *(name for name in dir(builtins) if name.endswith(("Error", "Exception", "Warning", "Exit", "Iteration"))),
+    "__doc__", *(name for name, value in vars(builtins).items() if isinstance(value, type)
+                  and issubclass(value, BaseException)),  # the exceptions, to raise and to catch
 })
 
 #: How much work reading a notebook may take: VISITS_PER_NODE visits of each node of its syntax trees

@@ -132,6 +132,7 @@ class _Case:
     names: list = None  # the arguments' names (set by the judge: the learner's, else the reference's)
     largest: int = None  # the most elements any tensor the function makes may hold (None: no limit)
     label: str = ""  # "query (3, 5, 8), key (3, 7, 8), value (3, 7, 6)" (set by the judge)
+    hidden: bool = False  # one of the grader's hidden cases: no verdict shows its inputs or results
 
 
 @dataclass(frozen=True)
@@ -332,9 +333,14 @@ def judge(reference, outcomes):
 def _judge_all(reference, outcomes):
     cases, exercise = reference.cases, reference.exercise
     count = len(cases[0].args) if cases else 0
-    names = outcomes.names if _good_names(outcomes.names, count) else _fallback_names(reference.names, count)
+    # With hidden cases (the grader's), the names are the exercise's own: a kernel sends the learner's,
+    # and a function that saw a hidden case could spell its inputs in them.
+    hidden = any(case.hidden for case in cases)
+    names = outcomes.names if _good_names(outcomes.names, count) and not hidden else \
+        _fallback_names(reference.names, count)
     for case in cases:
-        case.names, case.label = names, _label(names, case.args)
+        case.names = names
+        case.label = message("check.hidden_case") if case.hidden else _label(names, case.args)
     status, text, code = _judge(exercise, cases, outcomes, reference.mistakes, reference.tolerance)
     if status not in (PASSED, NOT_ATTEMPTED) and outcomes.used_T:
         text += "\n" + message("check.hint_T")
@@ -380,11 +386,13 @@ def _judge(exercise, cases, outcomes, mistakes, tolerance):
         if error.exit:
             return CRASHED, message("check.exit", exercise=exercise, case=case.number, args=case.label), "SystemExit"
         text = message(
-            "check.crashed", exercise=exercise, error=error.name, case=case.number, args=case.label, text=error.text,
+            "check.crashed", exercise=exercise, error=error.name, case=case.number, args=case.label,
+            text=_shown(case, error.text),
         )
         return CRASHED, text, error.name
     case, detail = next((case, d) for case, d in zip(cases, differences) if d)
-    detail = message("check.case", case=case.number, args=case.label, detail=detail)
+    detail = message("check.case", case=case.number, args=case.label,
+                     detail=message("check.hidden_detail") if case.hidden else detail)
     return FAILED, message("check.mismatch", exercise=exercise, detail=detail), None
 
 
@@ -408,7 +416,7 @@ def _judge_gradients(exercise, cases, outcomes, tolerance):
                 return CRASHED, _time_limit(exercise, outcomes, case), "TIME_LIMIT"
             text = message(
                 "check.backward_failed", exercise=exercise, case=case.number, args=case.label,
-                error=gradients.name, text=gradients.text,
+                error=gradients.name, text=_shown(case, gradients.text),
             )
             return FAILED, text, "BACKWARD"
         for position, expected in case.gradients.items():
@@ -416,6 +424,8 @@ def _judge_gradients(exercise, cases, outcomes, tolerance):
             if found:
                 name = case.names[position]
                 key = "check.gradient_nan" if found[0] == "nan" else "check.gradient"
+                if case.hidden:  # where, and by how much, would show the expected gradients
+                    key, found = "check.gradient_hidden", (None, {})
                 text = message(key, exercise=exercise, case=case.number, args=case.label, name=name, **found[1])
                 return FAILED, text, "GRADIENT"
     return PASSED, message("check.passed", exercise=exercise, cases=len(cases)), None
@@ -556,6 +566,11 @@ def names_of(candidate, count):
         if len(names) >= count:
             return list(names[:count])
     return None
+
+
+def _shown(case, text):
+    """An error's text as a verdict quotes it: never for a hidden case (it may hold its inputs)."""
+    return message("check.hidden_text") if case.hidden else text
 
 
 def _good_names(names, count):

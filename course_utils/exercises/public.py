@@ -39,7 +39,7 @@ def load(exercise, file=None):
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("exercise") != exercise:
         raise ValueError(f"{file} is not the data of exercise {exercise!r}: run `make check`")
     cases = [_Case(number, tuple(case["args"]), case["expected"], list(case["attached"]), list(case["weights"]),
-                   dict(case["gradients"]), largest=case.get("largest"))
+                   dict(case["gradients"]), largest=case.get("largest"), hidden=case.get("hidden") is True)
              for number, case in enumerate(data["cases"], start=1)]
     mistakes = tuple(Known(m["code"], dict(m["hint"]), tuple((kind, value) for kind, value in m["results"]))
                      for m in data["mistakes"])
@@ -57,7 +57,8 @@ def encode(reference):
         "names": list(reference.names),
         "points": int(reference.points),
         "cases": [{"args": list(case.args), "expected": case.expected, "attached": list(case.attached),
-                   "weights": list(case.weights), "gradients": dict(case.gradients), "largest": case.largest}
+                   "weights": list(case.weights), "gradients": dict(case.gradients), "largest": case.largest,
+                   **({"hidden": True} if case.hidden else {})}
                   for case in reference.cases],
         "mistakes": [{"code": m.code, "hint": dict(m.hint), "results": [list(r) for r in m.results]}
                      for m in reference.mistakes],
