@@ -217,7 +217,7 @@ claim("全遮蔽行在每一种切法下得到的都是全零权重，从不是 
 # $$m = \max(m_1, m_2),\quad \ell = \ell_1 e^{m_1 - m} + \ell_2 e^{m_2 - m},\quad
 # acc = acc_1 e^{m_1 - m} + acc_2 e^{m_2 - m}.$$
 #
-# 合并并不关心片段从哪里来：两个线程、两台机器、长序列的前后两半都行。长序列的键就是这样分给多个工作单元，最后再合并的：Flash-Decoding 这样把很长的 KV 缓存分给 GPU 的各个计算核心，Ring Attention 则这样把一条序列分到多个设备上。
+# 合并并不关心片段从哪里来：两个线程、两台机器、长序列的前后两半都行。长序列的键就是这样分给多个工作单元，最后再合并的：Flash-Decoding 就这样把很长的 KV 缓存分给 GPU 的各个计算单元，Ring Attention 则这样把一条序列分到多台设备上。
 
 # %% [markdown] tags=["lang-en"]
 # ### Exercise 1: merge two partial softmaxes
@@ -1276,12 +1276,12 @@ claim("flash 内核同样为每一行保留一个 log-sum-exp，而且与我们�
 # the tiled kernel; three axes get the math kernel and its $L \times L$ matrix. The course's
 # benchmark measures the versions side by side up to $L = 16384$, with tiles of 256 × 256, and
 # checks two bars at $L = 8192$: the memory the tiled call adds to the process stays under 1/20 of
-# what the materialised call adds, and the causal version takes at most 0.6 times as long as the
+# what the textbook line adds, and the causal version takes at most 0.6 times as long as the
 # full one (larger tiles and longer rows leave the fixed costs per tile less weight than in the
 # timings above).
 
-# %% [markdown] tags=["lang-zh"] en_hash="d03765ad6e"
-# 所以，像第 04 课的融合版那样，在调用之前先整理成 $(B, H, L, d)$ 的形状，才能用上分块内核；3 维的输入只能走 math 内核和它的 $L \times L$ 矩阵。课程的基准测试用 256 × 256 的分块，把这几个版本并排测到 $L = 16384$，并在 $L = 8192$ 处检查两条界限：分块版调用给进程增加的内存不到完整矩阵版的 1/20；因果版的耗时至多是完整版的 0.6 倍（分块更大、行更长，每个分块的固定开销所占的比重就比上面的计时小）。
+# %% [markdown] tags=["lang-zh"] en_hash="2e85986b42"
+# 所以，像第 04 课的融合版那样，在调用之前先整理成 $(B, H, L, d)$ 的形状，才能用上分块内核；3 维的输入只能走 math 内核和它的 $L \times L$ 矩阵。课程的基准测试用 256 × 256 的分块，把这几个版本并排测到 $L = 16384$，并在 $L = 8192$ 处检查两条界限：分块版调用给进程增加的内存不到教科书式那一行的 1/20；因果版的耗时至多是完整版的 0.6 倍（分块更大、行更长，每个分块的固定开销所占的比重就比上面的计时小）。
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## Summary
