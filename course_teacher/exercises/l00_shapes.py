@@ -4,6 +4,11 @@ Each exercise's first case is square (every axis the same size), so a learner's 
 its axes in the wrong order still runs there and can be recognised by its values. The later
 cases vary every argument on its own: batch 1, length 1, one head, one feature per head,
 L_q != L_k, a padded length longer than every sequence, a sequence of length 0.
+
+The grader's hidden cases (``hidden``) keep those edges at sizes drawn from the teacher's seed,
+within each exercise's text (num_heads divides the features, 0 <= length <= max_len, ...), and
+always hold shapes no public case has: values alone redrawn on the public shapes would catch
+nothing more.
 """
 
 import math
@@ -13,6 +18,11 @@ import torch
 from course_utils import masks
 
 from .registry import TRANSPOSES, Exercise, Mistake, randn, register
+
+
+def _draw(generator, low, high):
+    """An integer drawn uniformly from [low, high] by the grader's generator."""
+    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 # ----------------------------------------------------------------------------- 00.split_heads
 # (B, L, H*D) -> (B, H, L, D): the feature axis holds H blocks of D features, head after head.
@@ -34,6 +44,24 @@ def _split_cases(generator):
     ]
 
 
+def _split_hidden(generator):
+    """The grader's hidden cases: the public edges at drawn sizes, one length longer than any public
+    one (so a new shape whatever the seed), and float64 (the text asks for x's dtype)."""
+    g = generator
+
+    def case(batch, length, heads, head_dim, dtype=torch.float32):
+        return (randn(g, batch, length, heads * head_dim).to(dtype), heads)
+
+    return [
+        case(_draw(g, 2, 4), _draw(g, 2, 5), _draw(g, 2, 5), _draw(g, 2, 5)),  # every size drawn
+        case(_draw(g, 1, 3), _draw(g, 6, 9), _draw(g, 2, 6), _draw(g, 2, 4)),  # longer than every public case
+        case(1, 1, _draw(g, 2, 5), _draw(g, 2, 6)),  # one sequence of length 1
+        case(_draw(g, 2, 4), _draw(g, 2, 6), 1, _draw(g, 2, 8)),  # one head
+        case(_draw(g, 2, 4), _draw(g, 2, 6), _draw(g, 2, 6), 1),  # one feature per head
+        case(_draw(g, 1, 3), _draw(g, 2, 6), _draw(g, 2, 4), _draw(g, 2, 4), torch.float64),
+    ]
+
+
 def _split_as(x, first, second):
     """x (B, L, F) viewed as (B, L, first, second)."""
     return x.reshape(x.shape[0], x.shape[1], first, second)
@@ -44,6 +72,7 @@ register(
         id="00.split_heads",
         reference=_split_heads,
         cases=_split_cases,
+        hidden=_split_hidden,
         forbidden=("course_utils.multihead.split_heads",),  # the course's own: this exercise's answer
         mistakes=(
             Mistake(
@@ -155,6 +184,29 @@ def _merge_cases(generator):
     ]
 
 
+def _merge_hidden(generator):
+    """The grader's hidden cases: the public edges at drawn sizes (length 1, batch 1, one head, one
+    feature per head, the non-contiguous layout split_heads leaves), one length longer than any public
+    one, and float64."""
+    g = generator
+
+    def case(batch, heads, length, head_dim, dtype=torch.float32):
+        return (randn(g, batch, heads, length, head_dim).to(dtype),)
+
+    def as_split_leaves_it(batch, heads, length, head_dim):  # a transposed view of (B, L, H, D) memory
+        return (randn(g, batch, length, heads, head_dim).transpose(1, 2),)
+
+    return [
+        case(_draw(g, 2, 4), _draw(g, 2, 5), _draw(g, 7, 9), _draw(g, 2, 5)),  # longer than every public case
+        case(_draw(g, 2, 4), _draw(g, 2, 5), 1, _draw(g, 2, 6)),  # length 1
+        case(1, _draw(g, 2, 5), _draw(g, 2, 6), _draw(g, 2, 6)),  # batch 1
+        case(_draw(g, 2, 4), 1, _draw(g, 2, 6), _draw(g, 2, 6)),  # one head
+        case(_draw(g, 2, 4), _draw(g, 2, 5), _draw(g, 2, 6), 1),  # one feature per head
+        as_split_leaves_it(_draw(g, 1, 3), _draw(g, 2, 5), _draw(g, 2, 6), _draw(g, 2, 4)),
+        case(_draw(g, 1, 3), _draw(g, 2, 4), _draw(g, 2, 5), _draw(g, 2, 4), torch.float64),
+    ]
+
+
 _CONCATENATE_HEADS = {
     "en": "Multi-head attention does not add or average its heads: it concatenates them, so each position "
     "ends with H·D features, head 0's D features first. Swap the axes back, .transpose(1, 2), then merge "
@@ -168,6 +220,7 @@ register(
         id="00.merge_heads",
         reference=_merge_heads,
         cases=_merge_cases,
+        hidden=_merge_hidden,
         forbidden=("course_utils.multihead.merge_heads",),  # the course's own: this exercise's answer
         mistakes=(
             Mistake(
@@ -255,6 +308,45 @@ def _mask_cases(generator):
     ]
 
 
+def _mask_hidden(generator):
+    """The grader's hidden cases: the public edges (B = L_k, padding beyond the longest sequence,
+    batch 1, no padding, an empty sequence, int32 lengths, more sequences than positions) with batch
+    sizes, padded lengths and lengths drawn from the teacher's seed, 0 <= length <= max_len as the
+    text says; no (B, max_len) of a public case, so every case has a new shape."""
+    g = generator
+    public = {(len(lengths), max_len) for lengths, max_len in _mask_cases(None)}
+
+    def sizes(batch, max_len):
+        """(B, max_len) drawn by the two functions until it is no public case's."""
+        while True:
+            drawn = batch(), max_len()
+            if drawn not in public:
+                return drawn
+
+    def lengths(batch, low, high, dtype=torch.int64):
+        return torch.randint(low, high + 1, (batch,), generator=g).to(dtype)
+
+    cases = []
+    n = _draw(g, 4, 7)
+    cases.append((lengths(n, 0, n), n))  # B = L_k
+    batch, max_len = sizes(lambda: _draw(g, 2, 5), lambda: _draw(g, 3, 9))
+    cases.append((lengths(batch, 0, max_len - 1), max_len))  # every sequence shorter than max_len
+    batch, max_len = sizes(lambda: 1, lambda: _draw(g, 1, 9))
+    cases.append((lengths(1, 1, max_len), max_len))  # batch 1
+    batch, max_len = sizes(lambda: _draw(g, 1, 4), lambda: _draw(g, 1, 8))
+    cases.append((torch.full((batch,), max_len), max_len))  # no padding at all
+    batch, max_len = sizes(lambda: _draw(g, 2, 5), lambda: _draw(g, 2, 8))
+    empty = lengths(batch, 1, max_len)
+    empty[_draw(g, 0, batch - 1)] = 0  # an empty sequence: its row is all False
+    cases.append((empty, max_len))
+    batch, max_len = sizes(lambda: _draw(g, 2, 6), lambda: _draw(g, 2, 8))
+    cases.append((lengths(batch, 0, max_len, torch.int32), max_len))  # int32 lengths
+    max_len = _draw(g, 1, 4)
+    batch, max_len = sizes(lambda: _draw(g, max_len + 1, 9), lambda: max_len)
+    cases.append((lengths(batch, 0, max_len), max_len))  # more sequences than positions
+    return cases
+
+
 def _grid(lengths, max_len):
     """(B, L_k) bool: position < length."""
     return torch.arange(max_len) < lengths[:, None]
@@ -265,6 +357,7 @@ register(
         id="00.padding_mask",
         reference=masks.padding_mask,
         cases=_mask_cases,
+        hidden=_mask_hidden,
         forbidden=("course_utils.masks.padding_mask",),  # the course's own (the reference): the answer
         mistakes=(
             Mistake(
@@ -420,11 +513,30 @@ def _einsum_cases(generator):
     ]
 
 
+def _einsum_hidden(generator):
+    """The grader's hidden cases: the public edges (L_q != L_k, batch 1, one query, one key, one head,
+    one feature per head) at drawn sizes, more keys than any public case has, and float64."""
+    g = generator
+
+    def qk(batch, l_q, l_k, heads, head_dim, dtype=torch.float32):
+        return randn(g, batch, l_q, heads, head_dim).to(dtype), randn(g, batch, l_k, heads, head_dim).to(dtype)
+
+    return [
+        qk(_draw(g, 2, 3), _draw(g, 2, 6), _draw(g, 7, 9), _draw(g, 2, 4), _draw(g, 2, 5)),  # more keys
+        qk(1, 1, _draw(g, 2, 7), _draw(g, 2, 4), _draw(g, 2, 6)),  # batch 1, one query
+        qk(_draw(g, 2, 4), _draw(g, 2, 6), 1, 1, _draw(g, 2, 7)),  # one key, one head
+        qk(_draw(g, 2, 4), _draw(g, 2, 6), _draw(g, 2, 6), _draw(g, 2, 5), 1),  # one feature per head
+        qk(_draw(g, 2, 4), _draw(g, 3, 6), _draw(g, 3, 6), _draw(g, 2, 5), _draw(g, 2, 5)),
+        qk(_draw(g, 1, 3), _draw(g, 2, 5), _draw(g, 2, 5), _draw(g, 2, 4), _draw(g, 2, 4), torch.float64),
+    ]
+
+
 register(
     Exercise(
         id="00.scores_einsum",
         reference=_scores_einsum,
         cases=_einsum_cases,
+        hidden=_einsum_hidden,
         forbidden=TRANSPOSES,
         mistakes=(
             Mistake(

@@ -2,7 +2,9 @@
 
 The cases vary every argument on its own (batch, L_q, L_k, d_k, d_v, d_h, the dtype), so a
 function that ignores one of them fails; each first case is square everywhere, so that every
-known mistake still runs there and can be recognised by its values.
+known mistake still runs there and can be recognised by its values. The grader's hidden cases
+(``hidden``) keep those edges at sizes drawn from the teacher's seed, and always hold shapes no
+public case has.
 """
 
 import math
@@ -12,6 +14,11 @@ import torch
 from course_utils import attention
 
 from .registry import Exercise, Mistake, randn, register
+
+
+def _draw(generator, low, high):
+    """An integer drawn uniformly from [low, high] by the grader's generator."""
+    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 # ----------------------------------------------------------------------------- 01.scaled_dot
 
@@ -42,6 +49,24 @@ def _attention_cases(generator):
         _qkv(generator, 3, 6, 1, 4, 2),
         _qkv(generator, 2, 4, 5, 6, 3, dtype=torch.float64),
         _qkv(generator, 2, 3, 6, 5, 4, transposed=True),
+    ]
+
+
+def _attention_hidden(generator):
+    """The grader's hidden cases: the public edges at drawn sizes (every size apart, a batch of one
+    with length 1, a wide d_k, one query, one key, float64, a key and value that are not contiguous),
+    with more keys than any public case has."""
+    g = generator
+    n = _draw(g, 5, 6)
+    return [
+        _qkv(g, n, n, n, n, n),  # square: every mistake runs
+        _qkv(g, _draw(g, 2, 3), _draw(g, 2, 6), _draw(g, 10, 13), _draw(g, 2, 9), _draw(g, 2, 7)),
+        _qkv(g, 1, 1, 1, _draw(g, 2, 24), _draw(g, 1, 6)),
+        _qkv(g, _draw(g, 1, 3), _draw(g, 2, 5), _draw(g, 2, 8), _draw(g, 32, 96), _draw(g, 2, 5)),  # wide d_k
+        _qkv(g, _draw(g, 2, 4), 1, _draw(g, 2, 9), _draw(g, 2, 9), _draw(g, 2, 8)),  # one query
+        _qkv(g, _draw(g, 2, 4), _draw(g, 2, 7), 1, _draw(g, 2, 9), _draw(g, 2, 6)),  # one key
+        _qkv(g, _draw(g, 1, 3), _draw(g, 2, 6), _draw(g, 2, 6), _draw(g, 2, 8), _draw(g, 2, 6), dtype=torch.float64),
+        _qkv(g, _draw(g, 1, 3), _draw(g, 2, 6), _draw(g, 2, 7), _draw(g, 2, 8), _draw(g, 2, 6), transposed=True),
     ]
 
 
@@ -104,6 +129,7 @@ register(
         id="01.scaled_dot",
         reference=lambda q, k, v: attention.scaled_dot_product_attention(q, k, v),
         cases=_attention_cases,
+        hidden=_attention_hidden,
         forbidden=("F.scaled_dot_product_attention", "course_utils.attention.scaled_dot_product_attention"),
         mistakes=(
             Mistake(
@@ -308,6 +334,36 @@ def _softmax_cases(generator):
     ]
 
 
+def _spread_rows(g, rows, length):
+    """Rows around +500, −300 and 0 (in turn) in one float32 tensor, the last a spread from −200 to
+    200: _offset_rows at other sizes."""
+    offsets = torch.tensor([500.0, -300.0, 0.0]).repeat(rows)[:rows]
+    spread = 20.0 * randn(g, rows, length) + offsets.unsqueeze(-1)
+    spread[-1] = torch.linspace(-200.0, 200.0, length)
+    return spread
+
+
+def _softmax_hidden(generator):
+    """The grader's hidden cases: the public edges at drawn sizes (L_q != L_k, scores around +500 and
+    −500, rows of very different offsets in one tensor, a 1-D tensor, rows of length 1, four axes,
+    float64, scores around ±800 in float32 and float64, scores that are not contiguous), with longer
+    rows than any public case has."""
+    g = generator
+    return [
+        (3.0 * randn(g, _draw(g, 2, 4), _draw(g, 2, 6), _draw(g, 9, 12)),),
+        (20.0 * randn(g, _draw(g, 2, 3), _draw(g, 2, 5), _draw(g, 2, 8)) + 500.0,),
+        (20.0 * randn(g, _draw(g, 2, 6), _draw(g, 2, 9)) - 500.0,),
+        (_spread_rows(g, _draw(g, 4, 7), _draw(g, 3, 9)),),
+        (2.0 * randn(g, _draw(g, 2, 9)),),
+        (50.0 * randn(g, _draw(g, 2, 6), 1),),
+        (3.0 * randn(g, _draw(g, 2, 3), _draw(g, 2, 3), _draw(g, 2, 5), _draw(g, 2, 6)),),
+        ((4.0 * randn(g, _draw(g, 2, 3), _draw(g, 2, 5), _draw(g, 2, 7))).double(),),
+        (20.0 * randn(g, _draw(g, 2, 5), _draw(g, 2, 7)) + 800.0,),
+        ((20.0 * randn(g, 2, _draw(g, 2, 4), _draw(g, 2, 6)) + torch.tensor([800.0, -800.0]).view(2, 1, 1)).double(),),
+        ((3.0 * randn(g, _draw(g, 2, 3), _draw(g, 2, 7), _draw(g, 2, 6))).transpose(-2, -1),),
+    ]
+
+
 def _exp_shifted(scores):
     return (scores - scores.amax(dim=-1, keepdim=True)).exp()
 
@@ -344,6 +400,7 @@ register(
         id="01.softmax",
         reference=lambda scores: torch.softmax(scores, dim=-1),
         cases=_softmax_cases,
+        hidden=_softmax_hidden,
         # float32 scores near ±500 and +800 carry a rounding error of up to about 3e-5 (their spacing is
         # 3e-5 to 6e-5), and correct answers round differently (through logsumexp, say): their gradients
         # differ from the reference's by a few 1e-5 there, which the default atol of 1e-5 would reject
@@ -536,6 +593,24 @@ def _additive_cases(generator):
     ]
 
 
+def _additive_hidden(generator):
+    """The grader's hidden cases: the public edges at drawn sizes (every size apart, a batch of one
+    with length 1, d_q = d_k with the other sizes apart, a hidden size of 1, float64), with more keys
+    than any public case has."""
+    g = generator
+    d, n = _draw(g, 2, 7), _draw(g, 3, 6)
+    return [
+        _additive_case(g, 2, n, n, n, n, n),  # square: every mistake runs
+        _additive_case(g, _draw(g, 2, 3), _draw(g, 2, 6), _draw(g, 8, 10), _draw(g, 2, 7), _draw(g, 2, 7),
+                       _draw(g, 2, 9)),
+        _additive_case(g, 1, 1, 1, _draw(g, 1, 6), _draw(g, 1, 6), _draw(g, 2, 8)),
+        _additive_case(g, _draw(g, 1, 3), _draw(g, 2, 6), _draw(g, 2, 6), d, d, _draw(g, 2, 12)),
+        _additive_case(g, _draw(g, 1, 3), _draw(g, 2, 5), _draw(g, 2, 6), _draw(g, 1, 6), _draw(g, 1, 6), 1),
+        _additive_case(g, _draw(g, 1, 3), _draw(g, 2, 5), _draw(g, 2, 6), _draw(g, 2, 6), _draw(g, 2, 6),
+                       _draw(g, 2, 8), dtype=torch.float64),
+    ]
+
+
 def _pairs(q, k):
     """q: (..., L_q, d_h), k: (..., L_k, d_h) -> (..., L_q, L_k, d_h), the sum for every pair."""
     return q.unsqueeze(-2) + k.unsqueeze(-3)
@@ -546,6 +621,7 @@ register(
         id="01.additive_scores",
         reference=lambda q, k, w_q, w_k, v: attention.additive_scores(q, k, w_q, w_k, v),
         cases=_additive_cases,
+        hidden=_additive_hidden,
         forbidden=("course_utils.attention.additive_scores",),  # the course's own (the reference): the answer
         mistakes=(
             Mistake(

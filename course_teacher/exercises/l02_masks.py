@@ -4,7 +4,9 @@ Masks are keep masks (True = the query may attend to the key). Each exercise's f
 square, so a mistake that mixes up the query and key axes still runs there and is recognised by
 its values. The later cases vary every argument on its own (L_q with L_k fixed and the other way
 round; max_len larger than every length; batch 1; length 0 and length 1), and have rows whose
-keys are all hidden, so a function that ignores one argument fails somewhere.
+keys are all hidden, so a function that ignores one argument fails somewhere. The grader's hidden
+cases (``hidden``) keep those edges at sizes (and lengths, and masks) drawn from the teacher's seed,
+and hold no public case: each has a shape, or integer arguments, of its own.
 """
 
 import torch
@@ -25,9 +27,25 @@ def _causal_cases(generator):
 
 
 def _hidden_causal_cases(generator):
-    """The grader's hidden cases: sizes drawn from its generator (the public ones are all known)."""
-    q, k = _sizes(generator, 6, 1, 12), _sizes(generator, 6, 1, 12)
-    return list(zip(q, k))
+    """The grader's hidden cases: the public edges (square, L_q < L_k and L_q > L_k, L_q changed with
+    L_k fixed and the other way round, length 1 on either side) at sizes drawn from its generator,
+    never a public case's (L_q, L_k)."""
+    g = generator
+    public = set(_causal_cases(None))
+
+    def fresh(draw):
+        while (case := draw()) in public:
+            pass
+        return case
+
+    def one(low, high):
+        return _sizes(g, 1, low, high)[0]
+
+    n = one(5, 12)
+    fewer = fresh(lambda: (one(1, n - 1), n))  # L_q < L_k
+    more = (one(n + 1, n + 6), n)  # L_q > L_k, the same L_k
+    other = fresh(lambda: (more[0], one(1, n - 1)))  # the same L_q, another L_k
+    return [(n, n), fewer, more, other, fresh(lambda: (1, one(2, 12))), fresh(lambda: (one(2, 12), 1))]
 
 
 def _sizes(generator, count, low, high):
@@ -178,6 +196,43 @@ def _decoder_cases(generator):
     ]
 
 
+def _decoder_hidden(generator):
+    """The grader's hidden cases: the public edges (B = L, padding beyond the longest sequence, batch
+    1 with padding, an empty sequence, more sequences than positions) with batch sizes, padded
+    lengths and lengths drawn from the teacher's seed, each between 0 and max_len as the text says;
+    no (B, max_len) of a public case, so every case has a new shape."""
+    g = generator
+    public = {(len(lengths), max_len) for lengths, max_len in _decoder_cases(None)}
+
+    def one(low, high):
+        return _sizes(g, 1, low, high)[0]
+
+    def sizes(batch, max_len):
+        while (drawn := (batch(), max_len())) in public:
+            pass
+        return drawn
+
+    def lengths(batch, low, high):
+        return torch.randint(low, high + 1, (batch,), generator=g)
+
+    n = one(4, 7)
+    cases = [(lengths(n, 0, n), n)]  # B = L
+    batch, max_len = sizes(lambda: one(2, 4), lambda: one(4, 8))
+    cases.append((lengths(batch, 1, max_len), max_len))
+    batch, max_len = sizes(lambda: one(2, 4), lambda: one(3, 9))
+    cases.append((lengths(batch, 0, max_len - 1), max_len))  # max_len > every length
+    batch, max_len = sizes(lambda: 1, lambda: one(2, 9))
+    cases.append((lengths(1, 1, max_len - 1), max_len))  # batch 1 with padding
+    batch, max_len = sizes(lambda: one(2, 4), lambda: one(2, 7))
+    empty = lengths(batch, 1, max_len)
+    empty[one(0, batch - 1)] = 0  # an empty sequence: every row of its item is hidden
+    cases.append((empty, max_len))
+    max_len = one(1, 4)
+    batch, max_len = sizes(lambda: one(max_len + 1, 7), lambda: max_len)
+    cases.append((lengths(batch, 0, max_len), max_len))  # more sequences than positions
+    return cases
+
+
 def _padding_le(lengths, max_len):
     return (torch.arange(max_len) <= lengths[:, None])[:, None, None, :]
 
@@ -191,6 +246,7 @@ register(
         id="02.decoder_mask",
         reference=_decoder_mask,
         cases=_decoder_cases,
+        hidden=_decoder_hidden,
         mistakes=(
             Mistake(
                 "OFF_BY_ONE",
@@ -355,6 +411,64 @@ def _masked_softmax_cases(generator):
     return cases
 
 
+def _masked_softmax_hidden(generator):
+    """The grader's hidden cases: the public edges at sizes drawn from its generator (fully hidden
+    rows, an item with no real keys under a (B, 1, L_k) mask with rows far apart, length 1, (B, H,
+    L_q, L_k) scores under a bottom-right causal mask with L_q > L_k, float64 under a 1-D mask, a
+    (B, 1, 1, L_k) padding mask hiding a key that scores far above the kept ones, scores that are not
+    contiguous), with more keys than any public case has; every mask broadcasts against its scores
+    without enlarging them, as the text says."""
+    g = generator
+
+    def one(low, high):
+        return _sizes(g, 1, low, high)[0]
+
+    def keep(*shape, p=0.6):
+        return torch.rand(*shape, generator=g) < p
+
+    batch, l_q, l_k = one(2, 4), one(2, 6), one(8, 10)
+    square = keep(batch, l_q, l_k)
+    square[0, one(0, l_q - 1)] = False  # a fully hidden row
+    square[-1, one(0, l_q - 1)] = False
+    cases = [(2.0 * randn(g, batch, l_q, l_k), square)]
+
+    batch, l_q, l_k = one(2, 4), one(3, 7), one(2, 8)
+    offsets = torch.tensor([0.0, 100.0, -110.0, 50.0, 5.0]).repeat(2)[:l_q].view(l_q, 1)  # rows far apart
+    wide = keep(batch, 1, l_k)
+    wide[one(1, batch - 1)] = False  # an item with no real keys
+    wide[0, 0, one(0, l_k - 1)] = True
+    cases.append((3.0 * randn(g, batch, l_q, l_k) + offsets, wide))
+
+    batch = one(2, 5)
+    single = keep(batch, 1, 1)
+    single[0], single[1] = True, False  # length 1, one row hidden
+    cases.append((randn(g, batch, 1, 1), single))
+
+    l_k = one(2, 5)
+    l_q = one(l_k + 1, 8)
+    cases.append((3.0 * randn(g, one(1, 2), one(2, 3), l_q, l_k), masks.causal_mask(l_q, l_k, align="bottom_right")))
+
+    l_k = one(3, 8)
+    per_key, hidden = keep(l_k), one(0, l_k - 1)
+    per_key[hidden], per_key[(hidden + 1) % l_k] = False, True  # hides some keys, not all
+    cases.append((randn(g, one(1, 3), one(2, 5), l_k).double(), per_key))
+
+    batch, l_k = one(1, 2), one(4, 8)
+    padding = keep(batch, 1, 1, l_k)
+    far = one(0, l_k - 1)
+    padding[..., far] = False  # a hidden key that scores far above the kept ones
+    padding[..., (far + 1) % l_k] = True
+    padded = 2.0 * randn(g, batch, one(2, 4), one(2, 5), l_k)
+    padded[..., far] += 120.0
+    cases.append((padded, padding))
+
+    batch, l_q, l_k = one(1, 3), one(2, 5), one(6, 9)
+    scattered = keep(batch, l_q, l_k)
+    scattered[-1, one(0, l_q - 1)] = False  # a fully hidden row
+    cases.append(((2.0 * randn(g, batch, l_k, l_q)).transpose(-2, -1), scattered))  # not contiguous, L_q < L_k
+    return cases
+
+
 def _recipe(scores, keep, dim=-1, hidden=None):
     """The three steps of the exercise, with a softmax axis and a fully-masked-row test to vary."""
     hidden = _hidden_rows(keep) if hidden is None else hidden
@@ -367,6 +481,7 @@ register(
         id="02.masked_softmax",
         reference=masks.masked_softmax,
         cases=_masked_softmax_cases,
+        hidden=_masked_softmax_hidden,
         # the course's own (the reference), and so every function built on it, such as
         # attention.scaled_dot_product_attention; torch.softmax stays allowed (the text uses it)
         forbidden=("course_utils.masks.masked_softmax",),

@@ -7,7 +7,8 @@ Every argument varies on its own across the cases (batch 1, length 1, L_q != L_k
 d_k != d_v, E, d_k and the number of keys all different from each other), so a function that
 ignores an argument, or uses one size where another is meant (the scale √d_k), fails somewhere.
 The projection matrices are independent random tensors, so a function that swaps two of them
-fails too.
+fails too. The grader's hidden cases (``hidden``) keep the public edges at sizes drawn from the
+teacher's seed, and always hold shapes no public case has.
 """
 
 import math
@@ -18,6 +19,11 @@ from course_utils import attention
 
 from .l01_attention import MATMUL_ORDER_HINT, SOFTMAX_BATCH_DIM_HINT
 from .registry import Exercise, Mistake, randn, register
+
+
+def _draw(generator, low, high):
+    """An integer drawn uniformly from [low, high] by the grader's generator."""
+    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 
 def _attend(q, k, v, divisor=None, dim=-1, softmax_first=False, softmax=True, value_first=False):
@@ -98,6 +104,22 @@ def _self_cases(generator):
     ]
 
 
+def _self_hidden(generator):
+    """The grader's hidden cases: the public edges at drawn sizes (L, E, d_k and d_v apart, batch 1
+    with E < d_k, length 1, a wide d_k, float64), with a sequence longer than any public one."""
+    g = generator
+    e, n = _draw(g, 2, 4), _draw(g, 5, 6)
+    return [
+        _self_case(g, 2, n, n, n, n),  # square: every mistake runs
+        _self_case(g, _draw(g, 2, 3), _draw(g, 8, 10), _draw(g, 2, 8), _draw(g, 2, 8), _draw(g, 2, 8)),
+        _self_case(g, 1, _draw(g, 2, 7), e, _draw(g, e + 1, 9), _draw(g, 2, 6)),  # batch 1, E < d_k
+        _self_case(g, _draw(g, 2, 4), 1, _draw(g, 2, 7), _draw(g, 2, 9), _draw(g, 2, 6)),  # length 1
+        _self_case(g, _draw(g, 1, 3), _draw(g, 2, 7), _draw(g, 4, 9), _draw(g, 24, 48), _draw(g, 2, 5)),  # wide d_k
+        _self_case(g, _draw(g, 1, 3), _draw(g, 2, 6), _draw(g, 2, 7), _draw(g, 2, 7), _draw(g, 2, 7),
+                   dtype=torch.float64),
+    ]
+
+
 def _self_reference(x, w_q, w_k, w_v):
     return attention.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
 
@@ -107,6 +129,7 @@ register(
         id="03.self_attention",
         reference=_self_reference,
         cases=_self_cases,
+        hidden=_self_hidden,
         mistakes=(
             Mistake(
                 "SWAPPED_RETURN",
@@ -241,6 +264,28 @@ def _cross_cases(generator):
     ]
 
 
+def _cross_hidden(generator):
+    """The grader's hidden cases: the public edges at drawn sizes (every size apart, batch 1 with
+    d_v > d_k, a length-1 query, a length-1 memory, E_q = E_kv with L_q != L_kv and a wide d_k,
+    float64), with a memory longer than any public one."""
+    g = generator
+    d_k, e, l_q, n = _draw(g, 2, 6), _draw(g, 3, 8), _draw(g, 2, 7), _draw(g, 5, 6)
+    return [
+        _cross_case(g, 2, n, n, n, n, n, n),  # square: every mistake runs
+        _cross_case(g, _draw(g, 2, 3), _draw(g, 2, 7), _draw(g, 8, 10), _draw(g, 2, 8), _draw(g, 2, 8),
+                    _draw(g, 2, 8), _draw(g, 2, 8)),
+        _cross_case(g, 1, _draw(g, 2, 7), _draw(g, 2, 7), _draw(g, 2, 7), _draw(g, 2, 7), d_k,
+                    _draw(g, d_k + 1, 10)),  # batch 1, d_v > d_k
+        _cross_case(g, _draw(g, 2, 4), 1, _draw(g, 2, 7), _draw(g, 2, 7), _draw(g, 2, 7), _draw(g, 2, 7),
+                    _draw(g, 2, 5)),  # one query
+        _cross_case(g, _draw(g, 2, 4), _draw(g, 2, 7), 1, _draw(g, 2, 7), _draw(g, 2, 7), _draw(g, 2, 9),
+                    _draw(g, 2, 5)),  # a memory of one position
+        _cross_case(g, _draw(g, 1, 3), l_q, _draw(g, 1, l_q - 1), e, e, _draw(g, 16, 40), _draw(g, 2, 5)),  # E_q = E_kv
+        _cross_case(g, _draw(g, 1, 3), _draw(g, 2, 6), _draw(g, 2, 6), _draw(g, 2, 7), _draw(g, 2, 7),
+                    _draw(g, 2, 7), _draw(g, 2, 7), dtype=torch.float64),
+    ]
+
+
 def _cross_reference(x, memory, w_q, w_k, w_v):
     return attention.scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v)
 
@@ -250,6 +295,7 @@ register(
         id="03.cross_attention",
         reference=_cross_reference,
         cases=_cross_cases,
+        hidden=_cross_hidden,
         mistakes=(
             Mistake(
                 "KV_FROM_QUERY",
@@ -408,6 +454,34 @@ def _alignment_cases(generator):
     ]
 
 
+def _alignment_hidden(generator):
+    """The grader's hidden cases: the public edges at drawn sizes (rows that keep no key, placed at
+    random; L_q != L_k both ways; batch 1 with one query; one key; raw scores of both signs, in
+    float32 and float64), with more keys than any public case has."""
+    g = generator
+
+    def case(batch, l_q, l_k, empty=0, scores=False):
+        rows = [(_draw(g, 0, batch - 1), _draw(g, 0, l_q - 1)) for _ in range(empty)]
+        weights, keep = _alignment_case(g, batch, l_q, l_k, empty_rows=rows, scores=scores)
+        if scores:  # a row whose kept scores are all negative, beside a hidden key: a 0 there would win
+            b, i = _draw(g, 0, batch - 1), _draw(g, 0, l_q - 1)
+            weights[b, i] = -weights[b, i].abs() - 0.5
+            keep[b, i, 0], keep[b, i, -1] = False, True
+        return weights, keep
+
+    n = _draw(g, 5, 7)
+    return [
+        case(2, n, n, empty=1),  # square: the argmax along the wrong axis runs
+        case(_draw(g, 2, 4), _draw(g, 2, 6), _draw(g, 10, 12), empty=2),
+        case(_draw(g, 2, 4), _draw(g, 5, 8), _draw(g, 2, 4), empty=1),  # L_q > L_k
+        case(1, 1, _draw(g, 2, 9)),  # batch 1, one query
+        case(_draw(g, 2, 4), _draw(g, 2, 6), 1, empty=1),  # one key
+        case(_draw(g, 1, 3), _draw(g, 3, 7), _draw(g, 4, 9), empty=1, scores=True),  # raw scores
+        tuple(t.double() if t.is_floating_point() else t
+              for t in case(_draw(g, 1, 3), _draw(g, 2, 5), _draw(g, 2, 7), empty=1, scores=True)),
+    ]
+
+
 def _hard_alignment(weights, keep_mask, dim=-1, empty=None):
     hidden_only = ~keep_mask.any(dim=dim) if empty is None else empty  # rows that may attend to nothing
     best = weights.masked_fill(~keep_mask, float("-inf")).argmax(dim=dim)  # (B, L_q), int64
@@ -419,6 +493,7 @@ register(
         id="03.alignment",
         reference=_hard_alignment,
         cases=_alignment_cases,
+        hidden=_alignment_hidden,
         mistakes=(
             Mistake(
                 "MASK_IGNORED",

@@ -7,7 +7,9 @@ different feature sizes for query, key and value, d_k != d_v, an output size oth
 function that ignores an argument or uses one size where another is meant fails somewhere. The
 first case of each exercise is one where every known mistake runs (B = H = 2, square sizes),
 so a mistake is recognised by its output. The floating-point exercises have float64 cases too, so
-a result built in a float32 buffer (``torch.zeros(...)`` without ``dtype=``) fails.
+a result built in a float32 buffer (``torch.zeros(...)`` without ``dtype=``) fails. The grader's
+hidden cases (``hidden``) keep those edges at sizes drawn from the teacher's seed, and always hold
+shapes (or head counts, lengths and padding) no public case has.
 
 In-place edits of an argument: the check gives each call copies, so an answer that edits its
 inputs in place and still returns the right values is caught only by the check engine's generic
@@ -24,6 +26,12 @@ import torch
 from course_utils import attention
 
 from .registry import Exercise, Mistake, randn, register
+
+
+def _draw(generator, low, high):
+    """An integer drawn uniformly from [low, high] by the grader's generator."""
+    return int(torch.randint(low, high + 1, (1,), generator=generator))
+
 
 #: Hints two exercises share.
 HEAD_ORDER_HINT = {
@@ -84,6 +92,29 @@ def _fused_cases(generator):
         _fused_case(g, 2, 3, 1, 8, 6, 8, 1, 8, 5, 8),
         _fused_case(g, 2, 6, 4, 16, 12, 12, 4, 16, 4, 16),
         _fused_case(g, 2, 3, 5, 6, 4, 4, 2, 3, 2, 6, dtype=torch.float64),
+    ]
+
+
+def _fused_hidden(generator):
+    """The grader's hidden cases: the public edges at drawn sizes (every size apart, batch 1 with one
+    query and several heads, one head and one key, wide heads, float64), with more keys than any public
+    case has; every d_k above 1, as in the public cases (an in-place 1/√d_k then changes the query)."""
+    g = generator
+
+    def sizes(low, high, count):
+        return [_draw(g, low, high) for _ in range(count)]
+
+    n, d = _draw(g, 5, 6), _draw(g, 2, 5)
+    return [
+        _fused_case(g, 2, n, n, 2 * d, 2 * d, 2 * d, 2, d, d, 2 * d),  # B = H = 2, square: every mistake runs
+        _fused_case(g, _draw(g, 2, 3), _draw(g, 2, 6), _draw(g, 8, 10), *sizes(2, 9, 3), _draw(g, 2, 4),
+                    *sizes(2, 5, 2), _draw(g, 2, 9)),
+        _fused_case(g, 1, 1, _draw(g, 2, 7), *sizes(2, 8, 3), _draw(g, 3, 5), *sizes(2, 4, 2), _draw(g, 2, 8)),
+        _fused_case(g, _draw(g, 2, 3), _draw(g, 2, 6), 1, *sizes(2, 9, 3), 1, *sizes(2, 9, 2), _draw(g, 2, 9)),
+        _fused_case(g, _draw(g, 1, 2), _draw(g, 2, 6), _draw(g, 2, 6), *sizes(8, 16, 3), _draw(g, 2, 4),
+                    _draw(g, 12, 24), _draw(g, 2, 6), _draw(g, 8, 16)),  # wide heads
+        _fused_case(g, 2, _draw(g, 2, 5), _draw(g, 2, 6), *sizes(2, 8, 3), _draw(g, 2, 3), *sizes(2, 4, 2),
+                    _draw(g, 2, 8), dtype=torch.float64),
     ]
 
 
@@ -245,6 +276,7 @@ register(
         id="04.fused_forward",
         reference=_fused_reference,
         cases=_fused_cases,
+        hidden=_fused_hidden,
         forbidden=("F.multi_head_attention_forward",),
         mistakes=(
             Mistake(
@@ -466,6 +498,29 @@ def _score_cases(generator):
     ]
 
 
+def _score_hidden(generator):
+    """The grader's hidden cases: the public edges at drawn sizes (several heads of d > 1, one head of
+    d = E, heads of d = 1, heads of d = 2, float64), E = H·d as the text's d = E / H asks; never a
+    public case's (E, H, dtype), so every case has a new shape."""
+    g = generator
+    public = {(case[0].shape[1], case[1], case[0].dtype) for case in _score_cases(torch.Generator().manual_seed(0))}
+
+    def case(heads, head_dim, dtype=torch.float32):
+        while True:
+            h, d = heads(), head_dim()
+            if (h * d, h, dtype) not in public:
+                return _score_case(g, h * d, h, dtype)
+
+    return [
+        case(lambda: _draw(g, 2, 4), lambda: _draw(g, 2, 4)),
+        case(lambda: 1, lambda: _draw(g, 2, 9)),  # one head: d = E
+        case(lambda: _draw(g, 2, 8), lambda: 1),  # heads of one feature: no scale to get wrong
+        case(lambda: _draw(g, 3, 5), lambda: 2),
+        case(lambda: _draw(g, 2, 4), lambda: _draw(g, 2, 4), torch.float64),
+        case(lambda: _draw(g, 2, 3), lambda: _draw(g, 3, 5), torch.float64),
+    ]
+
+
 def _blocks(in_proj_weight, num_heads):
     """Q's and K's rows of a packed (3E, E) in_proj_weight, per head: (H, d, E) each, head h's (out, in)."""
     E = in_proj_weight.shape[1]
@@ -538,6 +593,7 @@ register(
         id="04.score_matrices",
         reference=_score_reference,
         cases=_score_cases,
+        hidden=_score_hidden,
         mistakes=(
             Mistake(
                 "NO_SCALE",
@@ -658,16 +714,26 @@ def _attn_mask_cases(generator):
 
 
 def _hidden_attn_mask_cases(generator):
-    """The grader's hidden cases: sizes, lengths and sides of the padding drawn from its generator."""
-    def draw(low, high):
-        return int(torch.randint(low, high + 1, (1,), generator=generator))
+    """The grader's hidden cases: the public edges (L_q = L_k, a fully padded item with L_q < L_k, batch
+    1 with several heads and L_q > L_k, one head and one query, padding on the left) with sizes, lengths
+    and sides of the padding drawn from its generator, and more keys than any public case has."""
+    g = generator
 
-    cases = []
-    for _ in range(5):
-        batch, length = draw(1, 3), draw(1, 6)
-        lengths = torch.randint(0, length + 1, (batch,), generator=generator)
-        cases.append((_padding(lengths, length, left=bool(draw(0, 1))), draw(1, 4), draw(1, 6)))
-    return cases
+    def padding(batch, length, *, left=False, empty=False):
+        lengths = torch.randint(0 if empty else 1, length + 1, (batch,), generator=g)
+        if empty:
+            lengths[_draw(g, 0, batch - 1)] = 0  # a fully padded item
+        return _padding(lengths, length, left=left)
+
+    n = _draw(g, 2, 7)
+    l_k = _draw(g, 2, 6)
+    return [
+        (padding(_draw(g, 2, 3), n), _draw(g, 2, 4), n),  # L_q = L_k
+        (padding(_draw(g, 2, 4), _draw(g, 7, 9), empty=True), _draw(g, 1, 4), _draw(g, 1, 6)),  # L_q < L_k
+        (padding(1, l_k, left=bool(_draw(g, 0, 1))), _draw(g, 3, 5), _draw(g, l_k + 1, 8)),  # L_q > L_k
+        (padding(_draw(g, 2, 4), _draw(g, 2, 7), left=bool(_draw(g, 0, 1))), 1, 1),  # one head, one query
+        (padding(_draw(g, 2, 4), _draw(g, 3, 8), left=True), _draw(g, 2, 4), _draw(g, 1, 7)),  # on the left
+    ]
 
 
 def _attn_mask_reference(key_padding_mask, num_heads, L_q):

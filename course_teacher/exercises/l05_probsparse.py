@@ -14,7 +14,9 @@ Every argument varies on its own across the cases (batch 1, one head, L_Q != L_K
 sampled key or one chosen query, every query chosen, keys with a large common offset, repeated
 sample positions, chosen positions in any order, float64), so a function that ignores an argument
 or uses one size where another is meant fails somewhere. The first case of each exercise is one
-where every known mistake runs, so a mistake is recognised by its output.
+where every known mistake runs, so a mistake is recognised by its output. The grader's hidden
+cases (``hidden``) keep those edges at sizes drawn from the teacher's seed, and always hold shapes
+(or u) no public case has.
 
 In-place edits. A function that changes an argument fails with the check engine's generic
 INPUT_MODIFIED verdict (it compares every argument with the case's, bit for bit, after the call).
@@ -44,6 +46,11 @@ MEASURE = (
     "course_utils.probsparse_study._exact_from",
     "course_utils.probsparse_study._sampled_from",
 )
+
+
+def _draw(generator, low, high):
+    """An integer drawn uniformly from [low, high] by the grader's generator."""
+    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 
 def _rows(tensor, selected):
@@ -118,6 +125,32 @@ def _measure_cases(generator):
         _measure_case(g, 1, 2, 3, 5, 2, 4, index=repeats),
         _measure_case(g, 2, 1, 1, 8, 16, 5, offset=2.0),
         _measure_case(g, 2, 1, 5, 7, 6, 3, dtype=torch.float64),
+    ]
+
+
+def _measure_hidden(generator):
+    """The grader's hidden cases: the public edges at drawn sizes (every size apart, one batch item and
+    one head with U > L_K, one sampled key, keys with a large common offset, an index with repeats and a
+    row that samples one key U times, one query, float64), with more keys than any public case has."""
+    g = generator
+    l_q, l_k, u = _draw(g, 2, 6), _draw(g, 2, 8), _draw(g, 3, 6)
+    repeats = torch.randint(l_k, (l_q, u), generator=g)
+    repeats[:, -1] = repeats[:, 0]  # every row samples some key twice
+    repeats[_draw(g, 0, l_q - 1)] = _draw(g, 0, l_k - 1)  # and one row one key U times
+    l_k_few = _draw(g, 2, 5)
+    return [
+        _measure_case(g, _draw(g, 2, 3), _draw(g, 2, 3), _draw(g, 2, 7), _draw(g, 13, 16), _draw(g, 2, 8),
+                      _draw(g, 2, 6)),
+        _measure_case(g, 1, 1, _draw(g, 2, 7), l_k_few, _draw(g, 2, 8), _draw(g, l_k_few + 1, 8)),  # U > L_K
+        _measure_case(g, _draw(g, 1, 3), _draw(g, 1, 3), _draw(g, 2, 6), _draw(g, 2, 12), _draw(g, 2, 6),
+                      1),  # U = 1: M = 0
+        _measure_case(g, _draw(g, 1, 3), _draw(g, 1, 3), _draw(g, 3, 7), _draw(g, 6, 12), _draw(g, 2, 6),
+                      _draw(g, 2, 5), offset=5.0),
+        _measure_case(g, _draw(g, 1, 2), _draw(g, 1, 3), l_q, l_k, _draw(g, 2, 6), u, index=repeats),
+        _measure_case(g, _draw(g, 1, 3), _draw(g, 1, 2), 1, _draw(g, 2, 10), _draw(g, 2, 16), _draw(g, 2, 6),
+                      offset=2.0),  # one query
+        _measure_case(g, _draw(g, 1, 3), _draw(g, 1, 2), _draw(g, 2, 6), _draw(g, 2, 9), _draw(g, 2, 7),
+                      _draw(g, 2, 5), dtype=torch.float64),
     ]
 
 
@@ -212,6 +245,7 @@ register(
         id="05.sampled_measure",
         reference=_measure_reference,
         cases=_measure_cases,
+        hidden=_measure_hidden,
         forbidden=MEASURE,
         mistakes=(
             Mistake(
@@ -401,6 +435,32 @@ def _top_u_cases(generator):
     ]
 
 
+def _top_u_hidden(generator):
+    """The grader's hidden cases: the public edges at drawn sizes (every size apart, L_K < L_Q, one
+    batch item with several heads and u = 1, every query chosen, one query, one key, wide heads,
+    float64), 1 <= u <= L_Q as the text says, with more keys than any public case has."""
+    g = generator
+    l_q, l_q_few, l_q_all = _draw(g, 3, 7), _draw(g, 5, 9), _draw(g, 2, 6)
+    l_q_wide = _draw(g, 3, 8)
+    return [
+        _top_u_case(g, _draw(g, 2, 3), _draw(g, 2, 3), l_q, _draw(g, 10, 12), _draw(g, 2, 6), _draw(g, 2, 6),
+                    _draw(g, 2, l_q - 1)),
+        _top_u_case(g, _draw(g, 1, 3), _draw(g, 1, 3), l_q_few, _draw(g, 2, l_q_few - 1), _draw(g, 2, 6),
+                    _draw(g, 2, 6), _draw(g, 2, l_q_few - 1)),  # L_K < L_Q
+        _top_u_case(g, 1, _draw(g, 3, 5), _draw(g, 2, 9), _draw(g, 2, 9), _draw(g, 2, 8), _draw(g, 2, 5), 1),  # u = 1
+        _top_u_case(g, _draw(g, 1, 3), _draw(g, 1, 3), l_q_all, _draw(g, 2, 8), _draw(g, 2, 6), _draw(g, 2, 6),
+                    l_q_all),  # every query chosen: full attention
+        _top_u_case(g, _draw(g, 1, 3), _draw(g, 1, 3), 1, _draw(g, 2, 7), _draw(g, 2, 6), _draw(g, 2, 6),
+                    1),  # one query
+        _top_u_case(g, _draw(g, 1, 2), _draw(g, 1, 3), _draw(g, 2, 8), 1, _draw(g, 2, 6), _draw(g, 2, 5),
+                    _draw(g, 1, 2)),  # one key
+        _top_u_case(g, _draw(g, 1, 2), _draw(g, 1, 3), l_q_wide, _draw(g, 3, 8), _draw(g, 12, 24), _draw(g, 2, 8),
+                    _draw(g, 1, l_q_wide - 1)),  # wide heads
+        _top_u_case(g, _draw(g, 1, 2), _draw(g, 2, 3), l_q, _draw(g, 2, 7), _draw(g, 2, 6), _draw(g, 2, 6),
+                    _draw(g, 1, l_q), dtype=torch.float64),
+    ]
+
+
 def _attend(query, key, value, selected, *, scale=True, dim=-1):
     """(B, H, u, D_v): the chosen queries' full attention over all keys."""
     scores = _rows(query, selected) @ key.transpose(-2, -1)  # (B, H, u, L_K)
@@ -534,6 +594,7 @@ register(
         id="05.top_u_attention",
         reference=_top_u_reference,
         cases=_top_u_cases,
+        hidden=_top_u_hidden,
         mistakes=(
             Mistake(
                 "LAZY_ZERO",
@@ -763,6 +824,34 @@ def _causal_cases(generator):
     ]
 
 
+def _causal_hidden(generator):
+    """The grader's hidden cases: the public edges at drawn sizes (every size apart, one batch item
+    with several heads and u = 1, every position chosen in shuffled order, length 1, positions 0 and
+    L − 1 chosen out of order, float64), distinct positions as the text says, with a sequence longer
+    than any public one."""
+    g = generator
+    length = _draw(g, 4, 9)
+    ends = []
+    for _ in range(2 * 2):  # (B, H) = (1, 4) or (2, 2): L − 1 first, 0 last, distinct others between
+        middle = torch.randperm(length - 2, generator=g)[: _draw(g, 0, length - 2)] + 1
+        ends.append(torch.cat([torch.tensor([length - 1]), middle, torch.tensor([0])]))
+    u = min(len(row) for row in ends)
+    ends = torch.stack([torch.cat([row[:-1][: u - 1], row[-1:]]) for row in ends])
+    batch = _draw(g, 1, 2)
+    full = _draw(g, 2, 6)
+    return [
+        _causal_case(g, _draw(g, 2, 3), _draw(g, 2, 3), _draw(g, 10, 12), _draw(g, 2, 6), _draw(g, 2, 6),
+                     _draw(g, 2, 6)),
+        _causal_case(g, 1, _draw(g, 2, 4), _draw(g, 2, 9), _draw(g, 2, 8), _draw(g, 2, 5), 1),
+        _causal_case(g, _draw(g, 1, 3), _draw(g, 1, 2), full, _draw(g, 2, 6), _draw(g, 2, 4), full),  # all, shuffled
+        _causal_case(g, _draw(g, 1, 3), _draw(g, 1, 3), 1, _draw(g, 2, 6), _draw(g, 2, 6), 1),  # length 1
+        _causal_case(g, batch, 4 // batch, length, _draw(g, 2, 16), _draw(g, 2, 6), u,
+                     selected=ends.view(batch, 4 // batch, u)),  # positions 0 and L − 1, out of order
+        _causal_case(g, _draw(g, 1, 2), _draw(g, 1, 3), _draw(g, 3, 8), _draw(g, 2, 6), _draw(g, 2, 6),
+                     _draw(g, 1, 3), dtype=torch.float64),
+    ]
+
+
 def _visible(selected, length):
     """(B, H, u, L) bool: True where the chosen query at position p may see key j, j ≤ p."""
     return torch.arange(length) <= selected.unsqueeze(-1)
@@ -879,6 +968,7 @@ register(
         id="05.causal_prob_sparse",
         reference=_causal_reference,
         cases=_causal_cases,
+        hidden=_causal_hidden,
         mistakes=(
             Mistake(
                 "LAZY_SEES_FUTURE",

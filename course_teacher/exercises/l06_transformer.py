@@ -22,7 +22,9 @@ size where another is meant, fails somewhere:
 
 The first case of each exercise is one where every known mistake runs, so a mistake is recognised
 by its output. No tensor a case passes is all zeros (or all False), so a check that compares a
-case's inputs before and after the call sees an in-place edit of any of them.
+case's inputs before and after the call sees an in-place edit of any of them. The grader's hidden
+cases (``hidden``) keep those edges at sizes drawn from the teacher's seed, within each text's rules,
+and hold no public case (each has sizes of its own).
 
 The decoder layer's sub-layers cannot be passed to the learner's function as modules (a case is
 plain data: the grader sends it to the notebook's kernel as tensors, numbers and lists), so the
@@ -63,10 +65,33 @@ LONG = 5001
 
 
 def _hidden_sinusoidal_cases(generator):
-    """The grader's hidden cases: sizes drawn from its generator, and one table longer than the
-    5000 positions a precomputed table usually holds."""
-    lengths, widths = _sizes(generator, 5, 1, 64), _sizes(generator, 5, 1, 33)
-    return list(zip(lengths, widths)) + [(_sizes(generator, 1, 5001, 6000)[0], 4)]
+    """The grader's hidden cases: the public edges at sizes drawn from its generator (length 1,
+    d_model 2, odd d_model, more features than positions and more positions than features, a few dozen
+    positions, a table longer than the 5000 positions a precomputed table usually holds), never a public
+    case's (length, d_model). The long table keeps d_model at most 4, as the public one keeps it at 1:
+    its angles, p·1 (exact in float32) and p·ω_1 (at most 6000·0.01 radians), stay within the tolerance
+    computed in float32 too, as they must: float64 angles are advised, not required."""
+    g = generator
+    public = set(_sinusoidal_cases(None))
+
+    def case(length, d_model):
+        while (drawn := (length(), d_model())) in public:
+            pass
+        return drawn
+
+    def one(low, high):
+        return _sizes(g, 1, low, high)[0]
+
+    return [
+        case(lambda: one(5, 9), lambda: 2 * one(5, 8)),  # even, unequal sizes
+        case(lambda: 1, lambda: one(2, 16)),  # position 0 only
+        case(lambda: one(2, 30), lambda: 2),  # one pair
+        case(lambda: one(4, 20), lambda: 2 * one(1, 8) + 1),  # odd d_model: the last feature a sine
+        case(lambda: one(2, 4), lambda: one(5, 16)),  # more features than positions
+        case(lambda: one(10, 30), lambda: 2 * one(1, 4) + 1),  # more positions than features, odd
+        case(lambda: one(30, 64), lambda: 2 * one(6, 16)),  # the table's range of frequencies
+        case(lambda: one(LONG, 6000), lambda: one(1, 4)),  # longer than a table precomputed for 5000 positions
+    ]
 
 
 def _sizes(generator, count, low, high):
@@ -320,9 +345,29 @@ def _rotation_cases(generator):
 
 
 def _hidden_rotation_cases(generator):
-    """The grader's hidden cases: offsets from −6000 to 6000 and even sizes from 2 to 32."""
-    offsets = [int(k) for k in torch.randint(-6000, 6001, (5,), generator=generator)]
-    return list(zip(offsets, [2 * n for n in _sizes(generator, 5, 1, 16)]))
+    """The grader's hidden cases: the public edges at sizes drawn from its generator (k = 0, k = 1, a
+    negative k, one pair, offsets of thousands of positions either way on wide matrices), k any integer
+    and d_model even as the text says, never a public case's (k, d_model)."""
+    g = generator
+    public = set(_rotation_cases(None))
+
+    def case(k, d_model):
+        while (drawn := (k(), 2 * d_model())) in public:
+            pass
+        return drawn
+
+    def one(low, high):
+        return _sizes(g, 1, low, high)[0]
+
+    return [
+        case(lambda: one(2, 9), lambda: one(2, 8)),  # every mistake runs
+        case(lambda: 0, lambda: one(1, 16)),  # the identity
+        case(lambda: 1, lambda: one(1, 16)),  # one step
+        case(lambda: one(-30, -1), lambda: one(1, 12)),  # back
+        case(lambda: one(2, 60), lambda: 1),  # one pair
+        case(lambda: one(1000, 6000), lambda: one(8, 16)),  # angles of thousands of radians
+        case(lambda: one(-6000, -1000), lambda: one(8, 16)),
+    ]
 
 
 def _rotation(k, d_model, *, exponent=2.0, sign=1.0, steps=None, dtype=torch.float64, halves=False):
@@ -570,18 +615,57 @@ def _decoder_cases(generator):
 
 
 def _hidden_decoder_cases(generator):
-    """The grader's hidden cases: sizes and lengths drawn from its generator (right padding, at least
-    one real token per sequence), each mask present or None, one of them in float64."""
-    g, cases = generator, []
-    for number in range(5):
-        batch, target_len, source_len = _sizes(g, 1, 1, 3)[0], _sizes(g, 1, 1, 7)[0], _sizes(g, 1, 1, 7)[0]
-        heads = [1, 2, 4][_sizes(g, 1, 0, 2)[0]]
-        embed, d_ff = heads * _sizes(g, 1, 1, 4)[0], _sizes(g, 1, 2, 24)[0]
-        target_lengths = _sizes(g, batch, 1, target_len) if _sizes(g, 1, 0, 3)[0] else None
-        source_lengths = _sizes(g, batch, 1, source_len) if _sizes(g, 1, 0, 3)[0] else None
-        dtype = torch.float64 if number == 4 else torch.float32
-        cases.append(_decoder_case(g, batch, target_len, source_len, embed, heads, d_ff, target_lengths,
-                                   source_lengths, dtype))
+    """The grader's hidden cases: the public edges at sizes drawn from its generator (every item padded
+    on both sides with L_s = L_t, full targets and sources with L_s > L_t, batch 1 and one head with
+    L_s < L_t, a target of length 1 beside a source item of length 1, each padding mask None on its own
+    and both, a memory of one position, float64), with sequences longer than any public one; the heads
+    divide E, as the text says, and every sequence has a real token (as in the public cases)."""
+    g = generator
+
+    def one(low, high):
+        return _sizes(g, 1, low, high)[0]
+
+    def lengths(batch, length, low=1, high=None):
+        return _sizes(g, batch, low, length if high is None else high)
+
+    def heads_and_embed(heads):
+        return heads, heads * one(1, 4)
+
+    cases = []
+    batch, length = one(2, 3), one(8, 9)  # L_s = L_t, longer than any public sequence
+    heads, embed = heads_and_embed([1, 2, 4][one(0, 2)])
+    cases.append(_decoder_case(g, batch, length, length, embed, heads, one(2, 24),
+                               lengths(batch, length, 1, length - 1), lengths(batch, length, 1, length - 1)))
+    batch, target_len = one(1, 3), one(2, 5)
+    source_len = one(target_len + 1, 8)
+    heads, embed = heads_and_embed([1, 2, 4][one(0, 2)])
+    cases.append(_decoder_case(g, batch, target_len, source_len, embed, heads, one(2, 24), [target_len] * batch,
+                               [source_len] * batch))  # full on both sides
+    source_len = one(1, 5)
+    target_len = one(source_len + 1, 8)
+    heads, embed = heads_and_embed(1)
+    cases.append(_decoder_case(g, 1, target_len, source_len, embed, heads, one(2, 24), lengths(1, target_len),
+                               lengths(1, source_len)))
+    batch, source_len = one(2, 3), one(2, 7)
+    heads, embed = heads_and_embed([2, 4][one(0, 1)])
+    source_lengths = lengths(batch, source_len)
+    source_lengths[one(0, batch - 1)] = 1
+    cases.append(_decoder_case(g, batch, 1, source_len, embed, heads, one(2, 24), [1] * batch, source_lengths))
+    batch, target_len, source_len = one(1, 3), one(2, 7), one(2, 7)
+    heads, embed = heads_and_embed([4, 8][one(0, 1)])
+    cases.append(_decoder_case(g, batch, target_len, source_len, embed, heads, one(2, 24), None,
+                               lengths(batch, source_len)))
+    batch, target_len, source_len = one(1, 3), one(2, 7), one(2, 7)
+    heads, embed = heads_and_embed([1, 2, 4][one(0, 2)])
+    cases.append(_decoder_case(g, batch, target_len, source_len, embed, heads, one(2, 24), lengths(batch, target_len),
+                               None))
+    batch, target_len = one(1, 3), one(2, 7)
+    heads, embed = heads_and_embed([1, 2][one(0, 1)])
+    cases.append(_decoder_case(g, batch, target_len, 1, embed, heads, one(2, 40), None, None))  # a memory of one
+    batch, target_len, source_len = one(1, 3), one(2, 7), one(2, 7)
+    heads, embed = heads_and_embed([1, 2, 4][one(0, 2)])
+    cases.append(_decoder_case(g, batch, target_len, source_len, embed, heads, one(2, 24), lengths(batch, target_len),
+                               lengths(batch, source_len), dtype=torch.float64))
     return cases
 
 
