@@ -23,11 +23,18 @@ of storing them. Tiles that a causal mask, a sliding window or a block mask hide
 skipped (``tile_kinds`` says which); tiles that a mask cuts through get the mask; the others run
 without one.
 
+The tiled backward (``tiled_backward``) is FlashAttention-2's: from the forward's output and lse
+alone (never the weights), D = Σ dO ∘ O per row once, then key blocks outside and query blocks
+inside, each tile's weights recomputed as P = exp(S − lse). ``TiledAttention`` is the
+``torch.autograd.Function`` that pairs the two, and ``flash_attention`` calls it: what autograd keeps
+for the backward is O(L), not every tile's weights.
+
 Masks follow the package's meaning (masks.py): ``keep_mask`` True where a query may attend to a
 key; ``causal=True`` is F.scaled_dot_product_attention's ``is_causal`` (aligned at the top left:
 query i sees keys j ≤ i); ``window=w`` keeps keys with i − w < j (and j < i + w when not causal).
 
-``materialised_attention`` is the plain version that builds the whole matrix, ``peak_bytes`` counts
+``materialised_attention`` is a plain version that builds the whole matrix (three (L_q, L_k) matrices
+alive at its peak: lesson 08 shows where each comes from), ``peak_bytes`` counts
 the bytes of the tensors a call creates (the notebook's deterministic memory measure), and
 ``sdpa_backend`` reads which kernel F.scaled_dot_product_attention ran from the operators that ran.
 """
