@@ -3,7 +3,7 @@ unpacked where the platform unpacks it, set up and run as the platform runs it, 
 its own that does not hold this repository (test_platforms.py).
 
 The container is bubblewrap around the machine's own system, read-only (its Python, its apt
-packages, pip's configuration), with a /tmp and a HOME of its own: root with Docker's default capabilities (not CAP_SYS_ADMIN, so the grader's own
+packages, pip's configuration), with a /tmp, a /run and a HOME of its own: root with Docker's default capabilities (not CAP_SYS_ADMIN, so the grader's own
 sandbox cannot be made there, as in a platform's container), a PID namespace of its own, this
 repository hidden under an empty folder, the environment cleared, and no network while grading.
 
@@ -61,7 +61,8 @@ def container_command(binds, command, *, network, cwd, environment=None):
             line += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path) and entry not in ("proc", "dev", "tmp", "root"):
             line += ["--ro-bind", path, path]
-    line += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/root", "--tmpfs", str(ROOT)]
+    line += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/root", "--tmpfs", "/run",
+             "--tmpfs", str(ROOT)]
     # where this machine's pip finds packages (its user configuration and PIP_* variables: the
     # package indexes a platform reaches on the network), and its cache of what it downloaded
     config, cache = Path.home() / ".config" / "pip", Path.home() / ".cache" / "pip"

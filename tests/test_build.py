@@ -59,6 +59,11 @@ def course(tmp_path, monkeypatch):
     monkeypatch.setattr(build, "ROOT", tmp_path)
     monkeypatch.setattr(build, "NOTEBOOKS", tmp_path / "notebooks")
     monkeypatch.setattr(build, "SOURCES", tmp_path / "notebooks" / "source")
+    guide = tmp_path / "guide" / "en.md"  # where the home takes each lesson's time
+    guide.parent.mkdir()
+    guide.write_text("## The course at a glance\n\n| lesson | in class | at home | exercises |\n| --- | --- | --- | --- |\n"
+                     "| 99 · A tensor lesson | 5 min | 5 min | |\n")
+    monkeypatch.setattr(build, "GUIDE_TABLE", guide)
     path = tmp_path / "notebooks" / "source" / "99_demo.py"
     path.write_text(SOURCE)
     build.stamp_translations("99")

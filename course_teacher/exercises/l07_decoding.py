@@ -55,14 +55,16 @@ def _gqa_cases(generator):
 
 
 def _hidden_gqa_cases(generator):
-    """The grader's: sizes drawn from its generator, causal or not, one in float64."""
+    """The grader's: sizes drawn from its generator, causal or not, one in float64; and, whatever the
+    draws, one causal case whose mask hides something (1 < L_q <= L_k), as the public ones have."""
     g, cases = generator, []
-    for number in range(5):
+    for number in range(6):
         H_kv, groups = _sizes(g, 1, 1, 3)[0], _sizes(g, 1, 1, 3)[0]
-        L_k = _sizes(g, 1, 1, 8)[0]
-        L_q = _sizes(g, 1, 1, L_k)[0]
+        L_k = _sizes(g, 1, 2 if number == 5 else 1, 8)[0]
+        L_q = _sizes(g, 1, 2 if number == 5 else 1, L_k)[0]
+        causal = number == 5 or bool(_sizes(g, 1, 0, 1)[0])
         cases.append(_gqa_case(g, _sizes(g, 1, 1, 2)[0], H_kv * groups, H_kv, L_q, L_k, 2 * _sizes(g, 1, 1, 4)[0],
-                               bool(_sizes(g, 1, 0, 1)[0]), torch.float64 if number == 4 else torch.float32))
+                               causal, torch.float64 if number == 4 else torch.float32))
     return cases
 
 
@@ -334,8 +336,8 @@ def _rope_cases(generator):
 def _hidden_rope_cases(generator):
     g, cases = generator, []
     for number in range(5):
-        L, d = _sizes(g, 1, 1, 6)[0], 2 * _sizes(g, 1, 1, 6)[0]
-        far = number == 4
+        far = number == 4  # far positions, where float32 angles drift: d >= 4 (with d = 2 the one angle is p·1, exact)
+        L, d = _sizes(g, 1, 1, 6)[0], 2 * _sizes(g, 1, 2 if far else 1, 6)[0]
         positions = torch.randint(0, 6000 if far else 100, (L,), generator=g)
         cases.append((randn(g, _sizes(g, 1, 1, 2)[0], _sizes(g, 1, 1, 3)[0], L, d).to(
             torch.float64 if far else torch.float32), positions))
