@@ -227,7 +227,8 @@ MESSAGES = {
         "zh": "{where}应为 {expected!r}，你的结果是 {got!r}。",
     },
     "diff.result": {"en": "the result", "zh": "返回值"},
-    "diff.item": {"en": "item {index} of the result", "zh": "返回值的第 {index} 项"},
+    "diff.item": {"en": "value {number} of the result (counted from 1)", "zh": "返回值的第 {number} 项"},
+    "diff.returned": {"en": "`{name}` (value {number} of the result)", "zh": "返回值 `{name}`（第 {number} 项）"},
     "diff.argument": {"en": "argument {number}", "zh": "参数 {number}"},
     "diff.separator": {"en": ", ", "zh": "，"},
     # plot labels

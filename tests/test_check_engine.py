@@ -231,3 +231,23 @@ def test_a_kernel_sent_name_is_not_used_where_there_are_hidden_cases():
     outcomes.names = ["value_0_93"]
     verdict = grading.judge(reference, outcomes)
     assert "value_0_93" not in verdict.message
+
+
+def test_a_verdict_names_the_returned_value_that_differs():
+    """A tuple result's values are named as the exercise's docstring names them ("Returns (output,
+    lse)"), not by a 0-based index a Chinese reader takes for "the first"."""
+
+    def tiled(query, key, value, block_q, block_k):
+        scores = query @ key.transpose(-2, -1) * query.shape[-1] ** -0.5
+        top = scores.max(dim=-1, keepdim=True).values
+        exp = (scores - top).exp()
+        total = exp.sum(dim=-1, keepdim=True)
+        return exp / total @ value, (top + total.log()).squeeze(-1) + 1.0  # the lse off by one
+
+    for lang, expected in (("en", "`lse` (value 2 of the result)"), ("zh", "返回值 `lse`（第 2 项）")):
+        i18n.set_language(lang)
+        try:
+            verdict = evaluate("08.tiled_forward", tiled)
+        finally:
+            i18n.set_language("en")
+        assert verdict.status == "failed" and expected in verdict.message, verdict.message

@@ -5,6 +5,7 @@ The notebook's check reads the public part as data (course_utils.exercises.publi
 computes the whole in its own process, before any learner code runs anywhere.
 """
 
+import functools
 import warnings
 
 import torch
@@ -39,10 +40,54 @@ def prepare(exercise, hidden_seed=None):
                          for m in exercise.mistakes)
         count = len(args[0]) if args else 0
         names = names_of(exercise.reference, count) or []
+        returns = returned(exercise.id)
+        if not cases or not isinstance(cases[0].expected, (tuple, list)) or len(cases[0].expected) != len(returns):
+            returns = ()  # "Returns (B, L, d)": a shape, not the names of a tuple's values
         return Reference(exercise.id, cases, (exercise.atol, exercise.rtol), mistakes, tuple(exercise.forbidden),
-                         names, exercise.points)
+                         names, exercise.points, returns)
     finally:
         torch.set_grad_enabled(grad_mode)
+
+
+def returned(exercise):
+    """The names of the values the exercise's function returns, as the docstring of its cell in the
+    lesson gives them ("Returns (output, lse): ..."): a verdict then names the value that differs.
+    () for a function that returns one value, or a lesson not on this checkout."""
+    text = _exercise_docstrings(exercise[:2]).get(exercise, "")
+    start = text.find("Returns (")
+    if start < 0:
+        return ()
+    depth, parts, part = 0, [], ""
+    for character in text[start + len("Returns ("):]:
+        if character == "(":
+            depth += 1
+        elif character == ")":
+            if depth == 0:
+                break
+            depth -= 1
+        if character == "," and depth == 0:
+            parts.append(part)
+            part = ""
+        else:
+            part += character
+    parts.append(part)
+    names = tuple(part.split()[0] if part.split() else "" for part in parts)
+    return names if len(names) > 1 and all(name.isidentifier() for name in names) else ()
+
+
+@functools.cache
+def _exercise_docstrings(lesson):
+    """{exercise id: its cell's text} of a lesson's English student render (the stub and its docstring)."""
+    import jupytext
+
+    from .. import build
+
+    try:
+        source = build.lessons(lesson)[lesson]
+    except (KeyError, SystemExit):
+        return {}
+    render = build.render(jupytext.read(source), "en", solutions=False)
+    return {cell.metadata["exercise"]: cell.source for cell in render.cells if cell.metadata.get("exercise")}
 
 
 def _case(reference, number, args):

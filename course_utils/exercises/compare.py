@@ -16,8 +16,10 @@ _nonzero, _nan_to_num, _argmax, _unravel = torch.nonzero, torch.nan_to_num, torc
 _detach, _double, _item = torch.Tensor.detach, torch.Tensor.double, torch.Tensor.item
 
 
-def difference(expected, got, tolerance, where=None):
-    """None when `got` matches `expected` within tolerance (atol, rtol); else a sentence saying how not."""
+def difference(expected, got, tolerance, where=None, returns=()):
+    """None when `got` matches `expected` within tolerance (atol, rtol); else a sentence saying how not.
+    returns: the names of the values a tuple result holds, as the exercise's docstring gives them
+    ("output", "lse"), so that a verdict names the one that differs."""
     where = where or message("diff.result")
     if got is None and expected is not None:
         return message("diff.none", where=where)
@@ -30,7 +32,7 @@ def difference(expected, got, tolerance, where=None):
         if len(got) != len(expected):
             return message("diff.length", where=where, expected=len(expected), got=len(got))
         for index, (e, g) in enumerate(zip(expected, got)):
-            found = difference(e, g, tolerance, message("diff.item", index=index))
+            found = difference(e, g, tolerance, _item_name(index, returns))
             if found:
                 return found
         return None
@@ -86,14 +88,22 @@ def gap(expected, got, tolerance):
     }
 
 
-def tensors(value, where=None):
-    """[(where, tensor)] for every tensor in a result (a tensor, or a tuple or list of them)."""
+def tensors(value, where=None, returns=()):
+    """[(where, tensor)] for every tensor in a result (a tensor, or a tuple or list of them); the top
+    level's items named by `returns` (as ``difference`` names them)."""
     if issubclass(type(value), torch.Tensor):
         return [(where, value)]
     if issubclass(type(value), (tuple, list)):
         items = (tuple.__iter__ if issubclass(type(value), tuple) else list.__iter__)(value)
-        return [found for index, item in enumerate(items) for found in tensors(item, message("diff.item", index=index))]
+        return [found for index, item in enumerate(items) for found in tensors(item, _item_name(index, returns))]
     return []
+
+
+def _item_name(index, returns):
+    """How a verdict names item `index` of a tuple result: its name when `returns` gives one."""
+    if index < len(returns):
+        return message("diff.returned", name=returns[index], number=index + 1)
+    return message("diff.item", number=index + 1)
 
 
 def _index(position):

@@ -156,6 +156,7 @@ class Reference:
     forbidden: tuple
     names: list  # the reference's argument names (when the learner's cannot be read)
     points: int = 1
+    returns: tuple = ()  # the names of the values a tuple result holds (the exercise's docstring's)
 
     @property
     def calls(self):
@@ -341,7 +342,8 @@ def _judge_all(reference, outcomes):
     for case in cases:
         case.names = names
         case.label = message("check.hidden_case") if case.hidden else _label(names, case.args)
-    status, text, code = _judge(exercise, cases, outcomes, reference.mistakes, reference.tolerance)
+    status, text, code = _judge(exercise, cases, outcomes, reference.mistakes, reference.tolerance,
+                                reference.returns)
     if status not in (PASSED, NOT_ATTEMPTED) and outcomes.used_T:
         text += "\n" + message("check.hint_T")
     changed = outcomes.changed
@@ -350,7 +352,7 @@ def _judge_all(reference, outcomes):
     return Verdict(exercise, status, text, code)
 
 
-def _judge(exercise, cases, outcomes, mistakes, tolerance):
+def _judge(exercise, cases, outcomes, mistakes, tolerance, returns=()):
     """(status, message, code) for the learner's outcomes on the cases."""
     results = outcomes.results
     if outcomes.timed_out:
@@ -369,9 +371,9 @@ def _judge(exercise, cases, outcomes, mistakes, tolerance):
             return FAILED, _input_modified(exercise, case, positions[0]), "INPUT_MODIFIED"
 
     if not raised:
-        differences = [difference(case.expected, got, tolerance) for case, got in zip(cases, results)]
+        differences = [difference(case.expected, got, tolerance, returns=returns) for case, got in zip(cases, results)]
         if not any(differences):
-            verdict = _judge_gradients(exercise, cases, outcomes, tolerance)
+            verdict = _judge_gradients(exercise, cases, outcomes, tolerance, returns)
             return (verdict[0] == PASSED and _judge_sizes(exercise, cases, outcomes)) or verdict
     for mistake in mistakes:
         if reproduces(mistake, results, tolerance):
@@ -396,13 +398,13 @@ def _judge(exercise, cases, outcomes, mistakes, tolerance):
     return FAILED, message("check.mismatch", exercise=exercise, detail=detail), None
 
 
-def _judge_gradients(exercise, cases, outcomes, tolerance):
+def _judge_gradients(exercise, cases, outcomes, tolerance, returns=()):
     """The values are right: where the reference is on the graph, the learner's result must be
     too, with the same gradients."""
     for index, (case, got) in enumerate(zip(cases, outcomes.results)):
         if not case.attached:
             continue
-        returned = tensors(got)  # [(where, tensor)], as the reference's (the values matched)
+        returned = tensors(got, returns=returns)  # [(where, tensor)], as the reference's (the values matched)
         for position in case.attached:
             where, tensor = returned[position]
             if not outcomes.on_graph(tensor):

@@ -44,7 +44,7 @@ def load(exercise, file=None):
     mistakes = tuple(Known(m["code"], dict(m["hint"]), tuple((kind, value) for kind, value in m["results"]))
                      for m in data["mistakes"])
     return Reference(exercise, cases, tuple(data["tolerance"]), mistakes, tuple(data["forbidden"]),
-                     list(data["names"]), int(data["points"]))
+                     list(data["names"]), int(data["points"]), tuple(data.get("returns", ())))
 
 
 def encode(reference):
@@ -56,6 +56,7 @@ def encode(reference):
         "forbidden": list(reference.forbidden),
         "names": list(reference.names),
         "points": int(reference.points),
+        **({"returns": list(reference.returns)} if reference.returns else {}),
         "cases": [{"args": list(case.args), "expected": case.expected, "attached": list(case.attached),
                    "weights": list(case.weights), "gradients": dict(case.gradients), "largest": case.largest,
                    **({"hidden": True} if case.hidden else {})}
