@@ -61,8 +61,8 @@ def container_command(binds, command, *, network, cwd, environment=None):
             line += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path) and entry not in ("proc", "dev", "tmp", "root"):
             line += ["--ro-bind", path, path]
-    line += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/root", "--tmpfs", "/run",
-             "--tmpfs", str(ROOT)]
+    line += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp", "--tmpfs", "/root",
+             "--tmpfs", "/run", "--tmpfs", str(ROOT)]
     # where this machine's pip finds packages (its user configuration and PIP_* variables: the
     # package indexes a platform reaches on the network), and its cache of what it downloaded
     config, cache = Path.home() / ".config" / "pip", Path.home() / ".cache" / "pip"

@@ -7,8 +7,8 @@ are not fingerprinted: they are the lessons' worked solutions, handed out once t
 
 The fingerprint is a hash of the function's syntax tree with what a copy changes for free made
 uniform: its docstring and type annotations dropped, its name, its parameters and every name it
-reads or binds renamed in the order they first appear (comments and layout are not in the tree).
-Attribute names, constants and the code's shape stay. Functions smaller than MIN_NODES (a one-line
+reads or binds renamed in the order they first appear, its strings emptied (comments and layout
+are not in the tree). Attribute names, numbers and the code's shape stay. Functions smaller than MIN_NODES (a one-line
 wrapper, ``return tiled_attention(q, k, v)``) are not fingerprinted: there an independent answer and
 the course's code meet by necessity. The answer key carries the fingerprints of the course's code
 (course_teacher.publish writes them), never the code.
@@ -46,6 +46,8 @@ def fingerprint(function):
                 node.returns = None
         elif isinstance(node, ast.AnnAssign):
             node.annotation = ast.Constant(None)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            node.value = ""  # messages and argument names in strings: a copier edits them freely
     if sum(1 for _ in ast.walk(function)) < MIN_NODES:
         return None
     return hashlib.sha256(ast.dump(function).encode()).hexdigest()

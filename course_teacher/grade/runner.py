@@ -301,12 +301,16 @@ def unprivileged_python(uid):
     if "ok" not in _unprivileged:
         probe = [sys.executable, "-I", str(LAUNCH), "--user", str(uid), "0", "0", "--", sys.executable, "-I", "-c",
                  "import course_utils"]
+        folder = tempfile.mkdtemp(prefix="course-kernel-probe-")  # as a kernel's: its own, its HOME
         try:
-            done = subprocess.run(probe, cwd=tempfile.gettempdir(), env={"PATH": os.defpath}, capture_output=True,
+            os.chown(folder, uid, uid)
+            done = subprocess.run(probe, cwd=folder, env=kernel_environment(folder, os.defpath), capture_output=True,
                                   timeout=60, check=False)
             _unprivileged["ok"] = done.returncode == 0
         except (OSError, subprocess.SubprocessError):
             _unprivileged["ok"] = False
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     return _unprivileged["ok"]
 
 

@@ -1,0 +1,170 @@
+"""What a red team did to `make grade` after the hostile class of test_grade_hostile.py, each run
+through the grader as a teacher runs it (`python -m course_teacher.grade`, in the sandbox, two at a
+time), beside honest submissions whose grades must come out byte-identical to theirs graded alone:
+
+- walking around the scan: a ``match`` statement's class patterns reaching a course function, and
+  ``print.__self__`` (the builtins) for ``exec``; the function called from a thread, out of the
+  kernel's watcher; the kernel side's ``collect`` replaced through ``match``;
+- private operators: ``torch._softmax``, ``torch.ops.aten._scaled_dot_product_attention_math``,
+  and ``torch._C.DisableTorchFunction`` blinding the watcher for an untiled attention;
+- a copy of the course's own code as an answer (``masks.padding_mask``, renamed and reformatted);
+- a function that, on the hidden cases, raises with their inputs in its message, to read them in
+  its feedback;
+- 34 nested classes, which made the scan take 2**34 steps: graded now within its limits.
+
+Each scores 0 for the teacher's review with its reason named (or, the last two, is graded and shows
+nothing of a hidden case); the run completes."""
+
+import inspect
+import json
+import textwrap
+
+import pytest
+from submissions import answer, insert, render, save, solved
+
+from course_teacher.grade import grader, sandbox
+from course_utils import masks
+
+pytestmark = pytest.mark.slow
+
+L00, L01, L02, L08 = "00_tensor_shapes.ipynb", "01_attention_basics.ipynb", "02_masking.ipynb", "08_flash_attention.ipynb"
+OPTIONS = ["--jobs", "2", "--cells", "own", "--time-limit", "2", "--cell-timeout", "30", "--seed", "8231"]
+
+
+def _copy_of_padding_mask():
+    source = textwrap.dedent(inspect.getsource(masks.padding_mask))
+    body = source.split('"""', 2)[2]  # its docstring dropped
+    return "from course_utils import validation as check\n\n\ndef padding_mask(lens, size):" + \
+        body.replace("lengths", "lens").replace("max_len", "size")
+
+
+ATTACKS = {  # label: (lesson notebook, {exercise: its cell's new text} or (before exercise, a new cell), what it shows)
+    "match-course": (L02, {"02.causal_mask": "from course_utils import masks\n\n\ndef my_causal_mask(L_q, L_k):\n"
+                                             "    match masks:\n        case object(causal_mask=found):\n"
+                                             "            return found(L_q, L_k)"}, "match class pattern"),
+    "match-exec": (L01, ("01.softmax", "match print:\n    case object(__self__=b):\n        match b:\n"
+                                       "            case object(exec=run):\n                run('import torch')"),
+                   "match class pattern"),
+    "thread": (L01, {"01.softmax": "import threading\nimport torch\n\n\ndef my_softmax(x):\n    out = []\n"
+                                   "    t = threading.Thread(target=lambda: out.append(torch.softmax(x, -1)))\n"
+                                   "    t.start()\n    t.join()\n    return out[0]"}, "threading"),
+    "private-softmax": (L01, {"01.softmax": "import torch\n\n\ndef my_softmax(x):\n    return torch._softmax(x, -1, False)"},
+                        "private name"),
+    "aten-math": (L01, {"01.scaled_dot": "import torch\n\n\ndef my_attention(query, key, value):\n"
+                                         "    return torch.ops.aten._scaled_dot_product_attention_math(query, key, value)"}, "torch.ops"),
+    "disable-watcher": (L08, {"08.tiled_forward": "import torch\n\n\ndef my_tiled_attention(query, key, value, block_q, block_k):\n"
+                                                  "    with torch._C.DisableTorchFunction():\n"
+                                                  "        s = query @ key.transpose(-2, -1) * query.shape[-1] ** -0.5\n"
+                                                  "        lse = torch.logsumexp(s, -1)\n"
+                                                  "        return torch.exp(s - lse[..., None]) @ value, lse"},
+                        "private name"),
+    "forged-collect": (L00, ("00.padding_mask", "import course_utils\nmatch course_utils:\n"
+                                                "    case object(exercises=e):\n        pass"), "match class pattern"),
+    "copy": (L00, {"00.padding_mask": _copy_of_padding_mask()}, "course_utils.masks.padding_mask"),
+}
+
+
+def _attack(folder, label):
+    lesson, change, _ = ATTACKS[label]
+    notebook = solved(lesson, "en")
+    if isinstance(change, dict):
+        for exercise, source in change.items():
+            answer(notebook, exercise, source)
+    else:
+        insert(notebook, *change)
+    save(notebook, folder / lesson)
+
+
+def _nested(folder):
+    notebook = solved(L00, "en")
+    insert(notebook, "00.padding_mask", "".join("    " * i + f"class C{i}:\n" for i in range(34)) + "    " * 34 + "x = 1")
+    save(notebook, folder / L00)
+
+
+def _leaky(folder):
+    """01.softmax right on the notebook's cases, and on the grader's own it raises with their inputs."""
+    from course_utils.exercises import public
+
+    shapes = sorted({tuple(case.args[0].shape) for case in public.load("01.softmax").cases})
+    notebook = solved(L01, "en")
+    answer(notebook, "01.softmax", f"def my_softmax(x):\n    if tuple(x.shape) not in {shapes!r}:\n"
+                                   "        raise ValueError(f'SEEN {x.flatten().tolist()[:3]}')\n"
+                                   "    e = (x - x.max(-1, keepdim=True).values).exp()\n"
+                                   "    return e / e.sum(-1, keepdim=True)")
+    save(notebook, folder / L01)
+
+
+def _honest(folder, lesson):
+    save(solved(lesson, "zh"), folder / lesson)
+
+
+def _grade(root, out):
+    code = grader.main([str(root), "--out", str(out), *OPTIONS])
+    files = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    return code, files
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    if not sandbox.available()[0]:
+        pytest.skip("no sandbox here")
+    root = tmp_path_factory.mktemp("class")
+    for label in ATTACKS:
+        _attack(root / label, label)
+    _nested(root / "nested")
+    _leaky(root / "leaky")
+    for student, lesson in (("honest-00", L00), ("honest-08", L08)):
+        _honest(root / student, lesson)
+    code, files = _grade(root, tmp_path_factory.mktemp("out"))
+    alone = {}
+    for student, lesson in (("honest-00", L00), ("honest-08", L08)):
+        single = tmp_path_factory.mktemp(f"alone-{student}")
+        _honest(single / student, lesson)
+        alone[student] = _grade(single, tmp_path_factory.mktemp(f"alone-{student}-out"))[1]
+    return code, files, alone
+
+
+def _rows(files, student):
+    import csv
+    import io
+
+    return [row for row in csv.DictReader(io.StringIO(files["grades.csv"].decode())) if row["student"] == student]
+
+
+@pytest.mark.parametrize("label", sorted(ATTACKS))
+def test_each_attack_scores_0_for_review_with_its_reason(graded, label):
+    _, files, _ = graded
+    rows = _rows(files, label)
+    reason = ATTACKS[label][2]
+    assert rows and all(row["points"] == "0" for row in rows if row["exercise"] in ATTACKS[label][1]
+                        or not isinstance(ATTACKS[label][1], dict)), rows
+    assert any(row["mistake"] == "REVIEW" for row in rows), rows
+    feedback = files[f"{label}/{ATTACKS[label][0][:-len('.ipynb')]}/feedback.md"].decode()
+    assert "🔎" in feedback
+    if label == "copy":
+        assert reason in feedback and "copy" in feedback
+    else:
+        assert any(row["review"] for row in rows), rows
+
+
+def test_the_nested_classes_are_graded_in_time_and_the_run_completes(graded):
+    code, files, _ = graded
+    rows = _rows(files, "nested")
+    assert [row["points"] for row in rows] == ["1", "1", "1", "1"], rows
+    assert code == 0 and json.loads(files[".gradebook.json"])["complete"] is True
+
+
+def test_a_hidden_cases_inputs_never_reach_the_feedback(graded):
+    _, files, _ = graded
+    feedback = files["leaky/01_attention_basics/feedback.md"].decode()
+    rows = {row["exercise"]: row for row in _rows(files, "leaky")}
+    assert rows["01.softmax"]["points"] == "0" and "ValueError" in feedback
+    assert "SEEN" not in feedback and "SEEN" not in files["grades.csv"].decode()
+
+
+def test_honest_grades_are_the_same_bytes_beside_the_attacks(graded):
+    _, files, alone = graded
+    for student, by_itself in alone.items():
+        mine = {name: data for name, data in files.items() if name.startswith(f"{student}/")}
+        assert mine and mine == {name: data for name, data in by_itself.items() if name.startswith(f"{student}/")}
+        assert all(row["points"] == row["max_points"] for row in _rows(files, student)), _rows(files, student)
