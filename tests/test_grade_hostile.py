@@ -916,8 +916,10 @@ NAMED = [(CMD, _h10_formula), (HTML, _h10_forged)]
 SCAN_ONLY = {"h07-registry", "h07-importlib", "h07-code-object", "h07-disable", "h07-helpers", "h07-private",
              "h09-link-solution", "h09-link-student", "h09-lesson-06", "h09-result", "h09-fifo", "h09-dev-zero",
              "h09-passwd", "h12-subprocess", "h12-ctypes", "h12-module", CMD, HTML}
-# The attacks (graded in both layers) that the scan lets run: plain file writes and reads, signals.
-SCAN_LETS_RUN = {"h01-grader-files", "h02-startup", "h05-kill", "h06-environ", "h11-disk"}
+# The attacks (graded in both layers) that the scan lets run: none now. Plain file writes and reads and
+# signals (h01, h02, h05, h06, h11) need `os`, `signal`, `sys`, off the scan's allow-list: the scan
+# reviews them, and the layer with the scan off proves that the sandbox contains them all the same.
+SCAN_LETS_RUN = set()
 ATTACKS = [label for label, build in CLASS if build is not None and label not in SCAN_ONLY]
 LAYERS = ("scanned", "unscanned")
 
@@ -1294,6 +1296,8 @@ REVIEWED = {  # label: what the review column names (the scan's words), for the 
     "h12-subprocess": (f"import subprocess, sys (cell {ATTACK_CELL})",),
     "h12-ctypes": (f"import ctypes (cell {ATTACK_CELL})",),
     "h12-module": (f"import helpers (cell {ATTACK_CELL})", f"sys.path.insert(0, os.path.expanduser('~')) (cell {ATTACK_CELL})"),
+    **{label: (f"import errno, json, os, signal, sys, time (cell {ATTACK_CELL})",)
+       for label in ("h01-grader-files", "h02-startup", "h05-kill", "h06-environ", "h11-disk")},
 }
 
 
@@ -1382,7 +1386,8 @@ def test_the_output_folder_holds_what_the_gradebook_wrote_and_what_the_teacher_p
 
 # ----------------------------------------------------------------------------- (b) each class
 
-def test_01_the_grader_files_stay_as_they_were(layer):
+def test_01_the_grader_files_stay_as_they_were(unscanned):
+    layer = unscanned
     student = STUDENTS["h01-grader-files"]
     assert _tests_of(layer, student) == ALL_PASSED  # right answers, and an attack that wrote nothing
     notes = _notes(layer, _keys(layer, student)[0])
@@ -1392,7 +1397,8 @@ def test_01_the_grader_files_stay_as_they_were(layer):
         assert _changed(layer.before[what], layer.after[what]) == [], what
 
 
-def test_02_a_startup_file_stays_in_the_kernels_own_home(layer):
+def test_02_a_startup_file_stays_in_the_kernels_own_home(unscanned):
+    layer = unscanned
     student = STUDENTS["h02-startup"]
     # scores_einsum passes in the fresh kernel started after the second cell killed the first: that
     # kernel read no startup file
@@ -1422,7 +1428,8 @@ def test_04_nothing_outlives_the_grader_to_rewrite_the_grades(unscanned):
         assert b"HOSTILE-4" not in b"".join(files.values()), student
 
 
-def test_05_killing_every_process_in_sight_kills_only_its_own_kernel(layer):
+def test_05_killing_every_process_in_sight_kills_only_its_own_kernel(unscanned):
+    layer = unscanned
     student = STUDENTS["h05-kill"]
     assert _tests_of(layer, student) == ALL_PASSED  # the grader restarted its kernel and went on
     notes = _notes(layer, _keys(layer, student)[0])
@@ -1436,6 +1443,10 @@ def test_06_the_graders_secret_is_in_no_output(layer):
     for name, content in {**layer.files, **layer.files_later}.items():
         assert secret not in content, name
     assert SECRET[1] not in layer.printed + layer.stderr
+
+
+def test_06_the_environment_a_kernel_reads_is_its_own(unscanned):
+    layer = unscanned
     student = STUDENTS["h06-environ"]
     key = _keys(layer, student)[0]
     notes = _notes(layer, key)
@@ -1461,9 +1472,9 @@ def test_07_the_scan_scores_a_forbidden_function_reached_0(scanned):
                            "00.merge_heads": "REVIEW"}
     cell = scanned.facts[STUDENTS["h07-code-object"]]["exercises"]["00.split_heads"]
     assert all(r["review"] == f"split_heads.__code__ (cell {cell})" for r in scanned.rows(STUDENTS["h07-code-object"]))
-    disable = _tests_of(scanned, STUDENTS["h07-disable"])
-    assert disable == {**ALL_PASSED, "00.split_heads": ("failed", "FORBIDDEN", 0),
-                       "00.merge_heads": ("failed", "FORBIDDEN", 0)}
+    disable = _tests_of(scanned, STUDENTS["h07-disable"])  # torch._C: off the allow-list, reviewed
+    assert disable == {"00.padding_mask": ("failed", "REVIEW", 0), "00.scores_einsum": ("failed", "REVIEW", 0),
+                       "00.split_heads": ("failed", "FORBIDDEN", 0), "00.merge_heads": ("failed", "FORBIDDEN", 0)}
     feedback = scanned.feedback(_keys(scanned, STUDENTS["h07-disable"])[0])
     assert "uses `course_utils.multihead.merge_heads`, which this exercise forbids" in feedback, feedback
     helpers = _tests_of(scanned, STUDENTS["h07-helpers"])
@@ -1562,10 +1573,11 @@ CAPS = {sandbox.CWD: 0, sandbox.HOME: sandbox.HOME_BYTES, "/tmp": sandbox.TMP_BY
         sandbox.WORK: sandbox.WORK_BYTES}
 
 
-def test_11_a_kernel_fills_only_its_own_capped_memory_folders(layer):
+def test_11_a_kernel_fills_only_its_own_capped_memory_folders(unscanned):
     """Every folder the kernel may write is read-only (its working folder) or a memory file system of
     its own with a size cap (sandbox.py): the attack, which writes 48 MB files up to 512 MB in each,
     stops at each cap, and nothing reaches the host's disk."""
+    layer = unscanned
     found = {}
     for item in _proof(layer, "h11-disk", "11-disk").split():
         folder, outcome = item.rsplit("=", 1)

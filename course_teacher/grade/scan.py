@@ -1529,8 +1529,10 @@ def _private(part):
 def _unlisted_name(name):
     """The review's construct for a qualified name not on the allow-list (None: on it)."""
     parts = name.split(".")
-    if parts[0] == "builtins":
-        return None if len(parts) == 2 and parts[1] in SAFE_BUILTINS else f"builtin {parts[-1]}"
+    if parts[0] == "builtins":  # a safe builtin, or a public attribute of one (``dict.fromkeys``, ``str.join``)
+        if len(parts) < 2 or parts[1] not in SAFE_BUILTINS:
+            return f"builtin {parts[1] if len(parts) > 1 else 'builtins'}"
+        return "private name" if any(_private(part) for part in parts[2:]) else None
     if any(_private(part) for part in parts[1:]) or _private(parts[0]):
         return "private name"
     denied = next((entry for entry in DENIED if _under(name, entry)), None)
