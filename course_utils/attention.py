@@ -105,7 +105,8 @@ def scaled_dot_product_attention(query, key, value, keep_mask=None, scale=None):
         key: (..., L_k, d_k), same leading axes as query.
         value: (..., L_k, d_v).
         keep_mask: optional bool tensor broadcastable to (..., L_q, L_k); True = may attend.
-        scale: multiplies the scores; default 1/√d_k.
+        scale: multiplies the scores; default 1/√d_k. A finite number (or a 0-dim tensor holding
+            one) that query's dtype can hold: NaN, ±∞ or 1e300 in float32 are refused.
 
     Returns:
         output: (..., L_q, d_v), the weighted average of the values for each query.
@@ -128,10 +129,7 @@ def scaled_dot_product_attention(query, key, value, keep_mask=None, scale=None):
                 "zh": f"与 key 相同的前导（批量）维度 {tuple(key.shape[:-2])}",
             },
         )
-    number = isinstance(scale, (int, float)) and not isinstance(scale, bool)
-    if not (scale is None or number or (isinstance(scale, torch.Tensor) and scale.ndim == 0)):
-        check.fail(function, "scale", check.describe(scale),
-                   {"en": "None (for 1/√d_k) or a number", "zh": "None（即 1/√d_k）或一个数"})
+    check.scale(function, scale, query.dtype, tensors=True)  # NaN, ±∞ or past the dtype's range: all-NaN weights
     if scale is None:
         scale = 1.0 / math.sqrt(d_k) if d_k else 1.0  # d_k = 0: every score is 0 whatever the scale
 

@@ -520,6 +520,7 @@ class TinyDecoder(nn.Module):
         _layout(function, layout)
         check.parameters_fit(function, {"vocab": vocab, "d_model": d_model, "layers": layers, "d_ff": d_ff},
                              layers * d_model * (4 * d_model + 2 * d_ff) + 2 * vocab * d_model)
+        check.modules_fit(function, "layers", layers, 11 * layers + 4)  # 11 modules per block
         self.vocab = vocab
         self.embed = nn.Embedding(vocab, d_model)
         self.blocks = nn.ModuleList(TinyBlock(d_model, heads, kv_heads, d_ff, window, layout) for _ in range(layers))

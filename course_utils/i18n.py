@@ -847,6 +847,24 @@ MESSAGES = {
         "- 练习做不出来？先把检查给出的信息读完，再读练习上方的正文。\n"
         "- 笔记本状态乱了？选择 内核 › 重启内核并运行所有单元格。",
     },
+    # what the benchmarks measured, and measuring on a GPU in a lesson (course_utils.measured)
+    "measured.provenance": {
+        "en": "Measured on the {name} with torch {torch} on {date} (benchmarks/results/{file}).",
+        "zh": "测量环境：{name}，torch {torch}，{date}（benchmarks/results/{file}）。",
+    },
+    "measured.none": {
+        "en": "No {device} result of this benchmark is committed yet (benchmarks/results/{file} does not exist): "
+        "`make bench` on a machine with a {device} GPU writes it.",
+        "zh": "这项基准测试还没有提交 {device} 上的结果（benchmarks/results/{file} 不存在）："
+        "在有 {device} GPU 的机器上运行 `make bench` 即可生成。",
+    },
+    "measured.no_gpu": {
+        "en": "No GPU in this runtime, so this cell measured nothing more (on Colab: Runtime › Change runtime type › "
+        "a GPU, then run the lesson again).",
+        "zh": "当前运行环境没有 GPU，所以这个单元没有再测量什么（在 Colab 上：代码执行程序 › 更改运行时类型 › "
+        "选一种 GPU，再重新运行本课）。",
+    },
+    "measured.on_gpu": {"en": "Measured now on this runtime's GPU, {device}:", "zh": "刚刚在当前运行环境的 GPU（{device}）上测得："},
     # claims: facts a cell demonstrates (course_utils.claims)
     "claim.false": {
         "en": "This notebook states a fact that is false on this run: {statement}",

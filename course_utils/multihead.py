@@ -174,9 +174,6 @@ class _Multihead(nn.Module):
         check.positive_int(name, "num_heads", num_heads)
         kdim = embed_dim if kdim is None else check.positive_int(name, "kdim", kdim)
         vdim = embed_dim if vdim is None else check.positive_int(name, "vdim", vdim)
-        sizes = {"embed_dim": embed_dim, "kdim": kdim, "vdim": vdim}
-        largest = max(sizes, key=sizes.get)
-        check.fits_in_memory(name, largest, sizes[largest], embed_dim * (2 * embed_dim + kdim + vdim), 4)
         if head_dim is None:
             if embed_dim % num_heads:
                 check.fail(
@@ -189,7 +186,13 @@ class _Multihead(nn.Module):
                     },
                 )
             head_dim = embed_dim // num_heads
-        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, check.positive_int(name, "head_dim", head_dim)
+        check.positive_int(name, "head_dim", head_dim)
+        # all the heads' projections together, H·d × (E + kdim + vdim), and out_proj, E × H·d: what is
+        # built, not one head of it (a naive layer of 1024 heads of 1024 features is 16 GB)
+        sizes = {"embed_dim": embed_dim, "num_heads": num_heads, "kdim": kdim, "vdim": vdim, "head_dim": head_dim}
+        largest = max(sizes, key=sizes.get)
+        check.fits_in_memory(name, largest, sizes[largest], num_heads * head_dim * (2 * embed_dim + kdim + vdim), 4)
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, head_dim
         self.kdim, self.vdim, self.bias = kdim, vdim, bias
 
     # -- checks
@@ -364,7 +367,9 @@ class NaiveMultiheadAttention(_Multihead):
         query: (B, L_q, E); key: (B, L_k, kdim); value: (B, L_k, vdim). Self-attention: the same
             tensor three times.
         keep_mask: optional bool, broadcastable to (B, H, L_q, L_k); True where a query may attend
-            to a key. A mask with an H axis gives each head its own mask.
+            to a key. A mask with an H axis gives each head its own mask. Broadcasting reads the
+            axes from the right: (L_q, L_k) is the same for every item and head, a 3-D mask is
+            (H, L_q, L_k), one per head (not per batch item: that is (B, 1, L_q, L_k)).
         key_padding_mask: optional bool (B, L_k); True at padding (nn.MultiheadAttention's meaning).
         need_weights: False runs F.scaled_dot_product_attention in each head and returns no weights.
     Returns ``(output (B, L_q, E), weights (B, H, L_q, L_k) or None)``.
@@ -372,6 +377,7 @@ class NaiveMultiheadAttention(_Multihead):
 
     def __init__(self, embed_dim, num_heads, kdim=None, vdim=None, bias=True, head_dim=None):
         super().__init__(embed_dim, num_heads, kdim, vdim, bias, head_dim)
+        check.modules_fit("NaiveMultiheadAttention", "num_heads", num_heads, 4 * num_heads + 2)  # 4 per head
         self.heads = nn.ModuleList(
             AttentionHead(embed_dim, self.head_dim, self.kdim, self.vdim, bias) for _ in range(num_heads)
         )
@@ -417,9 +423,12 @@ class NaiveMultiheadAttention(_Multihead):
 
 def _mask_of_head(keep, h):
     """Head h's part of a keep mask that broadcasts to (B, H, L_q, L_k): a mask that broadcasts to
-    (B, L_q, L_k) (the mask itself when it has no head axis)."""
-    if keep is None or keep.ndim < 4:
-        return keep  # no head axis: the same mask for every head
+    (B, L_q, L_k). Broadcasting lines the axes up from the right, so a 3-D mask is (H, L_q, L_k),
+    its first axis the heads (as in the fused layer and F.scaled_dot_product_attention), never
+    the batch; a 2-D one is (L_q, L_k), the same for every head."""
+    if keep is None:
+        return None
+    keep = keep[(None,) * (4 - keep.ndim)]  # (B or 1, H or 1, L_q or 1, L_k or 1): a view, the missing axes in front
     return keep[:, h if keep.shape[1] > 1 else 0]  # (B or 1, L_q or 1, L_k or 1)
 
 

@@ -29,7 +29,7 @@ class Adam:
         except TypeError:
             self.parameters = None
         if self.parameters is None or not all(isinstance(p, torch.Tensor) and p.is_floating_point()
-                                              for p in self.parameters):
+                                              and p.layout == torch.strided for p in self.parameters):
             check.fail("Adam", "parameters", check.describe(parameters),
                        {"en": "floating-point tensors to train, such as model.parameters()",
                         "zh": "要训练的浮点张量，例如 model.parameters()"})
@@ -37,7 +37,7 @@ class Adam:
                 and all(_number(beta) and 0 <= beta < 1 for beta in betas)):
             check.fail("Adam", "betas", check.describe(betas),
                        {"en": "two numbers in [0, 1), such as (0.9, 0.999)", "zh": "两个 [0, 1) 内的数，例如 (0.9, 0.999)"})
-        if not (_number(eps) and eps >= 0):
+        if not (_number(eps) and math.isfinite(eps) and eps >= 0):
             check.fail("Adam", "eps", check.describe(eps), {"en": "a number ≥ 0", "zh": "≥ 0 的数"})
         self.betas, self.eps, self.steps = betas, eps, 0
         self.means = [torch.zeros_like(p) for p in self.parameters]  # of the gradients
@@ -45,9 +45,17 @@ class Adam:
 
     @torch.no_grad()
     def step(self, lr):
-        """One step of size `lr` along every parameter's .grad (None: the parameter stays)."""
-        if not (_number(lr) or (isinstance(lr, torch.Tensor) and lr.ndim == 0)):
-            check.fail("Adam.step", "lr", check.describe(lr), {"en": "a number", "zh": "一个数"})
+        """One step of size `lr` (a finite number ≥ 0, or a 0-dim tensor of one) along every
+        parameter's .grad (None: the parameter stays). A NaN or infinite step would turn every
+        parameter into NaN, and a negative one climbs the loss: both are refused, as
+        torch.optim.Adam refuses them."""
+        number = lr
+        if isinstance(lr, torch.Tensor) and lr.ndim == 0 and lr.layout == torch.strided and not lr.is_meta \
+                and (lr.is_floating_point() or lr.dtype in (torch.int64, torch.int32)):
+            number = lr.item()
+        if not (_number(number) and math.isfinite(number) and number >= 0):
+            check.fail("Adam.step", "lr", check.describe(lr),
+                       {"en": "a finite number ≥ 0 (or a 0-dim tensor of one)", "zh": "≥ 0 的有限数（或装着它的 0 维张量）"})
         self.steps += 1
         beta1, beta2 = self.betas
         step_size = lr / (1 - beta1**self.steps)

@@ -449,8 +449,9 @@ def _validate(function, query, key, value, factor, scale, causal, generator, ind
         check.fail(function, "query" if L_Q == 0 else "key", check.describe(query if L_Q == 0 else key), {"en": "at least one position", "zh": "至少一个位置"})
     if not isinstance(factor, int) or isinstance(factor, bool) or factor < 1:
         check.fail(function, "factor", check.describe(factor), {"en": "a positive int (usually 5)", "zh": "正整数（通常为 5）"})
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0):
-        check.fail(function, "scale", check.describe(scale), {"en": "None (1/√D) or a positive number", "zh": "None（即 1/√D）或正数"})
+    if D == 0:  # no feature: no score to rank the queries by, and 1/√D has no value
+        check.fail(function, "query", check.describe(query), {"en": "at least one feature (D ≥ 1)", "zh": "至少一个特征（D ≥ 1）"})
+    check.scale(function, scale, query.dtype, positive=True)  # ∞, NaN or 1e300 in float32: NaN outputs
     check.flag(function, "causal", causal)
     if causal and L_Q != L_K:
         check.fail(
@@ -490,7 +491,8 @@ def prob_sparse_attention(
     Args:
         query, key, value: (B, H, L_Q, D), (B, H, L_K, D), (B, H, L_K, D_v), one float dtype.
         factor: c in U = c·⌈ln L_K⌉ sampled keys per query and u = c·⌈ln L_Q⌉ chosen queries.
-        scale: multiplies the chosen queries' scores; default 1/√D.
+        scale: multiplies the chosen queries' scores; default 1/√D. A positive finite number that
+            the dtype can hold (1e300 in float32 would be ∞, every weight NaN).
         causal: self-attention for a decoder: query i sees keys 0 … i only (needs L_Q == L_K).
         generator: the torch.Generator the keys are sampled with (None: the default generator).
         index: (L_Q, U) int64, a sample to use instead of drawing one.

@@ -86,9 +86,11 @@ def _reverser_sizes(function, d_model=32, nhead=2, d_ff=64, layers=1, dropout=0.
     check.positive_int(function, "d_ff", d_ff)
     check.positive_int(function, "layers", layers)
     check.flag(function, "norm_first", norm_first)
-    sizes = {"d_model": d_model, "d_ff": d_ff}
+    sizes = {"d_model": d_model, "d_ff": d_ff, "layers": layers}
     largest = max(sizes, key=sizes.get)
-    check.fits_in_memory(function, largest, sizes[largest], 10 * d_model * (d_model + d_ff), 4)  # one layer pair
+    # every layer pair (an encoder and a decoder layer: 10·E·(E + d_ff) numbers or fewer), not one of them
+    check.fits_in_memory(function, largest, sizes[largest], layers * 10 * d_model * (d_model + d_ff), 4)
+    check.modules_fit(function, "layers", layers, 35 * layers + 6)  # about 35 modules per layer pair
 
 
 def encode_letters(text):

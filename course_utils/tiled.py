@@ -292,7 +292,7 @@ def _check_qkv(function, query, key, value, keep_mask, scale):
     if keep_mask is not None:
         check_keep_mask(function, keep_mask, _Scores((*query.shape[:-1], key.shape[-2]), query.device))
     if scale is not None:
-        check.number(function, "scale", scale)
+        check.scale(function, scale, query.dtype)  # a finite number the dtype holds: ∞ or 1e300 in float32, NaN weights
         return float(scale)
     return 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
 

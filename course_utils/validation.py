@@ -91,11 +91,16 @@ def describe(value):
     if isinstance(value, torch.Tensor):
         shape = tuple(value.shape)
         dtype = str(value.dtype).replace("torch.", "")
+        # a sparse tensor says so: most of torch takes dense (strided) tensors only
+        kind = "" if value.layout == torch.strided else str(value.layout).replace("torch.", "") + " "
         if value.device.type != "cpu":  # where it is matters too: a meta tensor has no values to read
             where = value.device.type
-            return f"{where} 上形状为 {shape}、类型为 {dtype} 的张量" if zh else \
-                f"a tensor of shape {shape} and dtype {dtype} on {where}"
-        return f"形状为 {shape}、类型为 {dtype} 的张量" if zh else f"a tensor of shape {shape} and dtype {dtype}"
+            return f"{where} 上形状为 {shape}、类型为 {dtype} 的 {kind}张量" if zh and kind else \
+                f"{where} 上形状为 {shape}、类型为 {dtype} 的张量" if zh else \
+                f"a {kind}tensor of shape {shape} and dtype {dtype} on {where}"
+        if zh:
+            return f"形状为 {shape}、类型为 {dtype} 的 {kind}张量" if kind else f"形状为 {shape}、类型为 {dtype} 的张量"
+        return f"a {kind}tensor of shape {shape} and dtype {dtype}"
     if value is None:
         return "None"
     kind, shown = type(value).__name__, repr(value)
@@ -123,10 +128,20 @@ def tensor(function, argument, value, *, min_ndim=1, layout="", floating=True):
     """
     if isinstance(value, torch.Tensor) and value.ndim >= min_ndim:
         if not floating or value.is_floating_point():
-            return value
+            return dense(function, argument, value)
     kind = {"en": "a floating-point tensor", "zh": "浮点张量"} if floating else {"en": "a tensor", "zh": "张量"}
     needed = {"en": f"{kind['en']} of shape {layout}", "zh": f"形状为 {layout} 的{kind['zh']}"} if layout else kind
     fail(function, argument, describe(value), needed)
+
+
+def dense(function, argument, value):
+    """`value` when it is a dense (strided) tensor: a sparse one (COO, CSR, ...) would fail deep inside
+    torch, whose operators mostly take dense tensors only."""
+    if isinstance(value, torch.Tensor) and value.layout != torch.strided:
+        fail(function, argument, describe(value),
+             {"en": "a dense tensor; turn a sparse one into one with .to_dense()",
+              "zh": "稠密张量；稀疏张量可用 .to_dense() 转成稠密的"})
+    return value
 
 
 def same_size(function, argument, value, axis, size, source):
@@ -184,6 +199,7 @@ def keep_mask(function, value, shape, layout, reference, source):
         fail(function, "keep_mask", describe(value),
              {"en": f"a bool tensor, True where a query may attend to a key, that broadcasts to {layout} = {shape}",
               "zh": f"bool 张量，True 表示该查询可以关注该键，且能广播到 {layout} = {shape}"})
+    dense(function, "keep_mask", value)
     return mask_on_device_of(function, "keep_mask", value, reference, source)
 
 
@@ -209,6 +225,22 @@ def fits_in_memory(function, argument, value, count, itemsize=1):
                 f"超过本机的 {total / 2**30:,.0f} GiB 内存",
             },
         )
+    return value
+
+
+#: The most modules a constructor builds: each costs tens of microseconds in Python, so 100,000 take
+#: seconds and a million (a typo: layers=10**6) minutes, however little memory their parameters hold.
+MAX_MODULES = 100_000
+
+
+def modules_fit(function, argument, value, count):
+    """Check that a model of `count` ``nn.Module`` objects, counted by `value` (its layers, its
+    heads), can be built in a lesson's time."""
+    if count > MAX_MODULES:
+        fail(function, argument, describe(value),
+             {"en": f"a size that builds at most {MAX_MODULES:,} modules: it would build {count:,}, "
+                    "which takes minutes in Python",
+              "zh": f"构建的模块不超过 {MAX_MODULES:,} 个的大小：它将构建 {count:,} 个模块，在 Python 中要花好几分钟"})
     return value
 
 
@@ -255,24 +287,73 @@ def floating_dtype(function, argument, value):
     return value
 
 
-def whole_number(function, argument, value, minimum=0):
-    """`value` when it is an int ≥ `minimum` (not a bool): a seed, an index, an offset, a count that
-    may be 0; otherwise an ArgumentError naming `argument`."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        fail(function, argument, describe(value), {"en": f"an int ≥ {minimum}", "zh": f"≥ {minimum} 的整数"})
+def whole_number(function, argument, value, minimum=0, maximum=None):
+    """`value` when it is an int ≥ `minimum` (and ≤ `maximum` when given; not a bool): a seed, an
+    index, an offset, a count that may be 0; otherwise an ArgumentError naming `argument`."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum or \
+            (maximum is not None and value > maximum):
+        needed = {"en": f"an int ≥ {minimum}", "zh": f"≥ {minimum} 的整数"} if maximum is None else \
+            {"en": f"an int from {minimum} to {maximum}", "zh": f"{minimum} 到 {maximum} 之间的整数"}
+        fail(function, argument, describe(value), needed)
     return value
 
 
-def number(function, argument, value, *, positive=False):
-    """`value` when it is a finite real number (an int or a float, not a bool), > 0 if `positive`."""
+#: The seeds ``torch.manual_seed`` takes: any int in [−2⁶³, 2⁶⁴).
+SEEDS = (-(2**63), 2**64 - 1)
+
+
+def seed(function, argument, value, offset=0):
+    """`value` when it is an int (not a bool) that ``torch.manual_seed(value + offset)`` takes: one
+    outside [−2⁶³, 2⁶⁴ − offset) would overflow inside torch with a message that names no argument."""
+    low, high = SEEDS[0] - offset, SEEDS[1] - offset
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        fail(function, argument, describe(value),
+             {"en": f"an int from {low} to {high}, a seed torch.manual_seed takes",
+              "zh": f"{low} 到 {high} 之间的整数（torch.manual_seed 能接受的种子）"})
+    return value
+
+
+def number(function, argument, value, *, positive=False, non_negative=False):
+    """`value` when it is a finite real number (an int or a float, not a bool), > 0 if `positive`,
+    ≥ 0 if `non_negative`."""
     import math
 
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or (positive and not value > 0):
+    if not ok or (positive and not value > 0) or (non_negative and not value >= 0):
         needed = {"en": "a positive number", "zh": "正数"} if positive else \
+            {"en": "a finite number ≥ 0", "zh": "≥ 0 的有限数"} if non_negative else \
             {"en": "a finite number", "zh": "有限的数"}
         fail(function, argument, describe(value), needed)
     return value
+
+
+def scale(function, value, dtype, *, positive=False, tensors=False):
+    """`value`, the factor the scores are multiplied by, when it is None or a finite number (> 0 if
+    `positive`) that `dtype` can hold (a 0-dim tensor too, if `tensors`): NaN or ±∞, or 1e300 in
+    float32 (which rounds to ∞), would turn every weight into NaN without a word."""
+    import math
+
+    limit = torch.finfo(dtype).max if isinstance(dtype, torch.dtype) and dtype.is_floating_point else math.inf
+    if value is None:
+        return None
+    shown = value
+    if tensors and isinstance(value, torch.Tensor) and value.ndim == 0 and value.layout == torch.strided \
+            and value.device.type != "meta" and (value.is_floating_point() or value.dtype in (torch.int64, torch.int32)):
+        shown = value.item()  # one number: reading it costs one copy, and it is what the scores are multiplied by
+    ok = isinstance(shown, (int, float)) and not isinstance(shown, bool) and math.isfinite(shown) \
+        and abs(shown) <= limit and (not positive or shown > 0)
+    if not ok:
+        kind = {"en": "a positive number", "zh": "正数"} if positive else {"en": "a finite number", "zh": "有限的数"}
+        if tensors:
+            kind = {"en": f"{kind['en']} (or a 0-dim tensor of one)", "zh": f"{kind['zh']}（或装着它的 0 维张量）"}
+        fail(function, "scale", describe(value),
+             {"en": f"None (for 1/√d) or {kind['en']} of size at most {limit:.3g}, the largest {_name(dtype)} holds",
+              "zh": f"None（即 1/√d）或{kind['zh']}，其大小不超过 {_name(dtype)} 能表示的最大值 {limit:.3g}"})
+    return value
+
+
+def _name(dtype):
+    return str(dtype).replace("torch.", "")
 
 
 def one_of(function, argument, value, choices):
@@ -317,6 +398,7 @@ def tokens(function, argument, value, vocab, *, ndim, layout, max_length=None):
     if not isinstance(value, torch.Tensor) or value.ndim != ndim or value.dtype not in TOKEN_DTYPES:
         fail(function, argument, describe(value),
              {"en": f"an int64 tensor of token ids of shape {layout}", "zh": f"形状为 {layout} 的 int64 词元 id 张量"})
+    dense(function, argument, value)
     has_values(function, argument, value)
     if max_length is not None and value.shape[-1] > max_length:
         fail(function, argument, describe(value),

@@ -20,7 +20,7 @@ also on two), minimum … maximum over the seeds:
                           2.326 … 3.347      2.337 … 3.333       2.338 … 3.289       2.327 … 3.540
 
 ("default": ATEN_CPU_CAPABILITY=default.) Margins to the notebook's thresholds, over all four columns:
-post-norm without warm-up 0.244 (1.544) above 1.3; with warm-up 0.386 (0.614) below 1.0; pre-norm 0.169 (0.831)
+post-norm without warm-up 0.244 (1.544) above 1.3 here, 0.159 (1.459, one seed) on CI's CPU; with warm-up 0.386 (0.614) below 1.0; pre-norm 0.169 (0.831)
 below 1.0; the ratio 0.326 (2.326) above 2. (Pre-norm with the warm-up, which the notebook does not run:
 0.34 … 0.50 on one thread.) The tests below run on one thread, as the notebook does, and hold each
 measured range a margin inside the notebook's threshold."""
@@ -44,9 +44,10 @@ def runs(one_thread):
 
 @pytest.mark.trains
 def test_post_norm_without_warm_up_barely_learns_on_every_seed(runs):
-    """Notebook: above 1.3. Measured 1.660 … 2.244 (one thread, both kernel paths)."""
+    """Notebook: above 1.3. Measured 1.660 … 2.244 here (one thread, both kernel paths); CI's CPU gave
+    1.459 on one seed, so the margin held is 0.05, not a fixed share of this machine's range."""
     losses = [runs[False, 0, seed] for seed in SEEDS]
-    assert min(losses) >= 1.5, losses
+    assert min(losses) >= 1.35, losses
 
 
 @pytest.mark.trains

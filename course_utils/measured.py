@@ -1,0 +1,186 @@
+"""What the course's benchmarks measured, on which device, and timing a call on a GPU in a lesson.
+
+``make bench`` (benchmarks/) times and weighs the lessons' comparisons on every device present: the
+CPU always, a CUDA GPU when torch sees one. Each benchmark writes its results on each device as one
+JSON file, ``benchmarks/results/<benchmark>-<device>.json``. A lesson measures the CPU live and shows
+the GPU's committed figures beside them, saying where and when they were measured::
+
+    gpu = measured.load("probsparse", "cuda")   # None when no such file is committed
+    print(gpu.provenance())                     # Measured on the NVIDIA H200 with torch 2.11.0 on 2026-05-03 ...
+    for row in gpu.rows(part="time"):
+        print(row["L"], row["course_ms"])
+
+A file is one JSON object (``FORMAT`` names this layout; a change of layout gets a new name):
+
+    format        "attention-course/benchmark/1"
+    benchmark     the benchmark's name: "multihead", "probsparse", "decoding", "tiled"
+    device        "cpu" or "cuda"
+    device_name   the processor's or the GPU's name, as the system or torch reports it
+    torch         torch.__version__ of the run
+    date          the day it ran, YYYY-MM-DD (UTC)
+    settings      what every figure of the file shares (sizes, dtype, threads, rounds): {name: value}
+    figures       one record per measured configuration, its parameters and its measures:
+                  [{name: number, text or null}]; a measure's name ends in its unit (_ms, _s, _bytes)
+                  and null is "not measured" (too large for the device, or skipped)
+
+The benchmarks write the files (benchmarks/record.py); the lessons read them here. Nothing here is a
+test: timings vary with the machine and its load; compare the figures of one file with each other.
+"""
+
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from . import i18n
+
+#: Where the benchmarks write their results: benchmarks/results/ of the course's folder.
+RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+FORMAT = "attention-course/benchmark/1"
+DEVICES = ("cpu", "cuda")
+#: Each field of a file and the type its value has.
+FIELDS = {"format": str, "benchmark": str, "device": str, "device_name": str, "torch": str, "date": str,
+          "settings": dict, "figures": list}
+
+
+@dataclass(frozen=True)
+class Result:
+    """One benchmark's results on one device, as its file holds them."""
+
+    benchmark: str
+    device: str
+    device_name: str
+    torch: str
+    date: str
+    settings: dict
+    figures: list
+    file: str = ""  # the file's name in benchmarks/results/
+
+    def rows(self, **where):
+        """The figures whose fields equal `where` ({} gives every figure), in the file's order."""
+        return [row for row in self.figures if all(row.get(key) == value for key, value in where.items())]
+
+    def one(self, **where):
+        """The one figure whose fields equal `where`; ValueError when there is none or more than one."""
+        found = self.rows(**where)
+        if len(found) != 1:
+            raise ValueError(f"{self.file}: {len(found)} figures match {where}; needs exactly one")
+        return found[0]
+
+    def provenance(self):
+        """Where and when the figures were measured, a sentence in the notebook's language."""
+        return i18n.message("measured.provenance", name=self.device_name, torch=self.torch, date=self.date,
+                            file=self.file)
+
+
+def path(benchmark, device, folder=None):
+    """The file of `benchmark`'s results on `device` ("cpu" or "cuda")."""
+    return Path(folder or RESULTS) / f"{benchmark}-{device}.json"
+
+
+def load(benchmark, device="cuda", folder=None):
+    """`benchmark`'s committed results on `device` as a Result, or None when no file holds them.
+    A file that is not of this format raises ValueError, naming the file and what is wrong."""
+    file = path(benchmark, device, folder)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise ValueError(f"{file}: not JSON ({error})") from None
+    problems = validate(data)
+    if not problems and (data["benchmark"], data["device"]) != (benchmark, device):
+        problems = [f"holds {data['benchmark']!r} on {data['device']!r}, not {benchmark!r} on {device!r}"]
+    if problems:
+        raise ValueError(f"{file}: {'; '.join(problems)}")
+    return Result(**{name: data[name] for name in FIELDS if name != "format"}, file=file.name)
+
+
+def validate(data):
+    """What is wrong with `data` as a results file (a list of sentences; empty when nothing is)."""
+    if not isinstance(data, dict):
+        return ["needs a JSON object"]
+    problems = [f"field {name!r}: needs a {kind.__name__}" for name, kind in FIELDS.items()
+                if not isinstance(data.get(name), kind)]
+    if problems:
+        return problems
+    if data["format"] != FORMAT:
+        problems.append(f"format {data['format']!r}: needs {FORMAT!r}")
+    if data["device"] not in DEVICES:
+        problems.append(f"device {data['device']!r}: needs one of {', '.join(DEVICES)}")
+    if not all(isinstance(row, dict) for row in data["figures"]):
+        problems.append("figures: needs a list of objects")
+    else:
+        odd = sorted({name for row in data["figures"] for name, value in row.items()
+                      if not (value is None or isinstance(value, (int, float, str)))})
+        if odd:
+            problems.append(f"figures: the values of {', '.join(odd)} need to be numbers, text or null")
+    if len(data["date"]) != 10 or data["date"][4::3] != "--":
+        problems.append(f"date {data['date']!r}: needs YYYY-MM-DD")
+    return problems
+
+
+def missing(benchmark, device="cuda"):
+    """The sentence a lesson prints where no results of `benchmark` on `device` are committed."""
+    return i18n.message("measured.none", device=device.upper() if device == "cuda" else device,
+                        file=path(benchmark, device).name)
+
+
+# ----------------------------------------------------------------------------- measuring on a device
+
+def gpu():
+    """The CUDA device when torch sees one, else None: a lesson measures there too when it is not None."""
+    return torch.device("cuda") if torch.cuda.is_available() else None
+
+
+def device_name(device):
+    """The name of `device` ("cpu", "cuda", a torch.device): the GPU's as torch reports it, the
+    processor's as the system does."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine() or "CPU"
+
+
+def _synchronize(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def milliseconds(call, device="cpu", repeat=3, warmup=1):
+    """The median wall time of ``call()`` in milliseconds, over `repeat` runs after `warmup` runs, on
+    `device`: a GPU runs its kernels after the call returns, so each run waits for them to finish."""
+    for _ in range(warmup):
+        call()
+    _synchronize(device)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        _synchronize(device)
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
+
+
+def cuda_peak_bytes(call, device="cuda"):
+    """(result, the most bytes the call had allocated on the GPU at once beyond what was allocated
+    before it): torch's caching allocator counts every tensor the call makes, its result included."""
+    _synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    result = call()
+    _synchronize(device)
+    return result, torch.cuda.max_memory_allocated(device) - before
