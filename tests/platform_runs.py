@@ -55,14 +55,14 @@ def container_command(binds, command, *, network, cwd, environment=None):
     """The bwrap command line that runs `command` in a platform's container (module docstring),
     with `binds` {outside path: inside path} read-write."""
     line = ["bwrap"]
-    for entry in sorted(os.listdir("/")):  # the machine's system, read-only; a /tmp and a HOME of its own
+    for entry in sorted(os.listdir("/")):  # the machine's system, read-only; a /tmp, /home and HOME of its own
         path = f"/{entry}"
         if os.path.islink(path):
             line += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path) and entry not in ("proc", "dev", "tmp", "root"):
+        elif os.path.isdir(path) and entry not in ("proc", "dev", "tmp", "root", "home"):
             line += ["--ro-bind", path, path]
     line += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp", "--tmpfs", "/root",
-             "--tmpfs", "/run", "--tmpfs", str(ROOT)]
+             "--tmpfs", "/home", "--tmpfs", "/run", "--tmpfs", str(ROOT)]
     # where this machine's pip finds packages (its user configuration and PIP_* variables: the
     # package indexes a platform reaches on the network), and its cache of what it downloaded
     config, cache = Path.home() / ".config" / "pip", Path.home() / ".cache" / "pip"
