@@ -37,8 +37,15 @@ def _gpu_skip_reason():
             "`make test-gpu`")
 
 
+def _gpu_selected(config):
+    """Whether this run asks for the `gpu` tests by name (`-m gpu`, as `make test-gpu` does)."""
+    expression = config.getoption("markexpr", "") or ""
+    return "gpu" in expression and "not gpu" not in expression
+
+
 def pytest_collection_modifyitems(config, items):
-    reason = _gpu_skip_reason()
+    # `make test` runs every test but the platforms': the gpu tests run only when asked for
+    reason = _gpu_skip_reason() if _gpu_selected(config) else "the gpu tests run with `-m gpu` (`make test-gpu`)"
     gpu = [item for item in items if item.get_closest_marker("gpu")]
     if reason and gpu:
         skip = pytest.mark.skip(reason=reason)
@@ -48,8 +55,7 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_report_header(config):
     reason = _gpu_skip_reason()
-    selected = config.getoption("markexpr", "") or ""
-    if reason and "gpu" in selected and "not gpu" not in selected:
+    if reason and _gpu_selected(config):
         return f"gpu tests skipped: {reason}"
     return None
 
