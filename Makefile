@@ -160,7 +160,9 @@ test-paths: setup
 	done
 
 # On a machine with a CUDA GPU: the tests marked `gpu` (tests/test_gpu.py: every public helper given
-# CUDA inputs against its CPU float64 result, every exercise's reference and check on CUDA inputs).
+# CUDA inputs against its CPU float64 result, every exercise's reference and check on CUDA inputs),
+# then the solution notebooks under nbval with the GPU visible (the lessons compute on the CPU, so
+# their outputs must not change; their speed sections measure on the GPU too, outputs nbval ignores).
 # Without a GPU it says so in one line and skips them (`make test` skips them there too). A torch with
 # CUDA is needed: `make test-gpu TORCH="torch==2.13.0" VENV=.venv-gpu` installs pip's default build.
 # A lent GPU machine with no network runs benchmarks/gpu_session.sh instead (its docstring says how).
@@ -169,6 +171,7 @@ test-gpu: setup
 		echo "make test-gpu: no CUDA GPU here (torch $$($(PY) -c 'import torch; print(torch.__version__)') sees none): the gpu tests are skipped."; \
 		exit 0; }
 	$(PY) -m pytest -m gpu -rs tests
+	COURSE_THREADS=2 $(NBVAL) notebooks/solutions
 
 # What each platform's user gets, tested as they get it (tests/test_platforms.py, tests/test_release.py):
 # every lesson's autograder, in both languages, on Gradescope and Classroom 50 run as each platform runs
