@@ -167,11 +167,13 @@ test-paths: setup
 # CUDA is needed: `make test-gpu TORCH="torch==2.13.0" VENV=.venv-gpu` installs pip's default build.
 # A lent GPU machine with no network runs benchmarks/gpu_session.sh instead (its docstring says how).
 test-gpu: setup
-	@$(PY) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || { \
+	@if $(PY) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then \
+		set -ex; \
+		$(PY) -m pytest -m gpu -rs tests; \
+		COURSE_THREADS=2 $(NBVAL) notebooks/solutions; \
+	else \
 		echo "make test-gpu: no CUDA GPU here (torch $$($(PY) -c 'import torch; print(torch.__version__)') sees none): the gpu tests are skipped."; \
-		exit 0; }
-	$(PY) -m pytest -m gpu -rs tests
-	COURSE_THREADS=2 $(NBVAL) notebooks/solutions
+	fi
 
 # What each platform's user gets, tested as they get it (tests/test_platforms.py, tests/test_release.py):
 # every lesson's autograder, in both languages, on Gradescope and Classroom 50 run as each platform runs
