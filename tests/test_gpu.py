@@ -164,6 +164,24 @@ CALLS = [
      {"block_q": 16, "block_k": 8, "keep_mask": masks.causal_mask(40, align="bottom_right")}),
     ("tiled.materialised_attention", tiled.materialised_attention, (tq, tk, tv), {"causal": True}),
     ("tiled.flash_attention", tiled.flash_attention, (tq, tk, tv), {"block_q": 16, "block_k": 16, "causal": True}),
+    ("tiled.update", lambda x, y: tiled.update(tiled.update(tiled.empty_state(
+        (2, 5), 6, dtype=x.dtype, device=x.device), x, y), x.flip(-1), y),
+     (random(2, 5, 7, seed=50), random(2, 7, 6, seed=52)), {}),
+    ("tiled.merge_states, finish", lambda a, b, y: tiled.finish(tiled.merge_states(
+        tiled.piece_state(a, y), tiled.piece_state(b, y))), (random(2, 5, 7, seed=53), random(2, 5, 7, seed=54),
+                                                              random(2, 5, 7, 6, seed=55)), {}),
+    # the helpers that make a tensor from sizes take a device: given the inputs' (the one of `like`)
+    ("tiled.empty_state", lambda like: tiled.empty_state((2, 5), 6, dtype=like.dtype, device=like.device),
+     (random(1),), {}),
+    ("tiled.keep_of", lambda like: tiled.keep_of(6, 9, causal=True, window=3, device=like.device), (random(1),), {}),
+    ("decoding.window_keep_mask", lambda like: decoding.window_keep_mask(4, 9, window=3, device=like.device),
+     (random(1),), {}),
+    ("probsparse.sample_keys", lambda like: probsparse.sample_keys(
+        30, 40, 9, causal=False, generator=torch.Generator().manual_seed(1), device=like.device), (random(1),), {}),
+    ("probsparse.select_queries", probsparse.select_queries, (random(1, 2, 64, seed=56), 9), {}),
+    ("probsparse.causal_keep", probsparse.causal_keep, (torch.tensor([[[3, 10, 0]]]), 12), {}),
+    ("decoding.pool_kv_heads", lambda w, b: decoding.pool_kv_heads(w, 4, 2, bias=b),
+     (random(16, 16, seed=57), random(16, seed=58)), {}),
 ]
 
 
