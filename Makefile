@@ -22,7 +22,7 @@ TORCH_TAG := $(subst =,_,$(subst $(space),_,$(TORCH)))
 LAB_STAMP := $(VENV)/.lab-$(TORCH_TAG)
 STAMP := $(VENV)/.installed-$(TORCH_TAG)
 
-.PHONY: setup lab lock test quick test-paths test-platforms bench notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
+.PHONY: setup lab lock test quick test-paths test-gpu test-platforms bench notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
 
 setup: $(STAMP)
 
@@ -159,6 +159,22 @@ test-paths: setup
 		COURSE_THREADS=1 ATEN_CPU_CAPABILITY=$$path $(NBVAL) $(STUDENT_NOTEBOOKS); \
 	done
 
+# On a machine with a CUDA GPU: the tests marked `gpu` (tests/test_gpu.py: every public helper given
+# CUDA inputs against its CPU float64 result, every exercise's reference and check on CUDA inputs),
+# then the solution notebooks under nbval with the GPU visible (the lessons compute on the CPU, so
+# their outputs must not change; their speed sections measure on the GPU too, outputs nbval ignores).
+# Without a GPU it says so in one line and skips them (`make test` skips them there too). A torch with
+# CUDA is needed: `make test-gpu TORCH="torch==2.13.0" VENV=.venv-gpu` installs pip's default build.
+# A lent GPU machine with no network runs benchmarks/gpu_session.sh instead (its docstring says how).
+test-gpu: setup
+	@if $(PY) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then \
+		set -ex; \
+		$(PY) -m pytest -m gpu -rs tests; \
+		COURSE_THREADS=2 $(NBVAL) notebooks/solutions; \
+	else \
+		echo "make test-gpu: no CUDA GPU here (torch $$($(PY) -c 'import torch; print(torch.__version__)') sees none): the gpu tests are skipped."; \
+	fi
+
 # What each platform's user gets, tested as they get it (tests/test_platforms.py, tests/test_release.py):
 # every lesson's autograder, in both languages, on Gradescope and Classroom 50 run as each platform runs
 # it (in a container without this repository, offline while grading: bubblewrap, as root), and the
@@ -172,13 +188,17 @@ test-platforms: setup
 notebooks: setup
 	$(PY) -m course_teacher.build $(if $(ONLY),--only $(ONLY))
 
-# Benchmarks print ratios measured side by side in one run, on one thread; never a timed test.
+# Benchmarks print ratios measured side by side in one run, on one thread; never a timed test. Each
+# measures on every device present (the CPU, and a CUDA GPU when torch sees one; DEVICE=cpu or cuda for
+# one) and writes its figures per device to benchmarks/results/<benchmark>-<device>.json, which the
+# lessons read (course_utils.measured): commit the files worth keeping. (bench_widgets: the CPU only.)
+DEVICE ?= all
 bench: setup
-	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_multihead.py
-	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_probsparse.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_multihead.py --device $(DEVICE)
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_probsparse.py --device $(DEVICE)
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_widgets.py
-	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_decoding.py
-	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_tiled.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_decoding.py --device $(DEVICE)
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_tiled.py --device $(DEVICE)
 
 # The lock files (requirements/lab.lock and test.lock) from pyproject.toml's ranges, for every
 # platform, with hashes. Run it after changing pyproject.toml's dependencies (it keeps every locked

@@ -99,7 +99,8 @@ CANDIDATES = ("course", "original", "F.sdpa")
 def original(queries, keys, values, index_sample, factor=FACTOR, scale=None):
     """The official Informer code's ProbAttention (no mask), on (B, H, L, D) tensors, with the
     sampled indices passed in. Its steps, in its order; the measure divided by the sample size (see
-    the module docstring)."""
+    the module docstring). Its index tensors are made on the inputs' device (the official code makes
+    them on the CPU), so that a GPU's run indexes with GPU tensors alone."""
     B, H, L_K, E = keys.shape
     _, _, L_Q, _ = queries.shape
     U_part = min(factor * math.ceil(math.log(L_K)), L_K)
@@ -107,18 +108,19 @@ def original(queries, keys, values, index_sample, factor=FACTOR, scale=None):
 
     # _prob_QK: every query's sampled keys, gathered
     K_expand = keys.unsqueeze(-3).expand(B, H, L_Q, L_K, E)
-    K_sample = K_expand[:, :, torch.arange(L_Q).unsqueeze(1), index_sample, :]
+    K_sample = K_expand[:, :, torch.arange(L_Q, device=keys.device).unsqueeze(1), index_sample, :]
     Q_K_sample = torch.matmul(queries.unsqueeze(-2), K_sample.transpose(-2, -1)).squeeze(-2)
     M = Q_K_sample.max(-1)[0] - torch.div(Q_K_sample.sum(-1), U_part)
     M_top = M.topk(u, sorted=False)[1]
-    Q_reduce = queries[torch.arange(B)[:, None, None], torch.arange(H)[None, :, None], M_top, :]
+    b, h = torch.arange(B, device=keys.device)[:, None, None], torch.arange(H, device=keys.device)[None, :, None]
+    Q_reduce = queries[b, h, M_top, :]
     scores_top = torch.matmul(Q_reduce, keys.transpose(-2, -1))
 
     # forward: scale, the initial context (mean of V), then the chosen queries' attention
     scores_top = scores_top * (scale or 1.0 / math.sqrt(E))
     context = values.mean(dim=-2).unsqueeze(-2).expand(B, H, L_Q, values.shape[-1]).clone()
     attn = torch.softmax(scores_top, dim=-1)
-    context[torch.arange(B)[:, None, None], torch.arange(H)[None, :, None], M_top, :] = torch.matmul(attn, values)
+    context[b, h, M_top, :] = torch.matmul(attn, values)
     return context
 
 

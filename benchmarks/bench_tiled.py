@@ -31,6 +31,19 @@ Bars: at L = 8192, the tiled version's peak extra memory ≤ 1/20 of the textboo
 causal tiled time ≤ 0.6 × the non-causal tiled time. The ratios to F.sdpa and to
 materialised_attention are reported (no bar).
 Timings vary with the machine and its load; compare the ratios measured in one run.
+
+It measures on every device present (the CPU, and a CUDA GPU when torch sees one; ``--device cuda``
+for the GPU only) and writes each device's figures to benchmarks/results/tiled-<device>.json
+(``--out DIR``: elsewhere; course_utils.measured: the format): one figure per L,
+{"L", "<candidate>_ms", "<candidate>_bytes"} for the candidates tiled, tiled_causal, textbook,
+materialised and sdpa (null: not run, or failed on the device).
+
+On a GPU: L = 1024, 4096 and 16384 (``--quick``: up to 4096), every candidate at every L (the
+materialised version's three (1, 8, L, L) matrices are 24 GiB at L = 16384, which an H100 holds);
+each call is waited for (torch.cuda.synchronize) before its time is taken, and the peak extra memory
+is what torch's allocator reports (course_utils.measured.cuda_peak_bytes), its output included. No
+bars there: the tiles are a Python loop launching small kernels, which a GPU runs many times slower
+than F.sdpa's one fused kernel (lesson 09 writes the kernel); the memory bar is reported.
 """
 
 import argparse
@@ -44,17 +57,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # course_utils without installing it
+sys.path.insert(0, str(ROOT / "benchmarks"))  # record.py beside this file
 
 import math
 
 import torch
 import torch.nn.functional as F
 
+import record
+from course_utils.measured import cuda_peak_bytes
 from course_utils.tiled import materialised_attention, sdpa_backend, tiled_attention
 
 B, H, D = 1, 8, 64
 BLOCK = 256
 LENGTHS = (1024, 2048, 4096, 8192, 16384)
+CUDA_LENGTHS = (1024, 4096, 16384)
 BAR_L = 8192
 CANDIDATES = {
     "tiled": lambda q, k, v: tiled_attention(q, k, v, block_q=BLOCK, block_k=BLOCK),
@@ -65,11 +82,14 @@ CANDIDATES = {
 }
 #: The (1, 8, L, L) float32 matrices alive at each whole-matrix candidate's peak (lesson 08 §2 counts them).
 MATRICES = {"textbook": 2, "materialised": 3}
+#: the candidates' keys in the JSON figures
+KEYS = {"tiled": "tiled", "tiled causal": "tiled_causal", "textbook": "textbook", "materialised": "materialised",
+        "F.sdpa": "sdpa"}
 
 
-def inputs(L, seed=0):
+def inputs(L, seed=0, device="cpu"):
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(B, H, L, D, generator=g) for _ in range(3)]
+    return [torch.randn(B, H, L, D, generator=g).to(device) for _ in range(3)]
 
 
 def _status(field):
@@ -176,7 +196,7 @@ def run(lengths, rounds, full):
     print()
     if BAR_L not in results:
         print(f"bars: not measured (L = {BAR_L} not run)")
-        return True
+        return True, results, method
     seconds, found = results[BAR_L]
     memory_ok = found["tiled"] * 20 <= found["textbook"]
     causal_ok = seconds["tiled causal"] <= 0.6 * seconds["tiled"]
@@ -187,15 +207,82 @@ def run(lengths, rounds, full):
           f"{seconds['tiled causal'] / seconds['tiled']:.2f} -> {'PASS' if causal_ok else 'FAIL'}")
     print(f"report: at L = {BAR_L}, tiled time / F.sdpa time = {seconds['tiled'] / seconds['F.sdpa']:.1f} "
           "(a Python loop of small matrix products against a compiled kernel)")
-    return memory_ok and causal_ok
+    return memory_ok and causal_ok, results, method
+
+
+def run_cuda(lengths, rounds, device="cuda"):
+    """Every candidate at every L on the GPU: {L: ({name: seconds or None}, {name: bytes or None})}.
+    A candidate that fails there (a tensor left on the CPU, say) is reported and recorded as null."""
+    print(f"B={B}, H={H}, d={D}, float32, no gradients, tiles of {BLOCK} × {BLOCK}, on "
+          f"{torch.cuda.get_device_name(device)}, median of {rounds} round(s), each call waited for; "
+          "memory: torch's allocator's peak extra bytes")
+    results, broken = {}, {}
+    with torch.no_grad():
+        for call in CANDIDATES.values():  # a first call at a small size: kernels loaded, nothing timed yet
+            try:
+                call(*inputs(256, seed=1, device=device))
+            except RuntimeError:
+                pass  # a candidate broken on this device is reported where it is measured, below
+        torch.cuda.synchronize(device)
+        for L in lengths:
+            q, k, v = inputs(L, device=device)
+            times, found = {name: [] for name in CANDIDATES}, {}
+            for name, call in CANDIDATES.items():
+                if name in broken:
+                    continue
+                try:
+                    output, found[name] = cuda_peak_bytes(lambda: call(q, k, v), device)
+                    del output
+                except (RuntimeError, torch.OutOfMemoryError) as error:
+                    broken[name] = str(error).splitlines()[0]
+                    print(f"{name} failed on {device} at L = {L}: {broken[name]}")
+                torch.cuda.empty_cache()
+            for _ in range(rounds):
+                for name, call in CANDIDATES.items():
+                    if name in found:
+                        torch.cuda.synchronize(device)
+                        start = time.perf_counter()
+                        call(q, k, v)
+                        torch.cuda.synchronize(device)
+                        times[name].append(time.perf_counter() - start)
+            results[L] = ({name: statistics.median(times[name]) if times[name] else None for name in CANDIDATES},
+                          {name: found.get(name) for name in CANDIDATES})
+            print(f"L = {L} done", file=sys.stderr)
+    header = f"{'L':>6} | " + " | ".join(f"{name:>12}" for name in CANDIDATES)
+    for title, column, show in (("time (median)", 0, lambda x: f"{1000 * x:10.1f}ms"), ("peak extra memory", 1, fmt_bytes)):
+        print(title)
+        print(header)
+        for L, row in results.items():
+            print(f"{L:>6} | " + " | ".join(f"{show(row[column][n]) if row[column][n] is not None else '-':>12}"
+                                             for n in CANDIDATES))
+        print()
+    for L, (seconds, found) in results.items():
+        if seconds["tiled"] and seconds["F.sdpa"]:
+            print(f"report: at L = {L}, tiled time / F.sdpa time = {seconds['tiled'] / seconds['F.sdpa']:.0f}; "
+                  f"tiled peak extra memory {fmt_bytes(found['tiled'])}, F.sdpa's {fmt_bytes(found['F.sdpa'])}"
+                  + (f", the textbook line's {fmt_bytes(found['textbook'])}" if found.get("textbook") else ""))
+    return results
+
+
+def figures(results):
+    """The JSON figures of {L: ({name: seconds}, {name: bytes})}: milliseconds and bytes, null where not run."""
+    rows = []
+    for L, (seconds, found) in results.items():
+        row = {"L": L}
+        row.update({f"{key}_ms": 1000 * seconds[name] if seconds.get(name) is not None else None
+                    for name, key in KEYS.items()})
+        row.update({f"{key}_bytes": found.get(name) for name, key in KEYS.items()})
+        rows.append(row)
+    return rows
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="L up to 4096, one round")
-    parser.add_argument("--strict", action="store_true", help="exit with status 1 when a bar is missed")
-    parser.add_argument("--full", action="store_true", help="also the materialised version at L = 16384 (16 GiB)")
+    parser.add_argument("--strict", action="store_true", help="exit with status 1 when a bar is missed (CPU)")
+    parser.add_argument("--full", action="store_true", help="also the materialised version at L = 16384 on the CPU (16 GiB)")
     parser.add_argument("--measure-memory", nargs=2, metavar=("NAME", "L"), help=argparse.SUPPRESS)
+    record.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.measure_memory:
         measure_memory(args.measure_memory[0], int(args.measure_memory[1]))
@@ -203,9 +290,21 @@ def main(argv=None):
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, CPU kernels {torch.backends.cpu.get_cpu_capability()}, "
           f"{torch.get_num_threads()} thread, {platform.processor() or platform.machine()}")
-    print()
-    lengths = [L for L in LENGTHS if L <= 4096] if args.quick else list(LENGTHS)
-    passed = run(lengths, 1 if args.quick else 3, args.full)
+    passed = True
+    for device in record.devices(args.device):
+        print(f"\n===== {device}\n")
+        settings = {"B": B, "H": H, "D": D, "block": BLOCK, "dtype": "float32", "mode": "forward, torch.no_grad()",
+                    "threads": 1 if device == "cpu" else None}
+        if device == "cpu":
+            lengths = [L for L in LENGTHS if L <= 4096] if args.quick else list(LENGTHS)
+            ok, results, method = run(lengths, 1 if args.quick else 3, args.full)
+            passed = passed and ok
+            settings["memory"] = f"peak extra resident bytes in a fresh process ({method})"
+        else:
+            lengths = [L for L in CUDA_LENGTHS if L <= 4096] if args.quick else list(CUDA_LENGTHS)
+            results = run_cuda(lengths, 1 if args.quick else 3, device)
+            settings["memory"] = "torch.cuda.max_memory_allocated"
+        print(f"\nwritten: {record.write('tiled', device, settings, figures(results), args.out)}")
     return 1 if args.strict and not passed else 0
 
 

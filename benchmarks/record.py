@@ -47,6 +47,8 @@ def _plain(value):
         return value
     if isinstance(value, int):
         return value
+    if not isinstance(value, float) and not hasattr(value, "__float__"):
+        return value  # not a number: left as it is, for measured.validate to name
     value = float(value)
     if not math.isfinite(value):
         return None

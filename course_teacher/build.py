@@ -264,6 +264,8 @@ def render(source, lang, solutions, lesson=None):
                 cells.append(nbformat.v4.new_markdown_cell(text, metadata=metadata))
             continue
         text = bilingual_code.localize(cell.source, lang).replace(SETUP_CALL, f'setup(lang="{lang}")')
+        if SETUP_CALL in cell.source:
+            text = colab_setup(lang) + "\n\n" + text  # the lesson's first code cell: on Colab, install the course
         if "exercise" in tags(cell) and not solutions:
             text = _stub(text, cell.metadata["exercise"], lang)
         nbgrader = nbgrader_metadata(cell, exercises)
@@ -324,13 +326,44 @@ def navigation(lesson, lang, solutions):
     found = lessons()
     numbers = list(found)
     later = numbers[numbers.index(lesson) + 1:] if lesson in numbers else []
-    top = _nav_cell(catalogue(lang, "nav.home", link=home), "skip")
+    top = _nav_cell(catalogue(lang, "nav.home", link=home) + " · " + colab_link(lesson, lang, solutions), "skip")
     if not later:
         return top, _nav_cell(catalogue(lang, "nav.last", link=home), "-")
     following = found[later[0]]
     title = f"{later[0]} · {lesson_title(jupytext.read(following), lang, later[0])}"
     text = catalogue(lang, "nav.next", title=title, link=following.with_suffix(".ipynb").name)
     return top, _nav_cell(text + "\n\n" + catalogue(lang, "nav.home", link=home), "-")
+
+
+def colab_link(lesson, lang, solutions=False):
+    """The badge that opens lesson `lesson`'s notebook in `lang` (its solutions with `solutions`) in
+    Google Colab (course_teacher.links: from the repository's address, as the Binder links are). In
+    HTML, Colab's own form of its badge: the Markdown links of a cell stay the course's own."""
+    from . import links  # (links reads the lessons through this module)
+
+    notebook = lessons()[lesson].with_suffix(".ipynb").name
+    path = NOTEBOOKS / ("solutions" if solutions else "") / lang / notebook
+    return catalogue(lang, "colab.open", badge=links.COLAB_BADGE, link=links.colab_url(path.relative_to(ROOT).as_posix()))
+
+
+def colab_links(lang):
+    """The home's line of links that open each lesson in Google Colab (in HTML: the home's Markdown
+    links stay those of the lessons beside it)."""
+    from . import links
+
+    found = []
+    for lesson, path in lessons().items():
+        notebook = (NOTEBOOKS / lang / path.with_suffix(".ipynb").name).relative_to(ROOT).as_posix()
+        found.append(f'<a href="{links.colab_url(notebook)}">{lesson}</a>')
+    return catalogue(lang, "colab.home", links=" · ".join(found))
+
+
+def colab_setup(lang):
+    """What a lesson's setup cell (its first code cell) begins with: code that installs the course on
+    Colab and does nothing elsewhere (links.colab_cell)."""
+    from . import links
+
+    return links.colab_cell(lang)
 
 
 def course_map():
@@ -385,7 +418,7 @@ def render_home(lang):
     code = f'from course_utils import progress, setup\n\nsetup(lang="{lang}")\nprogress()'
     cells = [
         nbformat.v4.new_markdown_cell(intro),
-        nbformat.v4.new_markdown_cell("\n".join(rows)),
+        nbformat.v4.new_markdown_cell("\n".join(rows) + "\n\n" + colab_links(lang)),
         nbformat.v4.new_markdown_cell(catalogue(lang, "home.progress")),
         nbformat.v4.new_code_cell(code),
         nbformat.v4.new_markdown_cell(catalogue(lang, "home.help")),

@@ -1,5 +1,6 @@
-"""Binder links to every lesson notebook, and the README section that lists them (``make readme``);
-nbgitpuller links for a school's own JupyterHub (``make hub-links``).
+"""Binder and Colab links to every lesson notebook, and the README section that lists them
+(``make readme``); the cell that installs the course on Colab; nbgitpuller links for a school's own
+JupyterHub (``make hub-links``).
 
     python -m course_teacher.links            print every notebook's Binder link
     python -m course_teacher.links --readme   rewrite the README's Binder section
@@ -20,6 +21,13 @@ new lesson, or a renamed one, means running ``make readme`` again (tests/test_li
 A link opens JupyterLab on mybinder.org at one notebook:
 ``https://mybinder.org/v2/gh/OWNER/REPO/BRANCH?urlpath=lab%2Ftree%2Fnotebooks%2Fen%2F01_attention_basics.ipynb``.
 Binder builds the environment from the top-level environment.yml.
+
+A Colab link opens GitHub's copy of a notebook on the same branch in Google Colab:
+``https://colab.research.google.com/github/OWNER/REPO/blob/BRANCH/notebooks/en/01_attention_basics.ipynb``.
+Colab has torch but not the course, so every lesson's first code cell (``colab_cell``, which the
+build puts there) installs it on Colab, and only there: the student bundle of the notebook's
+version, ``make release``'s attention-course-student-<version>.zip, which the teacher attaches to
+the GitHub release ``v<version>`` (course_utils and its public data; no solutions, no teacher's side).
 """
 
 import argparse
@@ -27,12 +35,15 @@ import json
 import re
 import sys
 import tomllib
+from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from . import build
 
 BINDER = "https://mybinder.org/v2/gh"
 BADGE = "https://mybinder.org/badge_logo.svg"
+COLAB = "https://colab.research.google.com/github"
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 #: The branch Binder builds: the one the README on GitHub describes.
 BRANCH = "main"
 README = build.ROOT / "README.md"
@@ -40,10 +51,18 @@ START, END = "<!-- binder:start -->", "<!-- binder:end -->"
 LANGUAGE_NAMES = {"en": "English", "zh": "中文"}
 
 
+def _project():
+    """pyproject.toml's [project] table: the course's (build.ROOT's), or, in a course folder without one
+    (a test's), the one of the repository this module comes from."""
+    file = build.ROOT / "pyproject.toml"
+    if not file.is_file():
+        file = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    return tomllib.loads(file.read_text(encoding="utf-8"))["project"]
+
+
 def repository():
     """(owner, name) of the course's GitHub repository, from pyproject.toml's [project.urls] Repository."""
-    project = tomllib.loads((build.ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return parse_repository(project.get("urls", {}).get("Repository", ""))
+    return parse_repository(_project().get("urls", {}).get("Repository", ""))
 
 
 def parse_repository(address):
@@ -64,6 +83,81 @@ def binder_url(notebook):
     owner, name = repository()
     where = "/".join(quote(part, safe="") for part in (owner, name, BRANCH))
     return f"{BINDER}/{where}?urlpath={quote('lab/tree/' + notebook, safe='')}"
+
+
+def colab_url(notebook):
+    """The link that opens `notebook` (a path relative to the repository) in Google Colab, from
+    GitHub's copy on BRANCH."""
+    owner, name = repository()
+    where = "/".join(quote(part, safe="") for part in (owner, name))
+    return f"{COLAB}/{where}/blob/{quote(BRANCH, safe='')}/{quote(notebook)}"
+
+
+def version():
+    """The course's version, pyproject.toml's: the student bundle a Colab notebook installs."""
+    return _project()["version"]
+
+
+def student_bundle_url(at_version=None):
+    """Where a Colab notebook installs the course from: the student bundle of its version
+    (``make release``'s attention-course-student-<version>.zip: course_utils and its public data, no
+    teacher's side), attached to the repository's GitHub release v<version>."""
+    owner, name = repository()
+    at_version = at_version or version()
+    return (f"https://github.com/{quote(owner, safe='')}/{quote(name, safe='')}/releases/download/"
+            f"v{quote(at_version, safe='')}/attention-course-student-{quote(at_version, safe='')}.zip")
+
+
+def colab_cell(lang, at_version=None):
+    """The code of a lesson's first code cell: on Colab (the module google.colab is loaded) it installs
+    the course at `at_version` unless that version is installed already, and turns on Colab's widget
+    manager, which ipywidgets 8 needs there; anywhere else it does nothing."""
+    at_version = at_version or version()
+    return COLAB_CELL[lang].format(url=student_bundle_url(at_version), version=at_version).strip()
+
+
+COLAB_CELL = {
+    "en": """
+# On Google Colab only (anywhere else this cell does nothing): install the course at this notebook's
+# version and turn on Colab's manager for the lessons' widgets. Colab forgets both when its runtime
+# is recycled; File › Save a copy in Drive keeps your work.
+import sys
+
+if "google.colab" in sys.modules:
+    import importlib, importlib.metadata, subprocess
+
+    try:
+        installed = importlib.metadata.version("course_utils")
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    if installed != "{version}":
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "{url}"], check=True)
+        importlib.invalidate_caches()
+    from google.colab import output
+
+    output.enable_custom_widget_manager()
+""",
+    "zh": """
+# 只在 Google Colab 上起作用（在其他地方这个单元什么也不做）：安装与本笔记本同一版本的课程，
+# 并打开 Colab 的部件管理器，让课程里的交互部件能显示。Colab 回收运行时后，这两样都会丢失；
+# 想保留自己的答案，请用 文件 › 在云端硬盘中保存一份副本。
+import sys
+
+if "google.colab" in sys.modules:
+    import importlib, importlib.metadata, subprocess
+
+    try:
+        installed = importlib.metadata.version("course_utils")
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    if installed != "{version}":
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "{url}"], check=True)
+        importlib.invalidate_caches()
+    from google.colab import output
+
+    output.enable_custom_widget_manager()
+""",
+}
 
 
 def hub_url(hub, repo, notebook, branch=BRANCH):
@@ -122,7 +216,8 @@ def section():
     """The README's Binder section, markers included, generated from the address and the lessons."""
     rows = {}
     for lesson, lang, notebook in notebooks():
-        label = f"[![Binder]({BADGE}) {title(notebook)}]({binder_url(notebook)})"
+        label = (f"[![Binder]({BADGE}) {title(notebook)}]({binder_url(notebook)}) "
+                 f"[![Open in Colab]({COLAB_BADGE})]({colab_url(notebook)})")
         rows.setdefault(lesson, {})[lang] = label
     languages = build.LANGUAGES
     table = [
@@ -132,13 +227,23 @@ def section():
     return "\n".join([
         START,
         "<!-- generated by `make readme` from pyproject.toml's [project.urls] Repository: edit there, not here -->",
-        "## Run on Binder · 在 Binder 上运行",
+        "## Run on Binder or Colab · 在 Binder 或 Colab 上运行",
         "",
         "Open a lesson in JupyterLab in your browser, with nothing to install. Binder first builds the",
         "environment from `environment.yml`, which can take several minutes after the repository changes.",
         "A Binder session is temporary: to keep your work, download the notebook (File › Download).",
         "无需安装，直接在浏览器的 JupyterLab 中打开一课。Binder 会先按 `environment.yml` 构建环境，",
         "仓库有改动后的第一次启动可能要等几分钟。Binder 会话是临时的：想保留自己的答案，请下载笔记本（文件 › 下载）。",
+        "",
+        "Or open it in Google Colab (the second badge): the lesson's first cell installs the course at the",
+        "notebook's version and turns on Colab's widget manager. With a GPU runtime (Runtime › Change runtime",
+        "type) the sections about speed and memory measure on the GPU too. Colab keeps your work only in a copy",
+        "you save: File › Save a copy in Drive, or File › Download. (The record of your checks that `progress()`",
+        "shows is kept only in the work folder `make lab` opens, not on Colab.)",
+        "也可以在 Google Colab 中打开（第二个徽章）：课程的第一个单元会安装与笔记本同一版本的课程，并打开 Colab 的",
+        "部件管理器。选用带 GPU 的运行时（代码执行程序 › 更改运行时类型）时，讲速度和内存的小节也会在 GPU 上测量。",
+        "Colab 只在你保存的副本里留住你的答案：文件 › 在云端硬盘中保存一份副本，或 文件 › 下载。",
+        "（`progress()` 显示的检查记录只保存在 `make lab` 打开的工作文件夹里，Colab 上没有。）",
         "",
         *table,
         "",

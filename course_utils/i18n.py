@@ -864,6 +864,13 @@ MESSAGES = {
         "zh": "当前运行环境没有 GPU，所以这个单元没有再测量什么（在 Colab 上：代码执行程序 › 更改运行时类型 › "
         "选一种 GPU，再重新运行本课）。",
     },
+    # Colab (course_teacher.links): the badge beside each lesson's link
+    "colab.open": {"en": '<a href="{link}"><img src="{badge}" alt="Open in Colab"/></a>',
+                   "zh": '<a href="{link}"><img src="{badge}" alt="在 Colab 中打开"/></a>'},
+    "colab.home": {"en": "Open a lesson in Google Colab (its first cell installs the course there; File › Save a copy "
+                         "in Drive keeps your work): {links}",
+                   "zh": "在 Google Colab 中打开一课（课程的第一个单元会在那里安装课程；用 文件 › 在云端硬盘中保存一份副本 "
+                         "留住你的答案）：{links}"},
     "measured.on_gpu": {"en": "Measured now on this runtime's GPU, {device}:", "zh": "刚刚在当前运行环境的 GPU（{device}）上测得："},
     # claims: facts a cell demonstrates (course_utils.claims)
     "claim.false": {

@@ -30,6 +30,7 @@ test: timings vary with the machine and its load; compare the figures of one fil
 import json
 import statistics
 import time
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,7 +132,48 @@ def missing(benchmark, device="cuda"):
                         file=path(benchmark, device).name)
 
 
+def table(benchmark, columns, device="cuda", folder=None, **where):
+    """Print `benchmark`'s committed figures on `device` under a line that says where and when they
+    were measured, or, when no file holds them, the sentence that says so. `columns` is {heading:
+    function of one figure giving its cell}, headings in the notebook's language; `where` picks the
+    figures (``part="bar"``). Returns the Result, or None when there is no file."""
+    result = load(benchmark, device, folder)
+    if result is None:
+        print(missing(benchmark, device))
+        return None
+    print(result.provenance())
+    rows = [[str(cell(row)) for cell in columns.values()] for row in result.rows(**where)]
+    widths = [max([_width(heading)] + [_width(row[i]) for row in rows]) for i, heading in enumerate(columns)]
+    for line in ([list(columns)] + rows):
+        print("  ".join(" " * (width - _width(text)) + text for text, width in zip(line, widths)))
+    return result
+
+
+def _width(text):
+    """Columns `text` takes in a monospaced font: a CJK character takes two."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+
+
+def ratio(numerator, denominator, digits=2):
+    """numerator / denominator as text ("0.16×"), or "–" when either was not measured (null)."""
+    if numerator is None or not denominator:
+        return "–"
+    return f"{numerator / denominator:.{digits}f}×"
+
+
 # ----------------------------------------------------------------------------- measuring on a device
+
+def on_gpu(measure):
+    """``measure(device)`` on this runtime's GPU, after a line that names it; where there is none, a
+    line that says so (and how to get one on Colab) and None. A lesson's speed section calls it after
+    measuring on the CPU, in a cell whose output nbval ignores."""
+    device = gpu()
+    if device is None:
+        print(i18n.message("measured.no_gpu"))
+        return None
+    print(i18n.message("measured.on_gpu", device=torch.cuda.get_device_name(device)))
+    return measure(device)
+
 
 def gpu():
     """The CUDA device when torch sees one, else None: a lesson measures there too when it is not None."""

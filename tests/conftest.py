@@ -20,10 +20,44 @@ runs other kernels; only the paths this CPU has: `make test-paths` lists them)::
     make test-paths                   # the `trains` tests and the student notebooks on every path
 """
 
+import os
+
 import pytest
 import torch
 
 from course_utils import i18n, viz
+
+
+def _gpu_skip_reason():
+    """Why the `gpu` tests cannot run here (None: they can): they need a CUDA device, unless
+    COURSE_GPU_TESTS_ON names another device to dry-run them on (tests/test_gpu.py)."""
+    if os.environ.get("COURSE_GPU_TESTS_ON", "cuda") != "cuda" or torch.cuda.is_available():
+        return None
+    return (f"no CUDA GPU here (torch {torch.__version__} sees none): the gpu tests run on a machine with one, "
+            "`make test-gpu`")
+
+
+def _gpu_selected(config):
+    """Whether this run asks for the `gpu` tests by name (`-m gpu`, as `make test-gpu` does)."""
+    expression = config.getoption("markexpr", "") or ""
+    return "gpu" in expression and "not gpu" not in expression
+
+
+def pytest_collection_modifyitems(config, items):
+    # `make test` runs every test but the platforms': the gpu tests run only when asked for
+    reason = _gpu_skip_reason() if _gpu_selected(config) else "the gpu tests run with `-m gpu` (`make test-gpu`)"
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
+    if reason and gpu:
+        skip = pytest.mark.skip(reason=reason)
+        for item in gpu:
+            item.add_marker(skip)
+
+
+def pytest_report_header(config):
+    reason = _gpu_skip_reason()
+    if reason and _gpu_selected(config):
+        return f"gpu tests skipped: {reason}"
+    return None
 
 
 @pytest.fixture(autouse=True)

@@ -1,11 +1,11 @@
-"""Binder and CI. The README's Binder section: generated from the one repository address in
+"""Binder, Colab and CI. The README's Binder section (and its Colab links): generated from the one repository address in
 pyproject.toml and the lessons there are, up to date, and every link well formed and opening a
 notebook that exists. The GitHub Actions workflow: valid YAML that runs `make test` through .ci/run
 and keeps the test artifacts."""
 
 import re
 import tomllib
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import pytest
 
@@ -33,8 +33,8 @@ def test_every_binder_link_is_well_formed_and_opens_a_notebook_that_exists():
     urls = re.findall(r"\]\((https?://[^)\s]+)\)", _section(README.read_text(encoding="utf-8")))
     opened = []
     for url in urls:
-        if url == links.BADGE:
-            continue
+        if url in (links.BADGE, links.COLAB_BADGE) or url.startswith(links.COLAB + "/"):
+            continue  # the Colab links: the next test
         parts = urlsplit(url)
         assert (parts.scheme, parts.netloc) == ("https", "mybinder.org"), url
         assert parts.path.split("/")[1:] == ["v2", "gh", owner, name, links.BRANCH], url
@@ -51,6 +51,49 @@ def test_every_binder_link_is_well_formed_and_opens_a_notebook_that_exists():
         f"notebooks/{lang}/{source.stem}.ipynb" for source in build.lessons().values() for lang in build.LANGUAGES
     ]
     assert sorted(opened) == sorted(every), "the Binder section must link each lesson once in each language"
+
+
+def _colab_notebook(url, owner, name):
+    """The notebook a Colab link opens, parsed back from the link (asserting its form on the way)."""
+    parts = urlsplit(url)
+    assert (parts.scheme, parts.netloc, parts.query, parts.fragment) == ("https", "colab.research.google.com", "", ""), url
+    path = parts.path.split("/")
+    assert path[1:6] == ["github", owner, name, "blob", links.BRANCH], url
+    notebook = unquote("/".join(path[6:]))
+    assert quote(notebook) == "/".join(path[6:]), f"{url}: the notebook's path is not quoted as a URL path"
+    return notebook
+
+
+def test_every_colab_link_is_well_formed_and_opens_a_notebook_that_exists():
+    owner, name = urlsplit(_address()).path.strip("/").removesuffix(".git").split("/")
+    section = _section(README.read_text(encoding="utf-8"))
+    urls = [url for url in re.findall(r"\]\((https?://[^)\s]+)\)", section) if url.startswith(links.COLAB + "/")]
+    opened = [_colab_notebook(url, owner, name) for url in urls]
+    assert all((build.ROOT / notebook).is_file() for notebook in opened), opened
+    # each lesson once in each language, in the same row as its Binder link
+    every = [f"notebooks/{lang}/{source.stem}.ipynb" for source in build.lessons().values() for lang in build.LANGUAGES]
+    assert sorted(opened) == sorted(every), "the section must give each lesson's Colab link once in each language"
+    pairs = 0
+    for line in section.splitlines():
+        for binder, colab in re.findall(r"urlpath=lab%2Ftree%2F([^)]+)\) \[!\[Open in Colab\]\([^)]+\)\]\(([^)]+)\)", line):
+            assert unquote(binder) == _colab_notebook(colab, owner, name)
+            pairs += 1
+    assert pairs == len(every)
+
+
+def test_every_lesson_links_its_own_colab_page_at_the_top_and_the_home_links_each_lesson():
+    """In the rendered notebooks (the build's first cell, Colab's HTML badge) and the course homes."""
+    owner, name = urlsplit(_address()).path.strip("/").removesuffix(".git").split("/")
+    for lesson, path in build.lessons().items():
+        source = build.jupytext.read(path)
+        for lang, solutions, target in build.targets(path):
+            top = build.render(source, lang, solutions, lesson).cells[0].source
+            (url,) = re.findall(r'<a href="([^"]+)"><img src="' + re.escape(links.COLAB_BADGE), top)
+            assert _colab_notebook(url, owner, name) == target.relative_to(build.ROOT).as_posix()
+    for lang in build.LANGUAGES:
+        home = "\n".join(cell.source for cell in build.render_home(lang).cells)
+        found = [_colab_notebook(url, owner, name) for url in re.findall(r'<a href="([^"]+)">\d\d</a>', home)]
+        assert found == [f"notebooks/{lang}/{path.stem}.ipynb" for path in build.lessons().values()]
 
 
 def test_the_address_is_set_in_one_place():

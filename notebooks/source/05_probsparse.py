@@ -78,7 +78,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils import check, claim, probsparse, seq2seq, setup
+from course_utils import check, claim, measured, probsparse, seq2seq, setup
 from course_utils import probsparse_study as study
 from course_utils.i18n import message
 from course_utils.multihead import milliseconds
@@ -2105,6 +2105,65 @@ for i, length in enumerate(time_lengths9):
     print(f"{length:6d}", " ".join(f"{found[i]:9.1f}" for found in times9.values()))
 
 # %% [markdown] tags=["lang-en"]
+# **On a GPU the comparison goes the other way**, up to long sequences. There
+# `F.scaled_dot_product_attention` is one fused kernel (FlashAttention or its memory-efficient
+# cousin): it keeps thousands of arithmetic units busy and never writes the $L \times L$ scores to
+# memory. ProbSparse launches a dozen small kernels (the sampled scores, the measure, top-$u$, a
+# gather, the chosen rows' attention, a scatter), and each pays its launch and reads its inputs from
+# memory again, whatever little it computes. Its smaller arithmetic wins only once full attention's
+# $L^2$ work outweighs all that: on an H200, F.sdpa was about 6 times faster at $L = 2048$ and
+# ProbSparse 2.7 times faster at $L = 32768$. On one CPU thread, where F.sdpa's arithmetic is slow
+# too, the course's benchmark finds the fast version ahead from $L = 512$ on. If this runtime has a
+# GPU, the next cell measures the two there (on Colab: Runtime › Change runtime type); the one after
+# shows the course's benchmark as it ran on a GPU, its ratio F.sdpa's time over ProbSparse's (above
+# 1: ProbSparse is faster).
+
+# %% [markdown] tags=["lang-zh"] en_hash="1b439d849a"
+# **在 GPU 上，结论反了过来**，直到序列很长时才会再变。在 GPU 上，`F.scaled_dot_product_attention` 是一个融合内核（FlashAttention 或与它相近的 memory-efficient 内核）：它让成千上万个运算单元一直忙着，也从不把 $L \times L$ 的分数写进显存。ProbSparse 则要启动十来个小内核（采样分数、度量、取前 $u$ 名、收集、被选中行的注意力、散射写回），每个内核不管算得多少，都要付一次启动开销，再从显存读一遍输入。只有当完整注意力 $L^2$ 的计算量压过这一切时，它较少的运算量才占上风：在一块 H200 上，$L = 2048$ 时 F.sdpa 快约 6 倍，$L = 32768$ 时 ProbSparse 快 2.7 倍。在单个 CPU 线程上，F.sdpa 的算术也慢，课程的基准测试发现快速版从 $L = 512$ 起就领先。如果当前运行环境有 GPU，下一个单元会在 GPU 上测量这两者（在 Colab 上：代码执行程序 › 更改运行时类型）；再下一个单元展示课程的基准测试在一块 GPU 上的结果，比值是 F.sdpa 的耗时除以 ProbSparse 的耗时（大于 1 表示 ProbSparse 更快）。
+
+# %% tags=["nbval-ignore-output"]
+def gpu_times9(device):
+    # lang: en
+    # the same calls with the same sample on the GPU; measured.milliseconds waits for each call to finish there
+    # lang: zh
+    # 在 GPU 上用同样的样本做同样的调用；measured.milliseconds 会等每次调用在 GPU 上真正算完
+    # lang: end
+    # lang: en
+    print("     L    F.sdpa      fast   F.sdpa/fast   (milliseconds per call)")
+    # lang: zh
+    print("     L    F.sdpa    快速版  F.sdpa/快速版  （每次调用的毫秒数）")
+    # lang: end
+    gpu_rng = torch.Generator().manual_seed(9)
+    with torch.inference_mode():
+        for length in (2048, 8192, 16384):
+            q, k, v = (t.to(device) for t in study.random_inputs(1, 8, length, 64, generator=gpu_rng))
+            index = probsparse.sample_keys(length, length, probsparse.sample_count(length), generator=gpu_rng)
+            sdpa_ms = measured.milliseconds(partial(F.scaled_dot_product_attention, q, k, v), device)
+            fast_ms = measured.milliseconds(
+                partial(probsparse.prob_sparse_attention, q, k, v, index=index.to(device)), device)
+            print(f"{length:6d} {sdpa_ms:9.2f} {fast_ms:9.2f} {sdpa_ms / fast_ms:9.2f}×")
+
+
+measured.on_gpu(gpu_times9)
+
+# %%
+# lang: en
+measured.table("probsparse", {
+    "L": lambda row: row["L"],
+    "F.sdpa (ms)": lambda row: row["sdpa_ms"],
+    "ProbSparse, fast (ms)": lambda row: row["course_ms"],
+    "F.sdpa / fast": lambda row: measured.ratio(row["sdpa_ms"], row["course_ms"]),
+})
+# lang: zh
+measured.table("probsparse", {
+    "L": lambda row: row["L"],
+    "F.sdpa（毫秒）": lambda row: row["sdpa_ms"],
+    "ProbSparse 快速版（毫秒）": lambda row: row["course_ms"],
+    "F.sdpa / 快速版": lambda row: measured.ratio(row["sdpa_ms"], row["course_ms"]),
+})
+# lang: end
+
+# %% [markdown] tags=["lang-en"]
 # Read the slopes off the picture: full attention's line steepens toward 2, the two ProbSparse
 # lines stay near 1, and the plain version sits above the fast one at every length: the price of
 # its gather. One run on a busy machine is noisy, so nothing is concluded from it here. The
@@ -2216,11 +2275,13 @@ claim("L 不超过 2048 时，完整注意力的权重比朴素版占得少；�
 #   dominate, no better than mean(V) when none do (section 8). In a trained model the
 #   self-attentions have many lazy rows, the cross-attention few.
 # - Its cost grows far more slowly with $L$ than full attention's, but whether it is faster depends
-#   on how the sampled scores are computed (section 9).
+#   on how the sampled scores are computed and on the device (section 9): on one CPU thread the fast
+#   version beats F.sdpa from $L = 512$ on; on a GPU, where F.sdpa is one fused kernel and
+#   ProbSparse a dozen small ones, only at tens of thousands of positions.
 #
 # Next: lesson 06, the Transformer block built around attention.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="1c9eadcdd3"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="c40bf63e79"
 # ## 小结
 #
 # - 完整注意力在每个头里都要给 $L_Q \times L_K$ 对打分：计算量以及保留下来的权重所占的内存都随 $L^2$ 增长（一条序列、8 个头，$L = 8192$ 时权重就要 2.1 GB）。
@@ -2231,6 +2292,6 @@ claim("L 不超过 2048 时，完整注意力的权重比朴素版占得少；�
 # - 逐步解析：`K_expand` 是一个不花钱的、步长为 0 的视图；`K_sample` 的形状为 $(B, H, L_Q, U, D)$，占了朴素版的大部分内存（在重写版的尺寸下，181 MB 里占 157 MB）。快速版用 `sampled_addmm` 计算采样分数，从不构造它。
 # - 那份广为流传的重写版有八个缺陷，运行时都不报错；官方代码也有其中三个，它的因果模式还另有两个（从全部键中采样、用和代替平均）。每一个都可以复现、测量并修复（第 7 节）。
 # - ProbSparse 的准确程度取决于它的假设是否成立：少数查询占主导时接近完整注意力，没有这样的查询时并不比 mean(V) 更好（第 8 节）。在训练好的模型里，自注意力有很多惰性的行，交叉注意力则很少。
-# - 它的代价随 $L$ 的增长比完整注意力慢得多，但它是否真的更快，取决于采样分数是怎样计算的（第 9 节）。
+# - 它的代价随 $L$ 的增长比完整注意力慢得多，但它是否真的更快，取决于采样分数是怎样计算的，也取决于设备（第 9 节）：在单个 CPU 线程上，快速版从 $L = 512$ 起就胜过 F.sdpa；在 GPU 上，F.sdpa 是一个融合内核，ProbSparse 却是十来个小内核，要到几万个位置才能胜出。
 #
 # 下一课（第 06 课）：围绕注意力搭建的 Transformer 块。

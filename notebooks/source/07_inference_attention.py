@@ -64,7 +64,7 @@ import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 from torch.utils.flop_counter import FlopCounterMode
 
-from course_utils import check, claim, decoding, seq2seq, setup
+from course_utils import check, claim, decoding, measured, seq2seq, setup
 from course_utils.decoding import KVCache, apply_rope, gqa_attention, rope_permutation, window_keep_mask
 from course_utils.i18n import message
 from course_utils.tiled import peak_bytes
@@ -328,12 +328,12 @@ plt.show()
 # %% [markdown] tags=["lang-en"]
 # Over a whole generation of $N$ tokens that is $O(N^2)$ work in attention with the cache and
 # $O(N^3)$ without.
-# The wall-clock gain is smaller than the count says for a model this small, where Python's
-# overhead per step weighs as much as the arithmetic; it grows with the length. (These timings
-# change from run to run and from machine to machine.)
+# On a CPU the wall-clock gain is smaller than the count says for a model this small, where
+# Python's overhead per step weighs as much as the arithmetic; it grows with the length. (These
+# timings change from run to run and from machine to machine.)
 
-# %% [markdown] tags=["lang-zh"] en_hash="c46b7521db"
-# 生成 $N$ 个词元的整个过程中，注意力的计算量用缓存是 $O(N^2)$，不用缓存是 $O(N^3)$。对这么小的模型，实际耗时的差距没有计数显示的那么大，因为每一步里 Python 的开销与算术本身差不多重；长度越长，差距越大。（这些耗时每次运行、每台机器都不一样。）
+# %% [markdown] tags=["lang-zh"] en_hash="615ad12dec"
+# 生成 $N$ 个词元的整个过程中，注意力的计算量用缓存是 $O(N^2)$，不用缓存是 $O(N^3)$。在 CPU 上，对这么小的模型，实际耗时的差距没有计数显示的那么大，因为每一步里 Python 的开销与算术本身差不多重；长度越长，差距越大。（这些耗时每次运行、每台机器都不一样。）
 
 # %% tags=["nbval-ignore-output"]
 timing_prompt = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(2))
@@ -347,6 +347,60 @@ for n in (64, 256):
     small.generate(timing_prompt, n, cache=False)
     without = time.perf_counter() - start
     print(message("l07.timing", n=n, cached=1000 * with_cache, recomputed=1000 * without, ratio=without / with_cache))
+
+# %% [markdown] tags=["lang-en"]
+# On a GPU the cache saves almost nothing at this size. A decode step of this model is dozens of
+# small kernels, and a GPU spends on each about the same few microseconds to launch it whatever it
+# computes: with or without the cache, a step costs its launches (on an H200, 256 new tokens took
+# 1.03 times as long recomputing). The step is **launch-bound**; the count above is a count of
+# work, and a GPU does this little work for free. The cache pays on a GPU once a step is big enough
+# to be bound by its work or by its memory traffic: a larger model, a batch of sequences, a long
+# context. The course's benchmark measures both on a GPU: this model, and a larger one (E = 1024,
+# 16 query heads over 4 key/value heads, 4 layers, a batch of 16). If this runtime has a GPU, the
+# next cell times this model there; the one after shows the benchmark's GPU figures.
+
+# %% [markdown] tags=["lang-zh"] en_hash="882dd3eb64"
+# 在 GPU 上，这么小的模型用缓存几乎省不了什么。这个模型的一个解码步有几十个小内核，GPU 启动每个内核都要花差不多同样的几微秒，不管它算多少：用不用缓存，一步的耗时都是这些启动的开销（在一块 H200 上，生成 256 个新词元时，重新计算的用时是用缓存的 1.03 倍）。这样的步是**启动受限**（launch-bound）的；上面数的是计算量，而这点计算量对 GPU 来说几乎不花时间。只有当一步大到受计算量或访存量限制时，缓存在 GPU 上才见效：模型更大、一批解码多条序列、上下文更长。课程的基准测试在 GPU 上把两种情形都测了：这个模型，以及一个更大的模型（E = 1024，16 个查询头共用 4 个键/值头，4 层，一批 16 条序列）。如果当前运行环境有 GPU，下一个单元会在 GPU 上给这个模型计时；再下一个单元展示基准测试在 GPU 上的结果。
+
+# %% tags=["nbval-ignore-output"]
+def gpu_timing(device):
+    on_gpu = copy.deepcopy(small).to(device)
+    prompt = timing_prompt.to(device)
+    on_gpu.generate(prompt, 4, cache=True)
+    on_gpu.generate(prompt, 4, cache=False)
+    for n in (64, 256):
+        # lang: en
+        # measured.milliseconds waits for the GPU to finish before it stops the clock
+        # lang: zh
+        # measured.milliseconds 等 GPU 算完才停表
+        # lang: end
+        with_cache = measured.milliseconds(lambda: on_gpu.generate(prompt, n, cache=True), device, repeat=1)
+        without = measured.milliseconds(lambda: on_gpu.generate(prompt, n, cache=False), device, repeat=1)
+        print(message("l07.timing", n=n, cached=with_cache, recomputed=without, ratio=without / with_cache))
+
+
+measured.on_gpu(gpu_timing)
+
+# %%
+# lang: en
+measured.table("decoding", {
+    "model": lambda row: row["model"],
+    "batch": lambda row: row["batch"],
+    "new tokens": lambda row: row["N"],
+    "cache (s)": lambda row: row["cache_s"],
+    "recompute (s)": lambda row: row["recompute_s"],
+    "recompute / cache": lambda row: measured.ratio(row["recompute_s"], row["cache_s"]),
+})
+# lang: zh
+measured.table("decoding", {
+    "模型": lambda row: row["model"],
+    "批量": lambda row: row["batch"],
+    "新词元数": lambda row: row["N"],
+    "用缓存（秒）": lambda row: row["cache_s"],
+    "重新计算（秒）": lambda row: row["recompute_s"],
+    "重新计算 / 用缓存": lambda row: measured.ratio(row["recompute_s"], row["cache_s"]),
+})
+# lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 2. Fewer key/value heads: multi-query and grouped-query attention
@@ -1135,8 +1189,10 @@ claim(f"处理 13 个词元之后，滚动缓冲区的 8 个槽位依次存着�
 #   a **KV cache**, $(B, H_{kv}, T, d)$ per layer: prefill runs the prompt at once, each decode step
 #   computes one token and appends its key and value. It gives the tokens of full recomputation (and
 #   its logits, in float64), on lesson 06's trained model too, and makes the next token cost $O(T)$
-#   instead of $O(T^2)$. A decode step then does only a few multiply-adds per number it reads: it
-#   is memory-bound. When many sequences are decoded together at long contexts, their caches are
+#   multiply-adds instead of $O(T^2)$: less time on a CPU, but on a GPU a step of a model as small
+#   as this one costs its kernel launches either way (launch-bound), and the cache saves time once a
+#   step is big enough to be bound by its work or its memory. A decode step then does only a few
+#   multiply-adds per number it reads: it is memory-bound. When many sequences are decoded together at long contexts, their caches are
 #   most of what a step reads: one Llama-2-7B sequence of 4,096 tokens has a 2.1 GB cache beside
 #   13.5 GB of weights.
 # - **Multi-query** and **grouped-query attention** let query heads share key/value heads; query head
@@ -1157,10 +1213,10 @@ claim(f"处理 13 个词元之后，滚动缓冲区的 8 个槽位依次存着�
 # The next lesson looks inside `F.scaled_dot_product_attention` itself: FlashAttention computes the
 # same attention without ever storing the $L \times L$ weights.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="7192e67c39"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="cf9616679a"
 # ## 小结
 #
-# - 在因果解码器里，过去词元的键和值永远不会变，所以生成时把它们存进 **KV 缓存**，每层一个，形状为 $(B, H_{kv}, T, d)$：预填充一次处理整个提示，每个解码步只算一个词元并追加它的键和值。它给出的词元与完全重新计算的相同（在 float64 下 logits 也相同），在第 06 课训练好的模型上也是如此；生成下一个词元的代价也从 $O(T^2)$ 降到 $O(T)$。这样一来，解码步每读一个数只做寥寥几次乘加：它是访存受限的。许多条序列一起解码、上下文又很长时，每步读取量的大头是这些序列的缓存：一条 4,096 个词元的 Llama-2-7B 序列，缓存有 2.1 GB，而权重约有 13.5 GB。
+# - 在因果解码器里，过去词元的键和值永远不会变，所以生成时把它们存进 **KV 缓存**，每层一个，形状为 $(B, H_{kv}, T, d)$：预填充一次处理整个提示，每个解码步只算一个词元并追加它的键和值。它给出的词元与完全重新计算的相同（在 float64 下 logits 也相同），在第 06 课训练好的模型上也是如此；生成下一个词元的乘加次数也从 $O(T^2)$ 降到 $O(T)$：在 CPU 上这意味着更少的时间；但在 GPU 上，像本课这么小的模型，一步的耗时无论如何都是内核启动的开销（启动受限），要等一步大到受计算量或访存量限制，缓存才能省下时间。这样一来，解码步每读一个数只做寥寥几次乘加：它是访存受限的。许多条序列一起解码、上下文又很长时，每步读取量的大头是这些序列的缓存：一条 4,096 个词元的 Llama-2-7B 序列，缓存有 2.1 GB，而权重约有 13.5 GB。
 # - **多查询注意力**和**分组查询注意力**让查询头共用键/值头；查询头 $h$ 读键/值头 $h \,//\, (H / H_{kv})$：若要复制，得用 `repeat_interleave`，而不是 `repeat`；但每一步复制都要付出缓存的 $H / H_{kv}$ 倍，真正的内核（以及 `gqa_attention`）都在原处读取每个键/值头。它们把缓存缩小为原来的 $H_{kv} / H$，所以近来的大模型大多采用它们（上面四个模型中有三个）。把训练好的模型的键/值头直接平均合并、不再训练，会损失准确率（本课测过）；GQA 论文再稍加训练，把它追了回来。
 # - **旋转位置嵌入**按位置旋转查询和键，于是分数只取决于偏移。它的两种布局（交错和前后两半）只差一个特征排列，权重要在两者之间搬动，必须先重排。有缓存时，每个键在存进缓存之前按它的绝对位置 $T$ 旋转一次。
 # - **滑动窗口注意力**让每个查询只保留最后 $W$ 个键，但 $n$ 层仍能往回读 $n \cdot (W - 1)$ 个位置；有 $W$ 个槽位的滚动缓冲区让缓存无论生成多长都有上限。

@@ -65,7 +65,7 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
-from course_utils import check, claim, setup
+from course_utils import check, claim, measured, setup
 from course_utils.tiled import (
     SKIP,
     SoftmaxState,
@@ -644,13 +644,77 @@ claim("在这里，对 256 × 256 分块的 Python 循环比 materialised_attent
 # for an SRAM of $M$ numbers, instead of $\Theta(L d + L^2)$ (Dao et al., 2022, Theorem 2). That is
 # fewer because $L^2 d^2 / M = L^2 \cdot (d^2 / M)$ and $d^2$ is many times smaller than $M$: heads
 # have $d = 64$ to $128$, so $d^2$ is 4,096 to 16,384 numbers (8 to 32 KB in a 16-bit float type),
-# against an SRAM of about 100 KB (the paper's figures). A compiled kernel also has no Python loop. This
-# notebook runs on a CPU and measures neither HBM traffic nor GPU time.
+# against an SRAM of about 100 KB (the paper's figures). A compiled kernel also has no Python loop.
+#
+# Our tiles on a GPU keep the memory and lose the speed. Each tile is a few small kernels launched
+# from a Python loop, so the loop pays a launch thousands of times, while F.sdpa's compiled kernel
+# does the whole job in one: on an H200 at $L = 16384$ with tiles of 128 × 128, 3.4 s against
+# 16 ms, some 200 times slower. The memory carries over: the tiles' peak stayed near F.sdpa's
+# (66 MiB against 32 MiB) where the materialised version needed 24 GiB. Speed on a GPU is the
+# kernel's, which lesson 09 writes. If this runtime has a GPU, the next cell runs the four versions
+# above there, their time and the memory each call adds; the one after shows the course's benchmark
+# as it ran on a GPU.
 
-# %% [markdown] tags=["lang-zh"] en_hash="3f74ec61b7"
+# %% [markdown] tags=["lang-zh"] en_hash="8b82a680f9"
 # 尽管做的乘加次数相同，还要为每个分块付出 Python 的开销，循环还是赢了。它省下的是访存搬运量：$L = 2048$ 时，一个 $(1, 4, L, L)$ 的 float32 矩阵有 67 MB，通常超出 CPU 缓存的容量，所以对它多扫的每一遍（缩放、减去 log-sum-exp、取指数）都要到主存走一个来回；而 4 个头的 256 × 256 分块（1 MB）从与 $K$ 相乘到与 $V$ 相乘，一直留在缓存里。在这台机器上，少扫一遍的教科书式那一行通常介于两者之间。这就是缩小版的 FlashAttention 论证。
 #
-# 在 GPU 上，这就是论证的全部，而它说的是内存的**搬运量**，不是占用量。朴素的做法把 $L \times L$ 的分数写进 GPU 的显存（HBM），为了算 softmax 再读回来，写出权重，为了与 $V$ 相乘又读一遍。分块内核则把每个分块留在芯片上又小又快的片上存储（SRAM）里，只在读 $Q$、$K$、$V$（每个查询块把 $K$ 和 $V$ 读一遍）和写 $O$ 及 log-sum-exp 时才访问 HBM：对于能放下 $M$ 个数的 SRAM，访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$（Dao 等，2022，定理 2）。前者之所以更少，是因为 $L^2 d^2 / M = L^2 \cdot (d^2 / M)$，而 $d^2$ 比 $M$ 小很多倍：头的维度 $d$ 为 64 到 128，$d^2$ 就是 4,096 到 16,384 个数（16 位浮点类型下为 8 到 32 KB），而 SRAM 约有 100 KB（论文给出的数字）。编译好的内核也没有 Python 循环。本笔记本在 CPU 上运行，既不测 HBM 的搬运量，也不测 GPU 的耗时。
+# 在 GPU 上，这就是论证的全部，而它说的是内存的**搬运量**，不是占用量。朴素的做法把 $L \times L$ 的分数写进 GPU 的显存（HBM），为了算 softmax 再读回来，写出权重，为了与 $V$ 相乘又读一遍。分块内核则把每个分块留在芯片上又小又快的片上存储（SRAM）里，只在读 $Q$、$K$、$V$（每个查询块把 $K$ 和 $V$ 读一遍）和写 $O$ 及 log-sum-exp 时才访问 HBM：对于能放下 $M$ 个数的 SRAM，访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$（Dao 等，2022，定理 2）。前者之所以更少，是因为 $L^2 d^2 / M = L^2 \cdot (d^2 / M)$，而 $d^2$ 比 $M$ 小很多倍：头的维度 $d$ 为 64 到 128，$d^2$ 就是 4,096 到 16,384 个数（16 位浮点类型下为 8 到 32 KB），而 SRAM 约有 100 KB（论文给出的数字）。编译好的内核也没有 Python 循环。
+#
+# 我们的分块放到 GPU 上，内存的优势保住了，速度却输了。每个分块都是从 Python 循环里启动的几个小内核，循环要付上千次启动开销，而 F.sdpa 编译好的内核一次启动就做完全部工作：在一块 H200 上，$L = 16384$、分块为 128 × 128 时，3.4 秒对 16 毫秒，慢了约 200 倍。内存的结论依然成立：分块版的峰值与 F.sdpa 相近（66 MiB 对 32 MiB），而 materialised 版本需要 24 GiB。GPU 上的速度要靠内核本身，这是第 09 课要写的。如果当前运行环境有 GPU，下一个单元会在 GPU 上运行上面的四个版本，给出每次调用的耗时和新增的内存；再下一个单元展示课程的基准测试在一块 GPU 上的结果。
+
+# %% tags=["nbval-ignore-output"]
+def size(n):
+    return "–" if n is None else format_bytes(n)
+
+
+def gpu_runs(device):
+    q_gpu, k_gpu, v_gpu = (t.to(device) for t in (q4, k4, v4))
+    versions = {
+        "tiled_attention (256 × 256)": lambda: tiled_attention(q_gpu, k_gpu, v_gpu, block_q=256, block_k=256),
+        "softmax(q @ kᵀ / √d) @ v": lambda: plain_attention(q_gpu, k_gpu, v_gpu),
+        "materialised_attention": lambda: materialised_attention(q_gpu, k_gpu, v_gpu),
+        "F.scaled_dot_product_attention": lambda: F.scaled_dot_product_attention(q_gpu, k_gpu, v_gpu),
+    }
+    with torch.no_grad():
+        for name, run in versions.items():
+            # lang: en
+            # the bytes torch's allocator adds at the call's peak, its output included; then its time
+            # lang: zh
+            # 调用在峰值时让 torch 的分配器多占的字节数（包括输出）；然后是耗时
+            # lang: end
+            _, added = measured.cuda_peak_bytes(run, device)
+            ms = measured.milliseconds(run, device)
+            # lang: en
+            print(f"{name:32} {ms:8.2f} ms {size(added):>10}")
+            # lang: zh
+            print(f"{name:32} {ms:8.2f} 毫秒 {size(added):>10}")
+            # lang: end
+
+
+measured.on_gpu(gpu_runs)
+
+# %%
+# lang: en
+measured.table("tiled", {
+    "L": lambda row: row["L"],
+    "tiled (ms)": lambda row: row["tiled_ms"],
+    "F.sdpa (ms)": lambda row: row["sdpa_ms"],
+    "tiled / F.sdpa": lambda row: measured.ratio(row["tiled_ms"], row["sdpa_ms"], digits=0),
+    "tiled memory": lambda row: size(row["tiled_bytes"]),
+    "F.sdpa memory": lambda row: size(row["sdpa_bytes"]),
+    "materialised memory": lambda row: size(row["materialised_bytes"]),
+})
+# lang: zh
+measured.table("tiled", {
+    "L": lambda row: row["L"],
+    "分块（毫秒）": lambda row: row["tiled_ms"],
+    "F.sdpa（毫秒）": lambda row: row["sdpa_ms"],
+    "分块 / F.sdpa": lambda row: measured.ratio(row["tiled_ms"], row["sdpa_ms"], digits=0),
+    "分块的内存": lambda row: size(row["tiled_bytes"]),
+    "F.sdpa 的内存": lambda row: size(row["sdpa_bytes"]),
+    "materialised 的内存": lambda row: size(row["materialised_bytes"]),
+})
+# lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 3. Causal and block-sparse tiles
@@ -1275,13 +1339,13 @@ claim("flash 内核同样为每一行保留一个 log-sum-exp，而且与我们�
 # So reshaping to $(B, H, L, d)$ before calling it, as lesson 04's fused layer does, is what gets
 # the tiled kernel; three axes get the math kernel and its $L \times L$ matrix. The course's
 # benchmark measures the versions side by side up to $L = 16384$, with tiles of 256 × 256, and
-# checks two bars at $L = 8192$: the memory the tiled call adds to the process stays under 1/20 of
+# checks two bars at $L = 8192$ on one CPU thread: the memory the tiled call adds to the process stays under 1/20 of
 # what the textbook line adds, and the causal version takes at most 0.6 times as long as the
 # full one (larger tiles and longer rows leave the fixed costs per tile less weight than in the
 # timings above).
 
-# %% [markdown] tags=["lang-zh"] en_hash="2e85986b42"
-# 所以，像第 04 课的融合版那样，在调用之前先整理成 $(B, H, L, d)$ 的形状，才能用上分块内核；3 维的输入只能走 math 内核和它的 $L \times L$ 矩阵。课程的基准测试用 256 × 256 的分块，把这几个版本并排测到 $L = 16384$，并在 $L = 8192$ 处检查两条界限：分块版调用给进程增加的内存不到教科书式那一行的 1/20；因果版的耗时至多是完整版的 0.6 倍（分块更大、行更长，每个分块的固定开销所占的比重就比上面的计时小）。
+# %% [markdown] tags=["lang-zh"] en_hash="f8f0b1db2e"
+# 所以，像第 04 课的融合版那样，在调用之前先整理成 $(B, H, L, d)$ 的形状，才能用上分块内核；3 维的输入只能走 math 内核和它的 $L \times L$ 矩阵。课程的基准测试用 256 × 256 的分块，把这几个版本并排测到 $L = 16384$，并在单个 CPU 线程上、$L = 8192$ 处检查两条界限：分块版调用给进程增加的内存不到教科书式那一行的 1/20；因果版的耗时至多是完整版的 0.6 倍（分块更大、行更长，每个分块的固定开销所占的比重就比上面的计时小）。
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## Summary
@@ -1298,7 +1362,8 @@ claim("flash 内核同样为每一行保留一个 log-sum-exp，而且与我们�
 #   $L$ instead of $L^2$. The fair baseline is the textbook line, which holds two $L \times L$
 #   matrices at its peak; careless code holds more, in-place code one. Even on this CPU the extra
 #   passes over $L \times L$ matrices cost time; on a GPU the gain is the HBM traffic saved,
-#   $\Theta(L^2 d^2 / M)$ accesses instead of $\Theta(L d + L^2)$.
+#   $\Theta(L^2 d^2 / M)$ accesses instead of $\Theta(L d + L^2)$, by a compiled kernel: our
+#   Python tiles keep their memory there but run some 200 times slower than F.sdpa.
 # - A mask that hides whole tiles lets the loop skip them: causal attention computes about half the
 #   tiles, $(n + 1)/(2n)$ of the arithmetic, and masks only those on the diagonal; sliding windows and
 #   block masks skip more.
@@ -1311,10 +1376,10 @@ claim("flash 内核同样为每一行保留一个 log-sum-exp，而且与我们�
 #   PyTorch 2.13's `F.scaled_dot_product_attention` runs a tiled kernel for 4-D inputs and falls
 #   back to the math kernel for 3-D inputs, values of another width and dropout.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="58bfcec62a"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="6dbf0dbaed"
 # ## 小结
 #
 # - **在线 softmax** 为每一行维护运行最大值 $m$ 和运行和 $\ell = \sum e^{s - m}$；$m$ 变大时，已经求和的部分要缩小 $e^{m_{old} - m_{new}}$ 倍。按精确算术，两个部分状态可以精确合并，与顺序无关，与切法无关，整段被遮住的片段也不例外（只要不去算 $e^{-\infty + \infty}$）；在浮点运算中，则是在舍入误差之内一致。Milakov 和 Gimelshein 的在线 softmax 只扫一遍就算出归一化所需的量；再与乘 $V$ 融合起来，整个注意力只需把键扫一遍。
-# - 分块注意力在它们旁边再带一个累加器 $acc = \sum e^{s - m} v$，最后只除一次（这是 FlashAttention-2 的循环顺序和单次除法）。它的输出值和梯度都与 `F.scaled_dot_product_attention` 相同，分配的内存随 $L$ 而不是 $L^2$ 增长。公平的比较对象是教科书式的那一行，它在峰值时占着两个 $L \times L$ 矩阵；写得随意的代码占得更多，原地计算的代码只占一个。即使在这台 CPU 上，对 $L \times L$ 矩阵多扫几遍也要花时间；在 GPU 上，好处是省下 HBM 的搬运量：访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$。
+# - 分块注意力在它们旁边再带一个累加器 $acc = \sum e^{s - m} v$，最后只除一次（这是 FlashAttention-2 的循环顺序和单次除法）。它的输出值和梯度都与 `F.scaled_dot_product_attention` 相同，分配的内存随 $L$ 而不是 $L^2$ 增长。公平的比较对象是教科书式的那一行，它在峰值时占着两个 $L \times L$ 矩阵；写得随意的代码占得更多，原地计算的代码只占一个。即使在这台 CPU 上，对 $L \times L$ 矩阵多扫几遍也要花时间；在 GPU 上，好处是省下 HBM 的搬运量：访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$，但这要靠编译好的内核：我们的 Python 分块在 GPU 上内存依然省，速度却比 F.sdpa 慢约 200 倍。
 # - 能遮住整个分块的掩码让循环可以直接跳过这些分块：因果注意力只算大约一半的分块，即 $(n + 1)/(2n)$ 的运算量，而且只给对角线上的分块加掩码；滑动窗口和块掩码能跳过更多。
 # - 真正的内核在反向传播中也省内存：它们只保留输出和每行一个 log-sum-exp，按 $P = e^{S - \mathrm{lse}}$ 逐块重计算权重，每行的 $D = \sum dO \circ O$ 则由输出算出，所以从不存下 $L \times L$ 矩阵。FlashAttention-2 的反向传播外层遍历键/值块，$dK$ 和 $dV$ 在高速存储里累加，$dQ$ 则跨键块累加。把它写成一个 `torch.autograd.Function`，梯度与 PyTorch 的相同，训练一步的内存随 $L$ 增长，而 autograd 穿过同样的分块则随 $L^2$ 增长。在 CPU 上，PyTorch 2.13 的 `F.scaled_dot_product_attention` 对 4 维输入运行分块内核，对 3 维输入、宽度不同的值以及 dropout 则退回 math 内核。
