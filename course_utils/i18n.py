@@ -779,6 +779,18 @@ MESSAGES = {
     "progress.not attempted": {"en": "○ not attempted", "zh": "○ 尚未作答"},
     "progress.crashed": {"en": "⚠ crashed", "zh": "⚠ 出错"},
     "progress.unchecked": {"en": "·", "zh": "·"},
+    # hints an exercise gives when asked (course_utils.exercises.hints), and the check's word that they exist
+    "hint.text": {"en": "Hint {number} of {total} for {exercise}: {text}", "zh": "{exercise} 的提示 {number}/{total}：{text}"},
+    "hint.next": {"en": "Still stuck? hint(\"{exercise}\") again gives the next one: the idea.",
+                  "zh": "还是做不出来？再运行一次 hint(\"{exercise}\")，下一条提示会讲出思路。"},
+    "hint.last": {"en": "That was the last hint. The lesson's text just above the exercise shows every step it needs.",
+                  "zh": "这是最后一条提示了。练习上方的正文讲过它用到的每一步。"},
+    "check.hint_offer": {
+        "en": "Stuck? `from course_utils import hint`, then `hint(\"{exercise}\")`: two hints, one at a time "
+        "(a nudge, then the idea).",
+        "zh": "做不出来？先运行 `from course_utils import hint`，再运行 `hint(\"{exercise}\")`：共两条提示，一次一条"
+        "（先点拨，再讲思路）。",
+    },
     "progress.passed_before": {"en": "; ✔ passed before, on {date}", "zh": "；✔ 曾于 {date} 通过"},
     "progress.lesson_count": {"en": "✔ {passed} of {total}", "zh": "✔ {passed}/{total}"},
     # the learner's work folder and its commands (course_utils.learner, course_utils.launch), in the terminal
@@ -872,10 +884,12 @@ MESSAGES = {
     },
     "home.help": {
         "en": "## Help\n\n- A term you do not know? The [glossary](../../GLOSSARY.md) lists every term in both languages.\n"
-        "- Stuck on an exercise? Read the check's message to the end, then the lesson's text just above the exercise.\n"
+        "- Stuck on an exercise? Read the check's message to the end, then the lesson's text just above the exercise; "
+        "`hint(\"01.scaled_dot\")` (after `from course_utils import hint`) gives an exercise's two hints, one at a time.\n"
         "- A notebook in a strange state? Kernel › Restart Kernel and Run All Cells.",
         "zh": "## 帮助\n\n- 遇到不认识的术语？[术语表](../../GLOSSARY.md)以中英对照列出了全部术语。\n"
-        "- 练习做不出来？先把检查给出的信息读完，再读练习上方的正文。\n"
+        "- 练习做不出来？先把检查给出的信息读完，再读练习上方的正文；运行 `from course_utils import hint` 之后，"
+        "`hint(\"01.scaled_dot\")` 会给出这道练习的两条提示，一次一条。\n"
         "- 笔记本状态乱了？选择 内核 › 重启内核并运行所有单元格。",
     },
     # what the benchmarks measured, and measuring on a GPU in a lesson (course_utils.measured)
