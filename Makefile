@@ -22,7 +22,7 @@ TORCH_TAG := $(subst =,_,$(subst $(space),_,$(TORCH)))
 LAB_STAMP := $(VENV)/.lab-$(TORCH_TAG)
 STAMP := $(VENV)/.installed-$(TORCH_TAG)
 
-.PHONY: setup lab lock test quick test-paths test-gpu test-platforms bench notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
+.PHONY: setup lab update lock test quick test-paths test-gpu test-platforms bench notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
 
 setup: $(STAMP)
 
@@ -88,20 +88,25 @@ $(LAB_OVERRIDES): | $(LAB_STAMP)
 # The learner works in copies of the notebooks in $(WORK)/ (git-ignored), so autosave never edits the
 # course's own and `git pull` never conflicts: copied on the first launch, a lesson the course gains
 # later copied when missing, a copy the learner has never overwritten (course_utils/learner.py). The
-# checks record each exercise's latest verdict in $(WORK)/progress.json. $(WORK)/en/ sits as deep as
-# notebooks/en/, so the lessons' ../../images/ links still show the diagrams. Each language keeps its
-# own JupyterLab workspace (open tabs and layout), in $(WORK)/.workspaces/en or zh.
+# checks record each exercise's verdicts in $(WORK)/progress.json, which the home shows as it is when
+# JupyterLab starts. JupyterLab is rooted at $(WORK)/ (the solutions are not in its file browser), with
+# copies of images/ and GLOSSARY.md there for the lessons' links; it opens the home of the learner's
+# language and reopens the home and the last lesson only (a kernel each), each language with its own
+# layout in $(WORK)/.workspaces/en or zh (course_utils/launch.py).
+# `make lab NO_BROWSER=1` starts it without opening a browser, `IP=0.0.0.0` listens on every interface
+# (a remote machine), `PORT=8890` on another port; JupyterLab prints its address with the token.
+# When the course changed a lesson the learner has, `make lab` says which; `make update` brings the new
+# version in, keeping every exercise the learner changed and the old copy beside it (`ONLY=01`: one lesson).
 WORK := work
+IP ?= localhost
+NO_BROWSER ?=
+LAB_BROWSER := $(if $(filter-out 0 no false,$(NO_BROWSER)),--no-browser)
 
-# --allow-root: these machines (and many containers) run as root, where JupyterLab refuses to start otherwise.
-# The server's root is the repository, so the lessons' pictures in images/ show; the browser opens
-# the course home of the learner's language, in the learner's copies (a folder given as an argument
-# would become the root instead).
 lab: $(LAB_STAMP) $(LAB_OVERRIDES) $(LAB_NEEDS_$(COURSE_LANG))
-	$(PY) -m course_utils copy "$(WORK)"
-	$(LAB_ENV_$(COURSE_LANG)) $(BIN)/jupyter lab --allow-root --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" \
-		--LabApp.workspaces_dir="$(abspath $(WORK))/.workspaces/$(COURSE_LANG)" \
-		--LabApp.default_url=/lab/tree/$(WORK)/$(COURSE_LANG)/index.ipynb
+	$(LAB_ENV_$(COURSE_LANG)) $(PY) -m course_utils lab "$(WORK)" --lang $(COURSE_LANG) --port $(PORT) --ip $(IP) $(LAB_BROWSER)
+
+update: $(LAB_STAMP)
+	$(PY) -m course_utils update "$(WORK)" --lang $(COURSE_LANG) $(if $(ONLY),--only $(ONLY))
 
 # ----------------------------------------------------------------------------- tests
 

@@ -46,6 +46,7 @@ from nbclient import NotebookClient
 
 from . import bilingual_code, diagrams
 from course_utils.i18n import text as catalogue
+from course_utils.learner import PROGRESS_TAG
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -404,7 +405,8 @@ def lesson_times():
 def render_home(lang):
     """The course home in `lang` (notebooks/{lang}/index.ipynb): every lesson with its title (its
     source's heading), what it teaches (the README's course map), the time it takes and a link; the
-    learner's progress (a cell calling progress(), whose committed output is "nothing checked yet")."""
+    learner's progress (a cell calling progress(), tagged PROGRESS_TAG, whose committed output is
+    "nothing checked yet": `make lab` rewrites it in the learner's copy from their progress file)."""
     teaches, times = course_map(), lesson_times()
     columns = catalogue(lang, "home.columns").split("|")
     rows = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
@@ -420,7 +422,7 @@ def render_home(lang):
         nbformat.v4.new_markdown_cell(intro),
         nbformat.v4.new_markdown_cell("\n".join(rows) + "\n\n" + colab_links(lang)),
         nbformat.v4.new_markdown_cell(catalogue(lang, "home.progress")),
-        nbformat.v4.new_code_cell(code),
+        nbformat.v4.new_code_cell(code, metadata={"tags": [PROGRESS_TAG]}),
         nbformat.v4.new_markdown_cell(catalogue(lang, "home.help")),
     ]
     for number, cell in enumerate(cells):

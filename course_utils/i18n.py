@@ -765,19 +765,61 @@ MESSAGES = {
     },
     # the learner's progress (course_utils.learner.progress): each check's latest verdict
     "progress.none": {
-        "en": "No exercise checked yet. Run a lesson's check cell, then run this cell again to see your progress.",
-        "zh": "还没有检查过任何练习。先在某一课里运行检查单元，再回来运行这个单元，就能看到你的进度。",
+        "en": "No exercise checked yet. Run a lesson's check cell: your progress shows here the next time the course "
+        "starts, or when you run this cell again.",
+        "zh": "还没有检查过任何练习。先在某一课里运行检查单元：下次启动课程时，或者再次运行这个单元时，这里就会显示你的进度。",
     },
     "progress.summary": {
         "en": "{passed} of {total} exercises passed.",
         "zh": "共 {total} 道练习，已通过 {passed} 道。",
     },
-    "progress.columns": {"en": "Lesson|Exercise|Latest check", "zh": "课|练习|最近一次检查"},
+    "progress.columns": {"en": "Lesson|✔|Exercise|Latest check", "zh": "课|✔|练习|最近一次检查"},
     "progress.passed": {"en": "✔ passed", "zh": "✔ 通过"},
     "progress.failed": {"en": "✘ not yet", "zh": "✘ 还不对"},
     "progress.not attempted": {"en": "○ not attempted", "zh": "○ 尚未作答"},
     "progress.crashed": {"en": "⚠ crashed", "zh": "⚠ 出错"},
     "progress.unchecked": {"en": "·", "zh": "·"},
+    # hints an exercise gives when asked (course_utils.exercises.hints), and the check's word that they exist
+    "hint.text": {"en": "Hint {number} of {total} for {exercise}: {text}", "zh": "{exercise} 的提示 {number}/{total}：{text}"},
+    "hint.next": {"en": "Still stuck? hint(\"{exercise}\") again gives the next one: the idea.",
+                  "zh": "还是做不出来？再运行一次 hint(\"{exercise}\")，下一条提示会讲出思路。"},
+    "hint.last": {"en": "That was the last hint. The lesson's text just above the exercise shows every step it needs.",
+                  "zh": "这是最后一条提示了。练习上方的正文讲过它用到的每一步。"},
+    "check.hint_offer": {
+        "en": "Stuck? `from course_utils import hint`, then `hint(\"{exercise}\")`: two hints, one at a time "
+        "(a nudge, then the idea).",
+        "zh": "做不出来？先运行 `from course_utils import hint`，再运行 `hint(\"{exercise}\")`：共两条提示，一次一条"
+        "（先点拨，再讲思路）。",
+    },
+    "progress.passed_before": {"en": "; ✔ passed before, on {date}", "zh": "；✔ 曾于 {date} 通过"},
+    "progress.lesson_count": {"en": "✔ {passed} of {total}", "zh": "✔ {passed}/{total}"},
+    # the learner's work folder and its commands (course_utils.learner, course_utils.launch), in the terminal
+    "learner.copied": {"en": "{path}: copied from the course", "zh": "{path}：已从课程复制"},
+    "learner.changed": {
+        "en": "The course has a newer version of {lessons}. `make update` (or `python -m course_utils update {work}`) "
+        "brings it in and keeps every exercise you changed; your copy as it is now is kept beside it.",
+        "zh": "课程中 {lessons} 有了新版本。运行 `make update`（或 `python -m course_utils update {work}`）即可换成新版，"
+        "你改过的每道练习都会保留；你现在的副本也会原样保存在旁边。",
+    },
+    "learner.updated": {
+        "en": "{path}: now the course's new version; your answers kept: {kept}; your previous copy: {old}",
+        "zh": "{path}：已换成课程的新版本；保留了你的答案：{kept}；你之前的副本：{old}",
+    },
+    "learner.kept_none": {"en": "none (you had changed no exercise)", "zh": "无（你还没有改过任何练习）"},
+    "learner.lost": {
+        "en": "  The new version has no exercise {exercise}: your answer to it is in {old}.",
+        "zh": "  新版本中没有练习 {exercise}：你对它的答案保存在 {old} 中。",
+    },
+    "launch.address": {
+        "en": "JupyterLab starts without opening a browser. Open the address it prints below, with its token "
+        "(…:{port}/lab?token=…), then {home}. From another machine: `ssh -N -L {port}:localhost:{port} you@this-machine` "
+        "and open it there, or start with IP=0.0.0.0 and use this machine's name in the address.",
+        "zh": "JupyterLab 启动时不会打开浏览器。请打开它在下面打印的地址（带令牌：…:{port}/lab?token=…），再打开 {home}。"
+        "在另一台机器上使用：先运行 `ssh -N -L {port}:localhost:{port} 你@这台机器`，再在那台机器上打开该地址；"
+        "或者用 IP=0.0.0.0 启动，并把地址中的主机名换成这台机器的名字。",
+    },
+    "learner.up_to_date": {"en": "Every lesson you have is the course's latest: nothing to update.",
+                           "zh": "你的每一课都已是课程的最新版本：无需更新。"},
     # lesson 08: the tile pictures, the memory plot and the tile explorer (viz.tiled, widgets.tiled)
     "l08.plot.full": {"en": "computed, no mask", "zh": "计算，无需掩码"},
     "l08.plot.partial": {"en": "computed, masked", "zh": "计算，需要掩码"},
@@ -832,19 +874,22 @@ MESSAGES = {
     "home.hours": {"en": "about {hours} h", "zh": "约 {hours} 小时"},
     "home.hours_minutes": {"en": "about {hours} h {minutes} min", "zh": "约 {hours} 小时 {minutes} 分钟"},
     "home.progress": {
-        "en": "## Your progress\n\nEach check cell keeps its latest verdict in `progress.json`, in your own work folder "
-        "(the folder above this notebook, when you opened the course with `make lab`). Run the cell below to see it; "
+        "en": "## Your progress\n\nEach check cell keeps its verdicts in `progress.json`, in your own work folder "
+        "(the folder above this notebook, when you opened the course with `make lab`). The table below is your "
+        "progress as it was when the course started; run the cell to bring it up to date after more checks. "
         "`progress()` shows the same table in any lesson.",
-        "zh": "## 你的进度\n\n每个检查单元都会把最近一次的结论记在你自己的工作文件夹里的 `progress.json` 中"
-        "（用 `make lab` 打开课程时，就是本笔记本上一级的文件夹）。运行下面的单元即可查看；"
-        "在任何一课里调用 `progress()` 也能看到同一张表。",
+        "zh": "## 你的进度\n\n每个检查单元都会把结论记在你自己的工作文件夹里的 `progress.json` 中"
+        "（用 `make lab` 打开课程时，就是本笔记本上一级的文件夹）。下表是课程启动时你的进度；"
+        "之后又做了检查，运行下面的单元即可更新。在任何一课里调用 `progress()` 也能看到同一张表。",
     },
     "home.help": {
         "en": "## Help\n\n- A term you do not know? The [glossary](../../GLOSSARY.md) lists every term in both languages.\n"
-        "- Stuck on an exercise? Read the check's message to the end, then the lesson's text just above the exercise.\n"
+        "- Stuck on an exercise? Read the check's message to the end, then the lesson's text just above the exercise; "
+        "`hint(\"01.scaled_dot\")` (after `from course_utils import hint`) gives an exercise's two hints, one at a time.\n"
         "- A notebook in a strange state? Kernel › Restart Kernel and Run All Cells.",
         "zh": "## 帮助\n\n- 遇到不认识的术语？[术语表](../../GLOSSARY.md)以中英对照列出了全部术语。\n"
-        "- 练习做不出来？先把检查给出的信息读完，再读练习上方的正文。\n"
+        "- 练习做不出来？先把检查给出的信息读完，再读练习上方的正文；运行 `from course_utils import hint` 之后，"
+        "`hint(\"01.scaled_dot\")` 会给出这道练习的两条提示，一次一条。\n"
         "- 笔记本状态乱了？选择 内核 › 重启内核并运行所有单元格。",
     },
     # what the benchmarks measured, and measuring on a GPU in a lesson (course_utils.measured)

@@ -1,20 +1,35 @@
-"""The learner's own folder: copies of the notebooks to work in, and each check's latest verdict.
+"""The learner's own folder: copies of the notebooks to work in, and every check's verdicts.
 
-    python -m course_utils copy work             copy the course's notebooks into work/ (`make lab`)
+    python -m course_utils lab work --lang en    what `make lab` runs: the copies below, then JupyterLab
+    python -m course_utils copy work             copy the course's notebooks into work/, refresh the homes
+    python -m course_utils update work           bring in the lessons the course changed, keeping your answers
 
 ``make lab`` opens the course from a folder of the learner's own, ``work/`` (git-ignored), so that
 JupyterLab's autosave never edits the course's notebooks and a ``git pull`` never conflicts::
 
     work/
-      .course-work      says that this folder is a learner's (checks record their verdicts only here)
-      progress.json     each exercise's latest verdict (written by check(), read by progress())
+      .course-work      says that this folder is a learner's (checks record their verdicts only here),
+                        and what was copied: each lesson's course version and its exercise stubs
+      progress.json     each exercise's verdicts (written by check(), read by progress())
       en/  zh/          the learner's copies of notebooks/en/ and notebooks/zh/
+      images/  GLOSSARY.md    copies of the course's, which the lessons link (below)
+      .workspaces/      JupyterLab's layout, one per language (course_utils.launch)
 
-``work/en/`` sits as deep as ``notebooks/en/``, so the lessons' links to ``../../images/`` still reach
-the diagrams. ``copy`` copies what the learner lacks: everything on the first launch, a lesson the
-course gained since. It never overwrites a lesson the learner has. The one exception is the course
-home (``index.ipynb``), which holds nothing of the learner's: it is replaced when the course's home
-changed since it was copied (a new lesson appears in it).
+JupyterLab is rooted at ``work/`` (course_utils.launch), so the solutions and the course's own
+notebooks are not in its file browser. A lesson links its diagrams as ``../../images/x.svg``: on disk,
+from ``work/en/``, that is the course's ``images/``; in JupyterLab, which resolves a link that climbs
+above its root at the root, it is ``work/images/``. Both exist (``sync_assets``).
+
+``copy`` copies what the learner lacks: everything on the first launch, a lesson the course gained
+since. It never overwrites a lesson the learner has. The course home (``index.ipynb``) holds nothing
+of the learner's: it is replaced when the course's home changed since it was copied, and its progress
+cell's output is rewritten from progress.json (``refresh_homes``), so the home opens showing the
+progress as it is. ``changed_lessons`` names the lessons the course changed since they were copied,
+and ``update`` brings them in: each exercise cell the learner changed is kept (matched by its
+exercise id, wherever the new version puts it), every other cell is the course's new one, and the
+learner's previous copy is kept beside it, ``NN_name.before-update-<time>.ipynb``. Every file is
+written beside its place and moved over it, the old copy first: an update stopped at any point
+leaves each notebook whole, the learner's answers in one of them at least.
 
 A check records its verdict only where a work folder says it is one: the folder the notebook runs
 in, or the one above it, holds ``.course-work``. So nothing is written when the course's own
@@ -22,6 +37,11 @@ notebooks run (the build, nbval, Binder: ``notebooks/`` holds no such file), nor
 grader (its kernels run in an empty read-only folder, and under nbgrader's execution nothing is
 recorded either). Recording never changes a verdict and never fails a check: an unreadable or
 corrupt file is started afresh, a folder that cannot be written is left alone.
+
+What a verdict does to the record (both languages write the one file): a pass is never overwritten
+by a stub merely run (a "not attempted" verdict, as Run All in the other language's copy gives,
+changes nothing where an attempt is recorded); any other verdict is the exercise's latest, and the
+latest pass is kept beside it, so a failure after a pass shows as a failure that passed before.
 """
 
 import argparse
@@ -40,50 +60,269 @@ from . import i18n
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 MARKER, PROGRESS, HOME = ".course-work", "progress.json", "index.ipynb"
-FORMAT = 1
+#: What the work folder holds of the course itself, for the lessons' links (see the module's docstring).
+ASSETS = ("images", "GLOSSARY.md")
+FORMAT = 2
 #: The statuses a verdict can have (course_utils.exercises.grading), in the progress file's words.
 STATUSES = ("passed", "failed", "not attempted", "crashed")
+NOT_ATTEMPTED = "not attempted"
+#: How many verdicts an exercise's history keeps (the latest; the latest pass is kept whatever follows).
+HISTORY = 20
+#: The tag of the course home's progress cell (course_teacher.build.render_home).
+PROGRESS_TAG = "course-progress"
+#: How the learner's previous copy of an updated lesson is named, beside the new one.
+BEFORE_UPDATE = "{stem}.before-update-{time}.ipynb"
 
 
-# ----------------------------------------------------------------------------- the copies
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
-def _digest(path):
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
+def _digest(data):
+    return hashlib.sha256(data if isinstance(data, bytes) else data.encode()).hexdigest()
+
+
+def _write(path, data):
+    """Write `data` (str or bytes) to `path` through a file beside it, moved over it: a process
+    stopped mid-write leaves the old file whole."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode & 0o7777  # a file rewritten keeps its permissions
+    except OSError:
+        mode = 0o666 & ~_UMASK  # a new one gets what open() would give it (mkstemp's are private)
+    handle, partial = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.chmod(partial, mode)
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+
+
+# ----------------------------------------------------------------------------- notebooks as data
+
+def _read_notebook(path):
+    """The notebook at `path` as a dict (None when it cannot be read)."""
+    try:
+        notebook = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return notebook if isinstance(notebook, dict) and isinstance(notebook.get("cells"), list) else None
+
+
+def _dumps(notebook):
+    return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _source(cell):
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def exercise_of(cell):
+    """The exercise id of an exercise cell ("01.scaled_dot"), else None."""
+    metadata = cell.get("metadata") or {}
+    if cell.get("cell_type") == "code" and "exercise" in (metadata.get("tags") or []):
+        exercise = metadata.get("exercise")
+        return exercise if isinstance(exercise, str) else None
+    return None
+
+
+def _inputs(notebook, exercises=True):
+    """The cells' types and sources (the exercise cells' left out unless `exercises`)."""
+    return [(cell.get("cell_type"), _source(cell)) for cell in notebook["cells"]
+            if exercises or exercise_of(cell) is None]
+
+
+def version_of(notebook):
+    """What the learner copied of a course notebook: a digest of its cells' inputs (outputs aside: a
+    lesson run again is the same lesson) and a digest of each exercise cell's source (its stub)."""
+    return {"course": _digest(json.dumps(_inputs(notebook))),
+            "exercises": {exercise_of(c): _digest(_source(c)) for c in notebook["cells"] if exercise_of(c)}}
+
+
+# ----------------------------------------------------------------------------- the marker
 
 def _read_marker(work):
     try:
-        data = json.loads((work / MARKER).read_text(encoding="utf-8"))
+        data = json.loads((Path(work) / MARKER).read_text(encoding="utf-8"))
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
 
 
+def _section(marker, name):
+    found = marker.get(name)
+    return found if isinstance(found, dict) else {}
+
+
+def _write_marker(work, homes, lessons):
+    marker = {"about": "The attention course's work folder: your own copies of the notebooks, and "
+                       f"{PROGRESS}, each exercise's verdicts. `lessons` records the course's version "
+                       "of each lesson you copied (`python -m course_utils update` reads it).",
+              "homes": homes, "lessons": lessons}
+    _write(Path(work) / MARKER, json.dumps(marker, indent=1, sort_keys=True) + "\n")
+
+
+# ----------------------------------------------------------------------------- the copies
+
 def copy_course(work, course=NOTEBOOKS, languages=i18n.LANGUAGES):
     """Copy the course's student notebooks (course/{en,zh}/*.ipynb) into work/{en,zh}/ where the
     learner has none; replace the learner's home only when the course's home changed since it was
-    copied. Returns the paths written."""
+    copied. Records what each copied lesson was. Returns the paths written."""
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     marker = _read_marker(work)
-    homes = marker.get("homes") if isinstance(marker.get("homes"), dict) else {}
+    homes, lessons = _section(marker, "homes"), _section(marker, "lessons")
     written = []
     for lang in languages:
         (work / lang).mkdir(exist_ok=True)
         for source in sorted((Path(course) / lang).glob("*.ipynb")):
-            target = work / lang / source.name
+            target, key = work / lang / source.name, f"{lang}/{source.name}"
+            data = source.read_bytes()
             if source.name == HOME:
-                digest = _digest(source)
+                digest = _digest(data)
                 if target.exists() and homes.get(lang) == digest:
                     continue
                 homes[lang] = digest
             elif target.exists():
+                if key not in lessons:  # copied before copies were recorded: recorded once known
+                    _adopt(lessons, key, target, source)
                 continue  # the learner's copy: never overwritten
-            shutil.copyfile(source, target)
+            else:
+                notebook = _read_notebook(source)
+                if notebook is not None:
+                    lessons[key] = version_of(notebook)
+            _write(target, data)
             written.append(target)
-    marker = {"about": "The attention course's work folder: your own copies of the notebooks, and "
-                       f"{PROGRESS}, the latest verdict of each exercise's check.", "homes": homes}
-    (work / MARKER).write_text(json.dumps(marker, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    _write_marker(work, homes, lessons)
+    return written
+
+
+def _adopt(lessons, key, target, source):
+    """A copy made before copies were recorded: where its cells (but the exercises) are the course's
+    now, it is a copy of this version, recorded as such."""
+    mine, theirs = _read_notebook(target), _read_notebook(source)
+    if mine is not None and theirs is not None and _same_lesson(mine, theirs):
+        lessons[key] = version_of(theirs)
+
+
+def _same_lesson(mine, theirs):
+    """Whether the learner's copy `mine` is a copy of `theirs`, as far as its cells tell: every cell
+    of `theirs` but the exercises is in `mine`, in order (the learner may have added cells of their own)."""
+    cells = iter(_inputs(mine, exercises=False))
+    return all(cell in cells for cell in _inputs(theirs, exercises=False))
+
+
+def changed_lessons(work, course=NOTEBOOKS, languages=i18n.LANGUAGES):
+    """[(lang, notebook's name)] of the lessons the learner has whose course version changed since
+    they were copied (a copy whose version was never recorded: where it is not a copy of the course's
+    now, _same_lesson)."""
+    work = Path(work)
+    lessons = _section(_read_marker(work), "lessons")
+    changed = []
+    for lang in languages:
+        for source in sorted((Path(course) / lang).glob("*.ipynb")):
+            target = work / lang / source.name
+            if source.name == HOME or not target.exists():
+                continue
+            theirs = _read_notebook(source)
+            if theirs is None:
+                continue
+            recorded = lessons.get(f"{lang}/{source.name}")
+            if isinstance(recorded, dict):
+                if recorded.get("course") != version_of(theirs)["course"]:
+                    changed.append((lang, source.name))
+            else:
+                mine = _read_notebook(target)
+                if mine is None or not _same_lesson(mine, theirs):
+                    changed.append((lang, source.name))
+    return changed
+
+
+def _changed_by_learner(cell, exercise, copied, new_cell):
+    """Whether the learner changed an exercise cell: its source differs from the stub they were
+    given (`copied`: the stubs' digests, None where unknown: then from the new stub)."""
+    if copied is not None and exercise in copied:
+        return _digest(_source(cell)) != copied[exercise]
+    return _source(cell).strip() != _source(new_cell).strip()
+
+
+def merge(mine, theirs, copied=None):
+    """The course's new notebook `theirs` with the learner's answers from `mine`: each exercise cell
+    the learner changed (`copied`: what they were given, see _changed_by_learner) takes the place of
+    the new version's cell of the same exercise id, with its source and outputs; every other cell is
+    the new version's. Returns (notebook, exercises kept, exercises changed that the new version
+    lacks)."""
+    answers = {}
+    for cell in mine["cells"]:
+        exercise = exercise_of(cell)
+        if exercise and exercise not in answers:
+            answers[exercise] = cell
+    merged = json.loads(json.dumps(theirs))
+    stubs = {exercise_of(c): c for c in theirs["cells"] if exercise_of(c)}
+    kept = []
+    for cell in merged["cells"]:
+        exercise = exercise_of(cell)
+        answer = answers.get(exercise) if exercise else None
+        if answer is not None and _changed_by_learner(answer, exercise, copied, stubs[exercise]):
+            cell["source"] = answer.get("source", "")
+            cell["outputs"] = answer.get("outputs", [])
+            cell["execution_count"] = answer.get("execution_count")
+            kept.append(exercise)
+    lost = [exercise for exercise, cell in answers.items()
+            if exercise not in stubs and _changed_by_learner(cell, exercise, copied, {"source": ""})]
+    return merged, kept, lost
+
+
+def update_course(work, course=NOTEBOOKS, languages=i18n.LANGUAGES, only=None, now=None):
+    """Bring in every lesson the course changed since the learner copied it (`only`: lessons whose
+    number is in it, e.g. ["01"]): merge() of the learner's copy and the course's, the learner's
+    previous copy kept beside it. Returns [(path, old copy, exercises kept, exercises lost)]."""
+    work = Path(work)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    done = []
+    for lang, name in changed_lessons(work, course, languages):
+        if only and name[:2] not in only:
+            continue
+        target, source = work / lang / name, Path(course) / lang / name
+        mine, theirs = _read_notebook(target), _read_notebook(source)
+        if theirs is None:
+            continue
+        marker = _read_marker(work)
+        lessons = _section(marker, "lessons")
+        recorded = lessons.get(f"{lang}/{name}")
+        copied = recorded.get("exercises") if isinstance(recorded, dict) else None
+        merged, kept, lost = merge(mine or {"cells": []}, theirs, copied if isinstance(copied, dict) else None)
+        old = target.with_name(BEFORE_UPDATE.format(stem=target.stem, time=stamp))
+        # the learner's copy first, whole, beside the lesson; then the new lesson over it; then the record
+        _write(old, target.read_bytes())
+        _write(target, _dumps(merged))
+        lessons[f"{lang}/{name}"] = version_of(theirs)
+        _write_marker(work, _section(marker, "homes"), lessons)
+        done.append((target, old, kept, lost))
+    return done
+
+
+def sync_assets(work, root=ROOT):
+    """Copy what the lessons link of the course (ASSETS: the diagrams, the glossary) into the work
+    folder, where it is missing or differs. Returns the paths written."""
+    work, written = Path(work), []
+    for name in ASSETS:
+        source = Path(root) / name
+        files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
+        for path in files:
+            if not path.is_file():
+                continue
+            target = work / path.relative_to(root)
+            data = path.read_bytes()
+            if target.is_file() and target.read_bytes() == data:
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write(target, data)
+            written.append(target)
     return written
 
 
@@ -108,8 +347,8 @@ def _recording_allowed():
 
 
 def load(work):
-    """{exercise: {"status", "code", "when"}} from `work`'s progress file; {} when there is none, or
-    it cannot be read (a corrupt file counts as no progress, and the next record starts it afresh)."""
+    """{exercise: {"status", "code", "when", ...}} from `work`'s progress file; {} when there is none,
+    or it cannot be read (a corrupt file counts as no progress, and the next record starts it afresh)."""
     try:
         data = json.loads((Path(work) / PROGRESS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -121,10 +360,34 @@ def load(work):
             if isinstance(name, str) and isinstance(entry, dict) and entry.get("status") in STATUSES}
 
 
-def record(verdict, start=None):
-    """Keep `verdict` (a grading.Verdict) as its exercise's latest in the learner's progress file.
-    Returns the file's path, or None where nothing was written (no work folder, the grader, an
-    error). Never raises for a file or folder problem."""
+def merged_entry(previous, verdict):
+    """An exercise's record after `verdict` ({"status", "code", "when", "lang"}), given its record so
+    far (None for none): see the module's docstring. The record is the latest verdict that counts,
+    with "passed" (the latest pass: {"when", "lang"}) and "history" (the last HISTORY verdicts)."""
+    previous = previous if isinstance(previous, dict) and previous.get("status") in STATUSES else None
+    if previous is not None and verdict["status"] == NOT_ATTEMPTED and previous["status"] != NOT_ATTEMPTED:
+        return previous  # a stub merely run says nothing of the attempt recorded
+    history = previous.get("history") if previous is not None else None
+    history = [h for h in history if isinstance(h, dict)] if isinstance(history, list) else (
+        [{key: previous.get(key) for key in ("status", "code", "when", "lang")}] if previous is not None else [])
+    if history and history[-1].get("status") == NOT_ATTEMPTED and verdict["status"] == NOT_ATTEMPTED:
+        history.pop()  # the stub run again: one line for it
+    entry = dict(verdict, history=(history + [dict(verdict)])[-HISTORY:])
+    if verdict["status"] == "passed":
+        entry["passed"] = {"when": verdict["when"], "lang": verdict["lang"]}
+    elif previous is not None:
+        earlier = previous.get("passed")
+        if not isinstance(earlier, dict) and previous["status"] == "passed":
+            earlier = {"when": previous.get("when"), "lang": previous.get("lang")}
+        if isinstance(earlier, dict):
+            entry["passed"] = earlier
+    return entry
+
+
+def record(verdict, start=None, lang=None):
+    """Keep `verdict` (a grading.Verdict), written in `lang` (default: the language set up), in the
+    learner's progress file (see merged_entry). Returns the file's path, or None where nothing was
+    written (no work folder, the grader, an error). Never raises for a file or folder problem."""
     if not _recording_allowed():
         return None
     work = work_folder(start)
@@ -132,21 +395,15 @@ def record(verdict, start=None):
         return None
     try:
         exercises = load(work)
-        exercises[str(verdict.exercise)] = {
+        name = str(verdict.exercise)
+        exercises[name] = merged_entry(exercises.get(name), {
             "status": str(verdict.status),
             "code": None if verdict.code is None else str(verdict.code),
             "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
+            "lang": lang or i18n.language(),
+        })
         text = json.dumps({"format": FORMAT, "exercises": dict(sorted(exercises.items()))}, indent=1, ensure_ascii=False)
-        # written beside the file, then moved over it: a kernel stopped mid-write leaves the old file whole
-        handle, partial = tempfile.mkstemp(prefix=".progress-", suffix=".json", dir=work)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as file:
-                file.write(text + "\n")
-            os.replace(partial, work / PROGRESS)
-        finally:
-            if os.path.exists(partial):
-                os.unlink(partial)
+        _write(work / PROGRESS, text + "\n")
     except OSError:
         return None
     return work / PROGRESS
@@ -160,23 +417,35 @@ def _exercises():
     return EXERCISES
 
 
+def state_text(entry, lang):
+    """An exercise's latest check, as the table shows it ("✘ not yet (NO_SCALE); ✔ passed before, on 2025-03-01")."""
+    if entry is None:
+        return i18n.text(lang, "progress.unchecked")
+    state = i18n.text(lang, f"progress.{entry['status']}")
+    if entry["status"] in ("failed", "crashed") and entry.get("code"):
+        state += f" ({entry['code']})"
+    earlier = entry.get("passed")
+    if entry["status"] != "passed" and isinstance(earlier, dict):
+        state += i18n.text(lang, "progress.passed_before", date=str(earlier.get("when") or "")[:10])
+    return state
+
+
 def progress_rows(exercises, recorded, lang):
-    """[(lesson, exercise, latest check)] for every exercise, in the language `lang`."""
-    rows = []
+    """[(lesson, "✔ passed of total" for the lesson, exercise, latest check)] for every exercise, in `lang`."""
+    lessons = {}
     for exercise in exercises:
-        entry = recorded.get(exercise)
-        if entry is None:
-            state = i18n.text(lang, "progress.unchecked")
-        else:
-            state = i18n.text(lang, f"progress.{entry['status']}")
-            if entry["status"] == "failed" and entry.get("code"):
-                state += f" ({entry['code']})"
-        rows.append((exercise.split(".", 1)[0], exercise, state))
+        lessons.setdefault(exercise.split(".", 1)[0], []).append(exercise)
+    rows = []
+    for lesson, names in lessons.items():
+        passed = sum(recorded.get(name, {}).get("status") == "passed" for name in names)
+        count = i18n.text(lang, "progress.lesson_count", passed=passed, total=len(names))
+        rows += [(lesson, count, name, state_text(recorded.get(name), lang)) for name in names]
     return rows
 
 
 def progress_text(start=None, lang=None):
-    """(text, html or None): the learner's progress, as plain text and as an HTML table."""
+    """(text, html or None): the learner's progress, as plain text and as an HTML table with a row per
+    exercise and, per lesson, how many of its exercises pass."""
     lang = lang or i18n.language()
     work = work_folder(start)
     recorded = load(work) if work is not None else {}
@@ -188,10 +457,27 @@ def progress_text(start=None, lang=None):
     summary = i18n.text(lang, "progress.summary", passed=passed, total=len(exercises))
     columns = i18n.text(lang, "progress.columns").split("|")
     text = "\n".join([summary, "", " | ".join(columns), *(" | ".join(row) for row in rows)])
-    cells = lambda tag, values: "".join(f"<{tag}>{html.escape(v)}</{tag}>" for v in values)
-    table = (f"<p>{html.escape(summary)}</p><table><thead><tr>{cells('th', columns)}</tr></thead><tbody>"
-             + "".join(f"<tr>{cells('td', row)}</tr>" for row in rows) + "</tbody></table>")
+    body, done = [], set()
+    for lesson, count, exercise, state in rows:
+        cells = ""
+        if lesson not in done:  # the lesson and its count once, beside all its exercises
+            done.add(lesson)
+            span = sum(row[0] == lesson for row in rows)
+            cells = (f'<td rowspan="{span}">{html.escape(lesson)}</td>'
+                     f'<td rowspan="{span}" class="course-lesson-count">{html.escape(count)}</td>')
+        body.append(f"<tr>{cells}<td>{html.escape(exercise)}</td><td>{html.escape(state)}</td></tr>")
+    head = "".join(f"<th>{html.escape(column)}</th>" for column in columns)
+    table = (f"<p>{html.escape(summary)}</p><table><thead><tr>{head}</tr></thead><tbody>"
+             + "".join(body) + "</tbody></table>")
     return text, table
+
+
+def progress_outputs(start=None, lang=None):
+    """The outputs a run of the home's progress cell gives (what progress() displays), as notebook data."""
+    text, table = progress_text(start, lang)
+    if table is None:
+        return [{"name": "stdout", "output_type": "stream", "text": text + "\n"}]
+    return [{"data": {"text/html": table, "text/plain": text}, "metadata": {}, "output_type": "display_data"}]
 
 
 def progress(lang=None):
@@ -209,15 +495,108 @@ def progress(lang=None):
         print(text)
 
 
+def _joined(value):
+    """Notebook data with its multiline strings joined (a file may hold "text" as a list of lines)."""
+    if isinstance(value, dict):
+        return {key: _joined(item) for key, item in value.items()}
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        return "".join(value)
+    if isinstance(value, list):
+        return [_joined(item) for item in value]
+    return value
+
+
+def refresh_homes(work, languages=i18n.LANGUAGES):
+    """Rewrite the output of each home's progress cell (tagged PROGRESS_TAG, or the code cell that
+    calls progress()) from progress.json, as running it would, so that the home opens showing the
+    progress as it is. Returns the homes written."""
+    written = []
+    for lang in languages:
+        path = Path(work) / lang / HOME
+        notebook = _read_notebook(path)
+        if notebook is None:
+            continue
+        cells = [c for c in notebook["cells"] if c.get("cell_type") == "code"]
+        cell = next((c for c in cells if PROGRESS_TAG in ((c.get("metadata") or {}).get("tags") or [])),
+                    next((c for c in cells if "progress()" in _source(c)), None))
+        if cell is None:
+            continue
+        outputs = progress_outputs(path.parent, lang)
+        if _joined(cell.get("outputs")) == outputs:
+            continue
+        cell["outputs"], cell["execution_count"] = outputs, None
+        _write(path, _dumps(notebook))
+        written.append(path)
+    return written
+
+
+# ----------------------------------------------------------------------------- the commands
+
+def _language(given):
+    """The command's language: `given`, else the locale's (a zh_* LANG is Chinese, as in the Makefile)."""
+    if given:
+        return given
+    return "zh" if os.environ.get("LANG", "").startswith("zh") else "en"
+
+
+def prepare(work, lang, course=NOTEBOOKS, root=ROOT):
+    """What every launch does first: copy what the learner lacks, the lessons' diagrams and glossary,
+    refresh the homes' progress; say what was copied and which lessons the course changed."""
+    for path in copy_course(work, course):
+        print(i18n.text(lang, "learner.copied", path=path))
+    sync_assets(work, root)
+    refresh_homes(work)
+    changed = changed_lessons(work, course)
+    if changed:
+        names = ", ".join(f"{name_lang}/{name}" for name_lang, name in changed)
+        print(i18n.text(lang, "learner.changed", lessons=names, work=work))
+    return changed
+
+
+def update(work, lang, course=NOTEBOOKS, only=None):
+    """`python -m course_utils update`: print what update_course did."""
+    done = update_course(work, course, only=only)
+    for path, old, kept, lost in done:
+        kept_text = ", ".join(kept) if kept else i18n.text(lang, "learner.kept_none")
+        print(i18n.text(lang, "learner.updated", path=path, kept=kept_text, old=old.name))
+        for exercise in lost:
+            print(i18n.text(lang, "learner.lost", exercise=exercise, old=old.name))
+    if not done:
+        print(i18n.text(lang, "learner.up_to_date"))
+    refresh_homes(work)
+    return done
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m course_utils", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    copy = commands.add_parser("copy", help="copy the course's notebooks into a work folder (never overwriting the learner's)")
+    language = dict(choices=i18n.LANGUAGES, help="the language to speak in (default: the locale's, as `make lab`)")
+    copy = commands.add_parser("copy", help="copy the course's notebooks into a work folder (never overwriting "
+                                            "the learner's) and refresh the homes' progress")
     copy.add_argument("work", help="the work folder, e.g. work")
-    args = parser.parse_args(argv)
-    written = copy_course(Path(args.work))
-    for path in written:
-        print(f"{path}: copied from the course")
+    copy.add_argument("--lang", **language)
+    renew = commands.add_parser("update", help="bring in the lessons the course changed since you copied them, "
+                                               "keeping every exercise you changed (your old copy kept beside)")
+    renew.add_argument("work", help="the work folder, e.g. work")
+    renew.add_argument("--lang", **language)
+    renew.add_argument("--only", action="append", metavar="NN", help="just lesson NN (e.g. 01; may be repeated)")
+    from . import launch
+
+    lab = launch.add_command(commands)
+    for command in (copy, renew, lab):  # another course folder than this one's notebooks/ (the tests')
+        command.add_argument("--course", type=Path, default=NOTEBOOKS, help=argparse.SUPPRESS)
+    args, extra = parser.parse_known_args(argv)
+    extra = extra[1:] if extra[:1] == ["--"] else extra
+    if extra and args.command != "lab":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.jupyter = extra
+    lang = _language(args.lang)
+    if args.command == "copy":
+        prepare(Path(args.work), lang, args.course)
+    elif args.command == "update":
+        update(Path(args.work), lang, args.course, only=args.only)
+    else:
+        return launch.main(args, lang)
     return 0
 
 

@@ -176,7 +176,9 @@ def jupyterlab(tmp_path_factory):
     _require_chromium()  # no browser: do not start a server for nothing
     home = tmp_path_factory.mktemp("jupyter")
     settings = home / "settings"
-    for plugin, values in LAB_SETTINGS.items():
+    # every cell rendered, not just those in view: the test reads the lesson's cells whole
+    lab_settings = {**LAB_SETTINGS, "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"}}
+    for plugin, values in lab_settings.items():
         path = settings / f"{plugin}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
@@ -402,6 +404,11 @@ def run_notebook_in_browser(jupyterlab, chromium, notebook, artifact_stem):
         )
         if picture_changed is False:
             warnings.warn(f"{notebook}: the widget's picture did not change with its slider", stacklevel=1)
+        image = output.locator("img.widget-image").first
+        if image.count() and image.is_visible():  # shown at its own size, not stretched to the cell's width
+            natural, shown, room = image.evaluate(
+                "img => [img.naturalWidth, img.getBoundingClientRect().width, img.parentElement.clientWidth]")
+            assert abs(shown - min(natural, room)) <= 1, f"the explorer's {natural}-pixel picture is shown {shown} wide"
 
         # the kernel finishes the update and goes back to idle: the same kernel, not dead, not restarted
         state = nb.wait(lambda s: s["kernel"] == "idle", ROUND_TRIP_S, "kernel idle after the round-trip")
@@ -437,82 +444,146 @@ def test_lesson_in_jupyterlab(jupyterlab, chromium, notebook):
 
 # ----------------------------------------------------------------------------- the learner's home
 
+LESSON_00 = "00_tensor_shapes.ipynb"
+OLDER = " (an older version)"
+
+
+def _older(notebook):
+    """Lesson 00 as an older course had it: another heading, and its first exercise (with its check)
+    after the second's, where the course has it before."""
+    notebook.cells[1].source = notebook.cells[1].source.replace("\n", OLDER + "\n", 1)
+    index = {c.metadata.get("exercise"): i for i, c in enumerate(notebook.cells) if c.metadata.get("exercise")}
+    first, second = index["00.padding_mask"], index["00.scores_einsum"]
+    block = notebook.cells[first:first + 2]
+    del notebook.cells[first:first + 2]
+    notebook.cells[second:second] = block  # after the second exercise and its check (two cells up now)
+    return notebook
+
+
 @pytest.fixture(scope="module")
-def learner_work():
-    """A learner's work folder at the top of the served repository, made as `make lab` makes it,
-    in which lesson 00 has been run with its first exercise solved (by a kernel working there, as
-    the learner's would): the progress the home shows. Removed afterwards."""
+def learner_lab(tmp_path_factory):
+    """The course as a learner has it after a while, served as `make lab LANG=zh NO_BROWSER=1` serves
+    it (`python -m course_utils lab`, JupyterLab rooted at the work folder): copied from an older
+    course whose lesson 00 had its cells elsewhere and another heading; lesson 00's first exercise
+    solved and Run All in English (by a kernel working there, as the learner's would), then the
+    Chinese copy Run All with the exercise still a stub; then `python -m course_utils update`.
+    Yields (base URL, token, work folder)."""
     import nbformat
     from nbclient import NotebookClient
 
     from course_utils import learner
 
-    work = ROOT / f"work-browser-{secrets.token_hex(4)}"
-    learner.copy_course(work)
-    try:
-        path = work / "en" / "00_tensor_shapes.ipynb"
+    _require_chromium()
+    root = tmp_path_factory.mktemp("learner")
+    older, work, home = root / "course", root / "work", root / "jupyter"
+    for lang in ("en", "zh"):
+        shutil.copytree(ROOT / "notebooks" / lang, older / lang)
+        nbformat.write(_older(nbformat.read(older / lang / LESSON_00, as_version=4)), older / lang / LESSON_00)
+    learner.copy_course(work, older)
+    solutions = nbformat.read(ROOT / "notebooks" / "solutions" / "en" / LESSON_00, as_version=4)
+    solved = next(c for c in solutions.cells if c.metadata.get("exercise") == "00.padding_mask")
+    for lang in ("en", "zh"):
+        path = work / lang / LESSON_00
         notebook = nbformat.read(path, as_version=4)
-        solutions = nbformat.read(ROOT / "notebooks" / "solutions" / "en" / path.name, as_version=4)
-        solved = next(c for c in solutions.cells if c.metadata.get("exercise") == "00.padding_mask")
-        next(c for c in notebook.cells if c.metadata.get("exercise") == "00.padding_mask").source = solved.source
-        NotebookClient(notebook, timeout=120, kernel_name="python3",
+        if lang == "en":
+            next(c for c in notebook.cells if c.metadata.get("exercise") == "00.padding_mask").source = solved.source
+        NotebookClient(notebook, timeout=180, kernel_name="python3",
                        resources={"metadata": {"path": str(path.parent)}}).execute()
-        recorded = learner.load(work)
-        assert recorded.get("00.padding_mask", {}).get("status") == "passed", recorded
-        yield work
+        nbformat.write(notebook, path)
+    recorded = learner.load(work)["00.padding_mask"]
+    assert (recorded["status"], recorded["lang"]) == ("passed", "en"), recorded  # the Chinese stub changed nothing
+    updated = subprocess.run([sys.executable, "-m", "course_utils", "update", str(work), "--lang", "en"],
+                             cwd=root, capture_output=True, text=True, timeout=120)
+    assert updated.returncode == 0 and "00.padding_mask" in updated.stdout, updated.stdout + updated.stderr
+
+    settings = home / "settings"
+    # every cell rendered, not just those in view: the test reads the lesson's cells whole
+    lab_settings = {**LAB_SETTINGS, "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"}}
+    for plugin, values in lab_settings.items():
+        path = settings / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_DATA_DIR=str(home / "data"),
+               JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTER_PREFER_ENV_PATH="1", IPYTHONDIR=str(home / "ipython"),
+               JUPYTERLAB_SETTINGS_DIR=str(settings),
+               PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    port = _free_port()
+    base, log_path = f"http://127.0.0.1:{port}", ARTIFACTS / "browser-learner-jupyterlab.log"
+    ARTIFACTS.mkdir(exist_ok=True)
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "course_utils", "lab", str(work), "--lang", "zh", "--no-browser",
+             "--ip", "127.0.0.1", "--port", str(port), "--",
+             f"--FileCheckpoints.checkpoint_dir={home / 'checkpoints'}"],  # fmt: skip
+            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    token = None
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while token is None:  # the address with its token, as `make lab NO_BROWSER=1` prints it
+            found = re.search(rf"{re.escape(base)}/lab/tree/zh/index\.ipynb\?token=(\w+)", log_path.read_text())
+            token = found and found.group(1)
+            if process.poll() is not None or (token is None and time.monotonic() > deadline):
+                pytest.fail(f"the course's JupyterLab did not start:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield base, token, work
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        _stop_server(process, base, token or "")
 
 
 def _open(page, base, token, notebook):
     page.goto(f"{base}/lab/tree/{notebook}?token={token}&reset")
-    page.locator(".jp-NotebookPanel .jp-Notebook").wait_for(state="visible")
+    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").wait_for(state="visible")
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
-def test_the_home_links_every_lesson_and_shows_the_learners_progress(jupyterlab, chromium, learner_work, lang):
-    """The home of the learner's copies: a link to every lesson, and, run, the progress table in
-    its language with lesson 00's first exercise passed. Then lesson 00's last cell: its link to
-    the next lesson opens lesson 01 in JupyterLab."""
+def test_the_learners_lab_shows_live_progress_a_pass_kept_across_languages_and_an_updated_lesson(learner_lab, chromium):
+    """What a learner sees on `make lab LANG=zh`: the home, opened at the server's address with nothing
+    run, shows the progress as it is (lesson 00's first exercise passed in English, kept though the
+    Chinese copy ran its stub after), with a ✔ count per lesson, and links every lesson; a lesson's
+    diagram shows from the work folder; the English lesson 00, updated to the course's version, holds
+    the learner's answer where the new version puts its exercise; its link to lesson 01 opens it."""
     from course_utils import i18n
     from course_teacher import build
 
-    base, token = jupyterlab
-    home = f"{learner_work.name}/{lang}/index.ipynb"
-    context = chromium.new_context(viewport={"width": 1280, "height": 1000}, locale="zh-CN" if lang == "zh" else "en-US")
+    base, token, work = learner_lab
+    context = chromium.new_context(viewport={"width": 1280, "height": 1000}, locale="zh-CN")
     context.set_default_timeout(UI_TIMEOUT_MS)
     page = context.new_page()
-    nb = Notebook(page, ROOT / home)
     try:
-        _open(page, base, token, home)
-        # JupyterLab renders markdown cells one by one: the heading's own anchor can be there before
-        # the lessons' table, so wait for the last lesson's link rather than for any link.
-        # (JupyterLab serves a relative link as /files/<path>?_xsrf=...; a click opens it in the lab)
+        page.goto(f"{base}/?token={token}")  # where the browser `make lab` opens goes: the home
+        page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").wait_for(state="visible")
+        table = page.locator(".jp-OutputArea-output table").first
+        table.wait_for(state="visible")
+        row = table.locator("tr", has_text="00.padding_mask")
+        assert i18n.text("zh", "progress.passed") in row.inner_text()
+        in_00 = sum(e.startswith("00.") for e in _exercise_ids())
+        first = table.locator("tbody tr").first  # lesson 00's row, its ✔ count beside all its exercises
+        assert first.locator("td").nth(1).inner_text() == i18n.text("zh", "progress.lesson_count", passed=1, total=in_00)
+        assert i18n.text("zh", "progress.summary", passed=1, total=len(_exercise_ids())) in page.inner_text("body")
+        # JupyterLab renders markdown cells one by one: wait for the last lesson's link rather than for any link
         stems = [source.stem for source in build.lessons().values()]
         page.locator(f'.jp-RenderedMarkdown a[href*="/{stems[-1]}.ipynb"]').first.wait_for(state="attached")
         hrefs = page.eval_on_selector_all(".jp-RenderedMarkdown a", "links => links.map(a => a.getAttribute('href'))")
         for stem in stems:
             assert any(f"/{stem}.ipynb" in str(h) for h in hrefs), (stem, hrefs)
-        deadline = time.monotonic() + KERNEL_READY_S
-        while (nb.state() or {}).get("kernel") != "idle" or not _session(base, token, home):
-            _choose_kernel_if_asked(page)
-            if time.monotonic() > deadline:
-                pytest.fail(f"the home's kernel was not ready within {KERNEL_READY_S} s")
-            page.wait_for_timeout(200)
-        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^(Run|运行)$")).click()
-        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^(Run All Cells|运行全部单元格)$")).click()
-        nb.wait(lambda s: s["errors"] or (s["running"] == 0 and s["not_run"] == 0 and s["kernel"] == "idle"),
-                RUN_ALL_S, "running the home")
-        table = page.locator(".jp-OutputArea-output table").first
-        table.wait_for(state="visible")
-        row = table.locator("tr", has_text="00.padding_mask")
-        assert i18n.text(lang, "progress.passed") in row.inner_text()
-        assert i18n.text(lang, "progress.summary", passed=1, total=len(_exercise_ids())) in page.inner_text("body")
-        page.screenshot(path=ARTIFACTS / f"browser-home-{lang}.png")
-        _shut_down_session(base, token, home)
+        page.screenshot(path=ARTIFACTS / "browser-home-zh.png")
+        table.screenshot(path=ARTIFACTS / "browser-home-progress-zh.png")
 
-        lesson = f"{learner_work.name}/{lang}/00_tensor_shapes.ipynb"
+        # the lessons' ../../images/ links, above JupyterLab's root, are served from the work folder's copy
+        _open(page, base, token, "zh/01_attention_basics.ipynb")
+        image = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown img").first
+        image.scroll_into_view_if_needed()
+        page.wait_for_function("image => image.complete && image.naturalWidth > 0", arg=image.element_handle())
+        assert "/files/images/01_sdpa_zh.svg" in image.get_attribute("src")
+
+        lesson = f"en/{LESSON_00}"
         _open(page, base, token, lesson)
+        panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+        panel.locator(".jp-Cell").nth(5).wait_for(state="attached")
+        texts = panel.locator(".jp-Cell").all_inner_texts()
+        assert not any(OLDER in text for text in texts) and "Tensor shapes primer" in texts[1]
+        answer = [i for i, text in enumerate(texts) if "BEGIN SOLUTION" in text]
+        later = [i for i, text in enumerate(texts) if "def scores_einsum" in text]
+        assert answer and later and answer[0] < later[0], "the answer, where the course's version has the exercise"
         link = page.locator('.jp-RenderedMarkdown a[href*="/01_attention_basics.ipynb"]').last
         link.scroll_into_view_if_needed()
         link.click()
@@ -520,9 +591,7 @@ def test_the_home_links_every_lesson_and_shows_the_learners_progress(jupyterlab,
                      has_text="01_attention_basics.ipynb").wait_for(state="visible")
     finally:
         context.close()
-        for notebook in (home, f"{learner_work.name}/{lang}/00_tensor_shapes.ipynb",
-                         f"{learner_work.name}/{lang}/01_attention_basics.ipynb"):
-            _shut_down_session(base, token, notebook)
+    assert len(list((work / "en").glob("00_tensor_shapes.before-update-*.ipynb"))) == 1
 
 
 def _exercise_ids():

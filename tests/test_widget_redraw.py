@@ -116,3 +116,17 @@ def test_a_model_changed_in_place_is_computed_again():
     widgets.heads_view(model, example=3, head=0)
     map_after = models._heads_run(model, model_state(model), 3)[2]
     assert not torch.equal(map_before, map_after)
+
+
+def test_every_explorer_shows_its_picture_at_its_own_size(nets):
+    """One pixel of the PNG to one pixel of the page: the image's width is the PNG's, it is not
+    stretched to the cell's width by its flex column, and a narrower page scales it down whole."""
+    later = [("cache (07)", widgets.cache_explorer(), {"tokens": 20, "variant": "MQA", "window": 4}),
+             ("tiles (08)", widgets.tiles_explorer(), {"block": 4, "causal": False})]
+    for name, box, moves in [explorer[:3] for explorer in explorers(nets)] + later:
+        for control, value in [(None, None), *moves.items()]:
+            if control is not None:
+                box.controls[control].value = value
+            layout = box.image.layout
+            assert layout.width == f"{Image.open(io.BytesIO(box.image.value)).width}px", (name, control)
+            assert (layout.max_width, layout.height, layout.align_self) == ("100%", "auto", "flex-start"), name

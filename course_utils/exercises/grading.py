@@ -48,6 +48,7 @@ import torch
 
 from ..i18n import message, pick
 from . import public
+from .hints import HINTS
 from .compare import difference, gap, tensors
 from .sandbox import Sandbox, TimeLimit
 
@@ -76,13 +77,15 @@ class Verdict:
 def check(exercise, function):
     """Check `function` against exercise `exercise` (an id such as "01.scaled_dot"); print the verdict.
 
+    A verdict other than passed or not attempted ends by saying that hint(exercise) gives hints.
     Under nbgrader (NBGRADER_EXECUTION set, when the package was imported or now) the check cell is
     nbgrader's test: a verdict other than passed raises AssertionError with its message (the cell
     scores 0), and what the check would write to stderr (a warning of the learner's code) goes to
     stdout, as nbgrader scores 0 a cell with any stderr output."""
     if not (_UNDER_NBGRADER or os.environ.get("NBGRADER_EXECUTION")):
         verdict = evaluate(exercise, function)
-        print(verdict.message)
+        offer = verdict.status in (FAILED, CRASHED) and exercise in HINTS  # the hints a learner may ask for
+        print(verdict.message + ("\n" + message("check.hint_offer", exercise=exercise) if offer else ""))
         _record(verdict)
         return
     with contextlib.redirect_stderr(sys.stdout):

@@ -18,9 +18,11 @@ def explorer(view, **controls):
     output widgets, ``.controls`` the controls by name, ``.figure`` the figure shown (tests read them).
     """
     takes_figure = "figure" in inspect.signature(view).parameters
-    # the picture is shown at its own size (a figure is at most 800 pixels wide), so the text keeps
-    # the size it was drawn at; a narrower page scales it down
-    image = w.Image(format="png", layout=w.Layout(max_width="100%"))
+    # The picture is shown at its own size, one pixel of the PNG to one pixel of the page, so it is
+    # as crisp as it was drawn and its text keeps the size it was drawn at; a narrower page scales it
+    # down (max-width), keeping its proportions. Its width is set: in the VBox (a flex column that
+    # stretches its children) an image of no set width would be stretched to the cell's width, blurred.
+    image = w.Image(format="png", layout=w.Layout(max_width="100%", height="auto", align_self="flex-start"))
     summary = w.HTML()
 
     def update(_change=None):
@@ -28,6 +30,7 @@ def explorer(view, **controls):
         figure, text = view(figure=box.figure, **values) if takes_figure else view(**values)
         if figure is not None:
             image.value = figure_png(figure)
+            image.layout.width = f"{shown_width(figure)}px"  # sent only when it changes
             box.figure = figure
         image.layout.display = None if figure is not None else "none"
         summary.value = f"<pre style='margin:0'>{html.escape(text)}</pre>"
@@ -38,6 +41,12 @@ def explorer(view, **controls):
         control.observe(update, names="value")
     update()
     return box
+
+
+def shown_width(figure):
+    """The width in pixels of `figure`'s last PNG (figure_png: drawn on its Agg canvas), the width the
+    explorer shows it at."""
+    return figure.canvas.get_width_height(physical=True)[0]
 
 
 def reusable(figure, key):
