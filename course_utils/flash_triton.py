@@ -303,8 +303,9 @@ def _flat(tensor):
 
 
 def _precision(tensor):
-    # float32 products to IEEE precision on a GPU (its default, TF32, keeps 10 bits of mantissa)
-    return "ieee" if tensor.dtype == torch.float32 else "tf32"
+    # float32 products to IEEE precision on a GPU (its default, TF32, keeps 10 bits of mantissa); the
+    # half types' products have one precision only (None: Triton's default)
+    return "ieee" if tensor.dtype == torch.float32 else None
 
 
 def _blocks(query, key, block_q, block_k):
@@ -317,11 +318,21 @@ def _blocks(query, key, block_q, block_k):
     return block_q, block_k
 
 
+def _launch(function, num_warps, num_stages):
+    """The launch options asked for (Triton's defaults for those left None)."""
+    options = {}
+    for argument, value in (("num_warps", num_warps), ("num_stages", num_stages)):
+        if value is not None:
+            options[argument] = check.positive_int(function, argument, value)
+    return options
+
+
 def _dims(query, value):
     return max(16, triton.next_power_of_2(query.shape[-1])), max(16, triton.next_power_of_2(value.shape[-1]))
 
 
-def flash_forward(query, key, value, *, causal=False, scale=None, block_q=None, block_k=None):
+def flash_forward(query, key, value, *, causal=False, scale=None, block_q=None, block_k=None, num_warps=None,
+                  num_stages=None):
     """softmax(Q Kᵀ · scale) V by the forward kernel, returning ``(output, lse)``.
 
     Args:
@@ -331,6 +342,8 @@ def flash_forward(query, key, value, *, causal=False, scale=None, block_q=None, 
         scale: multiplies the scores; default 1/√d.
         block_q, block_k: queries per program, keys per step of its loop (powers of two ≥ 16);
             default 64, or less on a CPU for short sequences.
+        num_warps, num_stages: how a GPU runs each program (warps of 32 threads; loads in flight
+            ahead of the loop, software pipelining); default Triton's. The interpreter ignores both.
 
     Returns:
         output: (..., L_q, d_v), query's dtype; lse: (..., L_q) float32, log Σ_j exp(score_ij) over the
@@ -349,16 +362,18 @@ def flash_forward(query, key, value, *, causal=False, scale=None, block_q=None, 
     _forward_kernel[grid](q, k, v, out, lse, L_q, L_k, d, d_v, scale * LOG2E,
                           q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
                           out.stride(0), out.stride(1), CAUSAL=causal, BLOCK_Q=block_q, BLOCK_K=block_k,
-                          BLOCK_D=block_d, BLOCK_DV=block_dv, PRECISION=_precision(query))
+                          BLOCK_D=block_d, BLOCK_DV=block_dv, PRECISION=_precision(query),
+                          **_launch(function, num_warps, num_stages))
     return out.reshape(*lead, L_q, d_v), lse.reshape(*lead, L_q)
 
 
 def flash_backward(query, key, value, output, lse, d_output, *, causal=False, scale=None, block_q=None,
-                   block_k=None, d_lse=None):
+                   block_k=None, d_lse=None, num_warps=None, num_stages=None):
     """The gradients ``(d_query, d_key, d_value)`` of ``flash_forward`` from its output and lse alone.
 
     Args:
-        query, key, value, causal, scale, block_q, block_k: as given to ``flash_forward``.
+        query, key, value, causal, scale, block_q, block_k, num_warps, num_stages: as given to
+            ``flash_forward`` (the blocks need not be the forward's).
         output: (..., L_q, d_v) and lse: (..., L_q), what ``flash_forward`` returned.
         d_output: (..., L_q, d_v), the gradient of the loss with respect to output.
         d_lse: None, or (..., L_q), the gradient with respect to lse (when the loss used it).
@@ -393,7 +408,7 @@ def flash_backward(query, key, value, output, lse, d_output, *, causal=False, sc
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     strides = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), do.stride(0), do.stride(1))
     options = dict(CAUSAL=causal, BLOCK_Q=block_q, BLOCK_K=block_k, BLOCK_D=block_d, BLOCK_DV=block_dv,
-                   PRECISION=_precision(query))
+                   PRECISION=_precision(query), **_launch(function, num_warps, num_stages))
     _dkdv_kernel[(triton.cdiv(L_k, block_k), BH)](q, k, v, do, lse, delta, dk, dv, L_q, L_k, d, d_v, scale,
                                                   *strides, **options)
     _dq_kernel[(triton.cdiv(L_q, block_q), BH)](q, k, v, do, lse, delta, dq, L_q, L_k, d, d_v, scale,
