@@ -249,6 +249,20 @@ def _dq_kernel(Q, K, V, DO, LSE, D, DQ, L_q, L_k, d, d_v, scale,
              mask=in_rows & (dims[None, :] < d))
 
 
+def _rewrite_now(*kernels):
+    """Have Triton's interpreter prepare each kernel now, at import. On a kernel's first launch it
+    rewrites the kernel's source and copies the names of its own module into the kernel's module
+    (this one), once: done during a check, the check would see the package changed under it and put
+    it back, and the next launch would miss those names (NameError, seen with Triton 3.9)."""
+    for kernel in kernels:
+        rewrite = getattr(kernel, "rewrite", None)  # only an interpreted kernel has one
+        if rewrite is not None:
+            rewrite()
+
+
+_rewrite_now(_softmax_kernel, _forward_blocks, _forward_kernel, _preprocess_kernel, _dkdv_kernel, _dq_kernel)
+
+
 # ----------------------------------------------------------------------------- launching
 
 

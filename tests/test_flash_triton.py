@@ -12,6 +12,7 @@ PyTorch (the largest gap measured on these cases is about 2e-6).
 """
 
 import math
+import subprocess
 import sys
 
 import pytest
@@ -214,6 +215,26 @@ def test_where_triton_is_missing_the_sentence_says_where_to_go(monkeypatch):
         assert "Colab 或 Binder" in triton_setup.missing_message()
     finally:
         i18n.set_language("en")
+
+
+@pytest.mark.slow  # (a fresh process: torch and Triton imported again, about 5 s)
+def test_a_check_can_launch_the_packages_kernels_again_and_again():
+    # The interpreter copies its own module's names into a kernel's module at the kernel's first launch;
+    # inside a check, the sandbox would see the package changed, put it back, and the next launch would
+    # fail (NameError). flash_triton prepares its kernels at import instead. A fresh process: here the
+    # kernels have launched already.
+    script = (
+        "import torch\n"
+        "from course_utils import flash_triton\n"
+        "from course_utils.exercises.sandbox import Sandbox\n"
+        "box = Sandbox()\n"
+        "x = torch.randn(3, 20)\n"
+        "for _ in range(2):\n"
+        "    torch.testing.assert_close(box.call(flash_triton.softmax_rows, x), x.softmax(-1))\n"
+        "assert box.changed == [], box.changed\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 # ----------------------------------------------------------------------------- on a GPU
