@@ -1,0 +1,86 @@
+"""Triton for lesson 09: compiled on a GPU, run by Triton's interpreter on a CPU, or said to be missing.
+
+Triton decides at each ``@triton.jit`` whether a kernel is compiled or interpreted, from the
+environment variable ``TRITON_INTERPRET`` (read when the decorator runs, and by older Triton releases
+once, when ``triton`` is imported). So the switch has to be set before the first kernel is defined,
+and safest before ``triton`` is imported at all: ``load()`` does both, and every module of the course
+that defines kernels imports Triton through it.
+
+The interpreter runs every program of a kernel's grid one after the other in NumPy, on CPU tensors:
+slow (a tile is a NumPy array, a program a Python call), exact enough to check values to float32's
+precision, and the same source that compiles on a GPU. Where no CUDA device exists, the interpreter is
+the only way a kernel runs, so ``load()`` turns it on there whatever the environment said: a learner
+cannot turn it off to have a check skip their kernel (a compiled kernel cannot take a CPU tensor).
+
+Triton publishes wheels for Linux on x86-64 and aarch64 only. Elsewhere (macOS, Windows) ``load()``
+raises ``TritonMissing``, an ImportError whose message says so in the notebook's language and where
+to run the lesson instead.
+"""
+
+import os
+import sys
+
+import torch
+
+from .i18n import pick
+
+_MISSING = {
+    "en": "Triton is not installed here: it exists for Linux on x86-64 and aarch64 only, so lesson 09's "
+          "kernels cannot run on macOS or Windows. Open the lesson on Colab or Binder (their links are in the "
+          "course map) or on a Linux machine; the outputs saved in this notebook stay readable meanwhile.",
+    "zh": "这里没有安装 Triton：它只提供 x86-64 和 aarch64 上 Linux 的版本，所以第 09 课的核函数无法在 macOS 或 "
+          "Windows 上运行。请在 Colab 或 Binder 上打开本课（链接见课程地图），或者换一台 Linux 机器；在此之前，"
+          "笔记本里保存的输出照样可以阅读。",
+}
+
+
+class TritonMissing(ImportError):
+    """Triton cannot be imported on this machine; the message says why and where to go instead."""
+
+
+def wants_interpreter():
+    """Whether kernels must run interpreted here: when no CUDA device exists (nothing could compile
+    them otherwise), or when TRITON_INTERPRET=1 was asked for on a GPU machine."""
+    return not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def load():
+    """Import Triton, interpreted where ``wants_interpreter()``; returns the module ``triton``.
+
+    Sets TRITON_INTERPRET before the import (older releases read it then) and Triton's own switch
+    after it (3.x reads it at each ``@triton.jit``), so kernels defined after this call run the same
+    way whichever release is installed. Raises ``TritonMissing`` where Triton is not installed."""
+    interpret = wants_interpreter()
+    if interpret:
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        import triton
+    except ImportError as error:
+        raise TritonMissing(pick(_MISSING)) from error
+    knobs = getattr(triton, "knobs", None)
+    if knobs is not None and interpret:
+        knobs.runtime.interpret = True
+    return triton
+
+
+def available():
+    """Whether Triton imports here (through ``load()``, so the interpreter is set first)."""
+    try:
+        load()
+    except TritonMissing:
+        return False
+    return True
+
+
+def missing_message():
+    """The sentence ``TritonMissing`` carries, in the notebook's language."""
+    return pick(_MISSING)
+
+
+def interpreted():
+    """Whether kernels defined now run through the interpreter (after ``load()``)."""
+    triton = sys.modules.get("triton")
+    knobs = getattr(triton, "knobs", None) if triton is not None else None
+    if knobs is not None:
+        return bool(knobs.runtime.interpret)
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
