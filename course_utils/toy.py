@@ -366,7 +366,7 @@ def train(task, seed=0, steps=300, batch=64, lr=0.01, held_out=500, **options):
     check.whole_number(function, "steps", steps)
     _batch_size(function, "batch", batch)
     check.positive_int(function, "batch", batch)
-    check.number(function, "lr", lr)
+    check.number(function, "lr", lr, non_negative=True)  # a negative step climbs the loss: named here, not in Adam.step
     _batch_size(function, "held_out", held_out)
     model = make_model(task, seed, **options)
     data = torch.Generator().manual_seed(seed)
@@ -507,7 +507,7 @@ def train_neighbours(heads=2, seed=0, steps=300, batch=64, lr=0.01, held_out=500
     check.whole_number(function, "steps", steps)
     _batch_size(function, "batch", batch)
     check.positive_int(function, "batch", batch)
-    check.number(function, "lr", lr)
+    check.number(function, "lr", lr, non_negative=True)  # a negative step climbs the loss: named here, not in Adam.step
     _batch_size(function, "held_out", held_out)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
