@@ -240,17 +240,17 @@ def tile_kinds(L_q, L_k, block_q, block_k, *, causal=False, window=None, keep_ma
         i0, i1 = i * block_q, min((i + 1) * block_q, L_q)
         for j in range(n_k):
             j0, j1 = j * block_k, min((j + 1) * block_k, L_k)
-            kinds[i, j] = _tile_kind(i0, i1, j0, j1, low, high, keep_mask)[0]
+            kinds[i, j] = _tile_kind(i0, i1, j0, j1, low, high, keep_mask, "cpu" if keep_mask is None else keep_mask.device)[0]
     return kinds
 
 
-def _tile_kind(i0, i1, j0, j1, low, high, keep_mask):
-    """(kind, keep) of one tile: keep is None for FULL and SKIP, the tile's bool mask for PARTIAL."""
+def _tile_kind(i0, i1, j0, j1, low, high, keep_mask, device):
+    """(kind, keep) of one tile: keep is None for FULL and SKIP, the tile's bool mask for PARTIAL, on
+    `device` (the scores'), so that a GPU's scores are never masked with a CPU tensor."""
     kind = _position_kind(i0, i1, j0, j1, low, high)
     if kind == SKIP:
         return SKIP, None
-    keep = None if kind == FULL else _position_keep(i0, i1, j0, j1, low, high, "cpu" if keep_mask is None
-                                                    else keep_mask.device)
+    keep = None if kind == FULL else _position_keep(i0, i1, j0, j1, low, high, device)
     if keep_mask is not None:
         tile = keep_mask[..., i0:i1, j0:j1]
         keep = tile if keep is None else tile & keep
@@ -346,7 +346,7 @@ def tiled_attention(query, key, value, *, block_q=64, block_k=64, causal=False, 
         state = empty_state((*lead, i1 - i0), d_v, dtype=query.dtype, device=query.device)
         for j0 in range(0, L_k, block_k):
             j1 = min(j0 + block_k, L_k)
-            kind, keep = _tile_kind(i0, i1, j0, j1, low, high, keep_mask)
+            kind, keep = _tile_kind(i0, i1, j0, j1, low, high, keep_mask, query.device)
             if kind == SKIP:
                 continue
             scores = q @ key[..., j0:j1, :].transpose(-2, -1)  # (..., b_q, b_k): the only scores that exist
@@ -422,7 +422,7 @@ def tiled_backward(query, key, value, output, lse, d_output, *, block_q=64, bloc
         d_k, d_v = torch.zeros_like(k), torch.zeros_like(v)  # summed over the query blocks, written once
         for i0 in range(0, L_q, block_q):
             i1 = min(i0 + block_q, L_q)
-            kind, keep = _tile_kind(i0, i1, j0, j1, low, high, keep_mask)
+            kind, keep = _tile_kind(i0, i1, j0, j1, low, high, keep_mask, query.device)
             if kind == SKIP:
                 continue
             # In place from here on (nothing here is differentiated again): two tiles alive, not five.
