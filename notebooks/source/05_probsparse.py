@@ -2111,15 +2111,15 @@ for i, length in enumerate(time_lengths9):
 # memory. ProbSparse launches a dozen small kernels (the sampled scores, the measure, top-$u$, a
 # gather, the chosen rows' attention, a scatter), and each pays its launch and reads its inputs from
 # memory again, whatever little it computes. Its smaller arithmetic wins only once full attention's
-# $L^2$ work outweighs all that: on an H200, F.sdpa was about 6 times faster at $L = 2048$ and
-# ProbSparse 2.7 times faster at $L = 32768$. On one CPU thread, where F.sdpa's arithmetic is slow
+# $L^2$ work outweighs all that: on an H200, F.sdpa was about 5 times faster at $L = 2048$ and
+# ProbSparse about 4 times faster at $L = 32768$. On one CPU thread, where F.sdpa's arithmetic is slow
 # too, the course's benchmark finds the fast version ahead from $L = 512$ on. If this runtime has a
 # GPU, the next cell measures the two there (on Colab: Runtime › Change runtime type); the one after
 # shows the course's benchmark as it ran on a GPU, its ratio F.sdpa's time over ProbSparse's (above
 # 1: ProbSparse is faster).
 
-# %% [markdown] tags=["lang-zh"] en_hash="1b439d849a"
-# **在 GPU 上，结论反了过来**，直到序列很长时才会再变。在 GPU 上，`F.scaled_dot_product_attention` 是一个融合内核（FlashAttention 或与它相近的 memory-efficient 内核）：它让成千上万个运算单元一直忙着，也从不把 $L \times L$ 的分数写进显存。ProbSparse 则要启动十来个小内核（采样分数、度量、取前 $u$ 名、收集、被选中行的注意力、散射写回），每个内核不管算得多少，都要付一次启动开销，再从显存读一遍输入。只有当完整注意力 $L^2$ 的计算量压过这一切时，它较少的运算量才占上风：在一块 H200 上，$L = 2048$ 时 F.sdpa 快约 6 倍，$L = 32768$ 时 ProbSparse 快 2.7 倍。在单个 CPU 线程上，F.sdpa 的算术也慢，课程的基准测试发现快速版从 $L = 512$ 起就领先。如果当前运行环境有 GPU，下一个单元会在 GPU 上测量这两者（在 Colab 上：代码执行程序 › 更改运行时类型）；再下一个单元展示课程的基准测试在一块 GPU 上的结果，比值是 F.sdpa 的耗时除以 ProbSparse 的耗时（大于 1 表示 ProbSparse 更快）。
+# %% [markdown] tags=["lang-zh"] en_hash="fd33ad4230"
+# **在 GPU 上，结论反了过来**，直到序列很长时才会再变。在 GPU 上，`F.scaled_dot_product_attention` 是一个融合内核（FlashAttention 或与它相近的 memory-efficient 内核）：它让成千上万个运算单元一直忙着，也从不把 $L \times L$ 的分数写进显存。ProbSparse 则要启动十来个小内核（采样分数、度量、取前 $u$ 名、收集、被选中行的注意力、散射写回），每个内核不管算得多少，都要付一次启动开销，再从显存读一遍输入。只有当完整注意力 $L^2$ 的计算量压过这一切时，它较少的运算量才占上风：在一块 H200 上，$L = 2048$ 时 F.sdpa 快约 5 倍，$L = 32768$ 时 ProbSparse 快约 4 倍。在单个 CPU 线程上，F.sdpa 的算术也慢，课程的基准测试发现快速版从 $L = 512$ 起就领先。如果当前运行环境有 GPU，下一个单元会在 GPU 上测量这两者（在 Colab 上：代码执行程序 › 更改运行时类型）；再下一个单元展示课程的基准测试在一块 GPU 上的结果，比值是 F.sdpa 的耗时除以 ProbSparse 的耗时（大于 1 表示 ProbSparse 更快）。
 
 # %% tags=["nbval-ignore-output"]
 def gpu_times9(device):

@@ -352,15 +352,15 @@ for n in (64, 256):
 # On a GPU the cache saves almost nothing at this size. A decode step of this model is dozens of
 # small kernels, and a GPU spends on each about the same few microseconds to launch it whatever it
 # computes: with or without the cache, a step costs its launches (on an H200, 256 new tokens took
-# 1.03 times as long recomputing). The step is **launch-bound**; the count above is a count of
+# 1.13 times as long recomputing, and 1,024 took less). The step is **launch-bound**; the count above is a count of
 # work, and a GPU does this little work for free. The cache pays on a GPU once a step is big enough
 # to be bound by its work or by its memory traffic: a larger model, a batch of sequences, a long
 # context. The course's benchmark measures both on a GPU: this model, and a larger one (E = 1024,
 # 16 query heads over 4 key/value heads, 4 layers, a batch of 16). If this runtime has a GPU, the
 # next cell times this model there; the one after shows the benchmark's GPU figures.
 
-# %% [markdown] tags=["lang-zh"] en_hash="882dd3eb64"
-# 在 GPU 上，这么小的模型用缓存几乎省不了什么。这个模型的一个解码步有几十个小内核，GPU 启动每个内核都要花差不多同样的几微秒，不管它算多少：用不用缓存，一步的耗时都是这些启动的开销（在一块 H200 上，生成 256 个新词元时，重新计算的用时是用缓存的 1.03 倍）。这样的步是**启动受限**（launch-bound）的；上面数的是计算量，而这点计算量对 GPU 来说几乎不花时间。只有当一步大到受计算量或访存量限制时，缓存在 GPU 上才见效：模型更大、一批解码多条序列、上下文更长。课程的基准测试在 GPU 上把两种情形都测了：这个模型，以及一个更大的模型（E = 1024，16 个查询头共用 4 个键/值头，4 层，一批 16 条序列）。如果当前运行环境有 GPU，下一个单元会在 GPU 上给这个模型计时；再下一个单元展示基准测试在 GPU 上的结果。
+# %% [markdown] tags=["lang-zh"] en_hash="8047f55094"
+# 在 GPU 上，这么小的模型用缓存几乎省不了什么。这个模型的一个解码步有几十个小内核，GPU 启动每个内核都要花差不多同样的几微秒，不管它算多少：用不用缓存，一步的耗时都是这些启动的开销（在一块 H200 上，生成 256 个新词元时，重新计算的用时是用缓存的 1.13 倍；生成 1024 个时，重新计算反而更快）。这样的步是**启动受限**（launch-bound）的；上面数的是计算量，而这点计算量对 GPU 来说几乎不花时间。只有当一步大到受计算量或访存量限制时，缓存在 GPU 上才见效：模型更大、一批解码多条序列、上下文更长。课程的基准测试在 GPU 上把两种情形都测了：这个模型，以及一个更大的模型（E = 1024，16 个查询头共用 4 个键/值头，4 层，一批 16 条序列）。如果当前运行环境有 GPU，下一个单元会在 GPU 上给这个模型计时；再下一个单元展示基准测试在 GPU 上的结果。
 
 # %% tags=["nbval-ignore-output"]
 def gpu_timing(device):

@@ -648,19 +648,19 @@ claim("在这里，对 256 × 256 分块的 Python 循环比 materialised_attent
 #
 # Our tiles on a GPU keep the memory and lose the speed. Each tile is a few small kernels launched
 # from a Python loop, so the loop pays a launch thousands of times, while F.sdpa's compiled kernel
-# does the whole job in one: on an H200 at $L = 16384$ with tiles of 128 × 128, 3.4 s against
-# 16 ms, some 200 times slower. The memory carries over: the tiles' peak stayed near F.sdpa's
-# (66 MiB against 32 MiB) where the materialised version needed 24 GiB. Speed on a GPU is the
+# does the whole job in one: on an H200 at $L = 16384$ with tiles of 256 × 256, 1.0 s against
+# 16 ms, some 60 times slower. The memory carries over: the tiles' peak stayed near F.sdpa's
+# (68 MiB against 32 MiB) where the materialised version needed 24 GiB. Speed on a GPU is the
 # kernel's, which lesson 09 writes. If this runtime has a GPU, the next cell runs the four versions
 # above there, their time and the memory each call adds; the one after shows the course's benchmark
 # as it ran on a GPU.
 
-# %% [markdown] tags=["lang-zh"] en_hash="8b82a680f9"
+# %% [markdown] tags=["lang-zh"] en_hash="1c1e7d78fd"
 # 尽管做的乘加次数相同，还要为每个分块付出 Python 的开销，循环还是赢了。它省下的是访存搬运量：$L = 2048$ 时，一个 $(1, 4, L, L)$ 的 float32 矩阵有 67 MB，通常超出 CPU 缓存的容量，所以对它多扫的每一遍（缩放、减去 log-sum-exp、取指数）都要到主存走一个来回；而 4 个头的 256 × 256 分块（1 MB）从与 $K$ 相乘到与 $V$ 相乘，一直留在缓存里。在这台机器上，少扫一遍的教科书式那一行通常介于两者之间。这就是缩小版的 FlashAttention 论证。
 #
 # 在 GPU 上，这就是论证的全部，而它说的是内存的**搬运量**，不是占用量。朴素的做法把 $L \times L$ 的分数写进 GPU 的显存（HBM），为了算 softmax 再读回来，写出权重，为了与 $V$ 相乘又读一遍。分块内核则把每个分块留在芯片上又小又快的片上存储（SRAM）里，只在读 $Q$、$K$、$V$（每个查询块把 $K$ 和 $V$ 读一遍）和写 $O$ 及 log-sum-exp 时才访问 HBM：对于能放下 $M$ 个数的 SRAM，访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$（Dao 等，2022，定理 2）。前者之所以更少，是因为 $L^2 d^2 / M = L^2 \cdot (d^2 / M)$，而 $d^2$ 比 $M$ 小很多倍：头的维度 $d$ 为 64 到 128，$d^2$ 就是 4,096 到 16,384 个数（16 位浮点类型下为 8 到 32 KB），而 SRAM 约有 100 KB（论文给出的数字）。编译好的内核也没有 Python 循环。
 #
-# 我们的分块放到 GPU 上，内存的优势保住了，速度却输了。每个分块都是从 Python 循环里启动的几个小内核，循环要付上千次启动开销，而 F.sdpa 编译好的内核一次启动就做完全部工作：在一块 H200 上，$L = 16384$、分块为 128 × 128 时，3.4 秒对 16 毫秒，慢了约 200 倍。内存的结论依然成立：分块版的峰值与 F.sdpa 相近（66 MiB 对 32 MiB），而 materialised 版本需要 24 GiB。GPU 上的速度要靠内核本身，这是第 09 课要写的。如果当前运行环境有 GPU，下一个单元会在 GPU 上运行上面的四个版本，给出每次调用的耗时和新增的内存；再下一个单元展示课程的基准测试在一块 GPU 上的结果。
+# 我们的分块放到 GPU 上，内存的优势保住了，速度却输了。每个分块都是从 Python 循环里启动的几个小内核，循环要付上千次启动开销，而 F.sdpa 编译好的内核一次启动就做完全部工作：在一块 H200 上，$L = 16384$、分块为 256 × 256 时，1.0 秒对 16 毫秒，慢了约 60 倍。内存的结论依然成立：分块版的峰值与 F.sdpa 相近（68 MiB 对 32 MiB），而 materialised 版本需要 24 GiB。GPU 上的速度要靠内核本身，这是第 09 课要写的。如果当前运行环境有 GPU，下一个单元会在 GPU 上运行上面的四个版本，给出每次调用的耗时和新增的内存；再下一个单元展示课程的基准测试在一块 GPU 上的结果。
 
 # %% tags=["nbval-ignore-output"]
 def size(n):
@@ -1363,7 +1363,7 @@ claim("flash 内核同样为每一行保留一个 log-sum-exp，而且与我们�
 #   matrices at its peak; careless code holds more, in-place code one. Even on this CPU the extra
 #   passes over $L \times L$ matrices cost time; on a GPU the gain is the HBM traffic saved,
 #   $\Theta(L^2 d^2 / M)$ accesses instead of $\Theta(L d + L^2)$, by a compiled kernel: our
-#   Python tiles keep their memory there but run some 200 times slower than F.sdpa.
+#   Python tiles keep their memory there but run some 60 times slower than F.sdpa.
 # - A mask that hides whole tiles lets the loop skip them: causal attention computes about half the
 #   tiles, $(n + 1)/(2n)$ of the arithmetic, and masks only those on the diagonal; sliding windows and
 #   block masks skip more.
@@ -1376,10 +1376,10 @@ claim("flash 内核同样为每一行保留一个 log-sum-exp，而且与我们�
 #   PyTorch 2.13's `F.scaled_dot_product_attention` runs a tiled kernel for 4-D inputs and falls
 #   back to the math kernel for 3-D inputs, values of another width and dropout.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="6dbf0dbaed"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="7c45f4390a"
 # ## 小结
 #
 # - **在线 softmax** 为每一行维护运行最大值 $m$ 和运行和 $\ell = \sum e^{s - m}$；$m$ 变大时，已经求和的部分要缩小 $e^{m_{old} - m_{new}}$ 倍。按精确算术，两个部分状态可以精确合并，与顺序无关，与切法无关，整段被遮住的片段也不例外（只要不去算 $e^{-\infty + \infty}$）；在浮点运算中，则是在舍入误差之内一致。Milakov 和 Gimelshein 的在线 softmax 只扫一遍就算出归一化所需的量；再与乘 $V$ 融合起来，整个注意力只需把键扫一遍。
-# - 分块注意力在它们旁边再带一个累加器 $acc = \sum e^{s - m} v$，最后只除一次（这是 FlashAttention-2 的循环顺序和单次除法）。它的输出值和梯度都与 `F.scaled_dot_product_attention` 相同，分配的内存随 $L$ 而不是 $L^2$ 增长。公平的比较对象是教科书式的那一行，它在峰值时占着两个 $L \times L$ 矩阵；写得随意的代码占得更多，原地计算的代码只占一个。即使在这台 CPU 上，对 $L \times L$ 矩阵多扫几遍也要花时间；在 GPU 上，好处是省下 HBM 的搬运量：访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$，但这要靠编译好的内核：我们的 Python 分块在 GPU 上内存依然省，速度却比 F.sdpa 慢约 200 倍。
+# - 分块注意力在它们旁边再带一个累加器 $acc = \sum e^{s - m} v$，最后只除一次（这是 FlashAttention-2 的循环顺序和单次除法）。它的输出值和梯度都与 `F.scaled_dot_product_attention` 相同，分配的内存随 $L$ 而不是 $L^2$ 增长。公平的比较对象是教科书式的那一行，它在峰值时占着两个 $L \times L$ 矩阵；写得随意的代码占得更多，原地计算的代码只占一个。即使在这台 CPU 上，对 $L \times L$ 矩阵多扫几遍也要花时间；在 GPU 上，好处是省下 HBM 的搬运量：访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$，但这要靠编译好的内核：我们的 Python 分块在 GPU 上内存依然省，速度却比 F.sdpa 慢约 60 倍。
 # - 能遮住整个分块的掩码让循环可以直接跳过这些分块：因果注意力只算大约一半的分块，即 $(n + 1)/(2n)$ 的运算量，而且只给对角线上的分块加掩码；滑动窗口和块掩码能跳过更多。
 # - 真正的内核在反向传播中也省内存：它们只保留输出和每行一个 log-sum-exp，按 $P = e^{S - \mathrm{lse}}$ 逐块重计算权重，每行的 $D = \sum dO \circ O$ 则由输出算出，所以从不存下 $L \times L$ 矩阵。FlashAttention-2 的反向传播外层遍历键/值块，$dK$ 和 $dV$ 在高速存储里累加，$dQ$ 则跨键块累加。把它写成一个 `torch.autograd.Function`，梯度与 PyTorch 的相同，训练一步的内存随 $L$ 增长，而 autograd 穿过同样的分块则随 $L^2$ 增长。在 CPU 上，PyTorch 2.13 的 `F.scaled_dot_product_attention` 对 4 维输入运行分块内核，对 3 维输入、宽度不同的值以及 dropout 则退回 math 内核。
