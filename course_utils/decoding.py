@@ -67,8 +67,9 @@ def _layout(function, layout):
 
 
 def _window(function, window):
+    """None, or a number of positions W ≥ 1 that int64 holds (positions are compared with p − W)."""
     if window is not None:
-        check.positive_int(function, "window", window)
+        check.whole_number(function, "window", window, 1, check.INT64_MAX)
     return window
 
 
@@ -88,6 +89,7 @@ def _positions(function, positions, length, reference):
         check.fail(function, "positions", check.describe(positions),
                    {"en": f"an int64 tensor of shape (L,) = ({length},): each position's index in the sequence",
                     "zh": f"形状为 (L,) = ({length},) 的 int64 张量：每个位置在序列中的序号"})
+    check.dense(function, "positions", positions)
     check.has_values(function, "positions", positions)
     if positions.numel() and int(positions.min()) < 0:
         check.fail(function, "positions", check.describe(positions),
@@ -160,8 +162,8 @@ def gqa_attention(query, key, value, causal=False, keep_mask=None, window=None):
                    {"en": f"at most L_k = {L_k} queries when causal: the queries are the last positions of the keys",
                     "zh": f"causal 时查询数不超过 L_k = {L_k}：查询是这些键的最后几个位置"})
     keep = None
-    if causal:
-        keep = window_keep_mask(L_q, L_k, window, device=query.device)  # (L_q, L_k)
+    if causal:  # (L_q, L_k); L_q = 0 (no query at all) gives an empty mask and an empty output
+        keep = _window_keep(L_q, L_k, window, query.device)
     if keep_mask is not None:
         check.keep_mask(function, keep_mask, (B, H, L_q, L_k), "(B, H, L_q, L_k)", query, "query")
         keep = keep_mask if keep is None else keep & keep_mask
@@ -195,11 +197,18 @@ def window_keep_mask(length_q, length_k=None, window=None, device=None):
     _window(function, window)
     device = check.device(function, "device", device)
     check.fits_in_memory(function, "length_k", length_k, length_q * length_k, 1)
-    p = torch.arange(length_k - length_q, length_k, device=device)[:, None]  # (L_q, 1): each query's position
-    j = torch.arange(length_k, device=device)[None, :]  # (1, L_k)
-    keep = j <= p
+    return _window_keep(length_q, length_k, window, device)
+
+
+def _window_keep(length_q, length_k, window, device):
+    """window_keep_mask without its checks (any L_q ≥ 0), a band cut with tril_ and triu_ in place:
+    one byte per entry, no table of positions. Query i (position p = L_k − L_q + i) keeps key j
+    when j − i ≤ L_k − L_q, and with W also when j − i > L_k − L_q − W (clamped to the matrix's
+    edge: a window wider than the keys is none)."""
+    offset = length_k - length_q  # query i sits at position i + offset
+    keep = torch.ones(length_q, length_k, dtype=torch.bool, device=device).tril_(offset)
     if window is not None:
-        keep &= j > p - window
+        keep.triu_(max(-length_q, offset - window + 1))
     return keep  # (L_q, L_k)
 
 
@@ -344,7 +353,11 @@ class KVCache:
     slot p mod W and overwrites the token W positions before it, which no later query may see. Its
     memory stays W tokens however long the generation runs; ``update`` returns the W − 1 latest
     kept keys before the new ones (the first new query may see them), and a chunk of several new
-    queries masks with ``positions`` (``window_keep_mask`` for the usual case).
+    queries masks with ``positions`` (``window_keep_mask`` for the usual case). The buffer is made
+    at the first update, so W slots of the batch's keys and values must fit in memory.
+
+    Keys and values may have different head sizes (d_k ≠ d_v), with or without a window; every
+    update gives the batch, heads, head sizes, dtype and device of the first.
 
     ``seen``: tokens appended so far (the next token's position). ``nbytes``: the bytes stored.
     """
@@ -373,6 +386,10 @@ class KVCache:
                                       f"{check.describe(stored)}",
                                 "zh": f"与缓存中的张量（{check.describe(stored)}）相同的批量、头数、头大小、类型和设备"})
         L_new = key.shape[2]
+        if self.window is not None and self.keys is None:  # the buffer: W slots of keys and of values
+            B, H_kv, _, d_k = key.shape
+            check.fits_in_memory(function, "window", self.window, self.window * B * H_kv * (d_k + value.shape[-1]),
+                                 key.element_size())
         new_positions = torch.arange(self.seen, self.seen + L_new, device=key.device)  # (L_new,)
         if self.window is None:
             if self.keys is None:
@@ -392,10 +409,10 @@ class KVCache:
         keys, values = torch.cat([old_k, key], dim=2), torch.cat([old_v, value], dim=2)
         positions = torch.cat([old_p, new_positions])
         W = self.window
-        if self.keys is None:
-            B, H_kv, _, d = key.shape
-            self.keys = key.new_zeros(B, H_kv, W, d)
-            self.values = value.new_zeros(B, H_kv, W, d)
+        if self.keys is None:  # keys and values may differ in size (d_k ≠ d_v), as without a window
+            B, H_kv = key.shape[:2]
+            self.keys = key.new_zeros(B, H_kv, W, key.shape[-1])
+            self.values = value.new_zeros(B, H_kv, W, value.shape[-1])
             self.slot_positions = torch.full((W,), -1, dtype=torch.int64, device=key.device)
         last = slice(max(0, L_new - W), L_new)  # only the last W new tokens survive
         slots = new_positions[last] % W
@@ -538,7 +555,10 @@ class TinyDecoder(nn.Module):
         wrong one does), so the caller keeps them in step."""
         function = "TinyDecoder.forward"
         self._tokens(function, "tokens", tokens)
-        check.whole_number(function, "start", start)
+        check.on_device(function, "tokens", tokens, self.embed.weight.device,
+                        {"en": "the model's parameters", "zh": "模型参数"})
+        # positions start … start + L − 1 are int64 (torch.arange's end, start + L, too)
+        check.whole_number(function, "start", start, 0, check.INT64_MAX - tokens.shape[1])
         if caches is not None and (not isinstance(caches, (list, tuple)) or len(caches) != len(self.blocks)
                                    or not all(isinstance(c, KVCache) for c in caches)):
             check.fail(function, "caches", check.describe(caches),
@@ -554,7 +574,11 @@ class TinyDecoder(nn.Module):
     def generate(self, prompt, new_tokens, cache=True):
         """Greedy decoding: `prompt` (B, P) -> (tokens (B, new_tokens), logits (B, new_tokens, vocab)),
         each step's logits for the token it chose. With ``cache`` the prompt runs once (prefill) and
-        each step feeds one token; without, each step recomputes the whole sequence so far."""
+        each step feeds one token; without, each step recomputes the whole sequence so far.
+
+        It makes `new_tokens` steps, as many as asked (no upper bound): a few milliseconds each at
+        the default sizes, more as the sequence grows without the cache (each step recomputes it
+        all), and the cache and the logits grow by one token per step; 10**6 steps take hours."""
         function = "TinyDecoder.generate"
         self._tokens(function, "prompt", prompt)
         if not prompt.shape[1]:
@@ -583,8 +607,9 @@ class TinyDecoder(nn.Module):
 
 
 def make_tiny_decoder(seed=0, dtype=torch.float32, **options):
-    """An untrained TinyDecoder (random weights from `seed`, global random state untouched), in eval mode."""
-    check.whole_number("make_tiny_decoder", "seed", seed)
+    """An untrained TinyDecoder (random weights from `seed`, global random state untouched), in eval
+    mode, on torch's default device."""
+    check.seed("make_tiny_decoder", "seed", seed)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         check.fail("make_tiny_decoder", "dtype", check.describe(dtype),
                    {"en": "a floating-point dtype such as torch.float64", "zh": "浮点类型，例如 torch.float64"})
@@ -655,9 +680,8 @@ class CachedReverser:
         seq2seq, model = self.seq2seq, self.model
         function = "CachedReverser.decode"
         model._source(function, source, seq2seq.MAX_LENGTH + 1)
-        if max_steps is not None:
-            check.whole_number(function, "max_steps", max_steps)
         B, L_s = source.shape
+        steps = seq2seq._steps(function, max_steps, L_s + 1)  # 1 … 10: the positions the model has
         memory = model._encode(source)  # the encoder runs once, as in greedy_decode
         memory_keep = (source != seq2seq.PAD)[:, None, None, :]  # (B, 1, 1, L_s)
         cross = []  # per layer: the memory's keys and values, (B, H, L_s, d), computed once
@@ -666,10 +690,10 @@ class CachedReverser:
             cross.append((self._project(a, a.k_proj(memory)), self._project(a, a.v_proj(memory))))
         caches = [KVCache() for _ in model.decoder]
         target_real = []  # (B,) per step: whether the token fed at that step is real (not PAD)
-        token = torch.full((B,), seq2seq.BOS)
-        done = torch.zeros(B, dtype=torch.bool)
+        token = torch.full((B,), seq2seq.BOS, device=source.device)
+        done = torch.zeros(B, dtype=torch.bool, device=source.device)
         chosen, logits = [], []
-        for t in range(L_s + 1 if max_steps is None else max_steps):
+        for t in range(steps):
             x = model.embed(token[:, None]) + model.positions[t]  # (B, 1, E): position t, not 0
             target_real.append(token != seq2seq.PAD)
             self_keep = torch.stack(target_real, dim=1)[:, None, None, :]  # (B, 1, 1, t + 1)
@@ -701,8 +725,9 @@ def recomputed_logits(model, source, tokens):
         check.fail(function, "tokens", check.describe(tokens),
                    {"en": f"one answer per source: B = {source.shape[0]} on axis 0",
                     "zh": f"每个源序列一个答案：第 0 维为 B = {source.shape[0]}"})
+    check.on_device(function, "tokens", tokens, source.device, "source")
     memory = model._encode(source)
     B, T = tokens.shape
-    fed = torch.cat([torch.full((B, 1), seq2seq.BOS), tokens], dim=1)
+    fed = torch.cat([tokens.new_full((B, 1), seq2seq.BOS), tokens], dim=1)
     steps = [model.decode(fed[:, : t + 1], memory, source)[:, -1] for t in range(T)]
     return torch.stack(steps, dim=1)  # (B, T, vocab)

@@ -89,7 +89,7 @@ class _ProjectedAttention(nn.Module):
         bias = self.q_proj.bias is not None
         mha = nn.MultiheadAttention(
             self.embed_dim, 1, bias=bias, kdim=self.kv_dim, vdim=self.kv_dim, batch_first=True,
-            dtype=self.q_proj.weight.dtype,
+            dtype=self.q_proj.weight.dtype, device=self.q_proj.weight.device,
         )
         mha.load_state_dict(self._multihead_state(mha))
         return mha

@@ -48,7 +48,7 @@ def _bool(function, argument, mask, needed):
     """`mask` must be a bool tensor; `needed` says what it means (and what to do with 0/1 numbers)."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         check.fail(function, argument, check.describe(mask), needed)
-    return mask
+    return check.dense(function, argument, mask)
 
 
 def check_keep_mask(function, keep_mask, scores):
@@ -97,6 +97,7 @@ def padding_mask(lengths, max_len):
         and lengths.dtype != torch.bool
     )
     if ok:
+        check.dense(function, "lengths", lengths)
         check.has_values(function, "lengths", lengths)
         check.fits_in_memory(function, "max_len", max_len, lengths.numel() * max_len)  # the (B, L_k) mask
     if not ok or (lengths.numel() and (lengths.min() < 0 or lengths.max() > max_len)):
@@ -116,7 +117,7 @@ def padding_mask(lengths, max_len):
 ALIGNMENTS = ("top_left", "bottom_right")
 
 
-def causal_mask(L_q, L_k=None, *, align="top_left"):
+def causal_mask(L_q, L_k=None, *, align="top_left", device=None):
     """Keep mask of a decoder (look-ahead mask): each query may attend to the keys up to its own
     position, not to later ones.
 
@@ -131,6 +132,8 @@ def causal_mask(L_q, L_k=None, *, align="top_left"):
             i + L_k - L_q and sees keys 0 … i + L_k - L_q, as ``torch.nn.attention.bias.causal_lower_right``
             aligns it. Right when decoding with a cache of earlier keys: the new queries come last.
             With L_q > L_k the first L_q - L_k queries then see no key (fully masked rows).
+        device: where to make it (a torch.device or a name such as "cuda"); None: torch's default
+            device, as torch.ones. Give the scores' device (``device=scores.device``) on a GPU.
 
     Returns:
         (L_q, L_k) bool, True where query i may attend to key j. Broadcasts against (..., L_q, L_k).
@@ -142,9 +145,10 @@ def causal_mask(L_q, L_k=None, *, align="top_left"):
     if align not in ALIGNMENTS:
         needed = {"en": '"top_left" or "bottom_right"', "zh": '"top_left" 或 "bottom_right"'}
         check.fail("causal_mask", "align", check.describe(align), needed)
+    device = check.device("causal_mask", "device", device)
     check.fits_in_memory("causal_mask", "L_q" if L_q >= L_k else "L_k", max(L_q, L_k), L_q * L_k)  # bools
     offset = 0 if align == "top_left" else L_k - L_q  # the position of query 0 among the keys
-    return torch.ones(L_q, L_k, dtype=torch.bool).tril(offset)  # (L_q, L_k): key j ≤ query i + offset
+    return torch.ones(L_q, L_k, dtype=torch.bool, device=device).tril_(offset)  # (L_q, L_k): key j ≤ query i + offset
 
 
 # ----------------------------------------------------------------------------- masked softmax
@@ -254,6 +258,7 @@ def from_additive(additive_mask):
     }
     if not isinstance(additive_mask, torch.Tensor) or not additive_mask.is_floating_point():
         check.fail(function, argument, check.describe(additive_mask), needed)
+    check.dense(function, argument, additive_mask)
     check.has_values(function, argument, additive_mask)
     keep = additive_mask == 0
     dropped = additive_mask == float("-inf")
@@ -293,6 +298,7 @@ def from_zero_hidden(mask):
         "zh": "只含 0（遮住）和 1（保留）的张量；0 / -inf 的加性掩码请用 from_additive",
     }
     if isinstance(mask, torch.Tensor):
+        check.dense("from_zero_hidden", "mask", mask)
         check.has_values("from_zero_hidden", "mask", mask)
     if not isinstance(mask, torch.Tensor) or not bool(((mask == 0) | (mask == 1)).all()):
         check.fail("from_zero_hidden", "mask", check.describe(mask), needed)

@@ -207,6 +207,7 @@ class _Multihead(nn.Module):
         scores_shape = (B, self.num_heads, L_q, L_k)
         if keep_mask is not None:
             keep = check.keep_mask(function, keep_mask, scores_shape, "(B, H, L_q, L_k)", query, "query")
+            keep = keep[(None,) * max(0, 2 - keep.ndim)]  # a 0-D or 1-D mask as (1, 1) or (1, L_k): a view
         if key_padding_mask is not None:
             ok = isinstance(key_padding_mask, torch.Tensor) and key_padding_mask.dtype == torch.bool
             if not ok or tuple(key_padding_mask.shape) != (B, L_k):
@@ -299,8 +300,10 @@ class _Multihead(nn.Module):
                     "zh": "未启用 add_bias_kv 与 add_zero_attn 的 nn.MultiheadAttention",
                 },
             )
-        layer = cls(mha.embed_dim, mha.num_heads, kdim=mha.kdim, vdim=mha.vdim, bias=mha.in_proj_bias is not None)
-        return layer.to(mha.out_proj.weight.dtype).copy_weights_from(mha)
+        weight = mha.out_proj.weight
+        with torch.device(weight.device):  # made where mha is, not on the CPU first
+            layer = cls(mha.embed_dim, mha.num_heads, kdim=mha.kdim, vdim=mha.vdim, bias=mha.in_proj_bias is not None)
+        return layer.to(weight.dtype).copy_weights_from(mha)
 
     def to_torch(self):
         """A new ``nn.MultiheadAttention(..., batch_first=True)`` with this layer's weights. Called
@@ -317,9 +320,9 @@ class _Multihead(nn.Module):
                     "nn.MultiheadAttention 只支持这一种",
                 },
             )
-        dtype = next(self.parameters()).dtype
+        weight = next(self.parameters())
         mha = nn.MultiheadAttention(self.embed_dim, self.num_heads, bias=self.bias, kdim=self.kdim, vdim=self.vdim,
-                                    batch_first=True, dtype=dtype)
+                                    batch_first=True, dtype=weight.dtype, device=weight.device)
         packed = self.packed_weights()
         with torch.no_grad():
             for name, target in torch_parameters(mha).items():
@@ -588,7 +591,8 @@ def took_fast_path(mha, *args, **kwargs):
 
 
 def milliseconds(call, repeat=5, warmup=1):
-    """The median wall time of ``call()`` in milliseconds, over `repeat` runs after `warmup` runs."""
+    """The median wall time of ``call()`` in milliseconds, over `repeat` runs after `warmup` runs.
+    It calls as many times as asked (no upper bound): repeat=10**6 of a 10 ms call takes hours."""
     import statistics
     import time
 

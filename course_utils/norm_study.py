@@ -105,8 +105,7 @@ def layer_gradients(norm_first, layers=24, seed=0, batch=BATCH, length=LENGTH, d
     for argument, value in (("layers", layers), ("batch", batch), ("length", length), ("d_model", d_model),
                             ("nhead", nhead), ("d_ff", d_ff)):
         check.positive_int("layer_gradients", argument, value)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        check.fail("layer_gradients", "seed", check.describe(seed), {"en": "an int ≥ 0", "zh": "≥ 0 的整数"})
+    check.whole_number("layer_gradients", "seed", seed, 0, check.SEEDS[1] - 1000)  # seeds seed and 1000 + seed
     with torch.random.fork_rng(devices=[]):  # the weights come from `seed`; the caller's random state stays
         torch.manual_seed(seed)
         stack = nn.ModuleList(EncoderLayer(d_model, nhead, d_ff, dropout=0.0, norm_first=norm_first)
@@ -162,8 +161,7 @@ def warmup_run(norm_first, warmup, seed=0):
     if warmup not in (0, WARMUP_STEPS) or isinstance(warmup, bool):
         check.fail("warmup_run", "warmup", check.describe(warmup),
                    {"en": f"0 (no warm-up) or {WARMUP_STEPS}", "zh": f"0（不预热）或 {WARMUP_STEPS}"})
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        check.fail("warmup_run", "seed", check.describe(seed), {"en": "an int ≥ 0", "zh": "≥ 0 的整数"})
+    check.whole_number("warmup_run", "seed", seed, 0, check.SEEDS[1])  # a seed torch.manual_seed takes
     run = seq2seq.train(seed=seed, warmup=warmup, evaluate=False, norm_first=norm_first, **WARMUP_SETTINGS)
     steps, lr = WARMUP_SETTINGS["steps"], WARMUP_SETTINGS["lr"]
     rates = [seq2seq.learning_rate(step, steps, lr, warmup) for step in range(steps)]

@@ -53,9 +53,12 @@ class Adam:
         if isinstance(lr, torch.Tensor) and lr.ndim == 0 and lr.layout == torch.strided and not lr.is_meta \
                 and (lr.is_floating_point() or lr.dtype in (torch.int64, torch.int32)):
             number = lr.item()
-        if not (_number(number) and math.isfinite(number) and number >= 0):
+        largest = min((torch.finfo(p.dtype).max for p in self.parameters), default=math.inf)  # what a step can hold
+        if not (_number(number) and math.isfinite(number) and 0 <= number <= largest):
             check.fail("Adam.step", "lr", check.describe(lr),
-                       {"en": "a finite number ≥ 0 (or a 0-dim tensor of one)", "zh": "≥ 0 的有限数（或装着它的 0 维张量）"})
+                       {"en": f"a finite number from 0 to {largest:.3g} (or a 0-dim tensor of one), the largest "
+                              "step the parameters' dtype holds",
+                        "zh": f"0 到 {largest:.3g} 之间的有限数（或装着它的 0 维张量），即参数类型能表示的最大步长"})
         self.steps += 1
         beta1, beta2 = self.betas
         step_size = lr / (1 - beta1**self.steps)

@@ -72,7 +72,7 @@ def _int_tensor(function, argument, value, layout, ndim=None):
     if not isinstance(value, torch.Tensor) or value.dtype != torch.int64 or (ndim is not None and value.ndim != ndim):
         check.fail(function, argument, check.describe(value),
                    {"en": f"an int64 tensor {layout}", "zh": f"int64 张量 {layout}"})
-    return value
+    return check.dense(function, argument, value)
 
 
 def _generator(function, generator, device=None):
@@ -136,14 +136,17 @@ def sample_keys(length_q, length_k, count, *, causal=False, generator=None, devi
     max − mean tends to be smaller, and causal mode chooses fewer early queries (lesson 05, section 5)."""
     function = "sample_keys"
     for name, value in (("length_q", length_q), ("length_k", length_k), ("count", count)):
-        check.positive_int(function, name, value)
+        check.whole_number(function, name, value, 1, check.INT64_MAX)  # positions and sizes torch holds
     check.flag(function, "causal", causal)
     if causal and length_q != length_k:
         check.fail(function, "length_k", check.describe(length_k),
                    {"en": f"length_q = {length_q}: causal mode is self-attention",
                     "zh": f"length_q = {length_q}：因果模式用于自注意力"})
-    device = check.device(function, "device", device)
-    generator = _generator(function, generator, device if device is not None else torch.device("cpu"))
+    device = check.device(function, "device", device)  # None: torch's default device, as torch.randint
+    generator = _generator(function, generator, device if device is not None else check.default_device())
+    # (length_q, count) int64, and in causal mode as many float32 draws beside them
+    largest = max((("length_q", length_q), ("count", count)), key=lambda pair: pair[1])
+    check.fits_in_memory(function, *largest, length_q * count, 12 if causal else 8)
     if not causal:
         return torch.randint(length_k, (length_q, count), generator=generator, device=device)
     visible = torch.arange(1, length_q + 1, device=device).unsqueeze(1)  # query i sees i + 1 keys
@@ -217,10 +220,10 @@ def _csr_tensor(rows, columns, values, size):
     warnings it had shown once already."""
     global _csr_warning_consumed
     if _csr_warning_consumed:
-        return torch.sparse_csr_tensor(rows, columns, values, size, check_invariants=False)
+        return torch.sparse_csr_tensor(rows, columns, values, size, check_invariants=False, device=values.device)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_CSR_WARNING, category=UserWarning)
-        tensor = torch.sparse_csr_tensor(rows, columns, values, size, check_invariants=False)
+        tensor = torch.sparse_csr_tensor(rows, columns, values, size, check_invariants=False, device=values.device)
     _csr_warning_consumed = True
     return tensor
 
@@ -272,7 +275,8 @@ def lazy_context(value, length_q, causal=False):
     self-attention: ``length_q`` must be L). value: (B, H, L, D_v), floating, L ≥ 1."""
     function = "lazy_context"
     _float_tensor(function, "value", value, "(B, H, L, D_v)")
-    check.positive_int(function, "length_q", length_q)
+    B, H, _, D_v = value.shape  # the result is (B, H, L_Q, D_v), a view when not causal: torch must shape it
+    check.whole_number(function, "length_q", length_q, 1, check.INT64_MAX // max(1, B * H * D_v))
     check.flag(function, "causal", causal)
     if value.shape[-2] == 0:
         check.fail(function, "value", check.describe(value), {"en": "at least one position", "zh": "至少一个位置"})
@@ -291,7 +295,10 @@ def causal_keep(selected, length_k):
     """(..., u, L_K) bool: True where the selected query at position p may see key j (j ≤ p).
     selected: (..., u) int64 positions."""
     _int_tensor("causal_keep", "selected", selected, "(..., u)")
+    check.dense("causal_keep", "selected", selected)
     check.positive_int("causal_keep", "length_k", length_k)
+    # the (..., u, L_K) bools and the positions 0 … L_K − 1 (int64)
+    check.fits_in_memory("causal_keep", "length_k", length_k, selected.numel() * length_k + 8 * length_k)
     return torch.arange(length_k, device=selected.device) <= selected.unsqueeze(-1)
 
 
@@ -476,6 +483,7 @@ def _validate(function, query, key, value, factor, scale, causal, generator, ind
                 {"en": f"an int64 tensor of shape (L_Q, U) = ({L_Q}, {U}) on query's device holding {where['en']}",
                  "zh": f"形状为 (L_Q, U) = ({L_Q}, {U})、与 query 在同一设备上、取值为{where['zh']}的 int64 张量"},
             )
+        check.dense(function, "index", index)
         _index_values(function, index, L_K, L_Q, causal)
     return B, H, L_Q, L_K, D, U, u
 
@@ -602,8 +610,17 @@ def prob_sparse_attention_plain(
 def walkthrough(batch=32, heads=8, length=96, dim=64, factor=5, *, fast=False, causal=False):
     """The Trace of one call at any size, computed on meta tensors: shapes and bytes, no data, no
     time. The defaults are the sizes of the Informer ProbSparse code's own printout."""
-    for name, value in (("batch", batch), ("heads", heads), ("length", length), ("dim", dim), ("factor", factor)):
+    sizes = {"batch": batch, "heads": heads, "length": length, "dim": dim, "factor": factor}
+    for name, value in sizes.items():
         check.positive_int("walkthrough", name, value)
+    # meta tensors hold no data, but their shapes are int64: K_expand, (B, H, L, L, D), the largest
+    largest = max(("batch", "heads", "length", "dim"), key=sizes.get)
+    if batch * heads * length * length * dim > check.INT64_MAX:
+        check.fail("walkthrough", largest, check.describe(sizes[largest]),
+                   {"en": f"sizes whose largest tensor, (B, H, L, L, D), torch can shape: B·H·L²·D ≤ 2**63 − 1, "
+                          f"not {batch * heads * length * length * dim:,}",
+                    "zh": f"最大的张量 (B, H, L, L, D) 能被 torch 表示的大小：B·H·L²·D ≤ 2**63 − 1，"
+                          f"而不是 {batch * heads * length * length * dim:,}"})
     check.flag("walkthrough", "fast", fast)
     check.flag("walkthrough", "causal", causal)
     q, k, v = (torch.empty(batch, heads, length, dim, device="meta") for _ in range(3))

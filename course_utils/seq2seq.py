@@ -49,10 +49,8 @@ def show(tokens):
 
 
 def _seed(function, seed, argument="seed"):
-    """A seed is any int (torch.manual_seed takes negative ones too), never a bool."""
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        check.fail(function, argument, check.describe(seed), {"en": "an int", "zh": "整数"})
-    return seed
+    """A seed is any int torch.manual_seed takes (negative ones too, up to 2**64 − 1), never a bool."""
+    return check.seed(function, argument, seed)
 
 
 def _count(function, argument, value, per_item):
@@ -65,6 +63,20 @@ def _count(function, argument, value, per_item):
 def _reverser(function, model):
     return check.module(function, "model", model, Reverser, {"en": "a Reverser model (see make_model)",
                                                              "zh": "Reverser 模型（见 make_model）"})
+
+
+def _device(model):
+    """Where `model`'s parameters are: its inputs go there (held-out data are drawn on the CPU, the
+    same on every machine, and moved)."""
+    return model.embed.weight.device
+
+
+def _steps(function, max_steps, default):
+    """A number of decoding steps: None (`default`), or an int from 1 to MAX_LENGTH + 2, the
+    positions the model has a sinusoidal row for (step t feeds a token at position t)."""
+    if max_steps is None:
+        return default
+    return check.whole_number(function, "max_steps", max_steps, 1, MAX_LENGTH + 2)
 
 
 def _batch(function, batch):
@@ -129,36 +141,50 @@ class Batch:
 
 
 def make_batch(lengths, letters):
-    """The Batch for sources of `lengths` (N,) whose letters (N, >= max length) are token ids."""
+    """The Batch for sources of `lengths` (N,) whose letters (N, >= max length) are token ids of
+    letters, 3 … VOCAB − 1 (a … j), int64 (or int32), on the device of `lengths`."""
     function = "make_batch"
     if not isinstance(lengths, torch.Tensor) or lengths.ndim != 1 or lengths.dtype != torch.int64 \
             or not lengths.numel():
         check.fail(function, "lengths", check.describe(lengths),
                    {"en": "a non-empty int64 tensor of shape (N,), each source's number of letters",
                     "zh": "形状为 (N,) 的非空 int64 张量，即每个源序列的字母数"})
+    check.dense(function, "lengths", lengths)
     check.has_values(function, "lengths", lengths)
-    check.tensor(function, "letters", letters, min_ndim=2, layout="(N, L)", floating=False)
-    check.has_values(function, "letters", letters)
-    if letters.ndim != 2 or letters.shape[0] != len(lengths):
+    if not isinstance(letters, torch.Tensor) or letters.dtype not in check.TOKEN_DTYPES or letters.ndim != 2 \
+            or letters.shape[0] != len(lengths):
         check.fail(function, "letters", check.describe(letters),
-                   {"en": f"shape (N, L) with N = {len(lengths)}, one row per length",
-                    "zh": f"形状 (N, L)，其中 N = {len(lengths)}，每个长度对应一行"})
+                   {"en": f"an int64 tensor of letter ids of shape (N, L) with N = {len(lengths)}, one row per length",
+                    "zh": f"形状为 (N, L)、其中 N = {len(lengths)}（每个长度对应一行）的 int64 字母 id 张量"})
+    check.dense(function, "letters", letters)
+    check.has_values(function, "letters", letters)
+    check.on_device(function, "letters", letters, lengths.device, "lengths")
     low, high = torch.stack(torch.aminmax(lengths)).tolist()
     if low < 0 or high > letters.shape[1]:
         check.fail(function, "lengths", check.describe(lengths) + (f"（取值 {low} … {high}）" if language() == "zh"
                                                                    else f" (values {low} … {high})"),
                    {"en": f"lengths from 0 to {letters.shape[1]}, the number of letters in each row of letters",
                     "zh": f"0 到 {letters.shape[1]} 之间的长度（letters 每行有 {letters.shape[1]} 个字母）"})
-    N, L = len(lengths), int(lengths.max())
-    positions = torch.arange(L)  # (L,)
+    N, L, device = len(lengths), high, lengths.device
+    positions = torch.arange(L, device=device)  # (L,)
     real = positions < lengths[:, None]  # (N, L): True at a real letter
+    used = letters[:, :L][real]  # the letters the sources take (those past a source's length are unread)
+    if used.numel():
+        first, last = torch.stack(torch.aminmax(used)).tolist()
+        if first < len(SPECIALS) or last >= VOCAB:  # PAD, BOS or EOS among the letters, or no token at all
+            shown = f"（取值 {first} … {last}）" if language() == "zh" else f" (values {first} … {last})"
+            check.fail(function, "letters", check.describe(letters) + shown,
+                       {"en": f"letter ids in {len(SPECIALS)} … {VOCAB - 1} (a … {chr(ord('a') + LETTERS - 1)}; "
+                              f"0, 1 and 2 are PAD, BOS and EOS) where a source has a letter",
+                        "zh": f"源序列有字母的位置上取 {len(SPECIALS)} … {VOCAB - 1} 之间的字母 id"
+                              f"（a … {chr(ord('a') + LETTERS - 1)}；0、1、2 是三个特殊词元）"})
     source = letters[:, :L].masked_fill(~real, PAD)  # (N, L)
     backwards = (lengths[:, None] - 1 - positions).clamp(min=0)  # (N, L): position i reads length-1-i
     reversed_ = source.gather(1, backwards).masked_fill(~real, PAD)  # (N, L)
-    pad = torch.full((N, 1), PAD)
+    pad = source.new_full((N, 1), PAD)
     source = torch.cat([source, pad], dim=1).scatter(1, lengths[:, None], EOS)  # (N, L + 1): ends with EOS
     target_out = torch.cat([reversed_, pad], dim=1).scatter(1, lengths[:, None], EOS)  # (N, L + 1)
-    target_in = torch.cat([torch.full((N, 1), BOS), reversed_], dim=1)  # (N, L + 1)
+    target_in = torch.cat([source.new_full((N, 1), BOS), reversed_], dim=1)  # (N, L + 1)
     return Batch(source, target_in, target_out, lengths)
 
 
@@ -171,13 +197,15 @@ def random_batch(size, generator, max_length=MAX_LENGTH):
                          size * max_length, 32)
     if generator is not None:
         check.generator(function, "generator", generator)
-    lengths = torch.randint(1, max_length + 1, (size,), generator=generator)
-    letters = torch.randint(len(SPECIALS), VOCAB, (size, max_length), generator=generator)
+    device = None if generator is None else generator.device  # where the generator draws (None: the default)
+    lengths = torch.randint(1, max_length + 1, (size,), generator=generator, device=device)
+    letters = torch.randint(len(SPECIALS), VOCAB, (size, max_length), generator=generator, device=device)
     return make_batch(lengths, letters)
 
 
 def held_out(count=500, seed=10_000):
-    """`count` fixed sources, drawn from their own generator (training draws from the seed's)."""
+    """`count` fixed sources, drawn from their own generator (training draws from the seed's), on
+    the CPU: the same sources on every machine (move them with ``.to`` where a model is elsewhere)."""
     _count("held_out", "count", count, 4 * MAX_LENGTH)
     _seed("held_out", seed)
     return random_batch(count, torch.Generator().manual_seed(seed))
@@ -213,7 +241,9 @@ class Reverser(nn.Module):
         return self.embed(tokens) + self.positions[: tokens.shape[1]]  # (B, L, E)
 
     def _source(self, function, source, longest=MAX_LENGTH + 2):
-        return check.tokens(function, "source", source, VOCAB, ndim=2, layout="(B, L_s)", max_length=longest)
+        check.tokens(function, "source", source, VOCAB, ndim=2, layout="(B, L_s)", max_length=longest)
+        return check.on_device(function, "source", source, self.embed.weight.device,
+                               {"en": "the model's parameters", "zh": "模型参数"})
 
     def encode(self, source):
         """source (B, L_s) -> memory (B, L_s, E)."""
@@ -245,6 +275,7 @@ class Reverser(nn.Module):
         function = "Reverser.forward"
         self._source(function, source)
         check.tokens(function, "target_in", target_in, VOCAB, ndim=2, layout="(B, L_t)", max_length=MAX_LENGTH + 2)
+        check.on_device(function, "target_in", target_in, source.device, "source")
         if target_in.shape[0] != source.shape[0] or not target_in.shape[1]:
             check.fail(function, "target_in", check.describe(target_in),
                        {"en": f"shape (B, L_t) with B = {source.shape[0]}, the batch size of source, and L_t ≥ 1",
@@ -278,17 +309,18 @@ def greedy_decode(model, source, max_steps=None):
 
     source (B, L_s) -> tokens (B, T) int64, T ≤ max_steps (default L_s + 1): after a sequence's
     EOS every further token is PAD. The encoder runs once; the decoder runs on the growing prefix.
+    max_steps: 1 … MAX_LENGTH + 2 = 10, the positions the model has a sinusoidal row for (step t
+    feeds the token at position t); a sequence that has said EOS stops there.
     """
     function = "greedy_decode"
     _reverser(function, model)
     model._source(function, source, MAX_LENGTH + 1)  # L_s + 1 steps must fit the position table
-    if max_steps is not None:
-        check.whole_number(function, "max_steps", max_steps)
     B, L_s = source.shape
+    steps = _steps(function, max_steps, L_s + 1)
     memory = model._encode(source)
-    out = torch.full((B, 1), BOS)
-    done = torch.zeros(B, dtype=torch.bool)
-    for _ in range(L_s + 1 if max_steps is None else max_steps):
+    out = torch.full((B, 1), BOS, device=source.device)
+    done = torch.zeros(B, dtype=torch.bool, device=source.device)
+    for _ in range(steps):
         logits = model.decode(out, memory, source)  # (B, t, VOCAB)
         following = logits[:, -1].argmax(dim=-1).masked_fill(done, PAD)  # (B,)
         out = torch.cat([out, following[:, None]], dim=1)
@@ -302,7 +334,7 @@ def needed_positions(batch):
     """(N, L_t) int64: the source position each output step must read: letter n-1-t at step t < n,
     the source's EOS (position n) at step n; 0 at the padding steps after it."""
     _batch("needed_positions", batch)
-    t = torch.arange(batch.target_out.shape[1])  # (L_t,)
+    t = torch.arange(batch.target_out.shape[1], device=batch.lengths.device)  # (L_t,)
     n = batch.lengths[:, None]  # (N, 1)
     return torch.where(t < n, n - 1 - t, torch.where(t == n, n, 0))
 
@@ -310,10 +342,13 @@ def needed_positions(batch):
 def offset_profile(weights, batch, reach=3):
     """The cross-attention weight by offset from the needed source position, averaged over heads
     and every letter step of the batch: {offset: mean weight} for offsets -reach .. reach.
-    weights: (N, H, L_t, L_s)."""
+    weights: (N, H, L_t, L_s), where the batch is. An offset that leads outside every source
+    (|offset| ≥ L_s) has weight 0. The batch needs at least one letter: with every source empty
+    there is no step to average over."""
     function = "offset_profile"
     _batch(function, batch)
     check.whole_number(function, "reach", reach)
+    check.fits_in_memory(function, "reach", reach, 2 * reach + 1, 100)  # the dict: an int and a float per offset
     shape = (batch.source.shape[0], "H", batch.target_out.shape[1], batch.source.shape[1])
     check.tensor(function, "weights", weights, min_ndim=4, layout="(N, H, L_t, L_s)")
     check.has_values(function, "weights", weights)
@@ -323,15 +358,25 @@ def offset_profile(weights, batch, reach=3):
         check.fail(function, "weights", check.describe(weights),
                    {"en": f"the batch's cross-attention weights, of shape (N, H, L_t, L_s) = {shown}",
                     "zh": f"该批量的交叉注意力权重，形状为 (N, H, L_t, L_s) = {shown}"})
+    check.on_device(function, "weights", weights, batch.lengths.device, "batch")
     needed = needed_positions(batch)  # (N, L_t)
-    letters = torch.arange(needed.shape[1]) < batch.lengths[:, None]  # (N, L_t): the steps that say a letter
+    letters = torch.arange(needed.shape[1], device=needed.device) < batch.lengths[:, None]  # the steps that say a letter
+    said = letters.sum().item()
+    if not said:
+        check.fail(function, "batch", f"Batch(lengths={check.describe(batch.lengths)})",
+                   {"en": "a batch with at least one letter: with every source empty there is no step to average over",
+                    "zh": "至少有一个字母的批量：所有源序列都为空时，没有可以求平均的步"})
     mean = weights.mean(1)  # (N, L_t, L_s)
+    L_s = mean.shape[-1]
     profile = {}
     for offset in range(-reach, reach + 1):
+        if abs(offset) >= L_s:  # outside every source (the needed position is in 0 … L_s − 1): weight 0
+            profile[offset] = 0.0
+            continue
         at = needed + offset
-        inside = letters & (at >= 0) & (at < mean.shape[-1])
-        got = mean.gather(-1, at.clamp(0, mean.shape[-1] - 1)[..., None]).squeeze(-1)  # (N, L_t)
-        profile[offset] = (got * inside).sum().item() / letters.sum().item()  # outside the source: weight 0
+        inside = letters & (at >= 0) & (at < L_s)
+        got = mean.gather(-1, at.clamp(0, L_s - 1)[..., None]).squeeze(-1)  # (N, L_t)
+        profile[offset] = (got * inside).sum().item() / said  # outside the source: weight 0
     return profile
 
 
@@ -345,6 +390,7 @@ def exact(predicted, batch):
         check.fail("exact", "predicted", check.describe(predicted),
                    {"en": f"shape (N, T) with N = {N}, one answer per source of the batch",
                     "zh": f"形状 (N, T)，其中 N = {N}，该批量的每个源序列对应一个答案"})
+    check.on_device("exact", "predicted", predicted, batch.target_out.device, "batch")
     target = batch.target_out
     T = max(predicted.shape[1], target.shape[1])
     pad = lambda t: nn.functional.pad(t, (0, T - t.shape[1]), value=PAD)
@@ -357,9 +403,16 @@ def learning_rate(step, steps, lr, warmup=0):
         lr_t = lr · min((t + 1) / W, (T − t) / (T − W))
 
     a linear warm-up from lr / W to lr over the first W steps, then a linear fall to lr / (T − W)
-    at the last step. Without warm-up (W = 0) it is lr · (1 − t / T): the fall alone, from lr."""
-    for argument, value in (("step", step), ("steps", steps), ("lr", lr), ("warmup", warmup)):
-        check.number("learning_rate", argument, value)
+    at the last step. Without warm-up (W = 0) it is lr · (1 − t / T): the fall alone, from lr.
+
+    steps ≥ 1, 0 ≤ step < steps and 0 ≤ warmup < steps are ints, lr a finite number ≥ 0: every
+    result is then in [0, lr] (a step past the last would give a negative rate, steps = warmup a
+    division by zero)."""
+    function = "learning_rate"
+    check.positive_int(function, "steps", steps)
+    check.whole_number(function, "step", step, 0, steps - 1)
+    check.whole_number(function, "warmup", warmup, 0, steps - 1)
+    check.number(function, "lr", lr, non_negative=True)
     if warmup == 0:
         return lr * (1 - step / steps)
     return lr * min((step + 1) / warmup, (steps - step) / (steps - warmup))
@@ -370,23 +423,29 @@ def train(seed=0, steps=250, batch=64, lr=1.5e-2, warmup=0, evaluate=True, **opt
     padding ignored) on fresh random batches; its accuracy is measured on ``held_out()`` (None when
     not `evaluate`). The step size follows ``learning_rate``: without `warmup` it falls linearly from
     `lr` to 0, so the last steps polish instead of jumping around; with `warmup` = W it first rises
-    linearly over W steps. `options` go to the Reverser (``layers``, ``norm_first``, …)."""
+    linearly over W steps. `options` go to the Reverser (``layers``, ``norm_first``, …).
+
+    It runs `steps` steps, as many as asked (no upper bound): about 10 ms each on one CPU thread
+    at the default sizes, so 250 take seconds and 10**6 take hours (interrupt the kernel to stop).
+    The model is built on torch's default device and the batches (drawn on the CPU, the same on
+    every machine) are moved there."""
     _seed("train", seed)
     check.positive_int("train", "steps", steps)
     _count("train", "batch", batch, 4 * MAX_LENGTH)
-    check.number("train", "lr", lr, non_negative=True)  # a negative step climbs the loss: named here, not in Adam.step
+    check.number("train", "lr", lr, non_negative=True, maximum=torch.finfo(torch.float32).max)
     model = make_model(seed, **options)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup < steps:
         check.fail("train", "warmup", check.describe(warmup),
                    {"en": f"an int from 0 (no warm-up) to steps − 1 = {steps - 1}",
                     "zh": f"0（不预热）到 steps − 1 = {steps - 1} 之间的整数"})
-    data = torch.Generator().manual_seed(seed)
+    data = torch.Generator().manual_seed(seed)  # on the CPU: the same batches on every machine
+    device = _device(model)  # torch's default device, where make_model built it
     optimiser = Adam(model.parameters())
     loss_fn = nn.CrossEntropyLoss(ignore_index=PAD)
     losses = []
     model.train()
     for step in range(steps):
-        b = random_batch(batch, data)
+        b = _to(random_batch(batch, data), device)
         logits = model(b.source, b.target_in)  # (B, L_t, VOCAB)
         loss = loss_fn(logits.flatten(0, 1), b.target_out.flatten())
         model.zero_grad(set_to_none=True)
@@ -396,8 +455,15 @@ def train(seed=0, steps=250, batch=64, lr=1.5e-2, warmup=0, evaluate=True, **opt
     model.eval()
     if not evaluate:
         return Run(model, losses, None)
-    test = held_out()
+    test = _to(held_out(), device)
     return Run(model, losses, exact(greedy_decode(model, test.source), test).double().mean().item())
+
+
+def _to(batch, device):
+    """`batch` with every tensor on `device` (itself when they are there already)."""
+    if batch.lengths.device == torch.device(device):
+        return batch
+    return Batch(*(tensor.to(device) for tensor in (batch.source, batch.target_in, batch.target_out, batch.lengths)))
 
 
 def held_out_loss(model, count=500):
@@ -405,7 +471,7 @@ def held_out_loss(model, count=500):
     sources (every real target token; padding ignored)."""
     _reverser("held_out_loss", model)
     _count("held_out_loss", "count", count, 4 * MAX_LENGTH)
-    test = held_out(count)
+    test = _to(held_out(count), _device(model))
     with torch.no_grad():
         logits = model(test.source, test.target_in)
     return nn.functional.cross_entropy(logits.flatten(0, 1), test.target_out.flatten(), ignore_index=PAD).item()

@@ -94,9 +94,9 @@ def piece_state(scores, values=None):
     return SoftmaxState(m, p.sum(dim=-1), acc)
 
 
-def empty_state(rows, d_v=None, *, dtype=torch.float32, device="cpu"):
+def empty_state(rows, d_v=None, *, dtype=torch.float32, device=None):
     """The state of nothing seen yet: m = −∞, ell = 0 (and acc = 0 of d_v features) for `rows`,
-    the leading shape (a tuple)."""
+    the leading shape (a tuple), on `device` (None: torch's default device, as torch.zeros)."""
     function = "empty_state"
     if not isinstance(rows, (tuple, list, torch.Size)) or not all(
             isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in rows):
@@ -114,11 +114,32 @@ def empty_state(rows, d_v=None, *, dtype=torch.float32, device="cpu"):
     return SoftmaxState(m, torch.zeros_like(m), acc)
 
 
-def _check_state(function, argument, state):
+def _check_state(function, argument, state, *, values=False):
+    """`state` when it is a SoftmaxState whose tensors fit together: m and ell floating-point
+    tensors of one shape (the rows), dtype and device, and acc None (a softmax without values) or
+    (rows..., d_v) of their dtype and device; with `values`, acc is needed."""
+    needed = {"en": "a SoftmaxState (m, ell, acc), e.g. from piece_state",
+              "zh": "SoftmaxState (m, ell, acc)，例如 piece_state 的返回值"}
     if not isinstance(state, SoftmaxState):
-        check.fail(function, argument, check.describe(state),
-                   {"en": "a SoftmaxState (m, ell, acc), e.g. from piece_state",
-                    "zh": "SoftmaxState (m, ell, acc)，例如 piece_state 的返回值"})
+        check.fail(function, argument, check.describe(state), needed)
+    m, ell, acc = state
+    tensors_ok = isinstance(m, torch.Tensor) and isinstance(ell, torch.Tensor) and m.is_floating_point() \
+        and m.layout == torch.strided and ell.layout == torch.strided
+    if not tensors_ok or ell.shape != m.shape or ell.dtype != m.dtype or ell.device != m.device:
+        check.fail(function, argument, f"SoftmaxState(m={check.describe(m)}, ell={check.describe(ell)})",
+                   {"en": "a SoftmaxState whose m and ell are dense floating-point tensors of one shape (the rows), "
+                          "dtype and device, e.g. from piece_state or empty_state",
+                    "zh": "SoftmaxState，其 m 与 ell 为形状（即这些行）、类型和设备都相同的稠密浮点张量，"
+                          "例如 piece_state 或 empty_state 的返回值"})
+    if acc is None and values:
+        check.fail(function, argument, f"SoftmaxState(acc=None, m={check.describe(m)})",
+                   {"en": "a state with values (acc of shape rows + (d_v,)), e.g. empty_state(rows, d_v)",
+                    "zh": "带值的状态（acc 的形状为 rows + (d_v,)），例如 empty_state(rows, d_v)"})
+    if acc is not None and (not isinstance(acc, torch.Tensor) or acc.layout != torch.strided or acc.ndim != m.ndim + 1
+                            or acc.shape[:-1] != m.shape or acc.dtype != m.dtype or acc.device != m.device):
+        check.fail(function, argument, f"SoftmaxState(acc={check.describe(acc)}, m={check.describe(m)})",
+                   {"en": f"acc None or a tensor of shape {tuple(m.shape)} + (d_v,), the dtype and device of m",
+                    "zh": f"acc 为 None，或形状为 {tuple(m.shape)} + (d_v,)、类型和设备与 m 相同的张量"})
     return state
 
 
@@ -129,11 +150,16 @@ def merge_states(a, b):
     _check_state("merge_states", "a", a)
     _check_state("merge_states", "b", b)
     if a.m.shape != b.m.shape or (a.acc is None) != (b.acc is None) or (
-            a.acc is not None and a.acc.shape != b.acc.shape):
+            a.acc is not None and a.acc.shape != b.acc.shape) or a.m.dtype != b.m.dtype or a.m.device != b.m.device:
         check.fail("merge_states", "b", check.describe(b.m),
-                   {"en": f"a state of the same rows as a, m of shape {tuple(a.m.shape)}, with acc of a's shape "
-                          "exactly when a has one",
-                    "zh": f"与 a 对应同一批行的状态：m 的形状为 {tuple(a.m.shape)}；a 有 acc 时它也要有，且形状相同"})
+                   {"en": f"a state of the same rows as a, m of shape {tuple(a.m.shape)} in a's dtype and device, "
+                          "with acc of a's shape exactly when a has one",
+                    "zh": f"与 a 对应同一批行的状态：m 的形状为 {tuple(a.m.shape)}，类型和设备与 a 相同；"
+                          "a 有 acc 时它也要有，且形状相同"})
+    return _merge(a, b)
+
+
+def _merge(a, b):
     m = torch.maximum(a.m, b.m)
     safe = _safe(m)
     alpha, beta = torch.exp(a.m - safe), torch.exp(b.m - safe)  # each ≤ 1; 0 for a −∞ piece
@@ -146,6 +172,10 @@ def finish(state):
     """(output, lse) of a state: output = acc / ell (0 where ell = 0, a row with nothing to attend
     to; None without acc), lse = m + log ell, the log-sum-exp of the row (−∞ for such a row)."""
     _check_state("finish", "state", state)
+    return _finish(state)
+
+
+def _finish(state):
     seen = state.ell > 0
     ell = torch.where(seen, state.ell, torch.ones_like(state.ell))  # 1 where empty: acc is 0 there
     lse = torch.where(seen, state.m + torch.log(ell), torch.full_like(state.m, NEG_INF))
@@ -169,7 +199,7 @@ def online_softmax(scores, boundaries):
     edges = [0, *boundaries, n]
     state = empty_state(scores.shape[:-1], dtype=scores.dtype, device=scores.device)
     for start, stop in itertools.pairwise(edges):
-        state = merge_states(state, piece_state(scores[..., start:stop]))
+        state = _merge(state, piece_state(scores[..., start:stop]))
     seen = state.ell > 0
     ell = torch.where(seen, state.ell, torch.ones_like(state.ell))
     return torch.exp(scores - _safe(state.m)[..., None]) / ell[..., None]
@@ -202,12 +232,19 @@ def _position_keep(i0, i1, j0, j1, low, high, device):
 
 @functools.lru_cache(maxsize=256)
 def _offset_keep(rows, columns, start, low, high, device):
-    offset = torch.arange(start, start + columns, device=device)[None, :] - torch.arange(rows, device=device)[:, None]
+    return _band(rows, columns, start, low, high, device)
+
+
+def _band(rows, columns, start, low, high, device):
+    """(rows, columns) bool, True where low ≤ start + c − r ≤ high (r the row, c the column): a
+    band between two diagonals, cut with tril_ and triu_ in place, so that it takes one byte per
+    entry and no table of offsets. A diagonal past the matrix's edge is clamped to the edge (a
+    window of 2**100 is no window), so no int64 overflows whatever the window."""
     keep = torch.ones(rows, columns, dtype=torch.bool, device=device)
-    if low > -math.inf:
-        keep &= offset >= low
-    if high < math.inf:
-        keep &= offset <= high
+    if high < math.inf:  # start + c − r ≤ high: on or below the diagonal c − r = high − start
+        keep.tril_(max(-rows, min(columns, high - start)))
+    if low > -math.inf:  # start + c − r ≥ low: on or above the diagonal c − r = low − start
+        keep.triu_(max(-rows, min(columns, low - start)))
     return keep
 
 
@@ -233,29 +270,31 @@ def tile_kinds(L_q, L_k, block_q, block_k, *, causal=False, window=None, keep_ma
         check.has_values(function, "keep_mask", keep_mask)
         check_keep_mask(function, keep_mask, _Scores((*keep_mask.shape[:-2], L_q, L_k), keep_mask.device))
         keep_mask = keep_mask.expand(*keep_mask.shape[:-2], L_q, L_k)
-    low, high = _allowed_offsets(causal, window)
     n_q, n_k = -(-L_q // block_q), -(-L_k // block_k)
-    kinds = torch.empty(n_q, n_k, dtype=torch.int64)
-    for i in range(n_q):
-        i0, i1 = i * block_q, min((i + 1) * block_q, L_q)
-        for j in range(n_k):
-            j0, j1 = j * block_k, min((j + 1) * block_k, L_k)
-            kinds[i, j] = _tile_kind(i0, i1, j0, j1, low, high, keep_mask, "cpu" if keep_mask is None else keep_mask.device)[0]
-    return kinds
+    # the table (int64) and as many Python ints while it is filled: 2**20 × 2**20 tiles would be 8 TiB
+    check.fits_in_memory(function, "block_q" if n_q >= n_k else "block_k", block_q if n_q >= n_k else block_k,
+                         n_q * n_k, 8 + 32)
+    low, high = _allowed_offsets(causal, window)
+    kinds = [[_tile_kind(i * block_q, min((i + 1) * block_q, L_q), j * block_k, min((j + 1) * block_k, L_k), low,
+                         high, keep_mask, None)[0] for j in range(n_k)] for i in range(n_q)]
+    # where the mask is (torch's default device without one), as every result of the package
+    device = keep_mask.device if keep_mask is not None else check.default_device()
+    return torch.tensor(kinds, dtype=torch.int64, device=device)
 
 
 def _tile_kind(i0, i1, j0, j1, low, high, keep_mask, device):
-    """(kind, keep) of one tile: keep is None for FULL and SKIP, the tile's bool mask for PARTIAL, on
-    `device` (the scores'), so that a GPU's scores are never masked with a CPU tensor."""
+    """(kind, keep) of one tile: keep is None for FULL and SKIP, the tile's bool mask for PARTIAL,
+    made on `device` (None: the kind alone is wanted). Without keep_mask the kind follows from the
+    offsets j − i the tile holds, which form one interval: exact, with no mask to read (the mask of
+    a PARTIAL tile is made only to be applied)."""
     kind = _position_kind(i0, i1, j0, j1, low, high)
-    if kind == SKIP:
-        return SKIP, None
-    keep = None if kind == FULL else _position_keep(i0, i1, j0, j1, low, high, device)
-    if keep_mask is not None:
-        tile = keep_mask[..., i0:i1, j0:j1]
-        keep = tile if keep is None else tile & keep
-    if keep is None:
-        return FULL, None
+    if kind == SKIP or (kind == FULL and keep_mask is None):
+        return kind, None
+    if keep_mask is None:
+        return kind, None if device is None else _position_keep(i0, i1, j0, j1, low, high, device)
+    keep = None if kind == FULL else _position_keep(i0, i1, j0, j1, low, high, keep_mask.device)
+    tile = keep_mask[..., i0:i1, j0:j1]
+    keep = tile if keep is None else tile & keep
     if not keep.any():
         return SKIP, None
     return (FULL, None) if keep.all() else (PARTIAL, keep)
@@ -301,6 +340,26 @@ def update(state, scores, values):
     """One step of the online softmax: `state` of the rows so far, merged with the tile of
     `scores` (..., b_q, b_k) and its `values` (..., b_k, d_v). The rescaling written out (the
     same arithmetic as ``merge_states(state, piece_state(scores, values))``)."""
+    function = "update"
+    _check_state(function, "state", state, values=True)
+    rows, d_v = tuple(state.m.shape), state.acc.shape[-1]
+    check.tensor(function, "scores", scores, min_ndim=1, layout="(..., b_q, b_k)")
+    if tuple(scores.shape[:-1]) != rows:
+        check.fail(function, "scores", check.describe(scores),
+                   {"en": f"shape {rows} + (b_k,): one score per key of the tile for each of the state's rows",
+                    "zh": f"形状 {rows} + (b_k,)：状态的每一行对该分块的每个键各有一个分数"})
+    check.alike(function, "scores", scores, state.m, "state.m")
+    check.tensor(function, "values", values, min_ndim=2, layout="(..., b_k, d_v)")
+    wanted = (*rows[:-1], scores.shape[-1], d_v)
+    if tuple(values.shape) != wanted:
+        check.fail(function, "values", check.describe(values),
+                   {"en": f"shape {wanted}: one value vector of state.acc's d_v = {d_v} features per key of the tile",
+                    "zh": f"形状 {wanted}：该分块的每个键对应一个值向量，特征数为 state.acc 的 d_v = {d_v}"})
+    check.alike(function, "values", values, state.m, "state.m")
+    return _update(state, scores, values)
+
+
+def _update(state, scores, values):
     m_new = torch.maximum(state.m, scores.detach().amax(dim=-1))  # (..., b_q)
     safe = _safe(m_new)
     alpha = torch.exp(state.m - safe)  # how much the old state shrinks: exp(m_old − m_new) ≤ 1
@@ -352,8 +411,8 @@ def tiled_attention(query, key, value, *, block_q=64, block_k=64, causal=False, 
             scores = q @ key[..., j0:j1, :].transpose(-2, -1)  # (..., b_q, b_k): the only scores that exist
             if kind == PARTIAL:
                 scores = scores.masked_fill(~keep, NEG_INF)
-            state = update(state, scores, value[..., j0:j1, :])
-        output, lse = finish(state)
+            state = _update(state, scores, value[..., j0:j1, :])
+        output, lse = _finish(state)
         outputs.append(output)
         lses.append(lse)
     return torch.cat(outputs, dim=-2), torch.cat(lses, dim=-1)
@@ -471,19 +530,20 @@ def flash_attention(query, key, value, *, block_q=64, block_k=64, causal=False, 
     return TiledAttention.apply(query, key, value, block_q, block_k, causal, window, keep_mask, scale)
 
 
-def keep_of(L_q, L_k, *, causal=False, window=None, device="cpu"):
-    """The (L_q, L_k) keep mask that `causal` and `window` mean (None when both are off)."""
+def keep_of(L_q, L_k, *, causal=False, window=None, device=None):
+    """The (L_q, L_k) keep mask that `causal` and `window` mean (None when both are off), on
+    `device` (None: torch's default device). It takes L_q · L_k bytes, nothing more."""
     check.positive_int("keep_of", "L_q", L_q)
     check.positive_int("keep_of", "L_k", L_k)
     check.flag("keep_of", "causal", causal)
     if window is not None:
         check.positive_int("keep_of", "window", window)
-    device = check.device("keep_of", "device", device) or torch.device("cpu")
+    device = check.device("keep_of", "device", device)
     if not causal and window is None:
         return None
-    check.fits_in_memory("keep_of", "L_k", L_k, L_q * L_k)
+    check.fits_in_memory("keep_of", "L_k" if L_k >= L_q else "L_q", max(L_q, L_k), L_q * L_k)  # one bool each
     low, high = _allowed_offsets(causal, window)
-    return _position_keep(0, L_q, 0, L_k, low, high, device).clone()  # the caller's own: the cache's stays
+    return _band(L_q, L_k, 0, low, high, device)  # the caller's own, never the tiles' cache
 
 
 def materialised_attention(query, key, value, *, causal=False, window=None, keep_mask=None, scale=None):

@@ -53,12 +53,16 @@ def _task(function, task):
     return check.one_of(function, "task", task, TASKS)
 
 
-def _seed(function, seed, argument="seed"):
-    """A seed (or an example's index, which picks its seed) is any int (torch.manual_seed takes
-    negative ones too), never a bool."""
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        check.fail(function, argument, check.describe(seed), {"en": "an int", "zh": "整数"})
-    return seed
+def _seed(function, seed, argument="seed", offsets=(0,)):
+    """A seed (or an example's index, which picks its seed) is any int torch.manual_seed takes
+    once each of `offsets` is added (negative ones too, up to 2**64 − 1), never a bool."""
+    return check.seed(function, argument, seed, offsets)
+
+
+#: What train and train_neighbours add to the seed for the held-out data's generator.
+HELD_OUT_SEED = 1_000_000
+#: What example adds to an index for its generator.
+EXAMPLES_FROM = 10_000
 
 
 def _sizes(function, length, vocab, shortest=1):
@@ -94,12 +98,19 @@ def _model(function, model, kinds=None):
                         {"en": f"a toy model ({names})", "zh": f"玩具任务模型（{names}）"})
 
 
-def _model_tokens(function, model, tokens, ndim, layout, kinds=None):
+def _model_tokens(function, model, tokens, ndim, layout, kinds=None, *, some=False):
     """`model` a toy model and `tokens` token ids it can read: ids below its vocab, no longer
-    than its position table."""
+    than its position table, on the model's device; with `some`, at least one sequence (a
+    fraction of nothing has no value)."""
     _model(function, model, kinds)
     check.tokens(function, "tokens", tokens, model.token.num_embeddings, ndim=ndim, layout=layout,
                  max_length=model.position.shape[0])
+    check.on_device(function, "tokens", tokens, model.position.device, {"en": "the model's parameters",
+                                                                        "zh": "模型参数"})
+    if some and not tokens.shape[0]:
+        check.fail(function, "tokens", check.describe(tokens),
+                   {"en": "at least one sequence (N ≥ 1): the fraction right of no answer at all has no value",
+                    "zh": "至少一条序列（N ≥ 1）：没有任何答案时，答对的比例没有定义"})
     return tokens
 
 
@@ -109,6 +120,7 @@ def _targets(function, targets, expected):
         check.fail(function, "targets", check.describe(targets),
                    {"en": f"a tensor of shape {tuple(expected)}, one target per answer of the model",
                     "zh": f"形状为 {tuple(expected)} 的张量，模型的每个答案对应一个目标"})
+    check.dense(function, "targets", targets)
     check.has_values(function, "targets", targets)
     return targets
 
@@ -151,28 +163,31 @@ def make_batch(task, size, generator, length=LENGTH, vocab=VOCAB):
 
 
 def _make_batch(task, size, generator, length, vocab):
-    shuffled = torch.rand(size, vocab, generator=generator).argsort(dim=-1)  # (N, vocab): a random order
+    device = None if generator is None else generator.device  # where the generator draws (None: the default)
+    shuffled = torch.rand(size, vocab, generator=generator, device=device).argsort(dim=-1)  # (N, vocab): a random order
     tokens = shuffled[:, :length]  # (N, L): L different tokens
     return tokens, tokens[:, target_positions(task, length)]  # (N, L_out)
 
 
 def example(task, index, length=LENGTH, vocab=VOCAB):
-    """Example number `index` (a fixed sequence for each index, held out from training): (tokens, target)."""
+    """Example number `index` (a fixed sequence for each index, held out from training): (tokens, target),
+    drawn on the CPU (the same example on every machine)."""
     function = "example"
     _task(function, task)
-    _seed(function, index, "index")
+    _seed(function, index, "index", (EXAMPLES_FROM,))
     _sizes(function, length, vocab)
     return _example(task, index, length, vocab)
 
 
 def _example(task, index, length, vocab):
-    tokens, targets = _make_batch(task, 1, torch.Generator().manual_seed(10_000 + index), length, vocab)
+    tokens, targets = _make_batch(task, 1, torch.Generator().manual_seed(EXAMPLES_FROM + index), length, vocab)
     return tokens[0], targets[0]
 
 
 def examples(task, count, length=LENGTH, vocab=VOCAB):
     """Examples 0 .. count-1 stacked: tokens (count, L) and targets (count, L_out). The tokens are
-    the same for every task."""
+    the same for every task. It makes `count` examples one by one, as many as asked (about 30 µs
+    each: 10**5 take seconds, 10**8 most of an hour)."""
     function = "examples"
     _task(function, task)
     check.positive_int(function, "count", count)
@@ -244,7 +259,8 @@ class EncoderDecoder(nn.Module):
 
 
 def make_model(task, seed=0, **options):
-    """The untrained model for `task`, its weights drawn from `seed` (global RNG state untouched)."""
+    """The untrained model for `task`, its weights drawn from `seed` (global RNG state untouched),
+    on torch's default device."""
     _task("make_model", task)
     _seed("make_model", seed)
     with torch.random.fork_rng(devices=[]):
@@ -265,10 +281,12 @@ class Run:
 
 @torch.no_grad()
 def accuracy(model, tokens, targets):
-    """The fraction of output tokens `model` predicts right on tokens (N, L) with targets (N, L_out)."""
-    _model_tokens("accuracy", model, tokens, 2, "(N, L)")
+    """The fraction of output tokens `model` predicts right on tokens (N, L) with targets (N, L_out),
+    N ≥ 1 (no answer at all has no fraction right: N = 0 is refused)."""
+    _model_tokens("accuracy", model, tokens, 2, "(N, L)", some=True)
     logits, _ = model(tokens)
     _targets("accuracy", targets, logits.shape[:-1])
+    check.on_device("accuracy", "targets", targets, tokens.device, "tokens")
     return (logits.argmax(dim=-1) == targets).double().mean().item()
 
 
@@ -299,7 +317,7 @@ def needed_weights(weights, task):
 
 
 def _needed_weights(weights, task):
-    wanted = torch.tensor(target_positions(task, weights.shape[-1]))  # (L_out,)
+    wanted = torch.tensor(target_positions(task, weights.shape[-1]), device=weights.device)  # (L_out,)
     if weights.shape[-2] != len(wanted):
         check.fail("needed_weights", "weights", check.describe(weights),
                    {"en": f"shape (..., {len(wanted)}, L) for task {task!r}",
@@ -317,7 +335,7 @@ def alignment_margin(weights, task):
 
 
 def _alignment_margin(weights, task):
-    wanted = torch.tensor(target_positions(task, weights.shape[-1]))
+    wanted = torch.tensor(target_positions(task, weights.shape[-1]), device=weights.device)
     if weights.shape[-2] != len(wanted):
         return float("-inf")
     best = _needed_weights(weights, task)  # (..., L_out)
@@ -337,12 +355,14 @@ def alignment_found(weights, task, margin=0.0):
 def _fit(model, next_batch, steps, lr):
     """Adam on `steps` fresh batches from `next_batch()` -> (tokens, targets), with the cross-entropy
     of every answer; leaves the model in eval mode and returns the loss of each step. Every toy
-    task trains this way, so their runs differ only in their data and their model."""
+    task trains this way, so their runs differ only in their data and their model. The batches are
+    drawn on the CPU (the same data on every machine) and moved to the model's device."""
     optimiser = Adam(model.parameters())
     loss_fn = nn.CrossEntropyLoss()
+    device = model.position.device
     losses = []
     for _ in range(steps):
-        tokens, targets = next_batch()
+        tokens, targets = (tensor.to(device) for tensor in next_batch())
         logits, _ = model(tokens)  # (B, ..., vocab): one row of logits per answer
         loss = loss_fn(logits.flatten(0, -2), targets.flatten())
         model.zero_grad(set_to_none=True)
@@ -358,22 +378,28 @@ def train(task, seed=0, steps=300, batch=64, lr=0.01, held_out=500, **options):
 
     Deterministic for a given seed and number of threads (data and weights come from `seed`;
     the global random state is left as it was). Returns a ``Run``; its accuracy is measured on
-    `held_out` sequences drawn from a separate generator.
+    `held_out` ≥ 1 sequences drawn from a separate generator.
+
+    It runs `steps` steps, as many as asked (no upper bound): about 3 ms each on one CPU thread,
+    so 300 take a second and 10**6 most of an hour (interrupt the kernel to stop). The model is
+    built on torch's default device; the batches are drawn on the CPU and moved there.
     """
     function = "train"
     _task(function, task)
-    _seed(function, seed)
+    _seed(function, seed, offsets=(0, HELD_OUT_SEED))
     check.whole_number(function, "steps", steps)
     _batch_size(function, "batch", batch)
     check.positive_int(function, "batch", batch)
-    check.number(function, "lr", lr, non_negative=True)  # a negative step climbs the loss: named here, not in Adam.step
+    check.number(function, "lr", lr, non_negative=True, maximum=torch.finfo(torch.float32).max)
     _batch_size(function, "held_out", held_out)
+    check.positive_int(function, "held_out", held_out)  # an accuracy on no sequence at all has no value
     model = make_model(task, seed, **options)
     data = torch.Generator().manual_seed(seed)
     losses = _fit(model, lambda: _make_batch(task, batch, data, LENGTH, VOCAB), steps, lr)
-    test_tokens, test_targets = _make_batch(task, held_out, torch.Generator().manual_seed(seed + 1_000_000),
+    test_tokens, test_targets = _make_batch(task, held_out, torch.Generator().manual_seed(seed + HELD_OUT_SEED),
                                             LENGTH, VOCAB)
-    return Run(task, model, losses, accuracy(model, test_tokens, test_targets))
+    device = model.position.device
+    return Run(task, model, losses, accuracy(model, test_tokens.to(device), test_targets.to(device)))
 
 
 # ----------------------------------------------------------------------------- lesson 04: neighbours
@@ -416,6 +442,7 @@ NEIGHBOURS_EXAMPLES_FROM = 20_000
 def neighbour_positions(length=LENGTH):
     """{side: the position each query must read}: left i - 1, right i + 1, wrapping around."""
     check.positive_int("neighbour_positions", "length", length)
+    check.fits_in_memory("neighbour_positions", "length", length, 2 * length, 36)  # two Python lists of ints
     return {"left": [(i - 1) % length for i in range(length)], "right": [(i + 1) % length for i in range(length)]}
 
 
@@ -431,15 +458,17 @@ def neighbours_batch(size, generator, length=LENGTH, vocab=VOCAB):
 
 
 def _neighbours_batch(size, generator, length, vocab):
-    tokens = torch.rand(size, vocab, generator=generator).argsort(dim=-1)[:, :length]  # (N, L)
+    device = None if generator is None else generator.device  # where the generator draws (None: the default)
+    tokens = torch.rand(size, vocab, generator=generator, device=device).argsort(dim=-1)[:, :length]  # (N, L)
     where = neighbour_positions(length)
     return tokens, torch.stack([tokens[:, where[side]] for side in SIDES], dim=-1)  # (N, L, 2)
 
 
 def neighbours_example(index, length=LENGTH, vocab=VOCAB):
-    """Held-out example number `index` of the neighbours task: (tokens (L,), targets (L, 2))."""
+    """Held-out example number `index` of the neighbours task: (tokens (L,), targets (L, 2)), drawn on
+    the CPU (the same example on every machine)."""
     function = "neighbours_example"
-    _seed(function, index, "index")
+    _seed(function, index, "index", (NEIGHBOURS_EXAMPLES_FROM,))
     _sizes(function, length, vocab, shortest=2)
     generator = torch.Generator().manual_seed(NEIGHBOURS_EXAMPLES_FROM + index)
     tokens, targets = _neighbours_batch(1, generator, length, vocab)
@@ -497,35 +526,40 @@ def train_neighbours(heads=2, seed=0, steps=300, batch=64, lr=0.01, held_out=500
     ``readout="mlp"``) with Adam on fresh random batches, as ``train`` does for the other tasks
     (deterministic for a seed and a number of threads; the global random state is left alone).
     Returns a ``Run``; its accuracy is the fraction of the held-out answers (two per position) it
-    gets right."""
+    gets right, on `held_out` ≥ 1 sequences. It runs `steps` steps, as many as asked (about 3 ms
+    each on one CPU thread: 10**6 take most of an hour); the model is built on torch's default
+    device and the batches, drawn on the CPU, are moved there."""
     function = "train_neighbours"
     check.positive_int(function, "heads", heads)
     sizes = (options.get("token_dim", 16), options.get("position_dim", 16))
     if all(isinstance(size, int) for size in sizes):
         _heads(function, heads, sum(sizes))
-    _seed(function, seed)
+    _seed(function, seed, offsets=(0, HELD_OUT_SEED))
     check.whole_number(function, "steps", steps)
     _batch_size(function, "batch", batch)
     check.positive_int(function, "batch", batch)
-    check.number(function, "lr", lr, non_negative=True)  # a negative step climbs the loss: named here, not in Adam.step
+    check.number(function, "lr", lr, non_negative=True, maximum=torch.finfo(torch.float32).max)
     _batch_size(function, "held_out", held_out)
+    check.positive_int(function, "held_out", held_out)  # an accuracy on no sequence at all has no value
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = NeighboursModel(heads, **options)
     data = torch.Generator().manual_seed(seed)
     losses = _fit(model, lambda: _neighbours_batch(batch, data, LENGTH, VOCAB), steps, lr)
-    test_tokens, test_targets = _neighbours_batch(held_out, torch.Generator().manual_seed(seed + 1_000_000),
+    test_tokens, test_targets = _neighbours_batch(held_out, torch.Generator().manual_seed(seed + HELD_OUT_SEED),
                                                   LENGTH, VOCAB)
-    return Run("neighbours", model, losses, accuracy(model, test_tokens, test_targets))
+    device = model.position.device
+    return Run("neighbours", model, losses, accuracy(model, test_tokens.to(device), test_targets.to(device)))
 
 
 @torch.no_grad()
 def side_accuracy(model, tokens, targets):
     """The fraction of left answers and of right answers `model` gets right on tokens (N, L) with
-    targets (N, L, 2): a (2,) tensor in the order of SIDES."""
-    _model_tokens("side_accuracy", model, tokens, 2, "(N, L)", (NeighboursModel,))
+    targets (N, L, 2), N ≥ 1: a (2,) tensor in the order of SIDES."""
+    _model_tokens("side_accuracy", model, tokens, 2, "(N, L)", (NeighboursModel,), some=True)
     logits, _ = model(tokens)
     _targets("side_accuracy", targets, logits.shape[:-1])
+    check.on_device("side_accuracy", "targets", targets, tokens.device, "tokens")
     return (logits.argmax(dim=-1) == targets).double().mean(dim=(0, 1))
 
 
@@ -545,7 +579,7 @@ def neighbour_weights(weights):
 
 def _neighbour_weights(weights):
     where = neighbour_positions(weights.shape[-1])
-    rows = torch.arange(weights.shape[-1])
+    rows = torch.arange(weights.shape[-1], device=weights.device)
     return torch.stack([weights[..., rows, where[side]] for side in SIDES], dim=-1)
 
 

@@ -175,8 +175,9 @@ def offset_rotation(k, d_model, base=10000.0, dtype=torch.float64):
         (d_model, d_model) orthogonal matrix R_k.
     """
     function = "offset_rotation"
-    if not isinstance(k, int) or isinstance(k, bool):
-        check.fail(function, "k", check.describe(k), {"en": "an int (the offset in positions)", "zh": "整数（位置偏移量）"})
+    if not isinstance(k, int) or isinstance(k, bool) or abs(k) > check.INT64_MAX:
+        check.fail(function, "k", check.describe(k), {"en": "an int (the offset in positions) from −(2**63 − 1) to 2**63 − 1",
+                                                      "zh": "−(2**63 − 1) 到 2**63 − 1 之间的整数（位置偏移量）"})
     check.positive_int(function, "d_model", d_model)
     if d_model % 2:
         check.fail(function, "d_model", check.describe(d_model),
@@ -301,11 +302,12 @@ class _Layer(nn.Module):
         return nn.LayerNorm(self.d_model, eps=self.layer_norm_eps, bias=self.bias)
 
     def _settings(self):
-        """The constructor arguments of the matching PyTorch layer."""
-        dtype = next(self.parameters()).dtype
+        """The constructor arguments of the matching PyTorch layer, on this layer's device and dtype."""
+        weight = next(self.parameters())
         return {"d_model": self.d_model, "nhead": self.nhead, "dim_feedforward": self.d_ff,
                 "dropout": self.dropout_p, "activation": self.activation, "layer_norm_eps": self.layer_norm_eps,
-                "batch_first": True, "norm_first": self.norm_first, "bias": self.bias, "dtype": dtype}
+                "batch_first": True, "norm_first": self.norm_first, "bias": self.bias, "dtype": weight.dtype,
+                "device": weight.device}
 
     @classmethod
     def _from_settings(cls, function, layer):
@@ -316,10 +318,12 @@ class _Layer(nn.Module):
             check.fail(function, "layer", type(layer).__name__,
                        {"en": "a layer whose attention has no add_bias_kv, no add_zero_attn and kdim = vdim = d_model",
                         "zh": "其注意力未启用 add_bias_kv、add_zero_attn，且 kdim = vdim = d_model 的层"})
-        ours = cls(attention.embed_dim, attention.num_heads, layer.linear1.out_features, dropout=layer.dropout.p,
-                   activation=activation, norm_first=layer.norm_first, layer_norm_eps=layer.norm1.eps,
-                   bias=layer.linear1.bias is not None)
-        return ours.to(layer.linear1.weight.dtype)
+        weight = layer.linear1.weight
+        with torch.device(weight.device):  # made where the PyTorch layer is, not on the CPU first
+            ours = cls(attention.embed_dim, attention.num_heads, layer.linear1.out_features, dropout=layer.dropout.p,
+                       activation=activation, norm_first=layer.norm_first, layer_norm_eps=layer.norm1.eps,
+                       bias=layer.linear1.bias is not None)
+        return ours.to(weight.dtype)
 
     def _copy_common(self, layer, norms, to_torch):
         """Copy the feed-forward and the norms between this layer and PyTorch's `layer`, either way."""
@@ -504,7 +508,8 @@ class DecoderLayer(_Layer):
         _keep(function, keep_mask, (B, self.nhead, L_t, L_t), x)
         check.flag(function, "causal", causal)
         check.flag(function, "need_weights", need_weights)
-        keep = causal_mask(L_t).to(x.device) if causal else None  # (L_t, L_t): key j ≤ query i
+        # (L_t, L_t): key j ≤ query i, made where x is; an empty target (L_t = 0) has nothing to hide
+        keep = causal_mask(L_t, device=x.device) if causal and L_t else None
         if keep_mask is not None:
             keep = keep_mask if keep is None else keep & keep_mask  # a bad keep_mask is named by self_attn
         weights = []

@@ -182,8 +182,9 @@ def alike(function, argument, value, reference, source):
 
 
 def mask_on_device_of(function, argument, mask, reference, source):
-    """Check that `mask` lives on the device of tensor `reference`, named by `source` (code, e.g.
-    "query" or "x"): a mask elsewhere would fail deep inside torch."""
+    """Check that `mask` is dense and lives on the device of tensor `reference`, named by `source`
+    (code, e.g. "query" or "x"): a mask elsewhere would fail deep inside torch."""
+    dense(function, argument, mask)
     if mask.device != reference.device:
         where = reference.device.type
         fail(function, argument, describe(mask),
@@ -203,26 +204,50 @@ def keep_mask(function, value, shape, layout, reference, source):
     return mask_on_device_of(function, "keep_mask", value, reference, source)
 
 
-def fits_in_memory(function, argument, value, count, itemsize=1):
-    """Check that a tensor of `count` elements of `itemsize` bytes, sized by `value`, can exist at all:
-    one larger than this machine's memory fails later inside torch's allocator (or is killed by the
-    system) with a message that names no argument."""
+def _memory():
+    """(bytes, limited): the memory a tensor may take here: this machine's, or less where the
+    process may map less (a limit on its address space, ``ulimit -v``, minus what it maps already);
+    None when the system does not say (Windows)."""
     import os
 
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # no sysconf (Windows): trust the allocator
+        return None, False
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            with open("/proc/self/statm", encoding="ascii") as statm:
+                mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            if soft - mapped < total:
+                return max(0, soft - mapped), True
+    except (ImportError, OSError, ValueError):
+        pass
+    return total, False
+
+
+def fits_in_memory(function, argument, value, count, itemsize=1):
+    """Check that a tensor of `count` elements of `itemsize` bytes, sized by `value`, can exist at all:
+    one larger than this machine's memory fails later inside torch's allocator (or is killed by the
+    system) with a message that names no argument."""
+    total, limited = _memory()
+    if total is None:
         return value
     if count * itemsize > total:
+        where = ({"en": f"the {total / 2**30:,.1f} GiB this process may still map",
+                  "zh": f"本进程还能映射的 {total / 2**30:,.1f} GiB"} if limited else
+                 {"en": f"this machine's {total / 2**30:,.0f} GiB", "zh": f"本机的 {total / 2**30:,.0f} GiB 内存"})
         fail(
             function,
             argument,
             describe(value),
             {
                 "en": f"a size whose result fits in memory: it would hold {count:,} elements, "
-                f"{count * itemsize / 2**30:,.0f} GiB, more than this machine's {total / 2**30:,.0f} GiB",
+                f"{count * itemsize / 2**30:,.0f} GiB, more than {where['en']}",
                 "zh": f"结果能放进内存的大小：结果将有 {count:,} 个元素，共 {count * itemsize / 2**30:,.0f} GiB，"
-                f"超过本机的 {total / 2**30:,.0f} GiB 内存",
+                f"超过{where['zh']}",
             },
         )
     return value
@@ -277,6 +302,27 @@ def device(function, argument, value):
               "zh": "None、torch.device，或本机有的设备名，例如 'cpu'"})
 
 
+def default_device():
+    """The device a tensor made without ``device=`` lands on: torch's default device (the CPU unless
+    ``torch.set_default_device`` says otherwise). A function whose inputs hold no tensor makes its
+    tensors there, as torch's own factories do."""
+    get = getattr(torch, "get_default_device", None)  # torch >= 2.3
+    return get() if get is not None else torch.empty(0).device
+
+
+def on_device(function, argument, value, device, source):
+    """`value`, a tensor, when it lives on `device`, the device of `source` (words, as an
+    {"en", "zh"} dict, or code): a tensor elsewhere would fail deep inside torch."""
+    if value.device != device:
+        source = source if isinstance(source, dict) else {"en": source, "zh": source}
+        where = torch.device(device).type
+        fail(function, argument, describe(value),
+             {"en": f"a tensor on the device of {source['en']} ({where}); move it with .to({where!r})",
+              "zh": f"与{_spaced(source['zh'])}{_spaced_after(source['zh'])}在同一设备（{where}）上的张量；"
+                    f"可用 .to({where!r}) 移过去"})
+    return value
+
+
 def floating_dtype(function, argument, value):
     """`value` when it is a floating-point torch.dtype."""
     import torch
@@ -298,14 +344,19 @@ def whole_number(function, argument, value, minimum=0, maximum=None):
     return value
 
 
+#: The largest int64, the largest position or size a tensor of int64 indices can hold.
+INT64_MAX = 2**63 - 1
+
 #: The seeds ``torch.manual_seed`` takes: any int in [−2⁶³, 2⁶⁴).
 SEEDS = (-(2**63), 2**64 - 1)
 
 
-def seed(function, argument, value, offset=0):
-    """`value` when it is an int (not a bool) that ``torch.manual_seed(value + offset)`` takes: one
-    outside [−2⁶³, 2⁶⁴ − offset) would overflow inside torch with a message that names no argument."""
-    low, high = SEEDS[0] - offset, SEEDS[1] - offset
+def seed(function, argument, value, offsets=(0,)):
+    """`value` when it is an int (not a bool) such that ``torch.manual_seed(value + offset)`` takes
+    every offset of `offsets` (a function that seeds one generator with `value` and another with
+    `value + 1_000_000` passes (0, 1_000_000)): one outside [−2⁶³, 2⁶⁴) would overflow inside
+    torch with a message that names no argument."""
+    low, high = max(SEEDS[0] - offset for offset in offsets), min(SEEDS[1] - offset for offset in offsets)
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         fail(function, argument, describe(value),
              {"en": f"an int from {low} to {high}, a seed torch.manual_seed takes",
@@ -313,16 +364,19 @@ def seed(function, argument, value, offset=0):
     return value
 
 
-def number(function, argument, value, *, positive=False, non_negative=False):
+def number(function, argument, value, *, positive=False, non_negative=False, maximum=None):
     """`value` when it is a finite real number (an int or a float, not a bool), > 0 if `positive`,
-    ≥ 0 if `non_negative`."""
+    ≥ 0 if `non_negative`, ≤ `maximum` when given (a step size that float32 must hold)."""
     import math
 
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or (positive and not value > 0) or (non_negative and not value >= 0):
+    if not ok or (positive and not value > 0) or (non_negative and not value >= 0) or \
+            (maximum is not None and value > maximum):
         needed = {"en": "a positive number", "zh": "正数"} if positive else \
             {"en": "a finite number ≥ 0", "zh": "≥ 0 的有限数"} if non_negative else \
             {"en": "a finite number", "zh": "有限的数"}
+        if maximum is not None:
+            needed = {"en": f"{needed['en']} at most {maximum:.3g}", "zh": f"不超过 {maximum:.3g} 的{needed['zh']}"}
         fail(function, argument, describe(value), needed)
     return value
 
