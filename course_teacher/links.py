@@ -116,32 +116,20 @@ def colab_cell(lang, at_version=None):
     return COLAB_CELL[lang].format(url=student_bundle_url(at_version), version=at_version).strip()
 
 
-COLAB_CELL = {
+# The cell's comment in each language; its code, the same in both.
+COLAB_COMMENT = {
     "en": """
 # On Google Colab only (anywhere else this cell does nothing): install the course at this notebook's
 # version and turn on Colab's manager for the lessons' widgets. Colab forgets both when its runtime
 # is recycled; File › Save a copy in Drive keeps your work.
-import sys
-
-if "google.colab" in sys.modules:
-    import importlib, importlib.metadata, subprocess
-
-    try:
-        installed = importlib.metadata.version("course_utils")
-    except importlib.metadata.PackageNotFoundError:
-        installed = None
-    if installed != "{version}":
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "{url}"], check=True)
-        importlib.invalidate_caches()
-    from google.colab import output
-
-    output.enable_custom_widget_manager()
 """,
     "zh": """
 # 只在 Google Colab 上起作用（在其他地方这个单元什么也不做）：安装与本笔记本同一版本的课程，
 # 并打开 Colab 的部件管理器，让课程里的交互部件能显示。Colab 回收运行时后，这两样都会丢失；
 # 想保留自己的答案，请用 文件 › 在云端硬盘中保存一份副本。
-import sys
+""",
+}
+COLAB_CODE = """import sys
 
 if "google.colab" in sys.modules:
     import importlib, importlib.metadata, subprocess
@@ -156,8 +144,8 @@ if "google.colab" in sys.modules:
     from google.colab import output
 
     output.enable_custom_widget_manager()
-""",
-}
+"""
+COLAB_CELL = {lang: comment + COLAB_CODE for lang, comment in COLAB_COMMENT.items()}
 
 
 def hub_url(hub, repo, notebook, branch=BRANCH):
