@@ -570,7 +570,8 @@ def test_the_learners_lab_shows_live_progress_a_pass_kept_across_languages_and_a
 
         # the lessons' ../../images/ links, above JupyterLab's root, are served from the work folder's copy
         _open(page, base, token, "zh/01_attention_basics.ipynb")
-        image = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown img").first
+        # a diagram of images/ (a lesson's first picture is its Open in Colab badge, from the network)
+        image = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown img[src*="images/"]').first
         image.scroll_into_view_if_needed()
         page.wait_for_function("image => image.complete && image.naturalWidth > 0", arg=image.element_handle())
         assert "/files/images/01_sdpa_zh.svg" in image.get_attribute("src")

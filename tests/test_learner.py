@@ -470,7 +470,9 @@ def test_make_update_runs_the_update_in_the_learners_language(tmp_path):
 
 def test_make_lab_starts_the_lab_command_with_its_options():
     def plan(*options):
-        done = subprocess.run(["make", "-n", "lab", *options], cwd=build.ROOT, capture_output=True, text=True, timeout=60)
+        # --no-print-directory: under `make test` this make is a sub-make, whose last line would be "Leaving directory"
+        done = subprocess.run(["make", "--no-print-directory", "-n", "lab", *options], cwd=build.ROOT,
+                              capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         return done.stdout.splitlines()[-1]
 

@@ -247,5 +247,7 @@ def test_outside_nbgrader_check_prints_and_never_raises(monkeypatch, capsys):
     monkeypatch.setattr(grading, "_UNDER_NBGRADER", False)
     grading.check("00.padding_mask", _padding_mask(right=False, warn=True))
     out, err = capsys.readouterr()
-    assert out.strip() == grading.evaluate("00.padding_mask", _padding_mask(right=False)).message
+    verdict = grading.evaluate("00.padding_mask", _padding_mask(right=False)).message
+    # the verdict, then (a failure) the line that says how to ask for the exercise's hints
+    assert out.strip() == verdict + "\n" + grading.message("check.hint_offer", exercise="00.padding_mask")
     assert "a warning of the learner's code" in err  # as today: the learner's warnings go where they go
