@@ -35,8 +35,6 @@ The JSON figures: {"part": "bar", "candidate", "ms"}, {"part": "heads", "H", "d"
 """
 
 import argparse
-import os
-import platform
 import statistics
 import sys
 import time
@@ -206,10 +204,7 @@ def main(argv=None):
     record.add_arguments(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"torch {torch.__version__}, CPU kernels {torch.backends.cpu.get_cpu_capability()}, "
-          f"{torch.get_num_threads()} thread, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, load average {load:.1f} at start")
+    print(record.machine_line())
     passed = True
     for device in record.devices(args.device):
         print(f"\n===== {device}: {_where(device)}\n")

@@ -67,7 +67,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -336,10 +335,7 @@ def main(argv=None):
         memory_child(args.memory_child[0], int(args.memory_child[1]))
         return 0
     torch.set_num_threads(1)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"torch {torch.__version__}, CPU kernels {torch.backends.cpu.get_cpu_capability()}, "
-          f"{torch.get_num_threads()} thread, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, load average {load:.1f} at start")
+    print(record.machine_line())
     passed = True
     for device in record.devices(args.device):
         print(f"\n===== {device}\n")

@@ -48,7 +48,6 @@ than F.sdpa's one fused kernel (lesson 09 writes the kernel); the memory bar is 
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -288,8 +287,7 @@ def main(argv=None):
         measure_memory(args.measure_memory[0], int(args.measure_memory[1]))
         return 0
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, CPU kernels {torch.backends.cpu.get_cpu_capability()}, "
-          f"{torch.get_num_threads()} thread, {platform.processor() or platform.machine()}")
+    print(record.machine_line(load=False))
     passed = True
     for device in record.devices(args.device):
         print(f"\n===== {device}\n")

@@ -15,6 +15,8 @@ their own CPU measurements, with the device, torch version and date each file re
 import datetime
 import json
 import math
+import os
+import platform
 from pathlib import Path
 
 import torch
@@ -88,3 +90,14 @@ def dumps(data):
     if rows:
         rows[-1] = rows[-1].rstrip(",")
     return "\n".join(["{", *lines, ' "figures": [', *rows, " ]", "}"]) + "\n"
+
+
+def machine_line(load=True):
+    """What the CPU figures of a run depend on, printed at its start: torch, its CPU kernels, threads,
+    the processor, and (`load`) the machine's load when the run began."""
+    line = (f"torch {torch.__version__}, CPU kernels {torch.backends.cpu.get_cpu_capability()}, "
+            f"{torch.get_num_threads()} thread, {platform.processor() or platform.machine()}")
+    if load:
+        average = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        line += f", {os.cpu_count()} CPUs, load average {average:.1f} at start"
+    return line
