@@ -278,20 +278,7 @@ def _check_dtype(function, argument, tensor):
 
 
 def _check_qkv(function, query, key, value, scale, block_q, block_k):
-    check.tensor(function, "query", query, min_ndim=2, layout="(..., L_q, d)")
-    check.tensor(function, "key", key, min_ndim=2, layout="(..., L_k, d)")
-    check.tensor(function, "value", value, min_ndim=2, layout="(..., L_k, d_v)")
-    _check_dtype(function, "query", query)
-    for argument, tensor in (("key", key), ("value", value)):
-        check.alike(function, argument, tensor, query, "query")
-    check.has_values(function, "query", query)
-    check.same_size(function, "key", key, -1, query.shape[-1], {"en": "query's d", "zh": "query 的 d"})
-    check.same_size(function, "value", value, -2, key.shape[-2], {"en": "key's L_k", "zh": "key 的 L_k"})
-    for argument, tensor in (("key", key), ("value", value)):
-        if tensor.shape[:-2] != query.shape[:-2]:
-            check.fail(function, argument, check.describe(tensor),
-                       {"en": f"the leading (batch, head) axes of query, {tuple(query.shape[:-2])}",
-                        "zh": f"与 query 相同的前导（批量、头）维度 {tuple(query.shape[:-2])}"})
+    check.attention_inputs(function, query, key, value, query_dtype=_check_dtype)
     for argument, tensor in (("query", query), ("key", key), ("value", value)):
         if tensor.shape[-2] == 0 or tensor.shape[-1] == 0:
             check.fail(function, argument, check.describe(tensor),

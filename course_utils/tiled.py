@@ -311,19 +311,7 @@ class _Scores:
 
 
 def _check_qkv(function, query, key, value, keep_mask, scale):
-    check.tensor(function, "query", query, min_ndim=2, layout="(..., L_q, d)")
-    check.tensor(function, "key", key, min_ndim=2, layout="(..., L_k, d)")
-    check.tensor(function, "value", value, min_ndim=2, layout="(..., L_k, d_v)")
-    for argument, tensor in (("key", key), ("value", value)):
-        check.alike(function, argument, tensor, query, "query")
-    check.has_values(function, "query", query)
-    check.same_size(function, "key", key, -1, query.shape[-1], {"en": "query's d", "zh": "query 的 d"})
-    check.same_size(function, "value", value, -2, key.shape[-2], {"en": "key's L_k", "zh": "key 的 L_k"})
-    for argument, tensor in (("key", key), ("value", value)):
-        if tensor.shape[:-2] != query.shape[:-2]:
-            check.fail(function, argument, check.describe(tensor),
-                       {"en": f"the leading (batch, head) axes of query, {tuple(query.shape[:-2])}",
-                        "zh": f"与 query 相同的前导（批量、头）维度 {tuple(query.shape[:-2])}"})
+    check.attention_inputs(function, query, key, value)
     if query.shape[-2] == 0 or key.shape[-2] == 0:
         check.fail(function, "query" if query.shape[-2] == 0 else "key",
                    check.describe(query if query.shape[-2] == 0 else key),

@@ -144,12 +144,23 @@ def dense(function, argument, value):
     return value
 
 
+def _a_tensor(function, argument, value, min_ndim=0):
+    """`value` when it is a tensor with at least `min_ndim` axes: the checks below read its shape,
+    dtype or device, and are public, so a learner who calls one with something else is told so."""
+    if not isinstance(value, torch.Tensor) or value.ndim < min_ndim:
+        fail(function, argument, describe(value),
+             {"en": f"a tensor with at least {min_ndim} axes", "zh": f"至少 {min_ndim} 维的张量"} if min_ndim else
+             {"en": "a tensor", "zh": "张量"})
+    return value
+
+
 def same_size(function, argument, value, axis, size, source):
     """Check that `value.shape[axis] == size`, where `size` comes from `source`.
 
     `source` says where in both languages, e.g. {"en": "query's d_q", "zh": "query 的 d_q"}; a plain
     string (e.g. "d_model") is shown as it is in both, so use one only for a name that is code.
     """
+    _a_tensor(function, argument, value, min_ndim=axis + 1 if axis >= 0 else -axis)
     if value.shape[axis] != size:
         where, source = axis_name(axis), source if isinstance(source, dict) else {"en": source, "zh": source}
         fail(
@@ -167,6 +178,7 @@ def alike(function, argument, value, reference, source):
     """Check that tensor `value` has the dtype and the device of tensor `reference`, named by `source`
     (code, e.g. "query"): mixing float32 with float64, or a CPU tensor with one elsewhere, would
     otherwise fail deep inside torch with a message that names neither argument."""
+    _a_tensor(function, argument, value)
     if value.dtype != reference.dtype or value.device != reference.device:
         dtype, device = str(reference.dtype).replace("torch.", ""), reference.device.type
         fail(
@@ -184,7 +196,7 @@ def alike(function, argument, value, reference, source):
 def mask_on_device_of(function, argument, mask, reference, source):
     """Check that `mask` is dense and lives on the device of tensor `reference`, named by `source`
     (code, e.g. "query" or "x"): a mask elsewhere would fail deep inside torch."""
-    dense(function, argument, mask)
+    dense(function, argument, _a_tensor(function, argument, mask))
     if mask.device != reference.device:
         where = reference.device.type
         fail(function, argument, describe(mask),
@@ -202,6 +214,29 @@ def keep_mask(function, value, shape, layout, reference, source):
               "zh": f"bool 张量，True 表示该查询可以关注该键，且能广播到 {layout} = {shape}"})
     dense(function, "keep_mask", value)
     return mask_on_device_of(function, "keep_mask", value, reference, source)
+
+
+def attention_inputs(function, query, key, value, query_dtype=None):
+    """Check the three tensors of a blocked attention call (lesson 08's tiles, lesson 09's kernels):
+    (..., L_q, d), (..., L_k, d) and (..., L_k, d_v), the same leading (batch, head) axes, key and value
+    of query's dtype and device, query with values. `query_dtype(function, "query", query)`, when
+    given, judges query's dtype first, so that a dtype the function refuses is said of query rather
+    than as key's mismatch with it."""
+    tensor(function, "query", query, min_ndim=2, layout="(..., L_q, d)")
+    tensor(function, "key", key, min_ndim=2, layout="(..., L_k, d)")
+    tensor(function, "value", value, min_ndim=2, layout="(..., L_k, d_v)")
+    if query_dtype is not None:
+        query_dtype(function, "query", query)
+    for argument, other in (("key", key), ("value", value)):
+        alike(function, argument, other, query, "query")
+    has_values(function, "query", query)
+    same_size(function, "key", key, -1, query.shape[-1], {"en": "query's d", "zh": "query 的 d"})
+    same_size(function, "value", value, -2, key.shape[-2], {"en": "key's L_k", "zh": "key 的 L_k"})
+    for argument, other in (("key", key), ("value", value)):
+        if other.shape[:-2] != query.shape[:-2]:
+            fail(function, argument, describe(other),
+                 {"en": f"the leading (batch, head) axes of query, {tuple(query.shape[:-2])}",
+                  "zh": f"与 query 相同的前导（批量、头）维度 {tuple(query.shape[:-2])}"})
 
 
 def _memory():
@@ -278,7 +313,7 @@ def parameters_fit(function, sizes, count):
 
 def has_values(function, argument, value):
     """Check that tensor `value` holds values that can be read (a meta tensor has a shape only)."""
-    if value.device.type == "meta":
+    if _a_tensor(function, argument, value).device.type == "meta":
         fail(function, argument, describe(value),
              {"en": "a tensor with values (a meta tensor has a shape but no values to read)",
               "zh": "有数值的张量（meta 张量只有形状，没有可读取的数值）"})
@@ -313,7 +348,7 @@ def default_device():
 def on_device(function, argument, value, device, source):
     """`value`, a tensor, when it lives on `device`, the device of `source` (words, as an
     {"en", "zh"} dict, or code): a tensor elsewhere would fail deep inside torch."""
-    if value.device != device:
+    if _a_tensor(function, argument, value).device != device:
         source = source if isinstance(source, dict) else {"en": source, "zh": source}
         where = torch.device(device).type
         fail(function, argument, describe(value),
@@ -367,9 +402,7 @@ def seed(function, argument, value, offsets=(0,)):
 def number(function, argument, value, *, positive=False, non_negative=False, maximum=None):
     """`value` when it is a finite real number (an int or a float, not a bool), > 0 if `positive`,
     ≥ 0 if `non_negative`, ≤ `maximum` when given (a step size that float32 must hold)."""
-    import math
-
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value)
     if not ok or (positive and not value > 0) or (non_negative and not value >= 0) or \
             (maximum is not None and value > maximum):
         needed = {"en": "a positive number", "zh": "正数"} if positive else \
@@ -394,7 +427,7 @@ def scale(function, value, dtype, *, positive=False, tensors=False):
     if tensors and isinstance(value, torch.Tensor) and value.ndim == 0 and value.layout == torch.strided \
             and value.device.type != "meta" and (value.is_floating_point() or value.dtype in (torch.int64, torch.int32)):
         shown = value.item()  # one number: reading it costs one copy, and it is what the scores are multiplied by
-    ok = isinstance(shown, (int, float)) and not isinstance(shown, bool) and math.isfinite(shown) \
+    ok = isinstance(shown, (int, float)) and not isinstance(shown, bool) and _finite(shown) \
         and abs(shown) <= limit and (not positive or shown > 0)
     if not ok:
         kind = {"en": "a positive number", "zh": "正数"} if positive else {"en": "a finite number", "zh": "有限的数"}
@@ -404,6 +437,14 @@ def scale(function, value, dtype, *, positive=False, tensors=False):
              {"en": f"None (for 1/√d) or {kind['en']} of size at most {limit:.3g}, the largest {_name(dtype)} holds",
               "zh": f"None（即 1/√d）或{kind['zh']}，其大小不超过 {_name(dtype)} 能表示的最大值 {limit:.3g}"})
     return value
+
+
+def _finite(value):
+    """Whether the int or float `value` is finite: an int always is (``math.isfinite`` would turn
+    one past 1e308 into a float first, and raise an OverflowError)."""
+    import math
+
+    return isinstance(value, int) or math.isfinite(value)
 
 
 def _name(dtype):
