@@ -1,4 +1,4 @@
-"""How long every explorer of lessons 00–06 takes to redraw when one of its controls moves, on one
+"""How long every explorer of lessons 00–08 takes to redraw when one of its controls moves, on one
 CPU thread.
 
     .venv/bin/python benchmarks/bench_widgets.py            (or: make bench)
@@ -71,6 +71,10 @@ def explorers():
                                        "dim": [64, 128], "factor": [5, 10]})),
         ("decoding (06)", lambda: (widgets.decoding_explorer(seq2seq.train(seed=0).model),
                                    {"example": [0, 17], "text": ["", "abcdefgh"]})),
+        ("cache (07)", lambda: (widgets.cache_explorer(),
+                                {"tokens": [6, 20], "variant": ["GQA", "MHA"], "window": [0, 4]})),
+        ("tiles (08)", lambda: (widgets.tiles_explorer(block=2, causal=False),
+                                {"step": [3, 9], "block": [2, 4], "causal": [False, True]})),
     ]
 
 
@@ -99,7 +103,7 @@ def main(argv=None):
     calls = 3 if args.quick else 7
     rows = []
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, median of {calls} redraws each")
-    print(f"{'explorer':<22}{'control':<12}{'wall s':>8}{'cpu s':>8}  bar {BAR} s (cpu)")
+    print(f"{'explorer':<22}{'control':<12}{'wall s':>8}{'cpu s':>8}{'PNG KiB':>9}  bar {BAR} s (cpu)")
     for title, build in explorers():
         if args.only not in title:
             continue
@@ -107,8 +111,10 @@ def main(argv=None):
         controls = _controls(box, list(moves))
         for name, values in moves.items():
             wall, cpu = measure(controls[name], values, calls)
+            png = len(box.image.value) / 1024  # what one redraw sends to the browser (before base64)
             rows.append((title, name, wall, cpu))
-            print(f"{title:<22}{name:<12}{wall:>8.3f}{cpu:>8.3f}  {'ok' if cpu <= BAR else 'SLOW'}", flush=True)
+            print(f"{title:<22}{name:<12}{wall:>8.3f}{cpu:>8.3f}{png:>9.1f}  {'ok' if cpu <= BAR else 'SLOW'}",
+                  flush=True)
     slow = [row for row in rows if row[3] > BAR]
     print(f"{len(rows) - len(slow)} of {len(rows)} controls redraw within {BAR} s of CPU time")
     return 0
