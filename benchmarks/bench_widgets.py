@@ -13,7 +13,10 @@ again. The time of one redraw is wall-clock time around one assignment; the tabl
 of the calls after a warm-up (the first call of a control, and the models' training, are not
 timed), in wall-clock seconds and in seconds of the process's CPU time (user + system), which the
 time slices other processes take do not inflate: on a busy machine it is the better guess of the
-time on an idle one. The trained models are the ones the lessons train (seed 0).
+time on an idle one. The trained models are the ones the lessons train (seed 0). A figure laid out
+once per set of texts (lessons 01, 07, 08: ``viz.figures.LayoutPerKey``) is timed here on texts the
+warm-up laid out; a move to texts never shown costs one layout more (lesson 01: about 0.12 s of CPU
+instead of 0.09, on a sweep of every d_k).
 
 The bar: every redraw within 0.3 s on one thread. Timings depend on the machine and on its load;
 this is a benchmark, never a test (the tests check the structure that keeps redraws fast: the
