@@ -346,23 +346,53 @@ DROPDOWNS_TIMED = {"07_inference_attention": "window dropdown"}
 REDRAWS_TIMED = 3
 
 
-def _time_redraws(nb, output, act, label):
+def _kernel_process(kernel_id):
+    """The process of the kernel `kernel_id` (its command line names its connection file), or None
+    where psutil cannot tell."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    for process in psutil.process_iter(["cmdline"]):
+        if any(kernel_id in part for part in process.info["cmdline"] or ()):
+            return process
+    return None
+
+
+def _cpu_seconds(process):
+    """The CPU time `process` has used so far (user + system), or None."""
+    if process is None:
+        return None
+    with contextlib.suppress(Exception):
+        times = process.cpu_times()
+        return times.user + times.system
+    return None
+
+
+def _time_redraws(nb, output, act, label, kernel=None):
     """Time REDRAWS_TIMED redraws of the explorer in `output`, act(k) making the k-th input; returns
     {label, median seconds (input -> new picture loaded), and where that median redraw's time went:
     send (browser, input -> change sent), kernel (sent -> last frame back: the view and the trip),
-    show (last frame -> picture loaded), KiB received}. A hang fails after ROUND_TRIP_S; the times
-    are never asserted (they follow the machine's load)."""
+    show (last frame -> picture loaded), KiB received} and the median CPU seconds the kernel process
+    (psutil.Process `kernel`, or None) used per redraw: against the kernel's wall time it tells the
+    view's own cost from the time it waited for a processor. A hang fails after ROUND_TRIP_S; the
+    times are never asserted (they follow the machine's load)."""
     page, image = nb.page, output.locator("img.widget-image").first
-    runs = []
+    runs, cpu = [], []
     for k in range(REDRAWS_TIMED):
         page.evaluate(REDRAW_ARM_JS, image.element_handle())
+        cpu_before = _cpu_seconds(kernel)
         act(k)
         page.wait_for_function("() => window.__redraw.loaded !== null", timeout=ROUND_TRIP_S * 1000)
         runs.append(page.evaluate(REDRAW_READ_JS))
         # the next input only once this redraw is over (the summary follows the picture)
         nb.wait(lambda s: s["kernel"] == "idle", ROUND_TRIP_S, f"kernel idle after a redraw ({label})")
+        cpu_after = _cpu_seconds(kernel)
+        if cpu_before is not None and cpu_after is not None:
+            cpu.append(cpu_after - cpu_before)
     median = sorted(runs, key=lambda run: run["total"])[len(runs) // 2]
     return {"control": label, "seconds": round(median["total"] / 1000, 3),
+            "kernel_cpu": round(sorted(cpu)[len(cpu) // 2], 3) if cpu else None,
             **{part: None if median[part] is None else round(median[part] / 1000, 3)
                for part in ("send", "kernel", "show")},
             "KiB_in": round(median["bytes_in"] / 1024, 1), "all_seconds": [round(r["total"] / 1000, 3) for r in runs],
@@ -516,13 +546,16 @@ def run_notebook_in_browser(jupyterlab, chromium, notebook, artifact_stem):
             warnings.warn(f"{notebook}: JavaScript errors in the page:\n" + "\n".join(page_errors), stacklevel=1)
 
         # how long a redraw takes as the learner sees it (printed and kept; never asserted)
-        redraws = [_time_redraws(nb, output, _slider_moves(output), "first slider")]
+        kernel = _kernel_process(kernel_id)
+        redraws = [_time_redraws(nb, output, _slider_moves(output), "first slider", kernel)]
         if Path(notebook).stem in DROPDOWNS_TIMED:
-            redraws.append(_time_redraws(nb, output, _dropdown_moves(output), DROPDOWNS_TIMED[Path(notebook).stem]))
+            redraws.append(_time_redraws(nb, output, _dropdown_moves(output), DROPDOWNS_TIMED[Path(notebook).stem],
+                                         kernel))
         (ARTIFACTS / f"{artifact_stem}-redraws.json").write_text(json.dumps(redraws, indent=1))
         for row in redraws:
             print(f"{notebook}: redraw ({row['control']}) {row['seconds']:.3f} s in the browser "
-                  f"(sending {row['send']} s, kernel and back {row['kernel']} s, showing {row['show']} s, "
+                  f"(sending {row['send']} s, kernel and back {row['kernel']} s of which the kernel's CPU "
+                  f"{row['kernel_cpu']} s, showing {row['show']} s, "
                   f"{row['KiB_in']} KiB received; all: {row['all_seconds']})")
 
         output.screenshot(path=ARTIFACTS / f"{artifact_stem}-widget.png")
