@@ -546,6 +546,7 @@ def run_notebook_in_browser(jupyterlab, chromium, notebook, artifact_stem):
             warnings.warn(f"{notebook}: JavaScript errors in the page:\n" + "\n".join(page_errors), stacklevel=1)
 
         # how long a redraw takes as the learner sees it (printed and kept; never asserted)
+        timing = time.monotonic()
         kernel = _kernel_process(kernel_id)
         redraws = [_time_redraws(nb, output, _slider_moves(output), "first slider", kernel)]
         if Path(notebook).stem in DROPDOWNS_TIMED:
@@ -557,6 +558,7 @@ def run_notebook_in_browser(jupyterlab, chromium, notebook, artifact_stem):
                   f"(sending {row['send']} s, kernel and back {row['kernel']} s of which the kernel's CPU "
                   f"{row['kernel_cpu']} s, showing {row['show']} s, "
                   f"{row['KiB_in']} KiB received; all: {row['all_seconds']})")
+        print(f"{notebook}: timing the redraws took {time.monotonic() - timing:.1f} s")
 
         output.screenshot(path=ARTIFACTS / f"{artifact_stem}-widget.png")
         print(
