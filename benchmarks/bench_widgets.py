@@ -1,4 +1,4 @@
-"""How long every explorer of lessons 00–06 takes to redraw when one of its controls moves, on one
+"""How long every explorer of lessons 00–08 takes to redraw when one of its controls moves, on one
 CPU thread.
 
     .venv/bin/python benchmarks/bench_widgets.py            (or: make bench)
@@ -13,7 +13,10 @@ again. The time of one redraw is wall-clock time around one assignment; the tabl
 of the calls after a warm-up (the first call of a control, and the models' training, are not
 timed), in wall-clock seconds and in seconds of the process's CPU time (user + system), which the
 time slices other processes take do not inflate: on a busy machine it is the better guess of the
-time on an idle one. The trained models are the ones the lessons train (seed 0).
+time on an idle one. The trained models are the ones the lessons train (seed 0). A figure laid out
+once per set of texts (lessons 01, 07, 08: ``viz.figures.LayoutPerKey``) is timed here on texts the
+warm-up laid out; a move to texts never shown costs one layout more (lesson 01: about 0.12 s of CPU
+instead of 0.09, on a sweep of every d_k).
 
 The bar: every redraw within 0.3 s on one thread. Timings depend on the machine and on its load;
 this is a benchmark, never a test (the tests check the structure that keeps redraws fast: the
@@ -71,6 +74,10 @@ def explorers():
                                        "dim": [64, 128], "factor": [5, 10]})),
         ("decoding (06)", lambda: (widgets.decoding_explorer(seq2seq.train(seed=0).model),
                                    {"example": [0, 17], "text": ["", "abcdefgh"]})),
+        ("cache (07)", lambda: (widgets.cache_explorer(),
+                                {"tokens": [6, 20], "variant": ["GQA", "MHA"], "window": [0, 4]})),
+        ("tiles (08)", lambda: (widgets.tiles_explorer(block=2, causal=False),
+                                {"step": [3, 9], "block": [2, 4], "causal": [False, True]})),
     ]
 
 
@@ -99,7 +106,7 @@ def main(argv=None):
     calls = 3 if args.quick else 7
     rows = []
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, median of {calls} redraws each")
-    print(f"{'explorer':<22}{'control':<12}{'wall s':>8}{'cpu s':>8}  bar {BAR} s (cpu)")
+    print(f"{'explorer':<22}{'control':<12}{'wall s':>8}{'cpu s':>8}{'PNG KiB':>9}  bar {BAR} s (cpu)")
     for title, build in explorers():
         if args.only not in title:
             continue
@@ -107,8 +114,10 @@ def main(argv=None):
         controls = _controls(box, list(moves))
         for name, values in moves.items():
             wall, cpu = measure(controls[name], values, calls)
+            png = len(box.image.value) / 1024  # what one redraw sends to the browser (before base64)
             rows.append((title, name, wall, cpu))
-            print(f"{title:<22}{name:<12}{wall:>8.3f}{cpu:>8.3f}  {'ok' if cpu <= BAR else 'SLOW'}", flush=True)
+            print(f"{title:<22}{name:<12}{wall:>8.3f}{cpu:>8.3f}{png:>9.1f}  {'ok' if cpu <= BAR else 'SLOW'}",
+                  flush=True)
     slow = [row for row in rows if row[3] > BAR]
     print(f"{len(rows) - len(slow)} of {len(rows)} controls redraw within {BAR} s of CPU time")
     return 0

@@ -302,6 +302,127 @@ class Notebook:
         pytest.fail(f"{what}: not within {seconds} s; last state of the notebook: {state}")
 
 
+# Timing an explorer's redraw inside the page, on the page's own clock (playwright's calls, slow on
+# a loaded machine, are not in it). Added before JupyterLab loads: every websocket frame to and from
+# the kernel is noted (time, direction, bytes), and REDRAW_ARM_JS then notes the time of the
+# learner's input (the first keydown or change after it, seen before any handler) and of the
+# picture's next load event (its new PNG decoded). From these, where the time goes: the browser
+# before it sends the change, the kernel and the way back (the view runs there), and the browser
+# showing the picture.
+FRAME_LOG_JS = """(() => {
+    const Native = window.WebSocket;
+    const note = (direction, data) => window.__frames && window.__frames.push(
+        [performance.now(), direction, data.byteLength ?? data.size ?? data.length ?? 0]);
+    class Logged extends Native {
+        constructor(...args) {
+            super(...args);
+            this.addEventListener('message', event => note('in', event.data));
+        }
+        send(data) { note('out', data); return super.send(data); }
+    }
+    window.WebSocket = Logged;
+})()"""
+REDRAW_ARM_JS = """img => {
+    window.__frames = [];
+    window.__redraw = {input: null, loaded: null};
+    const input = () => { if (window.__redraw.input === null) window.__redraw.input = performance.now(); };
+    document.addEventListener('keydown', input, {capture: true, once: true});
+    document.addEventListener('change', input, {capture: true, once: true});
+    img.addEventListener('load', () => { window.__redraw.loaded = performance.now(); }, {once: true});
+}"""
+REDRAW_READ_JS = """() => {
+    const {input, loaded} = window.__redraw;
+    const frames = window.__frames.filter(([t]) => t >= input && t <= loaded);
+    const out = frames.find(([, direction]) => direction === 'out');
+    const back = frames.filter(([, direction]) => direction === 'in');
+    const last = back.length ? back[back.length - 1][0] : loaded;
+    return {total: loaded - input, send: out ? out[0] - input : null, kernel: out ? last - out[0] : null,
+            show: loaded - last, bytes_in: back.reduce((sum, [, , bytes]) => sum + bytes, 0),
+            frames: frames.map(([t, direction, bytes]) => [Math.round(t - input), direction, bytes])};
+}"""
+#: Lessons whose explorer's first dropdown is timed too (besides the first slider): lesson name -> control.
+DROPDOWNS_TIMED = {"07_inference_attention": "window dropdown"}
+#: Redraws timed per control in the browser (the median is reported; each takes about 0.5 s here).
+REDRAWS_TIMED = 3
+
+
+def _kernel_process(kernel_id):
+    """The process of the kernel `kernel_id` (its command line names its connection file), or None
+    where psutil cannot tell."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    for process in psutil.process_iter(["cmdline"]):
+        if any(kernel_id in part for part in process.info["cmdline"] or ()):
+            return process
+    return None
+
+
+def _cpu_seconds(process):
+    """The CPU time `process` has used so far (user + system), or None."""
+    if process is None:
+        return None
+    with contextlib.suppress(Exception):
+        times = process.cpu_times()
+        return times.user + times.system
+    return None
+
+
+def _time_redraws(nb, output, act, label, kernel=None):
+    """Time REDRAWS_TIMED redraws of the explorer in `output`, act(k) making the k-th input; returns
+    {label, median seconds (input -> new picture loaded), and where that median redraw's time went:
+    send (browser, input -> change sent), kernel (sent -> last frame back: the view and the trip),
+    show (last frame -> picture loaded), KiB received} and the median CPU seconds the kernel process
+    (psutil.Process `kernel`, or None) used per redraw: against the kernel's wall time it tells the
+    view's own cost from the time it waited for a processor. A hang fails after ROUND_TRIP_S; the
+    times are never asserted (they follow the machine's load)."""
+    page, image = nb.page, output.locator("img.widget-image").first
+    runs, cpu = [], []
+    for k in range(REDRAWS_TIMED):
+        page.evaluate(REDRAW_ARM_JS, image.element_handle())
+        cpu_before = _cpu_seconds(kernel)
+        act(k)
+        page.wait_for_function("() => window.__redraw.loaded !== null", timeout=ROUND_TRIP_S * 1000)
+        runs.append(page.evaluate(REDRAW_READ_JS))
+        # the next input only once this redraw is over (the summary follows the picture)
+        nb.wait(lambda s: s["kernel"] == "idle", ROUND_TRIP_S, f"kernel idle after a redraw ({label})")
+        cpu_after = _cpu_seconds(kernel)
+        if cpu_before is not None and cpu_after is not None:
+            cpu.append(cpu_after - cpu_before)
+    median = sorted(runs, key=lambda run: run["total"])[len(runs) // 2]
+    return {"control": label, "seconds": round(median["total"] / 1000, 3),
+            "kernel_cpu": round(sorted(cpu)[len(cpu) // 2], 3) if cpu else None,
+            **{part: None if median[part] is None else round(median[part] / 1000, 3)
+               for part in ("send", "kernel", "show")},
+            "KiB_in": round(median["bytes_in"] / 1024, 1), "all_seconds": [round(r["total"] / 1000, 3) for r in runs],
+            "frames_ms": median["frames"]}
+
+
+def _slider_moves(output):
+    """act(k) for _time_redraws: the first slider one step away from its end and back, alternately."""
+    handle = output.locator(".widget-slider .noUi-handle").first
+    first = "ArrowLeft" if handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax") else "ArrowRight"
+    other = {"ArrowLeft": "ArrowRight", "ArrowRight": "ArrowLeft"}[first]
+
+    def act(k):
+        handle.focus()
+        handle.press(first if k % 2 == 0 else other)
+
+    return act
+
+
+def _dropdown_moves(output):
+    """act(k) for _time_redraws: the explorer's first dropdown to its second choice and back, alternately
+    (from its first choice)."""
+    select = output.locator(".widget-dropdown select").first
+
+    def act(k):
+        select.select_option(index=(k + 1) % 2)
+
+    return act
+
+
 def _choose_kernel_if_asked(page):
     """Where JupyterLab asks which kernel to use, take the one it offers (the notebook's own)."""
     dialog = page.locator(".jp-Dialog")
@@ -346,6 +467,7 @@ def run_notebook_in_browser(jupyterlab, chromium, notebook, artifact_stem):
     ARTIFACTS.mkdir(exist_ok=True)
     context = chromium.new_context(viewport={"width": 1280, "height": 1000}, locale="en-US")
     context.set_default_timeout(UI_TIMEOUT_MS)
+    context.add_init_script(FRAME_LOG_JS)
     page = context.new_page()
     page_errors, console_errors = [], []
     page.on("pageerror", lambda error: page_errors.append(str(error)))
@@ -422,6 +544,21 @@ def run_notebook_in_browser(jupyterlab, chromium, notebook, artifact_stem):
         assert not widget_errors, "widget errors in the browser:\n" + "\n".join(widget_errors)
         if page_errors:
             warnings.warn(f"{notebook}: JavaScript errors in the page:\n" + "\n".join(page_errors), stacklevel=1)
+
+        # how long a redraw takes as the learner sees it (printed and kept; never asserted)
+        timing = time.monotonic()
+        kernel = _kernel_process(kernel_id)
+        redraws = [_time_redraws(nb, output, _slider_moves(output), "first slider", kernel)]
+        if Path(notebook).stem in DROPDOWNS_TIMED:
+            redraws.append(_time_redraws(nb, output, _dropdown_moves(output), DROPDOWNS_TIMED[Path(notebook).stem],
+                                         kernel))
+        (ARTIFACTS / f"{artifact_stem}-redraws.json").write_text(json.dumps(redraws, indent=1))
+        for row in redraws:
+            print(f"{notebook}: redraw ({row['control']}) {row['seconds']:.3f} s in the browser "
+                  f"(sending {row['send']} s, kernel and back {row['kernel']} s of which the kernel's CPU "
+                  f"{row['kernel_cpu']} s, showing {row['show']} s, "
+                  f"{row['KiB_in']} KiB received; all: {row['all_seconds']})")
+        print(f"{notebook}: timing the redraws took {time.monotonic() - timing:.1f} s")
 
         output.screenshot(path=ARTIFACTS / f"{artifact_stem}-widget.png")
         print(
@@ -547,6 +684,7 @@ def test_the_learners_lab_shows_live_progress_a_pass_kept_across_languages_and_a
     base, token, work = learner_lab
     context = chromium.new_context(viewport={"width": 1280, "height": 1000}, locale="zh-CN")
     context.set_default_timeout(UI_TIMEOUT_MS)
+    context.add_init_script(FRAME_LOG_JS)
     page = context.new_page()
     try:
         page.goto(f"{base}/?token={token}")  # where the browser `make lab` opens goes: the home

@@ -28,28 +28,42 @@ def nets():
 
 
 def explorers(nets):
-    """(name, explorer, {control: another value}, laid out once)."""
+    """(name, build: a new explorer, {control: another value}, laid out once); built only when a
+    test needs it (a lesson 03-06 explorer runs its model when built). The figures whose texts
+    change with their controls are laid out once per set of texts (LayoutPerKey), checked below."""
     return [
-        ("permute", widgets.permute_explorer(), {"order": (2, 0, 1), "contiguous": True}, True),
-        ("broadcast", widgets.broadcast_explorer(), {"mask": (2, 5), "scores": (2, 4, 1, 5)}, False),
-        ("scaling", widgets.scaling_explorer(), {"d_k": 512, "scaled": True}, False),
-        ("mask", widgets.mask_explorer(), {"length_1": 2, "length_2": 0, "causal": True}, True),
-        ("attention maps", widgets.attention_maps_explorer(nets["reverse"], nets["double"]), {"example": 7}, True),
-        ("heads", widgets.heads_explorer(nets["neighbours"]), {"example": 7, "head": 1}, True),
-        ("walkthrough", widgets.walkthrough_explorer(),
+        ("permute", widgets.permute_explorer, {"order": (2, 0, 1), "contiguous": True}, True),
+        ("broadcast", widgets.broadcast_explorer, {"mask": (2, 5), "scores": (2, 4, 1, 5)}, False),
+        ("scaling", widgets.scaling_explorer, {"d_k": 512, "scaled": True}, False),
+        ("mask", widgets.mask_explorer, {"length_1": 2, "length_2": 0, "causal": True}, True),
+        ("attention maps", lambda: widgets.attention_maps_explorer(nets["reverse"], nets["double"]), {"example": 7},
+         True),
+        ("heads", lambda: widgets.heads_explorer(nets["neighbours"]), {"example": 7, "head": 1}, True),
+        ("walkthrough", widgets.walkthrough_explorer,
          {"length": 16384, "batch": 256, "heads": 64, "dim": 128, "factor": 10}, True),
-        ("decoding", widgets.decoding_explorer(nets["reverser"]), {"example": 7, "text": "abc"}, False),
+        ("decoding", lambda: widgets.decoding_explorer(nets["reverser"]), {"example": 7, "text": "abc"}, False),
+        ("cache", widgets.cache_explorer, {"tokens": 20, "variant": "MQA", "window": 4}, False),
+        ("tiles", widgets.tiles_explorer, {"step": 3, "block": 4, "causal": False}, False),
     ]
 
 
-def test_every_explorer_keeps_its_figure_and_canvas_and_lays_out_once_where_it_can(nets):
-    for name, box, moves, laid_out_once in explorers(nets):
+#: The most bytes of PNG an explorer sends per redraw (the largest, lesson 06's, is about 53 KiB at
+#: 80 dpi): a larger picture (more dots per inch, a bigger figure) costs every redraw its encoding
+#: here, and its transfer and decoding in the browser.
+MOST_PNG_BYTES = 96 * 1024
+
+
+def test_every_explorer_keeps_its_figure_and_canvas_lays_out_once_where_it_can_and_sends_a_small_picture(nets):
+    for name, build, moves, laid_out_once in explorers(nets):
+        box = build()
         figure, canvas = box.figure, box.figure.canvas
+        assert len(box.image.value) <= MOST_PNG_BYTES, (name, len(box.image.value))
         for control, value in moves.items():
             before = box.image.value
             box.controls[control].value = value
             assert box.figure is figure and figure.canvas is canvas, (name, control)
             assert box.image.value != before, (name, control)  # it did redraw
+            assert len(box.image.value) <= MOST_PNG_BYTES, (name, control, len(box.image.value))
             if laid_out_once:  # no layout engine: nothing is measured again on a redraw
                 assert isinstance(figure.get_layout_engine(), (type(None), PlaceHolderLayoutEngine)), (name, control)
 
@@ -58,18 +72,46 @@ def _pixels(png):
     return np.asarray(Image.open(io.BytesIO(png)))
 
 
-@pytest.mark.parametrize("name", ["permute", "broadcast", "scaling", "mask", "attention maps", "heads", "decoding"])
+@pytest.mark.parametrize("name", ["permute", "broadcast", "scaling", "mask", "attention maps", "heads", "decoding",
+                                  "cache", "tiles"])
 def test_an_updated_figure_shows_exactly_what_a_new_one_would(nets, name):
-    box, moves = next((box, moves) for n, box, moves, _ in explorers(nets) if n == name)
+    build, moves = next((build, moves) for n, build, moves, _ in explorers(nets) if n == name)
+    box = build()
     for control, value in moves.items():
         box.controls[control].value = value
     values = {control: widget.value for control, widget in box.controls.items()}
-    fresh = next(b for n, b, _, _ in explorers(nets) if n == name)
+    fresh = build()
     for control, value in values.items():
         fresh.controls[control].value = value
     if name != "decoding":  # a new explorer at these values draws a figure of its own only once
         assert fresh.figure is not box.figure
     assert np.array_equal(_pixels(box.image.value), _pixels(viz.figure_png(fresh.figure)))
+
+
+# (explorer, moves: the last one's texts laid out before, by another state of the same texts)
+LAID_OUT_PER_KEY = [
+    (widgets.scaling_explorer, [("d_k", 128), ("d_k", 1), ("d_k", 256)]),
+    (widgets.tiles_explorer, [("block", 4), ("step", 1), ("block", 2), ("step", 5)]),
+    (widgets.cache_explorer, [("window", 4), ("variant", "MHA"), ("window", 0), ("variant", "GQA"), ("window", 4)]),
+]
+
+
+@pytest.mark.parametrize("build, moves", LAID_OUT_PER_KEY, ids=["scaling", "tiles", "cache"])
+def test_a_figure_laid_out_per_key_lays_out_only_new_texts_and_shows_what_a_new_figure_would(build, moves):
+    """The layout of a figure updated in place is computed once per set of texts (LayoutPerKey) and
+    then only reused; a reused layout puts the axes exactly where a new figure's layout puts them."""
+    box = build()
+    engine = box.figure.get_layout_engine()
+    assert isinstance(engine, viz.figures.LayoutPerKey)
+    for control, value in moves:
+        box.controls[control].value = value
+    assert engine.laid_out < 1 + len(moves), "every redraw laid the figure out again"
+    values = {control: widget.value for control, widget in box.controls.items()}
+    view = {"scaling_explorer": widgets.scaling_view, "tiles_explorer": widgets.tiles_view,
+            "cache_explorer": widgets.cache_view}[build.__name__]
+    fresh, _ = view(**values)
+    assert fresh is not box.figure
+    assert np.array_equal(_pixels(box.image.value), _pixels(viz.figure_png(fresh)))
 
 
 def test_the_walkthrough_redrawn_on_its_kept_layout_says_what_a_new_one_says():
@@ -121,9 +163,8 @@ def test_a_model_changed_in_place_is_computed_again():
 def test_every_explorer_shows_its_picture_at_its_own_size(nets):
     """One pixel of the PNG to one pixel of the page: the image's width is the PNG's, it is not
     stretched to the cell's width by its flex column, and a narrower page scales it down whole."""
-    later = [("cache (07)", widgets.cache_explorer(), {"tokens": 20, "variant": "MQA", "window": 4}),
-             ("tiles (08)", widgets.tiles_explorer(), {"block": 4, "causal": False})]
-    for name, box, moves in [explorer[:3] for explorer in explorers(nets)] + later:
+    for name, build, moves, _ in explorers(nets):
+        box = build()
         for control, value in [(None, None), *moves.items()]:
             if control is not None:
                 box.controls[control].value = value

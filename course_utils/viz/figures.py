@@ -11,6 +11,7 @@ import torch
 from matplotlib import font_manager
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from PIL import Image
 
 from ..i18n import message
@@ -116,6 +117,46 @@ def keep_layout(figure):
     figure.draw_without_rendering()
     figure.set_layout_engine("none")
     return figure
+
+
+class LayoutPerKey(ConstrainedLayoutEngine):
+    """Constrained layout, run once per value of ``key(figure)`` and remembered: for a figure an
+    explorer updates in place whose texts change with its controls, but only among a few layouts.
+    key: a function of the figure, called at each draw, that gives what the axes' places depend
+    on (the texts whose size sets the margins: tick labels, titles), all else staying the same.
+    Laying out measures every text and costs as much as drawing the figure: an update whose key
+    was seen before sets the axes where that layout put them (exactly where it would put them
+    again) and skips it. For figures without colorbars, suptitles or figure legends (only the
+    axes are placed again)."""
+
+    def __init__(self, key, **kwargs):
+        super().__init__(**kwargs)
+        self._key = key
+        self._places = {}
+        #: How many times the figure was laid out (tests read it): once per key seen.
+        self.laid_out = 0
+
+    def execute(self, fig):
+        key = self._key(fig)
+        places = self._places.get(key)
+        if places is None:
+            super().execute(fig)
+            self.laid_out += 1
+            self._places[key] = [ax.get_position(original=True).frozen() for ax in fig.axes]
+            return
+        for ax, place in zip(fig.axes, places):
+            ax._set_position(place)  # as constrained layout places an axes (both positions)
+
+
+def texts_key(figure):
+    """A LayoutPerKey key: every axes' titles, axis labels and tick labels, as text (what sets the
+    margins of a figure whose other artists stay inside its axes)."""
+    return tuple(
+        (tuple(ax.get_title(loc) for loc in ("left", "center", "right")), ax.get_xlabel(), ax.get_ylabel(),
+         tuple(label.get_text() for label in ax.get_xticklabels()),
+         tuple(label.get_text() for label in ax.get_yticklabels()))
+        for ax in figure.axes
+    )
 
 
 def figure_png(figure):

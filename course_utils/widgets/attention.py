@@ -9,6 +9,7 @@ import torch
 from .. import masks, validation
 from ..i18n import message
 from ..viz import heatmap, keep_layout, mask_picture, new_figure
+from ..viz.figures import LayoutPerKey
 from .explorer import explorer, reusable
 
 # ---- lesson 01: why divide by √d_k
@@ -51,29 +52,20 @@ def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0, figure=None
     mode = message("l01.scaled" if scaled else "l01.unscaled")
 
     figure = reusable(figure, "scaling")
-    if figure is None:  # the texts change with d_k, so the layout engine stays on
-        figure, _ = new_figure(rows=1, cols=2, size=(9.0, 3.4))
-        figure.explorer_key = "scaling"
+    if figure is None:  # drawn once; later views replace only what the scores change
+        figure = _scaling_figure(keys)
     left, right = figure.axes[:2]
-    left.cla()
-    right.cla()
     reach = max(4.0, 4.0 * std)  # the x-range follows the scores, so the normal curve shrinks as they spread
+    for bar in left.patches[:]:  # the histogram's bars: drawn anew (cla() would also remake the axes' ticks)
+        bar.remove()
     left.hist(scores.flatten().numpy(), bins=40, range=(-reach, reach), density=True, color="tab:blue", alpha=0.7)
     x = torch.linspace(-reach, reach, 400)
-    left.plot(x.numpy(), (torch.exp(-x**2 / 2) / math.sqrt(2 * math.pi)).numpy(), "k--", lw=1,
-              label=message("l01.standard_normal"))
-    left.set_xlabel(message("l01.score"))
-    left.set_ylabel(message("l01.density"))
+    left.lines[0].set_data(x.numpy(), (torch.exp(-x**2 / 2) / math.sqrt(2 * math.pi)).numpy())
+    left.relim()  # the data limits of these bars and this curve only (they only grow otherwise)
+    left.autoscale_view()
     left.set_title(message("l01.scores_title", n=scores.numel(), mode=mode), fontsize=10)
-    left.legend(loc="upper right", fontsize=10)
-    right.bar(range(keys), weights[0].numpy(), color="tab:orange")
-    right.axhline(1 / keys, color="gray", ls=":", lw=1, label=message("l01.uniform", keys=keys))
-    right.set_ylim(0, 1)
-    right.set_xticks(range(0, keys, max(1, keys // 8)))
-    right.set_xlabel(message("plot.key"))
-    right.set_ylabel(message("l01.weight"))
-    right.set_title(message("l01.weights_title", keys=keys), fontsize=10)
-    right.legend(loc="upper right", fontsize=10)
+    for bar, weight in zip(right.patches, weights[0].tolist()):
+        bar.set_height(weight)
     summary = message(
         "l01.scaling_summary",
         d_k=d_k,
@@ -84,6 +76,39 @@ def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0, figure=None
         mean_top=largest.mean().item(),
     )
     return figure, summary
+
+
+def _scaling_figure(keys):
+    """The scaling view's figure with what no control changes: the axes, their labels, the normal
+    curve (its data set by the view), `keys` bars of query 0's weights (heights set by the view),
+    the uniform line and the legends. The texts that change with d_k (tick labels, the left title)
+    move the axes among a few layouts, each computed once (LayoutPerKey)."""
+    figure, (axes,) = new_figure(rows=1, cols=2, size=(9.0, 3.4))
+    figure.set_layout_engine(LayoutPerKey(_scaling_layout_key))
+    figure.explorer_key = "scaling"
+    left, right = axes
+    left.plot([], [], "k--", lw=1, label=message("l01.standard_normal"))
+    left.set_xlabel(message("l01.score"))
+    left.set_ylabel(message("l01.density"))
+    left.legend(loc="upper right", fontsize=10)
+    right.bar(range(keys), [0.0] * keys, color="tab:orange")
+    right.axhline(1 / keys, color="gray", ls=":", lw=1, label=message("l01.uniform", keys=keys))
+    right.set_ylim(0, 1)
+    right.set_xticks(range(0, keys, max(1, keys // 8)))
+    right.set_xlabel(message("plot.key"))
+    right.set_ylabel(message("l01.weight"))
+    right.set_title(message("l01.weights_title", keys=keys), fontsize=10)
+    right.legend(loc="upper right", fontsize=10)
+    return figure
+
+
+def _scaling_layout_key(figure):
+    """What the scaling figure's layout depends on: the left axes' title and y tick labels (their
+    width sets its left margin; the right axes' texts never change). Its x tick labels, whatever
+    the scores' range, have the same height and sit well inside the margins (tests check that a
+    redraw matches a new figure's layout)."""
+    left = figure.axes[0]
+    return left.get_title(), tuple(label.get_text() for label in left.get_yticklabels())
 
 
 def scaling_explorer(d_k=64, scaled=False):

@@ -9,8 +9,9 @@ from .. import validation
 from ..decoding import KVCache, cache_bytes
 from ..i18n import message
 from ..viz.decoding import cache_slots
+from ..viz.figures import LayoutPerKey, texts_key
 from ..viz.probsparse import format_bytes
-from .explorer import explorer
+from .explorer import explorer, reusable
 
 #: The attention variants the explorer offers: name -> key/value heads, for H = 8 query heads.
 VARIANTS = {"MHA": 8, "GQA": 2, "MQA": 1}
@@ -28,8 +29,9 @@ def cache_view(tokens=6, variant="GQA", window=0, figure=None):
     (d = 64) generates `tokens` tokens (1 to MOST_TOKENS) one at a time through a ``KVCache``
     (with ``window`` > 0: a rolling buffer of that many slots). Returns ``(figure, summary)``: the
     cache's slots per key/value head, each holding a token's position (the newest in green), and its
-    bytes for this toy layer and for Llama-2-70B's shape with the same H_kv. `figure` is ignored
-    (a new one each time: the grid's size changes with the settings)."""
+    bytes for this toy layer and for Llama-2-70B's shape with the same H_kv. figure: one this view
+    returned before, resized to this grid and drawn again instead of a new one (what the explorer
+    passes)."""
     function = "cache_view"
     if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= MOST_TOKENS:
         validation.fail(function, "tokens", validation.describe(tokens),
@@ -50,9 +52,16 @@ def cache_view(tokens=6, variant="GQA", window=0, figure=None):
     else:
         slots = list(range(tokens))
     held = cache.length
-    figure = Figure(figsize=(min(max(6.0, 1.2 + 0.4 * len(slots)), 11.0), 1.1 + 0.36 * kv), dpi=80,
-                    layout="constrained")
-    ax = figure.add_subplot()
+    size = (min(max(6.0, 1.2 + 0.4 * len(slots)), 11.0), 1.1 + 0.36 * kv)
+    figure = reusable(figure, "cache")
+    if figure is None:
+        figure = Figure(figsize=size, dpi=80, layout=LayoutPerKey(_layout_key))
+        figure.add_subplot()
+        figure.explorer_key = "cache"
+    figure.set_size_inches(size)  # the grid's size follows the slots and heads
+    ax = figure.axes[0]
+    for image in ax.images[:]:  # the last grid (cache_slots sets the ticks and limits again)
+        image.remove()
     cache_slots(slots, kv, tokens - 1, ax=ax, title=message("l07.widget.title", variant=variant, n=tokens, held=held))
     toy = cache_bytes(1, kv, HEAD_DIM, held)
     big = cache_bytes(80, LLAMA_70B_KV[variant], 128, held)
@@ -62,15 +71,17 @@ def cache_view(tokens=6, variant="GQA", window=0, figure=None):
     return figure, summary
 
 
+def _layout_key(figure):
+    """What the cache figure's layout depends on: its size and its texts (LayoutPerKey)."""
+    return tuple(figure.get_size_inches()), texts_key(figure)
+
+
 def cache_explorer(tokens=6, variant="GQA", window=0):
     """A slider for the number of tokens generated, a choice of MHA / GQA / MQA and of a sliding
     window, over ``cache_view``."""
 
-    def view(figure=None, **values):
-        return cache_view(**values)
-
     return explorer(
-        view,
+        cache_view,
         tokens=w.IntSlider(value=tokens, min=1, max=MOST_TOKENS, description=message("l07.widget.tokens"),
                            continuous_update=False),
         variant=w.ToggleButtons(options=list(VARIANTS), value=variant, description=message("l07.widget.variant")),

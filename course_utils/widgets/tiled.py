@@ -15,8 +15,9 @@ from .. import validation
 from ..i18n import message
 from ..tiled import FULL, SKIP, SoftmaxState, _position_keep, empty_state, finish, tile_kinds, update
 from ..viz import new_figure
+from ..viz.figures import LayoutPerKey, texts_key
 from ..viz.tiled import tile_grid
-from .explorer import explorer
+from .explorer import explorer, reusable
 
 L, D, D_V = 8, 4, 2
 #: The block sizes the explorer offers (the same for queries and keys).
@@ -87,8 +88,7 @@ def exact_output(causal=True):
 def tiles_view(step=0, block=2, causal=True, figure=None):
     """The explorer's view after `step` computed tiles (clamped to the last): the tile grid and the
     output rows so far beside the exact output; the summary lists each query's m, ℓ and output.
-    figure: the explorer's last figure (a new one is drawn each time: it is small)."""
-    del figure
+    figure: one this view returned before, updated instead of a new one (what the explorer passes)."""
     if block not in BLOCKS:
         validation.fail("tiles_view", "block", validation.describe(block),
                         {"en": f"one of {', '.join(map(str, BLOCKS))}", "zh": f"{'、'.join(map(str, BLOCKS))} 之一"})
@@ -99,17 +99,14 @@ def tiles_view(step=0, block=2, causal=True, figure=None):
     m, ell, output = _rows(states, block)
     exact = exact_output(causal)
     kinds = tile_kinds(L, L, block, block, causal=causal)
-    figure, axes = new_figure(cols=2, size=(8.2, 3.6))
-    tile_grid(kinds, ax=axes[0, 0], done=step, current=tile, legend=False)
-    image = torch.cat([output, exact], dim=1).numpy()
-    axes[0, 1].imshow(image, cmap="coolwarm", vmin=-2, vmax=2, aspect="auto")
-    axes[0, 1].axvline(D_V - 0.5, color="black", linewidth=2)
-    axes[0, 1].set_xticks(range(2 * D_V), [str(f) for f in range(D_V)] * 2)
-    axes[0, 1].set_yticks(range(L))
-    axes[0, 1].set_xlabel(message("l08.plot.feature"), fontsize=10)
-    axes[0, 1].set_ylabel(message("l08.plot.query"), fontsize=10)
-    axes[0, 1].set_title(message("l08.plot.output"), fontsize=10)
-    axes[0, 1].tick_params(labelsize=10)
+    figure = reusable(figure, "tiles")
+    if figure is None:  # drawn once; later views redraw the tiles and set the output's pixels
+        figure = _tiles_figure()
+    grid, rows = figure.axes
+    for patch in grid.patches[:]:  # the tiles of the last view (tile_grid sets the ticks and limits again)
+        patch.remove()
+    tile_grid(kinds, ax=grid, done=step, current=tile, legend=False)
+    rows.images[0].set_data(torch.cat([output, exact], dim=1).numpy())
     last = len(steps) - 1
     if tile is None:
         head = message("l08.widget.start", steps=last)
@@ -127,6 +124,25 @@ def tiles_view(step=0, block=2, causal=True, figure=None):
     if step == last and torch.allclose(output, exact, rtol=0, atol=1e-6):
         lines += ["", message("l08.widget.done")]
     return figure, "\n".join(lines)
+
+
+def _tiles_figure():
+    """The tiles view's figure: the tile grid's axes (drawn by the view) and the output rows so far
+    beside the exact output (pixels set by the view). The grid's tick labels change with the block
+    size, so each block size is laid out once (LayoutPerKey)."""
+    figure, axes = new_figure(cols=2, size=(8.2, 3.6))
+    figure.set_layout_engine(LayoutPerKey(texts_key))
+    figure.explorer_key = "tiles"
+    rows = axes[0, 1]
+    rows.imshow(torch.zeros(L, 2 * D_V).numpy(), cmap="coolwarm", vmin=-2, vmax=2, aspect="auto")
+    rows.axvline(D_V - 0.5, color="black", linewidth=2)
+    rows.set_xticks(range(2 * D_V), [str(f) for f in range(D_V)] * 2)
+    rows.set_yticks(range(L))
+    rows.set_xlabel(message("l08.plot.feature"), fontsize=10)
+    rows.set_ylabel(message("l08.plot.query"), fontsize=10)
+    rows.set_title(message("l08.plot.output"), fontsize=10)
+    rows.tick_params(labelsize=10)
+    return figure
 
 
 def tiles_explorer(block=2, causal=True):
