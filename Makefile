@@ -195,7 +195,7 @@ notebooks: setup
 
 # Benchmarks print ratios measured side by side in one run, on one thread; never a timed test. Each
 # measures on every device present (the CPU, and a CUDA GPU when torch sees one; DEVICE=cpu or cuda for
-# one) and writes its figures per device to benchmarks/results/<benchmark>-<device>.json, which the
+# one) and writes its figures per device to course_utils/results/<benchmark>-<device>.json, which the
 # lessons read (course_utils.measured): commit the files worth keeping. (bench_widgets: the CPU only.)
 DEVICE ?= all
 bench: setup

@@ -6,7 +6,7 @@ CPU thread and on a GPU (lesson 07).
     .venv/bin/python benchmarks/bench_decoding.py --device cuda   the GPU only (--out DIR: where the JSON goes)
 
 It measures on every device present (the CPU, and a CUDA GPU when torch sees one) and writes each
-device's figures to benchmarks/results/decoding-<device>.json (course_utils.measured: the format):
+device's figures to course_utils/results/decoding-<device>.json (course_utils.measured: the format):
 one figure per model and N, {"model", "batch", "N", "cache_s", "recompute_s"}.
 
 The model is ``decoding.TinyDecoder`` with its default sizes (vocabulary 64, E = 64, 4 query heads

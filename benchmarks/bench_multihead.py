@@ -6,7 +6,7 @@
     .venv/bin/python benchmarks/bench_multihead.py --device cuda   the GPU only (--out DIR: where the JSON goes)
 
 It measures on every device present (the CPU, and a CUDA GPU when torch sees one) and writes each
-device's figures to benchmarks/results/multihead-<device>.json (course_utils.measured: the format).
+device's figures to course_utils/results/multihead-<device>.json (course_utils.measured: the format).
 
 Part 1, the bar: the course's fused layer with F.scaled_dot_product_attention
 (``FusedMultiheadAttention(..., need_weights=False)``) is no slower than ``nn.MultiheadAttention``

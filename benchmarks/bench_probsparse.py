@@ -6,7 +6,7 @@
     .venv/bin/python benchmarks/bench_probsparse.py --device cuda   the GPU only (--out DIR: where the JSON goes)
 
 It measures on every device present (the CPU, and a CUDA GPU when torch sees one) and writes each
-device's figures to benchmarks/results/probsparse-<device>.json (course_utils.measured: the format):
+device's figures to course_utils/results/probsparse-<device>.json (course_utils.measured: the format):
 one figure per L, {"L", "U", "course_ms", "original_ms", "sdpa_ms", "course_bytes", "original_bytes",
 "sdpa_bytes"} (median milliseconds; peak extra bytes of one call).
 

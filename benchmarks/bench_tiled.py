@@ -33,7 +33,7 @@ materialised_attention are reported (no bar).
 Timings vary with the machine and its load; compare the ratios measured in one run.
 
 It measures on every device present (the CPU, and a CUDA GPU when torch sees one; ``--device cuda``
-for the GPU only) and writes each device's figures to benchmarks/results/tiled-<device>.json
+for the GPU only) and writes each device's figures to course_utils/results/tiled-<device>.json
 (``--out DIR``: elsewhere; course_utils.measured: the format): one figure per L,
 {"L", "<candidate>_ms", "<candidate>_bytes"} for the candidates tiled, tiled_causal, textbook,
 materialised and sdpa (null: not run, or failed on the device).

@@ -1,4 +1,4 @@
-"""The benchmarks' results as data: one JSON file per benchmark and device, in benchmarks/results/,
+"""The benchmarks' results as data: one JSON file per benchmark and device, in course_utils/results/,
 in the format course_utils.measured documents and reads (``<benchmark>-<device>.json``).
 
 Every benchmark measures on each device it is given (``--device all``, the default: the CPU, and a

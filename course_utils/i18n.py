@@ -894,13 +894,13 @@ MESSAGES = {
     },
     # what the benchmarks measured, and measuring on a GPU in a lesson (course_utils.measured)
     "measured.provenance": {
-        "en": "Measured on the {name} with torch {torch} on {date} (benchmarks/results/{file}).",
-        "zh": "测量环境：{name}，torch {torch}，{date}（benchmarks/results/{file}）。",
+        "en": "Measured on the {name} with torch {torch} on {date} (course_utils/results/{file}).",
+        "zh": "测量环境：{name}，torch {torch}，{date}（course_utils/results/{file}）。",
     },
     "measured.none": {
-        "en": "No {device} result of this benchmark is committed yet (benchmarks/results/{file} does not exist): "
+        "en": "No {device} result of this benchmark is committed yet (course_utils/results/{file} does not exist): "
         "`make bench` on a machine with a {device} GPU writes it.",
-        "zh": "这项基准测试还没有提交 {device} 上的结果（benchmarks/results/{file} 不存在）："
+        "zh": "这项基准测试还没有提交 {device} 上的结果（course_utils/results/{file} 不存在）："
         "在有 {device} GPU 的机器上运行 `make bench` 即可生成。",
     },
     "measured.no_gpu": {

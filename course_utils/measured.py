@@ -2,7 +2,7 @@
 
 ``make bench`` (benchmarks/) times and weighs the lessons' comparisons on every device present: the
 CPU always, a CUDA GPU when torch sees one. Each benchmark writes its results on each device as one
-JSON file, ``benchmarks/results/<benchmark>-<device>.json``. A lesson measures the CPU live and shows
+JSON file, ``course_utils/results/<benchmark>-<device>.json``. A lesson measures the CPU live and shows
 the GPU's committed figures beside them, saying where and when they were measured::
 
     gpu = measured.load("probsparse", "cuda")   # None when no such file is committed
@@ -38,8 +38,9 @@ import torch
 
 from . import i18n
 
-#: Where the benchmarks write their results: benchmarks/results/ of the course's folder.
-RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+#: Where the benchmarks write their results and the lessons read them: results/ inside this package,
+#: so that the committed figures travel with it (package data: the student bundle, a Colab install).
+RESULTS = Path(__file__).resolve().parent / "results"
 FORMAT = "attention-course/benchmark/1"
 DEVICES = ("cpu", "cuda")
 #: Each field of a file and the type its value has.
@@ -58,7 +59,7 @@ class Result:
     date: str
     settings: dict
     figures: list
-    file: str = ""  # the file's name in benchmarks/results/
+    file: str = ""  # the file's name in course_utils/results/
 
     def rows(self, **where):
         """The figures whose fields equal `where` ({} gives every figure), in the file's order."""
@@ -136,17 +137,17 @@ def table(benchmark, columns, device="cuda", folder=None, **where):
     """Print `benchmark`'s committed figures on `device` under a line that says where and when they
     were measured, or, when no file holds them, the sentence that says so. `columns` is {heading:
     function of one figure giving its cell}, headings in the notebook's language; `where` picks the
-    figures (``part="bar"``). Returns the Result, or None when there is no file."""
+    figures (``part="bar"``). Returns None: a lesson's cell ends with this call, and a value returned
+    would be shown after the table (measured.load gives the Result)."""
     result = load(benchmark, device, folder)
     if result is None:
         print(missing(benchmark, device))
-        return None
+        return
     print(result.provenance())
     rows = [[str(cell(row)) for cell in columns.values()] for row in result.rows(**where)]
     widths = [max([_width(heading)] + [_width(row[i]) for row in rows]) for i, heading in enumerate(columns)]
     for line in ([list(columns)] + rows):
         print("  ".join(" " * (width - _width(text)) + text for text, width in zip(line, widths)))
-    return result
 
 
 def _width(text):

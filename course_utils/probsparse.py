@@ -75,17 +75,12 @@ def _int_tensor(function, argument, value, layout, ndim=None):
     return check.dense(function, argument, value)
 
 
-def _generator(function, generator, device=None):
-    """`generator` when it is None or a torch.Generator that can draw on `device`."""
-    if generator is None:
-        return None
-    if not isinstance(generator, torch.Generator):
+def _generator(function, generator):
+    """`generator` when it is None or a torch.Generator (on any device: ``sample_keys`` draws where
+    the generator is and puts the sample where the inputs are)."""
+    if generator is not None and not isinstance(generator, torch.Generator):
         check.fail(function, "generator", check.describe(generator),
                    {"en": "None or a torch.Generator", "zh": "None 或 torch.Generator"})
-    if device is not None and device.type not in ("meta", generator.device.type):
-        check.fail(function, "generator", f"torch.Generator(device='{generator.device}')",
-                   {"en": f"a generator on the device it draws for, '{device}'",
-                    "zh": f"与抽样所在设备 '{device}' 相同的随机数生成器"})
     return generator
 
 
@@ -133,7 +128,11 @@ def sample_keys(length_q, length_k, count, *, causal=False, generator=None, devi
     later key. One sample serves every batch item and head, as in the Informer code.
 
     Drawing from fewer keys has a price: an early query's sample holds few distinct keys, so its
-    max − mean tends to be smaller, and causal mode chooses fewer early queries (lesson 05, section 5)."""
+    max − mean tends to be smaller, and causal mode chooses fewer early queries (lesson 05, section 5).
+
+    The sample is drawn where ``generator`` is (a CPU generator, as the lessons seed, gives the
+    same sample on a GPU as on the CPU: the few int64 positions are drawn there and moved), or,
+    without one, on ``device``; it is returned on ``device`` (None: torch's default device)."""
     function = "sample_keys"
     for name, value in (("length_q", length_q), ("length_k", length_k), ("count", count)):
         check.whole_number(function, name, value, 1, check.INT64_MAX)  # positions and sizes torch holds
@@ -142,15 +141,17 @@ def sample_keys(length_q, length_k, count, *, causal=False, generator=None, devi
         check.fail(function, "length_k", check.describe(length_k),
                    {"en": f"length_q = {length_q}: causal mode is self-attention",
                     "zh": f"length_q = {length_q}：因果模式用于自注意力"})
-    device = check.device(function, "device", device)  # None: torch's default device, as torch.randint
-    generator = _generator(function, generator, device if device is not None else check.default_device())
+    device = check.device(function, "device", device)
+    device = device if device is not None else check.default_device()  # as torch.randint
+    generator = _generator(function, generator)
+    drawn_on = generator.device if generator is not None else device  # a generator draws on its own device
     # (length_q, count) int64, and in causal mode as many float32 draws beside them
     largest = max((("length_q", length_q), ("count", count)), key=lambda pair: pair[1])
     check.fits_in_memory(function, *largest, length_q * count, 12 if causal else 8)
     if not causal:
-        return torch.randint(length_k, (length_q, count), generator=generator, device=device)
-    visible = torch.arange(1, length_q + 1, device=device).unsqueeze(1)  # query i sees i + 1 keys
-    return (torch.rand(length_q, count, generator=generator, device=device) * visible).long()
+        return torch.randint(length_k, (length_q, count), generator=generator, device=drawn_on).to(device)
+    visible = torch.arange(1, length_q + 1, device=drawn_on).unsqueeze(1)  # query i sees i + 1 keys
+    return (torch.rand(length_q, count, generator=generator, device=drawn_on) * visible).long().to(device)
 
 
 # --------------------------------------------------------------------------- the steps
@@ -467,7 +468,7 @@ def _validate(function, query, key, value, factor, scale, causal, generator, ind
             check.describe(key),
             {"en": f"L_K = L_Q = {L_Q}: causal mode is self-attention", "zh": f"L_K = L_Q = {L_Q}：因果模式用于自注意力"},
         )
-    _generator(function, generator, query.device)
+    _generator(function, generator)
     check.flag(function, "need_weights", need_weights)
     if trace is not None and not isinstance(trace, Trace):
         check.fail(function, "trace", check.describe(trace), {"en": "None or a probsparse.Trace", "zh": "None 或 probsparse.Trace"})

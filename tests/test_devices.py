@@ -38,6 +38,8 @@ from torch.utils._pytree import tree_flatten
 import test_fuzz
 from course_utils import (attention, decoding, layers, masks, multihead, optim, probsparse, seq2seq, tiled, toy,
                           transformer)
+from course_teacher.exercises import EXERCISES
+from course_utils.exercises import PASSED, evaluate, public
 
 MODULES = (attention, masks, layers, multihead, probsparse, transformer, seq2seq, toy, decoding, tiled, optim)
 PACKAGE = Path(attention.__file__).parent
@@ -346,3 +348,70 @@ def test_a_module_made_from_pytorchs_is_made_on_its_device():
         assert placed(ours.from_torch, theirs)[2] == []
         assert placed(ours(4, 2, 8).to_torch)[2] == []
     assert placed(layers.SelfAttention(4).to_multihead)[2] == []
+
+
+# ----------------------------------------------------------------------------- the exercises
+
+
+def _holds_a_tensor(args):
+    return bool(_devices(args))
+
+
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
+def test_each_exercises_reference_makes_its_tensors_where_its_cases_are(exercise):
+    """Each exercise's reference on each of its public cases (CPU tensors) with meta as the default
+    device: every tensor it makes is on the CPU of the case (the leftovers a GPU run found in the
+    references of lessons 02, 05, 06, 07 and 08: masks, positions, buffers made without device=). A
+    case of numbers alone (02.causal_mask's lengths) answers on torch's default device, as torch's
+    factories do: there, meta."""
+    reference = EXERCISES[exercise].reference
+    for case in public.load(exercise).cases:
+        try:
+            inputs, wanted, elsewhere = placed(reference, *case.args)
+        except Exception as error:  # noqa: BLE001 (a tensor made on the default device met an input)
+            raise AssertionError(f"{exercise} case {case.number} failed with meta as the default device (a tensor "
+                                 f"made without device= met the CPU inputs): {type(error).__name__}: {error}") from None
+        assert not elsewhere, f"{exercise} case {case.number}: inputs on {wanted}, tensors made elsewhere: {elsewhere[:6]}"
+        assert inputs == ({torch.device("cpu")} if _holds_a_tensor(case.args) else set()), case.number
+
+
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
+def test_each_check_makes_its_tensors_where_its_cases_are(exercise):
+    """The check (course_utils.exercises, the learner's side) with meta as the default device, given
+    the reference: the cases it loads, the copies it hands over, the gradients it seeds and what it
+    compares are made on the CPU its data lives on, and it passes (or, where the reference uses a
+    helper the exercise forbids, says FORBIDDEN, as on any device). An exercise of numbers alone is
+    given the reference pinned to the CPU: its answer belongs on the default device (above), and the
+    check's data is on the CPU. (This is also the proof that each reference passes its own check,
+    which tests/test_exercises.py leaves to it: one check run for both.)"""
+    reference = EXERCISES[exercise].reference
+    cases = public.load(exercise).cases
+    if not any(_holds_a_tensor(case.args) for case in cases):
+        def pinned(*args, reference=reference):
+            with torch.device("cpu"):
+                return reference(*args)
+        function = pinned
+    else:
+        function = reference
+    made = _Made()
+    with torch.device(META), made:
+        verdict = evaluate(exercise, function)
+    forbidden_here = EXERCISES[exercise].forbidden and verdict.code == "FORBIDDEN"
+    assert verdict.status == PASSED or forbidden_here, verdict.message
+    elsewhere = [(operator, device) for operator, device in made.made if device.type != "cpu"]
+    assert not elsewhere, f"{exercise}: the check made tensors off the CPU of its data: {elsewhere[:6]}"
+
+
+def test_a_cpu_generator_draws_the_same_sample_for_any_device():
+    """probsparse.sample_keys with a CPU generator (as the lessons seed one) and another device: the
+    sample is drawn on the CPU generator, as on the CPU, and put on that device (a GPU run refused the
+    CPU generator there). meta stands for the other device: the result is there, and the generator
+    moved on exactly as a CPU draw moves it."""
+    for causal in (False, True):
+        here, there = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+        on_cpu = probsparse.sample_keys(12, 12, 5, causal=causal, generator=here)
+        elsewhere = probsparse.sample_keys(12, 12, 5, causal=causal, generator=there, device=META)
+        assert elsewhere.device == META and elsewhere.shape == on_cpu.shape and elsewhere.dtype == on_cpu.dtype
+        assert torch.equal(here.get_state(), there.get_state())
+        with torch.device(META):  # no device named: torch's default device, wherever the generator is
+            assert probsparse.sample_keys(12, 12, 5, causal=causal, generator=torch.Generator()).device == META

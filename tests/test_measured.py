@@ -3,13 +3,14 @@ written is read back with every field and figure it holds, and a file that is no
 refused with a message that names the file and what is wrong with it."""
 
 import json
+import re
 import sys
 
 import pytest
 
 from course_utils import i18n, measured
 
-sys.path.insert(0, str(measured.RESULTS.parent))  # benchmarks/record.py is a script's module, not a package's
+sys.path.insert(0, str(measured.RESULTS.parents[1] / "benchmarks"))  # benchmarks/record.py: a script's module
 import record  # noqa: E402
 
 SETTINGS = {"B": 1, "H": 8, "dtype": "float32", "threads": None, "lengths": (512, 2048)}
@@ -40,7 +41,7 @@ def test_the_provenance_names_the_device_torch_date_and_file_in_both_languages(t
     found = measured.load("decoding", "cpu", tmp_path)
     english = found.provenance()
     assert found.device_name in english and found.torch in english and found.date in english
-    assert "benchmarks/results/decoding-cpu.json" in english
+    assert "course_utils/results/decoding-cpu.json" in english
     i18n.set_language("zh")
     assert "测量环境" in found.provenance() and found.date in found.provenance()
     assert "CUDA" in measured.missing("tiled", "cuda") and "tiled-cuda.json" in measured.missing("tiled", "cuda")
@@ -92,3 +93,51 @@ def test_devices_asked_for_cuda_without_a_gpu_says_so(monkeypatch):
     assert record.devices("all") == ["cpu"] and record.devices("cpu") == ["cpu"]
     with pytest.raises(SystemExit, match="sees no CUDA device"):
         record.devices("cuda")
+
+
+# ----------------------------------------------------------------------------- the lessons' GPU cells
+
+ROOT = measured.RESULTS.parents[1]
+NOTEBOOKS = sorted(ROOT.glob("notebooks/*/*.ipynb")) + sorted(ROOT.glob("notebooks/solutions/*/*.ipynb"))
+#: Code that reads the runtime's GPU: a cell holding it prints what that GPU gives.
+TOUCHES_A_GPU = re.compile(r"measured\.(?:on_gpu|gpu|cuda_peak_bytes)\(|torch\.cuda\.|[\"']cuda[\"']")
+
+
+def _code_cells(path):
+    return [cell for cell in json.loads(path.read_text(encoding="utf-8"))["cells"] if cell["cell_type"] == "code"]
+
+
+def test_every_cell_that_reads_the_gpu_has_its_output_left_out_by_nbval():
+    """A lesson prints the same on every machine, GPU or not, where nbval checks it: a cell that
+    measures on the runtime's GPU (measured.on_gpu, torch.cuda, a device named "cuda") is tagged
+    nbval-ignore-output. (Run with a GPU visible, the untagged cells compute on the CPU and show the
+    committed figures, which no GPU changes: test below.)"""
+    assert NOTEBOOKS, "no rendered notebook found"
+    untagged, found = [], 0
+    for path in NOTEBOOKS:
+        for cell in _code_cells(path):
+            if TOUCHES_A_GPU.search("".join(cell["source"])):
+                found += 1
+                if "nbval-ignore-output" not in cell["metadata"].get("tags", []):
+                    untagged.append(f"{path.relative_to(ROOT)}: {''.join(cell['source'])[:80]!r}")
+    assert found >= 4 * 4, "the scan found too few GPU cells (lessons 04, 05, 07 and 08, four notebooks each)"
+    assert not untagged, untagged
+
+
+def test_the_committed_figures_print_the_same_with_and_without_a_gpu(monkeypatch, capsys):
+    """measured.table, the call of the GPU figures' cells nbval checks, prints the committed file
+    whether or not torch sees a GPU (faked here), and returns nothing: a cell ending with it shows
+    the table alone (it returned the Result, whose repr every lesson showed after its table)."""
+    columns = {"H": lambda row: row.get("H"), "naive": lambda row: row.get("naive_ms")}
+    printed = []
+    for available in (False, True):
+        monkeypatch.setattr(measured.torch.cuda, "is_available", lambda: available)
+        assert measured.table("multihead", columns, part="lesson") is None
+        assert measured.table("nothing", columns) is None
+        printed.append(capsys.readouterr().out)
+    assert printed[0] == printed[1] and "multihead-cuda.json" in printed[0] and "nothing-cuda.json" in printed[0]
+    for path in NOTEBOOKS:
+        for cell in _code_cells(path):
+            if "measured.table(" in "".join(cell["source"]):
+                kinds = {output["output_type"] for output in cell.get("outputs", [])}
+                assert kinds <= {"stream"}, f"{path.relative_to(ROOT)}: a table cell shows {kinds}"

@@ -79,6 +79,36 @@ def test_course_utils_imports_from_an_extracted_student_zip(zips, tmp_path):
     assert result.stdout.strip().startswith(str(course)), result.stdout
 
 
+@pytest.mark.slow  # (a wheel built and two fresh processes: 20 s under a load of 10 on 2 cores)
+def test_the_committed_gpu_figures_travel_with_course_utils(zips, tmp_path):
+    """The lessons show the benchmarks' committed GPU figures (course_utils.measured reads
+    course_utils/results/*.json): a learner gets them from the student zip as unzipped, and from the
+    wheel pip builds of it, which is what a Colab lesson's first cell installs (package data of
+    course_utils). Each is read back in a fresh process from the artifact, never the repository."""
+    from course_utils import measured
+
+    committed = sorted(path.name for path in measured.RESULTS.glob("*.json"))
+    assert committed, "no committed results to look for"
+    with zipfile.ZipFile(zips[0]) as archive:
+        archive.extractall(tmp_path / "unzipped")
+    course = tmp_path / "unzipped" / _top()
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                    "-w", str(tmp_path / "wheel"), str(course)], check=True, capture_output=True, timeout=300)
+    (wheel,) = (tmp_path / "wheel").glob("course_utils-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tmp_path / "installed")
+    script = ("import sys\nfrom course_utils import measured\nprint(measured.RESULTS)\n"
+              "for name in sys.argv[1:]:\n    print(measured.load(*name.removesuffix('.json').rsplit('-', 1)).provenance())\n")
+    for where in (course, tmp_path / "installed"):
+        env = {**os.environ, "PYTHONPATH": str(where)}
+        result = subprocess.run([sys.executable, "-c", script, *committed], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode == 0, result.stderr[-2000:]
+        folder, *provenances = result.stdout.splitlines()
+        assert folder == str(where / "course_utils" / "results"), folder  # the artifact's copy, not the repository's
+        assert [line.split("(course_utils/results/")[1][:-2] for line in provenances] == committed, provenances
+
+
 def test_the_student_zip_holds_the_exercises_public_data_and_no_teachers_side(zips):
     """The checks need each exercise's public cases (data); the references, the mistakes as functions,
     the hidden cases and the grader are the teacher's (course_teacher) and stay out. tests/test_student_side.py

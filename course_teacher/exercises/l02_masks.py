@@ -180,7 +180,7 @@ register(
 
 
 def _decoder_mask(lengths, max_len):
-    return masks.padding_mask(lengths, max_len) & masks.causal_mask(max_len)  # (B, 1, L, L)
+    return masks.padding_mask(lengths, max_len) & masks.causal_mask(max_len, device=lengths.device)  # (B, 1, L, L)
 
 
 def _decoder_cases(generator):

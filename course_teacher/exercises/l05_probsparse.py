@@ -62,7 +62,8 @@ def _put(context, selected, rows):
     """A copy of ``context`` with rows[b, h, r] at position selected[b, h, r] (out of place, so
     autograd follows it). Raises when the rows do not fit the context, as ``out[...] = rows`` does."""
     B, H, _ = selected.shape
-    batch, head = torch.arange(B).view(B, 1, 1), torch.arange(H).view(1, H, 1)
+    batch = torch.arange(B, device=selected.device).view(B, 1, 1)  # on the inputs' device (a GPU's too)
+    head = torch.arange(H, device=selected.device).view(1, H, 1)
     return context.clone().index_put((batch, head, selected), rows)
 
 
@@ -74,7 +75,7 @@ def _mean_of_values(value, length_q):
 
 def _cumulative_mean(value):
     """(B, H, L, D_v): row i the mean of v_0 … v_i."""
-    counts = torch.arange(1, value.shape[-2] + 1, dtype=value.dtype)
+    counts = torch.arange(1, value.shape[-2] + 1, dtype=value.dtype, device=value.device)
     return value.cumsum(-2) / counts.unsqueeze(-1)
 
 
@@ -854,7 +855,7 @@ def _causal_hidden(generator):
 
 def _visible(selected, length):
     """(B, H, u, L) bool: True where the chosen query at position p may see key j, j ≤ p."""
-    return torch.arange(length) <= selected.unsqueeze(-1)
+    return torch.arange(length, device=selected.device) <= selected.unsqueeze(-1)
 
 
 def _masked_attend(query, key, value, selected, keep, *, scale=True):

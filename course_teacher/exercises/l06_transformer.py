@@ -532,7 +532,7 @@ def _decoder_sublayers(norm1_weight, self_in_proj_weight, self_out_proj_weight, 
         q = F.linear(h, in_proj_weight[:E])  # (B, L_q, E)
         k, v = F.linear(context, in_proj_weight[E:]).chunk(2, dim=-1)  # (B, L_k, E) each
         q, k, v = (t.view(B, -1, num_heads, E // num_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, L, d)
-        keep = torch.ones(L_q, L_k, dtype=torch.bool)
+        keep = torch.ones(L_q, L_k, dtype=torch.bool, device=h.device)  # where the inputs are (a GPU's too)
         if causal:
             keep = keep.tril()  # key j <= query i
         if key_padding_mask is not None:

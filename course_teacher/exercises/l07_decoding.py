@@ -83,9 +83,9 @@ def _attention(q, k, v, keep, scale=True):
     return scores.softmax(dim=-1) @ v
 
 
-def _bottom_right(L_q, L_k):
+def _bottom_right(L_q, L_k, device=None):
     """(L_q, L_k): query i, at position L_k − L_q + i, keeps keys 0 … that position."""
-    return torch.ones(L_q, L_k, dtype=torch.bool).tril(diagonal=L_k - L_q)
+    return torch.ones(L_q, L_k, dtype=torch.bool, device=device).tril(diagonal=L_k - L_q)
 
 
 def _gqa(query, key, value, causal, *, repeat=False, top_left=False, scale=True, ignore_causal=False):
@@ -97,7 +97,8 @@ def _gqa(query, key, value, causal, *, repeat=False, top_left=False, scale=True,
     L_q, L_k = query.shape[2], key.shape[2]
     keep = None
     if causal and not ignore_causal:
-        keep = torch.ones(L_q, L_k, dtype=torch.bool).tril() if top_left else _bottom_right(L_q, L_k)
+        keep = (torch.ones(L_q, L_k, dtype=torch.bool, device=query.device).tril() if top_left
+                else _bottom_right(L_q, L_k, query.device))  # where the inputs are (a GPU's too)
     return _attention(query, k, v, keep, scale)
 
 
@@ -346,8 +347,8 @@ def _hidden_rope_cases(generator):
 
 def _rope(x, positions, *, halves=False, sign=1.0, exponent=2.0, from_zero=False, keep_dtype=True):
     d = x.shape[-1]
-    theta = BASE ** (-exponent * torch.arange(d // 2, dtype=torch.float64) / d)  # (d/2,)
-    p = torch.arange(len(positions)) if from_zero else positions
+    theta = BASE ** (-exponent * torch.arange(d // 2, dtype=torch.float64, device=x.device) / d)  # (d/2,)
+    p = torch.arange(len(positions), device=positions.device) if from_zero else positions
     angles = sign * p.to(torch.float64)[:, None] * theta  # (L, d/2)
     cos, sin = angles.cos(), angles.sin()
     if keep_dtype:
@@ -556,16 +557,16 @@ def _step(q, k, v, k_cache, v_cache, *, position_shift=0, rotate_query=True, rot
     T = k_cache.shape[2]
     if dtype is not None:  # (the whole step in another dtype, the results too)
         q, k, v, k_cache, v_cache = (t.to(dtype) for t in (q, k, v, k_cache, v_cache))
-    position = torch.tensor([T + position_shift])
+    position = torch.tensor([T + position_shift], device=q.device)  # where the inputs are (a GPU's too)
     q_rot = _rope(q, position, halves=halves) if rotate_query else q
     k_rot = _rope(k, position, halves=halves) if rotate_key else k
-    old = _rope(k_cache, torch.arange(T)) if rotate_again else k_cache  # (rotating the cached keys once more)
+    old = _rope(k_cache, torch.arange(T, device=q.device)) if rotate_again else k_cache  # (rotating the cached keys once more)
     new = [k_rot, old] if prepend else [old, k_rot]
     keys = torch.cat(new, dim=2) if append else old  # (B, H, T + 1, d)
     values = (torch.cat([v, v_cache] if prepend else [v_cache, v], dim=2)) if append else v_cache
     keep = None
     if top_left:
-        keep = torch.zeros(1, keys.shape[2], dtype=torch.bool)
+        keep = torch.zeros(1, keys.shape[2], dtype=torch.bool, device=q.device)
         keep[0, 0] = True  # is_causal=True with one query: key 0 only
     scores = q_rot @ keys.transpose(-2, -1)
     if scale:

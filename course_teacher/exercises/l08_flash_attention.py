@@ -318,8 +318,9 @@ def _tiled_largest(query, key, value, block_q, block_k):
 def _tiles_reference(query, key, value, block_q, block_k, causal=False, keep=None, skip=None, count=False,
                      rescale=True, rescale_sum=True, divide_early=False, scaled=True, lse_max=True, key_tail=True,
                      divide=True, as_tensor=False, max_from=NEG_INF, guard=True):
-    """The tiled forward, with the switches the mistakes below flip. keep(i0, i1, j0, j1) -> bool
-    tile or None (no mask); skip(i, j, i0, i1, j0, j1) -> True to skip a tile."""
+    """The tiled forward, with the switches the mistakes below flip. keep(i0, i1, j0, j1, device) ->
+    bool tile on that device (the inputs', a GPU's too) or None (no mask); skip(i, j, i0, i1, j0,
+    j1) -> True to skip a tile."""
     B, L_q, d = query.shape
     L_k, d_v = key.shape[1], value.shape[-1]
     scale = 1 / math.sqrt(d) if scaled else 1.0
@@ -328,16 +329,16 @@ def _tiles_reference(query, key, value, block_q, block_k, causal=False, keep=Non
     for i0 in range(0, L_q, block_q):
         i1 = min(i0 + block_q, L_q)
         q = query[:, i0:i1] * scale  # (B, b_q, d)
-        m = torch.full((B, i1 - i0), max_from, dtype=query.dtype)
-        ell = torch.zeros(B, i1 - i0, dtype=query.dtype)
-        acc = torch.zeros(B, i1 - i0, d_v, dtype=query.dtype)
+        m = torch.full((B, i1 - i0), max_from, dtype=query.dtype, device=query.device)
+        ell = torch.zeros(B, i1 - i0, dtype=query.dtype, device=query.device)
+        acc = torch.zeros(B, i1 - i0, d_v, dtype=query.dtype, device=query.device)
         for j0 in key_starts:
             j1 = min(j0 + block_k, L_k)
             if skip is not None and skip(i0 // block_q, j0 // block_k, i0, i1, j0, j1):
                 continue
             computed += 1
             s = q @ key[:, j0:j1].transpose(1, 2)  # (B, b_q, b_k)
-            mask = keep(i0, i1, j0, j1) if keep is not None else None
+            mask = keep(i0, i1, j0, j1, query.device) if keep is not None else None
             if mask is not None:
                 s = s.masked_fill(~mask, NEG_INF)
             m_new = torch.maximum(m, s.detach().amax(-1))
@@ -545,9 +546,9 @@ def _causal_hidden(generator):
 
 
 def _global_keep(offset=0):
-    """keep(i0, i1, j0, j1): key j visible from query i when j ≤ i + offset (0: causal)."""
-    def keep(i0, i1, j0, j1):
-        return torch.arange(j0, j1)[None, :] <= torch.arange(i0, i1)[:, None] + offset
+    """keep(i0, i1, j0, j1, device): key j visible from query i when j ≤ i + offset (0: causal)."""
+    def keep(i0, i1, j0, j1, device=None):
+        return torch.arange(j0, j1, device=device)[None, :] <= torch.arange(i0, i1, device=device)[:, None] + offset
     return keep
 
 
@@ -574,11 +575,11 @@ def _causal_off_by_one(query, key, value, block_q, block_k):
 
 
 def _causal_local_mask(query, key, value, block_q, block_k):
-    def local(i0, i1, j0, j1):  # the tile's own row and column numbers: right only on a square diagonal tile
-        return torch.ones(i1 - i0, j1 - j0, dtype=torch.bool).tril()
+    def local(i0, i1, j0, j1, device):  # the tile's own row and column numbers: right only on a square diagonal tile
+        return torch.ones(i1 - i0, j1 - j0, dtype=torch.bool, device=device).tril()
     crossing = _hidden_tile()
     return _tiles_reference(query, key, value, block_q, block_k, count=True, skip=crossing,
-                            keep=lambda i0, i1, j0, j1: local(i0, i1, j0, j1) if j1 - 1 > i0 else None)
+                            keep=lambda i0, i1, j0, j1, device: local(i0, i1, j0, j1, device) if j1 - 1 > i0 else None)
 
 
 def _causal_hides_itself(query, key, value, block_q, block_k):
@@ -822,9 +823,11 @@ def _backward_reference(query, key, value, output, lse, d_output, block_q, block
                 q = query[:, i0:i1] * scale  # (B, b_q, d)
                 s = q @ k.transpose(1, 2)  # (B, b_q, b_k)
                 if causal and mask == "positions":
-                    s = s.masked_fill(torch.arange(j0, j1)[None, :] > torch.arange(i0, i1)[:, None], NEG_INF)
+                    rows, columns = (torch.arange(*ends, device=query.device) for ends in ((i0, i1), (j0, j1)))
+                    s = s.masked_fill(columns[None, :] > rows[:, None], NEG_INF)  # made where the inputs are
                 elif causal and mask == "local" and j1 - 1 > i0:
-                    s = s.masked_fill(torch.ones(i1 - i0, j1 - j0, dtype=torch.bool).triu(1), NEG_INF)
+                    s = s.masked_fill(torch.ones(i1 - i0, j1 - j0, dtype=torch.bool, device=query.device).triu(1),
+                                      NEG_INF)
                 if weights == "lse":
                     p = torch.exp(s - lse[:, i0:i1, None])
                 elif weights == "tile_max":

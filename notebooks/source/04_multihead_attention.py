@@ -74,13 +74,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils import check, claim, setup, toy
+from course_utils import check, claim, measured, setup, toy
 from course_utils.attention import scaled_dot_product_attention
 from course_utils.i18n import message
 from course_utils.multihead import (
     FusedMultiheadAttention,
     NaiveMultiheadAttention,
-    milliseconds,
     operators,
     packed_gradients,
     parameter_count,
@@ -1448,11 +1447,11 @@ claim("这篇教程的层等于这样一个 FusedMultiheadAttention：W_Q、W_K�
 #   `F.scaled_dot_product_attention` call, whose flash kernel never forms the $(B, H, L_q, L_k)$
 #   weights (shown further down).
 #
-# The timings below (a batch of 2 sequences unless said otherwise; milliseconds per call, the
-# median of 3) change from run to run and from machine to machine; what stays the same comes
-# after them.
+# The timings below are this runtime's CPU (a batch of 2 sequences unless said otherwise;
+# milliseconds per call, the median of 3); they change from run to run and from machine to machine,
+# and a GPU's come after them, then what stays the same everywhere.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="fb623c7f20"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="efd8788a67"
 # ## 8. 代价
 #
 # 两个层做的算术完全相同，区别在于它们怎样把这些算术交给 PyTorch：
@@ -1462,20 +1461,21 @@ claim("这篇教程的层等于这样一个 FusedMultiheadAttention：W_Q、W_K�
 # - `nn.MultiheadAttention` 也是融合的（这里处于 eval 模式，在 `torch.inference_mode()` 下调用，`need_weights=False`，所以 $H$ 为偶数时走它的快速路径）；
 # - **融合版 + F.sdpa** 是 `need_weights=False` 的融合版：一次 `F.scaled_dot_product_attention` 调用，它的 flash 内核（flash kernel）从不构造 $(B, H, L_q, L_k)$ 的权重（后面会展示）。
 #
-# 下面的耗时（除非另有说明，批量为 2 条序列；单位是每次调用的毫秒数，取 3 次的中位数）每次运行都不一样，也因机器而异；不变的东西在它们后面。
+# 下面的耗时是在当前运行环境的 CPU 上测的（除非另有说明，批量为 2 条序列；单位是每次调用的毫秒数，取 3 次的中位数）；它们每次运行都不一样，也因机器而异。GPU 上的耗时跟在后面，再后面是在哪里都不变的东西。
 
 # %% tags=["nbval-ignore-output"]
-def timings(batch, length, embed, heads):
+def timings(batch, length, embed, heads, device="cpu"):
     # lang: en
-    """Milliseconds per call of the four versions, on one random (batch, length, embed) input."""
+    """Milliseconds per call of the four versions, on one random (batch, length, embed) input on `device`."""
     # lang: zh
-    """四个版本每次调用的毫秒数，输入是一个随机的 (batch, length, embed) 张量。"""
+    """四个版本每次调用的毫秒数，输入是 `device` 上一个随机的 (batch, length, embed) 张量。"""
     # lang: end
     torch.manual_seed(0)
     naive_layer = NaiveMultiheadAttention(embed, heads).eval()
     fused_layer = FusedMultiheadAttention(embed, heads).eval().copy_weights_from(naive_layer)
     torch_layer = fused_layer.to_torch().eval()
-    inputs = torch.randn(batch, length, embed)
+    naive_layer, fused_layer, torch_layer = (layer.to(device) for layer in (naive_layer, fused_layer, torch_layer))
+    inputs = torch.randn(batch, length, embed).to(device)
     calls = {
         "l04.plot.naive": lambda: naive_layer(inputs, inputs, inputs),
         "l04.plot.fused": lambda: fused_layer(inputs, inputs, inputs),
@@ -1483,11 +1483,16 @@ def timings(batch, length, embed, heads):
         "l04.plot.sdpa": lambda: fused_layer(inputs, inputs, inputs, need_weights=False),
     }
     with torch.inference_mode():
-        return {message(name): milliseconds(call, repeat=3) for name, call in calls.items()}
+        # lang: en
+        # measured.milliseconds waits for a GPU to finish each call before it stops the clock
+        # lang: zh
+        # measured.milliseconds 在 GPU 上会等每次调用真正算完才停表
+        # lang: end
+        return {message(name): measured.milliseconds(call, device, repeat=3) for name, call in calls.items()}
 
 
-def sweep(values, make):
-    found = [timings(*make(value)) for value in values]
+def sweep(values, make, device="cpu"):
+    found = [timings(*make(value), device) for value in values]
     return {name: [row[name] for row in found] for name in found[0]}
 
 
@@ -1512,9 +1517,13 @@ print("milliseconds per call, E = 256, L = 64")
 # lang: zh
 print("每次调用的毫秒数，E = 256，L = 64")
 # lang: end
-print("".join(f"{f'H={h}':>8}" for h in head_counts))
-for name, values in by_heads.items():
-    print("".join(f"{ms:8.2f}" for ms in values), "  ", name)
+def by_heads_table(by_heads):
+    print("".join(f"{f'H={h}':>8}" for h in head_counts))
+    for name, values in by_heads.items():
+        print("".join(f"{ms:8.2f}" for ms in values), "  ", name)
+
+
+by_heads_table(by_heads)
 
 # %% [markdown] tags=["lang-en"]
 # Where the naive loop loses: many small heads. Each head is a handful of operators on tiny
@@ -1522,11 +1531,53 @@ for name, values in by_heads.items():
 # shrink with $d$; at $H = 64$ the loop pays it hundreds of times for products of $d = 4$
 # columns, while the fused layer pays it a dozen times for full-width products. Where it does
 # not lose much: few, wide heads on long sequences, where the time goes into the matrix products
-# and the $L_q \times L_k$ scores, which are the same arithmetic either way. What does not change from machine to
-# machine: the number of operators each layer runs.
+# and the $L_q \times L_k$ scores, which are the same arithmetic either way.
+#
+# On a GPU the same holds, more so. The arithmetic of these sizes costs a GPU almost nothing, and
+# what is left is the fixed cost of each operator, a kernel launch of a few microseconds: the
+# fused layer's dozen launches take about the same time at every $H$, the naive loop's grow with
+# $H$. On an H200 (the course's benchmark, the table after the next cell), at $H = 64$ the loop
+# took about 30 times as long as the fused layer (16 ms against 0.5 ms), where a CPU's loop takes a
+# few times as long; `nn.MultiheadAttention` and the fused layer with F.sdpa stay near 0.3 ms. If
+# this runtime has a GPU, the next cell times the four versions there.
 
-# %% [markdown] tags=["lang-zh"] en_hash="8c98ae201a"
-# 朴素循环吃亏的地方：很多个小头。每个头都是在很小的矩阵上执行的少数几个算子，而每个算子都有固定的开销（Python、分派、启动内核），这部分开销不会随 $d$ 变小；$H = 64$ 时，循环要为只有 $d = 4$ 列的乘积付出几百次这样的开销，而融合版只为全宽度的乘积付十几次。它吃亏不多的地方：头少而宽、序列又长时，时间主要花在矩阵乘法和 $L_q \times L_k$ 的分数上，而这两种写法的算术量完全相同。不随机器变化的，是每个层执行的算子个数：
+# %% [markdown] tags=["lang-zh"] en_hash="a54cb33ed5"
+# 朴素循环吃亏的地方：很多个小头。每个头都是在很小的矩阵上执行的少数几个算子，而每个算子都有固定的开销（Python、分派、启动内核），这部分开销不会随 $d$ 变小；$H = 64$ 时，循环要为只有 $d = 4$ 列的乘积付出几百次这样的开销，而融合版只为全宽度的乘积付十几次。它吃亏不多的地方：头少而宽、序列又长时，时间主要花在矩阵乘法和 $L_q \times L_k$ 的分数上，而这两种写法的算术量完全相同。
+#
+# 在 GPU 上也是这样，而且更明显。这种规模的算术对 GPU 来说几乎不花时间，剩下的就是每个算子的固定开销，也就是一次几微秒的内核启动：融合版的十几次启动在任何 $H$ 下耗时都差不多，朴素循环的启动次数却随 $H$ 增长。在一块 H200 上（课程的基准测试，见下一个单元之后的表），$H = 64$ 时循环的耗时约为融合版的 30 倍（16 毫秒对 0.5 毫秒），而在 CPU 上循环只慢几倍；`nn.MultiheadAttention` 和用 F.sdpa 的融合版都在 0.3 毫秒左右。如果当前运行环境有 GPU，下一个单元会在 GPU 上给这四个版本计时。
+
+# %% tags=["nbval-ignore-output"]
+def gpu_timings(device):
+    # lang: en
+    # the sizes of the CPU's table above: B = 2, E = 256, L = 64
+    # lang: zh
+    # 与上面 CPU 那张表的规模相同：B = 2，E = 256，L = 64
+    # lang: end
+    by_heads_table(sweep(head_counts, lambda h: (2, 64, 256, h), device))
+
+
+measured.on_gpu(gpu_timings)
+
+# %%
+# lang: en
+print("milliseconds per call on a GPU, B = 2, E = 256, L = 64 (the sizes of the table above)")
+# lang: zh
+print("GPU 上每次调用的毫秒数，B = 2，E = 256，L = 64（与上面那张表的规模相同）")
+# lang: end
+measured.table("multihead", {
+    "H": lambda row: row["H"],
+    message("l04.plot.naive"): lambda row: row["naive_ms"],
+    message("l04.plot.fused"): lambda row: row["fused_ms"],
+    message("l04.plot.torch"): lambda row: row["torch_ms"],
+    message("l04.plot.sdpa"): lambda row: row["sdpa_ms"],
+}, part="lesson")
+
+# %% [markdown] tags=["lang-en"]
+# What does not change from machine to machine, a CPU or a GPU: the number of operators each layer
+# runs.
+
+# %% [markdown] tags=["lang-zh"] en_hash="74db6e2006"
+# 不随机器变化的（无论是 CPU 还是 GPU），是每个层执行的算子个数：
 
 # %%
 x_small = torch.randn(2, 16, 64, generator=g)
