@@ -111,8 +111,9 @@ update: $(LAB_STAMP)
 # ----------------------------------------------------------------------------- tests
 
 # Tests and notebooks run $(JOBS) at a time (pytest-xdist). --dist loadfile keeps a file together:
-# a notebook's cells share one kernel, and a test module computes its trained models once.
-PARALLEL := -n $(JOBS) --dist loadfile
+# a notebook's cells share one kernel, and a test module computes its trained models once. Files are
+# handed out in collection order, the longest first (tests/conftest.py, LONGEST_FIRST).
+PARALLEL := -n $(JOBS) --dist loadfile --no-loadscope-reorder
 NBVAL := $(PY) -m pytest --nbval --nbval-current-env $(PARALLEL)
 STUDENT_NOTEBOOKS := notebooks/en notebooks/zh
 # With every core busy, a torch that uses two threads shares a core with another process, and

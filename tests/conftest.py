@@ -43,7 +43,26 @@ def _gpu_selected(config):
     return "gpu" in expression and "not gpu" not in expression
 
 
+#: The test files that take longest, longest first (seconds of one process each, measured over
+#: `make test`'s first step). `make test` runs files whole on two processes (pytest-xdist, --dist
+#: loadfile), handed out in collection order (--no-loadscope-reorder: xdist would otherwise start with
+#: the files that hold the most tests, and a file of a few long tests, the browser's or the hostile
+#: class's, began last and ran alone at the end). Longest first is what keeps the two busy to the end.
+LONGEST_FIRST = (
+    "test_grade_hostile.py", "test_browser.py", "test_exercises.py", "test_platforms.py", "test_slides.py",
+    "test_lesson06_warmup.py", "test_learner_answers_l07_l08.py", "test_grade.py", "test_lesson04.py",
+    "test_grade_attacks.py", "test_widget_redraw.py", "test_lesson05_facts.py", "test_toy.py", "test_gradebook.py",
+    "test_seq2seq.py", "test_decoding.py", "test_student_side.py", "test_lesson01.py", "test_grade_sandbox.py",
+)
+
+
+def _longest_first(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests keep their order
+
+
 def pytest_collection_modifyitems(config, items):
+    _longest_first(items)
     # `make test` runs every test but the platforms': the gpu tests run only when asked for
     reason = _gpu_skip_reason() if _gpu_selected(config) else "the gpu tests run with `-m gpu` (`make test-gpu`)"
     gpu = [item for item in items if item.get_closest_marker("gpu")]
