@@ -22,8 +22,8 @@ with a secret in its environment:
    in its feedback, and the sandbox alone contains it. The killed graders and the fork bomb beside
    another grader use it too, so that their sleeper and their bomb really run.
 
-Around them, each honest submission is graded alone first (``alone``) and all of them again last
-(``later``). (a) The honest submissions' result.json and feedback.md are byte for byte, and their
+Around them, the honest submissions are graded with no attacker among them first (``alone``) and
+again last (``later``). (a) The honest submissions' result.json and feedback.md are byte for byte, and their
 grades.csv rows line for line, the same in all four runs. (b) Each attacker gets what it deserves,
 and its feedback says why. (c) Nothing survives: no process of an attack (each carries a marker in
 its argv), no change to the grader's files or to the teacher's HOME, nothing in the output folder
@@ -1130,18 +1130,18 @@ HONEST_STUDENTS = [STUDENTS[label] for label in HONEST]
 
 @pytest.fixture(scope="module")
 def alone(tmp_path_factory):
-    """Each honest submission graded alone: {student: Run}, in a run and output folder of its own."""
+    """The honest submissions graded with no attacker among them, before any attack ran: {student: the
+    Run} (one run for all six: each submission has a sandbox and a kernel of its own in any run, so
+    what an honest neighbour could change is nothing, and one run costs a sixth of the grader's start)."""
     _sandbox_or_skip()
 
     def make():
-        runs = {}
+        root = tmp_path_factory.mktemp("alone")
         for label in HONEST:
-            student = STUDENTS[label]
-            root = tmp_path_factory.mktemp(f"alone-{label}")
-            _honest(root / student, label)
-            runs[student] = _grade_here(root, tmp_path_factory.mktemp(f"alone-{label}-out"))
-            assert runs[student].code == 0, runs[student].printed
-        return runs
+            _honest(root / STUDENTS[label], label)
+        run = _grade_here(root, tmp_path_factory.mktemp("alone-out"))
+        assert run.code == 0, run.printed
+        return {STUDENTS[label]: run for label in HONEST}
 
     return _once(tmp_path_factory, "alone", make)
 
