@@ -62,15 +62,18 @@
 import math
 import time
 
+import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
 from course_utils import check, claim, measured, setup, triton_setup
 from course_utils.tiled import tiled_attention
+from course_utils.widgets.flash_program import program_explorer
 
 setup(lang="en")
 torch.set_printoptions(precision=3, sci_mode=False)
-triton = triton_setup.load()
+triton_setup.load()
+import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from course_utils import flash_triton  # noqa: E402
@@ -85,16 +88,20 @@ from course_utils import flash_triton  # noqa: E402
 # is 64 positions at once, `tl.load` brings a block from HBM into registers, `tl.dot` multiplies two
 # blocks on the tensor cores, `tl.store` writes a block back.
 #
+# ![A Triton kernel's grid: one program per query block; in the GPU's main memory (HBM) Q, K, V and O as blocks; program 2 loads its query block once into its fast memory (SRAM), streams the key and value blocks through it one at a time with its running max, sum and accumulator, and writes its output block and log-sum-exp once](../../images/09_programs_en.svg)
+#
 # Two numbers decide what is fast. A launch costs microseconds before any work is done; and attention's
 # steps other than the two matrix products do about one FLOP per byte they move, while the chip can do
 # hundreds. Lesson 08's loop launches several kernels per tile and moves every tile's scores through
 # HBM; one fused kernel launches once and keeps the scores in SRAM. The cell below measures the first
 # number on this machine: what a torch call costs when it does almost nothing.
 
-# %% [markdown] tags=["lang-zh"] en_hash="9e39839168"
+# %% [markdown] tags=["lang-zh"] en_hash="88b9045bb7"
 # ## 1. 一张图看懂 GPU
 #
 # GPU 是许多小处理器（H100 上有 132 个），旁边是一块又大又慢的存储（HBM，80 GB，每秒约 3 TB），每个处理器上还有一块又小又快的存储（SRAM，约 200 KB，读起来快许多倍）。Triton 的**核函数**是一个**程序**的代码；一次启动会运行由许多程序组成的**网格**，每个程序处理 `tl.program_id` 指定给它的那一块数据。在程序内部，一切都是块：`tl.arange(0, 64)` 一次就是 64 个位置，`tl.load` 把一块数据从 HBM 读进寄存器，`tl.dot` 在张量核心上把两块相乘，`tl.store` 把一块写回去。
+#
+# ![Triton 核函数的网格：每个查询块一个程序；GPU 主存（HBM）里的 Q、K、V 和 O 都分成块；程序 2 把自己的查询块读入高速存储（SRAM）一次，让键块和值块一块一块地流过，同时保留运行最大值、运行和与累加器，最后把输出块和 log-sum-exp 各写回一次](../../images/09_programs_zh.svg)
 #
 # 决定快慢的是两个数。一次启动在做任何工作之前就要花几微秒；而注意力里除了两次矩阵乘法以外的步骤，每搬运一个字节大约只做一次浮点运算，芯片却能做几百次。第 08 课的循环每个分块要启动好几个核函数，每个分块的分数都要经过 HBM 来回搬运；一个融合的核函数只启动一次，分数始终留在 SRAM 里。下面的单元在这台机器上测量第一个数：一次几乎不做事的 torch 调用要花多少时间。
 
@@ -193,6 +200,30 @@ check("09.softmax_kernel", softmax_rows)
 # ## 3. 前向核函数
 #
 # 一个程序负责某个（批量·头）中的一块 `BLOCK_Q` 个查询：`tl.program_id(0)` 是它的查询块，`tl.program_id(1)` 是它的批量·头。它只读入一次自己的查询，然后带着第 08 课里每个查询的状态走过各个键块：运行最大值 `m`、运行和 `ell` 和累加器 `acc`；最大值变大时，`acc` 和 `ell` 都要乘上 `alpha = exp(m_old − m_new)` 缩小。最后它写出 `acc / ell` 和反向传播需要的 log-sum-exp `m + log(ell)`。最后一个键块会越过 $L_k$：填充的部分读成 0，它们的分数必须设成 −∞。
+
+# %% [markdown] tags=["lang-en"]
+# Forget the mask on that last block and a compiled kernel reads past the tensor's end: whatever lies
+# there in the GPU's memory, or a crash, with no word of where. The course's interpreter checks every
+# address a program loads or stores against the tensors passed to its launch, so the same mistake stops
+# with the program, the tensor and the offset. Here 40 numbers are copied in blocks of 16, unmasked:
+# programs 0 and 1 are fine, program 2 reaches element 40 of a tensor of 40. (`triton.jit(f)` is the
+# decorator written as a call: the exercises leave the decorator to you.)
+
+# %% [markdown] tags=["lang-zh"] en_hash="f83ddc07ec"
+# 如果忘了给最后这一块加掩码，编译后的核函数就会读到张量末尾之外：读到 GPU 显存里恰好在那儿的任何东西，或者直接崩溃，却不告诉你是在哪里。课程的解释器会把程序读写的每个地址与这次启动传入的张量逐一比对，所以同样的错误会停下来，并指出是哪个程序、哪个张量、哪个偏移。下面把 40 个数按每块 16 个复制，不加掩码：程序 0 和 1 没问题，程序 2 却碰到了只有 40 个元素的张量的第 40 号元素。（`triton.jit(f)` 就是把装饰器写成函数调用：练习里的装饰器留给你自己写。）
+
+# %% tags=["nbval-ignore-output"]
+def copy_blocks(X, Y, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Y + offsets, tl.load(X + offsets))
+
+
+copy_blocks = triton.jit(copy_blocks)
+x = torch.arange(40.0, device="cuda" if torch.cuda.is_available() else "cpu")
+try:
+    copy_blocks[(triton.cdiv(40, 16),)](x, torch.empty_like(x), BLOCK=16)
+except IndexError as error:
+    print(f"{type(error).__name__}: {error}")
 
 # %% [markdown] tags=["lang-en"]
 # ### Exercise 2: the forward kernel
@@ -520,62 +551,121 @@ claim("Triton 核函数算出的 dQ、dK、dV 与 PyTorch 的相同（因果，L
 #
 # On this CPU the interpreter runs NumPy one program at a time: it checks kernels, it does not measure
 # them. The speed of these kernels is a GPU's, measured by `benchmarks/bench_flash_triton.py` (forward
-# and backward TFLOP/s against `F.scaled_dot_product_attention`, float16, $d$ = 64 and 128, $L$ = 1,024 to
-# 16,384, causal and not) and shown here when its results are committed.
+# and backward TFLOP/s against `F.scaled_dot_product_attention`, float16, one (batch·head) count per
+# length so that every run does the same number of tokens) and committed with the GPU, PyTorch and
+# date it was measured on. The table shows them; a ratio of 1 would be PyTorch's own kernel (the
+# backend it picked is named, read as lesson 08 reads it).
 
-# %% [markdown] tags=["lang-zh"] en_hash="5e7326045b"
+# %% [markdown] tags=["lang-zh"] en_hash="8c7e445a9e"
 # ## 6. 老老实实地谈速度
 #
-# 在这台 CPU 上，解释器用 NumPy 一次运行一个程序：它用来检查核函数，而不是测量它们的速度。这些核函数的速度是 GPU 上的速度，由 `benchmarks/bench_flash_triton.py` 测量（前向和反向的 TFLOP/s，与 `F.scaled_dot_product_attention` 对比，float16，$d$ 为 64 和 128，$L$ 从 1,024 到 16,384，因果与非因果），提交了结果时就在这里展示。
+# 在这台 CPU 上，解释器用 NumPy 一次运行一个程序：它用来检查核函数，而不是测量它们的速度。这些核函数的速度是 GPU 上的速度，由 `benchmarks/bench_flash_triton.py` 测量（前向和反向的 TFLOP/s，与 `F.scaled_dot_product_attention` 对比，float16，每个长度配一个（批量·头）数，让每次运行处理的词元数相同），连同测量所用的 GPU、PyTorch 版本和日期一起提交。下表列出这些结果；比值为 1 就等于 PyTorch 自己的核函数（表中写出它选用的后端，读法与第 08 课相同）。
 
 # %% tags=["nbval-ignore-output"]
-gpu = measured.load("flash_triton", "cuda")
-if gpu is None:
-    print(measured.missing("flash_triton"))
-else:
-    print(gpu.provenance())
-    for row in gpu.rows():
-        print(f"d = {row['d']:>3}, causal = {row['causal']!s:>5}, L = {row['L']:>6}: forward "
-              f"{row['forward_ratio']:.2f} ×, backward {row['backward_ratio']:.2f} × F.sdpa ({row['sdpa_backend']})")
+# lang: en
+gpu = measured.table("flash_triton", {
+    "causal": lambda row: "yes" if row["causal"] else "no", "L": lambda row: row["L"], "d": lambda row: row["d"],
+    "forward TFLOP/s": lambda row: f"{row['triton_forward_tflops']:.0f}",
+    "forward ÷ F.sdpa": lambda row: measured.ratio(row["sdpa_forward_ms"], row["triton_forward_ms"]),
+    "backward TFLOP/s": lambda row: f"{row['triton_backward_tflops']:.0f}",
+    "backward ÷ F.sdpa": lambda row: measured.ratio(row["sdpa_backward_ms"], row["triton_backward_ms"]),
+    "F.sdpa's backend": lambda row: row["sdpa_backend"].split(",")[0].strip("_"),
+})
+# lang: zh
+gpu = measured.table("flash_triton", {
+    "因果": lambda row: "是" if row["causal"] else "否", "L": lambda row: row["L"], "d": lambda row: row["d"],
+    "前向 TFLOP/s": lambda row: f"{row['triton_forward_tflops']:.0f}",
+    "前向 ÷ F.sdpa": lambda row: measured.ratio(row["sdpa_forward_ms"], row["triton_forward_ms"]),
+    "反向 TFLOP/s": lambda row: f"{row['triton_backward_tflops']:.0f}",
+    "反向 ÷ F.sdpa": lambda row: measured.ratio(row["sdpa_backward_ms"], row["triton_backward_ms"]),
+    "F.sdpa 的后端": lambda row: row["sdpa_backend"].split(",")[0].strip("_"),
+})
+# lang: end
+if gpu is not None:
+    tiled_ms = {L: gpu.settings.get(f"lesson08_tiled_forward_ms_L{L}") for L in gpu.settings["lengths"]}
+    flash_ms = {row["L"]: row["triton_forward_ms"] for row in gpu.rows(causal=False)}
+    for L in sorted(tiled_ms):
+        # lang: en
+        print(f"L = {L}: lesson 08's Python tiles {tiled_ms[L]:.1f} ms, this lesson's kernel {flash_ms[L]:.2f} ms "
+              f"({measured.ratio(tiled_ms[L], flash_ms[L], 0)} faster)")
+        # lang: zh
+        print(f"L = {L}：第 08 课的 Python 分块 {tiled_ms[L]:.1f} 毫秒，本课的核函数 {flash_ms[L]:.2f} 毫秒"
+              f"（快 {measured.ratio(tiled_ms[L], flash_ms[L], 0)}）")
+        # lang: end
+
+# %% [markdown] tags=["lang-en"]
+# The same figures as a picture: the kernel's throughput as a share of PyTorch's, forward and backward.
+# The forward comes within about 10 % of cuDNN's; the backward gives up more, because its two kernels
+# recompute the scores twice (FlashAttention-2's dK/dV and dQ split) and accumulate dQ without the
+# warp specialisation and asynchronous copies FlashAttention-3 uses on Hopper GPUs.
+
+# %% [markdown] tags=["lang-zh"] en_hash="3bd1f5cf40"
+# 同样的数字画成图：核函数的吞吐量占 PyTorch 的比例，前向和反向各一组。前向与 cuDNN 相差约 10 % 以内；反向差得多一些，因为它的两个核函数把分数重算了两遍（FlashAttention-2 的 dK/dV 与 dQ 分开算的做法），累加 dQ 时也没有用 FlashAttention-3 在 Hopper GPU 上用的线程束分工和异步拷贝。
+
+# %% tags=["nbval-ignore-output"]
+if gpu is not None:
+    rows = gpu.rows()
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    at = torch.arange(len(rows), dtype=torch.float64)
+    # lang: en
+    names = [f"L={row['L']}" + ("\ncausal" if row["causal"] else "") for row in rows]
+    ax.bar(at - 0.2, [row["forward_ratio"] for row in rows], width=0.4, label="forward")
+    ax.bar(at + 0.2, [row["backward_ratio"] for row in rows], width=0.4, label="backward")
+    ax.set_ylabel("× F.scaled_dot_product_attention")
+    # lang: zh
+    names = [f"L={row['L']}" + ("\n因果" if row["causal"] else "") for row in rows]
+    ax.bar(at - 0.2, [row["forward_ratio"] for row in rows], width=0.4, label="前向")
+    ax.bar(at + 0.2, [row["backward_ratio"] for row in rows], width=0.4, label="反向")
+    ax.set_ylabel("相对 F.scaled_dot_product_attention 的倍数")
+    # lang: end
+    ax.axhline(1.0, color="black", linewidth=1)
+    ax.set_xticks(at.tolist(), names)
+    ax.set_ylim(0, 1.1)
+    ax.legend(loc=4)
+    ax.set_title(f"{gpu.device_name}, float16, d = {rows[0]['d']}")
+    plt.show()
+
+# %% [markdown] tags=["lang-en"]
+# And live, on this CPU, at sizes the interpreter finishes quickly: the same kernel's forward against
+# lesson 08's tiles and PyTorch's own CPU kernel. Here the interpreter is the slowest by far, one Python
+# call per program and one NumPy array per block: its job is to run the kernel's source exactly as a GPU
+# would, so that every check can run anywhere.
+
+# %% [markdown] tags=["lang-zh"] en_hash="12bc35f64d"
+# 再在这台 CPU 上现场跑一次，尺寸小到解释器很快就能算完：同一个核函数的前向，对照第 08 课的分块实现和 PyTorch 自己的 CPU 核函数。在这里解释器是最慢的，慢得多：每个程序一次 Python 调用，每个块一个 NumPy 数组。它的任务是像 GPU 那样一字不差地运行核函数的源代码，让每个检查在哪里都能做。
+
+# %% tags=["nbval-ignore-output"]
+for L in (32, 64):
+    q, k, v = torch.randn(3, 1, 1, L, 16, generator=torch.Generator().manual_seed(L)).unbind(0)
+    interpreted_ms = measured.milliseconds(lambda: flash_triton.flash_attention(q, k, v, block_q=16, block_k=16),
+                                           repeat=1, warmup=0)
+    tiles_ms = measured.milliseconds(lambda: tiled_attention(q, k, v, block_q=16, block_k=16), repeat=3)
+    sdpa_ms = measured.milliseconds(lambda: F.scaled_dot_product_attention(q, k, v), repeat=3)
+    # lang: en
+    print(f"L = {L:>3}: interpreted kernel {interpreted_ms:7.1f} ms, lesson 08's tiles {tiles_ms:5.2f} ms, "
+          f"F.sdpa {sdpa_ms:5.3f} ms")
+    # lang: zh
+    print(f"L = {L:>3}：解释器运行的核函数 {interpreted_ms:7.1f} 毫秒，第 08 课的分块 {tiles_ms:5.2f} 毫秒，"
+          f"F.sdpa {sdpa_ms:5.3f} 毫秒")
+    # lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 7. Explorer: one program through its key blocks
 #
-# Pick a query block and whether the attention is causal: the cell lists, step by step, the key blocks
-# that program loads, whether each needs a mask, and the running max and sum of its first query.
+# Pick a query block and whether the attention is causal, then move the slider: the program loads its
+# key blocks one after the other. The left picture shows which blocks it has loaded, the one it loads
+# now and those it never loads (causal: every block above the diagonal); the summary says which need a
+# mask (the diagonal block, the ragged last block of 8 keys) and lists each of its 16 rows' running max
+# $m$ and sum $\ell$. Watch $\ell$ shrink when a block brings a larger max, and check that the last
+# step ends with $m + \log \ell$, the lse the kernel stores.
 
-# %% [markdown] tags=["lang-zh"] en_hash="3139958dc0"
+# %% [markdown] tags=["lang-zh"] en_hash="c080ffedf0"
 # ## 7. 探索器：一个程序走过它的键块
 #
-# 选一个查询块，再选注意力是否因果：下面的单元一步一步列出这个程序读入的键块、每块是否需要掩码，以及它第一个查询的运行最大值和运行和。
+# 选一个查询块，再选注意力是否因果，然后拖动滑块：这个程序一块接一块地读入它的键块。左图显示它已经读入的块、正在读入的块，以及从不读入的块（因果时对角线上方的所有块）；下方的文字说明哪些块需要掩码（对角线块、只有 8 个键的参差不齐的最后一块），并列出它 16 行各自的运行最大值 $m$ 和运行和 $\ell$。注意：某一块带来更大的最大值时，$\ell$ 会缩小；最后一步结束时，$m + \log \ell$ 就是核函数存下的 lse。
 
-# %%
-def trace_program(query, key, block, block_q=16, block_k=16, causal=False):
-    L_q, d = query.shape
-    L_k = key.shape[0]
-    start_q = block * block_q
-    end = min(start_q + block_q, L_k) if causal else L_k
-    m, ell, steps = float("-inf"), 0.0, []
-    for start_k in range(0, end, block_k):
-        s = (query[start_q] @ key[start_k:start_k + block_k].T) / math.sqrt(d)
-        if causal:
-            s = s.masked_fill(torch.arange(start_k, start_k + len(s)) > start_q, float("-inf"))
-        top = max(m, s.max().item())
-        ell = ell * math.exp(m - top) + torch.exp(s - top).sum().item()
-        m = top
-        masked = start_k + block_k > L_k or (causal and start_k + block_k > start_q)
-        steps.append((start_k, masked, m, ell))
-    return steps
-
-
-g = torch.Generator().manual_seed(1)
-Q, K = torch.randn(64, 16, generator=g), torch.randn(70, 16, generator=g)
-for start_k, masked, m, ell in trace_program(Q, K, block=2, causal=True):
-    # lang: en
-    print(f"keys {start_k:>2}…{start_k + 15:>2}: {'masked' if masked else 'no mask'}, m = {m:.3f}, ℓ = {ell:.3f}")
-    # lang: zh
-    print(f"键 {start_k:>2}…{start_k + 15:>2}：{'加掩码' if masked else '无掩码'}，m = {m:.3f}，ℓ = {ell:.3f}")
-    # lang: end
+# %% tags=["nbval-ignore-output"]
+program_explorer(block=2, causal=True)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## Summary
