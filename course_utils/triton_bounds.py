@@ -18,9 +18,10 @@ between the interpreter and that C module, so that every address a launch touche
   ``OutOfBounds`` itself (Triton would wrap it in an InterpreterError showing its repr).
 
 The checks run in the course's process, beside the learner's code: the state lives in closures that
-no public name reaches, ``install()`` re-installs itself when something replaced it (the exercise
-checks call it before running a learner's kernel), and the grader's scan sends any use of this
-module, of ``triton.runtime`` and of every private name to the teacher's review.
+no public name reaches, ``install()`` (called by ``triton_setup.load()``, the only way the course
+switches the interpreter on) re-installs the checks when something replaced them, and the grader's
+scan sends any use of this module, of ``triton.runtime``, of ``triton.knobs`` and of every private
+name to the teacher's review.
 
 What it cannot tell apart: two tensors of the same launch that lie end to end in memory (a load just
 past the first lands in the second); both are the kernel's own arguments.

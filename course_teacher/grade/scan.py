@@ -258,14 +258,14 @@ ALLOWED = (
     "ipywidgets", "IPython.display", "IPython.core.display", "course_utils", "tqdm", "PIL", "scipy", "pandas",
     "seaborn", "sklearn", "sympy", "opt_einsum",
     # Triton, for lesson 09's kernels: only what writing a kernel needs. Why that is safe, and only so:
-    # the grader's sandbox has no GPU, so every kernel runs in Triton's interpreter (course_utils.
-    # triton_setup.load() switches it on wherever no CUDA device exists, and the lesson's checks call
-    # it), and the interpreter turns pointers into raw addresses of the grading process: unchecked, a
-    # tl.load at a computed address would read the check's expected values and a tl.store overwrite
-    # its verdict, as ctypes would. course_utils.triton_bounds (installed by load(), re-installed by
-    # each lesson 09 check before it runs the learner's kernel) checks every address a load, store or
-    # atomic operation leaves unmasked against the tensors passed to that launch, and refuses the
-    # rest before any memory is touched. What stays out, by ALLOWED_EXACT and DENIED below: the
+    # the grader's sandbox has no GPU, so a kernel runs only in Triton's interpreter, and only
+    # course_utils.triton_setup.load() can switch that on (lesson 09's setup cell and course_utils.
+    # flash_triton call it; os.environ, %env and triton.knobs are not on this list). The interpreter
+    # turns pointers into raw addresses of the kernel's process: unchecked, a tl.load at a computed
+    # address would read any of its memory and a tl.store overwrite the results being collected, as
+    # ctypes would. load() installs course_utils.triton_bounds whenever it switches the interpreter
+    # on: every address a load, store or atomic operation leaves unmasked is checked against the
+    # tensors passed to that launch, and the rest refused before any memory is touched. What stays out, by ALLOWED_EXACT and DENIED below: the
     # compiler, the runtime (the interpreter itself and its C module, the launcher, the autotuner's
     # benchmarks), triton.tools, triton.knobs, inline assembly and external (libdevice) calls, the
     # language's submodules (core and semantic build any operation by hand) and every private name.
