@@ -37,8 +37,9 @@ import torch
 from . import validation as check
 from .triton_setup import load
 
-triton = load()  # before any @triton.jit below: the interpreter is switched on first where it is needed
-import triton.language as tl  # noqa: E402  (after load(), on purpose)
+load()  # before any @triton.jit below: the interpreter is switched on first where it is needed
+import triton  # noqa: E402  (after load(), on purpose)
+import triton.language as tl  # noqa: E402
 
 LOG2E = 1.4426950408889634  # log₂ e: exp(x) = exp2(x · log₂ e)
 LN2 = 0.6931471805599453  # ln 2: log x = log2(x) · ln 2

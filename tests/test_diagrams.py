@@ -55,7 +55,8 @@ def test_write_all_writes_exactly_the_expected_files(drawn):
                                "05_probsparse_en.svg", "05_probsparse_zh.svg",
                                "06_encoder_layer_en.svg", "06_encoder_layer_zh.svg",
                                "06_encoder_decoder_en.svg", "06_encoder_decoder_zh.svg",
-                               "07_kv_cache_en.svg", "07_kv_cache_zh.svg", "08_tiling_en.svg", "08_tiling_zh.svg"])
+                               "07_kv_cache_en.svg", "07_kv_cache_zh.svg", "08_tiling_en.svg", "08_tiling_zh.svg",
+                               "09_programs_en.svg", "09_programs_zh.svg"])
 
 
 def test_drawing_again_gives_the_same_bytes_and_leaves_a_right_file_alone(drawn):

@@ -131,6 +131,8 @@ def _solutions(lesson):
     """{exercise id: the function the lesson source's solution cell defines}."""
     namespace = {}
     exec("import math\nimport torch\nimport torch.nn.functional as F\n", namespace)  # what lessons import
+    if lesson == "09":  # its kernels use triton and tl, imported through the switch to the interpreter
+        exec("from course_utils.triton_setup import load\nload()\nimport triton\nimport triton.language as tl\n", namespace)
     found = {}
     for cell in jupytext.read(build.lessons()[lesson]).cells:
         if "exercise" in build.tags(cell):

@@ -546,6 +546,23 @@ DYNAMIC = [  # (a learner's cell, the construct the review names)
     ("import os", "os"),
     ("from .helpers import f", "relative import"),
     ("g = torch.jit.script(my_causal_mask)", "torch.jit"),
+    # Triton: only what writing a kernel needs (scan.py's ALLOWED says why, and the conditions)
+    ("import triton.compiler", "triton"),
+    ("import triton\nk = triton.compile(source)", "triton"),
+    ("from triton.runtime import interpreter", "triton"),
+    ("import triton\nb = triton.runtime.interpreter.interpreter_builder", "triton"),
+    ("import triton\ntriton.knobs.runtime.interpret = False", "triton"),
+    ("from triton.tools.tensor_descriptor import TensorDescriptor", "triton"),
+    ("import triton\ntune = triton.autotune(configs=[], key=[])", "triton"),
+    ("import triton.language as tl\nf = tl.inline_asm_elementwise", "triton.language.inline_asm_elementwise"),
+    ("import triton.language as tl\nf = tl.extra.libdevice.exp", "triton.language.extra"),
+    ("from triton.language.extra import libdevice", "triton.language.extra"),
+    ("import triton.language as tl\nf = tl.core.inline_asm_elementwise", "triton.language.core"),
+    ("import triton.language as tl\nf = tl.math.exp", "triton.language.math"),
+    ("from course_utils import triton_bounds", "course_utils.triton_bounds"),
+    ("from course_utils import triton_setup\nb = triton_setup.triton_bounds.install", "course_utils.triton_bounds"),
+    ("from course_utils import flash_triton\nc = flash_triton.triton.compiler", "triton"),  # known by its own name
+    ("import triton\nh = triton._C.libtriton", "private name"),
 ]
 
 
@@ -593,6 +610,12 @@ ORDINARY = [
     "import einops\nimport seaborn",
     "for _ in range(3):\n    pass\nx, _ = divmod(7, 2)\ndel _",  # `_` stored or deleted, not read
     "_private = 1\nprint(_private, _x1)",
+    # a Triton kernel and its launch: what lesson 09's exercises need is on the allow-list
+    ("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+     "def double(X, Y, n, BLOCK: tl.constexpr):\n    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+     "    x = tl.load(X + i, mask=i < n, other=0.0)\n    tl.store(Y + i, tl.exp(x - tl.max(x, axis=0)), mask=i < n)\n\n\n"
+     "x = torch.randn(40)\ny = torch.empty_like(x)\n"
+     "double[(triton.cdiv(40, 16),)](x, y, 40, BLOCK=triton.next_power_of_2(16))"),
 ]
 
 

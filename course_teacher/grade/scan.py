@@ -183,8 +183,8 @@ DYNAMIC = (
     # other processes
     "subprocess", "_posixsubprocess", "pty", "posix", "nt", "os.system", "os.popen", "os.fork", "os.forkpty",
     "os.startfile", "os.exec*", "os.spawn*", "os.posix_spawn*",
-    # IPython's shell and the grading machinery
-    "IPython", "ipykernel", "course_utils.exercises", "course_teacher",
+    # IPython's shell and the grading machinery (the bounds checks of Triton's interpreter among it)
+    "IPython", "ipykernel", "course_utils.exercises", "course_teacher", "course_utils.triton_bounds",
     "torch.overrides.TorchFunctionMode", "torch.utils._python_dispatch.TorchDispatchMode",
     # allowed in some calls only (see CALLS)
     "builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.hasattr", "torch.load",
@@ -214,7 +214,7 @@ DYNAMIC_NAMES = frozenset({"__builtins__", "__loader__", "__spec__"})
 KNOWN_PACKAGES = frozenset({
     "torch", "torchvision", "torchaudio", "functorch", "numpy", "scipy", "pandas", "matplotlib", "mpl_toolkits",
     "mplfonts", "seaborn", "sklearn", "sympy", "einops", "opt_einsum", "tqdm", "PIL", "IPython", "ipywidgets",
-    "ipykernel", "course_utils", "course_teacher", "jupytext", "nbformat", "typing_extensions",
+    "ipykernel", "course_utils", "course_teacher", "jupytext", "nbformat", "typing_extensions", "triton",
 })
 #: Magics that run no code of the notebook's (or only in the browser).
 SAFE_MAGICS = frozenset({
@@ -257,13 +257,33 @@ ALLOWED = (
     "textwrap", "pprint", "time", "timeit", "warnings", "contextlib", "io", "matplotlib", "mpl_toolkits", "mplfonts", "einops",
     "ipywidgets", "IPython.display", "IPython.core.display", "course_utils", "tqdm", "PIL", "scipy", "pandas",
     "seaborn", "sklearn", "sympy", "opt_einsum",
+    # Triton, for lesson 09's kernels: only what writing a kernel needs. Why that is safe, and only so:
+    # the grader's sandbox has no GPU, so a kernel runs only in Triton's interpreter, and only
+    # course_utils.triton_setup.load() can switch that on (lesson 09's setup cell and course_utils.
+    # flash_triton call it; os.environ, %env and triton.knobs are not on this list). The interpreter
+    # turns pointers into raw addresses of the kernel's process: unchecked, a tl.load at a computed
+    # address would read any of its memory and a tl.store overwrite the results being collected, as
+    # ctypes would. load() installs course_utils.triton_bounds whenever it switches the interpreter
+    # on: every address a load, store or atomic operation leaves unmasked is checked against the
+    # tensors passed to that launch, and the rest refused before any memory is touched. What stays out, by ALLOWED_EXACT and DENIED below: the
+    # compiler, the runtime (the interpreter itself and its C module, the launcher, the autotuner's
+    # benchmarks), triton.tools, triton.knobs, inline assembly and external (libdevice) calls, the
+    # language's submodules (core and semantic build any operation by hand) and every private name.
+    "triton.jit", "triton.cdiv", "triton.next_power_of_2", "triton.language",
 )
+#: Names allowed themselves but not what is under them: ``import triton`` binds the package, from
+#: which only ALLOWED's ``triton.*`` entries may be read.
+ALLOWED_EXACT = frozenset({"triton"})
 #: Under ALLOWED, what is not: operators by their registered names and the machinery that defines
 #: them or compiles Python out of the watcher's sight, threads and processes, C.
 DENIED = (
     "torch.ops", "torch.library", "torch.overrides", "torch.jit", "torch.compile", "torch.compiler", "torch.export",
     "torch.fx", "torch.package", "torch.hub", "torch.multiprocessing", "torch.distributed", "torch.utils.cpp_extension",
     "torch.cuda.jiterator", "numpy.ctypeslib", "numpy.f2py",
+    "triton.language.core", "triton.language.semantic", "triton.language.standard", "triton.language.math",
+    "triton.language.random", "triton.language.extra", "triton.language.target_info",
+    "triton.language.inline_asm_elementwise", "triton.language.map_elementwise", "triton.language.tensor",
+    "triton.language.aggregate_replace",
 )
 #: Dunders a learner's code may name on any object (``super().__init__()``, a module's ``__version__``).
 SAFE_DUNDERS = frozenset({"__init__", "__name__", "__doc__", "__version__", "__len__", "__call__", "__repr__",
@@ -1535,6 +1555,8 @@ def _unlisted_name(name):
         return "private name" if any(_private(part) for part in parts[2:]) else None
     if any(_private(part) for part in parts[1:]) or _private(parts[0]):
         return "private name"
+    if name in ALLOWED_EXACT:
+        return None
     denied = next((entry for entry in DENIED if _under(name, entry)), None)
     if denied:
         return denied

@@ -1,0 +1,581 @@
+"""Lesson 09's exercises: Triton kernels the learner writes, checked through Triton's interpreter on a CPU.
+
+The learner's function launches a kernel of their own; what it returns is compared, as for every
+exercise, with references written here in plain torch (float64, then float32; tests/test_exercises_l09.py
+proves they agree with F.scaled_dot_product_attention, torch.softmax and autograd, and that the
+reference kernels of ``course_utils.flash_triton`` pass). A kernel's output is not on autograd's graph,
+so every reference runs without one: values only (the texts say so), and the backward exercise's
+values *are* gradients, compared with PyTorch's. Tensors are float32 (the interpreter's NumPy has no
+bfloat16) and small: each case is a few blocks of 16 on one or two (batch·head), a fraction of a
+second interpreted. Every length a kernel meets is a power of two ≥ 16 for its blocks (tl.arange needs
+one; tl.dot needs 16 on a GPU); the lengths of the data are not.
+
+- 09.softmax_kernel: (x (R, n)) -> softmax over the last axis, one program per row, BLOCK the next
+  power of two ≥ n. Cases: n below, at and above a power of two, rows in the thousands (exp(s)
+  overflows float32 without the max shift) and far below zero, −∞ entries in a row.
+- 09.flash_forward: (query (BH, L_q, d), key (BH, L_k, d), value (BH, L_k, d_v), block_q, block_k) ->
+  (output, lse), not causal. Cases: L_k not a multiple of block_k (the ragged last key block), L_q
+  not one of block_q, L_q ≠ L_k both ways, d_v ≠ d, d not a power of two, one block, scores past 88,
+  scores wide enough that the running max moves from block to block.
+- 09.causal_forward: the same with is_causal (top-left, L_q = L_k), returning (output, lse, loaded):
+  loaded (BH, number of query blocks) int64, the number of key blocks each program loaded, so that a
+  program that loads every block and masks is told apart from one that never loads those above the
+  diagonal. block_q is a multiple of block_k (the text says so).
+- 09.backward_dkdv: (query, key, value, output, lse, d_output, block_q, block_k, causal) ->
+  (d_key, d_value): one program per key block looping over the query blocks, P recomputed from lse,
+  D = rowsum(dO ∘ O). output and lse are the forward's (float64, then float32), d_output random.
+
+The first case of each exercise shows every known mistake (but NO_MAX_SHIFT, which only the cases with
+scores past 88 show). The mistakes are the kernels' own, emulated here block by block: a mistake is
+named only when the learner's kernel gives its numbers on every case, so each emulation follows what a
+kernel with that bug computes (padding loaded as 0, the key blocks a causal program visits), and each was
+checked against a Triton kernel carrying the bug (tests/test_exercises_l09.py). An output the kernel
+never writes is what it was allocated with: the texts ask for NaN (torch.full(..., float("nan"))), so
+that a forgotten store shows. No tensor a case passes is
+all zeros or all −∞.
+"""
+
+import math
+
+import torch
+
+from .registry import Exercise, Mistake, register
+
+NEG_INF = float("-inf")
+#: The forward exercises' absolute tolerance: their cases with scores past 88 reach about 200, where one
+#: float32 rounding of a score is 1.5e-5, so a right kernel's weights (and outputs) differ from the
+#: float64 reference by a few 1e-5 (2.2e-5 measured on the grader's default hidden seed; 1e-5 failed the
+#: lesson's solution there). Every known mistake is off by far more.
+FORWARD_ATOL = 5e-5
+
+
+def _next_power_of_2(n):
+    return 1 << (n - 1).bit_length()
+
+
+# ----------------------------------------------------------------------------- 09.softmax_kernel
+
+
+def _rows(generator, R, n, *, spread=3.0, offset=0.0, minus_inf=()):
+    x = torch.randn(R, n, generator=generator, dtype=torch.float64) * spread + offset
+    for r, c in minus_inf:
+        x[r, c] = NEG_INF
+    return (x.to(torch.float32),)
+
+
+def _softmax_cases(generator):
+    g = generator
+    first = _rows(g, 4, 37, spread=4.0)[0]
+    first[1] += 1000.0  # a row in the thousands: exp overflows float32 without the max shift
+    return [
+        (first,),  # first: n = 37 (padded to 64), one row near 1000: every mistake shows
+        _rows(g, 3, 16),  # n a power of two: no padding at all
+        _rows(g, 2, 100, spread=2.0),
+        _rows(g, 5, 17, offset=-1000.0),  # rows far below zero: exp underflows to 0 without the shift
+        _rows(g, 2, 33, minus_inf=((0, 3), (1, 0), (1, 32))),  # −∞ entries: weight 0
+        _rows(g, 1, 64, spread=20.0),
+    ]
+
+
+def _softmax_hidden(generator):
+    g = generator
+    big = _rows(g, 3, 29, spread=3.0)[0]
+    big[2] += 900.0
+    return [(big,), _rows(g, 2, 50), _rows(g, 4, 20, offset=-800.0), _rows(g, 1, 32, minus_inf=((0, 5),))]
+
+
+def _softmax_reference(x):
+    with torch.no_grad():  # a kernel's output has no graph: values only
+        x = x.double()
+        e = torch.exp(x - x.amax(-1, keepdim=True))  # (what the check forbids the learner, it avoids too)
+        return (e / e.sum(-1, keepdim=True)).to(torch.float32)
+
+
+def _softmax_no_shift(x):
+    e = torch.exp(x)  # float32, as the kernel: inf past 88, 0 below −104
+    return e / e.sum(-1, keepdim=True)
+
+
+def _softmax_padding_zero(x):
+    n = x.shape[-1]
+    padded = torch.nn.functional.pad(x.double(), (0, _next_power_of_2(n) - n), value=0.0)  # other=0.0
+    e = torch.exp(padded - padded.amax(-1, keepdim=True))
+    return (e / e.sum(-1, keepdim=True))[..., :n].to(x.dtype)
+
+
+def _softmax_sum_not_shifted(x):
+    shifted = torch.exp(x - x.amax(-1, keepdim=True))
+    return shifted / torch.exp(x).sum(-1, keepdim=True)
+
+
+register(
+    Exercise(
+        id="09.softmax_kernel",
+        reference=_softmax_reference,
+        cases=_softmax_cases,
+        hidden=_softmax_hidden,
+        forbidden=("torch.softmax", "F.softmax", "Tensor.softmax", "course_utils.flash_triton.softmax_rows",
+                   "course_utils.masks.masked_softmax"),
+        mistakes=(
+            Mistake(
+                "NO_MAX_SHIFT",
+                _softmax_no_shift,
+                {
+                    "en": "exp(x) / Σ exp(x) without the max shift: a row whose values pass about 88 overflows "
+                    "float32 (inf / inf = NaN), and one far below zero underflows (0 / 0). Subtract the row's max "
+                    "first, x = x − tl.max(x, axis=0): the same softmax, and every exp is at most 1.",
+                    "zh": "没有减去最大值就算了 exp(x) / Σ exp(x)：某一行的值超过大约 88 时 float32 会溢出（inf / inf = NaN），"
+                    "远小于 0 时又会下溢（0 / 0）。先减去这一行的最大值，x = x − tl.max(x, axis=0)：softmax 不变，"
+                    "而每个 exp 都不超过 1。",
+                },
+            ),
+            Mistake(
+                "PADDING_AS_ZERO",
+                _softmax_padding_zero,
+                {
+                    "en": "The columns past n were loaded as 0 (tl.load's other=0.0): a block is a power of two, so a "
+                    "row of 37 is loaded as 64, and the 27 padding zeros each add exp(0 − max) to the sum. Load "
+                    "them as −∞ instead, tl.load(..., mask=columns < n, other=float('-inf')): exp(−∞) = 0.",
+                    "zh": "n 之后的列被当成 0 读了进来（tl.load 的 other=0.0）：块的长度是 2 的幂，所以长 37 的一行按 64 读入，"
+                    "补上的 27 个 0 各自给和加了 exp(0 − max)。应把它们读成 −∞："
+                    "tl.load(..., mask=columns < n, other=float('-inf'))，因为 exp(−∞) = 0。",
+                },
+            ),
+            Mistake(
+                "SUM_NOT_SHIFTED",
+                _softmax_sum_not_shifted,
+                {
+                    "en": "The numerator is shifted, exp(x − max), but the sum is Σ exp(x), taken before the shift: "
+                    "the weights no longer sum to 1 (and the sum overflows where the shift was needed). Sum what "
+                    "you divide: e = tl.exp(x − max), then e / tl.sum(e, axis=0).",
+                    "zh": "分子减了最大值，exp(x − max)，分母却是减之前的 Σ exp(x)：权重加起来不再等于 1"
+                    "（而且在需要减最大值的地方，这个和会溢出）。被除的和要用同一组数：e = tl.exp(x − max)，"
+                    "再算 e / tl.sum(e, axis=0)。",
+                },
+            ),
+        ),
+    )
+)
+
+
+# ----------------------------------------------------------------------------- the forward, emulated
+
+
+def _qkv(generator, BH, L_q, L_k, d, d_v, *, spread=1.0):
+    q = torch.randn(BH, L_q, d, generator=generator, dtype=torch.float64) * spread
+    k = torch.randn(BH, L_k, d, generator=generator, dtype=torch.float64)
+    k = k * torch.linspace(0.5, 2.5, L_k, dtype=torch.float64)[:, None]  # later keys score wider: the max moves
+    v = torch.randn(BH, L_k, d_v, generator=generator, dtype=torch.float64)
+    return q.to(torch.float32), k.to(torch.float32), v.to(torch.float32)
+
+
+def _blocks(query, key, value, block_q, block_k, *, causal=False, rescale_acc=True, lse_max=True, lse_written=True,
+            ragged_masked=True, scaled=True, shift=True, end_at=None, diagonal_masked=True, count=False):
+    """What a forward kernel computes, block by block, with the switches the mistakes flip (float64).
+
+    end_at(start_q) -> the end of the key blocks a causal program loads (default: its last query + 1)."""
+    BH, L_q, d = query.shape
+    L_k = key.shape[1]
+    q, k, v = query.double(), key.double(), value.double()
+    scale = 1 / math.sqrt(d) if scaled else 1.0
+    outputs, lses, loaded = [], [], []
+    for start_q in range(0, L_q, block_q):
+        rows = torch.arange(start_q, min(start_q + block_q, L_q))
+        m = torch.full((BH, len(rows)), NEG_INF, dtype=torch.float64)
+        ell = torch.zeros(BH, len(rows), dtype=torch.float64)
+        acc = torch.zeros(BH, len(rows), v.shape[-1], dtype=torch.float64)
+        end = L_k
+        if causal:
+            end = end_at(start_q) if end_at is not None else min(start_q + block_q, L_k)
+        starts = range(0, end, block_k)
+        loaded.append(len(starts))
+        for start_k in starts:
+            columns = torch.arange(start_k, start_k + block_k)  # the whole block, padding included
+            inside = columns < L_k
+            kb = torch.zeros(BH, block_k, d, dtype=torch.float64)
+            vb = torch.zeros(BH, block_k, v.shape[-1], dtype=torch.float64)
+            count_in = min(block_k, L_k - start_k)  # (slices: boolean indexing costs 30 ms a call here, measured)
+            kb[:, :count_in] = k[:, start_k:start_k + count_in]  # tl.load(..., other=0.0)
+            vb[:, :count_in] = v[:, start_k:start_k + count_in]
+            s = (q[:, rows] @ kb.transpose(1, 2)) * scale  # (BH, b_q, block_k)
+            keep = inside[None, :].expand(len(rows), block_k) if ragged_masked else torch.ones(len(rows), block_k,
+                                                                                                 dtype=torch.bool)
+            if causal and diagonal_masked:
+                keep = keep & (columns[None, :] <= rows[:, None])
+            s = s.masked_fill(~keep, NEG_INF)
+            if shift:
+                m_new = torch.maximum(m, s.amax(-1))
+                safe = torch.where(m_new == NEG_INF, torch.zeros_like(m_new), m_new)
+                alpha = torch.exp(m - safe)
+                p = torch.exp(s - safe[..., None])
+            else:  # no running max: exp of the scores themselves, in float32 as the kernel computes them
+                m_new, alpha = torch.zeros_like(m), torch.ones_like(m)
+                p = torch.exp(s.float()).double()
+            ell = ell * alpha + p.sum(-1)
+            acc = (acc * alpha[..., None] if rescale_acc else acc) + p @ vb
+            m = m_new
+        outputs.append(acc / ell[..., None])  # 0 / 0 = NaN where a row saw nothing (no guard: none is needed)
+        lse = (m if lse_max else 0.0) + torch.log(ell)
+        lses.append(lse if lse_written else torch.full_like(lse, float("nan")))  # as allocated: the text says NaN
+    output = torch.cat(outputs, dim=1).to(query.dtype)
+    lse = torch.cat(lses, dim=1).to(torch.float32)
+    if count:
+        return output, lse, torch.tensor(loaded, dtype=torch.int64).expand(BH, -1).clone()
+    return output, lse
+
+
+def _scores(query, key, causal):
+    s = query.double() @ key.double().transpose(1, 2) / math.sqrt(query.shape[-1])
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), NEG_INF)
+    return s
+
+
+def _attention(query, key, value, causal):
+    """softmax(q kᵀ / √d) v and the log-sum-exp of each row, float64 then float32 (written out: the
+    softmax and logsumexp the check forbids the learner, the reference does not call either)."""
+    s = _scores(query, key, causal)
+    m = s.amax(-1, keepdim=True)
+    e = torch.exp(s - m)
+    total = e.sum(-1, keepdim=True)
+    output = (e / total) @ value.double()
+    return output.to(query.dtype), (m + torch.log(total)).squeeze(-1).to(torch.float32)
+
+
+# ----------------------------------------------------------------------------- 09.flash_forward
+
+
+def _forward_cases(generator):
+    g = generator
+    return [
+        (*_qkv(g, 2, 37, 45, 16, 8, spread=2.0), 16, 16),  # first: ragged on both sides, 3 key blocks
+        (*_qkv(g, 1, 16, 16, 16, 16), 16, 16),  # one block each
+        (*_qkv(g, 1, 20, 70, 24, 16, spread=3.0), 32, 16),  # L_q < L_k, d not a power of two, wide scores
+        (*_qkv(g, 2, 50, 17, 16, 20), 16, 16),  # L_q > L_k
+        (*_qkv(g, 1, 24, 40, 16, 16, spread=40.0), 16, 32),  # scores past 88
+    ]
+
+
+def _forward_hidden(generator):
+    g = generator
+    return [
+        (*_qkv(g, 1, 29, 53, 16, 12, spread=2.0), 16, 16),
+        (*_qkv(g, 2, 40, 21, 20, 16), 32, 16),
+        (*_qkv(g, 1, 17, 33, 16, 16, spread=40.0), 16, 16),  # scores past 88
+    ]
+
+
+def _forward_reference(query, key, value, block_q, block_k):
+    with torch.no_grad():
+        return _attention(query, key, value, causal=False)
+
+
+def _forward(**switches):
+    def mistake(query, key, value, block_q, block_k):
+        return _blocks(query, key, value, block_q, block_k, **switches)
+    return mistake
+
+
+register(
+    Exercise(
+        id="09.flash_forward",
+        atol=FORWARD_ATOL,
+        reference=_forward_reference,
+        cases=_forward_cases,
+        hidden=_forward_hidden,
+        forbidden=("F.scaled_dot_product_attention", "torch.softmax", "F.softmax", "Tensor.softmax",
+                   "torch.logsumexp", "Tensor.logsumexp", "torch.matmul", "torch.bmm",
+                   "torch.einsum", "course_utils.flash_triton.flash_forward",
+                   "course_utils.flash_triton.flash_attention", "course_utils.tiled.tiled_attention",
+                   "course_utils.tiled.flash_attention", "course_utils.tiled.materialised_attention"),
+        mistakes=(
+            Mistake(
+                "RESCALE_SUM_ONLY",
+                _forward(rescale_acc=False),
+                {
+                    "en": "The running sum is rescaled when the max grows, but the accumulator is not: "
+                    "acc + tl.dot(p, v) instead of acc · alpha[:, None] + tl.dot(p, v), alpha = exp(m_old − m_new). "
+                    "What acc holds was summed with the old max, exactly as ell was.",
+                    "zh": "最大值变大时只重新缩放了运行和，没有缩放累加器：写成了 acc + tl.dot(p, v)，"
+                    "应为 acc · alpha[:, None] + tl.dot(p, v)，其中 alpha = exp(m_old − m_new)。acc 里的内容和 ell 一样，"
+                    "是按旧的最大值求和的。",
+                },
+            ),
+            Mistake(
+                "LSE_NOT_WRITTEN",
+                _forward(lse_written=False),
+                {
+                    "en": "The output is right but lse is still the NaN it was allocated with: the kernel never "
+                    "stores it. At the end of the program, tl.store(LSE + rows, m + log(ell), mask=rows < L_q): the "
+                    "backward recomputes every weight from it.",
+                    "zh": "输出是对的，但 lse 还是分配时填入的 NaN：核函数从来没有写它。"
+                    "程序最后要 tl.store(LSE + rows, m + log(ell), mask=rows < L_q)：反向传播要靠它重新算出每一个权重。",
+                },
+            ),
+            Mistake(
+                "LSE_WITHOUT_MAX",
+                _forward(lse_max=False),
+                {
+                    "en": "lse is log(ell), without the max: ell = Σ exp(s − m), so log Σ exp(s) = m + log(ell) "
+                    "(in base 2 with the scale folded in: (m₂ + log2(ell)) · ln 2). The output is right.",
+                    "zh": "lse 写成了 log(ell)，少了最大值：ell = Σ exp(s − m)，所以 log Σ exp(s) = m + log(ell)"
+                    "（如果用以 2 为底、把缩放并进去的写法：(m₂ + log2(ell)) · ln 2）。输出是对的。",
+                },
+            ),
+            Mistake(
+                "RAGGED_KEYS_UNMASKED",
+                _forward(ragged_masked=False),
+                {
+                    "en": "The last key block runs past L_k and its padding takes part: those keys were loaded as 0 "
+                    "(other=0.0), so their scores are 0, not −∞, and each adds exp(0 − m) to the sum. Mask the "
+                    "scores of the columns ≥ L_k: s = tl.where(columns[None, :] < L_k, s, float('-inf')).",
+                    "zh": "最后一个键块越过了 L_k，补出来的部分也参与了计算：这些键被读成 0（other=0.0），"
+                    "所以分数是 0 而不是 −∞，每一个都给和加了 exp(0 − m)。要把列号 ≥ L_k 的分数遮住："
+                    "s = tl.where(columns[None, :] < L_k, s, float('-inf'))。",
+                },
+            ),
+            Mistake(
+                "NO_SCALE",
+                _forward(scaled=False),
+                {
+                    "en": "The scores are not scaled: s = q kᵀ / √d, as in F.scaled_dot_product_attention (in base 2, "
+                    "multiply by scale · log2(e) once).",
+                    "zh": "分数没有缩放：s = q kᵀ / √d，与 F.scaled_dot_product_attention 相同"
+                    "（如果用以 2 为底的写法，就一次乘上 scale · log2(e)）。",
+                },
+            ),
+            Mistake(
+                "NO_MAX_SHIFT",
+                _forward(shift=False),
+                {
+                    "en": "The blocks are summed as exp(s), with no running max: exp overflows float32 once a score "
+                    "passes about 88, and ell and acc become inf (the output NaN). Keep the running max m, sum "
+                    "exp(s − m) and rescale by exp(m_old − m_new) when it grows.",
+                    "zh": "各块按 exp(s) 直接求和，没有维护运行最大值：分数一旦超过大约 88，exp 就会在 float32 中溢出，"
+                    "ell 和 acc 变成 inf（输出变成 NaN）。要维护运行最大值 m，对 exp(s − m) 求和，"
+                    "m 变大时用 exp(m_old − m_new) 重新缩放。",
+                },
+            ),
+        ),
+    )
+)
+
+
+# ----------------------------------------------------------------------------- 09.causal_forward
+
+
+def _causal_cases(generator):
+    g = generator
+    return [
+        (*_qkv(g, 2, 45, 45, 16, 8, spread=2.0), 16, 16),  # first: 3 query blocks, the last ragged
+        (*_qkv(g, 1, 16, 16, 16, 16), 16, 16),  # one block: only the diagonal
+        (*_qkv(g, 1, 70, 70, 24, 16), 32, 16),  # block_q = 2 · block_k: two diagonal key blocks
+        (*_qkv(g, 2, 33, 33, 16, 20, spread=3.0), 16, 16),  # a last block of one query
+    ]
+
+
+def _causal_hidden(generator):
+    g = generator
+    return [(*_qkv(g, 1, 53, 53, 16, 12, spread=2.0), 16, 16), (*_qkv(g, 2, 40, 40, 20, 16), 32, 16)]
+
+
+def _loaded(BH, L, block_q, block_k, end_at=None):
+    ends = [end_at(s) if end_at else min(s + block_q, L) for s in range(0, L, block_q)]
+    return torch.tensor([len(range(0, e, block_k)) for e in ends], dtype=torch.int64).expand(BH, -1).clone()
+
+
+def _causal_reference(query, key, value, block_q, block_k):
+    with torch.no_grad():
+        output, lse = _attention(query, key, value, causal=True)
+        return output, lse, _loaded(query.shape[0], query.shape[1], block_q, block_k)
+
+
+def _causal_every_block(query, key, value, block_q, block_k):
+    L = key.shape[1]
+    return _blocks(query, key, value, block_q, block_k, causal=True, end_at=lambda s: L, count=True)
+
+
+register(
+    Exercise(
+        id="09.causal_forward",
+        atol=FORWARD_ATOL,
+        reference=_causal_reference,
+        cases=_causal_cases,
+        hidden=_causal_hidden,
+        forbidden=("F.scaled_dot_product_attention", "torch.softmax", "F.softmax", "Tensor.softmax",
+                   "torch.logsumexp", "Tensor.logsumexp", "torch.matmul", "torch.bmm",
+                   "torch.einsum", "course_utils.flash_triton.flash_forward",
+                   "course_utils.flash_triton.flash_attention", "course_utils.tiled.tiled_attention",
+                   "course_utils.tiled.flash_attention", "course_utils.tiled.materialised_attention"),
+        mistakes=(
+            Mistake(
+                "NO_BLOCK_SKIPPING",
+                _causal_every_block,
+                {
+                    "en": "The values are right, but every program loads every key block and masks the ones above the "
+                    "diagonal: they are all −∞, loaded for nothing. End the loop at the block's last query: "
+                    "range(0, min(start_q + BLOCK_Q, L), BLOCK_K), about half the work of a causal row.",
+                    "zh": "数值是对的，但每个程序都读入了所有的键块，再把对角线上方的块遮住：那些全是 −∞，白读了。"
+                    "循环应在本块最后一个查询处结束：range(0, min(start_q + BLOCK_Q, L), BLOCK_K)，"
+                    "因果的一行只需要大约一半的工作量。",
+                },
+            ),
+            Mistake(
+                "DIAGONAL_SKIPPED",
+                lambda q, k, v, bq, bk: _blocks(q, k, v, bq, bk, causal=True, end_at=lambda s: s, count=True),
+                {
+                    "en": "The loop stops before the diagonal block: range(0, start_q, BLOCK_K) loads only the blocks "
+                    "wholly before the program's first query, so each query misses the keys of its own block (itself "
+                    "included) and the first block sees nothing at all (0 / 0). The diagonal block is loaded too, "
+                    "with the mask columns ≤ rows: end at min(start_q + BLOCK_Q, L).",
+                    "zh": "循环在对角线块之前就停了：range(0, start_q, BLOCK_K) 只读入完全位于本程序第一个查询之前的块，"
+                    "于是每个查询都漏掉了自己所在块里的键（包括它自己），第一个块更是什么都没看到（0 / 0）。"
+                    "对角线块也要读入，并加上掩码 columns ≤ rows：循环结束于 min(start_q + BLOCK_Q, L)。",
+                },
+            ),
+            Mistake(
+                "DIAGONAL_UNMASKED",
+                lambda q, k, v, bq, bk: _blocks(q, k, v, bq, bk, causal=True, diagonal_masked=False, count=True),
+                {
+                    "en": "The right blocks are loaded, but the diagonal block is not masked: a query sees the keys "
+                    "after it up to the end of its block. In the diagonal block, s = tl.where(columns[None, :] <= "
+                    "rows[:, None], s, float('-inf')); the blocks wholly before it need no mask.",
+                    "zh": "读入的块是对的，但对角线块没有加掩码：查询看到了自己之后、直到本块末尾的那些键。"
+                    "在对角线块里要写 s = tl.where(columns[None, :] <= rows[:, None], s, float('-inf'))；"
+                    "完全位于它之前的块不需要掩码。",
+                },
+            ),
+        ),
+    )
+)
+
+
+# ----------------------------------------------------------------------------- 09.backward_dkdv
+
+
+def _backward_case(generator, BH, L_q, L_k, d, d_v, block_q, block_k, causal, spread=1.0):
+    q, k, v = _qkv(generator, BH, L_q, L_k, d, d_v, spread=spread)
+    output, lse = _attention(q, k, v, causal)
+    d_output = torch.randn(BH, L_q, d_v, generator=generator, dtype=torch.float64).to(torch.float32)
+    return q, k, v, output, lse, d_output, block_q, block_k, causal
+
+
+def _backward_cases(generator):
+    g = generator
+    return [
+        _backward_case(g, 2, 37, 37, 16, 8, 16, 16, True, spread=2.0),  # first: causal, ragged
+        _backward_case(g, 1, 45, 29, 24, 16, 16, 16, False),  # L_q > L_k, d not a power of two
+        _backward_case(g, 1, 20, 50, 16, 16, 16, 32, False, spread=2.0),  # L_q < L_k, block_k > block_q
+        _backward_case(g, 2, 48, 48, 16, 16, 32, 16, True),  # block_q = 2 · block_k
+    ]
+
+
+def _backward_hidden(generator):
+    g = generator
+    return [_backward_case(g, 1, 33, 33, 16, 12, 16, 16, True), _backward_case(g, 2, 27, 40, 20, 16, 16, 16, False)]
+
+
+def _visited(L_q, L_k, block_q, block_k, causal):
+    """(L_q, L_k) bool: the (query, key) pairs a dK/dV program meets at all. Causal, the program of a key
+    block starts at the query block that holds its first key; every pair otherwise."""
+    if not causal:
+        return torch.ones(L_q, L_k, dtype=torch.bool)
+    first_row = (torch.arange(L_k) // block_k * block_k) // block_q * block_q  # (L_k,)
+    return torch.arange(L_q)[:, None] >= first_row[None, :]
+
+
+def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *, delta="right", times_p=True,
+          scale_dk=True, masked=True):
+    """dK and dV from the saved output and lse (float64), with the switches the mistakes flip."""
+    q, k, v, o, do = (t.double() for t in (query, key, value, output, d_output))
+    scale = 1 / math.sqrt(query.shape[-1])
+    s = q @ k.transpose(1, 2) * scale
+    p = torch.exp(s - lse.double()[..., None])
+    visited = _visited(query.shape[1], key.shape[1], block_q, block_k, causal)
+    if causal:
+        keep = visited & ~torch.ones(p.shape[-2:], dtype=torch.bool).triu(1) if masked else visited
+        p = p.masked_fill(~keep, 0.0)
+    d_value = p.transpose(1, 2) @ do
+    dp = do @ v.transpose(1, 2)
+    D = {"right": (do * o).sum(-1), "none": torch.zeros_like(lse.double()), "squares": (do * do).sum(-1)}[delta]
+    ds = p * (dp - D[..., None]) if times_p else (dp - D[..., None]).masked_fill(~visited, 0.0)
+    d_key = ds.transpose(1, 2) @ q * (scale if scale_dk else 1.0)
+    return d_key.to(key.dtype), d_value.to(value.dtype)
+
+
+def _backward_reference(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    with torch.no_grad():
+        return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal)
+
+
+def _backward(**switches):
+    def mistake(query, key, value, output, lse, d_output, block_q, block_k, causal):
+        return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, **switches)
+    return mistake
+
+
+register(
+    Exercise(
+        id="09.backward_dkdv",
+        reference=_backward_reference,
+        cases=_backward_cases,
+        hidden=_backward_hidden,
+        forbidden=("torch.autograd.grad", "Tensor.backward", "torch.matmul", "torch.bmm",
+                   "torch.einsum", "course_utils.flash_triton.flash_backward",
+                   "course_utils.tiled.tiled_backward"),
+        mistakes=(
+            Mistake(
+                "NO_D",
+                _backward(delta="none"),
+                {
+                    "en": "dS = P ∘ dP, without D: the softmax's backward is dS = P ∘ (dP − D), D = rowsum(dO ∘ O) "
+                    "per query (the same as rowsum(P ∘ dP), computed from what the forward saved). Load D with "
+                    "each query block and subtract it: ds = p * (dp - D[:, None]).",
+                    "zh": "写成了 dS = P ∘ dP，少了 D：softmax 的反向传播是 dS = P ∘ (dP − D)，每个查询的 "
+                    "D = rowsum(dO ∘ O)（等于 rowsum(P ∘ dP)，但只用前向保存下来的量就能算）。"
+                    "随每个查询块读入 D 再减去：ds = p * (dp - D[:, None])。",
+                },
+            ),
+            Mistake(
+                "D_WRONG_TENSORS",
+                _backward(delta="squares"),
+                {
+                    "en": "D is computed from the wrong tensors: D = rowsum(dO ∘ O), the output's gradient times the "
+                    "output, row by row (d_output * output).sum(-1): not dO with itself.",
+                    "zh": "D 用错了张量：D = rowsum(dO ∘ O)，是输出的梯度乘以输出本身，逐行求和 "
+                    "(d_output * output).sum(-1)：不是 dO 乘它自己。",
+                },
+            ),
+            Mistake(
+                "DS_WITHOUT_P",
+                _backward(times_p=False),
+                {
+                    "en": "dS = dP − D, without the weights: the softmax's backward multiplies by P, "
+                    "dS = P ∘ (dP − D), so a key with weight 0 (masked, or far below the others) gets no gradient. "
+                    "ds = p * (dp - D[:, None]).",
+                    "zh": "写成了 dS = dP − D，少乘了权重：softmax 的反向传播要乘上 P，dS = P ∘ (dP − D)，"
+                    "所以权重为 0 的键（被遮住的，或者远小于其他键的）得不到梯度。应为 ds = p * (dp - D[:, None])。",
+                },
+            ),
+            Mistake(
+                "DK_UNSCALED",
+                _backward(scale_dk=False),
+                {
+                    "en": "dK misses the scale: S = q kᵀ · scale, so dK = dSᵀ Q · scale (dV is right).",
+                    "zh": "dK 少乘了缩放：S = q kᵀ · scale，所以 dK = dSᵀ Q · scale（dV 是对的）。",
+                },
+            ),
+            Mistake(
+                "CAUSAL_UNMASKED",
+                _backward(masked=False),
+                {
+                    "en": "With causal=True the query blocks before the key block are skipped, but the recomputed P "
+                    "is not masked in the blocks that are visited: the forward gave the keys after a query weight 0, "
+                    "so the backward must too, p = tl.where(columns[None, :] <= rows[:, None], p, 0.0).",
+                    "zh": "causal=True 时，键块之前的查询块被跳过了，但在访问到的块里，重新算出的 P 没有加掩码："
+                    "前向给查询之后的键的权重是 0，反向也必须如此，p = tl.where(columns[None, :] <= rows[:, None], p, 0.0)。",
+                },
+            ),
+        ),
+    )
+)

@@ -1,0 +1,687 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# # FlashAttention as a real kernel, in Triton
+#
+# Lesson 08 computed attention tile by tile with Python loops: the right numbers and $O(L \cdot d)$
+# memory, but on a GPU about 200 times slower than `F.scaled_dot_product_attention` (measured on an
+# H200 at $L = 16384$: 3.4 s against 16 ms). Every tile there is a handful of separate GPU kernels,
+# each launched from Python, each reading its inputs from the GPU's main memory and writing its result
+# back. This lesson writes the same algorithm as **one** kernel, in Triton: a program per block of
+# queries keeps its tile of scores in the chip's own fast memory from the first key to the last.
+#
+# The kernels you write here run everywhere: on a GPU Triton compiles them; on this CPU Triton's
+# interpreter runs the very same source, one program after another, slowly but exactly, so every check
+# works on a laptop.
+#
+# In this lesson you will
+#
+# 1. see what a Triton program is and what a kernel launch costs;
+# 2. write a row softmax kernel (the max shift in one program);
+# 3. write the FlashAttention forward kernel: one program per block of queries, lesson 08's online
+#    softmax over the key blocks, the log-sum-exp written out, the ragged last block masked;
+# 4. make it causal: the blocks above the diagonal never loaded, the diagonal block masked;
+# 5. write the kernel of the backward that computes dK and dV, recomputing the weights from the lse;
+# 6. see how fast the kernels are on a GPU against PyTorch's own, honestly, and step one program
+#    through its key blocks.
+#
+# There are four exercises, each followed by a check cell.
+
+# %% [markdown] tags=["lang-zh"] en_hash="b3105ca492"
+# # 用 Triton 把 FlashAttention 写成真正的核函数
+#
+# 第 08 课用 Python 循环逐块计算注意力：数值正确，内存为 $O(L \cdot d)$，但在 GPU 上比 `F.scaled_dot_product_attention` 慢了大约 200 倍（在 H200 上、$L = 16384$ 时实测：3.4 秒对 16 毫秒）。那里的每个分块都是若干个独立的 GPU 核函数，每个都由 Python 启动，每个都从 GPU 的显存读入输入、再把结果写回去。本课把同一个算法写成**一个**核函数，用 Triton：负责一块查询的程序，从第一个键到最后一个键，都把自己的分数分块留在芯片自己的高速存储里。
+#
+# 本课写的核函数在哪里都能运行：在 GPU 上由 Triton 编译；在这台 CPU 上，由 Triton 的解释器运行同一份源代码，一个程序接一个程序地执行，很慢但完全精确，所以每个检查在笔记本电脑上都能做。
+#
+# 本课你将：
+#
+# 1. 看看 Triton 的程序是什么，启动一次核函数要花多少时间；
+# 2. 写一个逐行 softmax 核函数（在一个程序里减去最大值）；
+# 3. 写 FlashAttention 的前向核函数：每块查询一个程序，对各个键块做第 08 课的在线 softmax，写出 log-sum-exp，给参差不齐的最后一块加掩码；
+# 4. 把它改成因果的：对角线上方的块从不读入，对角线块加掩码；
+# 5. 写反向传播中计算 dK 和 dV 的核函数，用 lse 重新算出权重；
+# 6. 老老实实地看看这些核函数在 GPU 上比 PyTorch 自己的快多少、慢多少，再让一个程序一步一步走过它的键块。
+#
+# 本课共有四道练习，每道练习后面都跟着一个检查单元。
+
+# %%
+import math
+import time
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+
+from course_utils import check, claim, measured, setup, triton_setup
+from course_utils.tiled import tiled_attention
+from course_utils.widgets.flash_program import program_explorer
+
+setup(lang="en")
+torch.set_printoptions(precision=3, sci_mode=False)
+triton_setup.load()
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from course_utils import flash_triton  # noqa: E402
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 1. The GPU in one picture
+#
+# A GPU is many small processors (132 on an H100) beside a large, slow memory (HBM, 80 GB at about
+# 3 TB/s) and, on each processor, a small fast one (SRAM, about 200 KB, read many times faster).
+# A Triton **kernel** is the code of one **program**; a launch runs a **grid** of programs, each on the
+# block of data its `tl.program_id` names. Inside a program everything is a block: `tl.arange(0, 64)`
+# is 64 positions at once, `tl.load` brings a block from HBM into registers, `tl.dot` multiplies two
+# blocks on the tensor cores, `tl.store` writes a block back.
+#
+# ![A Triton kernel's grid: one program per query block; in the GPU's main memory (HBM) Q, K, V and O as blocks; program 2 loads its query block once into its fast memory (SRAM), streams the key and value blocks through it one at a time with its running max, sum and accumulator, and writes its output block and log-sum-exp once](../../images/09_programs_en.svg)
+#
+# Two numbers decide what is fast. A launch costs microseconds before any work is done; and attention's
+# steps other than the two matrix products do about one FLOP per byte they move, while the chip can do
+# hundreds. Lesson 08's loop launches several kernels per tile and moves every tile's scores through
+# HBM; one fused kernel launches once and keeps the scores in SRAM. The cell below measures the first
+# number on this machine: what a torch call costs when it does almost nothing.
+
+# %% [markdown] tags=["lang-zh"] en_hash="88b9045bb7"
+# ## 1. 一张图看懂 GPU
+#
+# GPU 是许多小处理器（H100 上有 132 个），旁边是一块又大又慢的存储（HBM，80 GB，每秒约 3 TB），每个处理器上还有一块又小又快的存储（SRAM，约 200 KB，读起来快许多倍）。Triton 的**核函数**是一个**程序**的代码；一次启动会运行由许多程序组成的**网格**，每个程序处理 `tl.program_id` 指定给它的那一块数据。在程序内部，一切都是块：`tl.arange(0, 64)` 一次就是 64 个位置，`tl.load` 把一块数据从 HBM 读进寄存器，`tl.dot` 在张量核心上把两块相乘，`tl.store` 把一块写回去。
+#
+# ![Triton 核函数的网格：每个查询块一个程序；GPU 主存（HBM）里的 Q、K、V 和 O 都分成块；程序 2 把自己的查询块读入高速存储（SRAM）一次，让键块和值块一块一块地流过，同时保留运行最大值、运行和与累加器，最后把输出块和 log-sum-exp 各写回一次](../../images/09_programs_zh.svg)
+#
+# 决定快慢的是两个数。一次启动在做任何工作之前就要花几微秒；而注意力里除了两次矩阵乘法以外的步骤，每搬运一个字节大约只做一次浮点运算，芯片却能做几百次。第 08 课的循环每个分块要启动好几个核函数，每个分块的分数都要经过 HBM 来回搬运；一个融合的核函数只启动一次，分数始终留在 SRAM 里。下面的单元在这台机器上测量第一个数：一次几乎不做事的 torch 调用要花多少时间。
+
+# %% tags=["nbval-ignore-output"]
+tiny = torch.ones(1)
+launch_us = measured.milliseconds(lambda: [tiny.add(1) for _ in range(1000)], repeat=5)
+gpu = measured.load("flash_triton", "cuda")
+# lang: en
+print(f"one tiny torch call on this CPU: {launch_us:.2f} µs")
+# lang: zh
+print(f"这台 CPU 上一次很小的 torch 调用：{launch_us:.2f} 微秒")
+# lang: end
+print(gpu.provenance() if gpu else measured.missing("flash_triton"))
+if gpu:
+    # lang: en
+    print(f"one launch of a Triton kernel there: {gpu.settings['launch_us']:.1f} µs")
+    # lang: zh
+    print(f"在那块 GPU 上启动一次 Triton 核函数：{gpu.settings['launch_us']:.1f} 微秒")
+    # lang: end
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 2. A first kernel: softmax, one program per row
+#
+# The row softmax is lesson 01's, written for one program: load the row as one block, subtract its max
+# (so that no `exp` overflows), exponentiate, divide by the sum, store. A block's length must be a power
+# of two (`tl.arange` needs one), so a row of 37 is loaded as 64 positions: the 27 past the end are
+# masked, and what a masked load gives there (`other=`) matters.
+
+# %% [markdown] tags=["lang-zh"] en_hash="45d696bfc8"
+# ## 2. 第一个核函数：softmax，每行一个程序
+#
+# 逐行 softmax 就是第 01 课的那个，只是写成一个程序：把这一行作为一个块读进来，减去它的最大值（这样任何 `exp` 都不会溢出），取指数，除以和，写回去。块的长度必须是 2 的幂（`tl.arange` 要求如此），所以长 37 的一行按 64 个位置读入：末尾之后的 27 个位置被掩码遮住，而被遮住的位置读出什么（`other=`）很要紧。
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 1: the softmax kernel
+#
+# Write `softmax_rows(x)` for a float32 tensor x of shape $(R, n)$: define a Triton kernel inside the
+# function (decorated with `triton.jit`) that one program per row runs, with `BLOCK = triton.next_power_of_2(n)`
+# columns loaded at once, and return the softmax of every row over its last axis, $(R, n)$ float32.
+# The check runs your kernel through Triton's interpreter on cases with rows in the thousands and far
+# below zero, with $n$ a power of two and not, and with −∞ entries (weight 0). It compares values only (a
+# kernel's output is not on autograd's graph). It refuses `torch.softmax`, `F.softmax`,
+# `Tensor.softmax` and the course's `flash_triton.softmax_rows` and `masks.masked_softmax`.
+
+# %% [markdown] tags=["lang-zh"] en_hash="e8f5b50f1d"
+# ### 练习 1：softmax 核函数
+#
+# 写出 `softmax_rows(x)`，x 是形状为 $(R, n)$ 的 float32 张量：在函数内部定义一个 Triton 核函数（用 `triton.jit` 装饰），每行由一个程序运行，一次读入 `BLOCK = triton.next_power_of_2(n)` 列，返回每一行沿最后一维的 softmax，形状 $(R, n)$，float32。检查会用 Triton 的解释器运行你的核函数，测试用例里有数值上千的行和远小于 0 的行，$n$ 有 2 的幂也有不是的，还有 −∞ 元素（权重为 0）。检查只比较数值（核函数的输出不在 autograd 的计算图上）。检查不接受 `torch.softmax`、`F.softmax`、`Tensor.softmax`，也不接受课程自带的 `flash_triton.softmax_rows` 和 `masks.masked_softmax`。
+
+# %% tags=["exercise"] exercise="09.softmax_kernel"
+def softmax_rows(x):
+    # lang: en
+    """Softmax over the last axis of x (R, n) float32, one Triton program per row.
+
+    Returns (R, n) float32.
+    """
+    # lang: zh
+    """对 x (R, n)（float32）的最后一维做 softmax，每行一个 Triton 程序。
+
+    返回 (R, n)，float32。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    @triton.jit
+    def softmax_kernel(X, Y, n, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        columns = tl.arange(0, BLOCK)
+        x = tl.load(X + row * n + columns, mask=columns < n, other=float("-inf"))
+        x = x - tl.max(x, axis=0)
+        e = tl.exp(x)
+        tl.store(Y + row * n + columns, e / tl.sum(e, axis=0), mask=columns < n)
+
+    x = x.contiguous()
+    R, n = x.shape
+    y = torch.empty_like(x)
+    softmax_kernel[(R,)](x, y, n, BLOCK=triton.next_power_of_2(n))
+    return y
+    ### END SOLUTION
+
+
+# %%
+from course_utils import check
+check("09.softmax_kernel", softmax_rows)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 3. The forward kernel
+#
+# One program owns a block of `BLOCK_Q` queries of one (batch·head): `tl.program_id(0)` is its query
+# block, `tl.program_id(1)` its batch·head. It loads its queries once, then walks the key blocks with
+# lesson 08's state per query: the running max `m`, the running sum `ell` and the accumulator `acc`,
+# `acc` and `ell` both shrunk by `alpha = exp(m_old − m_new)` when the max grows. At the end it stores
+# `acc / ell` and the log-sum-exp `m + log(ell)`, which the backward needs. The last key block runs
+# past $L_k$: its padding is loaded as 0 and its scores must be made −∞.
+
+# %% [markdown] tags=["lang-zh"] en_hash="fd2d0f1932"
+# ## 3. 前向核函数
+#
+# 一个程序负责某个（批量·头）中的一块 `BLOCK_Q` 个查询：`tl.program_id(0)` 是它的查询块，`tl.program_id(1)` 是它的批量·头。它只读入一次自己的查询，然后带着第 08 课里每个查询的状态走过各个键块：运行最大值 `m`、运行和 `ell` 和累加器 `acc`；最大值变大时，`acc` 和 `ell` 都要乘上 `alpha = exp(m_old − m_new)` 缩小。最后它写出 `acc / ell` 和反向传播需要的 log-sum-exp `m + log(ell)`。最后一个键块会越过 $L_k$：填充的部分读成 0，它们的分数必须设成 −∞。
+
+# %% [markdown] tags=["lang-en"]
+# Forget the mask on that last block and a compiled kernel reads past the tensor's end: whatever lies
+# there in the GPU's memory, or a crash, with no word of where. The course's interpreter checks every
+# address a program loads or stores against the tensors passed to its launch, so the same mistake stops
+# with the program, the tensor and the offset. Here 40 numbers are copied in blocks of 16, unmasked:
+# programs 0 and 1 are fine, program 2 reaches element 40 of a tensor of 40. (`triton.jit(f)` is the
+# decorator written as a call: the exercises leave the decorator to you.)
+
+# %% [markdown] tags=["lang-zh"] en_hash="f83ddc07ec"
+# 如果忘了给最后这一块加掩码，编译后的核函数就会读到张量末尾之外：读到 GPU 显存里恰好在那儿的任何东西，或者直接崩溃，却不告诉你是在哪里。课程的解释器会把程序读写的每个地址与这次启动传入的张量逐一比对，所以同样的错误会停下来，并指出是哪个程序、哪个张量、哪个偏移。下面把 40 个数按每块 16 个复制，不加掩码：程序 0 和 1 没问题，程序 2 却碰到了只有 40 个元素的张量的第 40 号元素。（`triton.jit(f)` 就是把装饰器写成函数调用：练习里的装饰器留给你自己写。）
+
+# %% tags=["nbval-ignore-output"]
+def copy_blocks(X, Y, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Y + offsets, tl.load(X + offsets))
+
+
+copy_blocks = triton.jit(copy_blocks)
+x = torch.arange(40.0, device="cuda" if torch.cuda.is_available() else "cpu")
+try:
+    copy_blocks[(triton.cdiv(40, 16),)](x, torch.empty_like(x), BLOCK=16)
+except IndexError as error:
+    print(f"{type(error).__name__}: {error}")
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 2: the forward kernel
+#
+# Write `flash_forward(query, key, value, block_q, block_k)` for float32 query $(BH, L_q, d)$, key
+# $(BH, L_k, d)$ and value $(BH, L_k, d_v)$, not causal: a kernel defined inside the function, launched on
+# the grid `(triton.cdiv(L_q, block_q), BH)`, one program per block of `block_q` queries looping over
+# the key blocks of `block_k` (both powers of two ≥ 16; $L_q$, $L_k$, $d$ and $d_v$ need not be). Return
+# `(output, lse)`: output $(BH, L_q, d_v)$ = softmax$(QK^\top/\sqrt{d})V$ and lse $(BH, L_q)$, the
+# log-sum-exp of every row of scaled scores, both float32. Allocate both with
+# `torch.full(..., float("nan"))`, so that an element your kernel forgets to store shows. The check
+# compares values only, on cases with ragged last blocks, $L_q \ne L_k$ both ways and scores past 88. It
+# refuses `F.scaled_dot_product_attention`, `torch.softmax`, `F.softmax`, `Tensor.softmax`,
+# `torch.logsumexp`, `Tensor.logsumexp`, `torch.matmul`, `torch.bmm`, `torch.einsum`, and the course's
+# `flash_triton.flash_forward`, `flash_triton.flash_attention`, `tiled.tiled_attention`,
+# `tiled.flash_attention` and `tiled.materialised_attention`.
+
+# %% [markdown] tags=["lang-zh"] en_hash="71e499c4dc"
+# ### 练习 2：前向核函数
+#
+# 写出 `flash_forward(query, key, value, block_q, block_k)`，query 为 $(BH, L_q, d)$，key 为 $(BH, L_k, d)$，value 为 $(BH, L_k, d_v)$，都是 float32，不带因果掩码：在函数内部定义核函数，在网格 `(triton.cdiv(L_q, block_q), BH)` 上启动，每块 `block_q` 个查询一个程序，遍历每块 `block_k` 个键的键块（两者都是不小于 16 的 2 的幂；$L_q$、$L_k$、$d$ 和 $d_v$ 不必是）。返回 `(output, lse)`：output 形状为 $(BH, L_q, d_v)$，等于 softmax$(QK^\top/\sqrt{d})V$；lse 形状为 $(BH, L_q)$，是每一行缩放后分数的 log-sum-exp，两者都是 float32。两者都用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的元素会显现出来。检查只比较数值，测试用例里有参差不齐的最后一块、$L_q \ne L_k$（两个方向都有）和超过 88 的分数。检查不接受 `F.scaled_dot_product_attention`、`torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`、`torch.matmul`、`torch.bmm`、`torch.einsum`，也不接受课程自带的 `flash_triton.flash_forward`、`flash_triton.flash_attention`、`tiled.tiled_attention`、`tiled.flash_attention` 和 `tiled.materialised_attention`。
+
+# %% tags=["exercise"] exercise="09.flash_forward"
+def flash_forward(query, key, value, block_q, block_k):
+    # lang: en
+    """FlashAttention's forward as one Triton kernel, one program per block of queries.
+
+    query: (BH, L_q, d); key: (BH, L_k, d); value: (BH, L_k, d_v); float32.
+    block_q, block_k: queries per program, keys per step (powers of two >= 16).
+    Returns (output, lse): output (BH, L_q, d_v); lse (BH, L_q), float32.
+    """
+    # lang: zh
+    """用一个 Triton 核函数实现 FlashAttention 的前向，每块查询一个程序。
+
+    query：(BH, L_q, d)；key：(BH, L_k, d)；value：(BH, L_k, d_v)；float32。
+    block_q、block_k：每个程序的查询数、每一步的键数（不小于 16 的 2 的幂）。
+    返回 (output, lse)：output (BH, L_q, d_v)；lse (BH, L_q)，float32。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    @triton.jit
+    def forward_kernel(Q, K, V, O, LSE, L_q, L_k, d, d_v, scale,
+                       BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+        start_q = tl.program_id(0) * BLOCK_Q
+        bh = tl.program_id(1)
+        rows = start_q + tl.arange(0, BLOCK_Q)
+        dims = tl.arange(0, BLOCK_D)
+        dims_v = tl.arange(0, BLOCK_DV)
+        q = tl.load(Q + bh * L_q * d + rows[:, None] * d + dims[None, :],
+                    mask=(rows[:, None] < L_q) & (dims[None, :] < d), other=0.0)
+        m = tl.full((BLOCK_Q,), float("-inf"), tl.float32)
+        ell = tl.zeros((BLOCK_Q,), tl.float32)
+        acc = tl.zeros((BLOCK_Q, BLOCK_DV), tl.float32)
+        for start_k in range(0, L_k, BLOCK_K):
+            columns = start_k + tl.arange(0, BLOCK_K)
+            k = tl.load(K + bh * L_k * d + columns[:, None] * d + dims[None, :],
+                        mask=(columns[:, None] < L_k) & (dims[None, :] < d), other=0.0)
+            v = tl.load(V + bh * L_k * d_v + columns[:, None] * d_v + dims_v[None, :],
+                        mask=(columns[:, None] < L_k) & (dims_v[None, :] < d_v), other=0.0)
+            s = tl.dot(q, tl.trans(k)) * scale
+            s = tl.where(columns[None, :] < L_k, s, float("-inf"))
+            m_new = tl.maximum(m, tl.max(s, axis=1))
+            alpha = tl.exp(m - m_new)
+            p = tl.exp(s - m_new[:, None])
+            ell = ell * alpha + tl.sum(p, axis=1)
+            acc = acc * alpha[:, None] + tl.dot(p, v)
+            m = m_new
+        tl.store(O + bh * L_q * d_v + rows[:, None] * d_v + dims_v[None, :], acc / ell[:, None],
+                 mask=(rows[:, None] < L_q) & (dims_v[None, :] < d_v))
+        tl.store(LSE + bh * L_q + rows, m + tl.log(ell), mask=rows < L_q)
+
+    query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
+    BH, L_q, d = query.shape
+    L_k, d_v = key.shape[1], value.shape[2]
+    output = torch.full((BH, L_q, d_v), float("nan"))
+    lse = torch.full((BH, L_q), float("nan"))
+    grid = (triton.cdiv(L_q, block_q), BH)
+    forward_kernel[grid](query, key, value, output, lse, L_q, L_k, d, d_v, 1 / math.sqrt(d),
+                         BLOCK_Q=block_q, BLOCK_K=block_k, BLOCK_D=max(16, triton.next_power_of_2(d)),
+                         BLOCK_DV=max(16, triton.next_power_of_2(d_v)))
+    return output, lse
+    ### END SOLUTION
+
+
+# %%
+from course_utils import check
+check("09.flash_forward", flash_forward)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 4. Causal: the blocks above the diagonal are never loaded
+#
+# With `is_causal` (top left, as F.scaled_dot_product_attention), query $i$ sees keys $j \le i$. A program
+# whose queries are $[s, s + b_q)$ needs no key at or past $s + b_q$: its loop ends there, and about half
+# the work of the whole grid is never done. The blocks wholly before $s$ are seen by every query of the
+# program, without a mask; the diagonal block (or blocks, when $b_q > b_k$) needs the mask
+# `columns <= rows`.
+
+# %% [markdown] tags=["lang-zh"] en_hash="edbdf76acd"
+# ## 4. 因果：对角线上方的块从不读入
+#
+# 使用 `is_causal`（左上角对齐，与 F.scaled_dot_product_attention 相同）时，查询 $i$ 能看到键 $j \le i$。一个负责查询 $[s, s + b_q)$ 的程序，用不到位置在 $s + b_q$ 及之后的键：循环就在那里结束，整个网格大约一半的工作根本不用做。完全位于 $s$ 之前的块，程序里的每个查询都能整块看到，不需要掩码；对角线上的块（$b_q > b_k$ 时是几块）需要掩码 `columns <= rows`。
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 3: causal block skipping
+#
+# Write `causal_forward(query, key, value, block_q, block_k)`: exercise 2's kernel with `is_causal`, for
+# $L_q = L_k = L$ and `block_q` a multiple of `block_k`, returning `(output, lse, loaded)`: output and lse
+# as in exercise 2 (allocated with NaN), and loaded, an int64 tensor $(BH, \lceil L / b_q \rceil)$ in
+# which each program stores how many key blocks it loaded. A program that loads every block and masks
+# gives the right values but not the right counts. The check compares values only; it refuses what
+# exercise 2's refuses: `F.scaled_dot_product_attention`, `torch.softmax`, `F.softmax`,
+# `Tensor.softmax`, `torch.logsumexp`, `Tensor.logsumexp`, `torch.matmul`, `torch.bmm`, `torch.einsum`,
+# `flash_triton.flash_forward`, `flash_triton.flash_attention`, `tiled.tiled_attention`,
+# `tiled.flash_attention` and `tiled.materialised_attention`.
+
+# %% [markdown] tags=["lang-zh"] en_hash="90c33e3739"
+# ### 练习 3：因果跳块
+#
+# 写出 `causal_forward(query, key, value, block_q, block_k)`：练习 2 的核函数加上 `is_causal`，适用于 $L_q = L_k = L$、`block_q` 是 `block_k` 的整数倍的情形，返回 `(output, lse, loaded)`：output 和 lse 与练习 2 相同（用 NaN 分配），loaded 是形状为 $(BH, \lceil L / b_q \rceil)$ 的 int64 张量，每个程序在里面写下自己读入了多少个键块。读入所有块再加掩码的程序，数值是对的，计数却不对。检查只比较数值；它不接受的与练习 2 相同：`F.scaled_dot_product_attention`、`torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`、`torch.matmul`、`torch.bmm`、`torch.einsum`、`flash_triton.flash_forward`、`flash_triton.flash_attention`、`tiled.tiled_attention`、`tiled.flash_attention` 和 `tiled.materialised_attention`。
+
+# %% tags=["exercise"] exercise="09.causal_forward"
+def causal_forward(query, key, value, block_q, block_k):
+    # lang: en
+    """The forward kernel with is_causal; each program counts the key blocks it loads.
+
+    query, key: (BH, L, d); value: (BH, L, d_v); float32; block_q a multiple of block_k.
+    Returns (output, lse, loaded): output (BH, L, d_v); lse (BH, L);
+    loaded (BH, number of query blocks) int64.
+    """
+    # lang: zh
+    """带 is_causal 的前向核函数；每个程序统计自己读入的键块数。
+
+    query、key：(BH, L, d)；value：(BH, L, d_v)；float32；block_q 是 block_k 的整数倍。
+    返回 (output, lse, loaded)：output (BH, L, d_v)；lse (BH, L)；
+    loaded (BH, 查询块数) int64。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    @triton.jit
+    def causal_kernel(Q, K, V, O, LSE, LOADED, L, d, d_v, scale, n_blocks,
+                      BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+        block = tl.program_id(0)
+        start_q = block * BLOCK_Q
+        bh = tl.program_id(1)
+        rows = start_q + tl.arange(0, BLOCK_Q)
+        dims = tl.arange(0, BLOCK_D)
+        dims_v = tl.arange(0, BLOCK_DV)
+        q = tl.load(Q + bh * L * d + rows[:, None] * d + dims[None, :],
+                    mask=(rows[:, None] < L) & (dims[None, :] < d), other=0.0)
+        m = tl.full((BLOCK_Q,), float("-inf"), tl.float32)
+        ell = tl.zeros((BLOCK_Q,), tl.float32)
+        acc = tl.zeros((BLOCK_Q, BLOCK_DV), tl.float32)
+        loaded = 0
+        end = tl.minimum(start_q + BLOCK_Q, L)
+        for start_k in range(0, end, BLOCK_K):
+            columns = start_k + tl.arange(0, BLOCK_K)
+            k = tl.load(K + bh * L * d + columns[:, None] * d + dims[None, :],
+                        mask=(columns[:, None] < L) & (dims[None, :] < d), other=0.0)
+            v = tl.load(V + bh * L * d_v + columns[:, None] * d_v + dims_v[None, :],
+                        mask=(columns[:, None] < L) & (dims_v[None, :] < d_v), other=0.0)
+            loaded += 1
+            s = tl.dot(q, tl.trans(k)) * scale
+            s = tl.where((columns[None, :] <= rows[:, None]) & (columns[None, :] < L), s, float("-inf"))
+            m_new = tl.maximum(m, tl.max(s, axis=1))
+            alpha = tl.exp(m - m_new)
+            p = tl.exp(s - m_new[:, None])
+            ell = ell * alpha + tl.sum(p, axis=1)
+            acc = acc * alpha[:, None] + tl.dot(p, v)
+            m = m_new
+        tl.store(O + bh * L * d_v + rows[:, None] * d_v + dims_v[None, :], acc / ell[:, None],
+                 mask=(rows[:, None] < L) & (dims_v[None, :] < d_v))
+        tl.store(LSE + bh * L + rows, m + tl.log(ell), mask=rows < L)
+        tl.store(LOADED + bh * n_blocks + block, loaded)
+
+    query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
+    BH, L, d = query.shape
+    d_v = value.shape[2]
+    n_blocks = triton.cdiv(L, block_q)
+    output = torch.full((BH, L, d_v), float("nan"))
+    lse = torch.full((BH, L), float("nan"))
+    loaded = torch.empty(BH, n_blocks, dtype=torch.int64)
+    causal_kernel[(n_blocks, BH)](query, key, value, output, lse, loaded, L, d, d_v, 1 / math.sqrt(d), n_blocks,
+                                  BLOCK_Q=block_q, BLOCK_K=block_k, BLOCK_D=max(16, triton.next_power_of_2(d)),
+                                  BLOCK_DV=max(16, triton.next_power_of_2(d_v)))
+    return output, lse, loaded
+    ### END SOLUTION
+
+
+# %%
+from course_utils import check
+check("09.causal_forward", causal_forward)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 5. The backward: dK and dV from the saved lse
+#
+# FlashAttention-2's backward never stores the weights either. From the forward it keeps the output $O$
+# and the lse; per query it computes $D = \mathrm{rowsum}(dO \circ O)$ once. Then one program per key
+# block holds its keys and values and loops over the query blocks that see them, recomputing each tile's
+# weights $P = \exp(S - \mathrm{lse})$ and accumulating $dV \mathrel{+}= P^\top dO$ and
+# $dK \mathrel{+}= dS^\top Q \cdot \text{scale}$, with $dS = P \circ (dP - D)$, $dP = dO\,V^\top$. (A
+# second kernel, one program per query block, accumulates $dQ = dS\,K \cdot \text{scale}$ the same way:
+# `flash_triton` has it.)
+
+# %% [markdown] tags=["lang-zh"] en_hash="ae6dfded11"
+# ## 5. 反向传播：用保存的 lse 算 dK 和 dV
+#
+# FlashAttention-2 的反向传播同样从不存下权重。它从前向保留输出 $O$ 和 lse；对每个查询只算一次 $D = \mathrm{rowsum}(dO \circ O)$。然后每个键块一个程序，持有自己的键和值，遍历能看到它们的查询块，为每个分块重新算出权重 $P = \exp(S - \mathrm{lse})$，并累加 $dV \mathrel{+}= P^\top dO$ 和 $dK \mathrel{+}= dS^\top Q \cdot \text{scale}$，其中 $dS = P \circ (dP - D)$，$dP = dO\,V^\top$。（另一个核函数每个查询块一个程序，用同样的方法累加 $dQ = dS\,K \cdot \text{scale}$：`flash_triton` 里有它。）
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 4: the dK/dV kernel
+#
+# Write `backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal)` for float32
+# query $(BH, L_q, d)$, key $(BH, L_k, d)$, value $(BH, L_k, d_v)$, the forward's output $(BH, L_q, d_v)$
+# and lse $(BH, L_q)$, and d_output $(BH, L_q, d_v)$: compute $D$, then launch one program per key block
+# (a kernel defined inside the function) that loops over the query blocks, recomputes $P$ from lse
+# (masked when `causal`, where $L_q = L_k$) and accumulates dK and dV. Return `(d_key, d_value)`, the
+# gradients of $\sum \text{output} \circ \text{d\_output}$ with respect to key and value, float32. The
+# check compares them with PyTorch's gradients (values). It refuses `torch.autograd.grad`,
+# `Tensor.backward`, `torch.matmul`, `torch.bmm`, `torch.einsum`, and the course's
+# `flash_triton.flash_backward` and `tiled.tiled_backward`.
+
+# %% [markdown] tags=["lang-zh"] en_hash="3d7dd05e55"
+# ### 练习 4：dK/dV 核函数
+#
+# 写出 `backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal)`，其中 query 为 $(BH, L_q, d)$，key 为 $(BH, L_k, d)$，value 为 $(BH, L_k, d_v)$，output $(BH, L_q, d_v)$ 和 lse $(BH, L_q)$ 是前向的结果，d_output 为 $(BH, L_q, d_v)$，都是 float32：先算出 $D$，再为每个键块启动一个程序（核函数定义在函数内部），遍历各个查询块，用 lse 重新算出 $P$（`causal` 时加掩码，此时 $L_q = L_k$），累加 dK 和 dV。返回 `(d_key, d_value)`，即 $\sum \text{output} \circ \text{d\_output}$ 对 key 和 value 的梯度，float32。检查会把它们与 PyTorch 算出的梯度比较（数值）。检查不接受 `torch.autograd.grad`、`Tensor.backward`、`torch.matmul`、`torch.bmm`、`torch.einsum`，也不接受课程自带的 `flash_triton.flash_backward` 和 `tiled.tiled_backward`。
+
+# %% tags=["exercise"] exercise="09.backward_dkdv"
+def backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    # lang: en
+    """dK and dV of attention by one Triton kernel, one program per key block.
+
+    query: (BH, L_q, d); key: (BH, L_k, d); value: (BH, L_k, d_v); output: (BH, L_q, d_v);
+    lse: (BH, L_q); d_output: (BH, L_q, d_v); float32. causal: is_causal (L_q = L_k).
+    Returns (d_key, d_value): (BH, L_k, d) and (BH, L_k, d_v), float32.
+    """
+    # lang: zh
+    """用一个 Triton 核函数算注意力的 dK 和 dV，每个键块一个程序。
+
+    query：(BH, L_q, d)；key：(BH, L_k, d)；value：(BH, L_k, d_v)；output：(BH, L_q, d_v)；
+    lse：(BH, L_q)；d_output：(BH, L_q, d_v)；float32。causal：is_causal（L_q = L_k）。
+    返回 (d_key, d_value)：(BH, L_k, d) 和 (BH, L_k, d_v)，float32。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    @triton.jit
+    def dkdv_kernel(Q, K, V, DO, LSE, D, DK, DV, L_q, L_k, d, d_v, scale, CAUSAL: tl.constexpr,
+                    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+        start_k = tl.program_id(0) * BLOCK_K
+        bh = tl.program_id(1)
+        columns = start_k + tl.arange(0, BLOCK_K)
+        dims = tl.arange(0, BLOCK_D)
+        dims_v = tl.arange(0, BLOCK_DV)
+        k = tl.load(K + bh * L_k * d + columns[:, None] * d + dims[None, :],
+                    mask=(columns[:, None] < L_k) & (dims[None, :] < d), other=0.0)
+        v = tl.load(V + bh * L_k * d_v + columns[:, None] * d_v + dims_v[None, :],
+                    mask=(columns[:, None] < L_k) & (dims_v[None, :] < d_v), other=0.0)
+        dk = tl.zeros((BLOCK_K, BLOCK_D), tl.float32)
+        dv = tl.zeros((BLOCK_K, BLOCK_DV), tl.float32)
+        start = (start_k // BLOCK_Q) * BLOCK_Q if CAUSAL else 0
+        for start_q in range(start, L_q, BLOCK_Q):
+            rows = start_q + tl.arange(0, BLOCK_Q)
+            q = tl.load(Q + bh * L_q * d + rows[:, None] * d + dims[None, :],
+                        mask=(rows[:, None] < L_q) & (dims[None, :] < d), other=0.0)
+            do = tl.load(DO + bh * L_q * d_v + rows[:, None] * d_v + dims_v[None, :],
+                         mask=(rows[:, None] < L_q) & (dims_v[None, :] < d_v), other=0.0)
+            lse = tl.load(LSE + bh * L_q + rows, mask=rows < L_q, other=0.0)
+            delta = tl.load(D + bh * L_q + rows, mask=rows < L_q, other=0.0)
+            p = tl.exp(tl.dot(q, tl.trans(k)) * scale - lse[:, None])
+            keep = (rows[:, None] < L_q) & (columns[None, :] < L_k)
+            if CAUSAL:
+                keep = keep & (columns[None, :] <= rows[:, None])
+            p = tl.where(keep, p, 0.0)
+            dv += tl.dot(tl.trans(p), do)
+            dp = tl.dot(do, tl.trans(v))
+            ds = p * (dp - delta[:, None])
+            dk += tl.dot(tl.trans(ds), q)
+        tl.store(DK + bh * L_k * d + columns[:, None] * d + dims[None, :], dk * scale,
+                 mask=(columns[:, None] < L_k) & (dims[None, :] < d))
+        tl.store(DV + bh * L_k * d_v + columns[:, None] * d_v + dims_v[None, :], dv,
+                 mask=(columns[:, None] < L_k) & (dims_v[None, :] < d_v))
+
+    query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
+    d_output = d_output.contiguous()
+    BH, L_q, d = query.shape
+    L_k, d_v = key.shape[1], value.shape[2]
+    delta = (d_output * output).sum(-1).contiguous()
+    d_key, d_value = torch.empty_like(key), torch.empty_like(value)
+    dkdv_kernel[(triton.cdiv(L_k, block_k), BH)](query, key, value, d_output, lse.contiguous(), delta, d_key, d_value,
+                                                 L_q, L_k, d, d_v, 1 / math.sqrt(d), CAUSAL=causal,
+                                                 BLOCK_Q=block_q, BLOCK_K=block_k,
+                                                 BLOCK_D=max(16, triton.next_power_of_2(d)),
+                                                 BLOCK_DV=max(16, triton.next_power_of_2(d_v)))
+    return d_key, d_value
+    ### END SOLUTION
+
+
+# %%
+from course_utils import check
+check("09.backward_dkdv", backward_dkdv)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# The course's kernels pair the forward with the whole backward (D, dK/dV and dQ) in a
+# `torch.autograd.Function`, `flash_triton.flash_attention`: its gradients are PyTorch's.
+
+# %% [markdown] tags=["lang-zh"] en_hash="11afdf0772"
+# 课程自带的核函数把前向和完整的反向传播（D、dK/dV 和 dQ）配成一个 `torch.autograd.Function`，即 `flash_triton.flash_attention`：它的梯度与 PyTorch 的相同。
+
+# %%
+g = torch.Generator().manual_seed(0)
+q, k, v = (torch.randn(1, 1, 40, 16, generator=g).requires_grad_() for _ in range(3))
+out, lse = flash_triton.flash_attention(q, k, v, causal=True, block_q=16, block_k=16)
+d_out = torch.randn(out.shape, generator=g)
+ours = torch.autograd.grad(out, (q, k, v), d_out)
+theirs = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=True), (q, k, v), d_out)
+# lang: en
+claim("the Triton kernels' dQ, dK and dV equal PyTorch's (causal, L = 40, to 1e-5)",
+      all(torch.allclose(a, b, atol=1e-5, rtol=1e-5) for a, b in zip(ours, theirs)))
+# lang: zh
+claim("Triton 核函数算出的 dQ、dK、dV 与 PyTorch 的相同（因果，L = 40，误差不超过 1e-5）",
+      all(torch.allclose(a, b, atol=1e-5, rtol=1e-5) for a, b in zip(ours, theirs)))
+# lang: end
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 6. Speed, honestly
+#
+# On this CPU the interpreter runs NumPy one program at a time: it checks kernels, it does not measure
+# them. The speed of these kernels is a GPU's, measured by `benchmarks/bench_flash_triton.py` (forward
+# and backward TFLOP/s against `F.scaled_dot_product_attention`, float16, one (batch·head) count per
+# length so that every run does the same number of tokens) and committed with the GPU, PyTorch and
+# date it was measured on. The table shows them; a ratio of 1 would be PyTorch's own kernel (the
+# backend it picked is named, read as lesson 08 reads it).
+
+# %% [markdown] tags=["lang-zh"] en_hash="8c7e445a9e"
+# ## 6. 老老实实地谈速度
+#
+# 在这台 CPU 上，解释器用 NumPy 一次运行一个程序：它用来检查核函数，而不是测量它们的速度。这些核函数的速度是 GPU 上的速度，由 `benchmarks/bench_flash_triton.py` 测量（前向和反向的 TFLOP/s，与 `F.scaled_dot_product_attention` 对比，float16，每个长度配一个（批量·头）数，让每次运行处理的词元数相同），连同测量所用的 GPU、PyTorch 版本和日期一起提交。下表列出这些结果；比值为 1 就等于 PyTorch 自己的核函数（表中写出它选用的后端，读法与第 08 课相同）。
+
+# %% tags=["nbval-ignore-output"]
+# lang: en
+gpu = measured.table("flash_triton", {
+    "causal": lambda row: "yes" if row["causal"] else "no", "L": lambda row: row["L"], "d": lambda row: row["d"],
+    "forward TFLOP/s": lambda row: f"{row['triton_forward_tflops']:.0f}",
+    "forward ÷ F.sdpa": lambda row: measured.ratio(row["sdpa_forward_ms"], row["triton_forward_ms"]),
+    "backward TFLOP/s": lambda row: f"{row['triton_backward_tflops']:.0f}",
+    "backward ÷ F.sdpa": lambda row: measured.ratio(row["sdpa_backward_ms"], row["triton_backward_ms"]),
+    "F.sdpa's backend": lambda row: row["sdpa_backend"].split(",")[0].strip("_"),
+})
+# lang: zh
+gpu = measured.table("flash_triton", {
+    "因果": lambda row: "是" if row["causal"] else "否", "L": lambda row: row["L"], "d": lambda row: row["d"],
+    "前向 TFLOP/s": lambda row: f"{row['triton_forward_tflops']:.0f}",
+    "前向 ÷ F.sdpa": lambda row: measured.ratio(row["sdpa_forward_ms"], row["triton_forward_ms"]),
+    "反向 TFLOP/s": lambda row: f"{row['triton_backward_tflops']:.0f}",
+    "反向 ÷ F.sdpa": lambda row: measured.ratio(row["sdpa_backward_ms"], row["triton_backward_ms"]),
+    "F.sdpa 的后端": lambda row: row["sdpa_backend"].split(",")[0].strip("_"),
+})
+# lang: end
+if gpu is not None:
+    tiled_ms = {L: gpu.settings.get(f"lesson08_tiled_forward_ms_L{L}") for L in gpu.settings["lengths"]}
+    flash_ms = {row["L"]: row["triton_forward_ms"] for row in gpu.rows(causal=False)}
+    for L in sorted(tiled_ms):
+        # lang: en
+        print(f"L = {L}: lesson 08's Python tiles {tiled_ms[L]:.1f} ms, this lesson's kernel {flash_ms[L]:.2f} ms "
+              f"({measured.ratio(tiled_ms[L], flash_ms[L], 0)} faster)")
+        # lang: zh
+        print(f"L = {L}：第 08 课的 Python 分块 {tiled_ms[L]:.1f} 毫秒，本课的核函数 {flash_ms[L]:.2f} 毫秒"
+              f"（快 {measured.ratio(tiled_ms[L], flash_ms[L], 0)}）")
+        # lang: end
+
+# %% [markdown] tags=["lang-en"]
+# The same figures as a picture: the kernel's throughput as a share of PyTorch's, forward and backward.
+# The forward comes within about 10 % of cuDNN's; the backward gives up more, because its two kernels
+# recompute the scores twice (FlashAttention-2's dK/dV and dQ split) and accumulate dQ without the
+# warp specialisation and asynchronous copies FlashAttention-3 uses on Hopper GPUs.
+
+# %% [markdown] tags=["lang-zh"] en_hash="3bd1f5cf40"
+# 同样的数字画成图：核函数的吞吐量占 PyTorch 的比例，前向和反向各一组。前向与 cuDNN 相差约 10 % 以内；反向差得多一些，因为它的两个核函数把分数重算了两遍（FlashAttention-2 的 dK/dV 与 dQ 分开算的做法），累加 dQ 时也没有用 FlashAttention-3 在 Hopper GPU 上用的线程束分工和异步拷贝。
+
+# %% tags=["nbval-ignore-output"]
+if gpu is not None:
+    rows = gpu.rows()
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    at = torch.arange(len(rows), dtype=torch.float64)
+    # lang: en
+    names = [f"L={row['L']}" + ("\ncausal" if row["causal"] else "") for row in rows]
+    ax.bar(at - 0.2, [row["forward_ratio"] for row in rows], width=0.4, label="forward")
+    ax.bar(at + 0.2, [row["backward_ratio"] for row in rows], width=0.4, label="backward")
+    ax.set_ylabel("× F.scaled_dot_product_attention")
+    # lang: zh
+    names = [f"L={row['L']}" + ("\n因果" if row["causal"] else "") for row in rows]
+    ax.bar(at - 0.2, [row["forward_ratio"] for row in rows], width=0.4, label="前向")
+    ax.bar(at + 0.2, [row["backward_ratio"] for row in rows], width=0.4, label="反向")
+    ax.set_ylabel("相对 F.scaled_dot_product_attention 的倍数")
+    # lang: end
+    ax.axhline(1.0, color="black", linewidth=1)
+    ax.set_xticks(at.tolist(), names)
+    ax.set_ylim(0, 1.1)
+    ax.legend(loc=4)
+    ax.set_title(f"{gpu.device_name}, float16, d = {rows[0]['d']}")
+    plt.show()
+
+# %% [markdown] tags=["lang-en"]
+# And live, on this CPU, at sizes the interpreter finishes quickly: the same kernel's forward against
+# lesson 08's tiles and PyTorch's own CPU kernel. Here the interpreter is the slowest by far, one Python
+# call per program and one NumPy array per block: its job is to run the kernel's source exactly as a GPU
+# would, so that every check can run anywhere.
+
+# %% [markdown] tags=["lang-zh"] en_hash="12bc35f64d"
+# 再在这台 CPU 上现场跑一次，尺寸小到解释器很快就能算完：同一个核函数的前向，对照第 08 课的分块实现和 PyTorch 自己的 CPU 核函数。在这里解释器是最慢的，慢得多：每个程序一次 Python 调用，每个块一个 NumPy 数组。它的任务是像 GPU 那样一字不差地运行核函数的源代码，让每个检查在哪里都能做。
+
+# %% tags=["nbval-ignore-output"]
+for L in (32, 64):
+    q, k, v = torch.randn(3, 1, 1, L, 16, generator=torch.Generator().manual_seed(L)).unbind(0)
+    interpreted_ms = measured.milliseconds(lambda: flash_triton.flash_attention(q, k, v, block_q=16, block_k=16),
+                                           repeat=1, warmup=0)
+    tiles_ms = measured.milliseconds(lambda: tiled_attention(q, k, v, block_q=16, block_k=16), repeat=3)
+    sdpa_ms = measured.milliseconds(lambda: F.scaled_dot_product_attention(q, k, v), repeat=3)
+    # lang: en
+    print(f"L = {L:>3}: interpreted kernel {interpreted_ms:7.1f} ms, lesson 08's tiles {tiles_ms:5.2f} ms, "
+          f"F.sdpa {sdpa_ms:5.3f} ms")
+    # lang: zh
+    print(f"L = {L:>3}：解释器运行的核函数 {interpreted_ms:7.1f} 毫秒，第 08 课的分块 {tiles_ms:5.2f} 毫秒，"
+          f"F.sdpa {sdpa_ms:5.3f} 毫秒")
+    # lang: end
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 7. Explorer: one program through its key blocks
+#
+# Pick a query block and whether the attention is causal, then move the slider: the program loads its
+# key blocks one after the other. The left picture shows which blocks it has loaded, the one it loads
+# now and those it never loads (causal: every block above the diagonal); the summary says which need a
+# mask (the diagonal block, the ragged last block of 8 keys) and lists each of its 16 rows' running max
+# $m$ and sum $\ell$. Watch $\ell$ shrink when a block brings a larger max, and check that the last
+# step ends with $m + \log \ell$, the lse the kernel stores.
+
+# %% [markdown] tags=["lang-zh"] en_hash="c080ffedf0"
+# ## 7. 探索器：一个程序走过它的键块
+#
+# 选一个查询块，再选注意力是否因果，然后拖动滑块：这个程序一块接一块地读入它的键块。左图显示它已经读入的块、正在读入的块，以及从不读入的块（因果时对角线上方的所有块）；下方的文字说明哪些块需要掩码（对角线块、只有 8 个键的参差不齐的最后一块），并列出它 16 行各自的运行最大值 $m$ 和运行和 $\ell$。注意：某一块带来更大的最大值时，$\ell$ 会缩小；最后一步结束时，$m + \log \ell$ 就是核函数存下的 lse。
+
+# %% tags=["nbval-ignore-output"]
+program_explorer(block=2, causal=True)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## Summary
+#
+# - A Triton kernel is one program's code; a launch runs a grid of programs, each on its own block.
+# - The softmax kernel shifts by the row's max and loads its padding as −∞.
+# - The FlashAttention forward is lesson 08's online softmax in one program per query block, its tile of
+#   scores never leaving the chip; it writes the lse for the backward and masks the ragged last block.
+# - Causal, the blocks above the diagonal are never loaded and only the diagonal block is masked.
+# - The backward recomputes the weights from the lse, with $D = \mathrm{rowsum}(dO \circ O)$.
+
+# %% [markdown] tags=["lang-zh"] en_hash="645a6a95dc"
+# ## 小结
+#
+# - Triton 核函数是一个程序的代码；一次启动运行由许多程序组成的网格，每个程序处理自己的那一块。
+# - softmax 核函数减去这一行的最大值，把填充的位置读成 −∞。
+# - FlashAttention 的前向就是第 08 课的在线 softmax，每块查询一个程序，分数分块从不离开芯片；它为反向传播写出 lse，并给参差不齐的最后一块加掩码。
+# - 因果时，对角线上方的块从不读入，只有对角线块需要掩码。
+# - 反向传播用 lse 重新算出权重，其中 $D = \mathrm{rowsum}(dO \circ O)$。

@@ -1,0 +1,227 @@
+"""Lesson 09's exercises beyond the generic tests (tests/test_exercises.py): the references agree with
+PyTorch (torch.softmax, F.scaled_dot_product_attention, autograd's gradients); the package's own
+Triton kernels (course_utils.flash_triton) give the references' numbers on every case, public and
+hidden, through the check itself, and are forbidden; a learner who turns Triton's interpreter off
+cannot pass on a CPU; the cases are plain data and hold what the module docstring promises.
+
+Every check here runs Triton kernels through the interpreter: about 1 to 2 s an exercise on one
+thread of this machine (measured), 20 s for the file."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_teacher.exercises import EXERCISES
+from course_teacher.exercises.reference import evaluate as evaluate_hidden
+from course_teacher.exercises.l09_flash_triton import (
+    _backward_reference,
+    _causal_reference,
+    _forward_reference,
+    _softmax_reference,
+)
+from course_utils import triton_setup
+from course_utils.exercises import FAILED, PASSED, evaluate
+
+flash_triton = pytest.importorskip("course_utils.flash_triton", exc_type=triton_setup.TritonMissing)
+
+IDS = ("09.softmax_kernel", "09.flash_forward", "09.causal_forward", "09.backward_dkdv")
+HIDDEN_SEED = 12345
+F32 = {"atol": 1e-5, "rtol": 1e-4}
+
+
+def _cases(exercise):
+    spec = EXERCISES[exercise]
+    return spec.cases(torch.Generator().manual_seed(spec.seed))
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_no_tensor_of_a_case_is_all_zeros_or_all_minus_infinity_and_all_are_float32(exercise):
+    for case in _cases(exercise):
+        for arg in case:
+            if isinstance(arg, torch.Tensor):
+                assert (arg.isfinite() & (arg != 0)).any(), exercise
+                assert arg.dtype == torch.float32, exercise  # the interpreter's NumPy has no bfloat16
+
+
+# ----------------------------------------------------------------------------- the references are PyTorch's
+
+
+def test_the_softmax_reference_is_torchs_and_the_cases_need_the_shift_and_the_padding():
+    cases = _cases("09.softmax_kernel")
+    for (x,) in cases:
+        torch.testing.assert_close(_softmax_reference(x), torch.softmax(x, -1), **F32)
+    assert any(x.amax() > 500 for (x,) in cases) and any(x.amax() < -500 for (x,) in cases)
+    widths = [x.shape[-1] for (x,) in cases]
+    assert any(n & (n - 1) for n in widths) and any(not n & (n - 1) for n in widths)  # ragged and not
+    assert any(x.isinf().any() for (x,) in cases)
+
+
+@pytest.mark.parametrize("exercise", ["09.flash_forward", "09.causal_forward"])
+def test_the_forward_references_are_sdpa_and_logsumexp(exercise):
+    causal = exercise == "09.causal_forward"
+    reference = _causal_reference if causal else _forward_reference
+    for q, k, v, block_q, block_k in _cases(exercise):
+        output, lse, *loaded = reference(q, k, v, block_q, block_k)
+        torch.testing.assert_close(output, F.scaled_dot_product_attention(q, k, v, is_causal=causal), **F32)
+        scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
+        if causal:
+            scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf"))
+        torch.testing.assert_close(lse, torch.logsumexp(scores, -1), **F32)
+        if causal:  # the blocks up to each query block's last query, and no more
+            assert q.shape[1] == k.shape[1] and block_q % block_k == 0
+            L = q.shape[1]
+            expected = [math.ceil(min(s + block_q, L) / block_k) for s in range(0, L, block_q)]
+            assert loaded[0].dtype == torch.int64 and loaded[0].tolist() == [expected] * q.shape[0]
+
+
+def test_the_forward_cases_hold_ragged_blocks_and_scores_past_88():
+    cases = _cases("09.flash_forward")
+    assert any(k.shape[1] % block_k for _, k, _, _, block_k in cases)  # a ragged last key block
+    assert any(q.shape[1] % block_q for q, _, _, block_q, _ in cases)
+    assert any(q.shape[1] > k.shape[1] for q, k, *_ in cases) and any(q.shape[1] < k.shape[1] for q, k, *_ in cases)
+    assert any((q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])).amax() > 88 for q, k, *_ in cases)
+
+
+def test_the_backward_reference_is_autograds_gradient_of_sdpa():
+    for q, k, v, output, lse, d_output, block_q, block_k, causal in _cases("09.backward_dkdv"):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        expected = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+        torch.testing.assert_close(output, expected.detach(), **F32)  # the case's output is the forward's
+        _, d_key, d_value = torch.autograd.grad(expected, leaves, d_output)
+        ours = _backward_reference(q, k, v, output, lse, d_output, block_q, block_k, causal)
+        torch.testing.assert_close(ours[0], d_key, **F32)
+        torch.testing.assert_close(ours[1], d_value, **F32)
+    assert {case[-1] for case in _cases("09.backward_dkdv")} == {True, False}
+
+
+# ----------------------------------------------------------------------------- the package's kernels
+
+
+def _package_answers():
+    def softmax_kernel(x):
+        return flash_triton.softmax_rows(x)
+
+    def forward(query, key, value, block_q, block_k):
+        return flash_triton.flash_forward(query, key, value, block_q=block_q, block_k=block_k)
+
+    def causal(query, key, value, block_q, block_k):
+        output, lse = flash_triton.flash_forward(query, key, value, causal=True, block_q=block_q, block_k=block_k)
+        L = query.shape[1]
+        loaded = [math.ceil(min(s + block_q, L) / block_k) for s in range(0, L, block_q)]  # what the kernel loads
+        return output, lse, torch.tensor([loaded] * query.shape[0], dtype=torch.int64)
+
+    def dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal):
+        _, d_key, d_value = flash_triton.flash_backward(query, key, value, output, lse, d_output, causal=causal,
+                                                        block_q=block_q, block_k=block_k)
+        return d_key, d_value
+
+    return dict(zip(IDS, (softmax_kernel, forward, causal, dkdv)))
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_the_packages_kernels_give_the_references_numbers_and_are_forbidden(exercise):
+    import dataclasses
+
+    answer = _package_answers()[exercise]
+    spec = EXERCISES[exercise]
+    verdict = evaluate_hidden(dataclasses.replace(spec, forbidden=()), answer, hidden_seed=HIDDEN_SEED)
+    assert verdict.status == PASSED, verdict.message
+    verdict = evaluate(exercise, answer)
+    assert verdict.status == FAILED and verdict.code == "FORBIDDEN", verdict.message
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU a compiled kernel is a right answer")
+def test_a_kernel_with_the_interpreter_switched_off_cannot_pass_on_a_cpu():
+    triton_setup.load()
+    import triton
+    import triton.language as tl
+
+    def softmax_rows(x):
+        triton.knobs.runtime.interpret = False  # the learner's attempt: compiled, the check cannot run it
+        try:
+            @triton.jit
+            def kernel(X, Y, n, BLOCK: tl.constexpr):
+                columns = tl.arange(0, BLOCK)
+                tl.store(Y + columns, tl.load(X + columns, mask=columns < n), mask=columns < n)
+        finally:
+            triton.knobs.runtime.interpret = True
+        y = torch.empty_like(x)
+        kernel[(1,)](x, y, x.numel(), BLOCK=64)
+        return y
+
+    verdict = evaluate("09.softmax_kernel", softmax_rows)
+    assert verdict.status != PASSED, verdict.message
+    assert triton_setup.interpreted()
+
+
+# ----------------------------------------------------------------------------- kernels with the mistakes
+
+
+def _solutions_source():
+    """The lesson's solutions, as source: the exercise cells of lesson 09's source."""
+    import jupytext
+
+    from course_teacher import build
+
+    cells = jupytext.read(build.lessons()["09"]).cells
+    return "\n\n".join(cell.source for cell in cells if "exercise" in build.tags(cell))
+
+
+def _namespace():
+    namespace = {}
+    exec("import math\nimport torch\nimport torch.nn.functional as F\nfrom course_utils.triton_setup import load\n"
+         "load()\nimport triton\nimport triton.language as tl\n", namespace)  # what lesson 09's setup cell imports
+    return namespace
+
+
+#: (exercise, function, mistake, a line of the solution, what a learner with that mistake wrote instead)
+BUGS = [
+    ("09.softmax_kernel", "softmax_rows", "NO_MAX_SHIFT", "        x = x - tl.max(x, axis=0)\n", ""),
+    ("09.softmax_kernel", "softmax_rows", "PADDING_AS_ZERO", 'mask=columns < n, other=float("-inf"))',
+     "mask=columns < n, other=0.0)"),
+    ("09.softmax_kernel", "softmax_rows", "SUM_NOT_SHIFTED", "e / tl.sum(e, axis=0)",
+     'e / tl.sum(tl.exp(x + tl.max(tl.load(X + row * n + columns, mask=columns < n, other=float("-inf")), '
+     'axis=0)), axis=0)'),
+    ("09.flash_forward", "flash_forward", "RESCALE_SUM_ONLY",
+     "            acc = acc * alpha[:, None] + tl.dot(p, v)\n            m = m_new\n        tl.store(O + bh * L_q",
+     "            acc = acc + tl.dot(p, v)\n            m = m_new\n        tl.store(O + bh * L_q"),
+    ("09.flash_forward", "flash_forward", "RAGGED_KEYS_UNMASKED",
+     '            s = tl.where(columns[None, :] < L_k, s, float("-inf"))\n', ""),
+    ("09.flash_forward", "flash_forward", "LSE_WITHOUT_MAX", "tl.store(LSE + bh * L_q + rows, m + tl.log(ell)",
+     "tl.store(LSE + bh * L_q + rows, tl.log(ell)"),
+    ("09.flash_forward", "flash_forward", "LSE_NOT_WRITTEN",
+     "        tl.store(LSE + bh * L_q + rows, m + tl.log(ell), mask=rows < L_q)\n", ""),
+    ("09.flash_forward", "flash_forward", "NO_SCALE", "forward_kernel[grid](query, key, value, output, lse, L_q, L_k, d, "
+     "d_v, 1 / math.sqrt(d),", "forward_kernel[grid](query, key, value, output, lse, L_q, L_k, d, d_v, 1.0,"),
+    ("09.causal_forward", "causal_forward", "NO_BLOCK_SKIPPING", "end = tl.minimum(start_q + BLOCK_Q, L)", "end = L"),
+    ("09.causal_forward", "causal_forward", "DIAGONAL_SKIPPED", "end = tl.minimum(start_q + BLOCK_Q, L)",
+     "end = start_q"),
+    ("09.causal_forward", "causal_forward", "DIAGONAL_UNMASKED",
+     "s = tl.where((columns[None, :] <= rows[:, None]) & (columns[None, :] < L), s",
+     "s = tl.where((columns[None, :] < L), s"),
+    ("09.backward_dkdv", "backward_dkdv", "NO_D", "ds = p * (dp - delta[:, None])", "ds = p * dp"),
+    ("09.backward_dkdv", "backward_dkdv", "D_WRONG_TENSORS", "delta = (d_output * output).sum(-1)",
+     "delta = (d_output * d_output).sum(-1)"),
+    ("09.backward_dkdv", "backward_dkdv", "DS_WITHOUT_P", "ds = p * (dp - delta[:, None])",
+     "ds = dp - delta[:, None]"),
+    ("09.backward_dkdv", "backward_dkdv", "DK_UNSCALED", "dk * scale,", "dk,"),
+    ("09.backward_dkdv", "backward_dkdv", "CAUSAL_UNMASKED",
+     "                keep = keep & (columns[None, :] <= rows[:, None])\n", "                pass\n"),
+]
+
+
+@pytest.mark.slow  # (sixteen kernels, each checked on the public cases: about 25 s interpreted on 2 cores)
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the overflows the mistakes are about
+@pytest.mark.parametrize("exercise, function, code, right, wrong", BUGS, ids=[b[2] for b in BUGS])
+def test_a_triton_kernel_with_each_known_mistake_is_named(exercise, function, code, right, wrong):
+    """The mistakes are emulated in torch; a real kernel with the bug must give the same numbers, on
+    every public case (the first shows each mistake; the hidden ones are the same shapes, other
+    numbers: left out to keep the file within its time)."""
+    source = _solutions_source()
+    assert source.count(right) >= 1, f"the solution no longer holds {right!r}"
+    namespace = _namespace()
+    exec(source.replace(right, wrong, 1), namespace)
+    verdict = evaluate_hidden(exercise, namespace[function])
+    assert verdict.status == FAILED and verdict.code == code, verdict.message
