@@ -19,7 +19,7 @@ autotuner does, written out. F.sdpa's backend is read from the operators that ra
 
 Targets (issue 31): on an H100/H200-class GPU the kernels' forward at least 0.6 × F.sdpa's throughput,
 the backward at least 0.5 ×, at every (d, causal, L). Triton runs only on a CUDA GPU here: on a CPU the
-script says so and exits (the interpreter measures NumPy, not a GPU). Results: benchmarks/results/
+script says so and exits (the interpreter measures NumPy, not a GPU). Results: course_utils/results/
 flash_triton-cuda.json (benchmarks/record.py), which lesson 09 shows on a CPU.
 """
 

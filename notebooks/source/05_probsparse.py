@@ -1984,7 +1984,7 @@ claim("但即使 U = L_K，召回率仍低于 0.9", recall_random8[-1] < 0.9)
 # lang: en
 run8 = seq2seq.train(seed=0)  # lesson 06's reverser, 250 steps of training
 # lang: zh
-run8 = seq2seq.train(seed=0)  # 第 06 课的倒序模型，训练 250 步
+run8 = seq2seq.train(seed=0)  # 第 06 课的反转模型，训练 250 步
 # lang: end
 # lang: en
 rows8 = study.trained_attention_rows(run8.model, seq2seq.held_out(200))  # {attention: (M̄, peak)}
