@@ -179,27 +179,28 @@ def _blocks(query, key, value, block_q, block_k, *, causal=False, rescale_acc=Tr
     q, k, v = query.double(), key.double(), value.double()
     scale = 1 / math.sqrt(d) if scaled else 1.0
     outputs, lses, loaded = [], [], []
+    at = {"device": query.device}  # every tensor made here, where the case's tensors are
     for start_q in range(0, L_q, block_q):
-        rows = torch.arange(start_q, min(start_q + block_q, L_q))
-        m = torch.full((BH, len(rows)), NEG_INF, dtype=torch.float64)
-        ell = torch.zeros(BH, len(rows), dtype=torch.float64)
-        acc = torch.zeros(BH, len(rows), v.shape[-1], dtype=torch.float64)
+        rows = torch.arange(start_q, min(start_q + block_q, L_q), **at)
+        m = torch.full((BH, len(rows)), NEG_INF, dtype=torch.float64, **at)
+        ell = torch.zeros(BH, len(rows), dtype=torch.float64, **at)
+        acc = torch.zeros(BH, len(rows), v.shape[-1], dtype=torch.float64, **at)
         end = L_k
         if causal:
             end = end_at(start_q) if end_at is not None else min(start_q + block_q, L_k)
         starts = range(0, end, block_k)
         loaded.append(len(starts))
         for start_k in starts:
-            columns = torch.arange(start_k, start_k + block_k)  # the whole block, padding included
+            columns = torch.arange(start_k, start_k + block_k, **at)  # the whole block, padding included
             inside = columns < L_k
-            kb = torch.zeros(BH, block_k, d, dtype=torch.float64)
-            vb = torch.zeros(BH, block_k, v.shape[-1], dtype=torch.float64)
+            kb = torch.zeros(BH, block_k, d, dtype=torch.float64, **at)
+            vb = torch.zeros(BH, block_k, v.shape[-1], dtype=torch.float64, **at)
             count_in = min(block_k, L_k - start_k)  # (slices: boolean indexing costs 30 ms a call here, measured)
             kb[:, :count_in] = k[:, start_k:start_k + count_in]  # tl.load(..., other=0.0)
             vb[:, :count_in] = v[:, start_k:start_k + count_in]
             s = (q[:, rows] @ kb.transpose(1, 2)) * scale  # (BH, b_q, block_k)
             keep = inside[None, :].expand(len(rows), block_k) if ragged_masked else torch.ones(len(rows), block_k,
-                                                                                                 dtype=torch.bool)
+                                                                                                 dtype=torch.bool, **at)
             if causal and diagonal_masked:
                 keep = keep & (columns[None, :] <= rows[:, None])
             s = s.masked_fill(~keep, NEG_INF)
@@ -220,14 +221,14 @@ def _blocks(query, key, value, block_q, block_k, *, causal=False, rescale_acc=Tr
     output = torch.cat(outputs, dim=1).to(query.dtype)
     lse = torch.cat(lses, dim=1).to(torch.float32)
     if count:
-        return output, lse, torch.tensor(loaded, dtype=torch.int64).expand(BH, -1).clone()
+        return output, lse, torch.tensor(loaded, dtype=torch.int64, **at).expand(BH, -1).clone()
     return output, lse
 
 
 def _scores(query, key, causal):
     s = query.double() @ key.double().transpose(1, 2) / math.sqrt(query.shape[-1])
     if causal:
-        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), NEG_INF)
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1), NEG_INF)
     return s
 
 
@@ -379,15 +380,16 @@ def _causal_hidden(generator):
     return [(*_qkv(g, 1, 53, 53, 16, 12, spread=2.0), 16, 16), (*_qkv(g, 2, 40, 40, 20, 16), 32, 16)]
 
 
-def _loaded(BH, L, block_q, block_k, end_at=None):
+def _loaded(BH, L, block_q, block_k, end_at=None, device=None):
     ends = [end_at(s) if end_at else min(s + block_q, L) for s in range(0, L, block_q)]
-    return torch.tensor([len(range(0, e, block_k)) for e in ends], dtype=torch.int64).expand(BH, -1).clone()
+    counts = torch.tensor([len(range(0, e, block_k)) for e in ends], dtype=torch.int64, device=device)
+    return counts.expand(BH, -1).clone()
 
 
 def _causal_reference(query, key, value, block_q, block_k):
     with torch.no_grad():
         output, lse = _attention(query, key, value, causal=True)
-        return output, lse, _loaded(query.shape[0], query.shape[1], block_q, block_k)
+        return output, lse, _loaded(query.shape[0], query.shape[1], block_q, block_k, device=query.device)
 
 
 def _causal_every_block(query, key, value, block_q, block_k):
@@ -475,13 +477,13 @@ def _backward_hidden(generator):
     return [_backward_case(g, 1, 33, 33, 16, 12, 16, 16, True), _backward_case(g, 2, 27, 40, 20, 16, 16, 16, False)]
 
 
-def _visited(L_q, L_k, block_q, block_k, causal):
+def _visited(L_q, L_k, block_q, block_k, causal, device=None):
     """(L_q, L_k) bool: the (query, key) pairs a dK/dV program meets at all. Causal, the program of a key
     block starts at the query block that holds its first key; every pair otherwise."""
     if not causal:
-        return torch.ones(L_q, L_k, dtype=torch.bool)
-    first_row = (torch.arange(L_k) // block_k * block_k) // block_q * block_q  # (L_k,)
-    return torch.arange(L_q)[:, None] >= first_row[None, :]
+        return torch.ones(L_q, L_k, dtype=torch.bool, device=device)
+    first_row = (torch.arange(L_k, device=device) // block_k * block_k) // block_q * block_q  # (L_k,)
+    return torch.arange(L_q, device=device)[:, None] >= first_row[None, :]
 
 
 def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *, delta="right", times_p=True,
@@ -491,9 +493,9 @@ def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *,
     scale = 1 / math.sqrt(query.shape[-1])
     s = q @ k.transpose(1, 2) * scale
     p = torch.exp(s - lse.double()[..., None])
-    visited = _visited(query.shape[1], key.shape[1], block_q, block_k, causal)
+    visited = _visited(query.shape[1], key.shape[1], block_q, block_k, causal, query.device)
     if causal:
-        keep = visited & ~torch.ones(p.shape[-2:], dtype=torch.bool).triu(1) if masked else visited
+        keep = visited & ~torch.ones(p.shape[-2:], dtype=torch.bool, device=p.device).triu(1) if masked else visited
         p = p.masked_fill(~keep, 0.0)
     d_value = p.transpose(1, 2) @ do
     dp = do @ v.transpose(1, 2)
