@@ -90,9 +90,10 @@ $(LAB_OVERRIDES): | $(LAB_STAMP)
 # later copied when missing, a copy the learner has never overwritten (course_utils/learner.py). The
 # checks record each exercise's verdicts in $(WORK)/progress.json, which the home shows as it is when
 # JupyterLab starts. JupyterLab is rooted at $(WORK)/ (the solutions are not in its file browser), with
-# copies of images/ and GLOSSARY.md there for the lessons' links; it opens the home of the learner's
-# language and reopens the home and the last lesson only (a kernel each), each language with its own
-# layout in $(WORK)/.workspaces/en or zh (course_utils/launch.py).
+# a copy of images/ there and of each language's glossary.md in $(WORK)/en and zh, for the lessons'
+# links; it opens the home of the learner's language and reopens the home and the last lesson only
+# (a kernel each), each language with its own layout in $(WORK)/.workspaces/en or zh
+# (course_utils/launch.py).
 # `make lab NO_BROWSER=1` starts it without opening a browser, `IP=0.0.0.0` listens on every interface
 # (a remote machine), `PORT=8890` on another port; JupyterLab prints its address with the token.
 # When the course changed a lesson the learner has, `make lab` says which; `make update` brings the new

@@ -8,8 +8,8 @@
   an answer key; with the student package, the one part of this package a platform's autograder
   ships (``platforms``);
 - ``platforms``: the autograders for Gradescope and Classroom 50;
-- the authoring and lecture tools: ``build`` (one source per lesson, four notebooks),
-  ``bilingual_code``, ``diagrams``, ``slides``, ``release`` (the student bundle), ``links`` (Binder
+- the authoring and lecture tools: ``build`` (one source per lesson, four notebooks), ``glossary``
+  (the glossary's one source, and the pages and links the build makes of it), ``bilingual_code``, ``diagrams``, ``slides``, ``release`` (the student bundle), ``links`` (Binder
   and JupyterHub links), ``guide``.
 
 It is installed with the course repository (``pip install -e .``), never with the student zip, and

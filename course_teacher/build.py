@@ -3,7 +3,11 @@
     python -m course_teacher.build                 render and execute every lesson
     python -m course_teacher.build --only 01       just lesson 01
     python -m course_teacher.build --check         re-render without executing; fail on drift (and
-                                                 when the exercises' public data is stale)
+                                                 when the exercises' public data or the glossary
+                                                 is stale)
+    python -m course_teacher.build --markdown      re-render the committed notebooks' markdown
+                                                 without executing (the lessons' text, the
+                                                 glossary's links): for a change that touches no code
     python -m course_teacher.build --stamp-translations --only 01
                                                  record that lesson 01's Chinese cells are up
                                                  to date with their English cells
@@ -15,6 +19,11 @@ hash of the English text it translates. Code cells are shared. An exercise cell 
 part with ``### BEGIN SOLUTION`` / ``### END SOLUTION``; a later code cell calls
 ``check("01.scaled_dot", ...)``. Each source renders to notebooks/{en,zh}/ (student: the
 solution replaced by a stub) and notebooks/solutions/{en,zh}/.
+
+The glossary (course_teacher.glossary) has one source too, notebooks/source/glossary.toml. The build
+writes from it the translation table GLOSSARY.md and the learner's glossary, one page per language
+beside the lessons (notebooks/{en,zh}/glossary.md), and every render links the first use of each
+defined term in the lesson's markdown to its entry, and anchors the sections the entries link.
 
 nbgrader: every render carries nbgrader's cell metadata (schema 3), the same in all four. An
 exercise cell is a solution cell, grade_id "<exercise>-code" with "_" for the id's "." (nbgrader's
@@ -45,6 +54,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from . import bilingual_code, diagrams
+from . import glossary as gloss
 from course_utils.i18n import text as catalogue
 from course_utils.learner import PROGRESS_TAG
 
@@ -123,14 +133,20 @@ def _where(index, cell):
     return f"source cell {index} ({cell.cell_type}: {first!r})"
 
 
+def glossary_source():
+    """(terms, avoid) of the glossary's source, notebooks/source/glossary.toml (course_teacher.glossary)."""
+    path = SOURCES / gloss.SOURCE
+    try:
+        return gloss.load(path)
+    except OSError as error:
+        raise SystemExit(f"build: cannot read the glossary's source {path}: {error}") from None
+    except gloss.GlossaryError as error:
+        raise SystemExit(f"build: {error}") from None
+
+
 def glossary():
-    """[(English term, Chinese term)] for the rows of GLOSSARY.md marked "checked"."""
-    pairs = []
-    for line in (ROOT / "GLOSSARY.md").read_text(encoding="utf-8").splitlines():
-        columns = [column.strip() for column in line.strip().strip("|").split("|")]
-        if len(columns) == 3 and columns[2] == "checked":
-            pairs.append((columns[0], columns[1]))
-    return pairs
+    """[(English term, Chinese term)] for the glossary's terms marked "checked"."""
+    return [(term.en, term.zh) for term in glossary_source()[0] if term.checked]
 
 
 def _prose(markdown):
@@ -252,16 +268,29 @@ def nbgrader_metadata(cell, exercises):
     return {**role, "grade_id": cell_id, "schema_version": NBGRADER_SCHEMA}
 
 
-def render(source, lang, solutions, lesson=None):
+def glossary_link(lang, solutions):
+    """How a render in `lang` links the learner's glossary: the page beside the student notebooks
+    (notebooks/{lang}/glossary.md), from the solutions one folder deeper."""
+    return f"../../{lang}/{gloss.PAGE}" if solutions else gloss.PAGE
+
+
+def render(source, lang, solutions, lesson=None, terms=None):
     """The notebook a learner opens: one language's markdown, the shared code, stubs or solutions;
-    with `lesson` (its number), a link to the course home first and a link to the next lesson last."""
+    with `lesson` (its number), a link to the course home first and a link to the next lesson last.
+    In the markdown, the first use of each term the glossary defines links to its entry (`terms`:
+    the glossary's, read from its source when not given), and every section of this lesson that
+    the glossary says teaches a term carries the anchor its entry links to (course_teacher.glossary)."""
+    terms = glossary_source()[0] if terms is None else terms
+    linker = gloss.Linker(terms, lang, lesson, glossary_link(lang, solutions))
+    anchors = gloss.section_anchors(source.cells, tags, terms, lesson)
     cells = []
     exercises = {c.metadata["exercise"] for c in source.cells if "exercise" in tags(c)}
-    for cell in source.cells:
+    for index, cell in enumerate(source.cells):
         metadata = {key: value for key, value in cell.metadata.items() if key not in SOURCE_ONLY_METADATA}
         if cell.cell_type == "markdown":
             if f"lang-{lang}" in tags(cell):
                 text = cell.source.replace(IMAGES_LINK, "../" + IMAGES_LINK) if solutions else cell.source
+                text = linker(gloss.anchor_headings(text, anchors.get(index, {})))
                 cells.append(nbformat.v4.new_markdown_cell(text, metadata=metadata))
             continue
         text = bilingual_code.localize(cell.source, lang).replace(SETUP_CALL, f'setup(lang="{lang}")')
@@ -460,6 +489,69 @@ def check_home():
     return problems
 
 
+# ----------------------------------------------------------------------------- the glossary
+
+def glossary_pages():
+    """[(lang, path of the learner's glossary in that language)]: beside the student notebooks, so
+    that a lesson links it as `glossary.md` wherever the lessons are (the repository, Binder, the
+    student zip, the learner's work folder) and the page links the lessons beside it."""
+    return [(lang, NOTEBOOKS / lang / gloss.PAGE) for lang in LANGUAGES]
+
+
+def lesson_outlines():
+    """{lesson: {"notebook": its file name, "title": {lang: its title}, "outline": its sections}}, in
+    the course's order: what the glossary's pages need of the lessons (glossary.outline)."""
+    found = {}
+    for lesson, path in lessons().items():
+        source = jupytext.read(path)
+        found[lesson] = {
+            "notebook": path.with_suffix(".ipynb").name,
+            "title": {lang: lesson_title(source, lang, lesson) for lang in LANGUAGES},
+            "outline": gloss.outline(source.cells, tags),
+        }
+    return found
+
+
+def glossary_files():
+    """{path: text} of what the build writes from the glossary's source: the translation table
+    GLOSSARY.md and the learner's glossary in each language."""
+    terms, avoid = glossary_source()
+    outlines = lesson_outlines()
+    files = {ROOT / "GLOSSARY.md": gloss.table(terms, avoid)}
+    files.update({path: gloss.page(terms, lang, outlines) for lang, path in glossary_pages()})
+    return files
+
+
+def write_glossary():
+    """Write glossary_files() where they differ; the paths written."""
+    written = []
+    for path, text in glossary_files().items():
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+    return written
+
+
+def check_glossary():
+    """Problems with the glossary: a term whose lesson or section does not exist, a definition whose
+    Chinese drops a checked term its English uses (the rule the lessons keep, validate), and a
+    written file that is not what the source gives now."""
+    terms, _avoid = glossary_source()
+    where = str((SOURCES / gloss.SOURCE).relative_to(ROOT))
+    outlines = {lesson: info["outline"] for lesson, info in lesson_outlines().items()}
+    problems = [Problem("glossary", where, text) for text in gloss.problems(terms, outlines)]
+    checked = [(term.en, term.zh) for term in terms if term.checked]
+    for term in gloss.defined(terms):
+        problems += _glossary_problems("glossary", f"{where}, the definition of {term.en!r}",
+                                       term.definition["en"], term.definition["zh"], checked)
+    for path, text in glossary_files().items():
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            problems.append(Problem("glossary", str(path.relative_to(ROOT)),
+                                    f"differs from what {where} gives: run `make notebooks`"))
+    return problems
+
+
 # ----------------------------------------------------------------------------- execution
 
 def execute(notebook, path):
@@ -575,6 +667,65 @@ def build(only=None):
         seconds, peak_mb = execute(notebook, path)
         write(notebook, path)
         print(f"{path.relative_to(ROOT)}: {seconds:.1f} s, peak {peak_mb:.0f} MB", flush=True)
+    for path in write_glossary():  # every time: its pages name every lesson's sections
+        print(f"{path.relative_to(ROOT)}: written", flush=True)
+    return 1 if failed else 0
+
+
+def _with_outputs(fresh, committed):
+    """`fresh` (a render) with the outputs of `committed` (the notebook on disk): its code cells as
+    they were, executed, and its markdown as `fresh` has it. None where a code cell differs, or a
+    cell was added or removed: the notebook then needs executing."""
+    if len(fresh.cells) != len(committed.cells):
+        return None
+    cells = []
+    for new, old in zip(fresh.cells, committed.cells):
+        if new.cell_type != old.cell_type or new.get("id") != old.get("id"):
+            return None
+        if new.cell_type == "code":
+            if new.source != old.source or dict(new.metadata) != dict(old.metadata):
+                return None
+            cells.append(old)
+        else:
+            cells.append(new)
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata = committed.metadata
+    return notebook
+
+
+def refresh_markdown(only=None):
+    """Re-render every committed notebook (or one lesson's) and the homes without executing them:
+    the markdown a fresh render gives, the code cells and their outputs as committed. For a change
+    to the lessons' text or to the glossary's links, which leaves every output as it is. A notebook
+    whose code a fresh render changes is left alone and named: it needs `make notebooks`."""
+    failed = False
+    terms = glossary_source()[0]
+    found = []
+    for lesson, lesson_path in lessons(only).items():
+        source = jupytext.read(lesson_path)
+        problems = validate(lesson, source)
+        if problems:
+            for problem in problems:
+                print(f"error: {problem}", file=sys.stderr)
+            failed = True
+            continue
+        found += [(path, render(source, lang, solutions, lesson, terms), lesson)
+                  for lang, solutions, path in targets(lesson_path)]
+    found += [(path, render_home(lang), None) for lang, path in homes()]
+    for path, fresh, lesson in found:
+        label = path.relative_to(ROOT)
+        committed = nbformat.read(path, as_version=4) if path.exists() else None
+        notebook = _with_outputs(fresh, committed) if committed is not None else None
+        if notebook is None:
+            again = f"make notebooks ONLY={lesson}" if lesson else "make notebooks"
+            print(f"error: {label}: its code differs from a fresh render (or it is missing): run `{again}`",
+                  file=sys.stderr)
+            failed = True
+        elif _inputs(notebook) != _inputs(committed):
+            write(notebook, path)
+            print(f"{label}: markdown re-rendered", flush=True)
+    for path in write_glossary():
+        print(f"{path.relative_to(ROOT)}: written", flush=True)
     return 1 if failed else 0
 
 
@@ -583,6 +734,7 @@ def check(only=None):
 
     problems = [p for lesson, path in lessons(only).items() for p in check_lesson(lesson, path)]
     problems += check_home()
+    problems += check_glossary()
     problems += [Problem("exercises", "course_utils/exercises/public", f"{text}: run `make notebooks`")
                  for text in publish.problems()]
     for problem in problems:
@@ -610,9 +762,13 @@ def main(argv=None):
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="re-render without executing; fail on any drift")
     mode.add_argument("--stamp-translations", action="store_true", help="mark the Chinese cells as up to date")
+    mode.add_argument("--markdown", action="store_true",
+                      help="re-render the committed notebooks' markdown without executing (their code must not change)")
     args = parser.parse_args(argv)
     if args.check:
         return check(args.only)
+    if args.markdown:
+        return refresh_markdown(args.only)
     if args.stamp_translations:
         return stamp_translations(args.only)
     return build(args.only)

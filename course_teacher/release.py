@@ -4,7 +4,8 @@
     python -m course_teacher.release --out DIR    write them to DIR
 
 ``attention-course-student-<version>.zip`` holds what a learner needs to run the course: the student
-notebooks (English and Chinese) and the course homes, the diagrams they show, course_utils, and the files that set it up
+notebooks (English and Chinese), the course homes and the glossaries beside them, the diagrams they show,
+course_utils, and the files that set it up
 (pyproject.toml, requirements/lab.lock, environment.yml and postBuild for Binder and a hub's image, the
 Makefile for ``make lab``, GLOSSARY.md, LICENSE), with a
 README of its own: README.student.md, whose course map is the repository README's (one table, kept
@@ -140,7 +141,8 @@ def student_files():
     """The repository-relative paths of everything in the student zip, sorted (README.md is
     student_readme()'s, written in its place)."""
     notebooks = _notebooks(solutions=False) + [path for _lang, path in build.homes()]  # `make lab` opens the homes
-    files = notebooks + _linked_images(notebooks) + _package_files() + [ROOT / name for name in TOP_FILES]
+    glossaries = [path for _lang, path in build.glossary_pages()]  # what the lessons and the homes link
+    files = notebooks + glossaries + _linked_images(notebooks) + _package_files() + [ROOT / name for name in TOP_FILES]
     paths = sorted({_rel(f) for f in files} | {"README.md"})
     # The list above is built only from named places; this guards it against a future edit.
     leaked = [p for p in paths if p.startswith(("notebooks/solutions/", "notebooks/source/"))]

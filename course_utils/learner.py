@@ -11,14 +11,18 @@ JupyterLab's autosave never edits the course's notebooks and a ``git pull`` neve
       .course-work      says that this folder is a learner's (checks record their verdicts only here),
                         and what was copied: each lesson's course version and its exercise stubs
       progress.json     each exercise's verdicts (written by check(), read by progress())
-      en/  zh/          the learner's copies of notebooks/en/ and notebooks/zh/
-      images/  GLOSSARY.md    copies of the course's, which the lessons link (below)
+      en/  zh/          the learner's copies of notebooks/en/ and notebooks/zh/, and in each
+                        glossary.md, a copy of the course's glossary in that language (below)
+      images/           a copy of the course's diagrams, which the lessons link (below)
       .workspaces/      JupyterLab's layout, one per language (course_utils.launch)
 
 JupyterLab is rooted at ``work/`` (course_utils.launch), so the solutions and the course's own
 notebooks are not in its file browser. A lesson links its diagrams as ``../../images/x.svg``: on disk,
 from ``work/en/``, that is the course's ``images/``; in JupyterLab, which resolves a link that climbs
-above its root at the root, it is ``work/images/``. Both exist (``sync_assets``).
+above its root at the root, it is ``work/images/``. Both exist (``sync_assets``). A lesson links its
+glossary beside it, ``glossary.md#term``, and the glossary links the lessons beside it: in
+``work/en/`` both are the learner's (``sync_assets`` copies the glossary there, replacing it whenever
+the course's changed: it holds nothing of the learner's).
 
 ``copy`` copies what the learner lacks: everything on the first launch, a lesson the course gained
 since. It never overwrites a lesson the learner has. The course home (``index.ipynb``) holds nothing
@@ -60,8 +64,9 @@ from . import i18n
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 MARKER, PROGRESS, HOME = ".course-work", "progress.json", "index.ipynb"
-#: What the work folder holds of the course itself, for the lessons' links (see the module's docstring).
-ASSETS = ("images", "GLOSSARY.md")
+#: What the work folder holds of the course itself, for the lessons' links (see the module's docstring):
+#: {its path in the work folder: its path in the course}.
+ASSETS = {"images": "images", **{f"{lang}/glossary.md": f"notebooks/{lang}/glossary.md" for lang in i18n.LANGUAGES}}
 FORMAT = 2
 #: The statuses a verdict can have (course_utils.exercises.grading), in the progress file's words.
 STATUSES = ("passed", "failed", "not attempted", "crashed")
@@ -310,13 +315,13 @@ def sync_assets(work, root=ROOT):
     """Copy what the lessons link of the course (ASSETS: the diagrams, the glossary) into the work
     folder, where it is missing or differs. Returns the paths written."""
     work, written = Path(work), []
-    for name in ASSETS:
-        source = Path(root) / name
+    for name, course_name in ASSETS.items():
+        source = Path(root) / course_name
         files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
         for path in files:
             if not path.is_file():
                 continue
-            target = work / path.relative_to(root)
+            target = work / name / path.relative_to(source) if source.is_dir() else work / name
             data = path.read_bytes()
             if target.is_file() and target.read_bytes() == data:
                 continue

@@ -733,6 +733,62 @@ def test_the_learners_lab_shows_live_progress_a_pass_kept_across_languages_and_a
     assert len(list((work / "en").glob("00_tensor_shapes.before-update-*.ipynb"))) == 1
 
 
+# Whether the element of a link's fragment is in view in the main area's current tab (JupyterLab keeps
+# an element's id as data-jupyter-id): [tab label, the element is there, its top is inside the tab].
+IN_VIEW_JS = """id => {
+    const tab = document.querySelector('.lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel');
+    for (const widget of document.querySelectorAll('.jp-MainAreaWidget:not(.lm-mod-hidden)')) {
+        const element = widget.querySelector(`[data-jupyter-id="${CSS.escape(id)}"]`);
+        if (!element) continue;
+        const box = element.getBoundingClientRect(), frame = widget.getBoundingClientRect();
+        return [tab && tab.textContent, true, box.top >= frame.top && box.top < frame.bottom];
+    }
+    return [tab && tab.textContent, false, false];
+}"""
+
+
+def _follow(page, link, label, fragment):
+    """Click `link` and wait until the tab `label` is current with the element `fragment` in view."""
+    link.scroll_into_view_if_needed()
+    link.click()
+    deadline, state = time.monotonic() + 20, None
+    while time.monotonic() < deadline:
+        state = page.evaluate(IN_VIEW_JS, fragment)
+        if state == [label, True, True]:
+            return
+        page.wait_for_timeout(200)
+    pytest.fail(f"following the link to {label}#{fragment}: [tab, found, in view] = {state}")
+
+
+def test_a_terms_link_opens_its_glossary_entry_and_the_entry_the_section_that_teaches_it(learner_lab, chromium):
+    """In the learner's lab (JupyterLab rooted at the work folder), in Chinese: a lesson's first use of a
+    term opens the glossary beside it at the term's entry, and the entry's link opens the lesson at the
+    section that teaches it. That section's heading is Chinese, whose own id JupyterLab cannot find
+    from a link (it compares the fragment percent-encoded): the link names the anchor the build put
+    there (course_teacher.glossary)."""
+    from course_teacher import build, glossary
+
+    base, token, _work = learner_lab
+    term = next(t for t in build.glossary_source()[0] if t.defined and t.key == "sparsity-measure")
+    notebook = build.lessons()[term.lesson].with_suffix(".ipynb").name
+    context = chromium.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN")
+    context.set_default_timeout(UI_TIMEOUT_MS)
+    page = context.new_page()
+    try:
+        _open(page, base, token, f"zh/{notebook}")
+        link = page.locator(f'.jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown a[href*="/{glossary.PAGE}"]'
+                            f'[href$="#{term.key}"]')
+        _follow(page, link, glossary.PAGE, term.key)
+        section = glossary.slug(term.section)
+        back = page.locator(f'.jp-MainAreaWidget:not(.lm-mod-hidden) .jp-RenderedMarkdown a[href*="/{notebook}"]'
+                            f'[href$="#{section}"]').first
+        _follow(page, back, notebook, section)
+        page.screenshot(path=ARTIFACTS / "browser-glossary-zh.png")
+    finally:
+        context.close()
+        _shut_down_session(base, token, f"zh/{notebook}")
+
+
 def _exercise_ids():
     from course_utils.exercises import EXERCISES
 

@@ -55,7 +55,7 @@ check("01.scaled_dot", attention)
 def course(tmp_path, monkeypatch):
     """A throwaway course with one lesson, 99, rendered (not executed) to its four notebooks."""
     (tmp_path / "notebooks" / "source").mkdir(parents=True)
-    shutil.copy(build.ROOT / "GLOSSARY.md", tmp_path / "GLOSSARY.md")
+    shutil.copy(build.SOURCES / "glossary.toml", tmp_path / "notebooks" / "source" / "glossary.toml")
     monkeypatch.setattr(build, "ROOT", tmp_path)
     monkeypatch.setattr(build, "NOTEBOOKS", tmp_path / "notebooks")
     monkeypatch.setattr(build, "SOURCES", tmp_path / "notebooks" / "source")

@@ -289,8 +289,10 @@ def test_make_lab_copies_the_course_and_shows_the_progress_on_the_home(tmp_path)
         count = i18n.text(lang, "progress.lesson_count", passed=1, total=sum(e.startswith(FIRST[:3]) for e in EXERCISES))
         assert html.escape(count) in output.data["text/html"]
         assert i18n.text(lang, "progress.summary", passed=1, total=len(EXERCISES)) in output.data["text/plain"]
-    for name in ("GLOSSARY.md", *(f"images/{p.name}" for p in (build.ROOT / "images").iterdir())):
+    for name in (f"images/{p.name}" for p in (build.ROOT / "images").iterdir()):
         assert (work / name).read_bytes() == (build.ROOT / name).read_bytes(), name
+    for lang, page in build.glossary_pages():  # beside the lessons that link it
+        assert (work / lang / page.name).read_bytes() == page.read_bytes(), page
     assert "work/" in (build.ROOT / ".gitignore").read_text().splitlines()
 
 
@@ -576,7 +578,8 @@ def test_the_lab_command_starts_without_a_browser_prints_its_token_and_serves_th
                 return answer.read()
 
         listing = {item["name"] for item in json.loads(get("/api/contents/"))["content"]}
-        assert {"en", "zh", "images", "GLOSSARY.md"} <= listing and not listing & {"notebooks", "course_utils"}
+        assert {"en", "zh", "images"} <= listing and not listing & {"notebooks", "course_utils"}
+        assert "glossary.md" in {item["name"] for item in json.loads(get("/api/contents/zh"))["content"]}
         # JupyterLab resolves zh/../../images/x.svg, a link above its root, at the root: work/images/x.svg
         assert get("/files/images/01_sdpa_zh.svg") == (build.ROOT / "images" / "01_sdpa_zh.svg").read_bytes()
     finally:

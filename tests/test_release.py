@@ -48,7 +48,8 @@ def test_the_student_zip_has_every_lesson_in_both_languages_and_what_make_lab_ne
     for lesson, source in build.lessons().items():
         for lang in LANGUAGES:
             assert f"notebooks/{lang}/{source.stem}.ipynb" in files, f"student zip lacks lesson {lesson} ({lang})"
-    for name in ("README.md", "GLOSSARY.md", "LICENSE", "Makefile", "pyproject.toml", "environment.yml", "course_utils/__init__.py"):
+    for name in ("README.md", "GLOSSARY.md", "LICENSE", "Makefile", "pyproject.toml", "environment.yml", "course_utils/__init__.py",
+                 "notebooks/en/glossary.md", "notebooks/zh/glossary.md"):
         assert name in files, f"student zip lacks {name}"
     assert b"\nlab:" in files["Makefile"]
     # every diagram a notebook shows comes along
@@ -237,6 +238,7 @@ def test_the_student_readme_is_the_learners_not_the_repositorys(zips):
     assert readme == release.student_readme()
     assert "make lab" in readme and "make lab LANG=zh" in readme and "LICENSE" in readme
     assert "## Start · 开始" in readme and "GLOSSARY.md" in readme
+    assert all(f"notebooks/{lang}/glossary.md" in readme for lang in LANGUAGES)
     for lesson, source in build.lessons().items():
         for lang in LANGUAGES:
             assert f"(notebooks/{lang}/{source.stem}.ipynb)" in readme, (lesson, lang)

@@ -53,7 +53,7 @@ import pytest
 from pypdf import PdfReader
 
 from course_teacher.exercises import EXERCISES
-from course_teacher import slides
+from course_teacher import glossary, slides
 from course_teacher.build import BEGIN, END, lessons
 from course_teacher.slides import handout, outputs, texhtml
 
@@ -202,9 +202,9 @@ def test_setup_cell_skipped_details_subslides_and_notes():
     kinds = [cell.metadata["slideshow"].get("slide_type", "-") for cell in prepared.cells]
     assert not any('setup(lang="en")' in cell.source for cell in prepared.cells)  # skipped: not in the deck
     assert kinds.count("slide") >= 5 and kinds.count("subslide") >= 1
-    # a cell opening with a ### subsection starts a sub-slide
+    # a cell opening with a ### subsection starts a sub-slide (its heading without the glossary's anchor)
     details = [
-        cell.source.split("\n")[0]
+        glossary.plain(cell.source).split("\n")[0]
         for cell in notebook.cells
         if cell.cell_type == "markdown" and cell.source.startswith("### ") and "slideshow" not in cell.metadata
     ]
@@ -214,6 +214,9 @@ def test_setup_cell_skipped_details_subslides_and_notes():
         if cell.metadata["slideshow"].get("slide_type") == "subslide"
     }
     assert details and set(details) <= subslides
+    # a deck has no glossary beside it: no glossary link and no section anchor on a slide or in the notes
+    assert any("glossary.md#" in cell.source for cell in notebook.cells)
+    assert not any("glossary.md" in cell.source or "<a id=" in cell.source for cell in prepared.cells)
     # every slide ends with its notes; the prose is in the notes, not on the slide
     starts = [i for i, kind in enumerate(kinds) if kind in ("slide", "subslide")]
     for start, end in zip(starts, starts[1:] + [len(kinds)]):

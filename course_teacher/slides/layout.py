@@ -16,6 +16,7 @@ import re
 import nbformat
 
 from ..build import NAV_TAG, ROOT
+from ..glossary import plain
 from .notes import LABELS, minutes, note_markdown
 from .outputs import _code_height, _fit_text_output, _split_code, widget_parts, widget_picture
 from .sizes import (
@@ -353,12 +354,15 @@ def slide_notebook(notebook, lang=None, sizes=NORMAL, notes=True):
     """A copy of `notebook` ready for the slides exporter: setup cells skipped, subsections as
     sub-slides, each section packed into slides that fit 1280×720 in `sizes` (sizes.py), the prose
     in speaker notes (or, with `notes` False, nowhere), widgets replaced by stills of their saved
-    state (no widget manager, no widget state)."""
+    state (no widget manager, no widget state), and the glossary's links and anchors left out (a
+    deck has no glossary beside it: course_teacher.glossary.plain)."""
     notebook = copy.deepcopy(notebook)
     lang = lang or deck_language(notebook)
     state = notebook.metadata.pop("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     cells, packer, title, level = [], None, "", 2
     for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            cell.source = plain(cell.source)
         kind = cell.metadata.get("slideshow", {}).get("slide_type", "-")
         if cell.cell_type == "markdown" and DETAIL_RE.match(cell.source) and kind in ("-", "fragment"):
             kind = "subslide"
