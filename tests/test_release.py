@@ -315,6 +315,8 @@ def test_the_student_bundle_installs_from_its_zip_alone_and_runs_a_lesson(zips, 
         errors = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
                   if output.get("output_type") == "error"]
         stubs = [cell for cell in notebook.cells if cell.metadata.get("exercise")]
-        assert len(errors) == len(stubs) == 3 and all(e["ename"] == "NotImplementedError" for e in errors), errors
+        # a stub only defines its function (which raises when called): Run All raises nothing, and each
+        # check says the exercise is not attempted yet
+        assert not errors and len(stubs) == 3, errors
         printed = "".join(o.get("text", "") for c in notebook.cells for o in c.get("outputs", []))
         assert printed.count("○") >= 3, printed[-2000:]  # each check: not attempted
