@@ -642,20 +642,13 @@ def check_lesson(lesson, lesson_path):
 
 def build(only=None):
     """Render and execute every lesson (or one); print each notebook's time and peak memory."""
-    failed = False
     from course_teacher import publish  # the public cases' data the checks read, before any check runs
 
     print(f"{len(publish.write())} exercises' public cases written", flush=True)
     for path in diagrams.write_all(ROOT / "images"):
         print(f"{path.relative_to(ROOT)}: drawn", flush=True)
-    for lesson, lesson_path in lessons(only).items():
-        source = jupytext.read(lesson_path)
-        problems = validate(lesson, source)
-        if problems:
-            for problem in problems:
-                print(f"error: {problem}", file=sys.stderr)
-            failed = True
-            continue
+    sources, failed = _valid_sources(only)
+    for lesson, (lesson_path, source) in sources.items():
         for lang, solutions, path in targets(lesson_path):
             notebook = render(source, lang, solutions, lesson)
             seconds, peak_mb = execute(notebook, path)
@@ -670,6 +663,21 @@ def build(only=None):
     for path in write_glossary():  # every time: its pages name every lesson's sections
         print(f"{path.relative_to(ROOT)}: written", flush=True)
     return 1 if failed else 0
+
+
+def _valid_sources(only=None):
+    """({lesson: (its source's path, the source read)} of the lessons whose source is valid, whether
+    any was not): each invalid one's problems printed, and left out."""
+    sources, failed = {}, False
+    for lesson, lesson_path in lessons(only).items():
+        source = jupytext.read(lesson_path)
+        problems = validate(lesson, source)
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        failed = failed or bool(problems)
+        if not problems:
+            sources[lesson] = (lesson_path, source)
+    return sources, failed
 
 
 def _with_outputs(fresh, committed):
@@ -698,17 +706,10 @@ def refresh_markdown(only=None):
     the markdown a fresh render gives, the code cells and their outputs as committed. For a change
     to the lessons' text or to the glossary's links, which leaves every output as it is. A notebook
     whose code a fresh render changes is left alone and named: it needs `make notebooks`."""
-    failed = False
     terms = glossary_source()[0]
     found = []
-    for lesson, lesson_path in lessons(only).items():
-        source = jupytext.read(lesson_path)
-        problems = validate(lesson, source)
-        if problems:
-            for problem in problems:
-                print(f"error: {problem}", file=sys.stderr)
-            failed = True
-            continue
+    sources, failed = _valid_sources(only)
+    for lesson, (lesson_path, source) in sources.items():
         found += [(path, render(source, lang, solutions, lesson, terms), lesson)
                   for lang, solutions, path in targets(lesson_path)]
     found += [(path, render_home(lang), None) for lang, path in homes()]
