@@ -19,6 +19,7 @@ from course_teacher.exercises.l09_flash_triton import (
     _backward_reference,
     _causal_reference,
     _forward_reference,
+    _matmul_reference,
     _softmax_reference,
 )
 from course_utils import triton_setup
@@ -26,7 +27,9 @@ from course_utils.exercises import FAILED, PASSED, evaluate
 
 flash_triton = pytest.importorskip("course_utils.flash_triton", exc_type=triton_setup.TritonMissing)
 
-IDS = ("09.softmax_kernel", "09.flash_forward", "09.causal_forward", "09.backward_dkdv")
+IDS = ("09.softmax_kernel", "09.matmul_kernel", "09.flash_forward", "09.causal_forward", "09.backward_dkdv")
+#: The exercises the package has a kernel for (it has no matrix product of its own: tl.dot is one line).
+PACKAGE_IDS = tuple(exercise for exercise in IDS if exercise != "09.matmul_kernel")
 HIDDEN_SEED = 12345
 F32 = {"atol": 1e-5, "rtol": 1e-4}
 
@@ -56,6 +59,23 @@ def test_the_softmax_reference_is_torchs_and_the_cases_need_the_shift_and_the_pa
     widths = [x.shape[-1] for (x,) in cases]
     assert any(n & (n - 1) for n in widths) and any(not n & (n - 1) for n in widths)  # ragged and not
     assert any(x.isinf().any() for (x,) in cases)
+
+
+def test_the_matmul_reference_is_torchs_and_the_cases_are_ragged_on_every_side():
+    cases = _cases("09.matmul_kernel")
+    for a, b, block_m, block_n, block_k in cases:
+        torch.testing.assert_close(_matmul_reference(a, b, block_m, block_n, block_k), a @ b, **F32)
+        assert all(size >= 16 and not size & (size - 1) for size in (block_m, block_n, block_k))
+    (M, K), N, block_m, block_n, block_k = cases[0][0].shape, cases[0][1].shape[1], *cases[0][2:]
+    assert M % block_m and N % block_n and K % block_k and K > block_k  # the first case: ragged everywhere
+    assert math.ceil(M / block_m) != math.ceil(N / block_n)  # a grid that is not square: swapped axes show
+    assert any(a.shape[1] < 2 * bk for a, _, _, _, bk in cases) and any(a.shape[1] > 4 * bk for a, _, _, _, bk in cases)
+    assert any(a.shape[0] == b.shape[1] == a.shape[1] == bm == bn == bk for a, b, bm, bn, bk in cases)  # one block
+
+
+def test_the_product_operator_is_refused_in_the_matmul_exercise():
+    verdict = evaluate("09.matmul_kernel", lambda a, b, block_m, block_n, block_k: a @ b)
+    assert verdict.status == FAILED and verdict.code == "FORBIDDEN", verdict.message
 
 
 @pytest.mark.parametrize("exercise", ["09.flash_forward", "09.causal_forward"])
@@ -117,10 +137,10 @@ def _package_answers():
                                                         block_q=block_q, block_k=block_k)
         return d_key, d_value
 
-    return dict(zip(IDS, (softmax_kernel, forward, causal, dkdv)))
+    return dict(zip(PACKAGE_IDS, (softmax_kernel, forward, causal, dkdv)))
 
 
-@pytest.mark.parametrize("exercise", IDS)
+@pytest.mark.parametrize("exercise", PACKAGE_IDS)
 def test_the_packages_kernels_give_the_references_numbers_and_are_forbidden(exercise):
     import dataclasses
 
@@ -184,6 +204,13 @@ BUGS = [
     ("09.softmax_kernel", "softmax_rows", "SUM_NOT_SHIFTED", "e / tl.sum(e, axis=0)",
      'e / tl.sum(tl.exp(x + tl.max(tl.load(X + row * n + columns, mask=columns < n, other=float("-inf")), '
      'axis=0)), axis=0)'),
+    ("09.matmul_kernel", "matmul", "LAST_INNER_BLOCK_MISSING", "for start in range(0, K, BLOCK_K):",
+     "for start in range(0, K // BLOCK_K * BLOCK_K, BLOCK_K):"),
+    ("09.matmul_kernel", "matmul", "ACCUMULATOR_RESET", "acc += tl.dot(a_block, b_block)",
+     "acc = tl.dot(a_block, b_block)"),
+    ("09.matmul_kernel", "matmul", "GRID_AXES_SWAPPED",
+     "rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n        columns = tl.program_id(1) * BLOCK_N",
+     "rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)\n        columns = tl.program_id(0) * BLOCK_N"),
     ("09.flash_forward", "flash_forward", "RESCALE_SUM_ONLY",
      "            acc = acc * alpha[:, None] + tl.dot(p, v)\n            m = m_new\n        tl.store(O + bh * L_q",
      "            acc = acc + tl.dot(p, v)\n            m = m_new\n        tl.store(O + bh * L_q"),
@@ -212,7 +239,7 @@ BUGS = [
 ]
 
 
-@pytest.mark.slow  # (sixteen kernels, each checked on the public cases: about 25 s interpreted on 2 cores)
+@pytest.mark.slow  # (nineteen kernels, each checked on the public cases: about 26 s interpreted on 2 cores)
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the overflows the mistakes are about
 @pytest.mark.parametrize("exercise, function, code, right, wrong", BUGS, ids=[b[2] for b in BUGS])
 def test_a_triton_kernel_with_each_known_mistake_is_named(exercise, function, code, right, wrong):

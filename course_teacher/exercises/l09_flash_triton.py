@@ -158,6 +158,117 @@ register(
 )
 
 
+# ----------------------------------------------------------------------------- 09.matmul_kernel
+
+
+def _operands(generator, M, K, N):
+    a = torch.randn(M, K, generator=generator, dtype=torch.float64)
+    b = torch.randn(K, N, generator=generator, dtype=torch.float64)
+    return a.to(torch.float32), b.to(torch.float32)
+
+
+def _matmul_cases(generator):
+    g = generator
+    return [
+        (*_operands(g, 37, 40, 20), 16, 16, 16),  # first: a 3 × 2 grid, K ragged (16 + 16 + 8): every mistake shows
+        (*_operands(g, 16, 16, 16), 16, 16, 16),  # one block each way
+        (*_operands(g, 50, 23, 33), 32, 16, 16),  # block_m ≠ block_n, K < 2 blocks
+        (*_operands(g, 5, 70, 9), 16, 32, 16),  # one tiny output block, a long inner dimension (4 blocks and 6)
+        (*_operands(g, 33, 17, 64), 16, 32, 16),  # a column of one row past the blocks
+    ]
+
+
+def _matmul_hidden(generator):
+    g = generator
+    return [(*_operands(g, 29, 45, 50), 16, 16, 16), (*_operands(g, 40, 9, 18), 32, 16, 16)]  # the first grid 2 × 4
+
+
+def _product(a, b):
+    """a b in float64, as broadcast products summed over the inner axis: the mistakes run as a learner's
+    function does, under the check's watch, so they avoid the products it refuses (and the reference too)."""
+    return (a.double()[:, :, None] * b.double()[None, :, :]).sum(1)
+
+
+def _matmul_reference(a, b, block_m, block_n, block_k):
+    with torch.no_grad():  # a kernel's output has no graph: values only
+        return _product(a, b).to(torch.float32)
+
+
+def _matmul_last_block_missing(a, b, block_m, block_n, block_k):
+    whole = a.shape[1] // block_k * block_k  # range(0, K // BLOCK_K * BLOCK_K, BLOCK_K): the ragged block is left out
+    return _product(a[:, :whole], b[:whole]).to(torch.float32)
+
+
+def _matmul_accumulator_reset(a, b, block_m, block_n, block_k):
+    last = (a.shape[1] - 1) // block_k * block_k  # acc = tl.dot(a, b): only the last step's product is left
+    return _product(a[:, last:], b[last:]).to(torch.float32)
+
+
+def _matmul_grid_swapped(a, b, block_m, block_n, block_k):
+    """Program (i, j) of the grid (cdiv(M, block_m), cdiv(N, block_n)) took program_id(1) for its rows and
+    program_id(0) for its columns: it computes block (j, i), masked, so an output block (r, c) is written
+    only where a program (c, r) exists, and keeps its NaN elsewhere."""
+    M, N = a.shape[0], b.shape[1]
+    out = _matmul_reference(a, b, block_m, block_n, block_k)
+    rows_written = math.ceil(N / block_n) * block_m  # row blocks r < cdiv(N, block_n)
+    columns_written = math.ceil(M / block_m) * block_n  # column blocks c < cdiv(M, block_m)
+    out[rows_written:, :] = float("nan")
+    out[:, columns_written:] = float("nan")
+    return out
+
+
+register(
+    Exercise(
+        id="09.matmul_kernel",
+        reference=_matmul_reference,
+        cases=_matmul_cases,
+        hidden=_matmul_hidden,
+        forbidden=("torch.matmul", "torch.mm", "torch.bmm", "torch.einsum", "torch.tensordot", "Tensor.matmul",
+                   "Tensor.mm", "Tensor.__matmul__", "F.linear"),
+        mistakes=(
+            Mistake(
+                "LAST_INNER_BLOCK_MISSING",
+                _matmul_last_block_missing,
+                {
+                    "en": "The loop over the inner dimension stops before its ragged last block: range(0, K // BLOCK_K "
+                    "* BLOCK_K, BLOCK_K) leaves out the last K mod BLOCK_K terms of every sum. Loop over "
+                    "range(0, K, BLOCK_K) and mask the last block's loads, mask=inner < K, other=0.0: a padded term "
+                    "is 0 · 0.",
+                    "zh": "沿内维的循环在参差不齐的最后一块之前就停了：range(0, K // BLOCK_K * BLOCK_K, BLOCK_K) "
+                    "把每个和的最后 K mod BLOCK_K 项漏掉了。应遍历 range(0, K, BLOCK_K)，并给最后一块的读取加掩码，"
+                    "mask=inner < K, other=0.0：补出来的项是 0 · 0。",
+                },
+            ),
+            Mistake(
+                "ACCUMULATOR_RESET",
+                _matmul_accumulator_reset,
+                {
+                    "en": "Only the last inner block's product is left: acc = tl.dot(a, b) replaces the accumulator "
+                    "at every step instead of adding to it. Make acc = tl.zeros((BLOCK_M, BLOCK_N), "
+                    "dtype=tl.float32) once, before the loop, and write acc += tl.dot(a, b) inside it.",
+                    "zh": "只剩下了最后一个内维块的乘积：acc = tl.dot(a, b) 在每一步都把累加器换掉了，而不是加上去。"
+                    "应在循环之前只做一次 acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)，循环里写 "
+                    "acc += tl.dot(a, b)。",
+                },
+            ),
+            Mistake(
+                "GRID_AXES_SWAPPED",
+                _matmul_grid_swapped,
+                {
+                    "en": "The rows and columns of the grid are swapped: the grid is (cdiv(M, BLOCK_M), "
+                    "cdiv(N, BLOCK_N)), so tl.program_id(0) numbers the row blocks and tl.program_id(1) the column "
+                    "blocks. Read the other way, the masks hide the programs that fall outside, and the output "
+                    "blocks no program reaches keep their NaN.",
+                    "zh": "网格的行和列弄反了：网格是 (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N))，所以 tl.program_id(0) "
+                    "是行块的编号，tl.program_id(1) 是列块的编号。反过来读时，越界的程序被掩码遮住，"
+                    "没有程序负责的输出块就一直是 NaN。",
+                },
+            ),
+        ),
+    )
+)
+
+
 # ----------------------------------------------------------------------------- the forward, emulated
 
 

@@ -280,6 +280,20 @@ HINTS = {
                "dP = d_output valueᵀ；dS = P (dP − D)；查询的梯度 d_query += dS key / √d，d_key += dSᵀ query / √d。跳过前向传播跳过的因果分块，"
                "其余的计数。"},
     ),
+    "09.matmul_kernel": (
+        {"en": "One program owns one (block_m, block_n) tile of the output. Which rows of a and which columns of b "
+               "does that tile need, and how many blocks of block_k does the inner dimension K take, the last one "
+               "included?",
+         "zh": "一个程序负责输出的一个 (block_m, block_n) 分块。这个分块需要 a 的哪些行、b 的哪些列？内维 K 要分成多少个 "
+               "block_k 的块，连最后一块也算上？"},
+        {"en": "Make the rows from tl.program_id(0) and the columns from tl.program_id(1). Start a float32 "
+               "accumulator of zeros before the loop; at each inner step load a (block_m, block_k) block of a and a "
+               "(block_k, block_n) block of b, masking every index against its length with 0 for what lies outside, "
+               "and add tl.dot of the two. Store the tile once, masked on rows and columns.",
+         "zh": "行号由 tl.program_id(0) 得出，列号由 tl.program_id(1) 得出。循环之前先建一个全零的 float32 累加器；内维的每一步"
+               "读入 a 的一个 (block_m, block_k) 块和 b 的一个 (block_k, block_n) 块，每个索引都和它的长度比较作为掩码，"
+               "越界的位置读成 0，再把两块的 tl.dot 加到累加器上。最后把整个分块写回一次，行和列都加掩码。"},
+    ),
 }
 
 #: How many hints of each exercise this kernel has given.

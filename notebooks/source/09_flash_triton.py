@@ -30,7 +30,8 @@
 # In this lesson you will
 #
 # 1. see what a Triton program is and what a kernel launch costs;
-# 2. write a row softmax kernel (the max shift in one program);
+# 2. write a row softmax kernel (the max shift in one program), then a matrix product with `tl.dot`,
+#    one program per output tile;
 # 3. write the FlashAttention forward kernel: one program per block of queries, lesson 08's online
 #    softmax over the key blocks, the log-sum-exp written out, the ragged last block masked;
 # 4. make it causal: the blocks above the diagonal never loaded, the diagonal block masked;
@@ -38,9 +39,9 @@
 # 6. see how fast the kernels are on a GPU against PyTorch's own, honestly, and step one program
 #    through its key blocks.
 #
-# There are four exercises, each followed by a check cell.
+# There are five exercises, each followed by a check cell.
 
-# %% [markdown] tags=["lang-zh"] en_hash="b3105ca492"
+# %% [markdown] tags=["lang-zh"] en_hash="52adbd5531"
 # # 用 Triton 把 FlashAttention 写成真正的核函数
 #
 # 第 08 课用 Python 循环逐块计算注意力：数值正确，内存为 $O(L \cdot d)$，但在 GPU 上比 `F.scaled_dot_product_attention` 慢了大约 200 倍（在 H200 上、$L = 16384$ 时实测：3.4 秒对 16 毫秒）。那里的每个分块都是若干个独立的 GPU 核函数，每个都由 Python 启动，每个都从 GPU 的显存读入输入、再把结果写回去。本课把同一个算法写成**一个**核函数，用 Triton：负责一块查询的程序，从第一个键到最后一个键，都把自己的分数分块留在芯片自己的高速存储里。
@@ -50,13 +51,13 @@
 # 本课你将：
 #
 # 1. 看看 Triton 的程序是什么，启动一次核函数要花多少时间；
-# 2. 写一个逐行 softmax 核函数（在一个程序里减去最大值）；
+# 2. 写一个逐行 softmax 核函数（在一个程序里减去最大值），再用 `tl.dot` 写一个矩阵乘法，每个输出分块一个程序；
 # 3. 写 FlashAttention 的前向核函数：每块查询一个程序，对各个键块做第 08 课的在线 softmax，写出 log-sum-exp，给参差不齐的最后一块加掩码；
 # 4. 把它改成因果的：对角线上方的块从不读入，对角线块加掩码；
 # 5. 写反向传播中计算 dK 和 dV 的核函数，用 lse 重新算出权重；
 # 6. 老老实实地看看这些核函数在 GPU 上比 PyTorch 自己的快多少、慢多少，再让一个程序一步一步走过它的键块。
 #
-# 本课共有四道练习，每道练习后面都跟着一个检查单元。
+# 本课共有五道练习，每道练习后面都跟着一个检查单元。
 
 # %%
 import math
@@ -187,7 +188,88 @@ from course_utils import check
 check("09.softmax_kernel", softmax_rows)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ## 3. The forward kernel
+# ## 3. A matrix product, one program per output tile
+#
+# `tl.dot` multiplies two blocks: an $(m, k)$ block by a $(k, n)$ one gives $(m, n)$. The attention
+# kernels below use it twice per key block, so here it is on its own first. The output $C = AB$,
+# $(M, N)$, is cut into tiles of `BLOCK_M` rows by `BLOCK_N` columns, and one program owns one tile:
+# the grid is `(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))`, `tl.program_id(0)` its row block and
+# `tl.program_id(1)` its column block. The tile's sums run over the whole inner dimension $K$, which
+# does not fit in one block: the program walks it in steps of `BLOCK_K`, loads a
+# `(BLOCK_M, BLOCK_K)` block of $A$ and a `(BLOCK_K, BLOCK_N)` block of $B$ at each step, and adds their
+# product to a float32 accumulator that lives through the loop. Every edge can be ragged: rows past
+# $M$, columns past $N$ and, in the last step, inner positions past $K$, which are loaded as 0 so that
+# they add nothing.
+
+# %% [markdown] tags=["lang-zh"] en_hash="f0edb20fa6"
+# ## 3. 矩阵乘法，每个输出分块一个程序
+#
+# `tl.dot` 把两个块相乘：$(m, k)$ 的块乘 $(k, n)$ 的块得到 $(m, n)$。后面的注意力核函数在每个键块上要用它两次，所以先单独练一练。输出 $C = AB$ 的形状是 $(M, N)$，把它切成 `BLOCK_M` 行、`BLOCK_N` 列的分块，每个分块由一个程序负责：网格是 `(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))`，`tl.program_id(0)` 是它的行块，`tl.program_id(1)` 是它的列块。分块里的每个和都要遍历整个内维 $K$，而 $K$ 一个块装不下：程序按 `BLOCK_K` 一步步走过内维，每一步读入 $A$ 的一个 `(BLOCK_M, BLOCK_K)` 块和 $B$ 的一个 `(BLOCK_K, BLOCK_N)` 块，把它们的乘积加到一个贯穿整个循环的 float32 累加器上。每条边都可能参差不齐：超出 $M$ 的行、超出 $N$ 的列，以及最后一步里超出 $K$ 的内维位置；最后这些要读成 0，这样它们什么也不加。
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 2: the matrix-product kernel
+#
+# Write `matmul(a, b, block_m, block_n, block_k)` for float32 a $(M, K)$ and b $(K, N)$: a kernel
+# defined inside the function (decorated with `triton.jit`), launched on the grid
+# `(triton.cdiv(M, block_m), triton.cdiv(N, block_n))`, one program per output tile, looping over the
+# inner dimension in blocks of `block_k` with `tl.dot` (the three block sizes are powers of two ≥ 16;
+# $M$, $N$ and $K$ need not be multiples of them). Return $C = AB$, $(M, N)$ float32, allocated with
+# `torch.full(..., float("nan"))` so that a tile your kernel never stores shows. The check runs your
+# kernel through Triton's interpreter on cases ragged on every side, with one block, with $K$ shorter
+# than two blocks and longer than four, and with a grid that is not square; it compares values only. It
+# refuses `torch.matmul`, `torch.mm`, `torch.bmm`, `torch.einsum`, `torch.tensordot`, `Tensor.matmul`,
+# `Tensor.mm`, the `@` operator (`Tensor.__matmul__`) and `F.linear`.
+
+# %% [markdown] tags=["lang-zh"] en_hash="66304fb61c"
+# ### 练习 2：矩阵乘法核函数
+#
+# 写出 `matmul(a, b, block_m, block_n, block_k)`，a 为 $(M, K)$，b 为 $(K, N)$，都是 float32：在函数内部定义一个核函数（用 `triton.jit` 装饰），在网格 `(triton.cdiv(M, block_m), triton.cdiv(N, block_n))` 上启动，每个输出分块一个程序，用 `tl.dot` 按每块 `block_k` 遍历内维（三个块大小都是不小于 16 的 2 的幂；$M$、$N$ 和 $K$ 不必是它们的整数倍）。返回 $C = AB$，形状 $(M, N)$，float32，用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的分块会显现出来。检查会用 Triton 的解释器运行你的核函数，测试用例里每条边都有参差不齐的情形，也有只有一个块的、$K$ 不到两个块的和超过四个块的，还有不是正方形的网格；检查只比较数值。检查不接受 `torch.matmul`、`torch.mm`、`torch.bmm`、`torch.einsum`、`torch.tensordot`、`Tensor.matmul`、`Tensor.mm`、`@` 运算符（`Tensor.__matmul__`）和 `F.linear`。
+
+# %% tags=["exercise"] exercise="09.matmul_kernel"
+def matmul(a, b, block_m, block_n, block_k):
+    # lang: en
+    """a @ b as one Triton kernel, one program per (block_m, block_n) tile of the output.
+
+    a: (M, K); b: (K, N); float32. block_m, block_n, block_k: powers of two >= 16.
+    Returns (M, N) float32.
+    """
+    # lang: zh
+    """用一个 Triton 核函数算 a @ b，输出的每个 (block_m, block_n) 分块一个程序。
+
+    a: (M, K)；b: (K, N)；float32。block_m、block_n、block_k：不小于 16 的 2 的幂。
+    返回 (M, N)，float32。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    @triton.jit
+    def matmul_kernel(A, B, C, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        columns = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for start in range(0, K, BLOCK_K):
+            inner = start + tl.arange(0, BLOCK_K)
+            a_block = tl.load(A + rows[:, None] * K + inner[None, :],
+                              mask=(rows[:, None] < M) & (inner[None, :] < K), other=0.0)
+            b_block = tl.load(B + inner[:, None] * N + columns[None, :],
+                              mask=(inner[:, None] < K) & (columns[None, :] < N), other=0.0)
+            acc += tl.dot(a_block, b_block)
+        tl.store(C + rows[:, None] * N + columns[None, :], acc, mask=(rows[:, None] < M) & (columns[None, :] < N))
+
+    a, b = a.contiguous(), b.contiguous()
+    (M, K), N = a.shape, b.shape[1]
+    c = torch.full((M, N), float("nan"), device=a.device)
+    grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n))
+    matmul_kernel[grid](a, b, c, M, N, K, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+    return c
+    ### END SOLUTION
+
+
+# %%
+from course_utils import check
+check("09.matmul_kernel", matmul)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 4. The forward kernel
 #
 # One program owns a block of `BLOCK_Q` queries of one (batch·head): `tl.program_id(0)` is its query
 # block, `tl.program_id(1)` its batch·head. It loads its queries once, then walks the key blocks with
@@ -196,8 +278,8 @@ check("09.softmax_kernel", softmax_rows)
 # `acc / ell` and the log-sum-exp `m + log(ell)`, which the backward needs. The last key block runs
 # past $L_k$: its padding is loaded as 0 and its scores must be made −∞.
 
-# %% [markdown] tags=["lang-zh"] en_hash="fd2d0f1932"
-# ## 3. 前向核函数
+# %% [markdown] tags=["lang-zh"] en_hash="802e246d6e"
+# ## 4. 前向核函数
 #
 # 一个程序负责某个（批量·头）中的一块 `BLOCK_Q` 个查询：`tl.program_id(0)` 是它的查询块，`tl.program_id(1)` 是它的批量·头。它只读入一次自己的查询，然后带着第 08 课里每个查询的状态走过各个键块：运行最大值 `m`、运行和 `ell` 和累加器 `acc`；最大值变大时，`acc` 和 `ell` 都要乘上 `alpha = exp(m_old − m_new)` 缩小。最后它写出 `acc / ell` 和反向传播需要的 log-sum-exp `m + log(ell)`。最后一个键块会越过 $L_k$：填充的部分读成 0，它们的分数必须设成 −∞。
 
@@ -226,7 +308,7 @@ except IndexError as error:
     print(f"{type(error).__name__}: {error}")
 
 # %% [markdown] tags=["lang-en"]
-# ### Exercise 2: the forward kernel
+# ### Exercise 3: the forward kernel
 #
 # Write `flash_forward(query, key, value, block_q, block_k)` for float32 query $(BH, L_q, d)$, key
 # $(BH, L_k, d)$ and value $(BH, L_k, d_v)$, not causal: a kernel defined inside the function, launched on
@@ -241,8 +323,8 @@ except IndexError as error:
 # `flash_triton.flash_forward`, `flash_triton.flash_attention`, `tiled.tiled_attention`,
 # `tiled.flash_attention` and `tiled.materialised_attention`.
 
-# %% [markdown] tags=["lang-zh"] en_hash="71e499c4dc"
-# ### 练习 2：前向核函数
+# %% [markdown] tags=["lang-zh"] en_hash="91fb4205f6"
+# ### 练习 3：前向核函数
 #
 # 写出 `flash_forward(query, key, value, block_q, block_k)`，query 为 $(BH, L_q, d)$，key 为 $(BH, L_k, d)$，value 为 $(BH, L_k, d_v)$，都是 float32，不带因果掩码：在函数内部定义核函数，在网格 `(triton.cdiv(L_q, block_q), BH)` 上启动，每块 `block_q` 个查询一个程序，遍历每块 `block_k` 个键的键块（两者都是不小于 16 的 2 的幂；$L_q$、$L_k$、$d$ 和 $d_v$ 不必是）。返回 `(output, lse)`：output 形状为 $(BH, L_q, d_v)$，等于 softmax$(QK^\top/\sqrt{d})V$；lse 形状为 $(BH, L_q)$，是每一行缩放后分数的 log-sum-exp，两者都是 float32。两者都用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的元素会显现出来。检查只比较数值，测试用例里有参差不齐的最后一块、$L_q \ne L_k$（两个方向都有）和超过 88 的分数。检查不接受 `F.scaled_dot_product_attention`、`torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`、`torch.matmul`、`torch.bmm`、`torch.einsum`，也不接受课程自带的 `flash_triton.flash_forward`、`flash_triton.flash_attention`、`tiled.tiled_attention`、`tiled.flash_attention` 和 `tiled.materialised_attention`。
 
@@ -313,7 +395,7 @@ from course_utils import check
 check("09.flash_forward", flash_forward)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ## 4. Causal: the blocks above the diagonal are never loaded
+# ## 5. Causal: the blocks above the diagonal are never loaded
 #
 # With `is_causal` (top left, as F.scaled_dot_product_attention), query $i$ sees keys $j \le i$. A program
 # whose queries are $[s, s + b_q)$ needs no key at or past $s + b_q$: its loop ends there, and about half
@@ -321,28 +403,28 @@ check("09.flash_forward", flash_forward)
 # program, without a mask; the diagonal block (or blocks, when $b_q > b_k$) needs the mask
 # `columns <= rows`.
 
-# %% [markdown] tags=["lang-zh"] en_hash="edbdf76acd"
-# ## 4. 因果：对角线上方的块从不读入
+# %% [markdown] tags=["lang-zh"] en_hash="f3a7113e2e"
+# ## 5. 因果：对角线上方的块从不读入
 #
 # 使用 `is_causal`（左上角对齐，与 F.scaled_dot_product_attention 相同）时，查询 $i$ 能看到键 $j \le i$。一个负责查询 $[s, s + b_q)$ 的程序，用不到位置在 $s + b_q$ 及之后的键：循环就在那里结束，整个网格大约一半的工作根本不用做。完全位于 $s$ 之前的块，程序里的每个查询都能整块看到，不需要掩码；对角线上的块（$b_q > b_k$ 时是几块）需要掩码 `columns <= rows`。
 
 # %% [markdown] tags=["lang-en"]
-# ### Exercise 3: causal block skipping
+# ### Exercise 4: causal block skipping
 #
-# Write `causal_forward(query, key, value, block_q, block_k)`: exercise 2's kernel with `is_causal`, for
+# Write `causal_forward(query, key, value, block_q, block_k)`: exercise 3's kernel with `is_causal`, for
 # $L_q = L_k = L$ and `block_q` a multiple of `block_k`, returning `(output, lse, loaded)`: output and lse
-# as in exercise 2 (allocated with NaN), and loaded, an int64 tensor $(BH, \lceil L / b_q \rceil)$ in
+# as in exercise 3 (allocated with NaN), and loaded, an int64 tensor $(BH, \lceil L / b_q \rceil)$ in
 # which each program stores how many key blocks it loaded. A program that loads every block and masks
 # gives the right values but not the right counts. The check compares values only; it refuses what
-# exercise 2's refuses: `F.scaled_dot_product_attention`, `torch.softmax`, `F.softmax`,
+# exercise 3's refuses: `F.scaled_dot_product_attention`, `torch.softmax`, `F.softmax`,
 # `Tensor.softmax`, `torch.logsumexp`, `Tensor.logsumexp`, `torch.matmul`, `torch.bmm`, `torch.einsum`,
 # `flash_triton.flash_forward`, `flash_triton.flash_attention`, `tiled.tiled_attention`,
 # `tiled.flash_attention` and `tiled.materialised_attention`.
 
-# %% [markdown] tags=["lang-zh"] en_hash="90c33e3739"
-# ### 练习 3：因果跳块
+# %% [markdown] tags=["lang-zh"] en_hash="3a943be5de"
+# ### 练习 4：因果跳块
 #
-# 写出 `causal_forward(query, key, value, block_q, block_k)`：练习 2 的核函数加上 `is_causal`，适用于 $L_q = L_k = L$、`block_q` 是 `block_k` 的整数倍的情形，返回 `(output, lse, loaded)`：output 和 lse 与练习 2 相同（用 NaN 分配），loaded 是形状为 $(BH, \lceil L / b_q \rceil)$ 的 int64 张量，每个程序在里面写下自己读入了多少个键块。读入所有块再加掩码的程序，数值是对的，计数却不对。检查只比较数值；它不接受的与练习 2 相同：`F.scaled_dot_product_attention`、`torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`、`torch.matmul`、`torch.bmm`、`torch.einsum`、`flash_triton.flash_forward`、`flash_triton.flash_attention`、`tiled.tiled_attention`、`tiled.flash_attention` 和 `tiled.materialised_attention`。
+# 写出 `causal_forward(query, key, value, block_q, block_k)`：练习 3 的核函数加上 `is_causal`，适用于 $L_q = L_k = L$、`block_q` 是 `block_k` 的整数倍的情形，返回 `(output, lse, loaded)`：output 和 lse 与练习 3 相同（用 NaN 分配），loaded 是形状为 $(BH, \lceil L / b_q \rceil)$ 的 int64 张量，每个程序在里面写下自己读入了多少个键块。读入所有块再加掩码的程序，数值是对的，计数却不对。检查只比较数值；它不接受的与练习 3 相同：`F.scaled_dot_product_attention`、`torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`、`torch.matmul`、`torch.bmm`、`torch.einsum`、`flash_triton.flash_forward`、`flash_triton.flash_attention`、`tiled.tiled_attention`、`tiled.flash_attention` 和 `tiled.materialised_attention`。
 
 # %% tags=["exercise"] exercise="09.causal_forward"
 def causal_forward(query, key, value, block_q, block_k):
@@ -417,7 +499,7 @@ from course_utils import check
 check("09.causal_forward", causal_forward)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ## 5. The backward: dK and dV from the saved lse
+# ## 6. The backward: dK and dV from the saved lse
 #
 # FlashAttention-2's backward never stores the weights either. From the forward it keeps the output $O$
 # and the lse; per query it computes $D = \mathrm{rowsum}(dO \circ O)$ once. Then one program per key
@@ -427,13 +509,13 @@ check("09.causal_forward", causal_forward)
 # second kernel, one program per query block, accumulates $dQ = dS\,K \cdot \text{scale}$ the same way:
 # `flash_triton` has it.)
 
-# %% [markdown] tags=["lang-zh"] en_hash="ae6dfded11"
-# ## 5. 反向传播：用保存的 lse 算 dK 和 dV
+# %% [markdown] tags=["lang-zh"] en_hash="51630c868b"
+# ## 6. 反向传播：用保存的 lse 算 dK 和 dV
 #
 # FlashAttention-2 的反向传播同样从不存下权重。它从前向保留输出 $O$ 和 lse；对每个查询只算一次 $D = \mathrm{rowsum}(dO \circ O)$。然后每个键块一个程序，持有自己的键和值，遍历能看到它们的查询块，为每个分块重新算出权重 $P = \exp(S - \mathrm{lse})$，并累加 $dV \mathrel{+}= P^\top dO$ 和 $dK \mathrel{+}= dS^\top Q \cdot \text{scale}$，其中 $dS = P \circ (dP - D)$，$dP = dO\,V^\top$。（另一个核函数每个查询块一个程序，用同样的方法累加 $dQ = dS\,K \cdot \text{scale}$：`flash_triton` 里有它。）
 
 # %% [markdown] tags=["lang-en"]
-# ### Exercise 4: the dK/dV kernel
+# ### Exercise 5: the dK/dV kernel
 #
 # Write `backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal)` for float32
 # query $(BH, L_q, d)$, key $(BH, L_k, d)$, value $(BH, L_k, d_v)$, the forward's output $(BH, L_q, d_v)$
@@ -445,8 +527,8 @@ check("09.causal_forward", causal_forward)
 # `Tensor.backward`, `torch.matmul`, `torch.bmm`, `torch.einsum`, and the course's
 # `flash_triton.flash_backward` and `tiled.tiled_backward`.
 
-# %% [markdown] tags=["lang-zh"] en_hash="3d7dd05e55"
-# ### 练习 4：dK/dV 核函数
+# %% [markdown] tags=["lang-zh"] en_hash="bce887eb9a"
+# ### 练习 5：dK/dV 核函数
 #
 # 写出 `backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal)`，其中 query 为 $(BH, L_q, d)$，key 为 $(BH, L_k, d)$，value 为 $(BH, L_k, d_v)$，output $(BH, L_q, d_v)$ 和 lse $(BH, L_q)$ 是前向的结果，d_output 为 $(BH, L_q, d_v)$，都是 float32：先算出 $D$，再为每个键块启动一个程序（核函数定义在函数内部），遍历各个查询块，用 lse 重新算出 $P$（`causal` 时加掩码，此时 $L_q = L_k$），累加 dK 和 dV。返回 `(d_key, d_value)`，即 $\sum \text{output} \circ \text{d\_output}$ 对 key 和 value 的梯度，float32。检查会把它们与 PyTorch 算出的梯度比较（数值）。检查不接受 `torch.autograd.grad`、`Tensor.backward`、`torch.matmul`、`torch.bmm`、`torch.einsum`，也不接受课程自带的 `flash_triton.flash_backward` 和 `tiled.tiled_backward`。
 
@@ -547,7 +629,7 @@ claim("Triton 核函数算出的 dQ、dK、dV 与 PyTorch 的相同（因果，L
 # lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ## 6. Speed, honestly
+# ## 7. Speed, honestly
 #
 # On this CPU the interpreter runs NumPy one program at a time: it checks kernels, it does not measure
 # them. The speed of these kernels is a GPU's, measured by `benchmarks/bench_flash_triton.py` (forward
@@ -556,8 +638,8 @@ claim("Triton 核函数算出的 dQ、dK、dV 与 PyTorch 的相同（因果，L
 # date it was measured on. The table shows them; a ratio of 1 would be PyTorch's own kernel (the
 # backend it picked is named, read as lesson 08 reads it).
 
-# %% [markdown] tags=["lang-zh"] en_hash="8c7e445a9e"
-# ## 6. 老老实实地谈速度
+# %% [markdown] tags=["lang-zh"] en_hash="f8d6c36f0d"
+# ## 7. 老老实实地谈速度
 #
 # 在这台 CPU 上，解释器用 NumPy 一次运行一个程序：它用来检查核函数，而不是测量它们的速度。这些核函数的速度是 GPU 上的速度，由 `benchmarks/bench_flash_triton.py` 测量（前向和反向的 TFLOP/s，与 `F.scaled_dot_product_attention` 对比，float16，每个长度配一个（批量·头）数，让每次运行处理的词元数相同），连同测量所用的 GPU、PyTorch 版本和日期一起提交。下表列出这些结果；比值为 1 就等于 PyTorch 自己的核函数（表中写出它选用的后端，读法与第 08 课相同）。
 
@@ -650,7 +732,7 @@ for L in (32, 64):
     # lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ## 7. Explorer: one program through its key blocks
+# ## 8. Explorer: one program through its key blocks
 #
 # Pick a query block and whether the attention is causal, then move the slider: the program loads its
 # key blocks one after the other. The left picture shows which blocks it has loaded, the one it loads
@@ -659,8 +741,8 @@ for L in (32, 64):
 # $m$ and sum $\ell$. Watch $\ell$ shrink when a block brings a larger max, and check that the last
 # step ends with $m + \log \ell$, the lse the kernel stores.
 
-# %% [markdown] tags=["lang-zh"] en_hash="c080ffedf0"
-# ## 7. 探索器：一个程序走过它的键块
+# %% [markdown] tags=["lang-zh"] en_hash="0fd6880ffd"
+# ## 8. 探索器：一个程序走过它的键块
 #
 # 选一个查询块，再选注意力是否因果，然后拖动滑块：这个程序一块接一块地读入它的键块。左图显示它已经读入的块、正在读入的块，以及从不读入的块（因果时对角线上方的所有块）；下方的文字说明哪些块需要掩码（对角线块、只有 8 个键的参差不齐的最后一块），并列出它 16 行各自的运行最大值 $m$ 和运行和 $\ell$。注意：某一块带来更大的最大值时，$\ell$ 会缩小；最后一步结束时，$m + \log \ell$ 就是核函数存下的 lse。
 
@@ -672,16 +754,19 @@ program_explorer(block=2, causal=True)
 #
 # - A Triton kernel is one program's code; a launch runs a grid of programs, each on its own block.
 # - The softmax kernel shifts by the row's max and loads its padding as −∞.
+# - A matrix product takes one program per output tile and a float32 accumulator through the loop over
+#   the inner dimension, its last ragged block loaded as 0.
 # - The FlashAttention forward is lesson 08's online softmax in one program per query block, its tile of
 #   scores never leaving the chip; it writes the lse for the backward and masks the ragged last block.
 # - Causal, the blocks above the diagonal are never loaded and only the diagonal block is masked.
 # - The backward recomputes the weights from the lse, with $D = \mathrm{rowsum}(dO \circ O)$.
 
-# %% [markdown] tags=["lang-zh"] en_hash="645a6a95dc"
+# %% [markdown] tags=["lang-zh"] en_hash="d9ac5974b7"
 # ## 小结
 #
 # - Triton 核函数是一个程序的代码；一次启动运行由许多程序组成的网格，每个程序处理自己的那一块。
 # - softmax 核函数减去这一行的最大值，把填充的位置读成 −∞。
+# - 矩阵乘法每个输出分块一个程序，float32 累加器贯穿沿内维的整个循环，参差不齐的最后一块读成 0。
 # - FlashAttention 的前向就是第 08 课的在线 softmax，每块查询一个程序，分数分块从不离开芯片；它为反向传播写出 lse，并给参差不齐的最后一块加掩码。
 # - 因果时，对角线上方的块从不读入，只有对角线块需要掩码。
 # - 反向传播用 lse 重新算出权重，其中 $D = \mathrm{rowsum}(dO \circ O)$。
