@@ -280,6 +280,19 @@ HINTS = {
                "dP = d_output valueᵀ；dS = P (dP − D)；查询的梯度 d_query += dS key / √d，d_key += dSᵀ query / √d。跳过前向传播跳过的因果分块，"
                "其余的计数。"},
     ),
+    "09.softmax_kernel": (
+        {"en": "One program owns one row: which row is it, and where does that row start in memory? Load the whole "
+               "row in one block of BLOCK columns; what should a column past n hold so that it changes neither the "
+               "max nor the sum?",
+         "zh": "一个程序负责一行：它是哪一行，这一行在内存里从哪里开始？用一个 BLOCK 列的块一次读入整行；超出 n 的列该读成什么，"
+               "才既不改变最大值、也不改变总和？"},
+        {"en": "The program's number, tl.program_id(0), is its row; tl.arange over BLOCK gives the columns. Load the "
+               "row masked by column < n with other=-inf. Subtract the row's tl.max before tl.exp (the max shift: no overflow at scores in the "
+               "thousands), divide by the tl.sum, and store with the same mask.",
+         "zh": "程序的编号 tl.program_id(0) 就是它的行号；在 BLOCK 上取 tl.arange 得到各列。以“列 < n”为掩码读入这一行，"
+               "other=-inf。"
+               "先减去这一行的 tl.max 再取 tl.exp（减去最大值：分数上千也不会溢出），除以 tl.sum，再用同一个掩码写回。"},
+    ),
     "09.matmul_kernel": (
         {"en": "One program owns one (block_m, block_n) tile of the output. Which rows of a and which columns of b "
                "does that tile need, and how many blocks of block_k does the inner dimension K take, the last one "
@@ -293,6 +306,47 @@ HINTS = {
          "zh": "行号由 tl.program_id(0) 得出，列号由 tl.program_id(1) 得出。循环之前先建一个全零的 float32 累加器；内维的每一步"
                "读入 a 的一个 (block_m, block_k) 块和 b 的一个 (block_k, block_n) 块，每个索引都和它的长度比较作为掩码，"
                "越界的位置读成 0，再把两块的 tl.dot 加到累加器上。最后把整个分块写回一次，行和列都加掩码。"},
+    ),
+    "09.flash_forward": (
+        {"en": "Lesson 08's loop, one program per block of queries: which three running quantities does each query "
+               "row carry from one key block to the next, and what must happen to two of them when the running max "
+               "grows?",
+         "zh": "还是第 08 课的循环，每个查询块一个程序：每个查询行从一个键块带到下一个键块的是哪三个量？运行最大值变大时，"
+               "其中两个要怎样处理？"},
+        {"en": "Keep m (start at -inf), the running sum (0) and a float32 accumulator (0) per row. Per key block: "
+               "scores = tl.dot(q, tl.trans(k)) · scale, set to -inf past L_k; m_new = max(m, row max); "
+               "alpha = exp(m − m_new); p = exp(scores − m_new); sum = sum · alpha + row sum of p; "
+               "acc = acc · alpha + tl.dot(p, v). At the end store acc / sum and lse = m + log(sum), masked on the "
+               "ragged rows.",
+         "zh": "每行保存 m（初值 -inf）、运行和（初值 0）和一个 float32 累加器（初值 0）。每个键块：scores = "
+               "tl.dot(q, tl.trans(k)) · scale，超出 L_k 的置为 -inf；m_new = max(m, 行最大值)；alpha = exp(m − m_new)；"
+               "p = exp(scores − m_new)；运行和 = 运行和 · alpha + p 的行和；acc = acc · alpha + tl.dot(p, v)。"
+               "最后写回 acc / 运行和与 lse = m + log(运行和)，参差不齐的行要加掩码。"},
+    ),
+    "09.causal_forward": (
+        {"en": "Under a causal mask, a query block never needs a key that comes after its own last query. So where "
+               "can its loop over the key blocks stop, and which of the blocks it does load still needs a mask?",
+         "zh": "在因果掩码下，一个查询块永远用不到排在它最后一个查询之后的键。那么它对键块的循环可以在哪里停下？读入的块里，"
+               "哪些还需要掩码？"},
+        {"en": "Stop the loop at min(start_q + block_q, L): the blocks above the diagonal are never loaded. Mask only "
+               "where a key position exceeds its query position (the diagonal blocks), count the blocks you loaded "
+               "and store that count in loaded for this program.",
+         "zh": "循环到 min(start_q + block_q, L) 为止：对角线上方的块从不读入。只在键位置大于查询位置的地方加掩码"
+               "（对角线上的块），数一数读入了几个块，把这个数写进本程序在 loaded 里的位置。"},
+    ),
+    "09.backward_dkdv": (
+        {"en": "A program owns one block of keys and values and visits the query blocks. From the saved lse it can "
+               "rebuild every weight it needs without a softmax; what per-row number, computed before the launch, "
+               "does the softmax's backward still need?",
+         "zh": "一个程序负责一个键块和值块，依次访问各个查询块。用保存的 lse，它不必再做 softmax 就能重建需要的每个权重；"
+               "softmax 的反向传播还需要每行的哪个数，要在启动之前算好？"},
+        {"en": "D = (d_output · output) summed over the features, per query row. Per query block: "
+               "P = exp(q kᵀ · scale − lse), zero where causal hides a key; dV += Pᵀ d_output; dP = d_output vᵀ; "
+               "dS = P (dP − D); dK += dSᵀ q · scale. Accumulate both in float32 and store them once, masked on the "
+               "ragged rows.",
+         "zh": "D = (d_output · output) 沿特征求和，每个查询行一个。每个查询块：P = exp(q kᵀ · scale − lse)，因果遮住的键处为 0；"
+               "dV += Pᵀ d_output；dP = d_output vᵀ；dS = P (dP − D)；dK += dSᵀ q · scale。两者都用 float32 累加，"
+               "最后写回一次，参差不齐的行要加掩码。"},
     ),
 }
 
