@@ -141,3 +141,12 @@ def test_the_committed_figures_print_the_same_with_and_without_a_gpu(monkeypatch
             if "measured.table(" in "".join(cell["source"]):
                 kinds = {output["output_type"] for output in cell.get("outputs", [])}
                 assert kinds <= {"stream"}, f"{path.relative_to(ROOT)}: a table cell shows {kinds}"
+
+
+def test_no_lesson_keeps_what_measured_table_returns():
+    """measured.table prints and returns None (a value would be shown under the table): a lesson that
+    kept it (`gpu = measured.table(...)`) would skip every later use of the figures without a word, as
+    lesson 09's comparison with lesson 08's tiles and its chart did. The figures come from measured.load."""
+    kept = [f"{path.relative_to(ROOT)}: {line.strip()}" for path in sorted(ROOT.glob("notebooks/source/*.py"))
+            for line in path.read_text(encoding="utf-8").splitlines() if re.search(r"=\s*measured\.table\(", line)]
+    assert not kept, kept

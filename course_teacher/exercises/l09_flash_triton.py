@@ -388,6 +388,13 @@ def _forward(**switches):
     return mistake
 
 
+#: What both forward exercises refuse (exercise 4's text says: what exercise 3's refuses).
+FORWARD_FORBIDDEN = ("F.scaled_dot_product_attention", "torch.softmax", "F.softmax", "Tensor.softmax",
+                     "torch.logsumexp", "Tensor.logsumexp", "torch.matmul", "torch.bmm", "torch.einsum",
+                     "course_utils.flash_triton.flash_forward", "course_utils.flash_triton.flash_attention",
+                     "course_utils.tiled.tiled_attention", "course_utils.tiled.flash_attention",
+                     "course_utils.tiled.materialised_attention")
+
 register(
     Exercise(
         id="09.flash_forward",
@@ -395,11 +402,7 @@ register(
         reference=_forward_reference,
         cases=_forward_cases,
         hidden=_forward_hidden,
-        forbidden=("F.scaled_dot_product_attention", "torch.softmax", "F.softmax", "Tensor.softmax",
-                   "torch.logsumexp", "Tensor.logsumexp", "torch.matmul", "torch.bmm",
-                   "torch.einsum", "course_utils.flash_triton.flash_forward",
-                   "course_utils.flash_triton.flash_attention", "course_utils.tiled.tiled_attention",
-                   "course_utils.tiled.flash_attention", "course_utils.tiled.materialised_attention"),
+        forbidden=FORWARD_FORBIDDEN,
         mistakes=(
             Mistake(
                 "RESCALE_SUM_ONLY",
@@ -515,11 +518,7 @@ register(
         reference=_causal_reference,
         cases=_causal_cases,
         hidden=_causal_hidden,
-        forbidden=("F.scaled_dot_product_attention", "torch.softmax", "F.softmax", "Tensor.softmax",
-                   "torch.logsumexp", "Tensor.logsumexp", "torch.matmul", "torch.bmm",
-                   "torch.einsum", "course_utils.flash_triton.flash_forward",
-                   "course_utils.flash_triton.flash_attention", "course_utils.tiled.tiled_attention",
-                   "course_utils.tiled.flash_attention", "course_utils.tiled.materialised_attention"),
+        forbidden=FORWARD_FORBIDDEN,
         mistakes=(
             Mistake(
                 "NO_BLOCK_SKIPPING",

@@ -645,7 +645,7 @@ claim("Triton 核函数算出的 dQ、dK、dV 与 PyTorch 的相同（因果，L
 
 # %% tags=["nbval-ignore-output"]
 # lang: en
-gpu = measured.table("flash_triton", {
+measured.table("flash_triton", {
     "causal": lambda row: "yes" if row["causal"] else "no", "L": lambda row: row["L"], "d": lambda row: row["d"],
     "forward TFLOP/s": lambda row: f"{row['triton_forward_tflops']:.0f}",
     "forward ÷ F.sdpa": lambda row: measured.ratio(row["sdpa_forward_ms"], row["triton_forward_ms"]),
@@ -654,7 +654,7 @@ gpu = measured.table("flash_triton", {
     "F.sdpa's backend": lambda row: row["sdpa_backend"].split(",")[0].strip("_"),
 })
 # lang: zh
-gpu = measured.table("flash_triton", {
+measured.table("flash_triton", {
     "因果": lambda row: "是" if row["causal"] else "否", "L": lambda row: row["L"], "d": lambda row: row["d"],
     "前向 TFLOP/s": lambda row: f"{row['triton_forward_tflops']:.0f}",
     "前向 ÷ F.sdpa": lambda row: measured.ratio(row["sdpa_forward_ms"], row["triton_forward_ms"]),
