@@ -115,7 +115,8 @@ update: $(LAB_STAMP)
 # a notebook's cells share one kernel, and a test module computes its trained models once. Files are
 # handed out in collection order, the longest first (tests/conftest.py, LONGEST_FIRST).
 PARALLEL := -n $(JOBS) --dist loadfile --no-loadscope-reorder
-NBVAL := $(PY) -m pytest --nbval --nbval-current-env $(PARALLEL)
+# (notebooks: xdist's own order, the notebooks with the most cells first, which is longest first)
+NBVAL := $(PY) -m pytest --nbval --nbval-current-env -n $(JOBS) --dist loadfile
 STUDENT_NOTEBOOKS := notebooks/en notebooks/zh
 # With every core busy, a torch that uses two threads shares a core with another process, and
 # OpenMP threads that spin while they wait for each other then run many times slower. Measured on
