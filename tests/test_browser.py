@@ -59,7 +59,8 @@ NOTEBOOKS = [
     for lesson, langs in (("01_attention_basics", ("zh",)), ("02_masking", ("en",)),
                           ("03_self_cross_attention", ("zh",)), ("04_multihead_attention", ("en",)),
                           ("05_probsparse", ("zh",)), ("06_transformer", ("en",)),
-                          ("07_inference_attention", ("zh",)), ("08_flash_attention", ("en", "zh")))
+                          ("07_inference_attention", ("zh",)), ("08_flash_attention", ("en",)),
+                          ("09_flash_triton", ("en", "zh")))
     for lang in langs
 ]
 
