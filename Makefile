@@ -151,11 +151,12 @@ test: setup
 
 # The inner loop, in under 3 minutes on CI's 2 cores: the build's and the public cases' checks (no
 # execution), then every test that neither trains (`trains`) nor starts a browser, a kernel or the
-# grader, nor fuzzes (`slow`); no nbval. `make test` runs all of it again, and the rest.
+# grader, nor fuzzes (`slow`), nor grades on a platform (`platforms`, `make test-platforms`); no
+# nbval. `make test` runs all of it again, and the rest but the platforms'.
 quick: setup
 	$(PY) -m course_teacher.build --check
 	$(PY) -m course_teacher.publish --check
-	$(PY) -m pytest $(PARALLEL) -m "not trains and not slow" tests
+	$(PY) -m pytest $(PARALLEL) -m "not trains and not slow and not platforms" tests
 
 # The trains tests and the student notebooks on every kernel path this CPU has (default, avx2,
 # avx512), one path after another. Not part of `make test`: there the native path and `default`

@@ -124,6 +124,7 @@ def test_a_notebook_named_result_json_and_planted_files_do_not_break_the_cleanup
     assert {row["submission"] for row in _csv(out)} == {"alice/00_x.ipynb", "alice/result.json.ipynb"}
 
 
+@pytest.mark.slow  # the grader's command, twice (39 s on a loaded 2-core machine): not in `make quick`
 def test_a_full_run_survives_result_json_notebooks_pipes_and_planted_folders(tmp_path, monkeypatch):
     """The same finding through the grader's command: two runs over a folder holding
     result.json.ipynb, a pipe named x.ipynb and, in out, a planted folder named result.json. The
