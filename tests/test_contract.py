@@ -25,10 +25,9 @@ import torch
 from torch import nn
 
 import test_validation
-from course_utils import (decoding, i18n, multihead, norm_study, optim, probsparse, seq2seq, session, tiled, toy,
+from course_utils import (decoding, multihead, norm_study, optim, probsparse, seq2seq, session, tiled, toy,
                           transformer)
 from course_utils import attention as attn
-from course_utils.validation import ArgumentError
 
 GiB = 2**30
 
@@ -72,13 +71,7 @@ def bounded(call):
 
 def refused(call, function, argument, lang="en"):
     """The message of the ArgumentError that `call` raises, checked to name `function` and `argument`."""
-    i18n.set_language(lang)
-    try:
-        with pytest.raises(ArgumentError) as caught:
-            call()
-    finally:
-        i18n.set_language("en")
-    text = str(caught.value)
+    text = test_validation.raised(call, lang)
     start = f"{function}: argument '{argument}' got " if lang == "en" else f"{function}：参数 {argument} 收到"
     assert text.startswith(start), text
     return text
