@@ -3,9 +3,12 @@
 
 PYTHON ?= python3
 VENV ?= .venv
-# torch is installed first, pinned to the CPU build, so nothing later pulls a CUDA build.
-# Choose another build with e.g. `make test TORCH="torch==2.5.1"`.
-TORCH ?= torch==2.13.0
+# torch is installed first, its CPU build from requirements/torch.lock (with hashes; on Linux from
+# PyTorch's CPU index, as pip's default wheel there is the CUDA build), so nothing later pulls a CUDA
+# build. LOCKED_TORCH is the pin the locks were written for. Choose another build with e.g.
+# `make test TORCH="torch==2.5.1"`: installed as pip resolves it, without hashes.
+LOCKED_TORCH := torch==2.13.0
+TORCH ?= $(LOCKED_TORCH)
 PORT ?= 8888
 # Notebook checks run in parallel on this many processes (CI has 2 cores): `make test JOBS=4`.
 JOBS ?= 2
@@ -22,7 +25,7 @@ TORCH_TAG := $(subst =,_,$(subst $(space),_,$(TORCH)))
 LAB_STAMP := $(VENV)/.lab-$(TORCH_TAG)
 STAMP := $(VENV)/.installed-$(TORCH_TAG)
 
-.PHONY: setup lab update lock test quick test-paths test-gpu test-platforms bench notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
+.PHONY: setup lab triton update lock test quick test-paths test-gpu test-platforms bench notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
 
 setup: $(STAMP)
 
@@ -32,10 +35,13 @@ setup: $(STAMP)
 # proves nothing is missing. (Another TORCH than the locked one may need `make lock TORCH=...`.)
 LAB_LOCK := requirements/lab.lock
 TEST_LOCK := requirements/test.lock
+TORCH_LOCK := requirements/torch.lock
+TRITON_LOCK := requirements/triton.lock
+INSTALL_TORCH := $(if $(filter $(LOCKED_TORCH),$(TORCH)),--require-hashes --no-deps -r $(TORCH_LOCK),"$(TORCH)")
 
-$(LAB_STAMP): pyproject.toml Makefile $(LAB_LOCK)
+$(LAB_STAMP): pyproject.toml Makefile $(LAB_LOCK) $(TORCH_LOCK)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet "$(TORCH)"
+	$(PIP) install --quiet $(INSTALL_TORCH)
 	$(PIP) install --quiet --require-hashes --no-deps -r $(LAB_LOCK)
 	$(PIP) install --quiet --no-deps -e .
 	$(PIP) check
@@ -48,7 +54,7 @@ $(LAB_STAMP): pyproject.toml Makefile $(LAB_LOCK)
 $(STAMP): $(LAB_STAMP) $(wildcard $(TEST_LOCK))
 	@test -d tests || { echo "This is the course's student bundle: \`make lab\` opens it (README.md)." \
 		"The tests and the teacher's tools are in the course's repository."; exit 2; }
-	$(PIP) install --quiet --require-hashes --no-deps -r $(TEST_LOCK)
+	$(PIP) install --quiet --require-hashes --no-deps -r $(TEST_LOCK) -r $(TRITON_LOCK)
 	$(PIP) check
 	@# nbgrader is a test dependency (tests/test_nbgrader.py runs its command line); installed, it
 	@# turns on its teacher menus and server extensions in every JupyterLab of this environment.
@@ -105,6 +111,15 @@ LAB_BROWSER := $(if $(filter-out 0 no false,$(NO_BROWSER)),--no-browser)
 
 lab: $(LAB_STAMP) $(LAB_OVERRIDES) $(LAB_NEEDS_$(COURSE_LANG))
 	$(LAB_ENV_$(COURSE_LANG)) $(PY) -m course_utils lab "$(WORK)" --lang $(COURSE_LANG) --port $(PORT) --ip $(IP) $(LAB_BROWSER)
+
+# Triton, for lesson 09 alone (1 GB installed; Linux on x86-64 or aarch64 only): not in the first
+# install, so a learner downloads it when reaching lesson 09, which says to run this.
+triton: $(LAB_STAMP)
+	@case "$$(uname -s)/$$(uname -m)" in (Linux/x86_64|Linux/aarch64) ;; (*) \
+		echo "make triton: Triton exists for Linux on x86-64 and aarch64 only, not for $$(uname -s) on $$(uname -m):" \
+			"open lesson 09 on Colab or Binder (the course map in README.md links it)."; exit 2;; esac
+	$(PIP) install --quiet --require-hashes --no-deps -r $(TRITON_LOCK)
+	$(PIP) check
 
 update: $(LAB_STAMP)
 	$(PY) -m course_utils update "$(WORK)" --lang $(COURSE_LANG) $(if $(ONLY),--only $(ONLY))

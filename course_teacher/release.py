@@ -6,7 +6,8 @@
 ``attention-course-student-<version>.zip`` holds what a learner needs to run the course: the student
 notebooks (English and Chinese), the course homes and the glossaries beside them, the diagrams they show,
 course_utils, and the files that set it up
-(pyproject.toml, requirements/lab.lock, environment.yml and postBuild for Binder and a hub's image, the
+(pyproject.toml, requirements/lab.lock, torch.lock and triton.lock, environment.yml and postBuild for
+Binder and a hub's image, the
 Makefile for ``make lab``, GLOSSARY.md, LICENSE), with a
 README of its own: README.student.md, whose course map is the repository README's (one table, kept
 in one place), less the links to the solutions.
@@ -47,7 +48,7 @@ NAME = "attention-course"
 #: course_utils from it), the conda/Binder environment (environment.yml, postBuild: what a school's
 #: JupyterHub image is built from with repo2docker), `make lab`, and what to read first.
 TOP_FILES = ("GLOSSARY.md", "LICENSE", "Makefile", "environment.yml", "postBuild", "pyproject.toml",
-             "requirements/lab.lock")
+             "requirements/lab.lock", "requirements/torch.lock", "requirements/triton.lock")
 #: The student zip's README.md, and where the repository README's course map goes into it.
 STUDENT_README, COURSE_MAP = "README.student.md", "<!-- course map -->"
 PACKAGE = "course_utils"
