@@ -246,10 +246,12 @@ readme: setup
 
 # ----------------------------------------------------------------------------- teaching
 
-# The zips a teacher hands out, in dist/: the student bundle (no solutions) and the solutions.
+# The zips a teacher hands out, in dist/: the student bundle (no solutions) and the solutions; and
+# the branch `student` of this repository, the student bundle's files alone, which every student
+# link (Binder, Colab) opens: push it with the release (`git push origin student`).
 # `check` first: a release packages the committed notebooks, so they must match their sources.
 release: check
-	$(PY) -m course_teacher.release
+	$(PY) -m course_teacher.release --student-branch
 
 # Grade submitted notebooks: one notebook, or a folder with a folder per student (its name is the
 # student's id). Writes $(GRADES)/grades.csv, and a result.json (Classroom 50's format) and a
@@ -274,9 +276,10 @@ guide: setup
 	$(PY) -m course_teacher.guide
 
 # nbgitpuller links for a school's JupyterHub: HUB=https://hub.example.edu REPO=<git address of a
-# repository holding the student bundle> (never this repository: it holds the solutions).
+# repository holding the student bundle> (BRANCH=student: this repository's student branch, which
+# `make release` writes). It refuses a branch that holds the solutions, as this repository's main does.
 hub-links: setup
-	$(PY) -m course_teacher.links --hub "$(HUB)" --repo "$(REPO)"
+	$(PY) -m course_teacher.links --hub "$(HUB)" --repo "$(REPO)" $(if $(BRANCH),--branch "$(BRANCH)")
 
 # An autograder per lesson and language for Gradescope (a zip each) or Classroom 50 (a folder each),
 # in dist/platforms/, with the course of this checkout pinned inside as a wheel (check out the tag

@@ -10,8 +10,14 @@ JupyterHub (``make hub-links``).
 
 A hub link (nbgitpuller's ``/hub/user-redirect/git-pull``) clones or updates ``--repo`` in the
 learner's home on the hub, then opens the lesson in JupyterLab. Point it at a repository that
-holds the student bundle (``make release``, unzipped, pushed), never at this one: this one holds
-the solutions.
+holds the student bundle (``make release``, unzipped, pushed), or at this repository's branch
+``student`` (``--branch student``), never at its main branch: that one holds the solutions, and
+``--hub`` refuses a branch whose tree holds any of the teacher's files (it reads the tree with git).
+
+Every student link (Binder, Colab: the README, the student README, each student notebook's badge)
+opens the branch ``student`` (STUDENT_BRANCH): ``make release`` commits the student bundle's files
+there (course_teacher.release), and the teacher pushes it with the release. A solution's Colab link
+opens the main branch, for the teacher.
 
 The repository's public address is set in one place: pyproject.toml, ``[project.urls] Repository``
 (a GitHub address). A fork sets its own there and runs ``make readme``. The lessons come from the
@@ -19,11 +25,11 @@ sources (``build.lessons()``), each link text from the first heading of the note
 new lesson, or a renamed one, means running ``make readme`` again (tests/test_links.py fails until then).
 
 A link opens JupyterLab on mybinder.org at one notebook:
-``https://mybinder.org/v2/gh/OWNER/REPO/BRANCH?urlpath=lab%2Ftree%2Fnotebooks%2Fen%2F01_attention_basics.ipynb``.
+``https://mybinder.org/v2/gh/OWNER/REPO/student?urlpath=lab%2Ftree%2Fnotebooks%2Fen%2F01_attention_basics.ipynb``.
 Binder builds the environment from the top-level environment.yml.
 
 A Colab link opens GitHub's copy of a notebook on the same branch in Google Colab:
-``https://colab.research.google.com/github/OWNER/REPO/blob/BRANCH/notebooks/en/01_attention_basics.ipynb``.
+``https://colab.research.google.com/github/OWNER/REPO/blob/student/notebooks/en/01_attention_basics.ipynb``.
 Colab has torch but not the course, so every lesson's first code cell (``colab_cell``, which the
 build puts there) installs it on Colab, and only there: the student bundle of the notebook's
 version, ``make release``'s attention-course-student-<version>.zip, which the teacher attaches to
@@ -32,8 +38,11 @@ the GitHub release ``v<version>`` (course_utils and its public data; no solution
 
 import argparse
 import json
+import os
 import re
+import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -44,8 +53,14 @@ BINDER = "https://mybinder.org/v2/gh"
 BADGE = "https://mybinder.org/badge_logo.svg"
 COLAB = "https://colab.research.google.com/github"
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
-#: The branch Binder builds: the one the README on GitHub describes.
+#: The repository's own branch: the README on GitHub, and the solutions' Colab links (the teacher's).
 BRANCH = "main"
+#: The branch every student link opens: the student bundle alone (``make release`` writes it from
+#: release.student_files(), the teacher pushes it), so that neither Binder's file browser nor a
+#: Colab link can show a solution. The repository's main branch holds notebooks/solutions/.
+STUDENT_BRANCH = "student"
+#: What a student repository or branch must never hold (release.student_files() leaves them out).
+TEACHERS_PATHS = ("notebooks/solutions/", "notebooks/source/", "course_teacher/")
 README = build.ROOT / "README.md"
 START, END = "<!-- binder:start -->", "<!-- binder:end -->"
 LANGUAGE_NAMES = {"en": "English", "zh": "中文"}
@@ -77,20 +92,27 @@ def parse_repository(address):
     return path[0], path[1]
 
 
+def branch_of(notebook):
+    """The branch a link to `notebook` opens: a solution's, the repository's own (the teacher's); any
+    other, the student branch, which holds the student bundle and nothing of the teacher's."""
+    return BRANCH if notebook.startswith(TEACHERS_PATHS) else STUDENT_BRANCH
+
+
 def binder_url(notebook):
     """The Binder link that opens `notebook` (a path relative to the repository, e.g.
-    notebooks/en/01_attention_basics.ipynb) in JupyterLab."""
+    notebooks/en/01_attention_basics.ipynb) in JupyterLab, from the student branch: Binder builds it
+    from the bundle's environment.yml and postBuild, and its file browser shows the bundle alone."""
     owner, name = repository()
-    where = "/".join(quote(part, safe="") for part in (owner, name, BRANCH))
+    where = "/".join(quote(part, safe="") for part in (owner, name, branch_of(notebook)))
     return f"{BINDER}/{where}?urlpath={quote('lab/tree/' + notebook, safe='')}"
 
 
 def colab_url(notebook):
     """The link that opens `notebook` (a path relative to the repository) in Google Colab, from
-    GitHub's copy on BRANCH."""
+    GitHub's copy on its branch (branch_of: the student branch for a student notebook)."""
     owner, name = repository()
     where = "/".join(quote(part, safe="") for part in (owner, name))
-    return f"{COLAB}/{where}/blob/{quote(BRANCH, safe='')}/{quote(notebook)}"
+    return f"{COLAB}/{where}/blob/{quote(branch_of(notebook), safe='')}/{quote(notebook)}"
 
 
 def version():
@@ -164,6 +186,32 @@ def hub_url(hub, repo, notebook, branch=BRANCH):
     return f"{hub.rstrip('/')}/hub/user-redirect/git-pull?{query}"
 
 
+def teachers_files(repo, branch):
+    """The paths of `repo`'s `branch` (any address git clones) that a learner must never see
+    (TEACHERS_PATHS), read from the branch's tree itself: [] for a student repository."""
+    with tempfile.TemporaryDirectory() as folder:
+        clone = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--no-checkout", "--filter=blob:none",
+                                "--branch", branch, repo, folder], capture_output=True, text=True, timeout=300,
+                               check=False, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+        if clone.returncode:
+            raise SystemExit(f"links: could not read the branch {branch!r} of --repo {repo!r} (git says: "
+                             f"{clone.stderr.strip()[-300:]}); the hub clones it, so it must be reachable")
+        tree = subprocess.run(["git", "-C", folder, "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True,
+                              text=True, timeout=120, check=True).stdout.splitlines()
+    return [path for path in tree if path.startswith(TEACHERS_PATHS)]
+
+
+def refuse_teachers_repository(repo, branch):
+    """SystemExit, with what to do instead, when `repo`'s `branch` holds the teacher's files."""
+    found = teachers_files(repo, branch)
+    if found:
+        raise SystemExit(
+            f"links: --repo {repo!r} (branch {branch!r}) holds the teacher's files, the solutions among them "
+            f"({', '.join(found[:3])}{', ...' if len(found) > 3 else ''}): a hub link would pull them into every "
+            f"learner's home. Give the student bundle's repository (`make release`, unzipped, pushed), or this "
+            f"repository's branch {STUDENT_BRANCH!r} (`make release` writes it) with --branch {STUDENT_BRANCH}.")
+
+
 def hub_table(hub, repo, branch=BRANCH):
     """A Markdown table of every lesson's nbgitpuller link, a column per language."""
     rows = {}
@@ -235,6 +283,11 @@ def section():
         "",
         *table,
         "",
+        "Every link opens the branch `student`: the student bundle alone, no solutions, which `make release`",
+        "writes and the teacher pushes with each release (`git push origin student`).",
+        "每个链接打开的都是 `student` 分支：其中只有学生版课程包，没有参考答案；它由 `make release` 生成，",
+        "老师在每次发布时推送（`git push origin student`）。",
+        "",
         "The links are generated by `make readme` from the repository's address, set in one place:",
         "`[project.urls] Repository` in `pyproject.toml`. A fork changes the address there and runs `make readme`.",
         "这些链接由 `make readme` 根据仓库地址生成，地址只在一处设置：`pyproject.toml` 的",
@@ -264,7 +317,9 @@ def main(argv=None):
     if args.hub or args.repo:
         if not (args.hub and args.repo):
             parser.error("--hub and --repo go together")
-        print(hub_table(args.hub, args.repo, args.branch))
+        table = hub_table(args.hub, args.repo, args.branch)  # the addresses' errors first: they need no network
+        refuse_teachers_repository(args.repo, args.branch)
+        print(table)
         return 0
     if not (args.readme or args.check):
         for _lesson, _lang, notebook in notebooks():

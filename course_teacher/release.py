@@ -10,7 +10,8 @@ course_utils, and the files that set it up
 Binder and a hub's image, the
 Makefile for ``make lab``, GLOSSARY.md, LICENSE), with a
 README of its own: README.student.md, whose course map is the repository README's (one table, kept
-in one place), less the links to the solutions.
+in one place), less the links to the solutions, followed by each lesson's Binder and Colab links (the
+student branch's).
 ``attention-course-solutions-<version>.zip`` holds the solution notebooks, for the teacher. Both put
 their files under the same top folder, ``attention-course-<version>/``, at the paths they have in the
 repository: unzipped in one place, the solutions land in ``notebooks/solutions/`` beside the course,
@@ -23,6 +24,10 @@ Which lessons there are comes from the sources (``build.lessons()``); each must 
 notebooks. The release packages the committed notebooks as they are; ``make release`` runs
 ``make check`` first, so they match their sources.
 
+With ``--student-branch`` (``make release``), the student bundle's files are also committed as the
+branch ``student`` of this repository (``student_branch``), which every student link opens (Binder,
+Colab: course_teacher.links); the teacher pushes it with the release.
+
 The zips are deterministic: sorted entries, one timestamp for every file (the release commit's
 time, or SOURCE_DATE_EPOCH where it is set, as reproducible builds do), fixed permissions and
 compression, so two runs over the same commit give the same bytes.
@@ -34,12 +39,13 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 import zipfile
 from pathlib import Path
 
-from . import build
+from . import build, links
 
 ROOT = build.ROOT
 DIST = ROOT / "dist"
@@ -49,8 +55,9 @@ NAME = "attention-course"
 #: JupyterHub image is built from with repo2docker), `make lab`, and what to read first.
 TOP_FILES = ("GLOSSARY.md", "LICENSE", "Makefile", "environment.yml", "postBuild", "pyproject.toml",
              "requirements/lab.lock", "requirements/torch.lock", "requirements/triton.lock")
-#: The student zip's README.md, and where the repository README's course map goes into it.
-STUDENT_README, COURSE_MAP = "README.student.md", "<!-- course map -->"
+#: The student zip's README.md, and where the repository README's course map goes into it, and
+#: where the table of each lesson's Binder and Colab links (the student branch's) goes.
+STUDENT_README, COURSE_MAP, ONLINE = "README.student.md", "<!-- course map -->", "<!-- online -->"
 PACKAGE = "course_utils"
 #: Never packaged from inside course_utils: bytecode, editor and notebook leftovers.
 JUNK_DIRS = {"__pycache__", ".ipynb_checkpoints"}
@@ -133,9 +140,21 @@ def student_readme():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Course map", 1)[1].split("\n## ", 1)[0]
     table = [line for line in section.splitlines() if line.startswith("|")]
-    if COURSE_MAP not in text or len(table) < 3 or any("solutions/" in line for line in table):
-        raise SystemExit(f"release: {STUDENT_README} needs {COURSE_MAP!r}, and README.md a course map table")
-    return text.replace(COURSE_MAP, "\n".join(table))
+    if COURSE_MAP not in text or ONLINE not in text or len(table) < 3 or any("solutions/" in line for line in table):
+        raise SystemExit(f"release: {STUDENT_README} needs {COURSE_MAP!r} and {ONLINE!r}, and README.md a course map table")
+    return text.replace(COURSE_MAP, "\n".join(table)).replace(ONLINE, online_table())
+
+
+def online_table():
+    """Each lesson's Binder and Colab links, a column per language: the student branch's notebooks
+    (course_teacher.links), never the repository's main branch, which holds the solutions."""
+    rows = {}
+    for lesson, lang, notebook in links.notebooks():
+        rows.setdefault(lesson, {})[lang] = f"[Binder]({links.binder_url(notebook)}) · [Colab]({links.colab_url(notebook)})"
+    names = [links.LANGUAGE_NAMES[lang] for lang in build.LANGUAGES]
+    return "\n".join(["| # | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names),
+                      *(f"| {lesson} | " + " | ".join(row[lang] for lang in build.LANGUAGES) + " |"
+                        for lesson, row in rows.items())])
 
 
 def student_files():
@@ -193,15 +212,72 @@ def release(out=DIST):
     ]
 
 
+def _git(arguments, *, git_dir, text=None, environment=None):
+    result = subprocess.run(["git", "--git-dir", str(git_dir), *arguments], input=text, capture_output=True,
+                            text=True, timeout=300, check=False, env={**os.environ, **(environment or {})})
+    if result.returncode:
+        raise SystemExit(f"release: git {arguments[0]} failed: {result.stderr.strip()[-500:]}")
+    return result.stdout.strip()
+
+
+def student_branch(git_dir=None, branch=links.STUDENT_BRANCH):
+    """Commit the student bundle (student_files(), its README the student's) as the tip of `branch` in
+    the repository `git_dir` (this checkout's by default), and return the commit. The branch is what
+    every student link opens (course_teacher.links): the bundle's files at their paths, nothing else.
+    Written with git's plumbing through an index of its own, so the checkout and its index are left as
+    they are; a tree that did not change adds no commit. The commit's dates are the release's."""
+    git_dir = git_dir or _git_dir()
+    paths = student_files()
+    contents = {path: (student_readme().encode("utf-8") if path == "README.md" else (ROOT / path).read_bytes())
+                for path in paths}
+    with tempfile.TemporaryDirectory() as folder:
+        index = {"GIT_INDEX_FILE": str(Path(folder) / "index")}
+        entries = []
+        for path, content in contents.items():
+            blob = subprocess.run(["git", "--git-dir", str(git_dir), "hash-object", "-w", "--stdin"], input=content,
+                                  capture_output=True, timeout=120, check=True).stdout.decode().strip()
+            entries.append(f"100644 {blob}\t{path}")
+        _git(["update-index", "--add", "--index-info"], git_dir=git_dir, text="\n".join(entries) + "\n",
+             environment=index)
+        tree = _git(["write-tree"], git_dir=git_dir, environment=index)
+    ref = f"refs/heads/{branch}"
+    parent = subprocess.run(["git", "--git-dir", str(git_dir), "rev-parse", "-q", "--verify", ref + "^{commit}"],
+                            capture_output=True, text=True, timeout=60, check=False).stdout.strip()
+    if parent and _git(["rev-parse", parent + "^{tree}"], git_dir=git_dir) == tree:
+        return parent
+    date = f"{epoch()} +0000"
+    who = {"GIT_AUTHOR_NAME": "make release", "GIT_AUTHOR_EMAIL": "release@localhost", "GIT_AUTHOR_DATE": date,
+           "GIT_COMMITTER_NAME": "make release", "GIT_COMMITTER_EMAIL": "release@localhost", "GIT_COMMITTER_DATE": date}
+    commit = _git(["commit-tree", tree, *(["-p", parent] if parent else []), "-m",
+                   f"The student bundle of version {version()}: what every student link opens"],
+                  git_dir=git_dir, environment=who)
+    _git(["update-ref", ref, commit, *([parent] if parent else [])], git_dir=git_dir)
+    return commit
+
+
+def _git_dir():
+    found = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=60, check=False)
+    if found.returncode:
+        raise SystemExit("release: --student-branch needs a git checkout of the course")
+    return (ROOT / found.stdout.strip()).resolve()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m course_teacher.release", description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=str(DIST), help="folder for the zips (default: dist/)")
+    parser.add_argument("--student-branch", action="store_true",
+                        help=f"also commit the student bundle as the branch {links.STUDENT_BRANCH!r}, which student links open")
     args = parser.parse_args(argv)
     for path in release(out=Path(args.out).resolve()):
         with zipfile.ZipFile(path) as archive:
             count = len(archive.namelist())
         shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
         print(f"{shown}: {count} files, {path.stat().st_size / 1024:.0f} KiB")
+    if args.student_branch:
+        commit = student_branch()
+        print(f"branch {links.STUDENT_BRANCH}: {commit[:12]}, the student bundle alone. Publish it with the release, "
+              f"before learners follow a link: git push origin {links.STUDENT_BRANCH}")
     return 0
 
 

@@ -37,7 +37,7 @@ def test_every_binder_link_is_well_formed_and_opens_a_notebook_that_exists():
             continue  # the Colab links: the next test
         parts = urlsplit(url)
         assert (parts.scheme, parts.netloc) == ("https", "mybinder.org"), url
-        assert parts.path.split("/")[1:] == ["v2", "gh", owner, name, links.BRANCH], url
+        assert parts.path.split("/")[1:] == ["v2", "gh", owner, name, links.STUDENT_BRANCH], url
         query = parse_qs(parts.query, strict_parsing=True)
         assert list(query) == ["urlpath"] and len(query["urlpath"]) == 1, url
         urlpath = query["urlpath"][0]
@@ -58,7 +58,9 @@ def _colab_notebook(url, owner, name):
     parts = urlsplit(url)
     assert (parts.scheme, parts.netloc, parts.query, parts.fragment) == ("https", "colab.research.google.com", "", ""), url
     path = parts.path.split("/")
-    assert path[1:6] == ["github", owner, name, "blob", links.BRANCH], url
+    assert path[1:5] == ["github", owner, name, "blob"], url
+    # a student notebook opens from the student branch, a solution (the teacher's) from the main one
+    assert path[5] == (links.BRANCH if path[6:7] == ["notebooks"] and path[7:8] == ["solutions"] else links.STUDENT_BRANCH), url
     notebook = unquote("/".join(path[6:]))
     assert quote(notebook) == "/".join(path[6:]), f"{url}: the notebook's path is not quoted as a URL path"
     return notebook
