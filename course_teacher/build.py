@@ -163,11 +163,34 @@ def _glossary_problems(lesson, where, english, chinese, terms):
     ]
 
 
-def validate(lesson, source):
-    """The problems of a source notebook that need no rendering: translations, exercises, setup."""
-    from .exercises import EXERCISES
+#: The slide types that start a slide of the deck (course_teacher.slides): the deck's structure.
+SLIDE_BREAKS = ("slide", "subslide")
+
+
+def slide_structure_problems(lesson, source):
+    """Where a Chinese cell breaks the deck differently from the English cell it translates: each
+    markdown cell and its translation start the same kind of slide (or none), so both languages' decks
+    have the same slides and sub-slides in the same order, under the same headings. (Code cells are
+    shared by both languages, so their breaks are the same by construction.)"""
+    def kind(cell):
+        found = cell.metadata.get("slideshow", {}).get("slide_type")
+        return found if found in SLIDE_BREAKS else "no break"
 
     problems = []
+    for index, (english, chinese) in enumerate(zip(source.cells, source.cells[1:]), start=1):
+        if "lang-en" in tags(english) and "lang-zh" in tags(chinese) and kind(english) != kind(chinese):
+            problems.append(Problem(lesson, _where(index, chinese),
+                                    f"starts {kind(chinese)!r} where its English cell starts {kind(english)!r}: the "
+                                    "two languages' slides must match (give it the English cell's slideshow marker)"))
+    return problems
+
+
+def validate(lesson, source):
+    """The problems of a source notebook that need no rendering: translations, exercises, setup,
+    slide structure."""
+    from .exercises import EXERCISES
+
+    problems = slide_structure_problems(lesson, source)
     terms = glossary()
     cells = source.cells
     for index, cell in enumerate(cells):
