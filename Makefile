@@ -215,7 +215,9 @@ notebooks: setup
 # Benchmarks print ratios measured side by side in one run, on one thread; never a timed test. Each
 # measures on every device present (the CPU, and a CUDA GPU when torch sees one; DEVICE=cpu or cuda for
 # one) and writes its figures per device to course_utils/results/<benchmark>-<device>.json, which the
-# lessons read (course_utils.measured): commit the files worth keeping. (bench_widgets: the CPU only.)
+# lessons read (course_utils.measured): commit the files worth keeping. (bench_widgets: the CPU only;
+# bench_flash_triton: a CUDA GPU only, lesson 09's kernels compiled by Triton: on a CPU it says in one
+# line that it has nothing to measure, as Triton's interpreter runs NumPy there.)
 DEVICE ?= all
 bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_multihead.py --device $(DEVICE)
@@ -223,6 +225,7 @@ bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_widgets.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_decoding.py --device $(DEVICE)
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_tiled.py --device $(DEVICE)
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_flash_triton.py --device $(DEVICE)
 
 # The lock files (requirements/lab.lock and test.lock) from pyproject.toml's ranges, for every
 # platform, with hashes. Run it after changing pyproject.toml's dependencies (it keeps every locked

@@ -180,3 +180,17 @@ def test_one_time_per_lesson_in_the_guides_table_its_part_and_the_course_home():
         home = path.read_text(encoding="utf-8")
         for lesson, (in_class, at_home) in times.items():
             assert f"| {build.duration(lang, in_class + at_home)} |" in home.replace("\\n", "\n"), (lang, lesson)
+
+
+def test_the_plans_include_lesson_09_with_its_platform_notes():
+    """Lesson 09 has a week of its own after 08, a workshop slot, and notes on Triton (Linux only, its
+    size, `make triton`) and on running it on a GPU or Colab, in both languages."""
+    for lang, plan, workshop in (("en", "### Nine weeks, with lesson 09", "## Two-day workshop"),
+                                 ("zh", "### 九周：加上第 09 课", "## 两天工作坊")):
+        text = read(lang)
+        nine = text.split(plan, 1)[1].split("\n## ", 1)[0]
+        assert re.search(r"^\| 9 \| 09 §1–§4 \| 09 §5–§8", nine, re.M), f"{lang}: week 9 is not lesson 09"
+        assert "09" in text.split(workshop, 1)[1].split("\n## ", 1)[0], f"{lang}: the workshop never plans 09"
+        part = text.split("## 09 · ", 1)[1].split("\n## ", 1)[0]
+        for needed in ("Linux", "make triton", "GB", "Colab", "Binder", "GPU", "make bench"):
+            assert needed in part, f"{lang}: lesson 09's part never says {needed!r}"
