@@ -1,7 +1,7 @@
 """The environment a fresh clone installs is exactly the locked one, and every description of it
-agrees: pyproject.toml (the ranges), requirements/lab.lock and test.lock (the exact versions, with
-hashes, that `make lab` and `make setup` install), environment.yml (Binder and conda) and the
-Makefile. Also: the kernel path a test run asks torch for is the one it gets."""
+agrees: pyproject.toml (the ranges), requirements/torch.lock, lab.lock, triton.lock and test.lock (the
+exact versions, with hashes, that `make lab`, `make triton` and `make setup` install), environment.yml
+and postBuild (Binder and conda) and the Makefile. Also: the kernel path a test run asks torch for is the one it gets."""
 
 import os
 import re
@@ -39,7 +39,8 @@ def pins(path):
     return found
 
 
-LAB, TEST, GRADE = pins(lock.LAB), pins(lock.TEST), pins(lock.GRADE)
+LAB, TEST, GRADE, TRITON = pins(lock.LAB), pins(lock.TEST), pins(lock.GRADE), pins(lock.TRITON)
+LOCKED_TORCH = re.search(r"^LOCKED_TORCH := torch==(\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE).group(1)
 
 
 def test_the_parser_sees_what_is_there():
@@ -48,24 +49,34 @@ def test_the_parser_sees_what_is_there():
     assert {"pytest", "nbval", "playwright"} <= {name for name, *_ in TEST}
 
 
-def test_every_pin_is_exact_and_hashed_and_torch_is_left_to_the_makefile():
-    for name, version, _, hashes in LAB + TEST:
+def test_every_pin_is_exact_and_hashed_and_torch_is_left_to_its_own_lock():
+    for name, version, _, hashes in LAB + TEST + TRITON:
         assert hashes >= 1, f"{name}=={version} has no hash"
-    assert "torch" not in {name for name, *_ in LAB + TEST}, "torch belongs to the Makefile's TORCH pin"
-    makefile = (ROOT / "Makefile").read_text()
-    torch_pin = re.search(r"^TORCH \?= (\S+)", makefile, re.MULTILINE).group(1)
-    for path in (lock.LAB, lock.TEST):
-        assert f"({torch_pin})" in path.read_text().split("\n", 3)[2], f"{path.name} was locked for another torch"
+    assert "torch" not in {name for name, *_ in LAB + TEST + TRITON}, "torch belongs to requirements/torch.lock"
+    for path in (lock.LAB, lock.TEST, lock.TRITON):
+        assert f"(torch=={LOCKED_TORCH}," in path.read_text().split("\n", 3)[2], f"{path.name} was locked for another torch"
+    # (tests/test_torch_install.py: what torch.lock pins, and that each install resolves it to the CPU build)
+    pinned = set(re.findall(r"^torch==([^+\s;]+)", lock.TORCH.read_text(), re.MULTILINE))
+    assert pinned == {LOCKED_TORCH}, f"torch.lock pins {pinned}, the Makefile's LOCKED_TORCH {LOCKED_TORCH}"
+
+
+def test_triton_is_left_to_its_own_lock_and_extra():
+    assert [name for name, *_ in TRITON] == ["triton"], "triton.lock holds Triton alone"
+    assert "triton" not in {name for name, *_ in LAB + TEST}
+    assert not any("triton" in r for r in PROJECT["dependencies"]), "Triton is an extra, installed on demand"
+    (extra,) = PROJECT["optional-dependencies"]["triton"]
+    for _, version, marker, _ in TRITON:
+        assert Requirement(extra).specifier.contains(version) and str(marker), "triton.lock: Linux only, in range"
 
 
 def _locked_versions(entries, name):
     return [(version, marker) for locked, version, marker, _ in entries if locked == name]
 
 
-@pytest.mark.parametrize("extra", [None, "lab", "test"])
+@pytest.mark.parametrize("extra", [None, "lab", "test", "triton"])
 def test_every_dependency_in_pyproject_is_locked_within_its_range(extra):
     requirements = PROJECT["dependencies"] if extra is None else PROJECT["optional-dependencies"][extra]
-    where = LAB + TEST if extra == "test" else LAB
+    where = {"test": LAB + TEST, "triton": TRITON}.get(extra, LAB)
     for requirement in map(Requirement, requirements):
         if _name(requirement.name) == "torch":
             continue
@@ -84,9 +95,8 @@ def test_the_grade_lock_is_the_lab_locks_versions_for_what_a_grader_needs_and_to
     """What the autograders install (course_teacher/platforms): pyproject's dependencies (no JupyterLab,
     no test tool), every one at the lab lock's version, and torch's CPU build at the Makefile's pin."""
     lab = {(name, version) for name, version, *_ in LAB}
-    makefile = (ROOT / "Makefile").read_text()
-    torch_pin = re.search(r"^TORCH \?= torch==(\S+)", makefile, re.MULTILINE).group(1)
-    assert ("torch", f"{torch_pin}+cpu") in {(name, version) for name, version, *_ in GRADE}
+    assert ("torch", f"{LOCKED_TORCH}+cpu") in {(name, version) for name, version, *_ in GRADE}
+    lab |= {(name, version) for name, version, *_ in TRITON}  # the graders run lesson 09's checks too
     for name, version, _, hashes in GRADE:
         assert hashes >= 1, f"{name}=={version} has no hash"
         assert name == "torch" or (name, version) in lab, f"grade.lock has {name}=={version}, lab.lock another"
@@ -99,14 +109,15 @@ def test_the_grade_lock_is_the_lab_locks_versions_for_what_a_grader_needs_and_to
 
 def test_this_environment_has_exactly_the_locked_versions():
     # what `make setup` installed: on a fresh clone (CI) this proves the lock was installed
-    for name, version, marker, _ in LAB + TEST:
+    for name, version, marker, _ in LAB + TEST + TRITON:
         if marker is None or Marker(str(marker)).evaluate():
             assert metadata.version(name) == version, f"{name}: installed {metadata.version(name)}, locked {version}"
 
 
 def test_the_makefile_installs_the_locks_with_their_hashes():
     makefile = (ROOT / "Makefile").read_text()
-    for variable, path in (("LAB_LOCK", lock.LAB), ("TEST_LOCK", lock.TEST)):
+    for variable, path in (("LAB_LOCK", lock.LAB), ("TEST_LOCK", lock.TEST), ("TRITON_LOCK", lock.TRITON),
+                           ("TORCH_LOCK", lock.TORCH)):
         assert f"{variable} := {path.relative_to(ROOT)}" in makefile
         assert f"--require-hashes --no-deps -r $({variable})" in makefile
     assert "install --quiet --no-deps -e ." in makefile and "$(PIP) check" in makefile
@@ -129,6 +140,8 @@ def test_environment_yml_installs_the_lab_lock_and_binder_the_package():
     assert pip == [f"-r {lock.LAB.relative_to(ROOT)}"], "every pip package of Binder comes from the lab lock"
     post_build = (ROOT / "postBuild").read_text()
     assert "pip install --no-cache-dir --no-deps -e ." in post_build and os.access(ROOT / "postBuild", os.X_OK)
+    # lesson 09 on Binder (where the lesson sends macOS and Windows learners): Triton, from its lock
+    assert f"pip install --no-cache-dir --require-hashes --no-deps -r {lock.TRITON.relative_to(ROOT)}" in post_build
 
 
 @pytest.mark.trains  # selected with the training tests, so it runs under every path they run under
