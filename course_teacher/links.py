@@ -37,6 +37,7 @@ the GitHub release ``v<version>`` (course_utils and its public data; no solution
 """
 
 import argparse
+import base64
 import json
 import os
 import re
@@ -52,7 +53,17 @@ from . import build
 BINDER = "https://mybinder.org/v2/gh"
 BADGE = "https://mybinder.org/badge_logo.svg"
 COLAB = "https://colab.research.google.com/github"
-COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+#: Colab's badge on the web: the README's (GitHub shows it; a page read online).
+COLAB_BADGE_WEB = "https://colab.research.google.com/assets/colab-badge.svg"
+#: The badge at the top of every lesson (build.colab_link), inside the notebook itself: a lesson is
+#: read offline in JupyterLab, where a remote image is a broken one. (JupyterLab's sanitizer keeps a
+#: data: image; its links are checked, not its images' sources.)
+COLAB_BADGE = "data:image/svg+xml;base64," + base64.b64encode(
+    b'<svg xmlns="http://www.w3.org/2000/svg" width="117" height="20">'
+    b'<rect width="117" height="20" rx="3" fill="#555"/><rect x="52" width="65" height="20" rx="3" fill="#f9ab00"/>'
+    b'<rect x="52" width="6" height="20" fill="#f9ab00"/>'
+    b'<g fill="#fff" font-family="Verdana,DejaVu Sans,sans-serif" font-size="11">'
+    b'<text x="7" y="14">Open in</text><text x="60" y="14">Colab</text></g></svg>').decode("ascii")
 #: The repository's own branch: the README on GitHub, and the solutions' Colab links (the teacher's).
 BRANCH = "main"
 #: The branch every student link opens: the student bundle alone (``make release`` writes it from
@@ -138,24 +149,17 @@ def colab_cell(lang, at_version=None):
     return COLAB_CELL[lang].format(url=student_bundle_url(at_version), version=at_version).strip()
 
 
-# The cell's comment in each language; its code, the same in both.
+# The cell's comment in each language; its code, the same in both. Short, and silent off Colab: a
+# learner in JupyterLab reads one line and runs past it.
 COLAB_COMMENT = {
-    "en": """
-# On Google Colab only (anywhere else this cell does nothing): install the course at this notebook's
-# version and turn on Colab's manager for the lessons' widgets. Colab forgets both when its runtime
-# is recycled; File › Save a copy in Drive keeps your work.
-""",
-    "zh": """
-# 只在 Google Colab 上起作用（在其他地方这个单元什么也不做）：安装与本笔记本同一版本的课程，
-# 并打开 Colab 的部件管理器，让课程里的交互部件能显示。Colab 回收运行时后，这两样都会丢失；
-# 想保留自己的答案，请用 文件 › 在云端硬盘中保存一份副本。
-""",
+    "en": "# Google Colab only (elsewhere this does nothing): install the course at this notebook's version.\n",
+    "zh": "# 只在 Google Colab 上起作用（在其他地方什么也不做）：安装与本笔记本同一版本的课程。\n",
 }
+# (Colab's custom widget manager is what ipywidgets 8 needs there.)
 COLAB_CODE = """import sys
 
 if "google.colab" in sys.modules:
     import importlib, importlib.metadata, subprocess
-
     try:
         installed = importlib.metadata.version("course_utils")
     except importlib.metadata.PackageNotFoundError:
@@ -164,7 +168,6 @@ if "google.colab" in sys.modules:
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "{url}"], check=True)
         importlib.invalidate_caches()
     from google.colab import output
-
     output.enable_custom_widget_manager()
 """
 COLAB_CELL = {lang: comment + COLAB_CODE for lang, comment in COLAB_COMMENT.items()}
@@ -253,7 +256,7 @@ def section():
     rows = {}
     for lesson, lang, notebook in notebooks():
         label = (f"[![Binder]({BADGE}) {title(notebook)}]({binder_url(notebook)}) "
-                 f"[![Open in Colab]({COLAB_BADGE})]({colab_url(notebook)})")
+                 f"[![Open in Colab]({COLAB_BADGE_WEB})]({colab_url(notebook)})")
         rows.setdefault(lesson, {})[lang] = label
     languages = build.LANGUAGES
     table = [

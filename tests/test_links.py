@@ -33,7 +33,7 @@ def test_every_binder_link_is_well_formed_and_opens_a_notebook_that_exists():
     urls = re.findall(r"\]\((https?://[^)\s]+)\)", _section(README.read_text(encoding="utf-8")))
     opened = []
     for url in urls:
-        if url in (links.BADGE, links.COLAB_BADGE) or url.startswith(links.COLAB + "/"):
+        if url in (links.BADGE, links.COLAB_BADGE_WEB) or url.startswith(links.COLAB + "/"):
             continue  # the Colab links: the next test
         parts = urlsplit(url)
         assert (parts.scheme, parts.netloc) == ("https", "mybinder.org"), url
@@ -201,3 +201,17 @@ def test_hub_and_repo_go_together(capsys):
     with pytest.raises(SystemExit):
         links.main(["--hub", "https://hub.example.edu"])
     assert "--hub and --repo go together" in capsys.readouterr().err
+
+
+def test_the_lessons_colab_badge_needs_no_network():
+    """Read offline in JupyterLab, a lesson's top line shows its Colab badge from the notebook itself
+    (a data: image), never a remote image that would be broken there."""
+    import base64
+
+    assert links.COLAB_BADGE.startswith("data:image/svg+xml;base64,")
+    svg = base64.b64decode(links.COLAB_BADGE.split(",", 1)[1]).decode()
+    assert svg.startswith("<svg") and "Colab" in svg and "http" not in svg.replace("http://www.w3.org/2000/svg", "")
+    for lesson in build.lessons():
+        for lang in build.LANGUAGES:
+            badge = build.colab_link(lesson, lang)
+            assert not re.search(r'<img src="https?:', badge), badge

@@ -59,7 +59,7 @@ def printed_links():
         found[f"the {lang} home"] = URL.findall(build.colab_links(lang))
         for lesson in build.lessons():
             found[f"lesson {lesson}'s badge ({lang})"] = URL.findall(build.colab_link(lesson, lang))
-    return {where: [u for u in urls if u not in (links.BADGE, links.COLAB_BADGE)] for where, urls in found.items()}
+    return {where: [u for u in urls if u not in (links.BADGE, links.COLAB_BADGE_WEB)] for where, urls in found.items()}
 
 
 def test_the_student_branch_holds_the_student_bundle_and_nothing_of_the_teachers(student_tree):
