@@ -152,3 +152,18 @@ def test_the_kernel_path_asked_for_is_the_one_torch_runs():
     if not asked:
         pytest.skip("ATEN_CPU_CAPABILITY is not set: torch runs the CPU's native path")
     assert torch.backends.cpu.get_cpu_capability().lower() == asked.lower()
+
+
+def test_torch_lock_and_triton_lock_are_what_make_lock_writes(monkeypatch, tmp_path):
+    """lock.py's own writers, given the resolutions the committed locks hold (PyPI's hashes of the
+    macOS and Windows wheels as committed: `make lock` asks PyPI), write the committed files."""
+    committed = lock.TORCH.read_text()
+    pypi = re.search(r"^torch==[^+\s]+ ; sys_platform == 'darwin'.*", committed, re.M | re.S).group(0)
+    monkeypatch.setattr(lock, "pypi_cpu_hashes", lambda version: re.findall(r"sha256:(\w+)", pypi))
+    monkeypatch.setattr(lock, "TORCH", tmp_path / "torch.lock")
+    grade = lock.entries(lock.GRADE.read_text())
+    lock.write_torch_lock(grade["torch"], f"torch=={LOCKED_TORCH}")
+    assert (tmp_path / "torch.lock").read_text() == committed
+    runtime = {**lock.entries(lock.LAB.read_text()), **lock.entries(lock.TRITON.read_text())}
+    rest, on_demand = lock.split_on_demand(runtime)
+    assert rest == lock.entries(lock.LAB.read_text()) and on_demand == lock.entries(lock.TRITON.read_text())
