@@ -141,7 +141,8 @@ def student_readme():
     section = readme.split("## Course map", 1)[1].split("\n## ", 1)[0]
     table = [line for line in section.splitlines() if line.startswith("|")]
     if COURSE_MAP not in text or ONLINE not in text or len(table) < 3 or any("solutions/" in line for line in table):
-        raise SystemExit(f"release: {STUDENT_README} needs {COURSE_MAP!r} and {ONLINE!r}, and README.md a course map table")
+        raise SystemExit(f"release: {STUDENT_README} needs {COURSE_MAP!r} and {ONLINE!r}, "
+                         "and README.md a course map table")
     return text.replace(COURSE_MAP, "\n".join(table)).replace(ONLINE, online_table())
 
 
@@ -150,7 +151,8 @@ def online_table():
     (course_teacher.links), never the repository's main branch, which holds the solutions."""
     rows = {}
     for lesson, lang, notebook in links.notebooks():
-        rows.setdefault(lesson, {})[lang] = f"[Binder]({links.binder_url(notebook)}) · [Colab]({links.colab_url(notebook)})"
+        binder, colab = links.binder_url(notebook), links.colab_url(notebook)
+        rows.setdefault(lesson, {})[lang] = f"[Binder]({binder}) · [Colab]({colab})"
     names = [links.LANGUAGE_NAMES[lang] for lang in build.LANGUAGES]
     return "\n".join(["| # | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names),
                       *(f"| {lesson} | " + " | ".join(row[lang] for lang in build.LANGUAGES) + " |"
@@ -267,7 +269,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m course_teacher.release", description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=str(DIST), help="folder for the zips (default: dist/)")
     parser.add_argument("--student-branch", action="store_true",
-                        help=f"also commit the student bundle as the branch {links.STUDENT_BRANCH!r}, which student links open")
+                        help=f"also commit the student bundle as the branch {links.STUDENT_BRANCH!r}, "
+                             "which the student links open")
     args = parser.parse_args(argv)
     for path in release(out=Path(args.out).resolve()):
         with zipfile.ZipFile(path) as archive:

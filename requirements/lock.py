@@ -121,7 +121,8 @@ def write_torch_lock(cpu_entry, torch):
     pypi = pypi_cpu_hashes(version)
     lines += [f"torch=={version} ; {PYPI_CPU_PLATFORMS} \\",
               *(f"    --hash=sha256:{h}" + (" \\" if i < len(pypi) - 1 else "") for i, h in enumerate(pypi))]
-    header = HEADER.format(what="torch's CPU build, pinned with its hashes: installed first (--no-deps), before lab.lock.",
+    header = HEADER.format(what="torch's CPU build, pinned with its hashes: installed first (--no-deps), "
+                                "before lab.lock.",
                            torch_line=f"Linux: {first} from PyTorch's CPU index; macOS and Windows: PyPI's wheel, "
                                       "their CPU build.")
     TORCH.write_text(header + "\n".join(lines) + "\n")

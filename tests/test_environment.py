@@ -1,7 +1,8 @@
 """The environment a fresh clone installs is exactly the locked one, and every description of it
 agrees: pyproject.toml (the ranges), requirements/torch.lock, lab.lock, triton.lock and test.lock (the
 exact versions, with hashes, that `make lab`, `make triton` and `make setup` install), environment.yml
-and postBuild (Binder and conda) and the Makefile. Also: the kernel path a test run asks torch for is the one it gets."""
+and postBuild (Binder and conda) and the Makefile. Also: the kernel path a test run asks torch for is
+the one it gets."""
 
 import os
 import re
@@ -54,7 +55,8 @@ def test_every_pin_is_exact_and_hashed_and_torch_is_left_to_its_own_lock():
         assert hashes >= 1, f"{name}=={version} has no hash"
     assert "torch" not in {name for name, *_ in LAB + TEST + TRITON}, "torch belongs to requirements/torch.lock"
     for path in (lock.LAB, lock.TEST, lock.TRITON):
-        assert f"(torch=={LOCKED_TORCH}," in path.read_text().split("\n", 3)[2], f"{path.name} was locked for another torch"
+        assert f"(torch=={LOCKED_TORCH}," in path.read_text().split("\n", 3)[2], \
+            f"{path.name} was locked for another torch"
     # (tests/test_torch_install.py: what torch.lock pins, and that each install resolves it to the CPU build)
     pinned = set(re.findall(r"^torch==([^+\s;]+)", lock.TORCH.read_text(), re.MULTILINE))
     assert pinned == {LOCKED_TORCH}, f"torch.lock pins {pinned}, the Makefile's LOCKED_TORCH {LOCKED_TORCH}"

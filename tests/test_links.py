@@ -60,7 +60,8 @@ def _colab_notebook(url, owner, name):
     path = parts.path.split("/")
     assert path[1:5] == ["github", owner, name, "blob"], url
     # a student notebook opens from the student branch, a solution (the teacher's) from the main one
-    assert path[5] == (links.BRANCH if path[6:7] == ["notebooks"] and path[7:8] == ["solutions"] else links.STUDENT_BRANCH), url
+    solution = path[6:8] == ["notebooks", "solutions"]
+    assert path[5] == (links.BRANCH if solution else links.STUDENT_BRANCH), url
     notebook = unquote("/".join(path[6:]))
     assert quote(notebook) == "/".join(path[6:]), f"{url}: the notebook's path is not quoted as a URL path"
     return notebook

@@ -122,5 +122,6 @@ def test_hub_links_name_a_branch_they_cannot_read(tmp_path):
 def test_make_hub_links_prints_nothing_for_a_teachers_repository(monkeypatch, capsys):
     monkeypatch.setattr(links, "teachers_files", lambda repo, branch: ["notebooks/solutions/en/01.ipynb"])
     with pytest.raises(SystemExit, match="solutions"):
-        links.main(["--hub", "https://hub.example.edu", "--repo", "https://github.com/attention-course/attention-course"])
+        links.main(["--hub", "https://hub.example.edu",
+                    "--repo", "https://github.com/attention-course/attention-course"])
     assert "git-pull" not in capsys.readouterr().out
