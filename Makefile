@@ -42,6 +42,10 @@ INSTALL_TORCH := $(if $(filter $(LOCKED_TORCH),$(TORCH)),--require-hashes --no-d
 $(LAB_STAMP): pyproject.toml Makefile $(LAB_LOCK) $(TORCH_LOCK)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet $(INSTALL_TORCH)
+	@$(PY) -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)" || { \
+		echo "$(TORCH_LOCK) has no CPU build of torch for Python $$($(PY) -c 'import platform; print(platform.python_version(), "on", platform.system(), platform.machine())')":; \
+		echo "  its lines name the Pythons and machines it holds one for. Use one of them (rm -rf $(VENV), then make lab PYTHON=python3.11)"; \
+		echo "  or lock one for yours: make lock (it reaches PyTorch's CPU index)."; exit 2; }
 	$(PIP) install --quiet --require-hashes --no-deps -r $(LAB_LOCK)
 	$(PIP) install --quiet --no-deps -e .
 	$(PIP) check

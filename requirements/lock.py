@@ -109,14 +109,33 @@ def pypi_cpu_hashes(version):
     return hashes
 
 
-def write_torch_lock(cpu_entry, torch):
-    """torch.lock: the CPU build the graders' resolution found (its wheels from TORCH_WHEELS: Linux),
-    and PyPI's wheels for macOS and Windows, the index named in the file itself."""
+def linux_marker(wheels):
+    """Where the Linux CPU wheels of `wheels` install: every Linux, for PyTorch's index (a page), which
+    has a wheel for each Python and machine; for a folder, only the Pythons and machines of the wheels
+    it holds (pip would find no file with a locked hash elsewhere, and the Makefile says so instead)."""
+    folder = Path(wheels)
+    if "://" in wheels or not folder.is_dir():
+        return "sys_platform == 'linux'"
+    tags = set()
+    for wheel in folder.glob("torch-*+cpu-*.whl"):
+        found = re.search(r"-cp(\d)(\d+)-[^-]+-manylinux[\w.]*?_(x86_64|aarch64)\.whl$", wheel.name)
+        if found:
+            tags.add((f"{found.group(1)}.{found.group(2)}", found.group(3)))
+    tags = sorted(tags)
+    if not tags:
+        raise SystemExit(f"lock: {wheels} holds no Linux CPU wheel of torch")
+    either = " or ".join(f"python_version == '{python}' and platform_machine == '{machine}'" for python, machine in tags)
+    return f"sys_platform == 'linux' and ({either})" if len(tags) > 1 else f"sys_platform == 'linux' and {either}"
+
+
+def write_torch_lock(cpu_entry, torch, wheels=TORCH_INDEX):
+    """torch.lock: the CPU build the graders' resolution found (its wheels from TORCH_WHEELS: Linux,
+    where linux_marker says), and PyPI's wheels for macOS and Windows, the index named in the file."""
     version = torch.split("==", 1)[1]
     first, *hashes = cpu_entry
     first = first.split(";")[0].rstrip("\\ ")
     lines = [f"--extra-index-url {TORCH_INDEX}",
-             f"{first} ; sys_platform == 'linux' \\", *(h.rstrip("\\ ") + " \\" for h in hashes)]
+             f"{first} ; {linux_marker(wheels)} \\", *(h.rstrip("\\ ") + " \\" for h in hashes)]
     lines[-1] = lines[-1].removesuffix(" \\")
     pypi = pypi_cpu_hashes(version)
     lines += [f"torch=={version} ; {PYPI_CPU_PLATFORMS} \\",
@@ -175,7 +194,7 @@ def main(argv=None):
     write(LAB, "The course's runtime packages but Triton, every one pinned with its hashes.", args.torch, runtime)
     write(TRITON, "Triton, for lesson 09 only (Linux): `make triton` installs it, pinned with its hashes.",
           args.torch, on_demand)
-    write_torch_lock(grader["torch"], args.torch)
+    write_torch_lock(grader["torch"], args.torch, args.wheels)
     write(TEST, "The test tools on top of lab.lock, every one pinned with its hashes.", args.torch,
           {name: lines for name, lines in full.items() if name not in runtime and name not in on_demand})
     write(GRADE, "What the autograders install: the grader's packages, every one pinned with its hashes.",

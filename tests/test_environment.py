@@ -163,9 +163,21 @@ def test_torch_lock_and_triton_lock_are_what_make_lock_writes(monkeypatch, tmp_p
     pypi = re.search(r"^torch==[^+\s]+ ; sys_platform == 'darwin'.*", committed, re.M | re.S).group(0)
     monkeypatch.setattr(lock, "pypi_cpu_hashes", lambda version: re.findall(r"sha256:(\w+)", pypi))
     monkeypatch.setattr(lock, "TORCH", tmp_path / "torch.lock")
+    linux = re.search(r"^torch==\S+\+cpu ; (.+?) \\$", committed, re.M).group(1)
+    monkeypatch.setattr(lock, "linux_marker", lambda wheels: linux)  # written from the wheels it was locked with
     grade = lock.entries(lock.GRADE.read_text())
     lock.write_torch_lock(grade["torch"], f"torch=={LOCKED_TORCH}")
     assert (tmp_path / "torch.lock").read_text() == committed
     runtime = {**lock.entries(lock.LAB.read_text()), **lock.entries(lock.TRITON.read_text())}
     rest, on_demand = lock.split_on_demand(runtime)
     assert rest == lock.entries(lock.LAB.read_text()) and on_demand == lock.entries(lock.TRITON.read_text())
+
+
+def test_the_linux_marker_names_the_pythons_and_machines_a_folder_of_wheels_holds(tmp_path):
+    assert lock.linux_marker("https://download.pytorch.org/whl/cpu/torch/") == "sys_platform == 'linux'"
+    for name in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+                 "torch-2.13.0+cpu-cp312-cp312-manylinux_2_28_aarch64.whl", "torch-2.13.0-cp311-none-macosx_11_0_arm64.whl"):
+        (tmp_path / name).touch()
+    assert lock.linux_marker(str(tmp_path)) == (
+        "sys_platform == 'linux' and (python_version == '3.11' and platform_machine == 'x86_64' or "
+        "python_version == '3.12' and platform_machine == 'aarch64')")

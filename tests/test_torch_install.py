@@ -232,3 +232,23 @@ def test_every_autograder_installs_torchs_cpu_build_from_its_hashes(indexes, tmp
     report = resolve(["--require-hashes", "--no-deps", "--index-url", platforms.TORCH_INDEX, "-r", "torch.txt"],
                      indexes, tmp_path)
     assert problems(report, _lock_hashes()) == []
+
+
+def test_where_the_lock_holds_no_torch_make_lab_says_so(tmp_path):
+    """A Python or machine that no line of torch.lock names installs no torch there: `make lab` then
+    stops at once with what to do, instead of a broken environment. Here the guard of `make -n lab`
+    runs with an interpreter that cannot see torch (python -S: no site-packages)."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    (venv / "bin" / "python").chmod(0o755)
+    plan = subprocess.run(["make", "-n", "-B", "lab", f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, check=True).stdout
+    guard = re.search(r"^.*find_spec\('torch'\).*?exit 2; }$", plan, re.M | re.S).group(0)
+    done = subprocess.run(["bash", "-c", guard], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "has no CPU build of torch for Python" in done.stdout, done.stdout + done.stderr
+    assert "PYTHON=python3.11" in done.stdout and "make lock" in done.stdout
+    # with torch importable, the guard lets the install go on
+    seen = subprocess.run(["bash", "-c", guard.replace(str(venv / "bin" / "python"), sys.executable)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert seen.returncode == 0, seen.stdout
