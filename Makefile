@@ -231,11 +231,13 @@ bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_tiled.py --device $(DEVICE)
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_flash_triton.py --device $(DEVICE)
 
-# The lock files (requirements/lab.lock and test.lock) from pyproject.toml's ranges, for every
-# platform, with hashes. Run it after changing pyproject.toml's dependencies (it keeps every locked
-# version the ranges still allow), or with UPGRADE=1 to move to the newest versions; then
-# `make test` on a fresh clone before committing the new locks. uv resolves them; TORCH_WHEELS
-# says where torch's CPU wheels are (default: download.pytorch.org; a local folder works too).
+# The lock files (requirements/torch.lock, lab.lock, triton.lock, test.lock and grade.lock) from
+# pyproject.toml's ranges, for every platform, with hashes. Run it after changing pyproject.toml's
+# dependencies (it keeps every locked version the ranges still allow), or with UPGRADE=1 to move to
+# the newest versions; then `make test` on a fresh clone before committing the new locks. uv resolves
+# them; TORCH_WHEELS says where torch's CPU wheels are (default: download.pytorch.org, every Linux
+# wheel; a local folder works too, and torch.lock then covers only the Pythons and machines of its
+# wheels); PyPI gives the hashes of torch's macOS and Windows wheels.
 UV := uv==0.13.9
 TORCH_WHEELS ?=
 lock:
