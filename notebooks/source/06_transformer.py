@@ -1172,7 +1172,7 @@ for norm_first in (False, True):
 # change with them. Pass it only together with the causal `tgt_mask`:
 
 # %% [markdown] tags=["lang-zh"] en_hash="3aed129a06"
-# 上面的调用还传了 `tgt_is_causal=True`。这个参数是一个承诺，而不是一个请求：它告诉 PyTorch，`tgt_mask` *就是*因果掩码，于是内核可以直接套用自己的因果掩码，而不去读你的掩码。不传 `tgt_mask` 时它会报错；而你传入的掩码是不是因果的，PyTorch 从不检查。根据其他参数的不同（以及是否开启了 autograd），PyTorch 要么相信这个承诺，要么读取你给的掩码；所以一个不实的承诺，会让结果随这些条件而变。只在同时传入因果 `tgt_mask` 时才传它：
+# 上面的调用还传了 `tgt_is_causal=True`。这个参数是一个承诺，而不是一个请求：它告诉 PyTorch，`tgt_mask` *就是*因果掩码，于是核函数可以直接套用自己的因果掩码，而不去读你的掩码。不传 `tgt_mask` 时它会报错；而你传入的掩码是不是因果的，PyTorch 从不检查。根据其他参数的不同（以及是否开启了 autograd），PyTorch 要么相信这个承诺，要么读取你给的掩码；所以一个不实的承诺，会让结果随这些条件而变。只在同时传入因果 `tgt_mask` 时才传它：
 
 # %%
 # lang: en
