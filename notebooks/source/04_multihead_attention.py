@@ -1406,7 +1406,7 @@ claim("把输入的前后两半对调，两个头的权重也随之对调",
 # %% [markdown] tags=["lang-zh"] en_hash="a5f14cbea4"
 # **两个缺陷。** 第一，投影来得太晚。先把输入切成 $H$ 片、每片 $d$ 个特征，*再*做投影，第 $h$ 个头就只能拿到输入的第 $h d \dots (h+1) d - 1$ 个特征，而且同一个 `nn.Linear(d, d)` 供所有头共用：所有头共享 $3 d^2$ 个权重，而按公式，每个头都有自己的 $W_Q^h$、$W_K^h$、$W_V^h$，形状都是 $E \times d$；没有哪个头能读到自己那一片以外的特征。第二，分数除以的是 $\sqrt E$，而不是每个头所比较的向量的大小 $\sqrt d$。
 #
-# 这个层能运行，也不报错：错在它能算的东西，本节展示的也只是这一点（它在具体任务上会差多少，这里没有测量）。它**就是**一个 `FusedMultiheadAttention`：其 $W_Q$、$W_K$、$W_V$ 是分块对角（block-diagonal）矩阵（同一个 $(d, d)$ 块重复 $H$ 次），没有偏置，查询还要再乘以 $\sqrt{d / E} = 1 / \sqrt H$。修复方法是先投影、后拆分：Q、K、V 各用一个 `nn.Linear(E, E)`，再 reshape 成 $(B, H, L, d)$，并除以 $\sqrt d$。这正是 `FusedMultiheadAttention`。验证这个特例：
+# 这个层能运行，也不报错：错在它能算的东西，本节展示的也只是这一点（它在具体任务上会差多少，这里没有测量）。它**就是**一个 `FusedMultiheadAttention`：其 $W_Q$、$W_K$、$W_V$ 是块对角（block-diagonal）矩阵（同一个 $(d, d)$ 块重复 $H$ 次），没有偏置，查询还要再乘以 $\sqrt{d / E} = 1 / \sqrt H$。修复方法是先投影、后拆分：Q、K、V 各用一个 `nn.Linear(E, E)`，再 reshape 成 $(B, H, L, d)$，并除以 $\sqrt d$。这正是 `FusedMultiheadAttention`。验证这个特例：
 
 # %%
 H_s, d_s = 2, 4
@@ -1428,7 +1428,7 @@ with torch.no_grad():
 claim("the tutorial's layer equals FusedMultiheadAttention with block-diagonal W_Q, W_K, W_V, no biases, "
       "and the queries scaled by √(d/E)", torch.allclose(got_fused, expected_sliced, atol=1e-6))
 # lang: zh
-claim("这篇教程的层等于这样一个 FusedMultiheadAttention：W_Q、W_K、W_V 分块对角，没有偏置，"
+claim("这篇教程的层等于这样一个 FusedMultiheadAttention：W_Q、W_K、W_V 块对角，没有偏置，"
       "查询再乘以 √(d/E)", torch.allclose(got_fused, expected_sliced, atol=1e-6))
 # lang: end
 

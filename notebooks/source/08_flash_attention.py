@@ -46,7 +46,7 @@
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="d0a5797e97"
 # # 从零实现 FlashAttention
 #
-# 完整注意力要为每个头算出一个 $L \times L$ 的分数矩阵，朴素的代码会把它存下来，再存下它的 softmax：在 $L = 8192$、8 个头时，float32 下每个矩阵都要 2.1 GB（2 GiB）。第 05 课问的是：这些分数里哪些值得算。本课一个分数也不少算，却始终不存下这个矩阵。这个技巧是精确的，不是近似：softmax(QKᵀ)V 可以每次只处理一块键，每一行只需维护一个运行最大值和一个运行和。FlashAttention（Dao 等，2022；FlashAttention-2，Dao，2023）做的就是这件事，PyTorch 自己的 CPU 注意力也是这样做的。在 GPU 上，它最大的好处是省时间，靠的是减少芯片与显存之间的数据搬运（第 2 节会讲怎样减少）；在这台 CPU 上，本课测量的是在任何机器上结果都一样的东西：一次调用分配了多少内存，以及结果是否精确。
+# 完整注意力要为每个头算出一个 $L \times L$ 的分数矩阵，朴素的代码会把它存下来，再存下它的 softmax：在 $L = 8192$、8 个头时，float32 下每个矩阵都要 2.1 GB（2 GiB）。第 05 课问的是：这些分数里哪些值得算。本课一个分数也不少算，却始终不存下这个矩阵。这个技巧是精确的，不是近似：softmax(QKᵀ)V 可以每次只处理一块键，每一行只需维护一个运行最大值和一个累计和。FlashAttention（Dao 等，2022；FlashAttention-2，Dao，2023）做的就是这件事，PyTorch 自己的 CPU 注意力也是这样做的。在 GPU 上，它最大的好处是省时间，靠的是减少芯片与显存之间的数据搬运（第 2 节会讲怎样减少）；在这台 CPU 上，本课测量的是在任何机器上结果都一样的东西：一次调用分配了多少内存，以及结果是否精确。
 #
 # 本课你将：
 #
@@ -301,9 +301,9 @@ check("08.merge_states", my_merge_states)
 #
 # 现在来做完整的注意力。把查询切成每块 `block_q` 行，把键和值切成每块 `block_k` 行。对第 $i$ 个查询块，从空状态（$m = -\infty$、$\ell = 0$、$acc = 0$）出发，依次处理各个键块：算出分数的一个**分块**（tile）$S = Q_i K_j^\top / \sqrt{d}$，形状为 $(b_q, b_k)$，用它更新这些行的状态，然后丢掉它。处理完最后一个键块后，$O_i = acc / \ell$。任何时候存在的分数都只有一个分块，每个查询块的状态是 $O(b_q \cdot d_v)$。下图画的是第 3 节的因果情形，对角线以上的分块根本不算：
 #
-# ![因果分块注意力：查询块 × 键/值块的分块网格，对角线以下的分块直接计算，对角线上的分块加掩码，对角线以上的分块跳过；每个查询块保留运行最大值、运行和与累加器，逐块更新，最后得到输出和 log-sum-exp](../../images/08_tiling_zh.svg)
+# ![因果分块注意力：查询块 × 键/值块的分块网格，对角线以下的分块直接计算，对角线上的分块加掩码，对角线以上的分块跳过；每个查询块保留运行最大值、累计和与累加器，逐块更新，最后得到输出和 log-sum-exp](../../images/08_tiling_zh.svg)
 #
-# 这种循环顺序来自 FlashAttention-2（Dao，2023）：外层遍历查询块，内层遍历键/值块，于是一个查询块的状态一直留在高速存储里，直到它的输出一次写出；最后也只除一次 $\ell$，而不是每算完一个分块就除一次。FlashAttention-1 则是外层遍历键/值块，并让每个输出块始终保持归一化，每一步都要把它读回来重新缩放。
+# 这种循环顺序来自 FlashAttention-2（Dao，2023）：外层遍历查询块，内层遍历键/值块，于是一个查询块的状态一直留在片上存储里，直到它的输出一次写出；最后也只除一次 $\ell$，而不是每算完一个分块就除一次。FlashAttention-1 则是外层遍历键/值块，并让每个输出块始终保持归一化，每一步都要把它读回来重新缩放。
 #
 # `tiled_attention(query, key, value, block_q=…, block_k=…)` 就是这个循环，前导维度 $(B, H)$ 任意；它返回输出，以及每一行的 **log-sum-exp** $\mathrm{lse} = m + \log \ell = \log \sum_j e^{s_j}$，第 4 节会用到它。无论块的大小如何，输出都与 `F.scaled_dot_product_attention` 相同；梯度由 autograd 沿这个循环反向传回：
 
@@ -660,7 +660,7 @@ claim("在这里，对 256 × 256 分块的 Python 循环比 materialised_attent
 #
 # 在 GPU 上，这就是论证的全部，而它说的是内存的**搬运量**，不是占用量。朴素的做法把 $L \times L$ 的分数写进 GPU 的显存（HBM），为了算 softmax 再读回来，写出权重，为了与 $V$ 相乘又读一遍。分块核函数则把每个分块留在芯片上又小又快的片上存储（SRAM）里，只在读 $Q$、$K$、$V$（每个查询块把 $K$ 和 $V$ 读一遍）和写 $O$ 及 log-sum-exp 时才访问 HBM：对于能放下 $M$ 个数的 SRAM，访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$（Dao 等，2022，定理 2）。前者之所以更少，是因为 $L^2 d^2 / M = L^2 \cdot (d^2 / M)$，而 $d^2$ 比 $M$ 小很多倍：头的维度 $d$ 为 64 到 128，$d^2$ 就是 4,096 到 16,384 个数（16 位浮点类型下为 8 到 32 KB），而 SRAM 约有 100 KB（论文给出的数字）。编译好的核函数也没有 Python 循环。
 #
-# 我们的分块放到 GPU 上，内存的优势保住了，速度却输了。每个分块都是从 Python 循环里启动的几个小核函数，循环要付上千次启动开销，而 F.sdpa 编译好的核函数一次启动就做完全部工作：在一块 H200 上，$L = 16384$、分块为 256 × 256 时，1.0 秒对 16 毫秒，慢了约 60 倍。内存的结论依然成立：分块版的峰值与 F.sdpa 相近（68 MiB 对 32 MiB），而 materialised 版本需要 24 GiB。GPU 上的速度要靠核函数本身，这是第 09 课要写的。如果当前运行环境有 GPU，下一个单元会在 GPU 上运行上面的四个版本，给出每次调用的耗时和新增的内存；再下一个单元展示课程的基准测试在一块 GPU 上的结果。
+# 我们的分块放到 GPU 上，内存的优势保住了，速度却输了。每个分块都是从 Python 循环里启动的几个小核函数，循环要付上千次启动开销，而 F.sdpa 编译好的核函数一次启动就做完全部工作：在一块 H200 上，$L = 16384$、分块为 256 × 256 时，1.0 秒对 16 毫秒，慢了约 60 倍。内存的结论依然成立：分块版的峰值与 F.sdpa 相近（68 MiB 对 32 MiB），而完整矩阵版需要 24 GiB。GPU 上的速度要靠核函数本身，这是第 09 课要写的。如果当前运行环境有 GPU，下一个单元会在 GPU 上运行上面的四个版本，给出每次调用的耗时和新增的内存；再下一个单元展示课程的基准测试在一块 GPU 上的结果。
 
 # %% tags=["nbval-ignore-output"]
 def size(n):
@@ -694,15 +694,15 @@ def gpu_runs(device):
 measured.on_gpu(gpu_runs)
 
 # %%
-def milliseconds(t):
+def rounded(t):
     return "–" if t is None else f"{t:.2f}"
 
 
 # lang: en
 measured.table("tiled", {
     "L": lambda row: row["L"],
-    "tiled (ms)": lambda row: milliseconds(row["tiled_ms"]),
-    "F.sdpa (ms)": lambda row: milliseconds(row["sdpa_ms"]),
+    "tiled (ms)": lambda row: rounded(row["tiled_ms"]),
+    "F.sdpa (ms)": lambda row: rounded(row["sdpa_ms"]),
     "tiled / F.sdpa": lambda row: measured.ratio(row["tiled_ms"], row["sdpa_ms"], digits=0),
     "tiled memory": lambda row: size(row["tiled_bytes"]),
     "F.sdpa memory": lambda row: size(row["sdpa_bytes"]),
@@ -711,8 +711,8 @@ measured.table("tiled", {
 # lang: zh
 measured.table("tiled", {
     "L": lambda row: row["L"],
-    "分块（毫秒）": lambda row: milliseconds(row["tiled_ms"]),
-    "F.sdpa（毫秒）": lambda row: milliseconds(row["sdpa_ms"]),
+    "分块（毫秒）": lambda row: rounded(row["tiled_ms"]),
+    "F.sdpa（毫秒）": lambda row: rounded(row["sdpa_ms"]),
     "分块 / F.sdpa": lambda row: measured.ratio(row["tiled_ms"], row["sdpa_ms"], digits=0),
     "分块的内存": lambda row: size(row["tiled_bytes"]),
     "F.sdpa 的内存": lambda row: size(row["sdpa_bytes"]),
@@ -739,7 +739,7 @@ measured.table("tiled", {
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f2f3d2b92b"
 # ## 3. 因果分块与块稀疏分块
 #
-# 有因果掩码时，查询 $i$ 只能看到 $j \le i$ 的键。如果一个分块的第一个键位于它最后一个查询之后（$j_0 > i_1 - 1$），它就被整块遮住了：分块循环可以直接**跳过**它，而不是先算出来再遮住。完全位于对角线以下的分块根本不需要掩码，只有被对角线穿过的分块才需要。`tile_kinds` 会告诉我们每个分块属于哪一类。为什么大约省一半？可见的分数是 $L^2$ 个中的 $L(L + 1)/2$ 个，而分块把这个三角形向上取整到整块，所以每边有 $n$ 个块时，因果注意力算的是 $n^2$ 个分块中的 $n(n + 1)/2$ 个，占比 $(n + 1)/(2n)$，$n$ 越大越接近一半。任何能遮住整个分块的掩码都是如此：滑动窗口（第 07 课）保留沿对角线的一条带状分块，而块掩码（例如把两篇互不相关的文档拼进同一条序列）保留的是成片的整块分块。这正好接上第 05 课的问题：哪些分数值得算。在这里，答案由掩码逐块给出，而结果依然是精确的。（第一篇 FlashAttention 论文里就已经有这种块稀疏的版本。）
+# 有因果掩码时，查询 $i$ 只能看到 $j \le i$ 的键。如果一个分块的第一个键位于它最后一个查询之后（$j_0 > i_1 - 1$），它就被整块遮住了：分块循环可以直接**跳过**它，而不是先算出来再遮住。完全位于对角线以下的分块根本不需要掩码，只有被对角线穿过的分块才需要。`tile_kinds` 会告诉我们每个分块属于哪一类。为什么大约省一半？可见的分数是 $L^2$ 个中的 $L(L + 1)/2$ 个，而分块把这个三角形向上取整到整块，所以每边有 $n$ 个块时，因果注意力算的是 $n^2$ 个分块中的 $n(n + 1)/2$ 个，占比 $(n + 1)/(2n)$，$n$ 越大越接近一半。任何能遮住整个分块的掩码都是如此：滑动窗口（第 07 课）保留沿对角线的一条带状分块，而块掩码（例如把两篇互不相关的文档拼进同一条序列）保留的是一个个完整的方块区域。这正好接上第 05 课的问题：哪些分数值得算。在这里，答案由掩码逐块给出，而结果依然是精确的。（第一篇 FlashAttention 论文里就已经有这种块稀疏的版本。）
 
 # %%
 L, block = 1024, 128
@@ -1073,7 +1073,7 @@ claim("每一行的 Σ_j P_ij dP_ij 都等于 Σ_c dO_ic O_ic（float64，误差
 # \quad dP = dO_i V_j^\top,\quad dS = P \circ (dP - D_i),$$
 # $$dQ_i \mathrel{+}= dS\, K_j / \sqrt d,\qquad dK_j \mathrel{+}= dS^\top Q_i / \sqrt d,$$
 #
-# 其中 $D_i = \sum_c dO_{ic} O_{ic}$ 在循环开始前算好一次。整个内层循环中，$dK_j$ 和 $dV_j$ 一直留在高速存储里，最后只写出一次；$dQ_i$ 则从每个键块各收到一项。在 GPU 上，各个键块是并行处理的，这些项会落到 $dQ$ 的同一批行上，只能在 HBM 里用原子加法累加。Triton 教程中的融合注意力（fused attention）避开了这一点：先用一小趟计算出 $D$，再跑两个循环，一个对每个键块遍历查询块，求 $dK$ 和 $dV$；另一个对每个查询块遍历键块，求 $dQ$；两个循环里都重新计算 $P$：算术多了，却不需要原子加法。在这台 CPU 上，一个 Python 循环里没有任何并行，而第一种顺序每个分块的 $P$ 只算一次，所以本课程采用它。
+# 其中 $D_i = \sum_c dO_{ic} O_{ic}$ 在循环开始前算好一次。整个内层循环中，$dK_j$ 和 $dV_j$ 一直留在片上存储里，最后只写出一次；$dQ_i$ 则从每个键块各收到一项。在 GPU 上，各个键块是并行处理的，这些项会落到 $dQ$ 的同一批行上，只能在 HBM 里用原子加法累加。Triton 教程中的融合注意力（fused attention）避开了这一点：先用一小趟计算出 $D$，再跑两个循环，一个对每个键块遍历查询块，求 $dK$ 和 $dV$；另一个对每个查询块遍历键块，求 $dQ$；两个循环里都重新计算 $P$：算术多了，却不需要原子加法。在这台 CPU 上，一个 Python 循环里没有任何并行，而第一种顺序每个分块的 $P$ 只算一次，所以本课程采用它。
 #
 # 与前向计算一样，因果掩码让循环可以跳过被整块遮住的分块，只给被对角线穿过的分块加掩码。在反向传播中，这不只是省计算：按 $e^{S - \mathrm{lse}}$ 重新算出来时，被遮住的元素只有在循环跳过它或给它加了掩码时才是 0。
 #
@@ -1383,7 +1383,7 @@ claim("flash 核函数同样为每一行保留一个 log-sum-exp，而且与我�
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="7c45f4390a"
 # ## 小结
 #
-# - **在线 softmax** 为每一行维护运行最大值 $m$ 和运行和 $\ell = \sum e^{s - m}$；$m$ 变大时，已经求和的部分要缩小 $e^{m_{old} - m_{new}}$ 倍。按精确算术，两个部分状态可以精确合并，与顺序无关，与切法无关，整段被遮住的片段也不例外（只要不去算 $e^{-\infty + \infty}$）；在浮点运算中，则是在舍入误差之内一致。Milakov 和 Gimelshein 的在线 softmax 只扫一遍就算出归一化所需的量；再与乘 $V$ 融合起来，整个注意力只需把键扫一遍。
+# - **在线 softmax** 为每一行维护运行最大值 $m$ 和累计和 $\ell = \sum e^{s - m}$；$m$ 变大时，已经求和的部分要乘以 $e^{m_{old} - m_{new}}$（这个系数不超过 1）。按精确算术，两个部分状态可以精确合并，与顺序无关，与切法无关，整段被遮住的片段也不例外（只要不去算 $e^{-\infty + \infty}$）；在浮点运算中，则是在舍入误差之内一致。Milakov 和 Gimelshein 的在线 softmax 只扫一遍就算出归一化所需的量；再与乘 $V$ 融合起来，整个注意力只需把键扫一遍。
 # - 分块注意力在它们旁边再带一个累加器 $acc = \sum e^{s - m} v$，最后只除一次（这是 FlashAttention-2 的循环顺序和单次除法）。它的输出值和梯度都与 `F.scaled_dot_product_attention` 相同，分配的内存随 $L$ 而不是 $L^2$ 增长。公平的比较对象是教科书式的那一行，它在峰值时占着两个 $L \times L$ 矩阵；写得随意的代码占得更多，原地计算的代码只占一个。即使在这台 CPU 上，对 $L \times L$ 矩阵多扫几遍也要花时间；在 GPU 上，好处是省下 HBM 的搬运量：访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$，但这要靠编译好的核函数：我们的 Python 分块在 GPU 上内存依然省，速度却比 F.sdpa 慢约 60 倍。
 # - 能遮住整个分块的掩码让循环可以直接跳过这些分块：因果注意力只算大约一半的分块，即 $(n + 1)/(2n)$ 的运算量，而且只给对角线上的分块加掩码；滑动窗口和块掩码能跳过更多。
-# - 真正的核函数在反向传播中也省内存：它们只保留输出和每行一个 log-sum-exp，按 $P = e^{S - \mathrm{lse}}$ 逐块重计算权重，每行的 $D = \sum dO \circ O$ 则由输出算出，所以从不存下 $L \times L$ 矩阵。FlashAttention-2 的反向传播外层遍历键/值块，$dK$ 和 $dV$ 在高速存储里累加，$dQ$ 则跨键块累加。把它写成一个 `torch.autograd.Function`，梯度与 PyTorch 的相同，训练一步的内存随 $L$ 增长，而 autograd 穿过同样的分块则随 $L^2$ 增长。在 CPU 上，PyTorch 2.13 的 `F.scaled_dot_product_attention` 对 4 维输入运行分块核函数，对 3 维输入、宽度不同的值以及 dropout 则退回 math 核函数。
+# - 真正的核函数在反向传播中也省内存：它们只保留输出和每行一个 log-sum-exp，按 $P = e^{S - \mathrm{lse}}$ 逐块重计算权重，每行的 $D = \sum dO \circ O$ 则由输出算出，所以从不存下 $L \times L$ 矩阵。FlashAttention-2 的反向传播外层遍历键/值块，$dK$ 和 $dV$ 在片上存储里累加，$dQ$ 则跨键块累加。把它写成一个 `torch.autograd.Function`，梯度与 PyTorch 的相同，训练一步的内存随 $L$ 增长；而让 autograd 对同样的分块求导，内存随 $L^2$ 增长。在 CPU 上，PyTorch 2.13 的 `F.scaled_dot_product_attention` 对 4 维输入运行分块核函数，对 3 维输入、宽度不同的值以及 dropout 则退回 math 核函数。
