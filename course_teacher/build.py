@@ -53,7 +53,7 @@ import jupytext
 import nbformat
 from nbclient import NotebookClient
 
-from . import bilingual_code, diagrams
+from . import bilingual_code, diagrams, learner_text
 from . import glossary as gloss
 from course_utils.i18n import text as catalogue
 from course_utils.learner import PROGRESS_TAG
@@ -150,7 +150,9 @@ def glossary():
 
 
 def _prose(markdown):
-    """Markdown without inline code, math and links' targets: where glossary terms count."""
+    """Markdown without inline code, math, links' targets and the words marked as not the glossary's
+    sense (gloss.NOT_TERM): where glossary terms count."""
+    markdown = gloss.NOT_TERM.sub(" ", markdown)
     return re.sub(r"`[^`]*`|\$\$.*?\$\$|\$[^$]*\$|\]\([^)]*\)", " ", markdown, flags=re.S)
 
 
@@ -290,7 +292,7 @@ def render(source, lang, solutions, lesson=None, terms=None):
         if cell.cell_type == "markdown":
             if f"lang-{lang}" in tags(cell):
                 text = cell.source.replace(IMAGES_LINK, "../" + IMAGES_LINK) if solutions else cell.source
-                text = linker(gloss.anchor_headings(text, anchors.get(index, {})))
+                text = gloss.unmark(linker(gloss.anchor_headings(text, anchors.get(index, {}))))
                 cells.append(nbformat.v4.new_markdown_cell(text, metadata=metadata))
             continue
         text = bilingual_code.localize(cell.source, lang).replace(SETUP_CALL, f'setup(lang="{lang}")')
@@ -552,6 +554,18 @@ def check_glossary():
     return problems
 
 
+def check_learner_text(only=None):
+    """Every Chinese text a learner reads (course_teacher.learner_text: the lessons, the package's
+    messages and labels, the hints and mistakes, the slides' notes, the READMEs, the glossary's
+    definitions) against the glossary: no word of its avoid list, no term it translates left in
+    English. `only`: just that lesson's source among the lessons."""
+    terms, avoid = glossary_source()
+    chosen = lessons(only)
+    entries = learner_text.texts(ROOT, chosen, tags, jupytext.read, terms)
+    names = learner_text.code_names(ROOT, lessons(), jupytext.read)
+    return [Problem("glossary", "learner text", text) for text in learner_text.problems(entries, terms, avoid, names)]
+
+
 # ----------------------------------------------------------------------------- execution
 
 def execute(notebook, path):
@@ -736,6 +750,7 @@ def check(only=None):
     problems = [p for lesson, path in lessons(only).items() for p in check_lesson(lesson, path)]
     problems += check_home()
     problems += check_glossary()
+    problems += check_learner_text(only)
     problems += [Problem("exercises", "course_utils/exercises/public", f"{text}: run `make notebooks`")
                  for text in publish.problems()]
     for problem in problems:
