@@ -1184,7 +1184,7 @@ claim("快速版一共分配不到 40 MB", long_fast.total_bytes < 40e6)
 #
 # ### 7.1 把采样的键求和求没了的 einsum
 #
-# 算法的第 1 步让每个查询只与自己的 $U$ 个采样键打分。重写版先把这些键收集成 `K_sample` (B, H, L_Q, U, D)（第 6 节展示过），再用一个 einsum 写出这个乘积。下面重现这一行（下标结构相同，字母是我们的）：
+# 算法的第 1 步让每个查询只与自己的 $U$ 个采样键打分。重写版先把这些键收集成 `K_sample` (B, H, L_Q, U, D)（第 6 节展示过），再用一个 einsum 写出这个乘积。下面重现这一行（[下标]{.not-term}结构相同，字母是我们的）：
 
 # %%
 def informer_sampled_scores(query, K_sample):
@@ -1221,7 +1221,7 @@ def informer_sampled_scores(query, K_sample):
 # against the product it was meant to be, $q_i \cdot k_s$ for the keys $s$ that query $i$ sampled:
 
 # %% [markdown] tags=["lang-zh"] en_hash="67f2e0a520"
-# **轮到你了。** 形状是对的：(B, H, L_Q, U)。往下读之前，先看看下标：哪个字母索引 `query` 的查询，哪个字母索引 `K_sample` 的行，箭头之后又留下了哪些字母？
+# **轮到你了。** 形状是对的：(B, H, L_Q, U)。往下读之前，先看看[下标]{.not-term}：哪个字母索引 `query` 的查询，哪个字母索引 `K_sample` 的行，箭头之后又留下了哪些字母？
 #
 # 要看出它有没有影响，输入里得有真正占主导的查询，而且正确的采样度量要能找到它们；在随机输入上，连正确的度量也找不出最活跃的查询（第 8 节）。所以这样构造输入：$L = 512$ 个位置，$D = 64$，8 个头，所有查询长度相同。键分成 8 组，每组沿着自己的一个方向。每个头里，有 10 个查询指向某一组，它们的 softmax 行集中在这一组的键上：它们占主导。另有 100 个查询*背离*某一组：它们的行避开这一组，分散在其余各组上。其余的查询都指向键之间几乎没有差别的方向：行几乎是均匀的，属于惰性查询。（`study.aligned_queries` 负责构造，细节见它的文档字符串。）然后把 einsum 的分数与它本来要算的乘积比较：对查询 $i$ 采样到的每个键 $s$，算 $q_i \cdot k_s$：
 

@@ -797,19 +797,19 @@ claim("有 2 个键/值头时，它至少能完全正确地反转 95% 的留出�
 # $m$ and $n$ apart. **The scores see only the offset.** That, not the cache, is what RoPE brings:
 # any fixed absolute position can be cached too (section 1 cached lesson 06's model, whose
 # sinusoidal positions are added to its embeddings, and got recomputation's tokens exactly). With
-# RoPE nothing is added to the embeddings, the scores depend on the offset alone, and no table of
+# RoPE nothing is added to the embeddings, the scores depend on positions through the offset alone, and no table of
 # positions ends at a last row (a learned table, such as GPT-2's 1,024 rows, does).
 # `decoding.apply_rope(x, positions)` rotates a $(B, H, L, d)$ tensor of queries or keys, row $l$ by
 # `positions[l]`:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="95b4202e9f"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="8f4817a95c"
 # ## 3. 把位置放进注意力：旋转位置嵌入（RoPE）
 #
 # 第 06 课给每个词元嵌入加上一个位置向量，并发现用正弦和余弦时，往后移动 $k$ 个位置，就是把每一对特征旋转一下。RoPE（Su 等，2021，RoFormer 论文）直接在注意力内部使用这个旋转：它不往嵌入上加任何东西，而是把每个查询、每个键按它自己的位置旋转。位置 $p$ 上的向量的第 $i$ 对特征 $(a, b)$，转过角度 $p\,\theta_i$，频率与第 06 课相同，$\theta_i = 10000^{-2i/d}$：
 #
 # $$(a, b) \;\mapsto\; (a \cos p\theta_i - b \sin p\theta_i,\;\; a \sin p\theta_i + b \cos p\theta_i).$$
 #
-# 旋转不改变长度，两次旋转的角度直接相加。位置 $m$ 上的查询与位置 $n$ 上的键的分数，逐对来看，是两个分别转过 $m\theta_i$ 和 $n\theta_i$ 的向量的点积：它取决于两者之间的夹角 $(n - m)\theta_i$ 以及 $q$ 和 $k$ 本身，而与 $m$、$n$ 各自是多少无关。**分数只看得到偏移。** RoPE 带来的正是这一点，而不是“能用缓存”：任何固定的绝对位置都能缓存（第 1 节就缓存了第 06 课的模型，它把正弦位置编码加在嵌入上，写出的词元与重新计算的完全相同）。用 RoPE 时，嵌入上什么都不加，分数只取决于偏移，也没有一张写到最后一行就用完的位置表（学出来的位置表就会用完，例如 GPT-2 的表只有 1,024 行）。`decoding.apply_rope(x, positions)` 旋转一个形状为 $(B, H, L, d)$ 的查询或键张量，第 $l$ 行按 `positions[l]` 旋转：
+# 旋转不改变长度，两次旋转的角度直接相加。位置 $m$ 上的查询与位置 $n$ 上的键的分数，逐对来看，是两个分别转过 $m\theta_i$ 和 $n\theta_i$ 的向量的点积：它取决于两者之间的夹角 $(n - m)\theta_i$ 以及 $q$ 和 $k$ 本身，而与 $m$、$n$ 各自是多少无关。**分数只看得到偏移。** RoPE 带来的正是这一点，而不是“能用缓存”：任何固定的绝对位置都能缓存（第 1 节就缓存了第 06 课的模型，它把正弦位置编码加在嵌入上，写出的词元与重新计算的完全相同）。用 RoPE 时，嵌入上什么都不加，分数与位置的关系只体现在偏移上，也没有一张写到最后一行就用完的位置表（学出来的位置表就会用完，例如 GPT-2 的表只有 1,024 行）。`decoding.apply_rope(x, positions)` 旋转一个形状为 $(B, H, L, d)$ 的查询或键张量，第 $l$ 行按 `positions[l]` 旋转：
 
 # %%
 g = torch.Generator().manual_seed(0)
@@ -1207,7 +1207,7 @@ claim(f"处理 13 个词元之后，滚动缓冲区的 8 个槽位依次存着�
 #   trained model's key/value heads with no retraining costs accuracy (measured here); the GQA
 #   paper wins it back with a little more training.
 # - The **rotary position embedding** rotates queries and keys by their positions, so scores depend on
-#   offsets only. Its two layouts (interleaved and half) are a permutation apart, and weights must be
+#   positions through their offsets only. Its two layouts (interleaved and half) are a permutation apart, and weights must be
 #   permuted to move between them. With a cache, rotate each key once, at its absolute position $T$,
 #   before caching it.
 # - **Sliding-window attention** keeps only the last $W$ keys per query, yet $n$ layers still reach
@@ -1217,12 +1217,12 @@ claim(f"处理 13 个词元之后，滚动缓冲区的 8 个槽位依次存着�
 # The next lesson looks inside `F.scaled_dot_product_attention` itself: FlashAttention computes the
 # same attention without ever storing the $L \times L$ weights.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="cf9616679a"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="b585d89c17"
 # ## 小结
 #
 # - 在因果解码器里，过去词元的键和值永远不会变，所以生成时把它们存进 **KV 缓存**，每层一个，形状为 $(B, H_{kv}, T, d)$：预填充一次处理整个提示，每个解码步只算一个词元并追加它的键和值。它给出的词元与完全重新计算的相同（在 float64 下 logits 也相同），在第 06 课训练好的模型上也是如此；生成下一个词元的乘加次数也从 $O(T^2)$ 降到 $O(T)$：在 CPU 上这意味着更少的时间；但在 GPU 上，像本课这么小的模型，一步的耗时无论如何都是核函数启动的开销（启动受限），要等一步大到受计算量或访存量限制，缓存才能省下时间。这样一来，解码步每读一个数只做寥寥几次乘加：它是访存受限的。许多条序列一起解码、上下文又很长时，每步读取量的大头是这些序列的缓存：一条 4,096 个词元的 Llama-2-7B 序列，缓存有 2.1 GB，而权重约有 13.5 GB。
 # - **多查询注意力**和**分组查询注意力**让查询头共用键/值头；查询头 $h$ 读键/值头 $h \,//\, (H / H_{kv})$：若要复制，得用 `repeat_interleave`，而不是 `repeat`；但复制出的副本每一步都要多占、多读 $H / H_{kv}$ 倍于缓存的数据，所以真正的核函数（以及 `gqa_attention`）都直接在原处读取每个键/值头。它们把缓存缩小为原来的 $H_{kv} / H$，所以近来的大模型大多采用它们（上面四个模型中有三个）。把训练好的模型的键/值头直接平均合并、不再训练，会损失准确率（本课测过）；GQA 论文再稍加训练，把它追了回来。
-# - **旋转位置嵌入**按位置旋转查询和键，于是分数只取决于偏移。它的两种布局（交错和前后两半）只差一个特征排列，权重要在两者之间搬动，必须先重排。有缓存时，每个键在存进缓存之前按它的绝对位置 $T$ 旋转一次。
+# - **旋转位置嵌入**按位置旋转查询和键，于是分数与位置的关系只体现在偏移上。它的两种布局（交错和前后两半）只差一个特征排列，权重要在两者之间搬动，必须先重排。有缓存时，每个键在存进缓存之前按它的绝对位置 $T$ 旋转一次。
 # - **滑动窗口注意力**让每个查询只保留最后 $W$ 个键，但 $n$ 层仍能往回读 $n \cdot (W - 1)$ 个位置；有 $W$ 个槽位的滚动缓冲区让缓存无论生成多长都有上限。
 #
 # 下一课深入 `F.scaled_dot_product_attention` 内部：FlashAttention 算出同样的注意力，却从不存下 $L \times L$ 的权重。

@@ -32,7 +32,7 @@
 # 1. compute a softmax from pieces of its row (the **online softmax**) and merge two partial
 #    results exactly;
 # 2. write attention as a loop over tiles of queries and keys that keeps only $O(L \cdot d)$ state,
-#    prove it gives `F.scaled_dot_product_attention`'s values and gradients, and measure its memory
+#    prove it gives `F.scaled_dot_product_attention`'s [values]{.not-term} and gradients, and measure its memory
 #    as $L$ grows;
 # 3. skip the tiles a causal mask or a sliding window hides entirely, and mask only the tiles it
 #    cuts;
@@ -43,7 +43,7 @@
 #
 # There are four exercises, each followed by a check cell.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="d0a5797e97"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="271b656832"
 # # 从零实现 FlashAttention
 #
 # 完整注意力要为每个头算出一个 $L \times L$ 的分数矩阵，朴素的代码会把它存下来，再存下它的 softmax：在 $L = 8192$、8 个头时，float32 下每个矩阵都要 2.1 GB（2 GiB）。第 05 课问的是：这些分数里哪些值得算。本课一个分数也不少算，却始终不存下这个矩阵。这个技巧是精确的，不是近似：softmax(QKᵀ)V 可以每次只处理一块键，每一行只需维护一个运行最大值和一个累计和。FlashAttention（Dao 等，2022；FlashAttention-2，Dao，2023）做的就是这件事，PyTorch 自己的 CPU 注意力也是这样做的。在 GPU 上，它最大的好处是省时间，靠的是减少芯片与显存之间的数据搬运（第 2 节会讲怎样减少）；在这台 CPU 上，本课测量的是在任何机器上结果都一样的东西：一次调用分配了多少内存，以及结果是否精确。
