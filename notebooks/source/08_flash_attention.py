@@ -1383,7 +1383,7 @@ claim("flash 核函数同样为每一行保留一个 log-sum-exp，而且与我�
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="7c45f4390a"
 # ## 小结
 #
-# - **在线 softmax** 为每一行维护运行最大值 $m$ 和累计和 $\ell = \sum e^{s - m}$；$m$ 变大时，已经求和的部分要乘以 $e^{m_{old} - m_{new}}$（这个系数不超过 1）。按精确算术，两个部分状态可以精确合并，与顺序无关，与切法无关，整段被遮住的片段也不例外（只要不去算 $e^{-\infty + \infty}$）；在浮点运算中，则是在舍入误差之内一致。Milakov 和 Gimelshein 的在线 softmax 只扫一遍就算出归一化所需的量；再与乘 $V$ 融合起来，整个注意力只需把键扫一遍。
+# - **在线 softmax** 为每一行维护运行最大值 $m$ 和累计和 $\ell = \sum e^{s - m}$；$m$ 变大时，已经求和的部分要乘以 $e^{m_{old} - m_{new}}$（这个系数不超过 1）。在精确算术下，两个部分状态的合并没有任何误差，与顺序无关，与切法无关，整段被遮住的片段也不例外（只要不去算 $e^{-\infty + \infty}$）；在浮点运算中，则是在舍入误差之内一致。Milakov 和 Gimelshein 的在线 softmax 只扫一遍就算出归一化所需的量；再与乘 $V$ 融合起来，整个注意力只需把键扫一遍。
 # - 分块注意力在它们旁边再带一个累加器 $acc = \sum e^{s - m} v$，最后只除一次（这是 FlashAttention-2 的循环顺序和单次除法）。它的输出值和梯度都与 `F.scaled_dot_product_attention` 相同，分配的内存随 $L$ 而不是 $L^2$ 增长。公平的比较对象是教科书式的那一行，它在峰值时占着两个 $L \times L$ 矩阵；写得随意的代码占得更多，原地计算的代码只占一个。即使在这台 CPU 上，对 $L \times L$ 矩阵多扫几遍也要花时间；在 GPU 上，好处是省下 HBM 的搬运量：访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$，但这要靠编译好的核函数：我们的 Python 分块在 GPU 上内存依然省，速度却比 F.sdpa 慢约 60 倍。
 # - 能遮住整个分块的掩码让循环可以直接跳过这些分块：因果注意力只算大约一半的分块，即 $(n + 1)/(2n)$ 的运算量，而且只给对角线上的分块加掩码；滑动窗口和块掩码能跳过更多。
 # - 真正的核函数在反向传播中也省内存：它们只保留输出和每行一个 log-sum-exp，按 $P = e^{S - \mathrm{lse}}$ 逐块重计算权重，每行的 $D = \sum dO \circ O$ 则由输出算出，所以从不存下 $L \times L$ 矩阵。FlashAttention-2 的反向传播外层遍历键/值块，$dK$ 和 $dV$ 在片上存储里累加，$dQ$ 则跨键块累加。把它写成一个 `torch.autograd.Function`，梯度与 PyTorch 的相同，训练一步的内存随 $L$ 增长；而让 autograd 对同样的分块求导，内存随 $L^2$ 增长。在 CPU 上，PyTorch 2.13 的 `F.scaled_dot_product_attention` 对 4 维输入运行分块核函数，对 3 维输入、宽度不同的值以及 dropout 则退回 math 核函数。
