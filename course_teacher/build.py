@@ -24,6 +24,9 @@ The glossary (course_teacher.glossary) has one source too, notebooks/source/glos
 writes from it the translation table GLOSSARY.md and the learner's glossary, one page per language
 beside the lessons (notebooks/{en,zh}/glossary.md), and every render links the first use of each
 defined term in the lesson's markdown to its entry, and anchors the sections the entries link.
+``--check`` also reads every Chinese text a learner reads, the lessons' and the package's, the
+READMEs' and the glossary's own, against the glossary's avoid list and its terms
+(course_teacher.learner_text).
 
 nbgrader: every render carries nbgrader's cell metadata (schema 3), the same in all four. An
 exercise cell is a solution cell, grade_id "<exercise>-code" with "_" for the id's "." (nbgrader's
