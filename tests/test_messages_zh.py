@@ -2,10 +2,14 @@
 reference at the end; and every message prints its numbers as the English one does (the same fields,
 rounded alike), so a Chinese learner never sees 0.236389 where an English one sees 0.24."""
 
+import io
+import re
 import string
+import tokenize
 
 import pytest
 
+from course_teacher import bilingual_code, build
 from course_teacher.exercises import EXERCISES
 from course_utils import i18n
 from course_utils.exercises.grading import evaluate
@@ -50,3 +54,30 @@ def test_a_learners_mistake_reads_that_way_in_chinese():
         i18n.set_language("en")
     assert verdict.message.startswith("✘ 01.softmax：还不对。") and "诊断" not in verdict.message
     assert verdict.message.endswith(f"（错误代号 {verdict.code}）"), verdict.message
+
+
+def _formatted(code):
+    """{expression: sorted format specs} of the f-strings of `code` (a lesson's code in one language)."""
+    found = {}
+    for token in tokenize.generate_tokens(io.StringIO(code).readline):
+        if token.type == tokenize.STRING and re.match(r"[rbuRBU]*[fF]", token.string):
+            for field in re.finditer(r"\{([^{}:!]+)(?:![rsa])?(:[^{}]*)?\}", token.string):
+                found.setdefault(field.group(1).strip(), []).append(field.group(2) or "")
+    return {expression: sorted(specs) for expression, specs in found.items()}
+
+
+def test_a_lesson_prints_each_number_rounded_alike_in_both_languages():
+    """A claim or a print in a code cell's `# lang:` block: the same expression with the same format
+    in English and in Chinese (an expression only one language prints, 1e9 for "billion" against 1e8
+    for 亿, is that language's own)."""
+    compared = 0
+    for lesson, path in build.lessons().items():
+        for index, cell in enumerate(build.jupytext.read(path).cells):
+            if cell.cell_type != "code" or "# lang: zh" not in cell.source:
+                continue
+            english = _formatted(bilingual_code.localize(cell.source, "en"))
+            chinese = _formatted(bilingual_code.localize(cell.source, "zh"))
+            for expression in english.keys() & chinese.keys():
+                assert english[expression] == chinese[expression], (lesson, index, expression)
+                compared += 1
+    assert compared > 100
