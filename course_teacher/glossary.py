@@ -422,9 +422,8 @@ CJK = re.compile(r"[\u3400-\u9fff]")
 #: What the English of a term may stand in inside Chinese text: a gloss in parentheses after the
 #: Chinese term ("分块（tile）"), in full-width or ASCII ones.
 GLOSS = re.compile(r"（[^（）]*）|\([^()]*\)")
-#: A format field of a message ("{x.stride()}"), and what around a word makes it a name in code.
+#: A format field of a message ("{x.stride()}").
 FORMAT_FIELD = re.compile(r"\{[^{}\n]*\}")
-CODE_NAME = re.compile(r"\.\||.*\|[(.=_]")
 
 
 def _around(text, start, end):
@@ -443,6 +442,12 @@ def avoided(text, avoid):
                 if not any(start <= match.start() and match.end() <= end for start, end in allowed):
                     found.append((word, _around(text, match.start(), match.end())))
     return found
+
+
+def _a_code_name(text, match):
+    """Whether the word `match` found is a name in code: after a dot (x.view) or before what
+    follows a name (view(...), stride=, x.stride, query_len)."""
+    return text[match.start() - 1:match.start()] == "." or text[match.end():match.end() + 1] in ("(", ".", "=", "_")
 
 
 def _in_a_name(text, match):
@@ -472,9 +477,7 @@ def untranslated(text, terms, names=frozenset()):
             if form.lower() in chinese:
                 continue
             for match in re.finditer(form_pattern(form, "en"), prose, flags=re.IGNORECASE):
-                if CODE_NAME.match(prose[max(0, match.start() - 1):match.start()] + "|" + prose[match.end():match.end() + 1]):
-                    continue  # a name in code: x.view(...), stride=
-                if match.group(0) in names or _in_a_name(prose, match):
+                if _a_code_name(prose, match) or match.group(0) in names or _in_a_name(prose, match):
                     continue
                 found.append((match.group(0), _around(prose, match.start(), match.end())))
     return found
