@@ -24,6 +24,9 @@ The glossary (course_teacher.glossary) has one source too, notebooks/source/glos
 writes from it the translation table GLOSSARY.md and the learner's glossary, one page per language
 beside the lessons (notebooks/{en,zh}/glossary.md), and every render links the first use of each
 defined term in the lesson's markdown to its entry, and anchors the sections the entries link.
+``--check`` also reads every Chinese text a learner reads, the lessons' and the package's, the
+READMEs' and the glossary's own, against the glossary's avoid list and its terms
+(course_teacher.learner_text).
 
 nbgrader: every render carries nbgrader's cell metadata (schema 3), the same in all four. An
 exercise cell is a solution cell, grade_id "<exercise>-code" with "_" for the id's "." (nbgrader's
@@ -53,7 +56,7 @@ import jupytext
 import nbformat
 from nbclient import NotebookClient
 
-from . import bilingual_code, diagrams
+from . import bilingual_code, diagrams, learner_text
 from . import glossary as gloss
 from course_utils.i18n import text as catalogue
 from course_utils.learner import PROGRESS_TAG
@@ -150,7 +153,9 @@ def glossary():
 
 
 def _prose(markdown):
-    """Markdown without inline code, math and links' targets: where glossary terms count."""
+    """Markdown without inline code, math, links' targets and the words marked as not the glossary's
+    sense (gloss.NOT_TERM): where glossary terms count."""
+    markdown = gloss.NOT_TERM.sub(" ", markdown)
     return re.sub(r"`[^`]*`|\$\$.*?\$\$|\$[^$]*\$|\]\([^)]*\)", " ", markdown, flags=re.S)
 
 
@@ -313,7 +318,7 @@ def render(source, lang, solutions, lesson=None, terms=None):
         if cell.cell_type == "markdown":
             if f"lang-{lang}" in tags(cell):
                 text = cell.source.replace(IMAGES_LINK, "../" + IMAGES_LINK) if solutions else cell.source
-                text = linker(gloss.anchor_headings(text, anchors.get(index, {})))
+                text = gloss.unmark(linker(gloss.anchor_headings(text, anchors.get(index, {}))))
                 cells.append(nbformat.v4.new_markdown_cell(text, metadata=metadata))
             continue
         text = bilingual_code.localize(cell.source, lang).replace(SETUP_CALL, f'setup(lang="{lang}")')
@@ -575,6 +580,18 @@ def check_glossary():
     return problems
 
 
+def check_learner_text(only=None):
+    """Every Chinese text a learner reads (course_teacher.learner_text: the lessons, the package's
+    messages and labels, the hints and mistakes, the slides' notes, the READMEs, the glossary's
+    definitions) against the glossary: no word of its avoid list, no term it translates left in
+    English. `only`: just that lesson's source among the lessons."""
+    terms, avoid = glossary_source()
+    chosen = lessons(only)
+    entries = learner_text.texts(ROOT, chosen, tags, jupytext.read, terms)
+    names = learner_text.code_names(ROOT, lessons(), jupytext.read)
+    return [Problem("glossary", "learner text", text) for text in learner_text.problems(entries, terms, avoid, names)]
+
+
 # ----------------------------------------------------------------------------- execution
 
 def execute(notebook, path):
@@ -759,6 +776,7 @@ def check(only=None):
     problems = [p for lesson, path in lessons(only).items() for p in check_lesson(lesson, path)]
     problems += check_home()
     problems += check_glossary()
+    problems += check_learner_text(only)
     problems += [Problem("exercises", "course_utils/exercises/public", f"{text}: run `make notebooks`")
                  for text in publish.problems()]
     for problem in problems:

@@ -19,7 +19,12 @@ words that link to the entry from a lesson (default: the title's parts, split at
 English form also matches its plural); ``not_words.en`` and ``not_words.zh``, longer words that
 hold a form and mean something else, never linked ("关键" for "键"); ``unlinked``, the lessons where
 the forms mean something else, so that they are not linked there. The ``[[avoid]]`` tables are the words not to use
-(``en``, ``use``, ``avoid``).
+(``en``, ``use``, ``avoid``), and optionally ``words``, the Chinese strings that the check finds wherever a learner
+reads Chinese (``avoided``), and ``not_words``, longer words that hold one and are right ("全遮蔽行" for "遮蔽").
+
+A source marks a word that is not the glossary's sense as ``[values]{.not-term}`` (``NOT_TERM``):
+the linker does not link it, the checks do not read it as the term or as a word to avoid, and the
+render keeps only the word (``unmark``). "输出值" in a lesson is numbers, not the values of attention.
 
 What the build makes of it (``python -m course_teacher.build`` writes the files; ``--check`` fails
 when they are stale, and on a term whose lesson or section does not exist):
@@ -55,6 +60,7 @@ LANGUAGES = ("en", "zh")
 #: The keys a [[term]] table may have, and an [[avoid]] table.
 TERM_KEYS = {"en", "zh", "checked", "key", "title", "definition", "lesson", "section", "forms", "not_words", "unlinked"}
 AVOID_KEYS = {"en", "use", "avoid"}
+AVOID_OPTIONAL_KEYS = {"words", "not_words"}
 #: An anchor this module writes, and a link to a glossary page's entry.
 ANCHOR = '<a id="{key}"></a>'
 ANCHOR_RE = re.compile(r'<a id="([A-Za-z0-9_-]+)"></a>')
@@ -93,6 +99,8 @@ class Avoid:
     en: str
     use: str
     avoid: str
+    words: tuple = ()
+    not_words: tuple = ()
 
 
 def without_notes(text):
@@ -185,10 +193,16 @@ def parse(text):
         terms.append(term)
     for number, entry in enumerate(data.get("avoid", []), 1):
         where = f"{SOURCE} [[avoid]] {number}"
-        if set(entry) != AVOID_KEYS:
-            problems.append(f"{where}: needs exactly the keys {sorted(AVOID_KEYS)}")
+        if not AVOID_KEYS <= set(entry) <= AVOID_KEYS | AVOID_OPTIONAL_KEYS:
+            problems.append(f"{where}: needs the keys {sorted(AVOID_KEYS)}, and may have {sorted(AVOID_OPTIONAL_KEYS)}")
             continue
-        avoid.append(Avoid(**{name: _text(entry[name], where, name, problems) for name in sorted(AVOID_KEYS)}))
+        lists = {name: entry.get(name, []) for name in sorted(AVOID_OPTIONAL_KEYS)}
+        for name, words in lists.items():
+            if not (isinstance(words, list) and all(isinstance(w, str) and w.strip() for w in words)):
+                problems.append(f"{where}: `{name}` must be a list of words")
+                lists[name] = []
+        avoid.append(Avoid(**{name: _text(entry[name], where, name, problems) for name in sorted(AVOID_KEYS)},
+                           **{name: tuple(w.strip() for w in words) for name, words in lists.items()}))
     keys = [term.key for term in terms if term.defined]
     problems += [f"{SOURCE}: two defined terms have the key {key!r}" for key in sorted({k for k in keys if keys.count(k) > 1})]
     if problems:
@@ -275,10 +289,20 @@ def anchor_headings(markdown, anchors):
 
 # ----------------------------------------------------------------------------- links in the lessons
 
-#: What a term is never linked inside of: fenced code, a heading, math, inline code, a picture, a
-#: link, an HTML tag or comment, an address.
+#: A word marked as not the glossary's sense (see the module's docstring), and its word.
+NOT_TERM = re.compile(r"\[([^\]\n]+)\]\{\.not-term\}")
+
+
+def unmark(markdown):
+    """`markdown` with each word marked ``[word]{.not-term}`` left as the word: what a learner sees."""
+    return NOT_TERM.sub(r"\1", markdown)
+
+
+#: What a term is never linked inside of: a word marked as not the term, fenced code, a heading,
+#: math, inline code, a picture, a link, an HTML tag or comment, an address.
 PROTECTED = re.compile(
     "|".join([
+        NOT_TERM.pattern,
         r"^[ ]{0,3}(?P<fence>`{3,}|~{3,})[^\n]*\n.*?(?:^[ ]{0,3}(?P=fence)[^\n]*$|\Z)",
         r"^[ ]{0,3}#{1,6}(?:[ \t][^\n]*)?$",
         r"\$\$.*?\$\$",
@@ -365,7 +389,7 @@ class Linker:
 def plain(markdown):
     """`markdown` without what this module adds to a lesson: the glossary links (their words kept)
     and the sections' anchors. For a lesson shown where the glossary is not beside it (the slides)."""
-    return ANCHOR_RE.sub("", GLOSSARY_LINK_RE.sub(r"\1", markdown))
+    return ANCHOR_RE.sub("", GLOSSARY_LINK_RE.sub(r"\1", unmark(markdown)))
 
 
 # ----------------------------------------------------------------------------- checks
@@ -389,6 +413,73 @@ def problems(terms, outlines):
                 found.append(f"{where} is unlinked in lesson {lesson}, which does not exist")
         if not any(term.forms.values()):
             found.append(f"{where} has no words (`forms.en`, `forms.zh`) to link it by")
+    return found
+
+
+# ----------------------------------------------------------------------------- any Chinese a learner reads
+
+CJK = re.compile(r"[\u3400-\u9fff]")
+#: What the English of a term may stand in inside Chinese text: a gloss in parentheses after the
+#: Chinese term ("分块（tile）"), in full-width or ASCII ones.
+GLOSS = re.compile(r"（[^（）]*）|\([^()]*\)")
+#: A format field of a message ("{x.stride()}").
+FORMAT_FIELD = re.compile(r"\{[^{}\n]*\}")
+
+
+def _around(text, start, end):
+    return text[max(0, start - 12):end + 12].replace("\n", " ")
+
+
+def avoided(text, avoid):
+    """[(word, where in `text`)]: the words `text` (Chinese a learner reads) uses that the avoid list
+    forbids, outside the longer words it allows and the words marked as not the term."""
+    text = NOT_TERM.sub(" ", text)
+    found = []
+    for row in avoid:
+        allowed = [(m.start(), m.end()) for word in row.not_words for m in re.finditer(re.escape(word), text)]
+        for word in row.words:
+            for match in re.finditer(re.escape(word), text):
+                if not any(start <= match.start() and match.end() <= end for start, end in allowed):
+                    found.append((word, _around(text, match.start(), match.end())))
+    return found
+
+
+def _a_code_name(text, match):
+    """Whether the word `match` found is a name in code: after a dot (x.view) or before what
+    follows a name (view(...), stride=, x.stride, query_len)."""
+    return text[match.start() - 1:match.start()] == "." or text[match.end():match.end() + 1] in ("(", ".", "=", "_")
+
+
+def _in_a_name(text, match):
+    """Whether a capitalised English word is part of a name of several ("Ring Attention", the title
+    "Attention Is All You Need"): a capitalised word right before or after it."""
+    before = re.search(r"([A-Za-z]+)\s+$", text[max(0, match.start() - 30):match.start()])
+    after = re.match(r"\s+([A-Za-z]+)", text[match.end():match.end() + 30])
+    return match.group(0)[0].isupper() and any(word and word.group(1)[0].isupper() for word in (before, after))
+
+
+def untranslated(text, terms, names=frozenset()):
+    """[(English word, where in `text`)]: the English names of defined terms that Chinese `text`
+    leaves in English, outside code, math, links, parentheses (a gloss: "分块（tile）") and the words
+    marked as not the term. A term whose Chinese keeps the English word ("GQA", "softmax") is not one,
+    nor a word written as one of `names`, the code's (an argument: "与 query 相同的 dtype")."""
+    prose = PROTECTED.sub(" ", text)
+    prose = GLOSS.sub(" ", FORMAT_FIELD.sub(" ", prose))
+    found = []
+    for term in defined(terms):
+        chinese = " ".join([term.zh, term.title["zh"], *term.forms["zh"]]).lower()
+        if not CJK.search(term.title["zh"]):
+            continue
+        # a form, and the long words of a form of several ("materialised" of "materialised version")
+        words = {word for form in term.forms["en"] if " " in form for word in form.split()
+                 if len(word) >= 8 and word.isalpha()}
+        for form in [*term.forms["en"], *sorted(words)]:
+            if form.lower() in chinese:
+                continue
+            for match in re.finditer(form_pattern(form, "en"), prose, flags=re.IGNORECASE):
+                if _a_code_name(prose, match) or match.group(0) in names or _in_a_name(prose, match):
+                    continue
+                found.append((match.group(0), _around(prose, match.start(), match.end())))
     return found
 
 

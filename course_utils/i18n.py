@@ -17,7 +17,7 @@ MESSAGES = {
     },
     "check.mistake": {
         "en": "✘ {exercise}: not yet. Diagnosis: {code}. {hint}",
-        "zh": "✘ {exercise}：还不对。诊断：{code}。{hint}",
+        "zh": "✘ {exercise}：还不对。{hint}（错误代号 {code}）",
     },
     "check.mismatch": {
         "en": "✘ {exercise}: not yet. {detail}",
@@ -119,7 +119,7 @@ MESSAGES = {
     "check.hint_T": {
         "en": "Hint: your function used `.T` on a tensor with more than 2 axes, which reverses all of its axes; "
         "to swap only the last two, use `.transpose(-2, -1)` or `.mT`.",
-        "zh": "提示：你的函数对超过 2 维的张量用了 `.T`，它会把所有维度整个倒序；"
+        "zh": "提示：你的函数对超过 2 维的张量用了 `.T`，它会把所有维度的顺序整个反过来；"
         "只想交换最后两维，请用 `.transpose(-2, -1)` 或 `.mT`。",
     },
     "check.world_changed": {

@@ -434,7 +434,7 @@ def _validate(function, query, key, value, factor, scale, causal, generator, ind
     """Check every argument; return (B, H, L_Q, L_K, D, U, u)."""
     check.tensor(function, "query", query, min_ndim=4, layout="(B, H, L_Q, D)")
     if query.ndim != 4:
-        check.fail(function, "query", check.describe(query), {"en": "a 4-D tensor (B, H, L_Q, D)", "zh": "四维张量 (B, H, L_Q, D)"})
+        check.fail(function, "query", check.describe(query), {"en": "a 4-D tensor (B, H, L_Q, D)", "zh": "4 维张量 (B, H, L_Q, D)"})
     B, H, L_Q, D = query.shape
     for name, tensor, layout in (("key", key, "(B, H, L_K, D)"), ("value", value, "(B, H, L_K, D_v)")):
         check.tensor(function, name, tensor, min_ndim=4, layout=layout)
@@ -443,7 +443,7 @@ def _validate(function, query, key, value, factor, scale, causal, generator, ind
                 function,
                 name,
                 check.describe(tensor),
-                {"en": f"a 4-D tensor {layout} with (B, H) = {(B, H)} like query", "zh": f"四维张量 {layout}，且 (B, H) = {(B, H)} 与 query 一致"},
+                {"en": f"a 4-D tensor {layout} with (B, H) = {(B, H)} like query", "zh": f"4 维张量 {layout}，且 (B, H) = {(B, H)} 与 query 一致"},
             )
         if tensor.dtype != query.dtype:
             check.fail(function, name, check.describe(tensor), {"en": f"query's dtype, {query.dtype}", "zh": f"与 query 相同的类型 {query.dtype}"})

@@ -63,7 +63,7 @@ def _query_key(function, query, key):
         if value.ndim != 4 or value.shape[-2] == 0 or value.is_meta:
             check.fail(function, name, check.describe(value),
                        {"en": f"a 4-D floating-point tensor {layout} with data and at least one position",
-                        "zh": f"有数据、至少一个位置的四维浮点张量 {layout}"})
+                        "zh": f"有数据、至少一个位置的 4 维浮点张量 {layout}"})
     B, H, _, D = query.shape
     if key.shape[:2] != (B, H) or key.shape[-1] != D or key.dtype != query.dtype or key.device != query.device:
         check.fail(function, "key", check.describe(key),
@@ -286,7 +286,7 @@ def rows(tensor, positions):
     _positions("rows", "positions", positions, tensor.shape[-2])
     if tensor.ndim != 4 or positions.shape[:2] != tensor.shape[:2]:
         check.fail("rows", "positions", check.describe(positions),
-                   {"en": f"(B, H) = {tuple(tensor.shape[:2])} like a 4-D tensor", "zh": f"(B, H) = {tuple(tensor.shape[:2])}，与四维的 tensor 一致"})
+                   {"en": f"(B, H) = {tuple(tensor.shape[:2])} like a 4-D tensor", "zh": f"(B, H) = {tuple(tensor.shape[:2])}，与 4 维的 tensor 一致"})
     return tensor.gather(-2, positions.unsqueeze(-1).expand(*positions.shape, tensor.shape[-1]))
 
 

@@ -16,7 +16,7 @@ from urllib.parse import unquote
 import nbformat
 import pytest
 
-from course_teacher import build, glossary, release
+from course_teacher import build, glossary, learner_text, release
 from course_utils import learner
 
 LANGUAGES = build.LANGUAGES
@@ -340,3 +340,93 @@ def test_a_definition_keeps_the_translation_rule_of_the_checked_terms(tmp_path, 
         'definition.zh = "与另一个数组共用存储的数组。"\n', encoding="utf-8")
     found = [str(p) for p in build.check_glossary()]
     assert any("the definition of 'view'" in p and "'张量' is missing" in p for p in found), found
+
+
+# ----------------------------------------------------------------------------- a word not in the glossary's sense
+
+def test_a_word_marked_as_not_the_term_is_not_linked_and_the_render_keeps_only_the_word():
+    marked = "the [values]{.not-term} of F.sdpa, then the values"
+    assert _link(marked) == "the [values]{.not-term} of F.sdpa, then the values"  # "value" is not a term of TOML
+    terms = _terms(TOML.replace('en = "query"', 'en = "value"').replace('zh = "查询"', 'zh = "值"'))
+    linked = _link(marked, terms=terms)
+    assert linked == "the [values]{.not-term} of F.sdpa, then the [values](glossary.md#value)"
+    assert glossary.unmark(linked) == "the values of F.sdpa, then the [values](glossary.md#value)"
+    assert glossary.plain(linked) == "the values of F.sdpa, then the values"
+    source = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Lesson\n\nthe [values]{.not-term} and the value", metadata={"tags": ["lang-en"]}),
+        nbformat.v4.new_markdown_cell("# 课\n\n输出[值]{.not-term}和值", metadata={"tags": ["lang-zh"]}),
+    ])
+    assert build.render(source, "en", False, terms=terms).cells[0].source.endswith("the values and the [value](glossary.md#value)")
+    assert build.render(source, "zh", False, terms=terms).cells[0].source.endswith("输出值和[值](glossary.md#value)")
+
+
+def test_a_marked_word_asks_for_no_translation_of_a_checked_term():
+    checked = [("attention", "注意力")]
+    assert build._glossary_problems("01", "cell", "the attention", "这里", checked)  # the rule holds
+    assert not build._glossary_problems("01", "cell", "the [attention]{.not-term} span of a child", "孩子的专注时间", checked)
+
+
+# ----------------------------------------------------------------------------- the avoid list, wherever a learner reads Chinese
+
+AVOID = '''
+[[avoid]]
+en = "rolling buffer"
+use = "滚动缓冲区"
+avoid = "滚动缓存"
+words = ["滚动缓存"]
+
+[[avoid]]
+en = "masked"
+use = "遮住"
+avoid = "遮蔽"
+words = ["遮蔽"]
+not_words = ["全遮蔽行"]
+
+[[avoid]]
+en = "learning rate"
+use = "学习率"
+avoid = "步长（步长是 stride）"
+'''
+
+
+def test_the_avoid_list_names_its_words_and_the_longer_words_that_are_right():
+    avoid = glossary.parse(AVOID)[1]
+    assert [(row.words, row.not_words) for row in avoid] == [(("滚动缓存",), ()), (("遮蔽",), ("全遮蔽行",)), ((), ())]
+    with pytest.raises(glossary.GlossaryError, match="`words` must be a list of words"):
+        glossary.parse('[[avoid]]\nen = "a"\nuse = "甲"\navoid = "乙"\nwords = "乙"\n')
+    with pytest.raises(glossary.GlossaryError, match="may have"):
+        glossary.parse('[[avoid]]\nen = "a"\nuse = "甲"\navoid = "乙"\ncolour = "red"\n')
+
+
+def test_a_word_to_avoid_is_found_outside_the_words_that_are_right():
+    avoid = glossary.parse(AVOID)[1]
+    assert [word for word, _ in glossary.avoided("滑动窗口与滚动缓存；被遮蔽的键", avoid)] == ["滚动缓存", "遮蔽"]
+    assert glossary.avoided("全遮蔽行的输出是 0；步长为 (4, 1)", avoid) == []  # a longer word; a row without words
+    assert glossary.avoided("这里的[遮蔽]{.not-term}是另一回事", avoid) == []
+
+
+def test_an_english_term_left_in_chinese_text_is_found_but_not_a_gloss_code_or_a_name():
+    terms = _terms(TOML + '\n[[term]]\nen = "materialised attention"\nzh = "完整矩阵版注意力"\nlesson = "01"\n'
+                   'section = "1. Queries"\nforms.en = ["materialised attention", "materialised version"]\n'
+                   'definition.en = "x"\ndefinition.zh = "甲"\n')
+    found = lambda text, names=frozenset(): [word for word, _ in glossary.untranslated(text, terms, names)]
+    assert sorted(found("materialised 的内存；每个 query 一行")) == ["materialised", "query"]
+    assert found("每个查询（query）一行；`query @ key`；$query$") == []  # a gloss, code, math
+    assert found("与 query 同形状", names={"query"}) == []  # the code's argument
+    assert found("x.query() 与 query=1") == []  # a name in code
+    assert found("Ring Attention 把序列分到多台设备上；《Attention Is All You Need》") == []  # names
+    assert found("注意力和自注意力") == []
+
+
+def test_every_chinese_text_a_learner_reads_keeps_the_glossary():
+    """The lessons, the package's messages and widget labels, the hints, the mistakes a check names,
+    the slides' notes, the READMEs and the glossary's definitions: no word to avoid, no term left in
+    English (build --check runs the same)."""
+    terms = build.glossary_source()[0]
+    entries = learner_text.texts(build.ROOT, build.lessons(), build.tags, build.jupytext.read, terms)
+    places = {where.split(":")[0].split(",")[0] for where, _text in entries}
+    assert {"course_utils/i18n.py", "course_utils/exercises/hints.py", "course_teacher/slides/notes.py",
+            "README.md", "README.student.md", "lesson 08", glossary.SOURCE} <= places, places
+    assert any(place.startswith("course_utils/widgets/") for place in places)
+    assert any(place.startswith("course_teacher/exercises/l0") for place in places)
+    assert [str(problem) for problem in build.check_learner_text()] == []

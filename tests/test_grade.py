@@ -280,7 +280,7 @@ def test_feedback_is_what_the_notebooks_check_says_in_its_language(graded, stude
     feedback = _read(out / key / "feedback.md")
     for exercise, source in answers.items():
         assert _evaluated(exercise, source, lang) in feedback
-    assert ("反馈" in feedback and "诊断" in feedback) if lang == "zh" else ("Diagnosis" in feedback)
+    assert ("反馈" in feedback and "错误代号" in feedback) if lang == "zh" else ("Diagnosis" in feedback)
 
 
 def test_code_that_patches_torch_or_the_grading_machinery_scores_0_for_review(graded):

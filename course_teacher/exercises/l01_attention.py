@@ -114,7 +114,7 @@ SOFTMAX_BATCH_DIM_HINT = {
     "en": "The softmax runs over the batch axis (dim=0): that is what F.softmax(scores) or nn.Softmax() picks on a "
     "3-D tensor when dim is left out (PyTorch warns that the implicit dim is deprecated). Always pass dim=-1: "
     "each query's weights over the keys sum to 1.",
-    "zh": "softmax 作用在了批量维（dim=0）上：不写 dim 时，F.softmax(scores) 或 nn.Softmax() 在三维张量上选的就是它"
+    "zh": "softmax 作用在了批量维（dim=0）上：不写 dim 时，F.softmax(scores) 或 nn.Softmax() 在 3 维张量上选的就是它"
     "（PyTorch 会警告这种隐式的 dim 已被弃用）。请始终写明 dim=-1：每个查询对所有键的权重之和为 1。",
 }
 MATMUL_ORDER_HINT = {

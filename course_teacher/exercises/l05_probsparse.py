@@ -991,7 +991,7 @@ register(
                     "en": "The chosen queries attend to every key, later ones too: nothing masks their scores. A "
                     "chosen query at position p may see keys 0 … p only: set the scores of keys j > p to −inf "
                     "before the softmax.",
-                    "zh": "被选中的查询关注了所有键，包括后面位置的键：它们的分数没有被遮蔽。位置 p 上被选中的查询只能看到"
+                    "zh": "被选中的查询关注了所有键，包括后面位置的键：它们的分数没有被遮住。位置 p 上被选中的查询只能看到"
                     "第 0 … p 个键：在 softmax 之前，把 j > p 的键的分数设为 −inf。",
                 },
             ),

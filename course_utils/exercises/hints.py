@@ -13,18 +13,18 @@ HINTS = {
     "00.split_heads": (
         {"en": "Write the shapes down: x is (B, L, H·D) and the result (B, H, L, D). Which axis has to be cut in "
                "two, and which two axes then change places?",
-         "zh": "先把形状写下来：x 是 (B, L, H·D)，结果是 (B, H, L, D)。哪一个轴要一分为二？之后哪两个轴要交换位置？"},
+         "zh": "先把形状写下来：x 是 (B, L, H·D)，结果是 (B, H, L, D)。哪一维要一分为二？之后哪两维要交换位置？"},
         {"en": "Cut the last axis into (H, D) with a view, which keeps every position's features together: "
                "(B, L, H, D). Then swap the positions and the heads, axes 1 and 2.",
-         "zh": "先用 view 把最后一个轴切成 (H, D)，这样每个位置的特征仍然在一起：(B, L, H, D)。再交换位置轴和头轴，也就是第 1、2 轴。"},
+         "zh": "先用 view 把最后一维切成 (H, D)，这样每个位置的特征仍然在一起：(B, L, H, D)。再交换位置维和头维，也就是第 1、2 维。"},
     ),
     "00.merge_heads": (
         {"en": "It is split_heads backwards. Before the features of the heads can sit side by side, which axis "
                "must be next to D?",
-         "zh": "这就是把 split_heads 倒过来做。要让各个头的特征并排放在一起，哪个轴必须挨着 D？"},
+         "zh": "这就是把 split_heads 倒过来做。要让各个头的特征并排放在一起，哪一维必须挨着 D？"},
         {"en": "Swap axes 1 and 2 back, (B, L, H, D), then merge the last two axes into H·D. The swap leaves the "
                "tensor not contiguous, so merge with reshape (a view cannot).",
-         "zh": "先把第 1、2 轴换回来，得到 (B, L, H, D)，再把最后两个轴合并成 H·D。交换之后张量不再连续，所以要用 reshape 合并"
+         "zh": "先把第 1、2 维换回来，得到 (B, L, H, D)，再把最后两维合并成 H·D。交换之后张量不再连续，所以要用 reshape 合并"
                "（view 做不到）。"},
     ),
     "00.padding_mask": (
@@ -34,12 +34,12 @@ HINTS = {
         {"en": "Compare torch.arange(max_len), shape (L_k,), with the lengths as a column, (B, 1): broadcasting "
                "gives (B, L_k). Then add the two size-1 axes for the heads and the queries: (B, 1, 1, L_k).",
          "zh": "把 torch.arange(max_len)（形状 (L_k,)）和排成一列的长度 (B, 1) 比较：广播得到 (B, L_k)。再为头和查询"
-               "插入两个大小为 1 的轴：(B, 1, 1, L_k)。"},
+               "插入两个大小为 1 的维度：(B, 1, 1, L_k)。"},
     ),
     "00.scores_einsum": (
         {"en": "Give every axis of q and k a letter. Which letters do q and k share, and which one disappears "
                "from the result?",
-         "zh": "给 q 和 k 的每个轴都起一个字母。q 和 k 共用哪些字母？哪一个字母不出现在结果里？"},
+         "zh": "给 q 和 k 的每一维都起一个字母。q 和 k 共用哪些字母？哪一个字母不出现在结果里？"},
         {"en": "The inputs are (B, L, H, D): name them bqhd and bkhd, the same d in both so that einsum sums the "
                "dot product over it, and write the output's letters in the order you want: bhqk.",
          "zh": "输入是 (B, L, H, D)：分别记作 bqhd 和 bkhd，两边用同一个 d，einsum 才会沿它求点积；箭头后面按想要的顺序"
@@ -48,10 +48,10 @@ HINTS = {
     "01.scaled_dot": (
         {"en": "Three steps: scores, weights, output. Which axes of query and key meet in the scores, and over "
                "which axis does each query's row of weights sum to 1?",
-         "zh": "三步：分数、权重、输出。分数里查询和键的哪些轴相遇？每个查询的那一行权重沿哪个轴加起来等于 1？"},
+         "zh": "三步：分数、权重、输出。分数里查询和键的哪些维度相遇？每个查询的那一行权重沿哪一维加起来等于 1？"},
         {"en": "Scores are query @ key with the key's last two axes transposed, divided by √d_k (d_k is the "
                "query's last size); softmax over the keys, dim=-1; then weights @ value.",
-         "zh": "分数是 query @ key（把键的最后两个轴转置），再除以 √d_k（d_k 是查询最后一个轴的大小）；沿键的方向做 softmax，"
+         "zh": "分数是 query @ key（把键的最后两维转置），再除以 √d_k（d_k 是查询最后一维的大小）；沿键的方向做 softmax，"
                "dim=-1；最后是 weights @ value。"},
     ),
     "01.softmax": (
@@ -60,7 +60,7 @@ HINTS = {
          "zh": "分数很大时 exp 会溢出。从一行的每个分数里减去什么，softmax 的结果不会变？"},
         {"en": "Subtract each row's largest score (amax over the last axis, keepdim=True): the largest becomes 0 "
                "and every exp is at most 1. Then divide the exps by their row's sum.",
-         "zh": "减去每一行最大的分数（沿最后一个轴取 amax，keepdim=True）：最大的变成 0，每个 exp 都不超过 1。再用每个 exp "
+         "zh": "减去每一行最大的分数（沿最后一维取 amax，keepdim=True）：最大的变成 0，每个 exp 都不超过 1。再用每个 exp "
                "除以它所在行的和。"},
     ),
     "01.additive_scores": (
@@ -69,7 +69,7 @@ HINTS = {
          "zh": "每个查询都要先和每个键相加，再过 tanh。先把两边都投影：投影后的查询和键各是什么形状？"},
         {"en": "Project, (B, L_q, d_h) and (B, L_k, d_h); give the queries a size-1 key axis and the keys a "
                "size-1 query axis, so that adding them broadcasts to (B, L_q, L_k, d_h); tanh, then @ v.",
-         "zh": "投影得到 (B, L_q, d_h) 和 (B, L_k, d_h)；给查询插入一个大小为 1 的键轴，给键插入一个大小为 1 的查询轴，"
+         "zh": "投影得到 (B, L_q, d_h) 和 (B, L_k, d_h)；给查询插入一个大小为 1 的键维度，给键插入一个大小为 1 的查询维度，"
                "相加时广播成 (B, L_q, L_k, d_h)；过 tanh，再 @ v。"},
     ),
     "02.causal_mask": (
@@ -128,7 +128,7 @@ HINTS = {
     "04.fused_forward": (
         {"en": "Project once for all heads, then split the heads as lesson 00's split_heads did. Where do the "
                "heads go so that one batched matrix product serves them all?",
-         "zh": "所有头共用一次投影，再像第 00 课的 split_heads 那样把头拆开。头应该放在哪个轴上，一次批量矩阵乘法就能算完所有头？"},
+         "zh": "所有头共用一次投影，再像第 00 课的 split_heads 那样把头拆开。头应该放在哪一维上，一次批量矩阵乘法就能算完所有头？"},
         {"en": "query @ w_q viewed as (B, L_q, H, d_k) and transposed to (B, H, L_q, d_k), the same for keys and "
                "values; attention per head (scores divided by √d_k); merge the heads back, (B, L_q, H·d_v), then "
                "@ w_o. Return the weights of every head, (B, H, L_q, L_k).",
@@ -150,7 +150,7 @@ HINTS = {
          "zh": "对同一条数据，每个查询、每个头的掩码都一样。nn.MultiheadAttention 是按什么顺序给 B·H 个槽位编号的？"},
         {"en": "Give key_padding_mask a head axis and a query axis, (B, 1, 1, L_k), expand it to (B, H, L_q, L_k) "
                "and reshape to (B·H, L_q, L_k): item b's heads are the slots b·H … b·H + H − 1.",
-         "zh": "给 key_padding_mask 插入头轴和查询轴，(B, 1, 1, L_k)，expand 成 (B, H, L_q, L_k)，再 reshape 成 (B·H, L_q, L_k)："
+         "zh": "给 key_padding_mask 插入头维度和查询维度，(B, 1, 1, L_k)，expand 成 (B, H, L_q, L_k)，再 reshape 成 (B·H, L_q, L_k)："
                "第 b 条数据的各个头就是槽位 b·H … b·H + H − 1。"},
     ),
     "05.sampled_measure": (
@@ -160,7 +160,7 @@ HINTS = {
         {"en": "key[:, :, index] gives (B, H, L_Q, U, D), each query's U keys; the dot product of each query with "
                "its own keys gives (B, H, L_Q, U); the measure is the max minus the mean over the last axis.",
          "zh": "用索引取 key[:, :, index]，得到 (B, H, L_Q, U, D)，即每个查询自己的 U 个键；每个查询和自己的键求点积得到 (B, H, L_Q, U)；"
-               "稀疏性度量就是沿最后一个轴的最大值减去平均值。"},
+               "稀疏性度量就是沿最后一维的最大值减去平均值。"},
     ),
     "05.top_u_attention": (
         {"en": "Start from the lazy answer for every query, then overwrite the rows of the u chosen ones. Which "
@@ -228,7 +228,7 @@ HINTS = {
         {"en": "a = x[..., 0::2], b = x[..., 1::2]; φ = position × 10000^(−2i/d), shape (L, d/2); the new pair is "
                "(a cos φ − b sin φ, a sin φ + b cos φ), interleaved back: stack on a last axis and flatten it.",
          "zh": "a = x[..., 0::2]，b = x[..., 1::2]；φ = 位置 × 10000^(−2i/d)，形状 (L, d/2)；新的一对是 "
-               "(a cos φ − b sin φ, a sin φ + b cos φ)，再交错放回去：在最后新加一个轴上 stack，然后 flatten。"},
+               "(a cos φ − b sin φ, a sin φ + b cos φ)，再交错放回去：在最后新加的一维上 stack，然后 flatten。"},
     ),
     "07.cached_attention_step": (
         {"en": "The new token sits at position T, the cache's length. What must be rotated, what goes into the "
@@ -236,13 +236,13 @@ HINTS = {
          "zh": "新词元的位置是 T，也就是缓存的长度。哪些要旋转？什么要放进缓存？查询关注的是哪些键？"},
         {"en": "Rotate q and k at position T (read T before appending), append the rotated k and the plain v to "
                "the caches along the positions, then attend with q over all T + 1 keys: no mask is needed.",
-         "zh": "在位置 T 上旋转 q 和 k（在追加之前读出 T），沿位置轴把旋转后的 k 和原样的 v 追加到缓存里，再用 q 对全部 T + 1 个"
+         "zh": "在位置 T 上旋转 q 和 k（在追加之前读出 T），沿位置维度把旋转后的 k 和原样的 v 追加到缓存里，再用 q 对全部 T + 1 个"
                "键做注意力：不需要掩码。"},
     ),
     "08.merge_states": (
         {"en": "Both pieces must be brought to a common maximum before they can be added. Which one, and by what "
                "factor is each rescaled?",
-         "zh": "两部分要先换算到同一个最大值上才能相加。是哪个最大值？每一部分乘以什么系数？"},
+         "zh": "两部分要先重新缩放到同一个最大值上才能相加。是哪个最大值？每一部分乘以什么系数？"},
         {"en": "m = max(m1, m2), a_i = exp(m_i − m); add ell and acc scaled by them. Where both are -inf, "
                "-inf − (-inf) is NaN: subtract 0 there instead of m (torch.where).",
          "zh": "m = max(m1, m2)，a_i = exp(m_i − m)；把 ell 和 acc 乘上各自的系数再相加。两部分都是 -inf 的地方，-inf − (-inf) "

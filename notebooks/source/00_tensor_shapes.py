@@ -321,7 +321,7 @@ claim("t.contiguous() 是副本", not shares_memory(t.contiguous(), x))
 #
 # $$y = x.\mathrm{permute}(p): \qquad y.\mathrm{shape}[k] = x.\mathrm{shape}[p_k], \qquad y.\mathrm{stride}[k] = x.\mathrm{stride}[p_k].$$
 #
-# `x.T` 把所有维度倒序；`x.mT` 交换最后两维，也就是对一批矩阵中的每个矩阵做转置。
+# `x.T` 把所有维度的顺序整个反过来；`x.mT` 交换最后两维，也就是对一批矩阵中的每个矩阵做转置。
 # 注意力公式里的 $K^\top$ 指的正是这个：`k.transpose(-2, -1)`。
 
 # %%

@@ -1204,7 +1204,7 @@ check("02.masked_softmax", my_masked_softmax)
 #
 # 一篇流行的从零实现 Transformer 的教程，用一次批量调用算完多头注意力的所有头。它把 Q、K、V 投影成 (B, L, H, D)，再用 `permute(2, 0, 1, 3)` 把头维移到最前，展平成 (H·B, L, D)。在这种布局中，槽位 $n$ 存放第 $b$ 个样本的第 $h$ 个头，$n = h \cdot B + b$：**头优先**。而它的掩码 (B, L_q, L_k) 用 `mask.unsqueeze(1).repeat(1, H, 1, 1)` 为每个头复制一份，再展平成 (B·H, L_q, L_k)，其中槽位 $n$ 存放第 $b$ 个样本的掩码，$n = b \cdot H + h$：**批量优先**。
 #
-# 这两种布局本身都没有错：`nn.MultiheadAttention` 自己读取三维 `attn_mask` (B·H, L_q, L_k) 时就是按批量优先，和这个 `repeat` 构造出来的完全一样。bug 在于两者不一致。**掩码的布局必须与分数的布局一致**，而这里只要 B > 1，就有槽位拿到别的样本的掩码。B = 3、H = 2 时，左图是这篇教程的布局；让两种布局一致有两种办法：把掩码也按头优先复制，与 Q、K、V 一致（中图）；或者把 Q、K、V 改成批量优先，与掩码一致（右图）：
+# 这两种布局本身都没有错：`nn.MultiheadAttention` 自己读取3 维 `attn_mask` (B·H, L_q, L_k) 时就是按批量优先，和这个 `repeat` 构造出来的完全一样。bug 在于两者不一致。**掩码的布局必须与分数的布局一致**，而这里只要 B > 1，就有槽位拿到别的样本的掩码。B = 3、H = 2 时，左图是这篇教程的布局；让两种布局一致有两种办法：把掩码也按头优先复制，与 Q、K、V 一致（中图）；或者把 Q、K、V 改成批量优先，与掩码一致（右图）：
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), layout="constrained")
@@ -1319,7 +1319,7 @@ claim("修复方法 2：Q/K/V 像掩码一样按批量优先排列，结果等�
 # head-major mask of fix 1, handed to the same layer, is now the wrong one:
 
 # %% [markdown] tags=["lang-zh"] en_hash="a7117cb9cc"
-# 再看 PyTorch 自己的布局：把这篇教程的批量优先掩码原样作为三维 `attn_mask` 交给 `nn.MultiheadAttention`，再与每条序列单独用它自己的 (L, L) 掩码计算的结果比较。修复方法 1 的头优先掩码交给同一个层，这回反倒成了错的：
+# 再看 PyTorch 自己的布局：把这篇教程的批量优先掩码原样作为3 维 `attn_mask` 交给 `nn.MultiheadAttention`，再与每条序列单独用它自己的 (L, L) 掩码计算的结果比较。修复方法 1 的头优先掩码交给同一个层，这回反倒成了错的：
 
 # %%
 ignore = masks.to_ignore(keep)  # (B, L, L)
@@ -1339,7 +1339,7 @@ claim("given the head-major mask, it is wrong: nn.MultiheadAttention reads a 3-D
 claim("给 nn.MultiheadAttention 批量优先的 (B·H, L, L) attn_mask，结果等于每条序列用自己的掩码单独计算的结果",
       torch.allclose(by_batch_major, one_by_one))
 claim("也等于用 key_padding_mask 的结果", torch.allclose(by_batch_major, reference))
-claim("给它头优先的掩码，结果就错了：nn.MultiheadAttention 按批量优先读取三维 attn_mask",
+claim("给它头优先的掩码，结果就错了：nn.MultiheadAttention 按批量优先读取 3 维 attn_mask",
       not torch.allclose(by_head_major, reference))
 # lang: end
 
@@ -1443,6 +1443,6 @@ for lengths_and_causal in ((4, 2, True), (0, 5, False)):
 # - 掩码从右往左广播。让它的维数与分数相同，不变化的维度大小取 1；(B, L_k) 或 (B, 1, L_k) 的掩码配 (B, H, L_q, L_k) 的分数是错的，在大小碰巧相等时还不会报错；而 (B, L_k) 的掩码配只有一个查询的 (B, H, 1, L_k) 分数，会把结果撑大。
 # - 约定各不相同：在本课程和 `F.scaled_dot_product_attention` 中 True 表示保留，在 `nn.MultiheadAttention` 和那篇从零实现 Transformer 的教程中 True 表示忽略；浮点掩码加到分数上（0 和 −∞），`generate_square_subsequent_mask` 构造的就是这种掩码；`nn.MultiheadAttention` 的 `is_causal` 只是一个提示，仍然需要掩码。`course_utils.masks` 在边界上做转换，并且拒绝猜测。
 # - 全遮蔽行：朴素做法得到 NaN，而且这个 NaN 会进入 v 的梯度（用加性掩码时还会进入 q 和 k 的梯度）。PyTorch 返回 NaN 还是 0，取决于函数、代码路径和版本；本课程规定它为 0。有限的填充值会让查询去关注填充位置，把问题掩盖起来；而且在 float16 中 −1e9 就是 −∞。
-# - 在 (B·H) 布局中，掩码的顺序必须与 Q、K、V 的顺序一致：头优先配头优先，批量优先配批量优先（`nn.MultiheadAttention` 的三维 `attn_mask` 是批量优先）；B = 1 会掩盖顺序不一致的问题。
+# - 在 (B·H) 布局中，掩码的顺序必须与 Q、K、V 的顺序一致：头优先配头优先，批量优先配批量优先（`nn.MultiheadAttention` 的3 维 `attn_mask` 是批量优先）；B = 1 会掩盖顺序不一致的问题。
 #
 # 下一课（第 03 课）：自注意力与交叉注意力，在小小的玩具任务上学出来。

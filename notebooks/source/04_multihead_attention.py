@@ -1044,7 +1044,7 @@ claim("而且改动序列 1 会改变序列 0 的输出",
 # %% [markdown] tags=["lang-zh"] en_hash="b3d4d1cd35"
 # ### 它返回的权重是各个头的平均
 #
-# 默认情况下（`need_weights=True`，`average_attn_weights=True`），第二个返回值是各个头权重的平均，形状为 $(B, L_q, L_k)$：第 1 节那种各个头各自的模式会被平均成一片模糊。传入 `average_attn_weights=False` 才能得到 $(B, H, L_q, L_k)$，这正是本课程的层始终返回的；完全不需要权重时传入 `need_weights=False`（这时返回 `None`，这个层也可以用更快的内核）。
+# 默认情况下（`need_weights=True`，`average_attn_weights=True`），第二个返回值是各个头权重的平均，形状为 $(B, L_q, L_k)$：第 1 节那种各个头各自的模式会被平均成一片模糊。传入 `average_attn_weights=False` 才能得到 $(B, H, L_q, L_k)$，这正是本课程的层始终返回的；完全不需要权重时传入 `need_weights=False`（这时返回 `None`，这个层也可以用更快的核函数）。
 
 # %%
 ours_first = FusedMultiheadAttention.from_torch(mha_first)
@@ -1406,7 +1406,7 @@ claim("把输入的前后两半对调，两个头的权重也随之对调",
 # %% [markdown] tags=["lang-zh"] en_hash="a5f14cbea4"
 # **两个缺陷。** 第一，投影来得太晚。先把输入切成 $H$ 片、每片 $d$ 个特征，*再*做投影，第 $h$ 个头就只能拿到输入的第 $h d \dots (h+1) d - 1$ 个特征，而且同一个 `nn.Linear(d, d)` 供所有头共用：所有头共享 $3 d^2$ 个权重，而按公式，每个头都有自己的 $W_Q^h$、$W_K^h$、$W_V^h$，形状都是 $E \times d$；没有哪个头能读到自己那一片以外的特征。第二，分数除以的是 $\sqrt E$，而不是每个头所比较的向量的大小 $\sqrt d$。
 #
-# 这个层能运行，也不报错：错在它能算的东西，本节展示的也只是这一点（它在具体任务上会差多少，这里没有测量）。它**就是**一个 `FusedMultiheadAttention`：其 $W_Q$、$W_K$、$W_V$ 是分块对角（block-diagonal）矩阵（同一个 $(d, d)$ 块重复 $H$ 次），没有偏置，查询还要再乘以 $\sqrt{d / E} = 1 / \sqrt H$。修复方法是先投影、后拆分：Q、K、V 各用一个 `nn.Linear(E, E)`，再 reshape 成 $(B, H, L, d)$，并除以 $\sqrt d$。这正是 `FusedMultiheadAttention`。验证这个特例：
+# 这个层能运行，也不报错：错在它能算的东西，本节展示的也只是这一点（它在具体任务上会差多少，这里没有测量）。它**就是**一个 `FusedMultiheadAttention`：其 $W_Q$、$W_K$、$W_V$ 是块对角（block-diagonal）矩阵（同一个 $(d, d)$ 块重复 $H$ 次），没有偏置，查询还要再乘以 $\sqrt{d / E} = 1 / \sqrt H$。修复方法是先投影、后拆分：Q、K、V 各用一个 `nn.Linear(E, E)`，再 reshape 成 $(B, H, L, d)$，并除以 $\sqrt d$。这正是 `FusedMultiheadAttention`。验证这个特例：
 
 # %%
 H_s, d_s = 2, 4
@@ -1428,7 +1428,7 @@ with torch.no_grad():
 claim("the tutorial's layer equals FusedMultiheadAttention with block-diagonal W_Q, W_K, W_V, no biases, "
       "and the queries scaled by √(d/E)", torch.allclose(got_fused, expected_sliced, atol=1e-6))
 # lang: zh
-claim("这篇教程的层等于这样一个 FusedMultiheadAttention：W_Q、W_K、W_V 分块对角，没有偏置，"
+claim("这篇教程的层等于这样一个 FusedMultiheadAttention：W_Q、W_K、W_V 块对角，没有偏置，"
       "查询再乘以 √(d/E)", torch.allclose(got_fused, expected_sliced, atol=1e-6))
 # lang: end
 
@@ -1459,7 +1459,7 @@ claim("这篇教程的层等于这样一个 FusedMultiheadAttention：W_Q、W_K�
 # - **朴素版**在 Python 循环里为每个头执行三个小投影（每个只产生 $d$ 个特征）、一次注意力调用和几个做簿记的算子；
 # - **融合版**执行三个一次产生全部 $E$ 个特征的投影、一次覆盖所有头的注意力调用、两次 reshape；
 # - `nn.MultiheadAttention` 也是融合的（这里处于 eval 模式，在 `torch.inference_mode()` 下调用，`need_weights=False`，所以 $H$ 为偶数时走它的快速路径）；
-# - **融合版 + F.sdpa** 是 `need_weights=False` 的融合版：一次 `F.scaled_dot_product_attention` 调用，它的 flash 内核（flash kernel）从不构造 $(B, H, L_q, L_k)$ 的权重（后面会展示）。
+# - **融合版 + F.sdpa** 是 `need_weights=False` 的融合版：一次 `F.scaled_dot_product_attention` 调用，它的 flash 核函数（flash kernel）从不构造 $(B, H, L_q, L_k)$ 的权重（后面会展示）。
 #
 # 下面的耗时是在当前运行环境的 CPU 上测的（除非另有说明，批量为 2 条序列；单位是每次调用的毫秒数，取 3 次的中位数）；它们每次运行都不一样，也因机器而异。GPU 上的耗时跟在后面，再后面是在哪里都不变的东西。
 
@@ -1542,9 +1542,9 @@ by_heads_table(by_heads)
 # this runtime has a GPU, the next cell times the four versions there.
 
 # %% [markdown] tags=["lang-zh"] en_hash="a54cb33ed5"
-# 朴素循环吃亏的地方：很多个小头。每个头都是在很小的矩阵上执行的少数几个算子，而每个算子都有固定的开销（Python、分派、启动内核），这部分开销不会随 $d$ 变小；$H = 64$ 时，循环要为只有 $d = 4$ 列的乘积付出几百次这样的开销，而融合版只为全宽度的乘积付十几次。它吃亏不多的地方：头少而宽、序列又长时，时间主要花在矩阵乘法和 $L_q \times L_k$ 的分数上，而这两种写法的算术量完全相同。
+# 朴素循环吃亏的地方：很多个小头。每个头都是在很小的矩阵上执行的少数几个算子，而每个算子都有固定的开销（Python、分派、启动核函数），这部分开销不会随 $d$ 变小；$H = 64$ 时，循环要为只有 $d = 4$ 列的乘积付出几百次这样的开销，而融合版只为全宽度的乘积付十几次。它吃亏不多的地方：头少而宽、序列又长时，时间主要花在矩阵乘法和 $L_q \times L_k$ 的分数上，而这两种写法的算术量完全相同。
 #
-# 在 GPU 上也是这样，而且更明显。这种规模的算术对 GPU 来说几乎不花时间，剩下的就是每个算子的固定开销，也就是一次几微秒的内核启动：融合版的十几次启动在任何 $H$ 下耗时都差不多，朴素循环的启动次数却随 $H$ 增长。在一块 H200 上（课程的基准测试，见下一个单元之后的表），$H = 64$ 时循环的耗时约为融合版的 30 倍（16 毫秒对 0.5 毫秒），而在 CPU 上循环只慢几倍；`nn.MultiheadAttention` 和用 F.sdpa 的融合版都在 0.3 毫秒左右。如果当前运行环境有 GPU，下一个单元会在 GPU 上给这四个版本计时。
+# 在 GPU 上也是这样，而且更明显。这种规模的算术对 GPU 来说几乎不花时间，剩下的就是每个算子的固定开销，也就是一次几微秒的核函数启动：融合版的十几次启动在任何 $H$ 下耗时都差不多，朴素循环的启动次数却随 $H$ 增长。在一块 H200 上（课程的基准测试，见下一个单元之后的表），$H = 64$ 时循环的耗时约为融合版的 30 倍（16 毫秒对 0.5 毫秒），而在 CPU 上循环只慢几倍；`nn.MultiheadAttention` 和用 F.sdpa 的融合版都在 0.3 毫秒左右。如果当前运行环境有 GPU，下一个单元会在 GPU 上给这四个版本计时。
 
 # %% tags=["nbval-ignore-output"]
 def gpu_timings(device):
@@ -1654,7 +1654,7 @@ claim("L = 4096 时，光是权重就要 4 GiB，超过了 2 GB 的 Binder 机�
 claim("返回的权重占 B·H·L²·4 字节（这里是 2·8·128²·4 = 1 MiB）",
       stored.numel() * stored.element_size() == 2 * 8 * 128 * 128 * 4)
 claim("need_weights=False 时不返回权重", not_stored is None)
-claim("F.sdpa 走的是它的 flash 内核，这次调用中没有哪个算子构造出含 B·H·L² 个数的张量",
+claim("F.sdpa 走的是它的 flash 核函数，这次调用中没有哪个算子构造出含 B·H·L² 个数的张量",
       flash in dict(watched) and max(size for _, size in watched) < every_weight)
 claim("带 dropout 时，F.sdpa 改走它的 math 回退路径，而这条路径确实会构造出全部 B·H·L² 个权重",
       flash not in dict(with_dropout) and max(size for _, size in with_dropout) >= every_weight)
@@ -1667,7 +1667,7 @@ claim("带 dropout 时，F.sdpa 改走它的 math 回退路径，而这条路径
 # weights when you want to look at them, as this lesson does, not in training runs.
 
 # %% [markdown] tags=["lang-zh"] en_hash="f774e5a945"
-# 这就是快速注意力内核（`F.scaled_dot_product_attention` 的 flash 内核、GPU 上的 FlashAttention）从不构造权重矩阵的原因：它们分块计算每个查询的 softmax，只保留输出，外加每个查询一个供反向传播使用的数。只在想看权重的时候（比如本课）才让层返回权重，训练时不要这样做。
+# 这就是快速注意力核函数（`F.scaled_dot_product_attention` 的 flash 核函数、GPU 上的 FlashAttention）从不构造权重矩阵的原因：它们分块计算每个查询的 softmax，只保留输出，外加每个查询一个供反向传播使用的数。只在想看权重的时候（比如本课）才让层返回权重，训练时不要这样做。
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 9. Explore the heads
@@ -1732,6 +1732,6 @@ print(summary)
 # - 朴素版在 $H$ 个模块上循环；融合版把它们的投影叠成一个，并用一次批量调用为所有头做注意力。两者参数相同（对任意 $H$，参数个数也都是 $4E^2 + 4E$），输出相同，梯度也相同，并且都与 `nn.MultiheadAttention` 一致；后者的 `in_proj_weight` 把 Q、K、V 打包在一起，每一部分中第 0 个头的行在最前。$H$ 改变的是每个头的视野：$W_Q^h {W_K^h}^\top$ 的秩至多为 $d$。
 # - `nn.MultiheadAttention`：`batch_first` 默认为 False（序列在前，与 PyTorch 的循环层一样）；除非传入 `average_attn_weights=False`，否则返回的是平均后的权重；只在严格的条件下（eval、不求导、在同一个张量上做自注意力、头数为偶数、带偏置……）才走快速路径；所有键都是填充的样本得到 NaN；3 维 `attn_mask` 是批量优先的；dropout 作用在权重上，而且只在训练模式下生效。
 # - 教程里的两个 bug：循环拼接的是各个头的权重而不是输出（测试时要让 $L_k \ne d$）；每个头只投影输入中属于自己的那一片，共用一个 $(d, d)$ 权重，分数还除以了 $\sqrt E$。（第 02 课第 5 节还有第三个：头优先的 Q/K/V 布局配上了批量优先的掩码；测试时要让 $B > 1$。）
-# - 朴素循环的开销按头计算（头多而小时它吃亏）；返回权重要存下 $B H L^2$ 个数，而 `F.scaled_dot_product_attention` 的 flash 内核从不构造它们。
+# - 朴素循环的开销按头计算（头多而小时它吃亏）；返回权重要存下 $B H L^2$ 个数，而 `F.scaled_dot_product_attention` 的 flash 核函数从不构造它们。
 #
 # 下一课（第 05 课）：ProbSparse 注意力（Informer），它试图用少于 $L_q \times L_k$ 个分数来做注意力。

@@ -1184,7 +1184,7 @@ claim("快速版一共分配不到 40 MB", long_fast.total_bytes < 40e6)
 #
 # ### 7.1 把采样的键求和求没了的 einsum
 #
-# 算法的第 1 步让每个查询只与自己的 $U$ 个采样键打分。重写版先把这些键收集成 `K_sample` (B, H, L_Q, U, D)（第 6 节展示过），再用一个 einsum 写出这个乘积。下面重现这一行（下标结构相同，字母是我们的）：
+# 算法的第 1 步让每个查询只与自己的 $U$ 个采样键打分。重写版先把这些键收集成 `K_sample` (B, H, L_Q, U, D)（第 6 节展示过），再用一个 einsum 写出这个乘积。下面重现这一行（[下标]{.not-term}结构相同，字母是我们的）：
 
 # %%
 def informer_sampled_scores(query, K_sample):
@@ -1221,7 +1221,7 @@ def informer_sampled_scores(query, K_sample):
 # against the product it was meant to be, $q_i \cdot k_s$ for the keys $s$ that query $i$ sampled:
 
 # %% [markdown] tags=["lang-zh"] en_hash="67f2e0a520"
-# **轮到你了。** 形状是对的：(B, H, L_Q, U)。往下读之前，先看看下标：哪个字母索引 `query` 的查询，哪个字母索引 `K_sample` 的行，箭头之后又留下了哪些字母？
+# **轮到你了。** 形状是对的：(B, H, L_Q, U)。往下读之前，先看看[下标]{.not-term}：哪个字母索引 `query` 的查询，哪个字母索引 `K_sample` 的行，箭头之后又留下了哪些字母？
 #
 # 要看出它有没有影响，输入里得有真正占主导的查询，而且正确的采样度量要能找到它们；在随机输入上，连正确的度量也找不出最活跃的查询（第 8 节）。所以这样构造输入：$L = 512$ 个位置，$D = 64$，8 个头，所有查询长度相同。键分成 8 组，每组沿着自己的一个方向。每个头里，有 10 个查询指向某一组，它们的 softmax 行集中在这一组的键上：它们占主导。另有 100 个查询*背离*某一组：它们的行避开这一组，分散在其余各组上。其余的查询都指向键之间几乎没有差别的方向：行几乎是均匀的，属于惰性查询。（`study.aligned_queries` 负责构造，细节见它的文档字符串。）然后把 einsum 的分数与它本来要算的乘积比较：对查询 $i$ 采样到的每个键 $s$，算 $q_i \cdot k_s$：
 
@@ -2061,7 +2061,7 @@ claim("两处自注意力的 M̄ 中位数，都不到交叉注意力的一半",
 #
 # 理论的预测（$B$ 个样本，$H$ 个头，$D$ 个特征）：
 #
-# - **完整注意力**（`F.scaled_dot_product_attention`）计算 $L^2$ 个分数，每个要做 $D$ 次乘加：时间 $\propto L^2 D$，在双对数坐标上斜率为 2。PyTorch 的 CPU 内核分块计算，从不存下 $L \times L$ 的权重；存下权重的实现要存 $B H L^2$ 个数。
+# - **完整注意力**（`F.scaled_dot_product_attention`）计算 $L^2$ 个分数，每个要做 $D$ 次乘加：时间 $\propto L^2 D$，在双对数坐标上斜率为 2。PyTorch 的 CPU 核函数分块计算，从不存下 $L \times L$ 的权重；存下权重的实现要存 $B H L^2$ 个数。
 # - **ProbSparse** 计算 $L \cdot U$ 个采样分数、被选中查询的 $u \cdot L$ 个分数，再填好 $L$ 个惰性的行，其中 $U, u \propto \ln L$：时间 $\propto L \ln L \cdot D$，斜率略大于 1。
 # - **朴素版**（`probsparse.prob_sparse_attention_plain`，即两份代码的做法）先收集 `K_sample`，共 $B H L U D$ 个数，再做乘法：斜率相同，但时间和内存上的常数都很大。**快速版**（`probsparse.prob_sparse_attention`）直接从 Q 和 K 算出同样的 $L \cdot U$ 个分数。
 #
@@ -2119,7 +2119,7 @@ for i, length in enumerate(time_lengths9):
 # 1: ProbSparse is faster).
 
 # %% [markdown] tags=["lang-zh"] en_hash="fd33ad4230"
-# **在 GPU 上，结论反了过来**，直到序列很长时才会再变。在 GPU 上，`F.scaled_dot_product_attention` 是一个融合内核（FlashAttention 或与它相近的 memory-efficient 内核）：它让成千上万个运算单元一直忙着，也从不把 $L \times L$ 的分数写进显存。ProbSparse 则要启动十来个小内核（采样分数、度量、取前 $u$ 名、收集、被选中行的注意力、散射写回），每个内核不管算得多少，都要付一次启动开销，再从显存读一遍输入。只有当完整注意力 $L^2$ 的计算量压过这一切时，它较少的运算量才占上风：在一块 H200 上，$L = 2048$ 时 F.sdpa 快约 5 倍，$L = 32768$ 时 ProbSparse 快约 4 倍。在单个 CPU 线程上，F.sdpa 的算术也慢，课程的基准测试发现快速版从 $L = 512$ 起就领先。如果当前运行环境有 GPU，下一个单元会在 GPU 上测量这两者（在 Colab 上：代码执行程序 › 更改运行时类型）；再下一个单元展示课程的基准测试在一块 GPU 上的结果，比值是 F.sdpa 的耗时除以 ProbSparse 的耗时（大于 1 表示 ProbSparse 更快）。
+# **在 GPU 上，结论反了过来**，直到序列很长时才会再变。在 GPU 上，`F.scaled_dot_product_attention` 是一个融合核函数（FlashAttention 或与它相近的 memory-efficient 核函数）：它让成千上万个运算单元一直忙着，也从不把 $L \times L$ 的分数写进显存。ProbSparse 则要启动十来个小核函数（采样分数、度量、取前 $u$ 名、收集、被选中行的注意力、散射写回），每个核函数不管算得多少，都要付一次启动开销，再从显存读一遍输入。只有当完整注意力 $L^2$ 的计算量压过这一切时，它较少的运算量才占上风：在一块 H200 上，$L = 2048$ 时 F.sdpa 快约 5 倍，$L = 32768$ 时 ProbSparse 快约 4 倍。在单个 CPU 线程上，F.sdpa 的算术也慢，课程的基准测试发现快速版从 $L = 512$ 起就领先。如果当前运行环境有 GPU，下一个单元会在 GPU 上测量这两者（在 Colab 上：代码执行程序 › 更改运行时类型）；再下一个单元展示课程的基准测试在一块 GPU 上的结果，比值是 F.sdpa 的耗时除以 ProbSparse 的耗时（大于 1 表示 ProbSparse 更快）。
 
 # %% tags=["nbval-ignore-output"]
 def gpu_times9(device):
@@ -2245,7 +2245,7 @@ claim("L 不超过 2048 时，完整注意力的权重比朴素版占得少；�
 # benchmark), not memory.
 
 # %% [markdown] tags=["lang-zh"] en_hash="9cd97b4a38"
-# 朴素版的内存几乎全花在 `K_sample` 上：每个查询 $U \cdot D$ 个数。快速版每个查询只存 $U$ 个分数，外加 $(B, H, L, D_v)$ 的输出，所以朴素版约是它的 $D \cdot U / (U + D)$ 倍，斜率相同。完整注意力存下的权重以斜率 2 增长，超过了每一条 ProbSparse 的线（朴素版那条在 $L = 2048$ 与 $4096$ 之间被超过）；PyTorch 的融合内核不存权重，这时 ProbSparse 的优势在于时间（见基准测试），而不在内存。
+# 朴素版的内存几乎全花在 `K_sample` 上：每个查询 $U \cdot D$ 个数。快速版每个查询只存 $U$ 个分数，外加 $(B, H, L, D_v)$ 的输出，所以朴素版约是它的 $D \cdot U / (U + D)$ 倍，斜率相同。完整注意力存下的权重以斜率 2 增长，超过了每一条 ProbSparse 的线（朴素版那条在 $L = 2048$ 与 $4096$ 之间被超过）；PyTorch 的融合核函数不存权重，这时 ProbSparse 的优势在于时间（见基准测试），而不在内存。
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## Summary
@@ -2292,6 +2292,6 @@ claim("L 不超过 2048 时，完整注意力的权重比朴素版占得少；�
 # - 逐步解析：`K_expand` 是一个不花钱的、步长为 0 的视图；`K_sample` 的形状为 $(B, H, L_Q, U, D)$，占了朴素版的大部分内存（在重写版的尺寸下，181 MB 里占 157 MB）。快速版用 `sampled_addmm` 计算采样分数，从不构造它。
 # - 那份广为流传的重写版有八个缺陷，运行时都不报错；官方代码也有其中三个，它的因果模式还另有两个（从全部键中采样、用和代替平均）。每一个都可以复现、测量并修复（第 7 节）。
 # - ProbSparse 的准确程度取决于它的假设是否成立：少数查询占主导时接近完整注意力，没有这样的查询时并不比 mean(V) 更好（第 8 节）。在训练好的模型里，自注意力有很多惰性的行，交叉注意力则很少。
-# - 它的代价随 $L$ 的增长比完整注意力慢得多，但它是否真的更快，取决于采样分数是怎样计算的，也取决于设备（第 9 节）：在单个 CPU 线程上，快速版从 $L = 512$ 起就胜过 F.sdpa；在 GPU 上，F.sdpa 是一个融合内核，ProbSparse 却是十来个小内核，要到几万个位置才能胜出。
+# - 它的代价随 $L$ 的增长比完整注意力慢得多，但它是否真的更快，取决于采样分数是怎样计算的，也取决于设备（第 9 节）：在单个 CPU 线程上，快速版从 $L = 512$ 起就胜过 F.sdpa；在 GPU 上，F.sdpa 是一个融合核函数，ProbSparse 却是十来个小核函数，要到几万个位置才能胜出。
 #
 # 下一课（第 06 课）：围绕注意力搭建的 Transformer 块。

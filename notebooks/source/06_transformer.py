@@ -266,7 +266,7 @@ claim("从特征 40 起，每个特征与它在位置 0 的值相差都不到 0.
 # \begin{pmatrix}\cos k\omega_i & \sin k\omega_i\\ -\sin k\omega_i & \cos k\omega_i\end{pmatrix}
 # \begin{pmatrix}\sin\theta\\ \cos\theta\end{pmatrix}.$$
 #
-# 所以只需一个矩阵 $R_k$（分块对角，每一对占一个这样的 $2 \times 2$ 块），就能把*每个*位置的编码向后移动 $k$ 位：对所有 $p$，$PE[p + k] = PE[p]\,R_k^\top$。于是一个线性映射（注意力的各个投影都是线性映射）只要学一次“往回数 $k$ 个位置的词元”，就能用在每个位置上。论文选用正弦和余弦，给出的正是这个理由。
+# 所以只需一个矩阵 $R_k$（块对角，每一对占一个这样的 $2 \times 2$ 块），就能把*每个*位置的编码向后移动 $k$ 位：对所有 $p$，$PE[p + k] = PE[p]\,R_k^\top$。于是一个线性映射（注意力的各个投影都是线性映射）只要学一次“往回数 $k$ 个位置的词元”，就能用在每个位置上。论文选用正弦和余弦，给出的正是这个理由。
 #
 # 只有正弦是不行的：$\sin(\theta + \varphi) = \sin\theta\cos\varphi + \cos\theta\sin\varphi$ 离不开余弦，而只有正弦的表里没有余弦。事实上，没有哪个矩阵能把只有正弦的表向后移动：位置 0 上所有的正弦都是 0，而矩阵只能把零向量映射成零向量，得不到位置 $k$ 的那些正弦值。`transformer.offset_rotation(k, E)` 构造 $R_k$：
 
@@ -454,7 +454,7 @@ check("06.sinusoidal_encoding", my_sinusoidal_encoding)
 # %% [markdown] tags=["lang-zh"] en_hash="b6bccb6681"
 # ### 练习 2：平移就是旋转
 #
-# 写出 `my_offset_rotation(k, d_model)`：返回形状为 $(E, E)$ 的 float64 矩阵 $R_k$，它把每个正弦位置编码向后移动 $k$ 个位置：对每个位置 $p$，都有 $PE[p + k] = PE[p]\,R_k^\top$，与 `transformer.offset_rotation(k, E)` 相同。$R_k$ 是分块对角矩阵：第 $i$ 对（第 $2i$、$2i+1$ 行和列）放上面公式里的 $2 \times 2$ 块 $\begin{pmatrix}\cos\varphi_i & \sin\varphi_i\\ -\sin\varphi_i & \cos\varphi_i\end{pmatrix}$，其中 $\varphi_i = k\,\omega_i = k / 10000^{2i/E}$；块以外的元素都是 0。$k$ 可以是任意整数（$k$ 为负时往回移动，$k = 0$ 时是单位矩阵）；$E$ 是偶数。请用 float64 计算，并以 float64 返回：$k$ 很大时，$k\,\omega_i$ 可以达到几千弧度。检查之前，可以先拿练习 1 里你自己的表试一试：令 `table = my_sinusoidal_encoding(40, 8).double()`，那么 `table[3:]` 与 `table[:-3] @ my_offset_rotation(3, 8).T` 应当只差 float32 的舍入误差。请自己写出来：检查不接受课程自带的 `transformer.offset_rotation`，它正是本题的答案。
+# 写出 `my_offset_rotation(k, d_model)`：返回形状为 $(E, E)$ 的 float64 矩阵 $R_k$，它把每个正弦位置编码向后移动 $k$ 个位置：对每个位置 $p$，都有 $PE[p + k] = PE[p]\,R_k^\top$，与 `transformer.offset_rotation(k, E)` 相同。$R_k$ 是块对角矩阵：第 $i$ 对（第 $2i$、$2i+1$ 行和列）放上面公式里的 $2 \times 2$ 块 $\begin{pmatrix}\cos\varphi_i & \sin\varphi_i\\ -\sin\varphi_i & \cos\varphi_i\end{pmatrix}$，其中 $\varphi_i = k\,\omega_i = k / 10000^{2i/E}$；块以外的元素都是 0。$k$ 可以是任意整数（$k$ 为负时往回移动，$k = 0$ 时是单位矩阵）；$E$ 是偶数。请用 float64 计算，并以 float64 返回：$k$ 很大时，$k\,\omega_i$ 可以达到几千弧度。检查之前，可以先拿练习 1 里你自己的表试一试：令 `table = my_sinusoidal_encoding(40, 8).double()`，那么 `table[3:]` 与 `table[:-3] @ my_offset_rotation(3, 8).T` 应当只差 float32 的舍入误差。请自己写出来：检查不接受课程自带的 `transformer.offset_rotation`，它正是本题的答案。
 
 # %% tags=["exercise"] exercise="06.offset_rotation"
 def my_offset_rotation(k, d_model):
@@ -475,7 +475,7 @@ def my_offset_rotation(k, d_model):
     k：偏移量，整数（为负时往回移动；为 0 时是单位矩阵）。
     d_model：E，偶数（≥ 2 的整数）。
     返回形状为 (E, E) 的 float64 张量 R_k，对每个位置 p 都有 PE[p + k] = PE[p] @ R_k.T。
-    它是分块对角矩阵：对每一对 i，第 2i、2i + 1 行和列放
+    它是块对角矩阵：对每一对 i，第 2i、2i + 1 行和列放
         [[cos φ_i,  sin φ_i],
          [-sin φ_i, cos φ_i]]，φ_i = k / 10000^(2i / E)，
     其余元素都是 0。
@@ -1172,7 +1172,7 @@ for norm_first in (False, True):
 # change with them. Pass it only together with the causal `tgt_mask`:
 
 # %% [markdown] tags=["lang-zh"] en_hash="3aed129a06"
-# 上面的调用还传了 `tgt_is_causal=True`。这个参数是一个承诺，而不是一个请求：它告诉 PyTorch，`tgt_mask` *就是*因果掩码，于是内核可以直接套用自己的因果掩码，而不去读你的掩码。不传 `tgt_mask` 时它会报错；而你传入的掩码是不是因果的，PyTorch 从不检查。根据其他参数的不同（以及是否开启了 autograd），PyTorch 要么相信这个承诺，要么读取你给的掩码；所以一个不实的承诺，会让结果随这些条件而变。只在同时传入因果 `tgt_mask` 时才传它：
+# 上面的调用还传了 `tgt_is_causal=True`。这个参数是一个承诺，而不是一个请求：它告诉 PyTorch，`tgt_mask` *就是*因果掩码，于是核函数可以直接套用自己的因果掩码，而不去读你的掩码。不传 `tgt_mask` 时它会报错；而你传入的掩码是不是因果的，PyTorch 从不检查。根据其他参数的不同（以及是否开启了 autograd），PyTorch 要么相信这个承诺，要么读取你给的掩码；所以一个不实的承诺，会让结果随这些条件而变。只在同时传入因果 `tgt_mask` 时才传它：
 
 # %%
 # lang: en

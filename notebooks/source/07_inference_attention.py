@@ -47,7 +47,7 @@
 #
 # 本课你将：
 #
-# 1. 用 **KV 缓存**一次解码一个词元：弄清为什么在因果解码器里，过去词元的键和值永远不会变；把它们存下来，并证明带缓存的解码写出的词元（在 float64 下连 logits 也）与全部重新计算的完全相同，在第 06 课训练好的模型上也是如此；再数一数生成下一个词元要做多少运算：O(T)，而不是 O(T²)；并弄清为什么解码步的瓶颈在访存而非计算；
+# 1. 用 **KV 缓存**一次解码一个词元。先弄清在因果解码器里过去词元的键和值为什么永远不变，再把它们存下来，并证明带缓存的解码与全部重新计算写出的词元完全相同（在 float64 下，连 logits 也相同），在第 06 课训练好的模型上同样如此。然后数一数生成下一个词元的运算量：O(T)，而不是 O(T²)；并弄清解码步的瓶颈为什么在访存而不在计算；
 # 2. 让多个查询头共用键/值头：**多查询注意力**和**分组查询注意力**，与 PyTorch 的 `F.scaled_dot_product_attention` 在 `enable_gqa=True` 时的结果相对照，看看经典的 `repeat` 错误、复制键/值头的代价，以及真实发布的模型的缓存有多大；
 # 3. 用**旋转位置嵌入**（RoPE）把位置直接放进注意力：把第 06 课的旋转作用在查询和键上，了解它的两种布局，以及它与缓存如何配合；
 # 4. 用**滑动窗口注意力**和滚动缓冲区给缓存设一个上限。
@@ -270,7 +270,7 @@ claim("换成 float64，在前 100 条源序列上，它写出的词元同样一
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="baed2eca4a"
 # ### 缓存省下了什么
 #
-# 前面已经有 $T$ 个词元时，生成下一个词元要做多少计算？与其猜，不如数一数：PyTorch 的 `FlopCounterMode` 会统计每一次矩阵乘法的浮点运算次数（每次乘加算两次；softmax、LayerNorm 和激活函数不是矩阵乘法，不计在内）。使用缓存时，一步只对一个词元做投影，再让它的查询与 $T + 1$ 个键打分：一部分固定不变，另一部分随 $T$ 线性增长。重新计算则要把全部 $T + 1$ 个词元重新送进每一层，注意力还要让每个词元与全部 $T + 1$ 个键打分（因果掩码要等矩阵乘法把分数算完，才把后面那些键的分数遮住）。所以重新计算是带缓存的一步的 $T + 1$ 倍，按 $T^2$ 增长。这个恰好 $T + 1$ 倍的关系属于朴素的注意力：它把要被遮住的那个三角形也算出来，再扔掉；像第 08 课那样跳过被掩码遮住的分块的内核，注意力部分的乘法只需做大约一半。
+# 前面已经有 $T$ 个词元时，生成下一个词元要做多少计算？与其猜，不如数一数：PyTorch 的 `FlopCounterMode` 会统计每一次矩阵乘法的浮点运算次数（每次乘加算两次；softmax、LayerNorm 和激活函数不是矩阵乘法，不计在内）。使用缓存时，一步只对一个词元做投影，再让它的查询与 $T + 1$ 个键打分：一部分固定不变，另一部分随 $T$ 线性增长。重新计算则要把全部 $T + 1$ 个词元重新送进每一层，注意力还要让每个词元与全部 $T + 1$ 个键打分（因果掩码要等矩阵乘法把分数算完，才把后面那些键的分数遮住）。所以重新计算是带缓存的一步的 $T + 1$ 倍，按 $T^2$ 增长。不多不少正好 $T + 1$ 倍，是朴素注意力才有的结果：它把要被遮住的那个三角形也算了出来，再扔掉；像第 08 课那样跳过被掩码遮住的分块的核函数，注意力部分的乘法只需做大约一半。
 
 # %%
 # lang: en
@@ -360,7 +360,7 @@ for n in (64, 256):
 # next cell times this model there; the one after shows the benchmark's GPU figures.
 
 # %% [markdown] tags=["lang-zh"] en_hash="8047f55094"
-# 在 GPU 上，这么小的模型用缓存几乎省不了什么。这个模型的一个解码步有几十个小内核，GPU 启动每个内核都要花差不多同样的几微秒，不管它算多少：用不用缓存，一步的耗时都是这些启动的开销（在一块 H200 上，生成 256 个新词元时，重新计算的用时是用缓存的 1.13 倍；生成 1024 个时，重新计算反而更快）。这样的步是**启动受限**（launch-bound）的；上面数的是计算量，而这点计算量对 GPU 来说几乎不花时间。只有当一步大到受计算量或访存量限制时，缓存在 GPU 上才见效：模型更大、一批解码多条序列、上下文更长。课程的基准测试在 GPU 上把两种情形都测了：这个模型，以及一个更大的模型（E = 1024，16 个查询头共用 4 个键/值头，4 层，一批 16 条序列）。如果当前运行环境有 GPU，下一个单元会在 GPU 上给这个模型计时；再下一个单元展示基准测试在 GPU 上的结果。
+# 在 GPU 上，这么小的模型用缓存几乎省不了什么。这个模型的一个解码步有几十个小核函数，GPU 启动每个核函数都要花差不多同样的几微秒，不管它算多少：用不用缓存，一步的耗时都是这些启动的开销（在一块 H200 上，生成 256 个新词元时，重新计算的用时是用缓存的 1.13 倍；生成 1024 个时，重新计算反而更快）。这样的步是**启动受限**（launch-bound）的；上面数的是计算量，而这点计算量对 GPU 来说几乎不花时间。只有当一步大到受计算量或访存量限制时，缓存在 GPU 上才见效：模型更大、一批解码多条序列、上下文更长。课程的基准测试在 GPU 上把两种情形都测了：这个模型，以及一个更大的模型（E = 1024，16 个查询头共用 4 个键/值头，4 层，一批 16 条序列）。如果当前运行环境有 GPU，下一个单元会在 GPU 上给这个模型计时；再下一个单元展示基准测试在 GPU 上的结果。
 
 # %% tags=["nbval-ignore-output"]
 def gpu_timing(device):
@@ -382,22 +382,26 @@ def gpu_timing(device):
 measured.on_gpu(gpu_timing)
 
 # %%
+def rounded(t):
+    return "–" if t is None else f"{t:.2f}"
+
+
 # lang: en
 measured.table("decoding", {
-    "model": lambda row: row["model"],
+    "model": lambda row: {"tiny": "tiny", "larger": "larger"}[row["model"]],
     "batch": lambda row: row["batch"],
     "new tokens": lambda row: row["N"],
-    "cache (s)": lambda row: row["cache_s"],
-    "recompute (s)": lambda row: row["recompute_s"],
+    "cache (s)": lambda row: rounded(row["cache_s"]),
+    "recompute (s)": lambda row: rounded(row["recompute_s"]),
     "recompute / cache": lambda row: measured.ratio(row["recompute_s"], row["cache_s"]),
 })
 # lang: zh
 measured.table("decoding", {
-    "模型": lambda row: row["model"],
+    "模型": lambda row: {"tiny": "小模型", "larger": "大模型"}[row["model"]],
     "批量": lambda row: row["batch"],
     "新词元数": lambda row: row["N"],
-    "用缓存（秒）": lambda row: row["cache_s"],
-    "重新计算（秒）": lambda row: row["recompute_s"],
+    "用缓存（秒）": lambda row: rounded(row["cache_s"]),
+    "重新计算（秒）": lambda row: rounded(row["recompute_s"]),
     "重新计算 / 用缓存": lambda row: measured.ratio(row["recompute_s"], row["cache_s"]),
 })
 # lang: end
@@ -514,7 +518,7 @@ claim("用 repeat 平铺，改变的恰好是查询头 1、3、4、6 的输出",
 # over a cache of 4,096 tokens, 8 query heads, 2 key/value heads, $d = 64$, float32:
 
 # %% [markdown] tags=["lang-zh"] en_hash="6bbdbbe994"
-# 写法是对的，但这些副本在每一步都把 GQA 省下的又花了回去。`repeat_interleave` 要把缓存里的每个键和值复制成 $H / H_{kv}$ 份，注意力再去读这些副本，于是一个解码步搬运的字节数比多头注意力还多。真正的内核直接在原处读取键/值头 $h \,//\, G$。`gqa_attention` 用一次 reshape 做到了同样的事：把同一组的 $G$ 个查询头沿查询这一维依次排开，得到 $(B, H_{kv}, G \cdot L_q, d)$，于是每个键/值头只需一次普通的矩阵乘法，就能给这一组的所有查询头打分。下面用 `peak_bytes`（第 08 课会介绍它：统计一次调用所创建张量的字节数，在任何机器上数出来都一样）来数一个解码步，缓存有 4,096 个词元，8 个查询头，2 个键/值头，$d = 64$，float32：
+# 写法是对的，但这些副本在每一步都把 GQA 省下的又花了回去。`repeat_interleave` 要把缓存里的每个键和值复制成 $H / H_{kv}$ 份，注意力再去读这些副本，于是一个解码步搬运的字节数比多头注意力还多。真正的核函数直接在原处读取键/值头 $h \,//\, G$。`gqa_attention` 用一次 reshape 做到了同样的事：把同一组的 $G$ 个查询头沿查询这一维依次排开，得到 $(B, H_{kv}, G \cdot L_q, d)$，于是每个键/值头只需一次普通的矩阵乘法，就能给这一组的所有查询头打分。下面用 `peak_bytes`（第 08 课会介绍它：统计一次调用所创建张量的字节数，在任何机器上数出来都一样）来数一个解码步，缓存有 4,096 个词元，8 个查询头，2 个键/值头，$d = 64$，float32：
 
 # %%
 g = torch.Generator().manual_seed(4)
@@ -759,7 +763,7 @@ cache_explorer()
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="7fdde2a497"
 # ### 从训练好的 MHA 到 GQA
 #
-# 用多头注意力训练好的模型，可以改造成 GQA 模型：GQA 论文从训练好的键投影和值投影出发，把每组头换成它们的**平均**，然后再训练一小会儿，即增量训练（uptraining），论文里用的是原训练步数的 5%。`decoding.pool_kv_heads` 负责做平均。单是做平均就会损失准确率，论文再靠增量训练把它追回来；本课只测量前一半。第 06 课的模型，解码器的自注意力有两个头；把它的两个键/值头平均合并成一个（MQA），不再训练，结果如下（具体数字取决于机器的浮点运算；下面的界限在任何机器上都成立）：
+# 用多头注意力训练好的模型，可以改造成 GQA 模型：GQA 论文从训练好的键投影和值投影出发，把每组头换成它们的**平均**，然后再训练一小会儿，即追加训练（uptraining），论文里用的是原训练步数的 5%。`decoding.pool_kv_heads` 负责做平均。单是做平均就会损失准确率，论文再靠追加训练把它追回来；本课只测量前一半。第 06 课的模型，解码器的自注意力有两个头；把它的两个键/值头平均合并成一个（MQA），不再训练，结果如下（具体数字取决于机器的浮点运算；下面的界限在任何机器上都成立）：
 
 # %% tags=["nbval-ignore-output"]
 pooled = decoding.pooled_copy(reverser, kv_heads=1)
@@ -793,19 +797,19 @@ claim("有 2 个键/值头时，它至少能完全正确地反转 95% 的留出�
 # $m$ and $n$ apart. **The scores see only the offset.** That, not the cache, is what RoPE brings:
 # any fixed absolute position can be cached too (section 1 cached lesson 06's model, whose
 # sinusoidal positions are added to its embeddings, and got recomputation's tokens exactly). With
-# RoPE nothing is added to the embeddings, the scores depend on the offset alone, and no table of
+# RoPE nothing is added to the embeddings, the scores depend on positions through the offset alone, and no table of
 # positions ends at a last row (a learned table, such as GPT-2's 1,024 rows, does).
 # `decoding.apply_rope(x, positions)` rotates a $(B, H, L, d)$ tensor of queries or keys, row $l$ by
 # `positions[l]`:
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="95b4202e9f"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="8f4817a95c"
 # ## 3. 把位置放进注意力：旋转位置嵌入（RoPE）
 #
 # 第 06 课给每个词元嵌入加上一个位置向量，并发现用正弦和余弦时，往后移动 $k$ 个位置，就是把每一对特征旋转一下。RoPE（Su 等，2021，RoFormer 论文）直接在注意力内部使用这个旋转：它不往嵌入上加任何东西，而是把每个查询、每个键按它自己的位置旋转。位置 $p$ 上的向量的第 $i$ 对特征 $(a, b)$，转过角度 $p\,\theta_i$，频率与第 06 课相同，$\theta_i = 10000^{-2i/d}$：
 #
 # $$(a, b) \;\mapsto\; (a \cos p\theta_i - b \sin p\theta_i,\;\; a \sin p\theta_i + b \cos p\theta_i).$$
 #
-# 旋转不改变长度，两次旋转的角度直接相加。位置 $m$ 上的查询与位置 $n$ 上的键的分数，逐对来看，是两个分别转过 $m\theta_i$ 和 $n\theta_i$ 的向量的点积：它取决于两者之间的夹角 $(n - m)\theta_i$ 以及 $q$ 和 $k$ 本身，而与 $m$、$n$ 各自是多少无关。**分数只看得到偏移。** RoPE 带来的正是这一点，而不是“能用缓存”：任何固定的绝对位置都能缓存（第 1 节就缓存了第 06 课的模型，它把正弦位置编码加在嵌入上，写出的词元与重新计算的完全相同）。用 RoPE 时，嵌入上什么都不加，分数只取决于偏移，也没有一张写到最后一行就用完的位置表（学出来的位置表就会用完，例如 GPT-2 的表只有 1,024 行）。`decoding.apply_rope(x, positions)` 旋转一个形状为 $(B, H, L, d)$ 的查询或键张量，第 $l$ 行按 `positions[l]` 旋转：
+# 旋转不改变长度，两次旋转的角度直接相加。位置 $m$ 上的查询与位置 $n$ 上的键的分数，逐对来看，是两个分别转过 $m\theta_i$ 和 $n\theta_i$ 的向量的点积：它取决于两者之间的夹角 $(n - m)\theta_i$ 以及 $q$ 和 $k$ 本身，而与 $m$、$n$ 各自是多少无关。**分数只看得到偏移。** RoPE 带来的正是这一点，而不是“能用缓存”：任何固定的绝对位置都能缓存（第 1 节就缓存了第 06 课的模型，它把正弦位置编码加在嵌入上，写出的词元与重新计算的完全相同）。用 RoPE 时，嵌入上什么都不加，分数与位置的关系只体现在偏移上，也没有一张写到最后一行就用完的位置表（学出来的位置表就会用完，例如 GPT-2 的表只有 1,024 行）。`decoding.apply_rope(x, positions)` 旋转一个形状为 $(B, H, L, d)$ 的查询或键张量，第 $l$ 行按 `positions[l]` 旋转：
 
 # %%
 g = torch.Generator().manual_seed(0)
@@ -1203,7 +1207,7 @@ claim(f"处理 13 个词元之后，滚动缓冲区的 8 个槽位依次存着�
 #   trained model's key/value heads with no retraining costs accuracy (measured here); the GQA
 #   paper wins it back with a little more training.
 # - The **rotary position embedding** rotates queries and keys by their positions, so scores depend on
-#   offsets only. Its two layouts (interleaved and half) are a permutation apart, and weights must be
+#   positions through their offsets only. Its two layouts (interleaved and half) are a permutation apart, and weights must be
 #   permuted to move between them. With a cache, rotate each key once, at its absolute position $T$,
 #   before caching it.
 # - **Sliding-window attention** keeps only the last $W$ keys per query, yet $n$ layers still reach
@@ -1213,12 +1217,12 @@ claim(f"处理 13 个词元之后，滚动缓冲区的 8 个槽位依次存着�
 # The next lesson looks inside `F.scaled_dot_product_attention` itself: FlashAttention computes the
 # same attention without ever storing the $L \times L$ weights.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="cf9616679a"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="b585d89c17"
 # ## 小结
 #
-# - 在因果解码器里，过去词元的键和值永远不会变，所以生成时把它们存进 **KV 缓存**，每层一个，形状为 $(B, H_{kv}, T, d)$：预填充一次处理整个提示，每个解码步只算一个词元并追加它的键和值。它给出的词元与完全重新计算的相同（在 float64 下 logits 也相同），在第 06 课训练好的模型上也是如此；生成下一个词元的乘加次数也从 $O(T^2)$ 降到 $O(T)$：在 CPU 上这意味着更少的时间；但在 GPU 上，像本课这么小的模型，一步的耗时无论如何都是内核启动的开销（启动受限），要等一步大到受计算量或访存量限制，缓存才能省下时间。这样一来，解码步每读一个数只做寥寥几次乘加：它是访存受限的。许多条序列一起解码、上下文又很长时，每步读取量的大头是这些序列的缓存：一条 4,096 个词元的 Llama-2-7B 序列，缓存有 2.1 GB，而权重约有 13.5 GB。
-# - **多查询注意力**和**分组查询注意力**让查询头共用键/值头；查询头 $h$ 读键/值头 $h \,//\, (H / H_{kv})$：若要复制，得用 `repeat_interleave`，而不是 `repeat`；但每一步复制都要付出缓存的 $H / H_{kv}$ 倍，真正的内核（以及 `gqa_attention`）都在原处读取每个键/值头。它们把缓存缩小为原来的 $H_{kv} / H$，所以近来的大模型大多采用它们（上面四个模型中有三个）。把训练好的模型的键/值头直接平均合并、不再训练，会损失准确率（本课测过）；GQA 论文再稍加训练，把它追了回来。
-# - **旋转位置嵌入**按位置旋转查询和键，于是分数只取决于偏移。它的两种布局（交错和前后两半）只差一个特征排列，权重要在两者之间搬动，必须先重排。有缓存时，每个键在存进缓存之前按它的绝对位置 $T$ 旋转一次。
+# - 在因果解码器里，过去词元的键和值永远不会变，所以生成时把它们存进 **KV 缓存**，每层一个，形状为 $(B, H_{kv}, T, d)$：预填充一次处理整个提示，每个解码步只算一个词元并追加它的键和值。它给出的词元与完全重新计算的相同（在 float64 下 logits 也相同），在第 06 课训练好的模型上也是如此；生成下一个词元的乘加次数也从 $O(T^2)$ 降到 $O(T)$：在 CPU 上这意味着更少的时间；但在 GPU 上，像本课这么小的模型，一步的耗时无论如何都是核函数启动的开销（启动受限），要等一步大到受计算量或访存量限制，缓存才能省下时间。这样一来，解码步每读一个数只做寥寥几次乘加：它是访存受限的。许多条序列一起解码、上下文又很长时，每步读取量的大头是这些序列的缓存：一条 4,096 个词元的 Llama-2-7B 序列，缓存有 2.1 GB，而权重约有 13.5 GB。
+# - **多查询注意力**和**分组查询注意力**让查询头共用键/值头；查询头 $h$ 读键/值头 $h \,//\, (H / H_{kv})$：若要复制，得用 `repeat_interleave`，而不是 `repeat`；但复制出的副本每一步都要多占、多读 $H / H_{kv}$ 倍于缓存的数据，所以真正的核函数（以及 `gqa_attention`）都直接在原处读取每个键/值头。它们把缓存缩小为原来的 $H_{kv} / H$，所以近来的大模型大多采用它们（上面四个模型中有三个）。把训练好的模型的键/值头直接平均合并、不再训练，会损失准确率（本课测过）；GQA 论文再稍加训练，把它追了回来。
+# - **旋转位置嵌入**按位置旋转查询和键，于是分数与位置的关系只体现在偏移上。它的两种布局（交错和前后两半）只差一个特征排列，权重要在两者之间搬动，必须先重排。有缓存时，每个键在存进缓存之前按它的绝对位置 $T$ 旋转一次。
 # - **滑动窗口注意力**让每个查询只保留最后 $W$ 个键，但 $n$ 层仍能往回读 $n \cdot (W - 1)$ 个位置；有 $W$ 个槽位的滚动缓冲区让缓存无论生成多长都有上限。
 #
 # 下一课深入 `F.scaled_dot_product_attention` 内部：FlashAttention 算出同样的注意力，却从不存下 $L \times L$ 的权重。

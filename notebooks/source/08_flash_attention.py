@@ -32,7 +32,7 @@
 # 1. compute a softmax from pieces of its row (the **online softmax**) and merge two partial
 #    results exactly;
 # 2. write attention as a loop over tiles of queries and keys that keeps only $O(L \cdot d)$ state,
-#    prove it gives `F.scaled_dot_product_attention`'s values and gradients, and measure its memory
+#    prove it gives `F.scaled_dot_product_attention`'s [values]{.not-term} and gradients, and measure its memory
 #    as $L$ grows;
 # 3. skip the tiles a causal mask or a sliding window hides entirely, and mask only the tiles it
 #    cuts;
@@ -43,17 +43,17 @@
 #
 # There are four exercises, each followed by a check cell.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="d0a5797e97"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="271b656832"
 # # 从零实现 FlashAttention
 #
-# 完整注意力要为每个头算出一个 $L \times L$ 的分数矩阵，朴素的代码会把它存下来，再存下它的 softmax：在 $L = 8192$、8 个头时，float32 下每个矩阵都要 2.1 GB（2 GiB）。第 05 课问的是：这些分数里哪些值得算。本课一个分数也不少算，却始终不存下这个矩阵。这个技巧是精确的，不是近似：softmax(QKᵀ)V 可以每次只处理一块键，每一行只需维护一个运行最大值和一个运行和。FlashAttention（Dao 等，2022；FlashAttention-2，Dao，2023）做的就是这件事，PyTorch 自己的 CPU 注意力也是这样做的。在 GPU 上，它最大的好处是省时间，靠的是减少芯片与显存之间的数据搬运（第 2 节会讲怎样减少）；在这台 CPU 上，本课测量的是在任何机器上结果都一样的东西：一次调用分配了多少内存，以及结果是否精确。
+# 完整注意力要为每个头算出一个 $L \times L$ 的分数矩阵，朴素的代码会把它存下来，再存下它的 softmax：在 $L = 8192$、8 个头时，float32 下每个矩阵都要 2.1 GB（2 GiB）。第 05 课问的是：这些分数里哪些值得算。本课一个分数也不少算，却始终不存下这个矩阵。这个技巧是精确的，不是近似：softmax(QKᵀ)V 可以每次只处理一块键，每一行只需维护一个运行最大值和一个累计和。FlashAttention（Dao 等，2022；FlashAttention-2，Dao，2023）做的就是这件事，PyTorch 自己的 CPU 注意力也是这样做的。在 GPU 上，它最大的好处是省时间，靠的是减少芯片与显存之间的数据搬运（第 2 节会讲怎样减少）；在这台 CPU 上，本课测量的是在任何机器上结果都一样的东西：一次调用分配了多少内存，以及结果是否精确。
 #
 # 本课你将：
 #
 # 1. 用一行分数的若干片段算出 softmax，即**在线 softmax**（online softmax），并把两个部分结果精确地合并起来；
 # 2. 把注意力写成逐个分块（tile）计算的循环：每个分块是一块查询对一块键的分数，整个循环只保留 $O(L \cdot d)$ 的状态；证明它的输出值和梯度都与 `F.scaled_dot_product_attention` 相同，并测量随 $L$ 增长它占用的内存；
 # 3. 跳过被因果掩码或滑动窗口整块遮住的分块，只给被掩码穿过的分块加掩码；
-# 4. 写出真正的内核所用的反向传播：每行只保留一个 log-sum-exp，逐块重计算权重而不是把它们存下来，并把它写成一个 `torch.autograd.Function`；拿它的梯度与 PyTorch 的对照，测量训练一步所需的内存；再看看在这台 CPU 上 `F.scaled_dot_product_attention` 选用哪个内核。
+# 4. 写出真正的核函数所用的反向传播：每行只保留一个 log-sum-exp，逐块重计算权重而不是把它们存下来，并把它写成一个 `torch.autograd.Function`；拿它的梯度与 PyTorch 的对照，测量训练一步所需的内存；再看看在这台 CPU 上 `F.scaled_dot_product_attention` 选用哪个核函数。
 #
 # 本课共有四道练习，每道练习后面都跟着一个检查单元。
 
@@ -301,9 +301,9 @@ check("08.merge_states", my_merge_states)
 #
 # 现在来做完整的注意力。把查询切成每块 `block_q` 行，把键和值切成每块 `block_k` 行。对第 $i$ 个查询块，从空状态（$m = -\infty$、$\ell = 0$、$acc = 0$）出发，依次处理各个键块：算出分数的一个**分块**（tile）$S = Q_i K_j^\top / \sqrt{d}$，形状为 $(b_q, b_k)$，用它更新这些行的状态，然后丢掉它。处理完最后一个键块后，$O_i = acc / \ell$。任何时候存在的分数都只有一个分块，每个查询块的状态是 $O(b_q \cdot d_v)$。下图画的是第 3 节的因果情形，对角线以上的分块根本不算：
 #
-# ![因果分块注意力：查询块 × 键/值块的分块网格，对角线以下的分块直接计算，对角线上的分块加掩码，对角线以上的分块跳过；每个查询块保留运行最大值、运行和与累加器，逐块更新，最后得到输出和 log-sum-exp](../../images/08_tiling_zh.svg)
+# ![因果分块注意力：查询块 × 键/值块的分块网格，对角线以下的分块直接计算，对角线上的分块加掩码，对角线以上的分块跳过；每个查询块保留运行最大值、累计和与累加器，逐块更新，最后得到输出和 log-sum-exp](../../images/08_tiling_zh.svg)
 #
-# 这种循环顺序来自 FlashAttention-2（Dao，2023）：外层遍历查询块，内层遍历键/值块，于是一个查询块的状态一直留在高速存储里，直到它的输出一次写出；最后也只除一次 $\ell$，而不是每算完一个分块就除一次。FlashAttention-1 则是外层遍历键/值块，并让每个输出块始终保持归一化，每一步都要把它读回来重新缩放。
+# 这种循环顺序来自 FlashAttention-2（Dao，2023）：外层遍历查询块，内层遍历键/值块，于是一个查询块的状态一直留在片上存储里，直到它的输出一次写出；最后也只除一次 $\ell$，而不是每算完一个分块就除一次。FlashAttention-1 则是外层遍历键/值块，并让每个输出块始终保持归一化，每一步都要把它读回来重新缩放。
 #
 # `tiled_attention(query, key, value, block_q=…, block_k=…)` 就是这个循环，前导维度 $(B, H)$ 任意；它返回输出，以及每一行的 **log-sum-exp** $\mathrm{lse} = m + \log \ell = \log \sum_j e^{s_j}$，第 4 节会用到它。无论块的大小如何，输出都与 `F.scaled_dot_product_attention` 相同；梯度由 autograd 沿这个循环反向传回：
 
@@ -438,7 +438,7 @@ check("08.tiled_forward", my_tiled_attention)
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="5842dee9c1"
 # ### 它省下了什么：随 L 增长的峰值内存
 #
-# `peak_bytes(function, …)` 运行一个函数，逐个算子统计它创建的张量（包括它的返回值）所占的字节数，以及任一时刻同时存活的最大字节数：也就是这次调用的**峰值内存**（peak memory），在任何机器上数出来都一样（单个算子内部自己占用的临时内存，例如 BLAS 库的工作区，不在统计之内）。先看建出整个矩阵的代码在峰值时占着多少，以一个 $(1, 2, L, L)$ 的 float32 矩阵为单位（$L = 1024$，2 个 $d = 64$ 的头，不求梯度）：课程的 `materialised_attention`、教科书式的一行 `softmax(q @ kᵀ / √d) @ v`、PyTorch 自己的 math 内核，以及把 softmax 改成原地计算的那一行：
+# `peak_bytes(function, …)` 运行一个函数，逐个算子统计它创建的张量（包括它的返回值）所占的字节数，以及任一时刻同时存活的最大字节数：也就是这次调用的**峰值内存**（peak memory），在任何机器上数出来都一样（单个算子内部自己占用的临时内存，例如 BLAS 库的工作区，不在统计之内）。先看建出整个矩阵的代码在峰值时占着多少，以一个 $(1, 2, L, L)$ 的 float32 矩阵为单位（$L = 1024$，2 个 $d = 64$ 的头，不求梯度）：课程的 `materialised_attention`、教科书式的一行 `softmax(q @ kᵀ / √d) @ v`、PyTorch 自己的 math 核函数，以及把 softmax 改成原地计算的那一行：
 
 # %%
 L = 1024
@@ -479,7 +479,7 @@ shares = {name: counted / matrix_bytes for name, counted in held.items()}
 names = {"plain_attention": "softmax(q @ kᵀ / √d) @ v", "math": "PyTorch's math kernel",
          "in_place_attention": "the same, softmax in place"}
 # lang: zh
-names = {"plain_attention": "softmax(q @ kᵀ / √d) @ v", "math": "PyTorch 的 math 内核",
+names = {"plain_attention": "softmax(q @ kᵀ / √d) @ v", "math": "PyTorch 的 math 核函数",
          "in_place_attention": "同一行，softmax 原地计算"}
 # lang: end
 for name, share in shares.items():
@@ -496,8 +496,8 @@ claim(f"at its peak materialised_attention holds {shares['materialised_attention
       and round(shares["math"], 2) == 2.06 and round(shares["in_place_attention"], 2) == 1.06)
 claim("the in-place version gives F.scaled_dot_product_attention's output (float32, to 1e-5)", same)
 # lang: zh
-claim(f"在峰值时，materialised_attention 占着 {shares['materialised_attention']:.2f} 个 L×L 矩阵，教科书式的那一行占 "
-      f"{shares['plain_attention']:.2f} 个，PyTorch 的 math 内核占 {shares['math']:.2f} 个，"
+claim(f"峰值时，materialised_attention 占用 {shares['materialised_attention']:.2f} 个 L×L 矩阵，教科书式的那一行占 "
+      f"{shares['plain_attention']:.2f} 个，PyTorch 的 math 核函数占 {shares['math']:.2f} 个，"
       f"softmax 原地计算的那一行占 {shares['in_place_attention']:.2f} 个（最后的 0.06 是输出，L·d 个数）",
       round(shares["materialised_attention"], 2) == 3.00 and shares["plain_attention"] == 2
       and round(shares["math"], 2) == 2.06 and round(shares["in_place_attention"], 2) == 1.06)
@@ -520,7 +520,7 @@ claim("原地计算的版本与 F.scaled_dot_product_attention 的输出相同�
 # (8 heads of $d = 64$, float32, no gradients, tiles of 64 × 64):
 
 # %% [markdown] tags=["lang-zh"] en_hash="c9c08c916d"
-# 这些副本是从哪里来的？`materialised_attention` 写的是 `q @ kᵀ * scale`：乘积和它缩放后的副本要一直共存到乘法返回（两个矩阵）；接着它减去 log-sum-exp，`scores − lse` 在 `exp` 把它变成权重之前，是与分数并存的第三个矩阵。先缩放 $q$（它是 $L \times d$ 的张量，而不是 $L \times L$ 的），再把减、取指数、除这几步交给 `torch.softmax` 这一个算子，就只剩两个：分数和权重，由其中一个算出另一个时，两者同时存活。PyTorch 的 math 内核占着的也是这两个（外加输出）。只有原地算子才能降到一个：`sub_`、`exp_` 和 `div_` 直接写进分数本身，而 autograd 不允许这样做（`exp` 的反向传播要用到它的输出，而 `div_` 把输出改写了）。只要代码建出了分数，一个矩阵就是下限；分块去掉的正是这个下限本身。
+# 这些副本是从哪里来的？`materialised_attention` 写的是 `q @ kᵀ * scale`：乘积和它缩放后的副本要一直共存到乘法返回（两个矩阵）；接着它减去 log-sum-exp，`scores − lse` 在 `exp` 把它变成权重之前，是与分数并存的第三个矩阵。先缩放 $q$（它是 $L \times d$ 的张量，而不是 $L \times L$ 的），再把减、取指数、除这几步交给 `torch.softmax` 这一个算子，就只剩两个：分数和权重，由其中一个算出另一个时，两者同时存活。PyTorch 的 math 核函数占着的也是这两个（外加输出）。只有原地算子才能降到一个：`sub_`、`exp_` 和 `div_` 直接写进分数本身，而 autograd 不允许这样做（`exp` 的反向传播要用到它的输出，而 `div_` 把输出改写了）。只要代码建出了分数，一个矩阵就是下限；分块去掉的正是这个下限本身。
 #
 # 所以公平的比较对象是教科书式的那一行，而不是 `materialised_attention`。下面让 $L$ 增长，与它比较（8 个 $d = 64$ 的头，float32，不求梯度，64 × 64 的分块）：
 
@@ -658,9 +658,9 @@ claim("在这里，对 256 × 256 分块的 Python 循环比 materialised_attent
 # %% [markdown] tags=["lang-zh"] en_hash="1c1e7d78fd"
 # 尽管做的乘加次数相同，还要为每个分块付出 Python 的开销，循环还是赢了。它省下的是访存搬运量：$L = 2048$ 时，一个 $(1, 4, L, L)$ 的 float32 矩阵有 67 MB，通常超出 CPU 缓存的容量，所以对它多扫的每一遍（缩放、减去 log-sum-exp、取指数）都要到主存走一个来回；而 4 个头的 256 × 256 分块（1 MB）从与 $K$ 相乘到与 $V$ 相乘，一直留在缓存里。在这台机器上，少扫一遍的教科书式那一行通常介于两者之间。这就是缩小版的 FlashAttention 论证。
 #
-# 在 GPU 上，这就是论证的全部，而它说的是内存的**搬运量**，不是占用量。朴素的做法把 $L \times L$ 的分数写进 GPU 的显存（HBM），为了算 softmax 再读回来，写出权重，为了与 $V$ 相乘又读一遍。分块内核则把每个分块留在芯片上又小又快的片上存储（SRAM）里，只在读 $Q$、$K$、$V$（每个查询块把 $K$ 和 $V$ 读一遍）和写 $O$ 及 log-sum-exp 时才访问 HBM：对于能放下 $M$ 个数的 SRAM，访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$（Dao 等，2022，定理 2）。前者之所以更少，是因为 $L^2 d^2 / M = L^2 \cdot (d^2 / M)$，而 $d^2$ 比 $M$ 小很多倍：头的维度 $d$ 为 64 到 128，$d^2$ 就是 4,096 到 16,384 个数（16 位浮点类型下为 8 到 32 KB），而 SRAM 约有 100 KB（论文给出的数字）。编译好的内核也没有 Python 循环。
+# 在 GPU 上，这就是论证的全部，而它说的是内存的**搬运量**，不是占用量。朴素的做法把 $L \times L$ 的分数写进 GPU 的显存（HBM），为了算 softmax 再读回来，写出权重，为了与 $V$ 相乘又读一遍。分块核函数则把每个分块留在芯片上又小又快的片上存储（SRAM）里，只在读 $Q$、$K$、$V$（每个查询块把 $K$ 和 $V$ 读一遍）和写 $O$ 及 log-sum-exp 时才访问 HBM：对于能放下 $M$ 个数的 SRAM，访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$（Dao 等，2022，定理 2）。前者之所以更少，是因为 $L^2 d^2 / M = L^2 \cdot (d^2 / M)$，而 $d^2$ 比 $M$ 小很多倍：头的维度 $d$ 为 64 到 128，$d^2$ 就是 4,096 到 16,384 个数（16 位浮点类型下为 8 到 32 KB），而 SRAM 约有 100 KB（论文给出的数字）。编译好的核函数也没有 Python 循环。
 #
-# 我们的分块放到 GPU 上，内存的优势保住了，速度却输了。每个分块都是从 Python 循环里启动的几个小内核，循环要付上千次启动开销，而 F.sdpa 编译好的内核一次启动就做完全部工作：在一块 H200 上，$L = 16384$、分块为 256 × 256 时，1.0 秒对 16 毫秒，慢了约 60 倍。内存的结论依然成立：分块版的峰值与 F.sdpa 相近（68 MiB 对 32 MiB），而 materialised 版本需要 24 GiB。GPU 上的速度要靠内核本身，这是第 09 课要写的。如果当前运行环境有 GPU，下一个单元会在 GPU 上运行上面的四个版本，给出每次调用的耗时和新增的内存；再下一个单元展示课程的基准测试在一块 GPU 上的结果。
+# 我们的分块放到 GPU 上，内存的优势保住了，速度却输了。每个分块都是从 Python 循环里启动的几个小核函数，循环要付上千次启动开销，而 F.sdpa 编译好的核函数一次启动就做完全部工作：在一块 H200 上，$L = 16384$、分块为 256 × 256 时，1.0 秒对 16 毫秒，慢了约 60 倍。内存的结论依然成立：分块版的峰值与 F.sdpa 相近（68 MiB 对 32 MiB），而完整矩阵版需要 24 GiB。GPU 上的速度要靠核函数本身，这是第 09 课要写的。如果当前运行环境有 GPU，下一个单元会在 GPU 上运行上面的四个版本，给出每次调用的耗时和新增的内存；再下一个单元展示课程的基准测试在一块 GPU 上的结果。
 
 # %% tags=["nbval-ignore-output"]
 def size(n):
@@ -694,11 +694,15 @@ def gpu_runs(device):
 measured.on_gpu(gpu_runs)
 
 # %%
+def rounded(t):
+    return "–" if t is None else f"{t:.2f}"
+
+
 # lang: en
 measured.table("tiled", {
     "L": lambda row: row["L"],
-    "tiled (ms)": lambda row: row["tiled_ms"],
-    "F.sdpa (ms)": lambda row: row["sdpa_ms"],
+    "tiled (ms)": lambda row: rounded(row["tiled_ms"]),
+    "F.sdpa (ms)": lambda row: rounded(row["sdpa_ms"]),
     "tiled / F.sdpa": lambda row: measured.ratio(row["tiled_ms"], row["sdpa_ms"], digits=0),
     "tiled memory": lambda row: size(row["tiled_bytes"]),
     "F.sdpa memory": lambda row: size(row["sdpa_bytes"]),
@@ -707,12 +711,12 @@ measured.table("tiled", {
 # lang: zh
 measured.table("tiled", {
     "L": lambda row: row["L"],
-    "分块（毫秒）": lambda row: row["tiled_ms"],
-    "F.sdpa（毫秒）": lambda row: row["sdpa_ms"],
+    "分块（毫秒）": lambda row: rounded(row["tiled_ms"]),
+    "F.sdpa（毫秒）": lambda row: rounded(row["sdpa_ms"]),
     "分块 / F.sdpa": lambda row: measured.ratio(row["tiled_ms"], row["sdpa_ms"], digits=0),
     "分块的内存": lambda row: size(row["tiled_bytes"]),
     "F.sdpa 的内存": lambda row: size(row["sdpa_bytes"]),
-    "materialised 的内存": lambda row: size(row["materialised_bytes"]),
+    "完整矩阵版的内存": lambda row: size(row["materialised_bytes"]),
 })
 # lang: end
 
@@ -735,7 +739,7 @@ measured.table("tiled", {
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f2f3d2b92b"
 # ## 3. 因果分块与块稀疏分块
 #
-# 有因果掩码时，查询 $i$ 只能看到 $j \le i$ 的键。如果一个分块的第一个键位于它最后一个查询之后（$j_0 > i_1 - 1$），它就被整块遮住了：分块循环可以直接**跳过**它，而不是先算出来再遮住。完全位于对角线以下的分块根本不需要掩码，只有被对角线穿过的分块才需要。`tile_kinds` 会告诉我们每个分块属于哪一类。为什么大约省一半？可见的分数是 $L^2$ 个中的 $L(L + 1)/2$ 个，而分块把这个三角形向上取整到整块，所以每边有 $n$ 个块时，因果注意力算的是 $n^2$ 个分块中的 $n(n + 1)/2$ 个，占比 $(n + 1)/(2n)$，$n$ 越大越接近一半。任何能遮住整个分块的掩码都是如此：滑动窗口（第 07 课）保留沿对角线的一条带状分块，而块掩码（例如把两篇互不相关的文档拼进同一条序列）保留的是成片的整块分块。这正好接上第 05 课的问题：哪些分数值得算。在这里，答案由掩码逐块给出，而结果依然是精确的。（第一篇 FlashAttention 论文里就已经有这种块稀疏的版本。）
+# 有因果掩码时，查询 $i$ 只能看到 $j \le i$ 的键。如果一个分块的第一个键位于它最后一个查询之后（$j_0 > i_1 - 1$），它就被整块遮住了：分块循环可以直接**跳过**它，而不是先算出来再遮住。完全位于对角线以下的分块根本不需要掩码，只有被对角线穿过的分块才需要。`tile_kinds` 会告诉我们每个分块属于哪一类。为什么大约省一半？可见的分数是 $L^2$ 个中的 $L(L + 1)/2$ 个，而分块把这个三角形向上取整到整块，所以每边有 $n$ 个块时，因果注意力算的是 $n^2$ 个分块中的 $n(n + 1)/2$ 个，占比 $(n + 1)/(2n)$，$n$ 越大越接近一半。任何能遮住整个分块的掩码都是如此：滑动窗口（第 07 课）保留沿对角线的一条带状分块，而块掩码（例如把两篇互不相关的文档拼进同一条序列）保留的是一个个完整的方块区域。这正好接上第 05 课的问题：哪些分数值得算。在这里，答案由掩码逐块给出，而结果依然是精确的。（第一篇 FlashAttention 论文里就已经有这种块稀疏的版本。）
 
 # %%
 L, block = 1024, 128
@@ -834,7 +838,7 @@ claim(f"矩阵乘法的乘加次数与分块数同比例减少：因果是完整
 # and from machine to machine:
 
 # %% [markdown] tags=["lang-zh"] en_hash="5263fa5b21"
-# 在这个 Python 循环里，时间减少得没有运算量那么多：每个分块都有固定开销（循环本身、启动一个个小算子、给对角线上的分块加掩码），与它的乘加相比并不小；编译好的内核用更大的分块，会更接近运算量的比例。这些耗时每次运行都不一样，也因机器而异：
+# 在这个 Python 循环里，时间减少得没有运算量那么多：每个分块都有固定开销（循环本身、启动一个个小算子、给对角线上的分块加掩码），与它的乘加相比并不小；编译好的核函数用更大的分块，会更接近运算量的比例。这些耗时每次运行都不一样，也因机器而异：
 
 # %% tags=["nbval-ignore-output"]
 with torch.no_grad():
@@ -945,7 +949,7 @@ check("08.causal_tiles", my_causal_tiled_attention)
 # stored after all, in pieces:
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="8c3bf55b09"
-# ## 4. 真正的内核做了什么
+# ## 4. 真正的核函数做了什么
 #
 # ### 反向传播靠重计算
 #
@@ -1069,7 +1073,7 @@ claim("每一行的 Σ_j P_ij dP_ij 都等于 Σ_c dO_ic O_ic（float64，误差
 # \quad dP = dO_i V_j^\top,\quad dS = P \circ (dP - D_i),$$
 # $$dQ_i \mathrel{+}= dS\, K_j / \sqrt d,\qquad dK_j \mathrel{+}= dS^\top Q_i / \sqrt d,$$
 #
-# 其中 $D_i = \sum_c dO_{ic} O_{ic}$ 在循环开始前算好一次。整个内层循环中，$dK_j$ 和 $dV_j$ 一直留在高速存储里，最后只写出一次；$dQ_i$ 则从每个键块各收到一项。在 GPU 上，各个键块是并行处理的，这些项会落到 $dQ$ 的同一批行上，只能在 HBM 里用原子加法累加。Triton 教程中的融合注意力（fused attention）避开了这一点：先用一小趟计算出 $D$，再跑两个循环，一个对每个键块遍历查询块，求 $dK$ 和 $dV$；另一个对每个查询块遍历键块，求 $dQ$；两个循环里都重新计算 $P$：算术多了，却不需要原子加法。在这台 CPU 上，一个 Python 循环里没有任何并行，而第一种顺序每个分块的 $P$ 只算一次，所以本课程采用它。
+# 其中 $D_i = \sum_c dO_{ic} O_{ic}$ 在循环开始前算好一次。整个内层循环中，$dK_j$ 和 $dV_j$ 一直留在片上存储里，最后只写出一次；$dQ_i$ 则从每个键块各收到一项。在 GPU 上，各个键块是并行处理的，这些项会落到 $dQ$ 的同一批行上，只能在 HBM 里用原子加法累加。Triton 教程中的融合注意力（fused attention）避开了这一点：先用一小趟计算出 $D$，再跑两个循环，一个对每个键块遍历查询块，求 $dK$ 和 $dV$；另一个对每个查询块遍历键块，求 $dQ$；两个循环里都重新计算 $P$：算术多了，却不需要原子加法。在这台 CPU 上，一个 Python 循环里没有任何并行，而第一种顺序每个分块的 $P$ 只算一次，所以本课程采用它。
 #
 # 与前向计算一样，因果掩码让循环可以跳过被整块遮住的分块，只给被对角线穿过的分块加掩码。在反向传播中，这不只是省计算：按 $e^{S - \mathrm{lse}}$ 重新算出来时，被遮住的元素只有在循环跳过它或给它加了掩码时才是 0。
 #
@@ -1170,13 +1174,13 @@ claim(f"at L = 1024 a training step of flash_attention needs 1/{ratio:.0f} of th
       ratio > 8 and 5 * step_bytes["flash_attention"][-1] < step_bytes["tiled_attention"][-1])
 # lang: zh
 claim(f"前向加反向，从 L = 512 到 1024：flash_attention 的内存增长到 {doubled['flash_attention']:.1f} 倍"
-      f"（L 翻倍时 ≈ 2：与 L 成正比，另有一个分块的固定部分）；经 autograd 穿过分块的增长到 "
-      f"{doubled['tiled_attention']:.1f} 倍，穿过教科书式那一行的增长到 {doubled['plain_attention']:.1f} 倍"
+      f"（L 翻倍时 ≈ 2：与 L 成正比，另有一个分块的固定部分）；让 autograd 逐块求导的版本增长到 "
+      f"{doubled['tiled_attention']:.1f} 倍，教科书式那一行增长到 {doubled['plain_attention']:.1f} 倍"
       "（趋向 4：与 L² 成正比，因为它们保存了权重）",
       1.7 <= doubled["flash_attention"] <= 2.1 and doubled["tiled_attention"] >= 2.8
       and 3.7 <= doubled["plain_attention"] <= 4.1)
 claim(f"L = 1024 时，flash_attention 训练一步只需教科书式那一行内存的 1/{ratio:.0f}，"
-      "不到 autograd 穿过同样分块所需内存的五分之一",
+      "不到让 autograd 对同样的分块求导所需内存的五分之一",
       ratio > 8 and 5 * step_bytes["flash_attention"][-1] < step_bytes["tiled_attention"][-1])
 # lang: end
 
@@ -1295,9 +1299,9 @@ check("08.tiled_backward", my_tiled_backward)
 # promises: other versions and GPUs choose differently.
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="54444322cc"
-# ### `F.scaled_dot_product_attention` 在这台 CPU 上选用哪个内核
+# ### `F.scaled_dot_product_attention` 在这台 CPU 上选用哪个核函数
 #
-# `F.scaled_dot_product_attention` 会在几个内核之间挑选。在 CPU 上，PyTorch 2.13 有两个：一个与本课思路相同的分块内核（算子 `_scaled_dot_product_flash_attention_for_cpu`），以及建出整个矩阵的朴素 math 内核。`sdpa_backend` 从实际运行的算子名中读出用的是哪一个；PyTorch 的性能分析器（profiler）显示的也是这些名字。下面这些是对 CPU 上 PyTorch 2.13 的测量结果，不是文档给出的承诺：别的版本和 GPU 的选择各不相同。
+# `F.scaled_dot_product_attention` 会在几个核函数之间挑选。在 CPU 上，PyTorch 2.13 有两个：一个与本课思路相同的分块核函数（算子 `_scaled_dot_product_flash_attention_for_cpu`），以及建出整个矩阵的朴素 math 核函数。`sdpa_backend` 从实际运行的算子名中读出用的是哪一个；PyTorch 的性能分析器（profiler）显示的也是这些名字。下面这些是对 CPU 上 PyTorch 2.13 的测量结果，不是文档给出的承诺：别的版本和 GPU 的选择各不相同。
 
 # %%
 g = torch.Generator().manual_seed(5)
@@ -1327,11 +1331,11 @@ claim(f"PyTorch {version}, CPU: 3-D inputs (no head axis), values of another wid
 claim("the flash kernel keeps a log-sum-exp per row too, and it equals ours (to 1e-5)",
       torch.allclose(flash_lse, our_lse, rtol=0, atol=1e-5) and torch.allclose(flash_output, ours, rtol=0, atol=1e-5))
 # lang: zh
-claim(f"PyTorch {version}，CPU：形状为 (B, H, L, d) 的输入走分块的 flash 内核，无论是因果的、带 bool 掩码的，"
-      "还是 float32 或 float64", len(tiled_kind) == 4)
+claim(f"PyTorch {version}，CPU：形状为 (B, H, L, d) 的输入都走分块的 flash 核函数，无论是否因果、是否带 bool 掩码，"
+      "也无论是 float32 还是 float64", len(tiled_kind) == 4)
 claim(f"PyTorch {version}，CPU：3 维输入（没有头这一维）、值的宽度与键不同、使用 dropout 时，"
-      "都退回 math 内核", len(math_kind) == 3)
-claim("flash 内核同样为每一行保留一个 log-sum-exp，而且与我们算出的相同（误差不超过 1e-5）",
+      "都退回 math 核函数", len(math_kind) == 3)
+claim("flash 核函数同样为每一行保留一个 log-sum-exp，而且与我们算出的相同（误差不超过 1e-5）",
       torch.allclose(flash_lse, our_lse, rtol=0, atol=1e-5) and torch.allclose(flash_output, ours, rtol=0, atol=1e-5))
 # lang: end
 
@@ -1345,7 +1349,7 @@ claim("flash 内核同样为每一行保留一个 log-sum-exp，而且与我们�
 # timings above).
 
 # %% [markdown] tags=["lang-zh"] en_hash="f8f0b1db2e"
-# 所以，像第 04 课的融合版那样，在调用之前先整理成 $(B, H, L, d)$ 的形状，才能用上分块内核；3 维的输入只能走 math 内核和它的 $L \times L$ 矩阵。课程的基准测试用 256 × 256 的分块，把这几个版本并排测到 $L = 16384$，并在单个 CPU 线程上、$L = 8192$ 处检查两条界限：分块版调用给进程增加的内存不到教科书式那一行的 1/20；因果版的耗时至多是完整版的 0.6 倍（分块更大、行更长，每个分块的固定开销所占的比重就比上面的计时小）。
+# 所以，像第 04 课的融合版那样，在调用之前先整理成 $(B, H, L, d)$ 的形状，才能用上分块核函数；3 维的输入只能走 math 核函数和它的 $L \times L$ 矩阵。课程的基准测试用 256 × 256 的分块，把这几个版本并排测到 $L = 16384$，并在单个 CPU 线程上、$L = 8192$ 处检查两条界限：分块版调用给进程增加的内存不到教科书式那一行的 1/20；因果版的耗时至多是完整版的 0.6 倍（分块更大、行更长，每个分块的固定开销所占的比重就比上面的计时小）。
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## Summary
@@ -1379,7 +1383,7 @@ claim("flash 内核同样为每一行保留一个 log-sum-exp，而且与我们�
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="7c45f4390a"
 # ## 小结
 #
-# - **在线 softmax** 为每一行维护运行最大值 $m$ 和运行和 $\ell = \sum e^{s - m}$；$m$ 变大时，已经求和的部分要缩小 $e^{m_{old} - m_{new}}$ 倍。按精确算术，两个部分状态可以精确合并，与顺序无关，与切法无关，整段被遮住的片段也不例外（只要不去算 $e^{-\infty + \infty}$）；在浮点运算中，则是在舍入误差之内一致。Milakov 和 Gimelshein 的在线 softmax 只扫一遍就算出归一化所需的量；再与乘 $V$ 融合起来，整个注意力只需把键扫一遍。
-# - 分块注意力在它们旁边再带一个累加器 $acc = \sum e^{s - m} v$，最后只除一次（这是 FlashAttention-2 的循环顺序和单次除法）。它的输出值和梯度都与 `F.scaled_dot_product_attention` 相同，分配的内存随 $L$ 而不是 $L^2$ 增长。公平的比较对象是教科书式的那一行，它在峰值时占着两个 $L \times L$ 矩阵；写得随意的代码占得更多，原地计算的代码只占一个。即使在这台 CPU 上，对 $L \times L$ 矩阵多扫几遍也要花时间；在 GPU 上，好处是省下 HBM 的搬运量：访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$，但这要靠编译好的内核：我们的 Python 分块在 GPU 上内存依然省，速度却比 F.sdpa 慢约 60 倍。
+# - **在线 softmax** 为每一行维护运行最大值 $m$ 和累计和 $\ell = \sum e^{s - m}$；$m$ 变大时，已经求和的部分要乘以 $e^{m_{old} - m_{new}}$（这个系数不超过 1）。在精确算术下，两个部分状态的合并没有任何误差，与顺序无关，与切法无关，整段被遮住的片段也不例外（只要不去算 $e^{-\infty + \infty}$）；在浮点运算中，则是在舍入误差之内一致。Milakov 和 Gimelshein 的在线 softmax 只扫一遍就算出归一化所需的量；再与乘 $V$ 融合起来，整个注意力只需把键扫一遍。
+# - 分块注意力在它们旁边再带一个累加器 $acc = \sum e^{s - m} v$，最后只除一次（这是 FlashAttention-2 的循环顺序和单次除法）。它的输出值和梯度都与 `F.scaled_dot_product_attention` 相同，分配的内存随 $L$ 而不是 $L^2$ 增长。公平的比较对象是教科书式的那一行，它在峰值时占着两个 $L \times L$ 矩阵；写得随意的代码占得更多，原地计算的代码只占一个。即使在这台 CPU 上，对 $L \times L$ 矩阵多扫几遍也要花时间；在 GPU 上，好处是省下 HBM 的搬运量：访问次数是 $\Theta(L^2 d^2 / M)$，而不是 $\Theta(L d + L^2)$，但这要靠编译好的核函数：我们的 Python 分块在 GPU 上内存依然省，速度却比 F.sdpa 慢约 60 倍。
 # - 能遮住整个分块的掩码让循环可以直接跳过这些分块：因果注意力只算大约一半的分块，即 $(n + 1)/(2n)$ 的运算量，而且只给对角线上的分块加掩码；滑动窗口和块掩码能跳过更多。
-# - 真正的内核在反向传播中也省内存：它们只保留输出和每行一个 log-sum-exp，按 $P = e^{S - \mathrm{lse}}$ 逐块重计算权重，每行的 $D = \sum dO \circ O$ 则由输出算出，所以从不存下 $L \times L$ 矩阵。FlashAttention-2 的反向传播外层遍历键/值块，$dK$ 和 $dV$ 在高速存储里累加，$dQ$ 则跨键块累加。把它写成一个 `torch.autograd.Function`，梯度与 PyTorch 的相同，训练一步的内存随 $L$ 增长，而 autograd 穿过同样的分块则随 $L^2$ 增长。在 CPU 上，PyTorch 2.13 的 `F.scaled_dot_product_attention` 对 4 维输入运行分块内核，对 3 维输入、宽度不同的值以及 dropout 则退回 math 内核。
+# - 真正的核函数在反向传播中也省内存：它们只保留输出和每行一个 log-sum-exp，按 $P = e^{S - \mathrm{lse}}$ 逐块重计算权重，每行的 $D = \sum dO \circ O$ 则由输出算出，所以从不存下 $L \times L$ 矩阵。FlashAttention-2 的反向传播外层遍历键/值块，$dK$ 和 $dV$ 在片上存储里累加，$dQ$ 则跨键块累加。把它写成一个 `torch.autograd.Function`，梯度与 PyTorch 的相同，训练一步的内存随 $L$ 增长；而让 autograd 对同样的分块求导，内存随 $L^2$ 增长。在 CPU 上，PyTorch 2.13 的 `F.scaled_dot_product_attention` 对 4 维输入运行分块核函数，对 3 维输入、宽度不同的值以及 dropout 则退回 math 核函数。
