@@ -167,6 +167,7 @@ def masked_softmax(scores, keep_mask=None, *, caller="masked_softmax"):
         hidden is all zeros (a defined result), never NaN; its gradient is zero too.
     """
     check.tensor(caller, "scores", scores, layout="(..., L_q, L_k)")
+    check.scores_fit(caller, "scores", scores, scores.shape, scores.dtype)  # its weights are as large again
     if keep_mask is None:
         return torch.softmax(scores, dim=-1)
     keep = check_keep_mask(caller, keep_mask, scores)

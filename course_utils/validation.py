@@ -304,6 +304,62 @@ def modules_fit(function, argument, value, count):
     return value
 
 
+#: The most bytes one L_q × L_k tensor of scores (or of weights) may take: a forward pass that would
+#: materialise more is refused before it allocates. 1 GiB is half of what Binder gives a lesson; a
+#: (1, 40000, 64) input, 10 MB, asks for 6.4 GB of scores. Raise it (or set None for no limit but the
+#: machine's memory) where a measurement needs larger: ``course_utils.validation.MAX_SCORE_BYTES = 8 * 2**30``.
+MAX_SCORE_BYTES = 2**30
+
+
+def scores_fit(function, argument, value, shape, dtype, alternative=None, device=None):
+    """Check, before a forward pass allocates them, that scores of `shape` (..., L_q, L_k) in `dtype`
+    fit under ``MAX_SCORE_BYTES`` (and, on the CPU, in this machine's memory); else an ArgumentError
+    naming `argument` (the input that makes them large, `value`), the sizes and the bytes, and the way
+    out: `alternative` ({"en", "zh"}: the function's own way not to build them, e.g. need_weights=False),
+    lesson 08's tiled attention, or a larger limit. `device`: where they would be (default: `value`'s).
+    Every function that materialises scores calls it."""
+    import math
+
+    where = torch.device(device if device is not None else getattr(value, "device", "cpu")).type
+    if where == "meta":  # a meta tensor holds a shape only: its scores take no memory (lesson 05's walkthrough)
+        return value
+    count = math.prod(int(size) for size in shape)
+    itemsize = dtype.itemsize if isinstance(dtype, torch.dtype) else 4
+    limit = MAX_SCORE_BYTES
+    total, _ = _memory() if where == "cpu" else (None, False)
+    if total is not None and (limit is None or total < limit):
+        limit = total
+    if limit is None or count * itemsize <= limit:
+        return value
+    shape, size = tuple(int(s) for s in shape), count * itemsize
+    ways = {"en": "", "zh": ""} if alternative is None else \
+        {"en": f"{alternative['en']}, or ", "zh": f"{alternative['zh']}，或者"}
+    fail(function, argument, describe(value),
+         {"en": f"sizes whose scores fit: scores of shape {shape} would take {size:,} bytes ({size / 2**30:,.1f} GiB), "
+                f"more than the {limit:,} bytes allowed; use {ways['en']}lesson 08's tiled.tiled_attention "
+                "or the fused F.scaled_dot_product_attention, which never hold them all, "
+                "or raise course_utils.validation.MAX_SCORE_BYTES",
+          "zh": f"注意力分数放得下的大小：形状为 {shape} 的分数将占 {size:,} 字节（{size / 2**30:,.1f} GiB），"
+                f"超过允许的 {limit:,} 字节；请改用{_spaced(ways['zh'])}"
+                "第 08 课的 tiled.tiled_attention 或融合的 F.scaled_dot_product_attention，它们从不同时保存全部分数；"
+                "或调大 course_utils.validation.MAX_SCORE_BYTES"})
+    return value
+
+
+def attention_scores_fit(function, query, key, lead=None, alternative=None, names=("query", "key")):
+    """``scores_fit`` for the (*lead, L_q, L_k) scores of `query` (..., L_q, d) against `key` (..., L_k, d):
+    `lead` defaults to query's leading axes (a layer passes (B, H)); the longer of the two sequences is
+    blamed, under its name in `names`."""
+    lead = tuple(query.shape[:-2]) if lead is None else tuple(lead)
+    L_q, L_k = query.shape[-2], key.shape[-2]
+    argument, value = (names[0], query) if L_q >= L_k else (names[1], key)
+    return scores_fit(function, argument, value, (*lead, L_q, L_k), query.dtype, alternative)
+
+
+#: What a layer with a ``need_weights`` argument offers instead of its weights.
+NO_WEIGHTS = {"en": "need_weights=False", "zh": "need_weights=False"}
+
+
 def parameters_fit(function, sizes, count):
     """A model's parameters (`count` float32 numbers) fit in memory; else name the largest of
     `sizes` ({argument: size}), the one to make smaller."""
