@@ -295,7 +295,7 @@ class _Layer(nn.Module):
         self.dropout_p = _probability(name, "dropout", dropout)
         self.activation = _activation(name, activation)
         self.norm_first = check.flag(name, "norm_first", norm_first)
-        self.layer_norm_eps = _positive_number(name, "layer_norm_eps", layer_norm_eps)
+        self.layer_norm_eps = float(check.epsilon(name, "layer_norm_eps", layer_norm_eps))  # 1e39: all zeros
         self.bias = check.flag(name, "bias", bias)
 
     def _norm(self):

@@ -470,6 +470,24 @@ def number(function, argument, value, *, positive=False, non_negative=False, max
     return value
 
 
+#: The range of an ε (Adam's, LayerNorm's): float32's smallest normal number, below which it is lost
+#: beside a square root and the division it guards is by 0 (NaN, ∞); and 1, past which it drowns
+#: what it is added to (1e300 is ∞ in float32: every update, every normalised value, 0).
+EPSILON_RANGE = (float(torch.finfo(torch.float32).tiny), 1.0)
+
+
+def epsilon(function, argument, value):
+    """`value`, an ε added to a denominator so that it is never 0, when it is a number in
+    EPSILON_RANGE: 0 gives NaN and ∞ for a zero or tiny gradient, 1e39 all zeros."""
+    low, high = EPSILON_RANGE
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= high:
+        fail(function, argument, describe(value),
+             {"en": f"a number from {low:.3g} (float32's smallest normal number) to {high:g}, a small guard "
+                    "against dividing by zero such as 1e-5",
+              "zh": f"{low:.3g}（float32 能表示的最小正规数）到 {high:g} 之间的数：防止除以零的小量，例如 1e-5"})
+    return value
+
+
 def scale(function, value, dtype, *, positive=False, tensors=False):
     """`value`, the factor the scores are multiplied by, when it is None or a finite number (> 0 if
     `positive`) that `dtype` can hold (a 0-dim tensor too, if `tensors`): NaN or ±∞, or 1e300 in
