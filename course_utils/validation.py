@@ -525,6 +525,15 @@ def _name(dtype):
     return str(dtype).replace("torch.", "")
 
 
+def function_of_nothing(function, argument, value):
+    """`value` when it can be called (with no arguments: a measured call, a view to redraw)."""
+    if not callable(value):
+        fail(function, argument, describe(value),
+             {"en": "a function to call with no arguments, e.g. lambda: layer(x, x, x)",
+              "zh": "可无参数调用的函数，例如 lambda: layer(x, x, x)"})
+    return value
+
+
 def one_of(function, argument, value, choices):
     """`value` when it is one of `choices` (strings, shown as code)."""
     if not isinstance(value, str) or value not in choices:
