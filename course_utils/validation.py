@@ -53,6 +53,11 @@ def _spaced_after(piece):
 
 def fail(function, argument, got, needed):
     """Raise ArgumentError. `got` and `needed` are plain strings or {"en": ..., "zh": ...} dicts."""
+    for name, value in (("function", function), ("argument", argument)):
+        if not isinstance(value, str):  # a checker called the wrong way: say so, in the same words
+            function, argument, got, needed = "fail", name, describe(value), \
+                {"en": "the name of a function or argument (a str)", "zh": "函数名或参数名（str）"}
+            break
     got, needed = text(got), text(needed)
     if language() == "zh":
         # the zh template puts no space after 收到 / 需要: the pieces bring their own where one belongs
@@ -81,6 +86,10 @@ def broadcasts(shape, target):
 
     Plain Python on purpose: the first call of ``torch.broadcast_shapes`` imports ``torch._refs``,
     1.4 s that every lesson paid at its first masked attention (measured)."""
+    for argument, value in (("shape", shape), ("target", target)):
+        if not isinstance(value, (tuple, list, torch.Size)) or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
+            fail("broadcasts", argument, describe(value), {"en": "a shape: a tuple of sizes ≥ 0", "zh": "形状：由 ≥ 0 的大小组成的元组"})
     shape, target = tuple(shape), tuple(target)
     return len(shape) <= len(target) and all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
 
@@ -112,6 +121,8 @@ def describe(value):
 def axis_name(axis):
     """The axis `axis` in words, as an {"en", "zh"} dict: 0 -> "axis 0" / "第 0 维",
     -1 -> "the last axis" / "最后一维", -2 -> "the second-to-last axis" / "倒数第二维"."""
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        fail("axis_name", "axis", describe(axis), {"en": "an int", "zh": "整数"})
     if axis >= 0:
         return {"en": f"axis {axis}", "zh": f"第 {axis} 维"}
     if axis == -1:
@@ -267,6 +278,8 @@ def fits_in_memory(function, argument, value, count, itemsize=1):
     """Check that a tensor of `count` elements of `itemsize` bytes, sized by `value`, can exist at all:
     one larger than this machine's memory fails later inside torch's allocator (or is killed by the
     system) with a message that names no argument."""
+    number("fits_in_memory", "count", count, non_negative=True)
+    number("fits_in_memory", "itemsize", itemsize, positive=True)
     total, limited = _memory()
     if total is None:
         return value
@@ -296,6 +309,7 @@ MAX_MODULES = 100_000
 def modules_fit(function, argument, value, count):
     """Check that a model of `count` ``nn.Module`` objects, counted by `value` (its layers, its
     heads), can be built in a lesson's time."""
+    whole_number("modules_fit", "count", count)
     if count > MAX_MODULES:
         fail(function, argument, describe(value),
              {"en": f"a size that builds at most {MAX_MODULES:,} modules: it would build {count:,}, "
@@ -363,6 +377,8 @@ NO_WEIGHTS = {"en": "need_weights=False", "zh": "need_weights=False"}
 def parameters_fit(function, sizes, count):
     """A model's parameters (`count` float32 numbers) fit in memory; else name the largest of
     `sizes` ({argument: size}), the one to make smaller."""
+    if not isinstance(sizes, dict) or not sizes:
+        fail("parameters_fit", "sizes", describe(sizes), {"en": "a dict {argument: size}", "zh": "字典 {参数名: 大小}"})
     largest = max(sizes, key=sizes.get)
     return fits_in_memory(function, largest, sizes[largest], count, 4)
 
@@ -573,6 +589,8 @@ def tokens(function, argument, value, vocab, *, ndim, layout, max_length=None):
     """Check that `value` is a tensor of token ids: int64 (or int32) with `ndim` axes laid out as
     `layout` (e.g. "(B, L)"), at most `max_length` positions on the last axis when given, every id
     in 0 … vocab - 1. One reduction and one read for the range: cheap beside a model's forward."""
+    positive_int("tokens", "vocab", vocab)
+    whole_number("tokens", "ndim", ndim)
     if not isinstance(value, torch.Tensor) or value.ndim != ndim or value.dtype not in TOKEN_DTYPES:
         fail(function, argument, describe(value),
              {"en": f"an int64 tensor of token ids of shape {layout}", "zh": f"形状为 {layout} 的 int64 词元 id 张量"})
