@@ -81,15 +81,21 @@ def flag(function, argument, value):
     return value
 
 
+def shape_tuple(function, argument, value):
+    """`value` when it is a shape: a tuple (or list, or torch.Size) of ints ≥ 0."""
+    if not isinstance(value, (tuple, list, torch.Size)) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
+        fail(function, argument, describe(value), {"en": "a shape: a tuple of sizes ≥ 0", "zh": "形状：由 ≥ 0 的大小组成的元组"})
+    return value
+
+
 def broadcasts(shape, target):
     """Whether a tensor of `shape` broadcasts to `target` without making it larger.
 
     Plain Python on purpose: the first call of ``torch.broadcast_shapes`` imports ``torch._refs``,
     1.4 s that every lesson paid at its first masked attention (measured)."""
     for argument, value in (("shape", shape), ("target", target)):
-        if not isinstance(value, (tuple, list, torch.Size)) or not all(
-                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
-            fail("broadcasts", argument, describe(value), {"en": "a shape: a tuple of sizes ≥ 0", "zh": "形状：由 ≥ 0 的大小组成的元组"})
+        shape_tuple("broadcasts", argument, value)
     shape, target = tuple(shape), tuple(target)
     return len(shape) <= len(target) and all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
 
