@@ -177,6 +177,8 @@ def same_size(function, argument, value, axis, size, source):
     `source` says where in both languages, e.g. {"en": "query's d_q", "zh": "query 的 d_q"}; a plain
     string (e.g. "d_model") is shown as it is in both, so use one only for a name that is code.
     """
+    whole_number("same_size", "axis", axis, -INT64_MAX)
+    whole_number("same_size", "size", size)
     _a_tensor(function, argument, value, min_ndim=axis + 1 if axis >= 0 else -axis)
     if value.shape[axis] != size:
         where, source = axis_name(axis), source if isinstance(source, dict) else {"en": source, "zh": source}
@@ -340,6 +342,7 @@ def scores_fit(function, argument, value, shape, dtype, alternative=None, device
     Every function that materialises scores calls it."""
     import math
 
+    shape_tuple("scores_fit", "shape", tuple(shape) if isinstance(shape, (tuple, list, torch.Size)) else shape)
     where = torch.device(device if device is not None else getattr(value, "device", "cpu")).type
     if where == "meta":  # a meta tensor holds a shape only: its scores take no memory (lesson 05's walkthrough)
         return value
@@ -370,6 +373,8 @@ def attention_scores_fit(function, query, key, lead=None, alternative=None, name
     """``scores_fit`` for the (*lead, L_q, L_k) scores of `query` (..., L_q, d) against `key` (..., L_k, d):
     `lead` defaults to query's leading axes (a layer passes (B, H)); the longer of the two sequences is
     blamed, under its name in `names`."""
+    _a_tensor(function, names[0], query, 2)
+    _a_tensor(function, names[1], key, 2)
     lead = tuple(query.shape[:-2]) if lead is None else tuple(lead)
     L_q, L_k = query.shape[-2], key.shape[-2]
     argument, value = (names[0], query) if L_q >= L_k else (names[1], key)
@@ -426,6 +431,8 @@ def default_device():
 def on_device(function, argument, value, device, source):
     """`value`, a tensor, when it lives on `device`, the device of `source` (words, as an
     {"en", "zh"} dict, or code): a tensor elsewhere would fail deep inside torch."""
+    if not isinstance(device, (torch.device, str)):
+        fail("on_device", "device", describe(device), {"en": "a torch.device", "zh": "torch.device"})
     if _a_tensor(function, argument, value).device != device:
         source = source if isinstance(source, dict) else {"en": source, "zh": source}
         where = torch.device(device).type
@@ -558,6 +565,8 @@ def function_of_nothing(function, argument, value):
 
 def one_of(function, argument, value, choices):
     """`value` when it is one of `choices` (strings, shown as code)."""
+    if not isinstance(choices, (tuple, list)) or not all(isinstance(c, str) for c in choices):
+        fail("one_of", "choices", describe(choices), {"en": "a tuple of str", "zh": "由 str 组成的元组"})
     if not isinstance(value, str) or value not in choices:
         fail(function, argument, describe(value),
              {"en": f"one of {', '.join(map(repr, choices))}", "zh": f"{'、'.join(map(repr, choices))} 之一"})
