@@ -162,6 +162,9 @@ class LayoutPerKey(ConstrainedLayoutEngine):
     axes are placed again)."""
 
     def __init__(self, key, **kwargs):
+        if not callable(key):  # called with the figure at each draw
+            check.fail("LayoutPerKey", "key", check.describe(key),
+                       {"en": "a function of the figure, such as texts_key", "zh": "以图为参数的函数，例如 texts_key"})
         super().__init__(**kwargs)
         self._key = key
         self._places = {}
