@@ -173,4 +173,6 @@ def tiles_explorer(block=2, causal=True):
 
 def last_step(block=2, causal=True):
     """The number of tiles the explorer's tiled forward computes with this tiling: its last step."""
-    return len(tile_steps(block, causal)) - 1
+    validation.positive_int("last_step", "block", block)
+    validation.flag("last_step", "causal", causal)
+    return len(_steps(block, causal)) - 1
