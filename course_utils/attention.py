@@ -95,8 +95,10 @@ def additive_scores(query, key, w_query, w_key, v):
             check.describe(v),
             {"en": f"a tensor of shape (d_h,) = ({d_h},)", "zh": f"形状为 (d_h,) = ({d_h},) 的张量"},
         )
-    # the sum q + k below is (..., L_q, L_k, d_h): d_h numbers per score, counted as d_h times the rows
-    check.attention_scores_fit("additive_scores", query, key, (*query.shape[:-2], max(d_h, 1)))
+    # the sum q + k below is (..., L_q, L_k, d_h): d_h numbers per score, built whole
+    L_q, L_k = query.shape[-2], key.shape[-2]
+    check.scores_fit("additive_scores", "query" if L_q >= L_k else "key", query if L_q >= L_k else key,
+                     (*query.shape[:-2], L_q, L_k, d_h), query.dtype)
     q = (query @ w_query).unsqueeze(-2)  # (..., L_q, 1, d_h)
     k = (key @ w_key).unsqueeze(-3)  # (..., 1, L_k, d_h)
     return torch.tanh(q + k) @ v  # (..., L_q, L_k)

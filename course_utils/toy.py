@@ -289,7 +289,8 @@ def accuracy(model, tokens, targets):
     _targets("accuracy", targets, logits.shape[:-1])
     check.on_device("accuracy", "targets", targets, tokens.device, "tokens")
     # an id the model cannot output would count as wrong without a word, as it is refused in tokens
-    check.tokens("accuracy", "targets", targets, logits.shape[-1], ndim=2, layout="(N, L_out)")
+    check.tokens("accuracy", "targets", targets, logits.shape[-1], ndim=targets.ndim,
+                 layout=str(tuple(logits.shape[:-1])))
     return (logits.argmax(dim=-1) == targets).double().mean().item()
 
 
