@@ -362,9 +362,9 @@ def scores_fit(function, argument, value, shape, dtype, alternative=None, device
                 f"more than the {limit:,} bytes allowed; use {ways['en']}lesson 08's tiled.tiled_attention "
                 "or the fused F.scaled_dot_product_attention, which never hold them all, "
                 "or raise course_utils.validation.MAX_SCORE_BYTES",
-          "zh": f"注意力分数放得下的大小：形状为 {shape} 的分数将占 {size:,} 字节（{size / 2**30:,.1f} GiB），"
+          "zh": f"能放下注意力分数的尺寸：形状为 {shape} 的分数将占 {size:,} 字节（{size / 2**30:,.1f} GiB），"
                 f"超过允许的 {limit:,} 字节；请改用{_spaced(ways['zh'])}"
-                "第 08 课的 tiled.tiled_attention 或融合的 F.scaled_dot_product_attention，它们从不同时保存全部分数；"
+                "第 08 课的 tiled.tiled_attention 或融合的 F.scaled_dot_product_attention，它们不会同时保存全部分数；"
                 "或调大 course_utils.validation.MAX_SCORE_BYTES"})
     return value
 
@@ -493,7 +493,9 @@ def number(function, argument, value, *, positive=False, non_negative=False, max
         needed = {"en": "a positive number", "zh": "正数"} if positive else \
             {"en": "a finite number ≥ 0", "zh": "≥ 0 的有限数"} if non_negative else \
             {"en": "a finite number", "zh": "有限的数"}
-        if maximum is not None:
+        if maximum is not None and non_negative and not positive:
+            needed = {"en": f"a finite number from 0 to {maximum:.3g}", "zh": f"0 到 {maximum:.3g} 之间的有限数"}
+        elif maximum is not None:
             needed = {"en": f"{needed['en']} at most {maximum:.3g}", "zh": f"不超过 {maximum:.3g} 的{needed['zh']}"}
         fail(function, argument, describe(value), needed)
     return value

@@ -47,7 +47,7 @@ def _slots_of(function, batch, heads, mask_order, qkv_order, most=None):
     if most is not None and batch * heads > most:
         check.fail(function, "batch" if batch >= heads else "heads", check.describe(max(batch, heads)),
                    {"en": f"at most {most} slots (batch · heads) to draw, one row each",
-                    "zh": f"要画的槽位（batch · heads）不超过 {most} 个，每个一行"})
+                    "zh": f"batch · heads 不超过 {most}：每个槽位画一行"})
 
 
 def head_slots(batch, heads, mask_order="batch", qkv_order="head"):

@@ -141,7 +141,7 @@ def split_heads_picture(length, heads, head_dim, ax=None):
     if length * heads * head_dim > MAX_BOXES:
         check.fail("split_heads_picture", "length", check.describe(length),
                    {"en": f"sizes with at most {MAX_BOXES} features to draw (length · heads · head_dim)",
-                    "zh": f"要画的特征（length · heads · head_dim）不超过 {MAX_BOXES} 个的大小"})
+                    "zh": f"length · heads · head_dim 不超过 {MAX_BOXES}：每个特征画一格"})
     ax = _axes(ax, (8.0, 0.5 * length + 1.2))
     width = heads * head_dim
     colours = matplotlib.colormaps["Pastel1"]

@@ -22,9 +22,9 @@ def tile_grid(kinds, ax=None, title=None, done=None, current=None, legend=True):
     light grey skipped. done: None (every tile shown as decided) or the number of computed tiles
     already processed, in the order the tiled forward takes them (row by row); the rest are pale.
     current: (i, j) of the tile processed at this step, outlined in red. Returns ax."""
-    kinds = array_of("tile_grid", "kinds", kinds, 2, "(n_q, n_k)")
+    given, kinds = kinds, array_of("tile_grid", "kinds", kinds, 2, "(n_q, n_k)")
     if not np.isin(kinds, (SKIP, PARTIAL, FULL)).all() or kinds.size > MAX_TILES:
-        check.fail("tile_grid", "kinds", check.describe(kinds),
+        check.fail("tile_grid", "kinds", check.describe(given),
                    {"en": f"at most {MAX_TILES} tiles, each SKIP, PARTIAL or FULL (what tiled.tile_kinds returns)",
                     "zh": f"不超过 {MAX_TILES} 个分块，每个为 SKIP、PARTIAL 或 FULL（即 tiled.tile_kinds 的返回值）"})
     ax = _axes(ax, (4.0, 4.0))
