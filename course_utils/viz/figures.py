@@ -103,6 +103,9 @@ def heatmap(weights, ax=None, queries=None, keys=None, title=None, annotate=None
     queries / keys: optional tick labels. annotate: write each value in its cell (default: when
     the matrix is at most 8 x 8). vmin / vmax: colour range (weights live in [0, 1]).
     """
+    check.flag("heatmap", "colorbar", colorbar)  # 'no' is a str, and a str is true
+    if annotate is not None:
+        check.flag("heatmap", "annotate", annotate)
     weights = _matrix(weights, "heatmap")
     ax = _axes(ax)
     n_q, n_k = weights.shape

@@ -71,6 +71,8 @@ def cost_lines(ax, xs, series, xlabel, ylabel, title=None, logy=True, in_bytes=F
     if any(len(array_of(function, "series", ys, 1, f"({len(xs)},)")) != len(xs) for ys in series.values()):
         check.fail(function, "series", check.describe(series),
                    {"en": f"{len(xs)} values per label, one per x", "zh": f"每个标签 {len(xs)} 个值，每个 x 一个"})
+    check.flag(function, "logy", logy)
+    check.flag(function, "in_bytes", in_bytes)
     for argument, value in (("xlabel", xlabel), ("ylabel", ylabel)):
         if not isinstance(value, str):
             check.fail(function, argument, check.describe(value), {"en": "a str", "zh": "str（字符串）"})

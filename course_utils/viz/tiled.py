@@ -22,6 +22,7 @@ def tile_grid(kinds, ax=None, title=None, done=None, current=None, legend=True):
     light grey skipped. done: None (every tile shown as decided) or the number of computed tiles
     already processed, in the order the tiled forward takes them (row by row); the rest are pale.
     current: (i, j) of the tile processed at this step, outlined in red. Returns ax."""
+    check.flag("tile_grid", "legend", legend)
     given, kinds = kinds, array_of("tile_grid", "kinds", kinds, 2, "(n_q, n_k)")
     if not np.isin(kinds, (SKIP, PARTIAL, FULL)).all() or kinds.size > MAX_TILES:
         check.fail("tile_grid", "kinds", check.describe(given),

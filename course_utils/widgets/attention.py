@@ -43,6 +43,7 @@ def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0, figure=None
     returned before, drawn again instead of a new one (what the explorer passes).
     """
     validation.positive_int("scaling_view", "d_k", d_k)
+    validation.flag("scaling_view", "scaled", scaled)
     scores = _scaling_scores(d_k, queries, keys, seed)  # (N, L_k)
     if scaled:
         scores = scores / math.sqrt(d_k)
@@ -143,6 +144,7 @@ def mask_view(length_1=6, length_2=3, causal=False, max_len=MASK_MAX_LEN, seed=0
     are fully masked (their weights are all zero). figure: one this view returned before, whose
     four pictures are updated in place (what the explorer passes; faster than a new figure).
     """
+    validation.flag("mask_view", "causal", causal)
     for argument, value in (("length_1", length_1), ("length_2", length_2)):
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= max_len:
             validation.fail("mask_view", argument, validation.describe(value),
