@@ -6,6 +6,11 @@ each (query, key) pair. Attention returns ``(output, weights)``, in that order, 
 
 Masks mean one thing everywhere in this package: a boolean ``keep_mask``, True where a query
 may attend to a key (the meaning of the boolean mask of ``F.scaled_dot_product_attention``).
+
+Every function here that builds the (..., L_q, L_k) scores whole refuses, before building them,
+scores of more than ``validation.MAX_SCORE_BYTES`` bytes (1 GiB; raise it, or set None, to go
+further): lesson 08's ``tiled.tiled_attention`` and ``F.scaled_dot_product_attention`` never hold
+them all.
 """
 
 import math

@@ -691,7 +691,14 @@ STRINGS = {
     "ReverseModel": (lambda: toy.ReverseModel(positions="no"), "ReverseModel", "positions"),
     "train": (lambda: seq2seq.train(steps=1, batch=4, evaluate="no"), "train", "evaluate"),
     "operators": (lambda: multihead.operators(lambda: q3 + 1, sizes="no"), "operators", "sizes"),
+    "heatmap": (lambda: __import__("course_utils.viz").viz.heatmap(torch.rand(2, 2), ax=_AX, colorbar="no"), "heatmap",
+                "colorbar"),
+    "tile_grid": (lambda: __import__("course_utils.viz").viz.tile_grid([[1, 2]], ax=_AX, legend="no"), "tile_grid",
+                  "legend"),
+    "mask_view": (lambda: __import__("course_utils.widgets.attention").widgets.attention.mask_view(causal="no"),
+                  "mask_view", "causal"),
 }
+_AX = None  # no axes is needed: the flag is refused before anything is drawn
 
 
 @pytest.mark.parametrize("case", STRINGS)

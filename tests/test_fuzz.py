@@ -6,7 +6,10 @@ error: a ``validation.ArgumentError`` (a ValueError) whose message names the fun
 argument. The variations: tensors of the wrong rank, with zero-size axes or a mismatched size on
 each axis, of every other dtype, NaN-filled, on the meta device, sparse, strided (not contiguous)
 or expanded (stride 0), lists and non-tensors; ints 0, 1, −1, 2**31, 2**63 and 2**64 (past int64),
-non-ints and None; floats 0, −1, NaN, ±∞ and 1e300 (past float32) for every float argument. Anything
+non-ints and None; floats 0, −1, NaN, ±∞ and 1e300 (past float32) for every float argument. The
+"surface" group adds every public callable of measured, learner, claims, session, validation, masks,
+viz and widgets with None, a str or a meta tensor in every argument it needs at once (it must name
+itself and an argument, or return). Anything
 else (an IndexError or RuntimeError from inside torch) is UNCLEAR; a segmentation fault, an abort or
 a call that runs past its time limit is a CRASH.
 
