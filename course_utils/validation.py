@@ -348,24 +348,27 @@ def scores_fit(function, argument, value, shape, dtype, alternative=None, device
         return value
     count = math.prod(int(size) for size in shape)
     itemsize = dtype.itemsize if isinstance(dtype, torch.dtype) else 4
-    limit = MAX_SCORE_BYTES
+    limit, memory = MAX_SCORE_BYTES, False
     total, _ = _memory() if where == "cpu" else (None, False)
     if total is not None and (limit is None or total < limit):
-        limit = total
+        limit, memory = total, True  # the machine's memory, not the setting, is what stops them here
     if limit is None or count * itemsize <= limit:
         return value
     shape, size = tuple(int(s) for s in shape), count * itemsize
     ways = {"en": "", "zh": ""} if alternative is None else \
         {"en": f"{alternative['en']}, or ", "zh": f"{alternative['zh']}，或者"}
+    allowed = {"en": f"the {limit:,} bytes of memory left here", "zh": f"这里剩余的 {limit:,} 字节内存"} if memory \
+        else {"en": f"the {limit:,} bytes allowed", "zh": f"允许的 {limit:,} 字节"}
+    raise_it = {"en": "", "zh": ""} if memory else \
+        {"en": ", or raise course_utils.validation.MAX_SCORE_BYTES", "zh": "；或调大 course_utils.validation.MAX_SCORE_BYTES"}
     fail(function, argument, describe(value),
          {"en": f"sizes whose scores fit: scores of shape {shape} would take {size:,} bytes ({size / 2**30:,.1f} GiB), "
-                f"more than the {limit:,} bytes allowed; use {ways['en']}lesson 08's tiled.tiled_attention "
-                "or the fused F.scaled_dot_product_attention, which never hold them all, "
-                "or raise course_utils.validation.MAX_SCORE_BYTES",
+                f"more than {allowed['en']}; use {ways['en']}lesson 08's tiled.tiled_attention "
+                f"or the fused F.scaled_dot_product_attention, which never hold them all{raise_it['en']}",
           "zh": f"能放下注意力分数的尺寸：形状为 {shape} 的分数将占 {size:,} 字节（{size / 2**30:,.1f} GiB），"
-                f"超过允许的 {limit:,} 字节；请改用{_spaced(ways['zh'])}"
-                "第 08 课的 tiled.tiled_attention 或融合的 F.scaled_dot_product_attention，它们不会同时保存全部分数；"
-                "或调大 course_utils.validation.MAX_SCORE_BYTES"})
+                f"超过{allowed['zh']}；请改用{_spaced(ways['zh'])}"
+                "第 08 课的 tiled.tiled_attention 或融合的 F.scaled_dot_product_attention，它们不会同时保存全部分数"
+                f"{raise_it['zh']}"})
     return value
 
 

@@ -616,6 +616,16 @@ def test_the_issues_input_is_refused_at_the_default_limit():
     assert validation.MAX_SCORE_BYTES == 2**30
 
 
+def test_without_a_limit_the_machines_memory_still_refuses(monkeypatch):
+    """MAX_SCORE_BYTES = None lifts the setting, not the memory: scores past what the process may
+    still map are refused, and the message does not offer a setting that would not help."""
+    monkeypatch.setattr(validation, "MAX_SCORE_BYTES", None)
+    query = torch.empty(1, 40_000, 64)
+    text = refused(bounded(lambda: attn.scaled_dot_product_attention(query, query, query)),
+                   "scaled_dot_product_attention", "query")
+    assert "memory left here" in text and "MAX_SCORE_BYTES" not in text, text
+
+
 def test_the_fused_path_and_small_tiles_are_not_limited(monkeypatch):
     """What the message points to works under the same limit: need_weights=False, small tiles."""
     monkeypatch.setattr(validation, "MAX_SCORE_BYTES", LIMIT)
