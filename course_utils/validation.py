@@ -343,7 +343,8 @@ def scores_fit(function, argument, value, shape, dtype, alternative=None, device
     import math
 
     shape_tuple("scores_fit", "shape", tuple(shape) if isinstance(shape, (tuple, list, torch.Size)) else shape)
-    where = torch.device(device if device is not None else getattr(value, "device", "cpu")).type
+    where = device if device is not None else value.device if isinstance(value, torch.Tensor) else default_device()
+    where = torch.device(where).type
     if where == "meta":  # a meta tensor holds a shape only: its scores take no memory (lesson 05's walkthrough)
         return value
     count = math.prod(int(size) for size in shape)
