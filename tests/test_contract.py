@@ -588,6 +588,8 @@ MATERIALISED = {
                       "DecoderLayer.forward", "x"),
     "prob_sparse_attention": (lambda x: probsparse.prob_sparse_attention(x[None], x[None], x[None], need_weights=True),
                               "prob_sparse_attention", "query"),
+    "exact_measure": (lambda x: __import__("course_utils.probsparse_study").probsparse_study.exact_measure(x[None], x[None]),
+                      "exact_measure", "query"),
     "tiny_decoder": (lambda x: decoding.make_tiny_decoder(vocab=8, d_model=8, heads=2, kv_heads=1, layers=1, d_ff=8)(
         torch.zeros(1, x.shape[1], dtype=torch.int64)), "TinyDecoder.forward", "tokens"),
 }
