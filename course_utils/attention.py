@@ -6,6 +6,11 @@ each (query, key) pair. Attention returns ``(output, weights)``, in that order, 
 
 Masks mean one thing everywhere in this package: a boolean ``keep_mask``, True where a query
 may attend to a key (the meaning of the boolean mask of ``F.scaled_dot_product_attention``).
+
+Every function here that builds the (..., L_q, L_k) scores whole refuses, before building them,
+scores of more than ``validation.MAX_SCORE_BYTES`` bytes (1 GiB; raise it, or set None, to go
+further): lesson 08's ``tiled.tiled_attention`` and ``F.scaled_dot_product_attention`` never hold
+them all.
 """
 
 import math
@@ -39,18 +44,21 @@ def _pair(function, query, key, same_features=True):
 def dot_scores(query, key):
     """score(q, k) = q · k. Needs d_q == d_k. Returns (..., L_q, L_k)."""
     _pair("dot_scores", query, key)
+    check.attention_scores_fit("dot_scores", query, key)
     return query @ key.transpose(-2, -1)
 
 
 def scaled_dot_scores(query, key):
     """score(q, k) = q · k / √d_k: the dot product, kept at unit variance as d_k grows."""
     _, d_k = _pair("scaled_dot_scores", query, key)
+    check.attention_scores_fit("scaled_dot_scores", query, key)
     return query @ key.transpose(-2, -1) / math.sqrt(max(d_k, 1))  # d_k = 0: every score is 0 anyway
 
 
 def bilinear_scores(query, key, weight):
     """score(q, k) = qᵀ W k with W of shape (d_q, d_k): lets queries and keys differ in size."""
     d_q, d_k = _pair("bilinear_scores", query, key, same_features=False)
+    check.attention_scores_fit("bilinear_scores", query, key)
     check.tensor("bilinear_scores", "weight", weight, min_ndim=2, layout=f"({d_q}, {d_k})")
     check.alike("bilinear_scores", "weight", weight, query, "query")
     if tuple(weight.shape) != (d_q, d_k):
@@ -92,6 +100,10 @@ def additive_scores(query, key, w_query, w_key, v):
             check.describe(v),
             {"en": f"a tensor of shape (d_h,) = ({d_h},)", "zh": f"形状为 (d_h,) = ({d_h},) 的张量"},
         )
+    # the sum q + k below is (..., L_q, L_k, d_h): d_h numbers per score, built whole
+    L_q, L_k = query.shape[-2], key.shape[-2]
+    check.scores_fit("additive_scores", "query" if L_q >= L_k else "key", query if L_q >= L_k else key,
+                     (*query.shape[:-2], L_q, L_k, d_h), query.dtype)
     q = (query @ w_query).unsqueeze(-2)  # (..., L_q, 1, d_h)
     k = (key @ w_key).unsqueeze(-3)  # (..., 1, L_k, d_h)
     return torch.tanh(q + k) @ v  # (..., L_q, L_k)
@@ -130,6 +142,7 @@ def scaled_dot_product_attention(query, key, value, keep_mask=None, scale=None):
             },
         )
     check.scale(function, scale, query.dtype, tensors=True)  # NaN, ±∞ or past the dtype's range: all-NaN weights
+    check.attention_scores_fit(function, query, key)  # before they exist: (..., L_q, L_k)
     if scale is None:
         scale = 1.0 / math.sqrt(d_k) if d_k else 1.0  # d_k = 0: every score is 0 whatever the scale
 

@@ -15,6 +15,7 @@ The statement is written in the notebook's language: in a lesson source the call
 import numpy as np
 import torch
 
+from . import validation as check
 from .i18n import message
 
 HOLDS = "✔"
@@ -22,6 +23,10 @@ HOLDS = "✔"
 
 class ClaimError(AssertionError):
     """A fact a notebook states turned out false when the notebook ran."""
+
+
+class NotAFact(check.ArgumentError, TypeError):
+    """`holds` is no bool: the course's argument error, and the TypeError it has always been."""
 
 
 def claim(statement, holds):
@@ -32,14 +37,18 @@ def claim(statement, holds):
     lesson, not a fact, and raises TypeError, so a tensor of many values is never read as
     "true" by accident.
     """
+    if not isinstance(statement, str) or not statement:
+        check.fail("claim", "statement", check.describe(statement),
+                   {"en": "the fact, a sentence in the notebook's language", "zh": "要陈述的事实：用笔记本语言写的一句话"})
     if isinstance(holds, torch.Tensor):
-        if holds.dtype != torch.bool or holds.numel() != 1:
-            raise TypeError(message("claim.not_boolean", got=f"tensor {tuple(holds.shape)} {holds.dtype}"))
+        if holds.dtype != torch.bool or holds.numel() != 1 or holds.device.type == "meta":
+            raise NotAFact(message("claim.not_boolean", got=f"tensor {tuple(holds.shape)} {holds.dtype}"
+                                   + (" meta" if holds.device.type == "meta" else "")))
         holds = bool(holds.item())
     if isinstance(holds, np.bool_):
         holds = bool(holds)
     if not isinstance(holds, bool):
-        raise TypeError(message("claim.not_boolean", got=type(holds).__name__))
+        raise NotAFact(message("claim.not_boolean", got=type(holds).__name__))
     if not holds:
         raise ClaimError(message("claim.false", statement=statement))
     print(f"{HOLDS} {statement}")

@@ -167,6 +167,7 @@ def gqa_attention(query, key, value, causal=False, keep_mask=None, window=None):
     if keep_mask is not None:
         check.keep_mask(function, keep_mask, (B, H, L_q, L_k), "(B, H, L_q, L_k)", query, "query")
         keep = keep_mask if keep is None else keep & keep_mask
+    check.attention_scores_fit(function, query, key, (B, H))  # the (B, H, L_q, L_k) weights it returns
     groups = H // H_kv
     # Query head h = g·groups + r reads key/value head g. Rather than copying each key/value head
     # `groups` times (repeat_kv: H/H_kv times the cache's bytes, written and read again at every
@@ -477,11 +478,29 @@ PUBLISHED = (
 # ----------------------------------------------------------------------------- a tiny decoder-only model
 
 
+def _block_sizes(function, d_model, heads, kv_heads, d_ff, window, layout):
+    """The sizes of a TinyBlock, checked where the learner gives them (the block, or the decoder
+    that builds its blocks): a bad one would fail later inside apply_rope or gqa_attention."""
+    for argument, value in (("d_model", d_model), ("heads", heads), ("kv_heads", kv_heads), ("d_ff", d_ff)):
+        check.positive_int(function, argument, value)
+    if d_model % heads or (d_model // heads) % 2:
+        check.fail(function, "heads", check.describe(heads),
+                   {"en": f"a divisor of d_model = {d_model} leaving an even head size (RoPE rotates pairs)",
+                    "zh": f"d_model = {d_model} 的约数，且每个头的大小为偶数（RoPE 两两旋转）"})
+    if heads % kv_heads:
+        check.fail(function, "kv_heads", check.describe(kv_heads),
+                   {"en": f"a divisor of heads = {heads}", "zh": f"heads = {heads} 的约数"})
+    _window(function, window)
+    _layout(function, layout)
+
+
 class TinyBlock(nn.Module):
     """A pre-norm decoder block: causal GQA self-attention with RoPE, then a feed-forward network."""
 
     def __init__(self, d_model, heads, kv_heads, d_ff, window=None, layout="interleaved"):
         super().__init__()
+        _block_sizes("TinyBlock", d_model, heads, kv_heads, d_ff, window, layout)
+        check.parameters_fit("TinyBlock", {"d_model": d_model, "d_ff": d_ff}, d_model * (4 * d_model + 2 * d_ff))
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, d_model // heads
         self.window, self.layout = window, layout
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
@@ -493,7 +512,24 @@ class TinyBlock(nn.Module):
 
     def forward(self, x, positions, cache=None):
         """x (B, L, E), positions (L,) int64; with a KVCache, attend to it and extend it."""
-        B, L, E = x.shape
+        function = "TinyBlock.forward"
+        E = self.norm1.normalized_shape[0]
+        check.floats_alike(function, "x", x, self.q_proj.weight, "self.q_proj.weight", min_ndim=3, layout="(B, L, E)")
+        if x.ndim != 3 or x.shape[-1] != E:
+            check.fail(function, "x", check.describe(x),
+                       {"en": f"shape (B, L, E) with E = {E}, the size the block was built for",
+                        "zh": f"形状 (B, L, E)，其中 E = {E}，即构建该块时设定的大小"})
+        B, L, _ = x.shape
+        if not isinstance(positions, torch.Tensor) or positions.dtype != torch.int64 or positions.shape != (L,):
+            check.fail(function, "positions", check.describe(positions),
+                       {"en": f"an int64 tensor of shape (L,) = ({L},), one position per row of x",
+                        "zh": f"形状为 (L,) = ({L},) 的 int64 张量，x 的每一行一个位置"})
+        check.on_device(function, "positions", positions, x.device, "x")
+        if cache is not None and not isinstance(cache, KVCache):
+            check.fail(function, "cache", check.describe(cache),
+                       {"en": "None or a KVCache", "zh": "None 或 KVCache"})
+        if cache is None:  # the (B, H, L, L) weights of the causal attention below
+            check.scores_fit(function, "x", x, (B, self.heads, L, L), x.dtype)
         h = self.norm1(x)
         q = self.q_proj(h).view(B, L, self.heads, self.head_dim).transpose(1, 2)  # (B, H, L, d)
         k = self.k_proj(h).view(B, L, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, L, d)
@@ -523,18 +559,9 @@ class TinyDecoder(nn.Module):
                  layout="interleaved"):
         super().__init__()
         function = "TinyDecoder"
-        for argument, value in (("vocab", vocab), ("d_model", d_model), ("heads", heads), ("kv_heads", kv_heads),
-                                ("layers", layers), ("d_ff", d_ff)):
+        for argument, value in (("vocab", vocab), ("layers", layers)):
             check.positive_int(function, argument, value)
-        if d_model % heads or (d_model // heads) % 2:
-            check.fail(function, "heads", check.describe(heads),
-                       {"en": f"a divisor of d_model = {d_model} leaving an even head size (RoPE rotates pairs)",
-                        "zh": f"d_model = {d_model} 的约数，且每个头的大小为偶数（RoPE 两两旋转）"})
-        if heads % kv_heads:
-            check.fail(function, "kv_heads", check.describe(kv_heads),
-                       {"en": f"a divisor of heads = {heads}", "zh": f"heads = {heads} 的约数"})
-        _window(function, window)
-        _layout(function, layout)
+        _block_sizes(function, d_model, heads, kv_heads, d_ff, window, layout)
         check.parameters_fit(function, {"vocab": vocab, "d_model": d_model, "layers": layers, "d_ff": d_ff},
                              layers * d_model * (4 * d_model + 2 * d_ff) + 2 * vocab * d_model)
         check.modules_fit(function, "layers", layers, 11 * layers + 4)  # 11 modules per block
@@ -564,6 +591,9 @@ class TinyDecoder(nn.Module):
             check.fail(function, "caches", check.describe(caches),
                        {"en": f"None or a list of {len(self.blocks)} KVCache, one per block",
                         "zh": f"None，或由 {len(self.blocks)} 个 KVCache 组成的列表（每个块一个）"})
+        if caches is None:  # each block's (B, H, L, L) weights, named here rather than in a block
+            B, L = tokens.shape
+            check.scores_fit(function, "tokens", tokens, (B, self.blocks[0].heads, L, L), self.embed.weight.dtype)
         positions = torch.arange(start, start + tokens.shape[1], device=tokens.device)
         x = self.embed(tokens)
         for i, block in enumerate(self.blocks):

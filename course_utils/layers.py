@@ -39,6 +39,7 @@ class _ProjectedAttention(nn.Module):
         super().__init__()
         for name, size in (("embed_dim", embed_dim), ("kv_dim", kv_dim)):
             check.positive_int(type(self).__name__, name, size)
+        check.flag(type(self).__name__, "bias", bias)  # bias='no' would build biases
         check.fits_in_memory(type(self).__name__, "embed_dim" if embed_dim >= kv_dim else "kv_dim",
                              max(embed_dim, kv_dim), 2 * embed_dim * (embed_dim + kv_dim), 4)  # the four weights
         self.embed_dim, self.kv_dim = embed_dim, kv_dim
@@ -71,6 +72,9 @@ class _ProjectedAttention(nn.Module):
 
     def _attend(self, x, memory, keep_mask):
         self._check_mask(keep_mask, x, memory)
+        # the (B, L_q, L_kv) weights this layer returns, before any is computed
+        check.attention_scores_fit(f"{type(self).__name__}.forward", x, memory,
+                                   names=("x", "x" if memory is x else "memory"))
         q = self.q_proj(x)  # (B, L_q, E)
         k = self.k_proj(memory)  # (B, L_kv, E)
         v = self.v_proj(memory)  # (B, L_kv, E)

@@ -60,6 +60,7 @@ import time
 from pathlib import Path
 
 from . import i18n
+from . import validation as check
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -121,6 +122,51 @@ def _dumps(notebook):
     return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+# ----------------------------------------------------------------------------- argument checks
+
+def _folder(function, argument, value, optional=False):
+    """`value` as a Path: a folder's path (a str or a path), or None when `optional`."""
+    if optional and value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        check.fail(function, argument, check.describe(value),
+                   {"en": "a folder's path, such as 'work'" + (" (or None)" if optional else ""),
+                    "zh": "文件夹路径，例如 'work'" + ("（或 None）" if optional else "")})
+    return Path(value)
+
+
+def _lang(function, value, optional=False):
+    """`value`, a language of the course ("en" or "zh"; None when `optional`: the one set up)."""
+    if optional and value is None:
+        return None
+    return check.one_of(function, "lang", value, i18n.LANGUAGES)
+
+
+def _languages(function, value):
+    if not isinstance(value, (tuple, list)) or not all(isinstance(v, str) and v in i18n.LANGUAGES for v in value):
+        check.fail(function, "languages", check.describe(value),
+                   {"en": f"a tuple of the course's languages, {i18n.LANGUAGES}",
+                    "zh": f"由课程语言组成的元组 {i18n.LANGUAGES}"})
+    return value
+
+
+def _dict(function, argument, value, needed, optional=False):
+    """`value` when it is a dict (notebook data, a record); `needed` says which, in both languages."""
+    if not (isinstance(value, dict) or (optional and value is None)):
+        check.fail(function, argument, check.describe(value), needed)
+    return value
+
+
+NOTEBOOK_NEEDED = {"en": "a notebook as a dict, with its list of 'cells'", "zh": "dict 形式的笔记本，含 'cells' 列表"}
+
+
+def _notebook(function, argument, value):
+    if not isinstance(value, dict) or not isinstance(value.get("cells"), list) or \
+            not all(isinstance(cell, dict) for cell in value["cells"]):
+        check.fail(function, argument, check.describe(value), NOTEBOOK_NEEDED)
+    return value
+
+
 def _source(cell):
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else str(source)
@@ -128,6 +174,7 @@ def _source(cell):
 
 def exercise_of(cell):
     """The exercise id of an exercise cell ("01.scaled_dot"), else None."""
+    _dict("exercise_of", "cell", cell, {"en": "a notebook cell (a dict)", "zh": "笔记本单元格（dict）"})
     metadata = cell.get("metadata") or {}
     if cell.get("cell_type") == "code" and "exercise" in (metadata.get("tags") or []):
         exercise = metadata.get("exercise")
@@ -144,6 +191,7 @@ def _inputs(notebook, exercises=True):
 def version_of(notebook):
     """What the learner copied of a course notebook: a digest of its cells' inputs (outputs aside: a
     lesson run again is the same lesson) and a digest of each exercise cell's source (its stub)."""
+    _notebook("version_of", "notebook", notebook)
     return {"course": _digest(json.dumps(_inputs(notebook))),
             "exercises": {exercise_of(c): _digest(_source(c)) for c in notebook["cells"] if exercise_of(c)}}
 
@@ -177,6 +225,9 @@ def copy_course(work, course=NOTEBOOKS, languages=i18n.LANGUAGES):
     """Copy the course's student notebooks (course/{en,zh}/*.ipynb) into work/{en,zh}/ where the
     learner has none; replace the learner's home only when the course's home changed since it was
     copied. Records what each copied lesson was. Returns the paths written."""
+    _folder("copy_course", "work", work)
+    _folder("copy_course", "course", course)
+    _languages("copy_course", languages)
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     marker = _read_marker(work)
@@ -225,6 +276,9 @@ def changed_lessons(work, course=NOTEBOOKS, languages=i18n.LANGUAGES):
     """[(lang, notebook's name)] of the lessons the learner has whose course version changed since
     they were copied (a copy whose version was never recorded: where it is not a copy of the course's
     now, _same_lesson)."""
+    _folder("changed_lessons", "work", work)
+    _folder("changed_lessons", "course", course)
+    _languages("changed_lessons", languages)
     work = Path(work)
     lessons = _section(_read_marker(work), "lessons")
     changed = []
@@ -261,6 +315,10 @@ def merge(mine, theirs, copied=None):
     the new version's cell of the same exercise id, with its source and outputs; every other cell is
     the new version's. Returns (notebook, exercises kept, exercises changed that the new version
     lacks)."""
+    _notebook("merge", "mine", mine)
+    _notebook("merge", "theirs", theirs)
+    _dict("merge", "copied", copied, {"en": "None or {exercise: digest of its stub}", "zh": "None 或 {练习: 其存根的摘要}"},
+          optional=True)
     answers = {}
     for cell in mine["cells"]:
         exercise = exercise_of(cell)
@@ -286,6 +344,14 @@ def update_course(work, course=NOTEBOOKS, languages=i18n.LANGUAGES, only=None, n
     """Bring in every lesson the course changed since the learner copied it (`only`: lessons whose
     number is in it, e.g. ["01"]): merge() of the learner's copy and the course's, the learner's
     previous copy kept beside it. Returns [(path, old copy, exercises kept, exercises lost)]."""
+    _folder("update_course", "work", work)
+    _folder("update_course", "course", course)
+    _languages("update_course", languages)
+    if only is not None and (not isinstance(only, (tuple, list)) or not all(isinstance(n, str) for n in only)):
+        check.fail("update_course", "only", check.describe(only),
+                   {"en": "None or a list of lesson numbers, such as ['01']", "zh": "None 或课程编号列表，例如 ['01']"})
+    if now is not None:
+        check.number("update_course", "now", now, non_negative=True)
     work = Path(work)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     done = []
@@ -314,6 +380,8 @@ def update_course(work, course=NOTEBOOKS, languages=i18n.LANGUAGES, only=None, n
 def sync_assets(work, root=ROOT):
     """Copy what the lessons link of the course (ASSETS: the diagrams, the glossary) into the work
     folder, where it is missing or differs. Returns the paths written."""
+    _folder("sync_assets", "work", work)
+    _folder("sync_assets", "root", root)
     work, written = Path(work), []
     for name, course_name in ASSETS.items():
         source = Path(root) / course_name
@@ -336,6 +404,7 @@ def sync_assets(work, root=ROOT):
 def work_folder(start=None):
     """The learner's work folder for a notebook running in `start` (default: the current folder):
     `start` or the folder above it, whichever holds the marker; else None."""
+    _folder("work_folder", "start", start, optional=True)
     try:
         start = Path(start or os.getcwd()).resolve()
     except OSError:
@@ -354,6 +423,7 @@ def _recording_allowed():
 def load(work):
     """{exercise: {"status", "code", "when", ...}} from `work`'s progress file; {} when there is none,
     or it cannot be read (a corrupt file counts as no progress, and the next record starts it afresh)."""
+    _folder("load", "work", work)
     try:
         data = json.loads((Path(work) / PROGRESS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -369,6 +439,11 @@ def merged_entry(previous, verdict):
     """An exercise's record after `verdict` ({"status", "code", "when", "lang"}), given its record so
     far (None for none): see the module's docstring. The record is the latest verdict that counts,
     with "passed" (the latest pass: {"when", "lang"}) and "history" (the last HISTORY verdicts)."""
+    if not isinstance(verdict, dict) or verdict.get("status") not in STATUSES or \
+            not all(key in verdict for key in ("when", "lang")):
+        check.fail("merged_entry", "verdict", check.describe(verdict),
+                   {"en": f"a dict with 'status' (one of {', '.join(STATUSES)}), 'code', 'when' and 'lang'",
+                    "zh": f"dict，含 'status'（{'、'.join(STATUSES)} 之一）、'code'、'when' 和 'lang'"})
     previous = previous if isinstance(previous, dict) and previous.get("status") in STATUSES else None
     if previous is not None and verdict["status"] == NOT_ATTEMPTED and previous["status"] != NOT_ATTEMPTED:
         return previous  # a stub merely run says nothing of the attempt recorded
@@ -424,6 +499,11 @@ def _exercises():
 
 def state_text(entry, lang):
     """An exercise's latest check, as the table shows it ("✘ not yet (NO_SCALE); ✔ passed before, on 2025-03-01")."""
+    _lang("state_text", lang)
+    if entry is not None and (not isinstance(entry, dict) or entry.get("status") not in STATUSES):
+        check.fail("state_text", "entry", check.describe(entry),
+                   {"en": f"None or a record with a 'status' of {', '.join(STATUSES)}",
+                    "zh": f"None，或 'status' 为 {'、'.join(STATUSES)} 之一的记录"})
     if entry is None:
         return i18n.text(lang, "progress.unchecked")
     state = i18n.text(lang, f"progress.{entry['status']}")
@@ -437,6 +517,14 @@ def state_text(entry, lang):
 
 def progress_rows(exercises, recorded, lang):
     """[(lesson, "✔ passed of total" for the lesson, exercise, latest check)] for every exercise, in `lang`."""
+    _lang("progress_rows", lang)
+    if isinstance(exercises, (str, bytes)) or not hasattr(exercises, "__iter__") or \
+            not all(isinstance(e, str) for e in exercises):
+        check.fail("progress_rows", "exercises", check.describe(exercises),
+                   {"en": "exercise ids, such as ['01.scaled_dot']", "zh": "练习编号，例如 ['01.scaled_dot']"})
+    if not isinstance(recorded, dict) or not all(isinstance(entry, dict) for entry in recorded.values()):
+        check.fail("progress_rows", "recorded", check.describe(recorded),
+                   {"en": "{exercise: its record}, what load() returns", "zh": "{练习: 其记录}，即 load() 的返回值"})
     lessons = {}
     for exercise in exercises:
         lessons.setdefault(exercise.split(".", 1)[0], []).append(exercise)
@@ -451,6 +539,8 @@ def progress_rows(exercises, recorded, lang):
 def progress_text(start=None, lang=None):
     """(text, html or None): the learner's progress, as plain text and as an HTML table with a row per
     exercise and, per lesson, how many of its exercises pass."""
+    _folder("progress_text", "start", start, optional=True)
+    _lang("progress_text", lang, optional=True)
     lang = lang or i18n.language()
     work = work_folder(start)
     recorded = load(work) if work is not None else {}
@@ -479,6 +569,8 @@ def progress_text(start=None, lang=None):
 
 def progress_outputs(start=None, lang=None):
     """The outputs a run of the home's progress cell gives (what progress() displays), as notebook data."""
+    _folder("progress_outputs", "start", start, optional=True)
+    _lang("progress_outputs", lang, optional=True)
     text, table = progress_text(start, lang)
     if table is None:
         return [{"name": "stdout", "output_type": "stream", "text": text + "\n"}]
@@ -488,6 +580,7 @@ def progress_outputs(start=None, lang=None):
 def progress(lang=None):
     """Show which exercises you have passed: each check's latest verdict, from your work folder's
     progress.json, in the notebook's language (or `lang`, "en" or "zh")."""
+    _lang("progress", lang, optional=True)
     text, table = progress_text(lang=lang)
     if table is None:
         print(text)
@@ -515,6 +608,8 @@ def refresh_homes(work, languages=i18n.LANGUAGES):
     """Rewrite the output of each home's progress cell (tagged PROGRESS_TAG, or the code cell that
     calls progress()) from progress.json, as running it would, so that the home opens showing the
     progress as it is. Returns the homes written."""
+    _folder("refresh_homes", "work", work)
+    _languages("refresh_homes", languages)
     written = []
     for lang in languages:
         path = Path(work) / lang / HOME
@@ -547,6 +642,8 @@ def _language(given):
 def prepare(work, lang, course=NOTEBOOKS, root=ROOT):
     """What every launch does first: copy what the learner lacks, the lessons' diagrams and glossary,
     refresh the homes' progress; say what was copied and which lessons the course changed."""
+    _folder("prepare", "work", work)
+    _lang("prepare", lang)
     for path in copy_course(work, course):
         print(i18n.text(lang, "learner.copied", path=path))
     sync_assets(work, root)
@@ -560,6 +657,8 @@ def prepare(work, lang, course=NOTEBOOKS, root=ROOT):
 
 def update(work, lang, course=NOTEBOOKS, only=None):
     """`python -m course_utils update`: print what update_course did."""
+    _folder("update", "work", work)
+    _lang("update", lang)
     done = update_course(work, course, only=only)
     for path, old, kept, lost in done:
         kept_text = ", ".join(kept) if kept else i18n.text(lang, "learner.kept_none")

@@ -54,6 +54,13 @@ def _bool(function, argument, mask, needed):
 def check_keep_mask(function, keep_mask, scores):
     """Validate a keep mask against (..., L_q, L_k) scores: bool, and broadcasting to the
     scores' shape (never enlarging it). Returns keep_mask."""
+    if not isinstance(function, str):
+        check.fail("check_keep_mask", "function", check.describe(function),
+                   {"en": "the name of the function to blame (a str)", "zh": "出错时要指名的函数名（str）"})
+    if not isinstance(getattr(scores, "shape", None), (tuple, torch.Size)) or \
+            not isinstance(getattr(scores, "device", None), torch.device):  # a tensor, or a stand-in for one
+        check.fail(function, "scores", check.describe(scores),
+                   {"en": "the scores (..., L_q, L_k): a tensor", "zh": "注意力分数 (..., L_q, L_k)：张量"})
     _bool(function, "keep_mask", keep_mask, KEEP_NEEDED)
     if keep_mask.device != scores.device:
         where = scores.device.type
@@ -167,6 +174,7 @@ def masked_softmax(scores, keep_mask=None, *, caller="masked_softmax"):
         hidden is all zeros (a defined result), never NaN; its gradient is zero too.
     """
     check.tensor(caller, "scores", scores, layout="(..., L_q, L_k)")
+    check.scores_fit(caller, "scores", scores, scores.shape, scores.dtype)  # its weights are as large again
     if keep_mask is None:
         return torch.softmax(scores, dim=-1)
     keep = check_keep_mask(caller, keep_mask, scores)

@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 
 from . import i18n
+from . import validation as check
 
 #: Where the benchmarks write their results and the lessons read them: results/ inside this package,
 #: so that the committed figures travel with it (package data: the student bundle, a Colab install).
@@ -80,12 +81,25 @@ class Result:
 
 def path(benchmark, device, folder=None):
     """The file of `benchmark`'s results on `device` ("cpu" or "cuda")."""
+    _names("path", benchmark, device, folder)
     return Path(folder or RESULTS) / f"{benchmark}-{device}.json"
+
+
+def _names(function, benchmark, device, folder=None):
+    """A benchmark's name (a word: it makes a file's name), a device of DEVICES and a folder."""
+    if not isinstance(benchmark, str) or not benchmark.isidentifier():
+        check.fail(function, "benchmark", check.describe(benchmark),
+                   {"en": "a benchmark's name, such as 'probsparse'", "zh": "基准测试的名字，例如 'probsparse'"})
+    check.one_of(function, "device", device, DEVICES)
+    if folder is not None and not isinstance(folder, (str, Path)):
+        check.fail(function, "folder", check.describe(folder),
+                   {"en": "None or a folder's path", "zh": "None 或文件夹路径"})
 
 
 def load(benchmark, device="cuda", folder=None):
     """`benchmark`'s committed results on `device` as a Result, or None when no file holds them.
     A file that is not of this format raises ValueError, naming the file and what is wrong."""
+    _names("load", benchmark, device, folder)
     file = path(benchmark, device, folder)
     try:
         text = file.read_text(encoding="utf-8")
@@ -129,6 +143,7 @@ def validate(data):
 
 def missing(benchmark, device="cuda"):
     """The sentence a lesson prints where no results of `benchmark` on `device` are committed."""
+    _names("missing", benchmark, device)
     return i18n.message("measured.none", device=device.upper() if device == "cuda" else device,
                         file=path(benchmark, device).name)
 
@@ -139,6 +154,11 @@ def table(benchmark, columns, device="cuda", folder=None, **where):
     function of one figure giving its cell}, headings in the notebook's language; `where` picks the
     figures (``part="bar"``). Returns None: a lesson's cell ends with this call, and a value returned
     would be shown after the table (measured.load gives the Result)."""
+    _names("table", benchmark, device, folder)
+    if not isinstance(columns, dict) or not all(isinstance(h, str) and callable(c) for h, c in columns.items()):
+        check.fail("table", "columns", check.describe(columns),
+                   {"en": "a dict {heading: function of one figure giving its cell}",
+                    "zh": "字典 {列标题: 由一条记录算出单元格的函数}"})
     result = load(benchmark, device, folder)
     if result is None:
         print(missing(benchmark, device))
@@ -157,6 +177,10 @@ def _width(text):
 
 def ratio(numerator, denominator, digits=2):
     """numerator / denominator as text ("0.16×"), or "–" when either was not measured (null)."""
+    for argument, value in (("numerator", numerator), ("denominator", denominator)):
+        if value is not None:  # None: not measured
+            check.number("ratio", argument, value)
+    check.whole_number("ratio", "digits", digits, 0, 20)
     if numerator is None or not denominator:
         return "–"
     return f"{numerator / denominator:.{digits}f}×"
@@ -168,6 +192,7 @@ def on_gpu(measure):
     """``measure(device)`` on this runtime's GPU, after a line that names it; where there is none, a
     line that says so (and how to get one on Colab) and None. A lesson's speed section calls it after
     measuring on the CPU, in a cell whose output nbval ignores."""
+    check.function_of_nothing("on_gpu", "measure", measure)
     device = gpu()
     if device is None:
         print(i18n.message("measured.no_gpu"))
@@ -184,7 +209,7 @@ def gpu():
 def device_name(device):
     """The name of `device` ("cpu", "cuda", a torch.device): the GPU's as torch reports it, the
     processor's as the system does."""
-    device = torch.device(device)
+    device = _device("device_name", device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     try:
@@ -198,6 +223,19 @@ def device_name(device):
     return platform.processor() or platform.machine() or "CPU"
 
 
+def _device(function, device):
+    """`device` as a torch.device this machine has ('cuda' where there is no GPU is refused here
+    rather than by torch's CUDA assertions)."""
+    try:
+        where = device if isinstance(device, torch.device) else torch.device(device)
+        torch.empty(0, device=where)
+        return where
+    except (TypeError, ValueError, RuntimeError, AssertionError):
+        check.fail(function, "device", check.describe(device),
+                   {"en": "a torch.device or the name of a device this machine has, such as 'cpu'",
+                    "zh": "torch.device，或本机有的设备名，例如 'cpu'"})
+
+
 def _synchronize(device):
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
@@ -206,6 +244,10 @@ def _synchronize(device):
 def milliseconds(call, device="cpu", repeat=3, warmup=1):
     """The median wall time of ``call()`` in milliseconds, over `repeat` runs after `warmup` runs, on
     `device`: a GPU runs its kernels after the call returns, so each run waits for them to finish."""
+    check.function_of_nothing("milliseconds", "call", call)
+    device = _device("milliseconds", device)
+    check.positive_int("milliseconds", "repeat", repeat)  # the median of no time has no value
+    check.whole_number("milliseconds", "warmup", warmup)
     for _ in range(warmup):
         call()
     _synchronize(device)
@@ -221,6 +263,11 @@ def milliseconds(call, device="cpu", repeat=3, warmup=1):
 def cuda_peak_bytes(call, device="cuda"):
     """(result, the most bytes the call had allocated on the GPU at once beyond what was allocated
     before it): torch's caching allocator counts every tensor the call makes, its result included."""
+    check.function_of_nothing("cuda_peak_bytes", "call", call)
+    device = _device("cuda_peak_bytes", device)
+    if device.type != "cuda":
+        check.fail("cuda_peak_bytes", "device", check.describe(device),
+                   {"en": "a CUDA device this machine has, such as 'cuda'", "zh": "本机有的 CUDA 设备，例如 'cuda'"})
     _synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     before = torch.cuda.memory_allocated(device)

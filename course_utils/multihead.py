@@ -88,6 +88,7 @@ class AttentionHead(nn.Module):
         check.positive_int(name, "head_dim", head_dim)
         kdim = embed_dim if kdim is None else check.positive_int(name, "kdim", kdim)
         vdim = embed_dim if vdim is None else check.positive_int(name, "vdim", vdim)
+        check.flag(name, "bias", bias)  # bias='no' would build biases
         sizes = {"embed_dim": embed_dim, "head_dim": head_dim, "kdim": kdim, "vdim": vdim}
         largest = max(sizes, key=sizes.get)
         check.fits_in_memory(name, largest, sizes[largest], head_dim * (embed_dim + kdim + vdim), 4)
@@ -102,6 +103,9 @@ class AttentionHead(nn.Module):
                    "self.q_proj.weight")
         if keep_mask is not None:
             check_keep_mask(function, keep_mask, _Scores((query.shape[0], query.shape[1], key.shape[1]), query.device))
+        check.flag(function, "need_weights", need_weights)
+        if need_weights:  # the (B, L_q, L_k) weights it returns
+            check.attention_scores_fit(function, query, key, alternative=check.NO_WEIGHTS)
         q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)  # (B, L, d) each
         if need_weights:
             return scaled_dot_product_attention(q, k, v, keep_mask=keep_mask)  # (B, L_q, d), (B, L_q, L_k)
@@ -174,6 +178,7 @@ class _Multihead(nn.Module):
         check.positive_int(name, "num_heads", num_heads)
         kdim = embed_dim if kdim is None else check.positive_int(name, "kdim", kdim)
         vdim = embed_dim if vdim is None else check.positive_int(name, "vdim", vdim)
+        check.flag(name, "bias", bias)  # bias='no' would build biases
         if head_dim is None:
             if embed_dim % num_heads:
                 check.fail(
@@ -197,12 +202,15 @@ class _Multihead(nn.Module):
 
     # -- checks
 
-    def _check_inputs(self, query, key, value, keep_mask, key_padding_mask):
+    def _check_inputs(self, query, key, value, keep_mask, key_padding_mask, need_weights):
         """Validate the arguments; return the keep mask they add up to (None when there is none)."""
         function = f"{type(self).__name__}.forward"
         _check_qkv(function, query, key, value, (self.embed_dim, self.kdim, self.vdim), self.out_proj.weight,
                    "self.out_proj.weight")
         B, L_q, L_k = query.shape[0], query.shape[1], key.shape[1]
+        check.flag(function, "need_weights", need_weights)  # a string such as 'no' is no False
+        if need_weights:  # the (B, H, L_q, L_k) weights it returns, every head's
+            check.attention_scores_fit(function, query, key, (B, self.num_heads), check.NO_WEIGHTS)
         keep = None
         scores_shape = (B, self.num_heads, L_q, L_k)
         if keep_mask is not None:
@@ -387,7 +395,7 @@ class NaiveMultiheadAttention(_Multihead):
         self.out_proj = nn.Linear(num_heads * self.head_dim, embed_dim, bias=bias)  # H·d -> E
 
     def forward(self, query, key, value, keep_mask=None, key_padding_mask=None, need_weights=True):
-        keep = self._check_inputs(query, key, value, keep_mask, key_padding_mask)
+        keep = self._check_inputs(query, key, value, keep_mask, key_padding_mask, need_weights)
         outputs, weights = [], []
         for h, head in enumerate(self.heads):  # one head at a time
             out, w = head(query, key, value, keep_mask=_mask_of_head(keep, h), need_weights=need_weights)
@@ -461,7 +469,7 @@ class FusedMultiheadAttention(_Multihead):
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)  # H·d -> E
 
     def forward(self, query, key, value, keep_mask=None, key_padding_mask=None, need_weights=True):
-        keep = self._check_inputs(query, key, value, keep_mask, key_padding_mask)
+        keep = self._check_inputs(query, key, value, keep_mask, key_padding_mask, need_weights)
         H = self.num_heads
         q = split_heads(self.q_proj(query), H)  # (B, H, L_q, d)
         k = split_heads(self.k_proj(key), H)  # (B, H, L_k, d)
@@ -561,6 +569,7 @@ def operators(call, sizes=False):
     "aten._scaled_dot_product_flash_attention_for_cpu.default", or the operators of its math
     fallback), and ``sizes`` shows whether any of them made a (B, H, L_q, L_k) tensor."""
     _callable("operators", "call", call)
+    check.flag("operators", "sizes", sizes)
     from torch.utils._python_dispatch import TorchDispatchMode  # PyTorch's hook for watching operators
 
     class _Record(TorchDispatchMode):

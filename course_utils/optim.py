@@ -37,8 +37,13 @@ class Adam:
                 and all(_number(beta) and 0 <= beta < 1 for beta in betas)):
             check.fail("Adam", "betas", check.describe(betas),
                        {"en": "two numbers in [0, 1), such as (0.9, 0.999)", "zh": "两个 [0, 1) 内的数，例如 (0.9, 0.999)"})
-        if not (_number(eps) and math.isfinite(eps) and eps >= 0):
-            check.fail("Adam", "eps", check.describe(eps), {"en": "a number ≥ 0", "zh": "≥ 0 的数"})
+        check.epsilon("Adam", "eps", eps)  # 0: NaN and −∞ for tiny gradients; 1e300 (∞ in float32): no step at all
+        if len({id(p) for p in self.parameters}) != len(self.parameters):  # Adam([p, p]) would step p twice
+            check.fail("Adam", "parameters",
+                       {"en": f"{len(self.parameters)} tensors, one of them more than once",
+                        "zh": f"{len(self.parameters)} 个张量，其中有张量出现了不止一次"},
+                       {"en": "each tensor once: a tensor listed twice would take two steps per step",
+                        "zh": "每个张量只出现一次：同一个张量列出两次，每一步就会被更新两次"})
         self.betas, self.eps, self.steps = betas, eps, 0
         self.means = [torch.zeros_like(p) for p in self.parameters]  # of the gradients
         self.squares = [torch.zeros_like(p) for p in self.parameters]  # mean squared gradients

@@ -62,7 +62,7 @@ import torch
 import torch.nn.functional as F
 
 from . import validation as check
-from .i18n import message
+from .i18n import language, message
 
 # --------------------------------------------------------------------------- argument checks
 
@@ -298,8 +298,17 @@ def causal_keep(selected, length_k):
     _int_tensor("causal_keep", "selected", selected, "(..., u)")
     check.dense("causal_keep", "selected", selected)
     check.positive_int("causal_keep", "length_k", length_k)
+    if selected.device.type == "meta":  # shapes only (lesson 05's walkthrough): nothing allocated, no value to read
+        return torch.empty(*selected.shape, length_k, dtype=torch.bool, device="meta")
     # the (..., u, L_K) bools and the positions 0 … L_K − 1 (int64)
     check.fits_in_memory("causal_keep", "length_k", length_k, selected.numel() * length_k + 8 * length_k)
+    if selected.numel():  # a position outside 0 … L_K − 1 would keep every key (past the end) or none (negative)
+        low, high = torch.stack(torch.aminmax(selected)).tolist()
+        if low < 0 or high >= length_k:
+            check.fail("causal_keep", "selected", check.describe(selected) + (
+                f"（取值 {low} … {high}）" if language() == "zh" else f" (values {low} … {high})"),
+                {"en": f"query positions in 0 … {length_k - 1} (length_k = {length_k})",
+                 "zh": f"0 … {length_k - 1} 之间的查询位置（length_k = {length_k}）"})
     return torch.arange(length_k, device=selected.device) <= selected.unsqueeze(-1)
 
 
@@ -470,6 +479,8 @@ def _validate(function, query, key, value, factor, scale, causal, generator, ind
         )
     _generator(function, generator)
     check.flag(function, "need_weights", need_weights)
+    if need_weights:  # the (B, H, L_Q, L_K) weights every query uses, built whole
+        check.attention_scores_fit(function, query, key, alternative=check.NO_WEIGHTS)
     if trace is not None and not isinstance(trace, Trace):
         check.fail(function, "trace", check.describe(trace), {"en": "None or a probsparse.Trace", "zh": "None 或 probsparse.Trace"})
     U, u = sample_count(L_K, factor), sample_count(L_Q, factor)

@@ -223,6 +223,7 @@ def exact_measure(query, key, causal=False):
     causal mode over keys 0 … i for query i, which needs L_Q = L_K): the quantity the sampled
     measure estimates."""
     _query_key("exact_measure", query, key)
+    check.attention_scores_fit("exact_measure", query, key)  # it builds the (B, H, L_Q, L_K) scores whole
     check.flag("exact_measure", "causal", causal)
     keep = None
     if causal:
@@ -409,6 +410,7 @@ def recall_by_sample_size(query, key, factors, *, truth_count=10, factor=5, gene
     ``factors`` (U is capped at L_K; the keys are drawn with replacement, so even U = L_K misses
     some). Returns ([U for each f], [recall for each f])."""
     _query_key("recall_by_sample_size", query, key)
+    check.attention_scores_fit("recall_by_sample_size", query, key)  # it builds the (B, H, L_Q, L_K) scores whole
     factors = _numbers("recall_by_sample_size", "factors", factors)
     for f in factors:
         check.positive_int("recall_by_sample_size", "factors", f)
@@ -438,6 +440,7 @@ def recall_by_offset(query, key, offsets, measures, *, truth_count=10, factor=5,
     measure(sampled_scores) -> (B, H, L_Q)}. Returns {name: [recall for each offset]}.
     """
     _query_key("recall_by_offset", query, key)
+    check.attention_scores_fit("recall_by_offset", query, key)  # it builds the (B, H, L_Q, L_K) scores whole
     offsets = _numbers("recall_by_offset", "offsets", offsets, positive=False)
     if not isinstance(measures, dict) or not measures or not all(callable(m) for m in measures.values()):
         check.fail("recall_by_offset", "measures", check.describe(measures),

@@ -433,6 +433,7 @@ def train(seed=0, steps=250, batch=64, lr=1.5e-2, warmup=0, evaluate=True, **opt
     check.positive_int("train", "steps", steps)
     _count("train", "batch", batch, 4 * MAX_LENGTH)
     check.number("train", "lr", lr, non_negative=True, maximum=torch.finfo(torch.float32).max)
+    check.flag("train", "evaluate", evaluate)
     model = make_model(seed, **options)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup < steps:
         check.fail("train", "warmup", check.describe(warmup),

@@ -108,7 +108,9 @@ def empty_state(rows, d_v=None, *, dtype=torch.float32, device=None):
     check.floating_dtype(function, "dtype", dtype)
     device = check.device(function, "device", device)
     count = math.prod(rows)
-    check.fits_in_memory(function, "rows", rows, count * (2 + (d_v or 0)), torch.finfo(dtype).bits // 8)
+    # the larger factor of count · (2 + d_v) is the one to make smaller
+    culprit = ("d_v", d_v) if d_v is not None and 2 + d_v > count else ("rows", rows)
+    check.fits_in_memory(function, *culprit, count * (2 + (d_v or 0)), torch.finfo(dtype).bits // 8)
     m = torch.full(tuple(rows), NEG_INF, dtype=dtype, device=device)
     acc = None if d_v is None else torch.zeros(*rows, d_v, dtype=dtype, device=device)
     return SoftmaxState(m, torch.zeros_like(m), acc)
@@ -190,6 +192,9 @@ def online_softmax(scores, boundaries):
     A row of only −∞ scores gives zeros."""
     check.tensor("online_softmax", "scores", scores, min_ndim=1, layout="(..., n)")
     n = scores.shape[-1]
+    if n == 0:  # no column: nothing to cut, and no softmax of nothing
+        check.fail("online_softmax", "scores", check.describe(scores),
+                   {"en": "at least one score per row (n ≥ 1)", "zh": "每行至少一个分数（n ≥ 1）"})
     if not isinstance(boundaries, (tuple, list)) or any(
             not isinstance(b, int) or isinstance(b, bool) for b in boundaries) or list(boundaries) != sorted(
             set(boundaries)) or any(b <= 0 or b >= n for b in boundaries):
@@ -256,6 +261,15 @@ def _check_blocks(function, block_q, block_k, causal, window):
         check.positive_int(function, "window", window)
 
 
+def _tile_fits(function, query, key, block_q, block_k):
+    """The largest tile's (..., b_q, b_k) scores fit under the package's limit: block_q = L_q and
+    block_k = L_k make tiled attention the materialised one, and the blocks are then to blame."""
+    b_q, b_k = min(block_q, query.shape[-2]), min(block_k, key.shape[-2])
+    argument, value = ("block_q", block_q) if b_q >= b_k else ("block_k", block_k)
+    check.scores_fit(function, argument, value, (*query.shape[:-2], b_q, b_k), query.dtype,
+                     {"en": "smaller blocks", "zh": "更小的分块"}, device=query.device)
+
+
 def tile_kinds(L_q, L_k, block_q, block_k, *, causal=False, window=None, keep_mask=None):
     """(n_q, n_k) int64 tensor: for each tile, SKIP (0: every entry hidden, not computed), PARTIAL
     (1: the mask cuts through it) or FULL (2: every entry visible). n_q = ⌈L_q / block_q⌉,
@@ -271,6 +285,10 @@ def tile_kinds(L_q, L_k, block_q, block_k, *, causal=False, window=None, keep_ma
         check_keep_mask(function, keep_mask, _Scores((*keep_mask.shape[:-2], L_q, L_k), keep_mask.device))
         keep_mask = keep_mask.expand(*keep_mask.shape[:-2], L_q, L_k)
     n_q, n_k = -(-L_q // block_q), -(-L_k // block_k)
+    # a length no sequence could have (one float32 per position past memory) is the length's fault;
+    # otherwise blocks too small for the lengths are
+    for name, length in (("L_q", L_q), ("L_k", L_k)):
+        check.fits_in_memory(function, name, length, length, 4)
     # the table (int64) and as many Python ints while it is filled: 2**20 × 2**20 tiles would be 8 TiB
     check.fits_in_memory(function, "block_q" if n_q >= n_k else "block_k", block_q if n_q >= n_k else block_k,
                          n_q * n_k, 8 + 32)
@@ -381,6 +399,7 @@ def tiled_attention(query, key, value, *, block_q=64, block_k=64, causal=False, 
     function = "tiled_attention"
     scale = _check_qkv(function, query, key, value, keep_mask, scale)
     _check_blocks(function, block_q, block_k, causal, window)
+    _tile_fits(function, query, key, block_q, block_k)
     *lead, L_q, _ = query.shape
     L_k, d_v = key.shape[-2], value.shape[-1]
     if keep_mask is not None:
@@ -445,6 +464,7 @@ def tiled_backward(query, key, value, output, lse, d_output, *, block_q=64, bloc
     function = "tiled_backward"
     scale = _check_qkv(function, query, key, value, keep_mask, scale)
     _check_blocks(function, block_q, block_k, causal, window)
+    _tile_fits(function, query, key, block_q, block_k)
     _check_saved(function, query, value, output, lse, d_output)
     if d_lse is not None:
         check.tensor(function, "d_lse", d_lse, min_ndim=1)
@@ -515,6 +535,7 @@ def flash_attention(query, key, value, *, block_q=64, block_k=64, causal=False, 
     instead of every tile's weights."""
     _check_qkv("flash_attention", query, key, value, keep_mask, scale)
     _check_blocks("flash_attention", block_q, block_k, causal, window)
+    _tile_fits("flash_attention", query, key, block_q, block_k)
     return TiledAttention.apply(query, key, value, block_q, block_k, causal, window, keep_mask, scale)
 
 
@@ -542,6 +563,7 @@ def materialised_attention(query, key, value, *, causal=False, window=None, keep
     check.flag(function, "causal", causal)
     if window is not None:
         check.positive_int(function, "window", window)
+    check.attention_scores_fit(function, query, key)  # the whole (..., L_q, L_k), before it exists
     L_q, L_k = query.shape[-2], key.shape[-2]
     keep = keep_of(L_q, L_k, causal=causal, window=window, device=query.device)
     if keep_mask is not None:

@@ -214,7 +214,8 @@ class ReverseModel(nn.Module):
                      + 5 * (token_dim + position_dim) ** 2 + vocab * (token_dim + position_dim))
         self.token = nn.Embedding(vocab, token_dim)
         self.position = nn.Parameter(torch.randn(length, position_dim))  # learned, one row per position
-        self.positions = positions  # False: the position half is all zeros (for the lesson's comparison)
+        # False: the position half is all zeros (for the lesson's comparison); 'no' is a str, not False
+        self.positions = check.flag("ReverseModel", "positions", positions)
         self.attention = SelfAttention(token_dim + position_dim)
         self.readout = nn.Linear(token_dim + position_dim, vocab)
 
@@ -287,6 +288,9 @@ def accuracy(model, tokens, targets):
     logits, _ = model(tokens)
     _targets("accuracy", targets, logits.shape[:-1])
     check.on_device("accuracy", "targets", targets, tokens.device, "tokens")
+    # an id the model cannot output would count as wrong without a word, as it is refused in tokens
+    check.tokens("accuracy", "targets", targets, logits.shape[-1], ndim=targets.ndim,
+                 layout=str(tuple(logits.shape[:-1])))
     return (logits.argmax(dim=-1) == targets).double().mean().item()
 
 
@@ -477,6 +481,9 @@ def neighbours_example(index, length=LENGTH, vocab=VOCAB):
 
 #: The read-outs a ``NeighboursModel`` can have.
 READOUTS = ("linear", "mlp")
+#: The largest spread of NeighboursModel's position vectors at the start (the lesson uses 0.5): far
+#: past it the scores overflow, and long before it training cannot move them.
+MAX_POSITION_SCALE = 100.0
 
 
 class NeighboursModel(nn.Module):
@@ -497,7 +504,8 @@ class NeighboursModel(nn.Module):
                      lambda heads, length, vocab, token_dim, position_dim: vocab * token_dim + length * position_dim
                      + 4 * (token_dim + position_dim) ** 2 + 2 * vocab * (token_dim + position_dim))
         _heads(function, heads, token_dim + position_dim)
-        check.number(function, "position_scale", position_scale)
+        # the spread of the position vectors at the start: 1e300 overflows the scores into NaN logits
+        check.number(function, "position_scale", position_scale, non_negative=True, maximum=MAX_POSITION_SCALE)
         if readout not in READOUTS:
             check.fail("NeighboursModel", "readout", check.describe(readout),
                        {"en": f"one of {READOUTS}", "zh": f"{READOUTS} 之一"})

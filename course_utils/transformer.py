@@ -295,7 +295,7 @@ class _Layer(nn.Module):
         self.dropout_p = _probability(name, "dropout", dropout)
         self.activation = _activation(name, activation)
         self.norm_first = check.flag(name, "norm_first", norm_first)
-        self.layer_norm_eps = _positive_number(name, "layer_norm_eps", layer_norm_eps)
+        self.layer_norm_eps = float(check.epsilon(name, "layer_norm_eps", layer_norm_eps))  # 1e39: all zeros
         self.bias = check.flag(name, "bias", bias)
 
     def _norm(self):
@@ -408,6 +408,8 @@ class EncoderLayer(_Layer):
         _padding(function, "key_padding_mask", key_padding_mask, x.shape[0], x.shape[1], x)
         _keep(function, keep_mask, (x.shape[0], self.nhead, x.shape[1], x.shape[1]), x)
         check.flag(function, "need_weights", need_weights)
+        if need_weights:  # the (B, H, L, L) weights it returns, named here rather than in self_attn
+            check.attention_scores_fit(function, x, x, (x.shape[0], self.nhead), check.NO_WEIGHTS, ("x", "x"))
 
         weights = []
 
@@ -508,6 +510,9 @@ class DecoderLayer(_Layer):
         _keep(function, keep_mask, (B, self.nhead, L_t, L_t), x)
         check.flag(function, "causal", causal)
         check.flag(function, "need_weights", need_weights)
+        if need_weights:  # the (B, H, L_t, L_t) and (B, H, L_t, L_m) weights it returns
+            check.attention_scores_fit(function, x, x, (B, self.nhead), check.NO_WEIGHTS, ("x", "x"))
+            check.attention_scores_fit(function, x, memory, (B, self.nhead), check.NO_WEIGHTS, ("x", "memory"))
         # (L_t, L_t): key j ≤ query i, made where x is; an empty target (L_t = 0) has nothing to hide
         keep = causal_mask(L_t, device=x.device) if causal and L_t else None
         if keep_mask is not None:

@@ -53,6 +53,11 @@ def _spaced_after(piece):
 
 def fail(function, argument, got, needed):
     """Raise ArgumentError. `got` and `needed` are plain strings or {"en": ..., "zh": ...} dicts."""
+    for name, value in (("function", function), ("argument", argument)):
+        if not isinstance(value, str):  # a checker called the wrong way: say so, in the same words
+            function, argument, got, needed = "fail", name, describe(value), \
+                {"en": "the name of a function or argument (a str)", "zh": "函数名或参数名（str）"}
+            break
     got, needed = text(got), text(needed)
     if language() == "zh":
         # the zh template puts no space after 收到 / 需要: the pieces bring their own where one belongs
@@ -76,11 +81,21 @@ def flag(function, argument, value):
     return value
 
 
+def shape_tuple(function, argument, value):
+    """`value` when it is a shape: a tuple (or list, or torch.Size) of ints ≥ 0."""
+    if not isinstance(value, (tuple, list, torch.Size)) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
+        fail(function, argument, describe(value), {"en": "a shape: a tuple of sizes ≥ 0", "zh": "形状：由 ≥ 0 的大小组成的元组"})
+    return value
+
+
 def broadcasts(shape, target):
     """Whether a tensor of `shape` broadcasts to `target` without making it larger.
 
     Plain Python on purpose: the first call of ``torch.broadcast_shapes`` imports ``torch._refs``,
     1.4 s that every lesson paid at its first masked attention (measured)."""
+    for argument, value in (("shape", shape), ("target", target)):
+        shape_tuple("broadcasts", argument, value)
     shape, target = tuple(shape), tuple(target)
     return len(shape) <= len(target) and all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
 
@@ -112,6 +127,8 @@ def describe(value):
 def axis_name(axis):
     """The axis `axis` in words, as an {"en", "zh"} dict: 0 -> "axis 0" / "第 0 维",
     -1 -> "the last axis" / "最后一维", -2 -> "the second-to-last axis" / "倒数第二维"."""
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        fail("axis_name", "axis", describe(axis), {"en": "an int", "zh": "整数"})
     if axis >= 0:
         return {"en": f"axis {axis}", "zh": f"第 {axis} 维"}
     if axis == -1:
@@ -160,6 +177,8 @@ def same_size(function, argument, value, axis, size, source):
     `source` says where in both languages, e.g. {"en": "query's d_q", "zh": "query 的 d_q"}; a plain
     string (e.g. "d_model") is shown as it is in both, so use one only for a name that is code.
     """
+    whole_number("same_size", "axis", axis, -INT64_MAX)
+    whole_number("same_size", "size", size)
     _a_tensor(function, argument, value, min_ndim=axis + 1 if axis >= 0 else -axis)
     if value.shape[axis] != size:
         where, source = axis_name(axis), source if isinstance(source, dict) else {"en": source, "zh": source}
@@ -267,6 +286,8 @@ def fits_in_memory(function, argument, value, count, itemsize=1):
     """Check that a tensor of `count` elements of `itemsize` bytes, sized by `value`, can exist at all:
     one larger than this machine's memory fails later inside torch's allocator (or is killed by the
     system) with a message that names no argument."""
+    number("fits_in_memory", "count", count, non_negative=True)
+    number("fits_in_memory", "itemsize", itemsize, positive=True)
     total, limited = _memory()
     if total is None:
         return value
@@ -296,6 +317,7 @@ MAX_MODULES = 100_000
 def modules_fit(function, argument, value, count):
     """Check that a model of `count` ``nn.Module`` objects, counted by `value` (its layers, its
     heads), can be built in a lesson's time."""
+    whole_number("modules_fit", "count", count)
     if count > MAX_MODULES:
         fail(function, argument, describe(value),
              {"en": f"a size that builds at most {MAX_MODULES:,} modules: it would build {count:,}, "
@@ -304,9 +326,74 @@ def modules_fit(function, argument, value, count):
     return value
 
 
+#: The most bytes one L_q × L_k tensor of scores (or of weights) may take: a forward pass that would
+#: materialise more is refused before it allocates. 1 GiB is half of what Binder gives a lesson; a
+#: (1, 40000, 64) input, 10 MB, asks for 6.4 GB of scores. Raise it (or set None for no limit but the
+#: machine's memory) where a measurement needs larger: ``course_utils.validation.MAX_SCORE_BYTES = 8 * 2**30``.
+MAX_SCORE_BYTES = 2**30
+
+
+def scores_fit(function, argument, value, shape, dtype, alternative=None, device=None):
+    """Check, before a forward pass allocates them, that scores of `shape` (..., L_q, L_k) in `dtype`
+    fit under ``MAX_SCORE_BYTES`` (and, on the CPU, in this machine's memory); else an ArgumentError
+    naming `argument` (the input that makes them large, `value`), the sizes and the bytes, and the way
+    out: `alternative` ({"en", "zh"}: the function's own way not to build them, e.g. need_weights=False),
+    lesson 08's tiled attention, or a larger limit. `device`: where they would be (default: `value`'s).
+    Every function that materialises scores calls it."""
+    import math
+
+    shape_tuple("scores_fit", "shape", tuple(shape) if isinstance(shape, (tuple, list, torch.Size)) else shape)
+    where = device if device is not None else value.device if isinstance(value, torch.Tensor) else default_device()
+    where = torch.device(where).type
+    if where == "meta":  # a meta tensor holds a shape only: its scores take no memory (lesson 05's walkthrough)
+        return value
+    count = math.prod(int(size) for size in shape)
+    itemsize = dtype.itemsize if isinstance(dtype, torch.dtype) else 4
+    limit, memory = MAX_SCORE_BYTES, False
+    total, _ = _memory() if where == "cpu" else (None, False)
+    if total is not None and (limit is None or total < limit):
+        limit, memory = total, True  # the machine's memory, not the setting, is what stops them here
+    if limit is None or count * itemsize <= limit:
+        return value
+    shape, size = tuple(int(s) for s in shape), count * itemsize
+    ways = {"en": "", "zh": ""} if alternative is None else \
+        {"en": f"{alternative['en']}, or ", "zh": f"{alternative['zh']}，或者"}
+    allowed = {"en": f"the {limit:,} bytes of memory left here", "zh": f"这里剩余的 {limit:,} 字节内存"} if memory \
+        else {"en": f"the {limit:,} bytes allowed", "zh": f"允许的 {limit:,} 字节"}
+    raise_it = {"en": "", "zh": ""} if memory else \
+        {"en": ", or raise course_utils.validation.MAX_SCORE_BYTES", "zh": "；或调大 course_utils.validation.MAX_SCORE_BYTES"}
+    fail(function, argument, describe(value),
+         {"en": f"sizes whose scores fit: scores of shape {shape} would take {size:,} bytes ({size / 2**30:,.1f} GiB), "
+                f"more than {allowed['en']}; use {ways['en']}lesson 08's tiled.tiled_attention "
+                f"or the fused F.scaled_dot_product_attention, which never hold them all{raise_it['en']}",
+          "zh": f"能放下注意力分数的尺寸：形状为 {shape} 的分数将占 {size:,} 字节（{size / 2**30:,.1f} GiB），"
+                f"超过{allowed['zh']}；请改用{_spaced(ways['zh'])}"
+                "第 08 课的 tiled.tiled_attention 或融合的 F.scaled_dot_product_attention，它们不会同时保存全部分数"
+                f"{raise_it['zh']}"})
+    return value
+
+
+def attention_scores_fit(function, query, key, lead=None, alternative=None, names=("query", "key")):
+    """``scores_fit`` for the (*lead, L_q, L_k) scores of `query` (..., L_q, d) against `key` (..., L_k, d):
+    `lead` defaults to query's leading axes (a layer passes (B, H)); the longer of the two sequences is
+    blamed, under its name in `names`."""
+    _a_tensor(function, names[0], query, 2)
+    _a_tensor(function, names[1], key, 2)
+    lead = tuple(query.shape[:-2]) if lead is None else tuple(lead)
+    L_q, L_k = query.shape[-2], key.shape[-2]
+    argument, value = (names[0], query) if L_q >= L_k else (names[1], key)
+    return scores_fit(function, argument, value, (*lead, L_q, L_k), query.dtype, alternative)
+
+
+#: What a layer with a ``need_weights`` argument offers instead of its weights.
+NO_WEIGHTS = {"en": "need_weights=False", "zh": "need_weights=False"}
+
+
 def parameters_fit(function, sizes, count):
     """A model's parameters (`count` float32 numbers) fit in memory; else name the largest of
     `sizes` ({argument: size}), the one to make smaller."""
+    if not isinstance(sizes, dict) or not sizes:
+        fail("parameters_fit", "sizes", describe(sizes), {"en": "a dict {argument: size}", "zh": "字典 {参数名: 大小}"})
     largest = max(sizes, key=sizes.get)
     return fits_in_memory(function, largest, sizes[largest], count, 4)
 
@@ -348,6 +435,8 @@ def default_device():
 def on_device(function, argument, value, device, source):
     """`value`, a tensor, when it lives on `device`, the device of `source` (words, as an
     {"en", "zh"} dict, or code): a tensor elsewhere would fail deep inside torch."""
+    if not isinstance(device, (torch.device, str)):
+        fail("on_device", "device", describe(device), {"en": "a torch.device", "zh": "torch.device"})
     if _a_tensor(function, argument, value).device != device:
         source = source if isinstance(source, dict) else {"en": source, "zh": source}
         where = torch.device(device).type
@@ -408,9 +497,29 @@ def number(function, argument, value, *, positive=False, non_negative=False, max
         needed = {"en": "a positive number", "zh": "正数"} if positive else \
             {"en": "a finite number ≥ 0", "zh": "≥ 0 的有限数"} if non_negative else \
             {"en": "a finite number", "zh": "有限的数"}
-        if maximum is not None:
+        if maximum is not None and non_negative and not positive:
+            needed = {"en": f"a finite number from 0 to {maximum:.3g}", "zh": f"0 到 {maximum:.3g} 之间的有限数"}
+        elif maximum is not None:
             needed = {"en": f"{needed['en']} at most {maximum:.3g}", "zh": f"不超过 {maximum:.3g} 的{needed['zh']}"}
         fail(function, argument, describe(value), needed)
+    return value
+
+
+#: The range of an ε (Adam's, LayerNorm's): float32's smallest normal number, below which it is lost
+#: beside a square root and the division it guards is by 0 (NaN, ∞); and 1, past which it drowns
+#: what it is added to (1e300 is ∞ in float32: every update, every normalised value, 0).
+EPSILON_RANGE = (float(torch.finfo(torch.float32).tiny), 1.0)
+
+
+def epsilon(function, argument, value):
+    """`value`, an ε added to a denominator so that it is never 0, when it is a number in
+    EPSILON_RANGE: 0 gives NaN and ∞ for a zero or tiny gradient, 1e39 all zeros."""
+    low, high = EPSILON_RANGE
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= high:
+        fail(function, argument, describe(value),
+             {"en": f"a number from {low:.3g} (float32's smallest normal number) to {high:g}, a small guard "
+                    "against dividing by zero such as 1e-5",
+              "zh": f"{low:.3g}（float32 能表示的最小正规数）到 {high:g} 之间的数：防止除以零的小量，例如 1e-5"})
     return value
 
 
@@ -451,8 +560,19 @@ def _name(dtype):
     return str(dtype).replace("torch.", "")
 
 
+def function_of_nothing(function, argument, value):
+    """`value` when it can be called (with no arguments: a measured call, a view to redraw)."""
+    if not callable(value):
+        fail(function, argument, describe(value),
+             {"en": "a function to call with no arguments, e.g. lambda: layer(x, x, x)",
+              "zh": "可无参数调用的函数，例如 lambda: layer(x, x, x)"})
+    return value
+
+
 def one_of(function, argument, value, choices):
     """`value` when it is one of `choices` (strings, shown as code)."""
+    if not isinstance(choices, (tuple, list)) or not all(isinstance(c, str) for c in choices):
+        fail("one_of", "choices", describe(choices), {"en": "a tuple of str", "zh": "由 str 组成的元组"})
     if not isinstance(value, str) or value not in choices:
         fail(function, argument, describe(value),
              {"en": f"one of {', '.join(map(repr, choices))}", "zh": f"{'、'.join(map(repr, choices))} 之一"})
@@ -490,6 +610,8 @@ def tokens(function, argument, value, vocab, *, ndim, layout, max_length=None):
     """Check that `value` is a tensor of token ids: int64 (or int32) with `ndim` axes laid out as
     `layout` (e.g. "(B, L)"), at most `max_length` positions on the last axis when given, every id
     in 0 … vocab - 1. One reduction and one read for the range: cheap beside a model's forward."""
+    positive_int("tokens", "vocab", vocab)
+    whole_number("tokens", "ndim", ndim)
     if not isinstance(value, torch.Tensor) or value.ndim != ndim or value.dtype not in TOKEN_DTYPES:
         fail(function, argument, describe(value),
              {"en": f"an int64 tensor of token ids of shape {layout}", "zh": f"形状为 {layout} 的 int64 词元 id 张量"})

@@ -541,3 +541,314 @@ def test_every_new_refusal_reads_in_chinese_with_the_same_facts(case):
     zh_facts = test_validation.facts(zh.removeprefix(f"{function}：参数 {argument} "))
     assert en_facts == zh_facts, f"\n{en}\n{zh}"
     assert not re.search(r"\bneeds?\b", zh)
+
+
+# ============================================================================= issue 41
+
+# ----------------------------------------------------------------------------- scores materialised whole
+
+from course_utils import layers, masks, measured, validation  # noqa: E402 (this section's own)
+from course_utils.widgets import models as model_widgets  # noqa: E402
+
+LIMIT = 4096  # bytes: the tests lower the limit, so that a small input stands for a long one
+
+
+def _x(shape=(1, 40, 8)):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(5))
+
+
+#: Each forward that materialises (.., L_q, L_k) scores: (call on L = 40, whose scores take 6,400
+#: bytes or more, the function its error names, the argument it blames).
+MATERIALISED = {
+    "scaled_dot_product_attention": (lambda x: attn.scaled_dot_product_attention(x, x, x),
+                                     "scaled_dot_product_attention", "query"),
+    "dot_scores": (lambda x: attn.dot_scores(x, x), "dot_scores", "query"),
+    "scaled_dot_scores": (lambda x: attn.scaled_dot_scores(x, x), "scaled_dot_scores", "query"),
+    "bilinear_scores": (lambda x: attn.bilinear_scores(x, x, torch.eye(8)), "bilinear_scores", "query"),
+    "additive_scores": (lambda x: attn.additive_scores(x, x, torch.ones(8, 1), torch.ones(8, 1), torch.ones(1)),
+                        "additive_scores", "query"),
+    "masked_softmax": (lambda x: masks.masked_softmax(x @ x.transpose(-2, -1)), "masked_softmax", "scores"),
+    "materialised_attention": (lambda x: tiled.materialised_attention(x, x, x), "materialised_attention", "query"),
+    "tiled_attention": (lambda x: tiled.tiled_attention(x, x, x, block_q=40, block_k=40), "tiled_attention",
+                        "block_q"),
+    "flash_attention": (lambda x: tiled.flash_attention(x, x, x, block_q=40, block_k=40), "flash_attention",
+                        "block_q"),
+    "naive": (lambda x: multihead.NaiveMultiheadAttention(8, 2)(x, x, x), "NaiveMultiheadAttention.forward",
+              "query"),
+    "fused": (lambda x: multihead.FusedMultiheadAttention(8, 2)(x, x, x), "FusedMultiheadAttention.forward",
+              "query"),
+    "head": (lambda x: multihead.AttentionHead(8, 4)(x, x, x), "AttentionHead.forward", "query"),
+    "self_attention": (lambda x: layers.SelfAttention(8)(x), "SelfAttention.forward", "x"),
+    "cross_attention": (lambda x: layers.CrossAttention(8)(x, x), "CrossAttention.forward", "x"),
+    "gqa_attention": (lambda x: decoding.gqa_attention(x[None].expand(1, 2, *x.shape[1:]), x[None], x[None]),
+                      "gqa_attention", "query"),
+    "encoder_layer": (lambda x: transformer.EncoderLayer(8, 2, 16)(x, need_weights=True), "EncoderLayer.forward",
+                      "x"),
+    "decoder_layer": (lambda x: transformer.DecoderLayer(8, 2, 16)(x, x[:, :4], need_weights=True),
+                      "DecoderLayer.forward", "x"),
+    "prob_sparse_attention": (lambda x: probsparse.prob_sparse_attention(x[None], x[None], x[None], need_weights=True),
+                              "prob_sparse_attention", "query"),
+    "exact_measure": (lambda x: __import__("course_utils.probsparse_study").probsparse_study.exact_measure(x[None], x[None]),
+                      "exact_measure", "query"),
+    "tiny_decoder": (lambda x: decoding.make_tiny_decoder(vocab=8, d_model=8, heads=2, kv_heads=1, layers=1, d_ff=8)(
+        torch.zeros(1, x.shape[1], dtype=torch.int64)), "TinyDecoder.forward", "tokens"),
+}
+
+
+@pytest.mark.parametrize("case", MATERIALISED)
+def test_scores_past_the_limit_are_refused_before_they_exist(case, monkeypatch):
+    """Issue 41: a (1, 40000, 64) input (10 MB) asked for 6.4 GB of scores, a raw allocator error or
+    a killed kernel. Every forward that builds them whole checks their bytes first, with one limit,
+    validation.MAX_SCORE_BYTES, that a learner can raise (or set to None)."""
+    call, function, argument = MATERIALISED[case]
+    monkeypatch.setattr(validation, "MAX_SCORE_BYTES", LIMIT)
+    text = refused(bounded(lambda: call(_x())), function, argument)
+    assert "bytes" in text and f"{LIMIT:,} bytes allowed" in text and "MAX_SCORE_BYTES" in text, text
+    assert "tiled.tiled_attention" in text, text  # the way out
+    call(_x((1, 20, 8)))  # 1,600 bytes of scores: under the limit
+    monkeypatch.setattr(validation, "MAX_SCORE_BYTES", None)
+    call(_x())  # no limit but the machine's memory
+
+
+def test_the_issues_input_is_refused_at_the_default_limit():
+    query = torch.empty(1, 40_000, 64)
+    text = refused(bounded(lambda: attn.scaled_dot_product_attention(query, query, query)),
+                   "scaled_dot_product_attention", "query")
+    assert "(1, 40000, 40000)" in text and "6,400,000,000 bytes" in text, text
+    assert validation.MAX_SCORE_BYTES == 2**30
+
+
+def test_without_a_limit_the_machines_memory_still_refuses(monkeypatch):
+    """MAX_SCORE_BYTES = None lifts the setting, not the memory: scores past what the process may
+    still map are refused, and the message does not offer a setting that would not help."""
+    monkeypatch.setattr(validation, "MAX_SCORE_BYTES", None)
+    query = torch.empty(1, 40_000, 64)
+    text = refused(bounded(lambda: attn.scaled_dot_product_attention(query, query, query)),
+                   "scaled_dot_product_attention", "query")
+    assert "memory left here" in text and "MAX_SCORE_BYTES" not in text, text
+
+
+def test_the_fused_path_and_small_tiles_are_not_limited(monkeypatch):
+    """What the message points to works under the same limit: need_weights=False, small tiles."""
+    monkeypatch.setattr(validation, "MAX_SCORE_BYTES", LIMIT)
+    x = _x()
+    multihead.FusedMultiheadAttention(8, 2)(x, x, x, need_weights=False)
+    transformer.EncoderLayer(8, 2, 16)(x)
+    output, _ = tiled.tiled_attention(x, x, x, block_q=8, block_k=8)
+    torch.testing.assert_close(output, torch.nn.functional.scaled_dot_product_attention(x, x, x))
+
+
+def test_a_walkthrough_on_meta_tensors_is_not_limited():
+    """Lesson 05's walkthrough computes shapes only: its sizes are not limited by the scores' bytes,
+    and batch=2**31 blamed causal_keep's length_k (a memory check of a meta tensor)."""
+    trace = probsparse.walkthrough(batch=2**31, causal=True)
+    assert trace is not None
+
+
+# ----------------------------------------------------------------------------- silent wrong results
+
+
+@pytest.mark.parametrize("eps", [0, 0.0, 1e-45, 1e300, 1e39, 2.0, "1e-8", True], ids=str)
+def test_an_epsilon_outside_float32s_range_is_refused(eps):
+    """Adam([p], eps=0) turned p into [nan, -inf, 0.99] for grads [0, 1e-30, 1]; eps=1e300 (∞ in
+    float32) changed nothing; layer_norm_eps=1e39 made every output 0."""
+    refused(lambda: optim.Adam([nn.Parameter(torch.ones(3))], eps=eps), "Adam", "eps")
+    refused(lambda: transformer.EncoderLayer(8, 2, 16, layer_norm_eps=eps), "EncoderLayer", "layer_norm_eps")
+    refused(lambda: transformer.DecoderLayer(8, 2, 16, layer_norm_eps=eps), "DecoderLayer", "layer_norm_eps")
+
+
+def test_adam_steps_stay_finite_for_tiny_gradients():
+    parameter = nn.Parameter(torch.ones(3))
+    parameter.grad = torch.tensor([0.0, 1e-30, 1.0])
+    optim.Adam([parameter]).step(0.01)
+    assert torch.isfinite(parameter).all()
+
+
+def test_a_parameter_given_twice_to_adam_is_refused():
+    """Adam([p, p]) stepped p twice per step without a word."""
+    p = nn.Parameter(torch.ones(3))
+    refused(lambda: optim.Adam([p, p]), "Adam", "parameters")
+    model = nn.Linear(2, 2)
+    refused(lambda: optim.Adam([*model.parameters(), model.weight]), "Adam", "parameters")
+
+
+@pytest.mark.parametrize("selected", [[111], [-1], [3, 12]], ids=["past", "negative", "at_length"])
+def test_causal_keep_refuses_a_position_outside_the_keys(selected):
+    """causal_keep(tensor([111]), 12) kept every key; a negative position kept none."""
+    refused(lambda: probsparse.causal_keep(torch.tensor(selected), 12), "causal_keep", "selected")
+    assert probsparse.causal_keep(torch.tensor([0, 11]), 12).sum().item() == 13
+
+
+def test_accuracy_refuses_targets_outside_the_vocabulary():
+    """toy.accuracy counted an out-of-vocabulary target as wrong (0.0) though such tokens are refused."""
+    model = toy.make_model("reverse")
+    tokens, targets = toy.make_batch("reverse", 3, torch.Generator().manual_seed(0))
+    refused(lambda: toy.accuracy(model, tokens, targets + 100), "accuracy", "targets")
+    refused(lambda: toy.accuracy(model, tokens, targets - 100), "accuracy", "targets")
+
+
+#: Booleans given as strings ('no' is True to Python): (call, function, argument).
+STRINGS = {
+    "SelfAttention": (lambda: layers.SelfAttention(4, bias="no"), "SelfAttention", "bias"),
+    "CrossAttention": (lambda: layers.CrossAttention(4, bias="no"), "CrossAttention", "bias"),
+    "AttentionHead": (lambda: multihead.AttentionHead(4, 2, bias="no"), "AttentionHead", "bias"),
+    "Naive": (lambda: multihead.NaiveMultiheadAttention(4, 2, bias="no"), "NaiveMultiheadAttention", "bias"),
+    "Fused": (lambda: multihead.FusedMultiheadAttention(4, 2, bias="no"), "FusedMultiheadAttention", "bias"),
+    "Naive.forward": (lambda: multihead.NaiveMultiheadAttention(4, 2)(q3, q3, q3, need_weights="no"),
+                      "NaiveMultiheadAttention.forward", "need_weights"),
+    "Fused.forward": (lambda: multihead.FusedMultiheadAttention(4, 2)(q3, q3, q3, need_weights="no"),
+                      "FusedMultiheadAttention.forward", "need_weights"),
+    "AttentionHead.forward": (lambda: multihead.AttentionHead(4, 2)(q3, q3, q3, need_weights="no"),
+                              "AttentionHead.forward", "need_weights"),
+    "ReverseModel": (lambda: toy.ReverseModel(positions="no"), "ReverseModel", "positions"),
+    "train": (lambda: seq2seq.train(steps=1, batch=4, evaluate="no"), "train", "evaluate"),
+    "operators": (lambda: multihead.operators(lambda: q3 + 1, sizes="no"), "operators", "sizes"),
+    "heatmap": (lambda: __import__("course_utils.viz").viz.heatmap(torch.rand(2, 2), ax=_AX, colorbar="no"), "heatmap",
+                "colorbar"),
+    "tile_grid": (lambda: __import__("course_utils.viz").viz.tile_grid([[1, 2]], ax=_AX, legend="no"), "tile_grid",
+                  "legend"),
+    "mask_view": (lambda: __import__("course_utils.widgets.attention").widgets.attention.mask_view(causal="no"),
+                  "mask_view", "causal"),
+}
+_AX = None  # no axes is needed: the flag is refused before anything is drawn
+
+
+@pytest.mark.parametrize("case", STRINGS)
+def test_a_string_is_no_boolean(case):
+    """SelfAttention(4, bias='no') had a bias: every flag is True or False."""
+    call, function, argument = STRINGS[case]
+    refused(call, function, argument)
+
+
+@pytest.mark.parametrize("scale", [1e300, 101.0, -1.0, math.nan])
+def test_the_position_scale_is_bounded(scale):
+    """NeighboursModel(position_scale=1e300) gave NaN logits."""
+    refused(lambda: toy.NeighboursModel(position_scale=scale), "NeighboursModel", "position_scale")
+    logits, _ = toy.NeighboursModel(position_scale=100.0)(torch.zeros(1, 8, dtype=torch.int64))
+    assert torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize(("kwargs", "argument"), [
+    ({"window": 0}, "window"), ({"d_model": 7}, "heads"), ({"heads": 3}, "heads"), ({"kv_heads": 3}, "kv_heads"),
+    ({"d_ff": 0}, "d_ff"), ({"layout": "diagonal"}, "layout"), ({"d_model": "8"}, "d_model"),
+], ids=["window0", "odd_d_model", "heads_not_divisor", "kv_heads", "d_ff", "layout", "str"])
+def test_tinyblock_checks_its_constructor(kwargs, argument):
+    """decoding.TinyBlock checked nothing: window=0 gave a finite, meaningless result, and a bad size
+    was blamed later on apply_rope or gqa_attention."""
+    sizes = {"d_model": 8, "heads": 2, "kv_heads": 1, "d_ff": 8, **kwargs}
+    refused(lambda: decoding.TinyBlock(**sizes), "TinyBlock", argument)
+
+
+def test_tinyblock_checks_its_inputs():
+    block, x = decoding.TinyBlock(8, 2, 1, 8), torch.randn(1, 3, 8)
+    refused(lambda: block(x, torch.arange(4)), "TinyBlock.forward", "positions")
+    refused(lambda: block(x, torch.arange(3.0)), "TinyBlock.forward", "positions")
+    refused(lambda: block(x[..., :6], torch.arange(3)), "TinyBlock.forward", "x")
+    refused(lambda: block(x, torch.arange(3), cache="cache"), "TinyBlock.forward", "cache")
+    assert block(x, torch.arange(3)).shape == (1, 3, 8)
+
+
+# ----------------------------------------------------------------------------- wrong blame
+
+
+@pytest.mark.parametrize(("call", "function", "argument"), [
+    (lambda: tiled.empty_state((3,), 2**31), "empty_state", "d_v"),
+    (lambda: tiled.empty_state((2**20, 2**20), 2), "empty_state", "rows"),
+    (lambda: tiled.tile_kinds(2**31, 7, 2, 3), "tile_kinds", "L_q"),
+    (lambda: tiled.tile_kinds(5, 2**31, 2, 3), "tile_kinds", "L_k"),
+], ids=["empty_state_d_v", "empty_state_rows", "tile_kinds_L_q", "tile_kinds_L_k"])
+def test_the_size_that_is_too_large_is_blamed(call, function, argument):
+    """empty_state((3,), 2**31) blamed rows, not d_v; tile_kinds(L_q=2**31) blamed block_q."""
+    refused(bounded(call), function, argument)
+
+
+def test_online_softmax_of_no_column_names_the_scores():
+    """online_softmax with 0 columns asked for "ints between 1 and -1"."""
+    text = refused(lambda: tiled.online_softmax(torch.randn(2, 0), []), "online_softmax", "scores")
+    assert "-1" not in text
+
+
+@pytest.mark.parametrize("bad", [None, "model", torch.empty(2, device="meta")], ids=["None", "str", "meta"])
+def test_the_explorers_name_their_own_arguments(bad):
+    """attention_maps_explorer(None, None) blamed predict's 'model'."""
+    refused(lambda: model_widgets.attention_maps_explorer(bad, bad), "attention_maps_explorer", "reverse_model")
+    refused(lambda: model_widgets.attention_maps_view(toy.make_model("reverse"), bad), "attention_maps_view",
+            "double_model")
+    refused(lambda: model_widgets.heads_explorer(bad), "heads_explorer", "model")
+
+
+# ----------------------------------------------------------------------------- unclear errors
+
+
+@pytest.mark.parametrize(("call", "function", "argument"), [
+    (lambda: measured.milliseconds(lambda: None, repeat=0), "milliseconds", "repeat"),
+    (lambda: measured.milliseconds(None), "milliseconds", "call"),
+    (lambda: measured.milliseconds(lambda: None, device="gpu0"), "milliseconds", "device"),
+    (lambda: measured.milliseconds(lambda: None, warmup=-1), "milliseconds", "warmup"),
+    (lambda: measured.ratio("a", 2.0), "ratio", "numerator"),
+    (lambda: measured.ratio(1.0, "b"), "ratio", "denominator"),
+    (lambda: measured.ratio(1.0, 2.0, digits="2"), "ratio", "digits"),
+    (lambda: measured.ratio(1.0, 2.0, digits=-1), "ratio", "digits"),
+    (lambda: measured.device_name(None), "device_name", "device"),
+    (lambda: measured.load(None), "load", "benchmark"),
+    (lambda: measured.load("probsparse", "tpu"), "load", "device"),
+    (lambda: measured.table("probsparse", None), "table", "columns"),
+    (lambda: masks.check_keep_mask("f", [True, False], torch.zeros(2, 2)), "f", "keep_mask"),
+    (lambda: masks.check_keep_mask("f", torch.ones(2, dtype=torch.bool), [[0.0, 1.0]]), "f", "scores"),
+], ids=["repeat0", "call", "device", "warmup", "numerator", "denominator", "digits_str", "digits_negative",
+        "device_name", "load", "load_device", "table", "keep_mask_list", "scores_list"])
+def test_the_main_modules_name_the_argument(call, function, argument):
+    """measured.milliseconds(repeat=0) raised StatisticsError, ratio a format-spec error, masks'
+    check_keep_mask an AttributeError on a list."""
+    refused(call, function, argument)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has a GPU: 'cuda' is a device here")
+def test_asking_for_a_gpu_on_a_cpu_names_the_device():
+    """device_name('cuda') and cuda_peak_bytes on a CPU raised torch's raw CUDA assertions."""
+    refused(lambda: measured.device_name("cuda"), "device_name", "device")
+    refused(lambda: measured.cuda_peak_bytes(lambda: None), "cuda_peak_bytes", "device")
+
+
+def test_cuda_peak_bytes_needs_a_cuda_device():
+    refused(lambda: measured.cuda_peak_bytes(lambda: None, "cpu"), "cuda_peak_bytes", "device")
+    refused(lambda: measured.cuda_peak_bytes(None, "cpu"), "cuda_peak_bytes", "call")
+
+
+def test_the_measured_helpers_still_work():
+    assert measured.ratio(1.0, 4.0) == "0.25×" and measured.ratio(None, 4.0) == "–" and measured.ratio(1, 0) == "–"
+    assert measured.milliseconds(lambda: None, repeat=1, warmup=0) >= 0
+    assert isinstance(measured.device_name("cpu"), str)
+
+
+#: The new refusals, read in both languages (the check of test_every_new_refusal_reads_in_chinese...).
+REFUSALS_41 = {
+    "scores": (lambda: attn.scaled_dot_product_attention(*(_x(),) * 3), "scaled_dot_product_attention", "query"),
+    "scores_layer": (lambda: multihead.FusedMultiheadAttention(8, 2)(*(_x(),) * 3), "FusedMultiheadAttention.forward",
+                     "query"),
+    "tile": (lambda: tiled.tiled_attention(*(_x(),) * 3, block_q=40, block_k=40), "tiled_attention", "block_q"),
+    "eps": (lambda: optim.Adam([nn.Parameter(torch.ones(2))], eps=0), "Adam", "eps"),
+    "twice": (lambda: optim.Adam([nn.Parameter(torch.ones(2))] * 2), "Adam", "parameters"),
+    "causal_keep": (lambda: probsparse.causal_keep(torch.tensor([111]), 12), "causal_keep", "selected"),
+    "online_softmax": (lambda: tiled.online_softmax(torch.randn(2, 0), []), "online_softmax", "scores"),
+    "repeat": (lambda: measured.milliseconds(lambda: None, repeat=0), "milliseconds", "repeat"),
+    "device": (lambda: measured.milliseconds(lambda: None, device="gpu0"), "milliseconds", "device"),
+    "explorer": (lambda: model_widgets.attention_maps_explorer(None, None), "attention_maps_explorer",
+                 "reverse_model"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSALS_41)
+def test_the_new_refusals_read_in_chinese_with_the_same_facts(case, monkeypatch):
+    monkeypatch.setattr(validation, "MAX_SCORE_BYTES", LIMIT)  # small inputs stand for long ones
+    call, function, argument = REFUSALS_41[case]
+    call = bounded(call)  # where a guard is missing, the call fails fast instead of taking the machine
+    en, zh = refused(call, function, argument, "en"), refused(call, function, argument, "zh")
+    english = [word for word in test_validation.english_words(zh, function, argument)
+               if word not in CODE | {"GiB", "need_weights", "ReverseModel", "EncoderDecoder", "train", "model",
+                                      "toy", "lambda", "layer", "cpu", "gpu0", "device"}]
+    assert not english, f"English words {english} in: {zh}"
+    assert not test_validation.stray_spaces(zh), zh
+    en_facts = test_validation.facts(en.removeprefix(f"{function}: argument '{argument}' "))
+    zh_facts = test_validation.facts(zh.removeprefix(f"{function}：参数 {argument} "))
+    assert en_facts == zh_facts, f"\n{en}\n{zh}"

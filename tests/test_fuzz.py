@@ -6,7 +6,10 @@ error: a ``validation.ArgumentError`` (a ValueError) whose message names the fun
 argument. The variations: tensors of the wrong rank, with zero-size axes or a mismatched size on
 each axis, of every other dtype, NaN-filled, on the meta device, sparse, strided (not contiguous)
 or expanded (stride 0), lists and non-tensors; ints 0, 1, −1, 2**31, 2**63 and 2**64 (past int64),
-non-ints and None; floats 0, −1, NaN, ±∞ and 1e300 (past float32) for every float argument. Anything
+non-ints and None; floats 0, −1, NaN, ±∞ and 1e300 (past float32) for every float argument. The
+"surface" group adds every public callable of measured, learner, claims, session, validation, masks,
+viz and widgets with None, a str or a meta tensor in every argument it needs at once (it must name
+itself and an argument, or return). Anything
 else (an IndexError or RuntimeError from inside torch) is UNCLEAR; a segmentation fault, an abort or
 a call that runs past its time limit is a CRASH.
 
@@ -37,7 +40,7 @@ ROOT = HERE.parent.parent
 CALL_LIMIT = 15
 
 GROUPS = ("masks", "attention", "layers", "toy", "optim", "multihead", "transformer", "seq2seq", "decoding", "tiled",
-          "probsparse")
+          "probsparse", "surface")
 #: The address space the calls run in (the issue's independent tester used 4 GiB): a size guard
 #: compares with what is left of it, so a call asking for more is refused the same way on every
 #: machine, and one that slips past a guard fails to allocate instead of paging for minutes.
@@ -671,6 +674,83 @@ def _probsparse(c):
             "causal": FLAGS})
 
 
+#: The modules the "surface" group reads every public callable of (issue 41: 249 unclear errors there,
+#: mostly AttributeError, and measured's StatisticsError, format-spec errors and CUDA assertions);
+#: "viz" and "widgets" stand for each of their modules. flash_program is lesson 09's, fuzzed with it.
+SURFACE = ("measured", "learner", "claims", "session", "validation", "masks", "viz", "widgets")
+#: Callables the surface group leaves out: the command line (it reads sys.argv and exits).
+NOT_SURFACE = {"learner.main", "widgets.flash_program"}
+
+
+def _surface_functions():
+    """[(name, callable)]: every public function and class defined in a SURFACE module, by name."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    modules = []
+    for name in SURFACE:
+        module = importlib.import_module(f"course_utils.{name}")
+        if hasattr(module, "__path__"):  # a package: each of its modules
+            modules += [importlib.import_module(f"course_utils.{name}.{found.name}")
+                        for found in pkgutil.iter_modules(module.__path__)
+                        if f"{name}.{found.name}" not in NOT_SURFACE]
+        else:
+            modules.append(module)
+    found = []
+    for module in modules:
+        short = module.__name__.removeprefix("course_utils.")
+        for attribute, value in sorted(vars(module).items()):
+            if attribute.startswith("_") or f"{short}.{attribute}" in NOT_SURFACE or not callable(value) or \
+                    getattr(value, "__module__", None) != module.__name__ or \
+                    (inspect.isclass(value) and issubclass(value, BaseException)):
+                continue
+            found.append((f"{short}.{attribute}", value))
+    return found
+
+
+def _in_scratch(function):
+    """`function`, called in a fresh empty folder: a str given as a folder (the learner's work folder)
+    is made there, never in the repository."""
+    import tempfile
+
+    def call(**kwargs):
+        here = os.getcwd()
+        with tempfile.TemporaryDirectory() as scratch:
+            os.chdir(scratch)
+            try:
+                return function(**kwargs)
+            finally:
+                os.chdir(here)
+
+    return call
+
+
+def _surface(c):
+    """Every public callable of the SURFACE modules with each of None, a str and a meta tensor in
+    every argument it needs at once (every argument when it needs none): it returns or names one
+    of them. A checker's own `function` and `argument` (the names it puts in its message) get its
+    name and "value", so that its message names what it checked."""
+    import inspect
+
+    import torch
+
+    bad = (("None", None), ("str", "x"), ("meta", torch.empty(2, 3, device="meta")))
+    for name, function in _surface_functions():
+        try:
+            parameters = [p for p in inspect.signature(function).parameters.values()
+                          if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        except (TypeError, ValueError):
+            continue
+        needed = [p.name for p in parameters if p.default is p.empty] or [p.name for p in parameters]
+        names = {"function": name.split(".")[-1], "argument": "value"}
+        for tag, value in bad:
+            kwargs = {argument: names.get(argument, value) for argument in needed}
+            if needed and any(argument not in names for argument in needed):
+                # not c.add: a checker's arguments `function` and `label` would collide with add's own
+                c.found.setdefault(f"surface.{name}(all={tag})", (_in_scratch(function), (), kwargs))
+
+
 def _selftest(c):
     """The runner's own test: a crash, a hang and an unclear error among calls that return. It runs
     last, its crash and hang at the very end: a restart after them builds no other group's cases."""
@@ -732,6 +812,8 @@ def _outcome(label, error):
     text, name = str(error), label.split("(")[0].split("[")[0].split(".")[-2:]
     named_argument = "argument '" in text or "参数 " in text
     named_function = any(part in text for part in name if part not in ("forward", *GROUPS))
+    if label.startswith("surface."):  # a module's name is no function's: the one called is named
+        named_function = f"{name[-1]}:" in text or f"{name[-1]}：" in text or f"{name[-1]}." in text
     outcome = "CLEAR" if named_argument and named_function else f"UNCLEAR ArgumentError: {text[:300]}"
     if outcome == "CLEAR" and "参数 " in text and _ENGLISH.search(text):  # a zh message with an English sentence
         outcome = f"UNCLEAR English in a Chinese message: {text[:300]}"

@@ -24,6 +24,9 @@ def _byte_tick(value, _position=None):
 
 def kind(shape):
     """"MHA", "GQA" or "MQA" for a ``decoding.Shape``: H_kv = H, 1 < H_kv < H, H_kv = 1."""
+    if not isinstance(shape, Shape):
+        validation.fail("kind", "shape", validation.describe(shape),
+                        {"en": "a decoding.Shape, such as decoding.PUBLISHED[0]", "zh": "decoding.Shape，例如 decoding.PUBLISHED[0]"})
     if shape.kv_heads == shape.heads:
         return "MHA"
     return "MQA" if shape.kv_heads == 1 else "GQA"

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from PIL import Image
 
+from .. import validation as check
 from ..i18n import message
 
 #: The CJK font shipped by the `mplfonts` package (a project dependency), so Chinese renders on
@@ -64,13 +65,36 @@ def _axes(ax, size=None):
     return plt.subplots(figsize=size)[1]
 
 
-def _matrix(values, name):
+def array_of(function, argument, values, ndim, layout):
+    """`values` (a tensor with values, a NumPy array or nested lists of numbers) as a float64 NumPy
+    array of `ndim` axes laid out as `layout` (e.g. "(L_q, L_k)"); anything else, a meta tensor
+    (a shape without values) or another number of axes, is refused naming `argument`."""
+    needed = {"en": f"numbers of shape {layout}: a tensor, an array or nested lists",
+              "zh": f"形状为 {layout} 的数值：张量、数组或嵌套列表"}
+    given = values
     if isinstance(values, torch.Tensor):
-        values = values.detach().cpu().numpy()
-    values = np.asarray(values, dtype=float)
-    if values.ndim != 2:
-        raise ValueError(f"{name}: argument 'weights' got shape {tuple(values.shape)}; needs a 2-D (L_q, L_k) matrix")
-    return values
+        check.dense(function, argument, check.has_values(function, argument, values))
+        values = values.detach().cpu().to(torch.float64).numpy()  # bfloat16 and bool have no NumPy float view
+    try:
+        found = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        check.fail(function, argument, check.describe(given), needed)
+    if found.ndim != ndim:
+        check.fail(function, argument, check.describe(given) if not isinstance(given, np.ndarray)
+                   else check.describe(torch.from_numpy(found)), needed)
+    return found
+
+
+def _matrix(values, name):
+    return array_of(name, "weights", values, 2, "(L_q, L_k)")
+
+
+def figure_of(function, argument, value):
+    """`value` when it is a matplotlib Figure (what the package draws on)."""
+    if not isinstance(value, Figure):
+        check.fail(function, argument, check.describe(value),
+                   {"en": "a matplotlib Figure, such as new_figure()[0]", "zh": "matplotlib 的 Figure，例如 new_figure()[0]"})
+    return value
 
 
 def heatmap(weights, ax=None, queries=None, keys=None, title=None, annotate=None, vmin=0.0, vmax=None, colorbar=True):
@@ -79,6 +103,9 @@ def heatmap(weights, ax=None, queries=None, keys=None, title=None, annotate=None
     queries / keys: optional tick labels. annotate: write each value in its cell (default: when
     the matrix is at most 8 x 8). vmin / vmax: colour range (weights live in [0, 1]).
     """
+    check.flag("heatmap", "colorbar", colorbar)  # 'no' is a str, and a str is true
+    if annotate is not None:
+        check.flag("heatmap", "annotate", annotate)
     weights = _matrix(weights, "heatmap")
     ax = _axes(ax)
     n_q, n_k = weights.shape
@@ -105,6 +132,13 @@ def heatmap(weights, ax=None, queries=None, keys=None, title=None, annotate=None
 
 def new_figure(*, rows=1, cols=1, size=(6.0, 3.5)):
     """A figure outside pyplot (for widgets) and its axes."""
+    check.positive_int("new_figure", "rows", rows)
+    check.positive_int("new_figure", "cols", cols)
+    if not isinstance(size, (tuple, list)) or len(size) != 2 or not all(
+            isinstance(s, (int, float)) and not isinstance(s, bool) and 0 < s <= 100 for s in size):
+        check.fail("new_figure", "size", check.describe(size),
+                   {"en": "(width, height) in inches, each from 0 to 100", "zh": "以英寸计的 (宽, 高)，每个在 0 到 100 之间"})
+    check.modules_fit("new_figure", "rows", rows, rows * cols)  # one Axes each, as slow to make as a module
     figure = Figure(figsize=size, dpi=80, layout="constrained")
     axes = figure.subplots(rows, cols, squeeze=False)
     return figure, axes
@@ -114,6 +148,7 @@ def keep_layout(figure):
     """Let the figure's layout engine place its axes once, then keep those places: later drawings
     skip the layout, which measures every text and would double the time of each redraw. For a
     figure an explorer updates in place, whose texts keep their sizes. Returns the figure."""
+    figure_of("keep_layout", "figure", figure)
     figure.draw_without_rendering()
     figure.set_layout_engine("none")
     return figure
@@ -130,6 +165,9 @@ class LayoutPerKey(ConstrainedLayoutEngine):
     axes are placed again)."""
 
     def __init__(self, key, **kwargs):
+        if not callable(key):  # called with the figure at each draw
+            check.fail("LayoutPerKey", "key", check.describe(key),
+                       {"en": "a function of the figure, such as texts_key", "zh": "以图为参数的函数，例如 texts_key"})
         super().__init__(**kwargs)
         self._key = key
         self._places = {}
@@ -151,6 +189,7 @@ class LayoutPerKey(ConstrainedLayoutEngine):
 def texts_key(figure):
     """A LayoutPerKey key: every axes' titles, axis labels and tick labels, as text (what sets the
     margins of a figure whose other artists stay inside its axes)."""
+    figure_of("texts_key", "figure", figure)
     return tuple(
         (tuple(ax.get_title(loc) for loc in ("left", "center", "right")), ax.get_xlabel(), ax.get_ylabel(),
          tuple(label.get_text() for label in ax.get_xticklabels()),
@@ -163,6 +202,7 @@ def figure_png(figure):
     """The figure as PNG bytes (for an ipywidgets Image). It is drawn on its own Agg canvas, made
     on the first call and kept, so a figure redrawn again and again reuses its renderer, and the
     pixels are compressed quickly (an explorer's picture is sent once, never stored)."""
+    figure_of("figure_png", "figure", figure)
     canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
     canvas.draw()
     width, height = canvas.get_width_height(physical=True)

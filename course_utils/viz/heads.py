@@ -4,11 +4,18 @@ import numpy as np
 import torch
 from matplotlib import ticker
 
+from matplotlib.axes import Axes
+
+from .. import validation as check
 from ..i18n import message
-from .figures import heatmap
+from .figures import array_of, heatmap
 from .probsparse import _byte_tick
 
 # ---- lesson 04: one map per head, and cost curves
+
+
+#: The most maps a grid draws, one heatmap each.
+MAX_MAPS = 64
 
 
 def head_grid(maps, axes=None, queries=None, keys=None, row_titles=None, head_title="l04.plot.head"):
@@ -16,12 +23,14 @@ def head_grid(maps, axes=None, queries=None, keys=None, row_titles=None, head_ti
     (R, H, L_q, L_k) for R rows (e.g. one per example or per model). Each map is a heatmap on the
     colour range [0, 1]; the columns are titled with the head's number, the rows with
     `row_titles`. axes: an (R, H) array of Axes (default: a new pyplot figure). Returns the axes."""
-    maps = torch.as_tensor(maps).detach().cpu()
+    given = maps
+    ndim = maps.ndim if isinstance(maps, torch.Tensor) else np.ndim(maps) if isinstance(maps, (list, tuple, np.ndarray)) else 0
+    maps = torch.from_numpy(array_of("head_grid", "maps", maps, 3 if ndim == 3 else 4, "(H, L_q, L_k) / (R, H, L_q, L_k)"))
     if maps.ndim == 3:
         maps = maps.unsqueeze(0)
-    if maps.ndim != 4:
-        raise ValueError(f"head_grid: argument 'maps' got shape {tuple(maps.shape)}; needs (H, L_q, L_k) or "
-                         "(R, H, L_q, L_k)")
+    if maps.shape[0] * maps.shape[1] > MAX_MAPS:
+        check.fail("head_grid", "maps", check.describe(given),
+                   {"en": f"at most {MAX_MAPS} maps to draw", "zh": f"要画的注意力图不超过 {MAX_MAPS} 张"})
     rows, heads = maps.shape[:2]
     if axes is None:
         import matplotlib.pyplot as plt  # only here: importing pyplot picks a backend
@@ -51,6 +60,22 @@ def cost_lines(ax, xs, series, xlabel, ylabel, title=None, logy=True, in_bytes=F
     power of ten, 1, 2, 5 times one when they span more than a factor of 30, and the powers of ten
     alone past a factor of 1000. (A plain log axis whose values stay within one decade shows a
     single tick, or none.)"""
+    function = "cost_lines"
+    if not isinstance(ax, Axes):
+        check.fail(function, "ax", check.describe(ax), {"en": "a matplotlib Axes", "zh": "matplotlib 的 Axes"})
+    if not all(x > 0 for x in array_of(function, "xs", xs, 1, "(n,)")):
+        check.fail(function, "xs", check.describe(xs), {"en": "positive sizes (a log₂ axis)", "zh": "正的大小（log₂ 坐标轴）"})
+    if not isinstance(series, dict) or not all(isinstance(label, str) for label in series):
+        check.fail(function, "series", check.describe(series),
+                   {"en": "a dict {label: [y for each x]}", "zh": "字典 {标签: [每个 x 对应的 y]}"})
+    if any(len(array_of(function, "series", ys, 1, f"({len(xs)},)")) != len(xs) for ys in series.values()):
+        check.fail(function, "series", check.describe(series),
+                   {"en": f"{len(xs)} values per label, one per x", "zh": f"每个标签 {len(xs)} 个值，每个 x 一个"})
+    check.flag(function, "logy", logy)
+    check.flag(function, "in_bytes", in_bytes)
+    for argument, value in (("xlabel", xlabel), ("ylabel", ylabel)):
+        if not isinstance(value, str):
+            check.fail(function, argument, check.describe(value), {"en": "a str", "zh": "str（字符串）"})
     for label, ys in series.items():
         ax.plot(xs, ys, marker="o", markersize=4, label=label)
     ax.set_xscale("log", base=2)

@@ -5,8 +5,9 @@ import numpy as np
 import torch
 from matplotlib.patches import Rectangle
 
+from .. import validation as check
 from ..i18n import message
-from .figures import _axes, _matrix
+from .figures import _axes, array_of
 
 # ---- lesson 02: mask pictures, and which head of which item gets which mask
 
@@ -14,7 +15,7 @@ from .figures import _axes, _matrix
 def mask_picture(keep, ax=None, title=None):
     """Draw an (L_q, L_k) keep mask: one row per query, one column per key; kept cells light,
     hidden cells dark. A row that is dark all along is a fully masked row."""
-    keep = _matrix(torch.as_tensor(keep).bool().float(), "mask_picture")
+    keep = (array_of("mask_picture", "keep", keep, 2, "(L_q, L_k)") != 0).astype(float)  # True (or ≠ 0): kept
     ax = _axes(ax)
     n_q, n_k = keep.shape
     colours = matplotlib.colors.ListedColormap(["#3b3b4f", "#f4e6a6"])  # hidden, keep
@@ -32,6 +33,23 @@ def mask_picture(keep, ax=None, title=None):
     return ax
 
 
+#: The most (head, item) slots a picture draws, one row each: more would not be read (nor fit a page).
+MAX_PICTURED_SLOTS = 64
+
+
+def _slots_of(function, batch, heads, mask_order, qkv_order, most=None):
+    """The sizes and orders of a (B·H) layout: positive ints, each order "batch" or "head"."""
+    check.positive_int(function, "batch", batch)
+    check.positive_int(function, "heads", heads)
+    check.one_of(function, "mask_order", mask_order, ("batch", "head"))
+    check.one_of(function, "qkv_order", qkv_order, ("head", "batch"))
+    check.fits_in_memory(function, "batch" if batch >= heads else "heads", max(batch, heads), batch * heads, 200)
+    if most is not None and batch * heads > most:
+        check.fail(function, "batch" if batch >= heads else "heads", check.describe(max(batch, heads)),
+                   {"en": f"at most {most} slots (batch · heads) to draw, one row each",
+                    "zh": f"batch · heads 不超过 {most}：每个槽位画一行"})
+
+
 def head_slots(batch, heads, mask_order="batch", qkv_order="head"):
     """The (B·H) axis of a multi-head layout: [(head, item of Q/K/V, item whose mask that slot
     gets)] for each slot. qkv_order "head": Q/K/V put heads first, slot h·B + b (what
@@ -39,6 +57,7 @@ def head_slots(batch, heads, mask_order="batch", qkv_order="head"):
     b·H + h (``permute(0, 2, 1, 3)``, the layout of nn.MultiheadAttention). mask_order "batch":
     the mask was repeated batch-major (slot b·H + h, what ``mask.unsqueeze(1).repeat(1, H, 1, 1)``
     gives, and the layout of nn.MultiheadAttention's 3-D attn_mask); "head": head-major."""
+    _slots_of("head_slots", batch, heads, mask_order, qkv_order)
     slots = []
     for n in range(batch * heads):
         head, item = divmod(n, batch) if qkv_order == "head" else (n % heads, n // heads)
@@ -51,6 +70,7 @@ def head_batch_picture(batch, heads, mask_order="batch", ax=None, qkv_order="hea
     ``head_slots`` for the two orders): left, the slot's queries, keys and values (coloured by
     item); right, the mask it is paired with (coloured by the item it belongs to), a red ✗ where
     the two items differ."""
+    _slots_of("head_batch_picture", batch, heads, mask_order, qkv_order, most=MAX_PICTURED_SLOTS)
     slots = head_slots(batch, heads, mask_order, qkv_order)
     ax = _axes(ax, (6.5, 0.45 * len(slots) + 1.0))
     colours = matplotlib.colormaps["Pastel1"]

@@ -106,7 +106,7 @@ def _sizes(argument, given):
     """`given` (a tensor, array or list of N + 1 positive numbers) as a 1-D float numpy array."""
     try:
         values = given.detach().cpu().double().numpy() if isinstance(given, torch.Tensor) else np.asarray(given, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, NotImplementedError):  # NotImplementedError: a meta tensor, no values to read
         values = None
     if values is None or values.ndim != 1 or len(values) < 2 or not (np.isfinite(values) & (values > 0)).all():
         check.fail("gradient_by_layer", argument, check.describe(given),

@@ -21,7 +21,7 @@ from .. import seq2seq
 from .. import validation as check
 from ..i18n import message
 from ..masks import causal_mask
-from .figures import heatmap
+from .figures import figure_of, heatmap
 
 #: How masked cells are drawn on top of a map (weight exactly 0 there).
 MASKED_STYLE = {"facecolor": "#d9d9d9", "edgecolor": "#8c8c8c", "hatch": "///", "linewidth": 0.0}
@@ -46,6 +46,15 @@ class Decoding:
     cross_weights: torch.Tensor
     target_keep: torch.Tensor
     source_keep: torch.Tensor
+
+
+def _decoding_and_figure(function, result, figure):
+    """A Decoding (what ``decoding`` returns) and a matplotlib Figure to draw it on."""
+    if not isinstance(result, Decoding):
+        check.fail(function, "result", check.describe(result),
+                   {"en": "a Decoding, what viz.seq2seq.decoding(model, source) returns",
+                    "zh": "Decoding，即 viz.seq2seq.decoding(model, source) 的返回值"})
+    figure_of(function, "figure", figure)
 
 
 def _model(function, model):
@@ -149,6 +158,7 @@ def draw_decoding(result, figure):
     this function drew can show another decoding with as many heads through ``redraw_decoding``,
     which moves and updates what is there instead of making it again.
     """
+    _decoding_and_figure("draw_decoding", result, figure)
     H, T, L_s = result.cross_weights.shape
     layout = _decoding_layout(H, T, L_s)
     figure.set_layout_engine("none")
@@ -183,6 +193,7 @@ def redraw_decoding(result, figure):
     the figure and its maps are resized and moved to the new lengths, and their pictures, masked
     cells, tick labels and title replaced; nothing is made again (an explorer's redraw). Returns
     the figure."""
+    _decoding_and_figure("redraw_decoding", result, figure)
     H, T, L_s = result.cross_weights.shape
     layout = _decoding_layout(H, T, L_s)
     figure.set_size_inches(*layout["size"])

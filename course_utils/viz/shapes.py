@@ -4,10 +4,17 @@ import matplotlib
 import torch
 from matplotlib.patches import Rectangle
 
+from .. import validation as check
 from ..i18n import message
 from .figures import _axes
 
 # ---- pictures of memory layout, broadcasting and heads (lesson 00)
+
+
+#: The most cells a memory picture draws (one box and one number each): more would not be read.
+MAX_CELLS = 1024
+#: The most boxes split_heads_picture draws (L · H · D, twice).
+MAX_BOXES = 1024
 
 
 def memory_order(tensor, ax=None, title=None):
@@ -18,6 +25,12 @@ def memory_order(tensor, ax=None, title=None):
 
     Meant for small tensors (a few dozen elements); each cell shows the value it holds.
     """
+    check.tensor("memory_order", "tensor", tensor, min_ndim=0, floating=False)
+    check.has_values("memory_order", "tensor", tensor)
+    if tensor.untyped_storage().nbytes() // max(tensor.element_size(), 1) > MAX_CELLS:
+        check.fail("memory_order", "tensor", check.describe(tensor),
+                   {"en": f"a small tensor: at most {MAX_CELLS} memory cells to draw, one box each",
+                    "zh": f"小张量：要画的内存单元不超过 {MAX_CELLS} 个，每个一格"})
     tensor = tensor.detach().cpu()
     ax = _axes(ax, (8.0, 2.2))
     # the whole storage as a flat tensor, and the storage offset of each element in index order
@@ -60,6 +73,8 @@ def broadcast_axes(shape_a, shape_b):
     the result, leftmost first. Shapes are aligned from the right; a missing axis (None) counts
     as size 1. status: "same", "stretch_a" / "stretch_b" (that side's size 1 is repeated), or
     "clash" (sizes differ and neither is 1; size_out is None then)."""
+    check.shape_tuple("broadcast_axes", "shape_a", shape_a)
+    check.shape_tuple("broadcast_axes", "shape_b", shape_b)
     n = max(len(shape_a), len(shape_b))
     a = [None] * (n - len(shape_a)) + list(shape_a)
     b = [None] * (n - len(shape_b)) + list(shape_b)
@@ -85,6 +100,8 @@ def broadcast_picture(shape_a, shape_b, ax=None, names=("a", "b"), axis_names=No
     sizes that clash. names: the row labels of the two shapes; axis_names: column headers
     (default: the axis numbers counted from the right, -1 the last).
     """
+    check.shape_tuple("broadcast_picture", "shape_a", shape_a)
+    check.shape_tuple("broadcast_picture", "shape_b", shape_b)
     axes = broadcast_axes(shape_a, shape_b)
     n = len(axes)
     ax = _axes(ax, (1.2 * n + 2.0, 2.2))
@@ -119,6 +136,12 @@ def split_heads_picture(length, heads, head_dim, ax=None):
     """Draw what splitting heads does: the (L, H·D) features of one sequence, each cell numbered
     by its place in memory and coloured by the head it belongs to, and the H matrices (L, D)
     they split into, one per head."""
+    for argument, value in (("length", length), ("heads", heads), ("head_dim", head_dim)):
+        check.positive_int("split_heads_picture", argument, value)
+    if length * heads * head_dim > MAX_BOXES:
+        check.fail("split_heads_picture", "length", check.describe(length),
+                   {"en": f"sizes with at most {MAX_BOXES} features to draw (length · heads · head_dim)",
+                    "zh": f"length · heads · head_dim 不超过 {MAX_BOXES}：每个特征画一格"})
     ax = _axes(ax, (8.0, 0.5 * length + 1.2))
     width = heads * head_dim
     colours = matplotlib.colormaps["Pastel1"]

@@ -3,9 +3,13 @@
 import numpy as np
 from matplotlib.patches import Patch, Rectangle
 
+from .. import validation as check
 from ..i18n import message
 from ..tiled import FULL, PARTIAL, SKIP
-from .figures import _axes
+from .figures import _axes, array_of
+
+#: The most tiles a grid draws, one square each.
+MAX_TILES = 4096
 
 #: A tile's colour by what happens to it: computed without a mask, computed with one, skipped.
 COLOURS = {FULL: "#4a7ab5", PARTIAL: "#e0a040", SKIP: "#f2f2f2"}
@@ -18,7 +22,12 @@ def tile_grid(kinds, ax=None, title=None, done=None, current=None, legend=True):
     light grey skipped. done: None (every tile shown as decided) or the number of computed tiles
     already processed, in the order the tiled forward takes them (row by row); the rest are pale.
     current: (i, j) of the tile processed at this step, outlined in red. Returns ax."""
-    kinds = np.asarray(kinds)
+    check.flag("tile_grid", "legend", legend)
+    given, kinds = kinds, array_of("tile_grid", "kinds", kinds, 2, "(n_q, n_k)")
+    if not np.isin(kinds, (SKIP, PARTIAL, FULL)).all() or kinds.size > MAX_TILES:
+        check.fail("tile_grid", "kinds", check.describe(given),
+                   {"en": f"at most {MAX_TILES} tiles, each SKIP, PARTIAL or FULL (what tiled.tile_kinds returns)",
+                    "zh": f"不超过 {MAX_TILES} 个分块，每个为 SKIP、PARTIAL 或 FULL（即 tiled.tile_kinds 的返回值）"})
     ax = _axes(ax, (4.0, 4.0))
     n_q, n_k = kinds.shape
     order = [(i, j) for i in range(n_q) for j in range(n_k) if kinds[i, j] != SKIP]
@@ -59,7 +68,15 @@ def tile_grid(kinds, ax=None, title=None, done=None, current=None, legend=True):
 def slope(lengths, values):
     """The slope of log(values) against log(lengths), least squares: ≈ 1 for memory that grows like
     L, ≈ 2 for L²."""
-    x, y = np.log(np.asarray(lengths, dtype=float)), np.log(np.asarray(values, dtype=float))
+    x = array_of("slope", "lengths", lengths, 1, "(n,)")
+    y = array_of("slope", "values", values, 1, "(n,)")
+    if len(x) < 2 or not (np.isfinite(x).all() and (x > 0).all()) or len(set(x.tolist())) < 2:
+        check.fail("slope", "lengths", check.describe(lengths),
+                   {"en": "at least two different positive lengths", "zh": "至少两个不同的正长度"})
+    if len(y) != len(x) or not (np.isfinite(y).all() and (y > 0).all()):
+        check.fail("slope", "values", check.describe(values),
+                   {"en": f"{len(x)} positive numbers, one per length", "zh": f"{len(x)} 个正数，每个长度一个"})
+    x, y = np.log(x), np.log(y)
     return float(np.polyfit(x, y, 1)[0])
 
 

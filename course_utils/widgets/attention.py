@@ -43,6 +43,7 @@ def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0, figure=None
     returned before, drawn again instead of a new one (what the explorer passes).
     """
     validation.positive_int("scaling_view", "d_k", d_k)
+    validation.flag("scaling_view", "scaled", scaled)
     scores = _scaling_scores(d_k, queries, keys, seed)  # (N, L_k)
     if scaled:
         scores = scores / math.sqrt(d_k)
@@ -113,6 +114,11 @@ def _scaling_layout_key(figure):
 
 def scaling_explorer(d_k=64, scaled=False):
     """A d_k slider (1 to 512, powers of two) and a "divide by √d_k" checkbox over ``scaling_view``."""
+    if not isinstance(d_k, int) or isinstance(d_k, bool) or d_k not in D_K_CHOICES:
+        validation.fail("scaling_explorer", "d_k", validation.describe(d_k),
+                        {"en": f"one of the slider's sizes, {', '.join(map(str, D_K_CHOICES))}",
+                         "zh": f"滑块上的大小之一：{'、'.join(map(str, D_K_CHOICES))}"})
+    validation.flag("scaling_explorer", "scaled", scaled)
     return explorer(
         scaling_view,
         d_k=w.SelectionSlider(options=D_K_CHOICES, value=d_k, description="d_k", continuous_update=False),
@@ -138,6 +144,7 @@ def mask_view(length_1=6, length_2=3, causal=False, max_len=MASK_MAX_LEN, seed=0
     are fully masked (their weights are all zero). figure: one this view returned before, whose
     four pictures are updated in place (what the explorer passes; faster than a new figure).
     """
+    validation.flag("mask_view", "causal", causal)
     for argument, value in (("length_1", length_1), ("length_2", length_2)):
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= max_len:
             validation.fail("mask_view", argument, validation.describe(value),
@@ -173,6 +180,10 @@ def mask_view(length_1=6, length_2=3, causal=False, max_len=MASK_MAX_LEN, seed=0
 
 def mask_explorer(length_1=6, length_2=3, causal=False):
     """Two length sliders (0 to MASK_MAX_LEN) and a causal checkbox over ``mask_view``."""
+    validation.whole_number("mask_explorer", "length_1", length_1, 0, MASK_MAX_LEN)
+    validation.whole_number("mask_explorer", "length_2", length_2, 0, MASK_MAX_LEN)
+    validation.flag("mask_explorer", "causal", causal)
+
     def slider(value, n):
         return w.IntSlider(value=value, min=0, max=MASK_MAX_LEN, description=message("l02.sequence", n=n),
                            continuous_update=False)

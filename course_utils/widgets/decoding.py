@@ -37,7 +37,7 @@ def cache_view(tokens=6, variant="GQA", window=0, figure=None):
         validation.fail(function, "tokens", validation.describe(tokens),
                         {"en": f"an int from 1 to {MOST_TOKENS}", "zh": f"1 到 {MOST_TOKENS} 之间的整数"})
     validation.one_of(function, "variant", variant, tuple(VARIANTS))
-    if window not in WINDOWS or isinstance(window, bool):
+    if not isinstance(window, int) or isinstance(window, bool) or window not in WINDOWS:
         validation.fail(function, "window", validation.describe(window),
                         {"en": f"one of {', '.join(map(str, WINDOWS))} (0: no window)",
                          "zh": f"{'、'.join(map(str, WINDOWS))} 之一（0 表示没有窗口）"})
@@ -79,6 +79,12 @@ def _layout_key(figure):
 def cache_explorer(tokens=6, variant="GQA", window=0):
     """A slider for the number of tokens generated, a choice of MHA / GQA / MQA and of a sliding
     window, over ``cache_view``."""
+    validation.whole_number("cache_explorer", "tokens", tokens, 1, MOST_TOKENS)
+    validation.one_of("cache_explorer", "variant", variant, tuple(VARIANTS))
+    if not isinstance(window, int) or isinstance(window, bool) or window not in WINDOWS:
+        validation.fail("cache_explorer", "window", validation.describe(window),
+                        {"en": f"one of {', '.join(map(str, WINDOWS))} (0: no window)",
+                         "zh": f"{'、'.join(map(str, WINDOWS))} 之一（0 表示没有窗口）"})
 
     return explorer(
         cache_view,

@@ -4,8 +4,11 @@ import html
 import inspect
 
 import ipywidgets as w
+from torch import nn
 
+from .. import validation
 from ..viz import figure_png
+from ..viz.figures import figure_of
 
 
 def explorer(view, **controls):
@@ -17,6 +20,12 @@ def explorer(view, **controls):
     than most views compute. Returns the VBox; its ``.image`` and ``.summary`` attributes are the
     output widgets, ``.controls`` the controls by name, ``.figure`` the figure shown (tests read them).
     """
+    validation.function_of_nothing("explorer", "view", view)  # called with the controls' values
+    for name, control in controls.items():
+        if not isinstance(control, w.ValueWidget):
+            validation.fail("explorer", name, validation.describe(control),
+                            {"en": "a control with a value, such as ipywidgets.IntSlider(...)",
+                             "zh": "有取值的控件，例如 ipywidgets.IntSlider(...)"})
     takes_figure = "figure" in inspect.signature(view).parameters
     # The picture is shown at its own size, one pixel of the PNG to one pixel of the page, so it is
     # as crisp as it was drawn and its text keeps the size it was drawn at; a narrower page scales it
@@ -46,6 +55,7 @@ def explorer(view, **controls):
 def shown_width(figure):
     """The width in pixels of `figure`'s last PNG (figure_png: drawn on its Agg canvas), the width the
     explorer shows it at."""
+    figure_of("shown_width", "figure", figure)
     return figure.canvas.get_width_height(physical=True)[0]
 
 
@@ -58,4 +68,5 @@ def reusable(figure, key):
 def model_state(model):
     """What changes whenever `model`'s parameters change in place (an optimizer step bumps each
     tensor's version counter): with the model itself, a key to cache what the model computes."""
+    validation.module("model_state", "model", model)
     return tuple(parameter._version for parameter in model.parameters())

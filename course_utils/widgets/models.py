@@ -31,6 +31,7 @@ def attention_maps_view(reverse_model, double_model, example=0, figure=None):
     if not isinstance(example, int) or isinstance(example, bool) or example < 0:
         validation.fail("attention_maps_view", "example", validation.describe(example),
                         {"en": "an int ≥ 0", "zh": "≥ 0 的整数"})
+    _toy_models("attention_maps_view", reverse_model, double_model)
     tokens, _ = toy.example("reverse", example)  # both tasks read the same input sequence
     fields, drawn = {}, []
     for task, model in (("reverse", reverse_model), ("double", double_model)):
@@ -59,8 +60,22 @@ def attention_maps_view(reverse_model, double_model, example=0, figure=None):
     return figure, summary
 
 
+def _toy_models(function, reverse_model, double_model):
+    """The two trained models of lesson 03, each named as the argument it was given as."""
+    for argument, model in (("reverse_model", reverse_model), ("double_model", double_model)):
+        if not isinstance(model, (toy.ReverseModel, toy.EncoderDecoder)):
+            validation.fail(function, argument, validation.describe(model),
+                            {"en": "a trained toy model (toy.ReverseModel / toy.EncoderDecoder), e.g. "
+                                   f"toy.train({argument.split('_')[0]!r}).model",
+                             "zh": "训练好的玩具模型（toy.ReverseModel / toy.EncoderDecoder），例如 "
+                                   f"toy.train({argument.split('_')[0]!r}).model"})
+
+
 def attention_maps_explorer(reverse_model, double_model, example=0):
     """An example slider (0 to EXAMPLES - 1) over ``attention_maps_view`` for two trained models."""
+    _toy_models("attention_maps_explorer", reverse_model, double_model)
+    validation.whole_number("attention_maps_explorer", "example", example, 0, EXAMPLES - 1)
+
     def view(example, figure=None):
         return attention_maps_view(reverse_model, double_model, example=example, figure=figure)
 
@@ -144,6 +159,13 @@ def heads_view(model, example=0, head=0, figure=None):
 def heads_explorer(model, example=0, head=0):
     """An example slider (0 to EXAMPLES - 1) and a head picker over ``heads_view`` for a trained
     ``toy.NeighboursModel``."""
+    if not isinstance(model, toy.NeighboursModel):
+        validation.fail("heads_explorer", "model", validation.describe(model),
+                        {"en": "a toy.NeighboursModel (e.g. toy.train_neighbours(seed=0).model)",
+                         "zh": "toy.NeighboursModel（例如 toy.train_neighbours(seed=0).model）"})
+    validation.whole_number("heads_explorer", "example", example, 0, EXAMPLES - 1)
+    validation.whole_number("heads_explorer", "head", head, 0, model.attention.num_heads - 1)
+
     def view(example, head, figure=None):
         return heads_view(model, example=example, head=head, figure=figure)
 

@@ -110,7 +110,7 @@ def walkthrough_explorer(length=96, batch=32, heads=8, dim=64, factor=5):
     B from 1 to 256, H from 1 to 64, the factor from 1 to 10."""
     function = "walkthrough_explorer"
     for name, value, choices in (("length", length, LENGTHS), ("dim", dim, DIMS)):
-        if isinstance(value, bool) or value not in choices:
+        if not isinstance(value, int) or isinstance(value, bool) or value not in choices:
             validation.fail(function, name, validation.describe(value),
                             {"en": f"one of {', '.join(map(str, choices))}", "zh": f"{'、'.join(map(str, choices))} 之一"})
     for name, value, most in (("batch", batch, 256), ("heads", heads, 64), ("factor", factor, 10)):

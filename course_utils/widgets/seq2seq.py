@@ -100,6 +100,14 @@ def decoding_explorer(model, example=0, text=""):
     slider's example) over ``decoding_view`` for a trained ``seq2seq.Reverser``. Letters it cannot
     take are explained in the summary, in the notebook's language and in the words of the box
     ("type 1 to 8 letters from a to j"), instead of a picture."""
+    if not isinstance(model, seq2seq.Reverser):  # said now, not as every view's summary
+        validation.fail("decoding_explorer", "model", validation.describe(model),
+                        {"en": "a seq2seq.Reverser (e.g. seq2seq.train(seed=0).model)",
+                         "zh": "seq2seq.Reverser（例如 seq2seq.train(seed=0).model）"})
+    validation.whole_number("decoding_explorer", "example", example, 0, DECODING_EXAMPLES - 1)
+    if not isinstance(text, str):
+        validation.fail("decoding_explorer", "text", validation.describe(text),
+                        {"en": "a str of letters (empty: the slider's example)", "zh": "由字母组成的 str（为空则用滑块选的例子）"})
     def view(example, text, figure=None):
         if not _typeable(text):
             return None, message("viz.seq2seq.bad_letters", most=seq2seq.MAX_LENGTH, last=LAST, text=text.strip())

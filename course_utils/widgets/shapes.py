@@ -5,6 +5,7 @@ import itertools
 import ipywidgets as w
 import torch
 
+from .. import validation
 from ..i18n import message
 from ..viz import broadcast_axes, broadcast_picture, keep_layout, memory_order, new_figure
 from .explorer import explorer, reusable
@@ -18,6 +19,11 @@ def permute_view(order=(0, 1, 2), contiguous=False, figure=None):
     reads memory, and a summary: shape, stride, contiguity, and whether it shares x's memory.
     figure: one this view returned before, drawn again on the same axes and layout (what the
     explorer passes; faster than a new figure)."""
+    if not isinstance(order, (tuple, list)) or sorted(o for o in order if isinstance(o, int)) != [0, 1, 2] \
+            or any(isinstance(o, bool) for o in order):
+        validation.fail("permute_view", "order", validation.describe(order),
+                        {"en": "an order of the three axes, such as (2, 0, 1)", "zh": "三个轴的一种排列，例如 (2, 0, 1)"})
+    validation.flag("permute_view", "contiguous", contiguous)
     x = torch.arange(24).view(2, 3, 4)
     y = x.permute(*order)
     code = f"x.permute{tuple(order)}"
@@ -83,6 +89,8 @@ def broadcast_view(mask=(2, 1, 1, 5), scores=(2, 4, 3, 5), figure=None):
     aligned from the right, and a summary: the result shape or the clash that makes broadcasting
     fail, whether the result grew bigger than the scores, and which scores axes the mask's axes
     line up with. figure: one this view returned before, drawn again (what the explorer passes)."""
+    validation.shape_tuple("broadcast_view", "mask", mask)
+    validation.shape_tuple("broadcast_view", "scores", scores)
     mask, scores = tuple(mask), tuple(scores)
     axes = broadcast_axes(mask, scores)
     figure = reusable(figure, "broadcast")

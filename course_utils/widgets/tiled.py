@@ -78,6 +78,7 @@ def _rows(states, block):
 
 def exact_output(causal=True):
     """softmax(QKᵀ/√d)V of the example, materialised (the explorer's target)."""
+    validation.flag("exact_output", "causal", causal)
     q, k, v = EXAMPLE
     scores = q @ k.T / D ** 0.5
     if causal:
@@ -89,10 +90,11 @@ def tiles_view(step=0, block=2, causal=True, figure=None):
     """The explorer's view after `step` computed tiles (clamped to the last): the tile grid and the
     output rows so far beside the exact output; the summary lists each query's m, ℓ and output.
     figure: one this view returned before, updated instead of a new one (what the explorer passes)."""
-    if block not in BLOCKS:
+    if not isinstance(block, int) or isinstance(block, bool) or block not in BLOCKS:
         validation.fail("tiles_view", "block", validation.describe(block),
                         {"en": f"one of {', '.join(map(str, BLOCKS))}", "zh": f"{'、'.join(map(str, BLOCKS))} 之一"})
     validation.whole_number("tiles_view", "step", step)
+    validation.flag("tiles_view", "causal", causal)
     steps = _steps(block, causal)
     step = min(step, len(steps) - 1)
     tile, kind, states = steps[step]
@@ -148,7 +150,7 @@ def _tiles_figure():
 def tiles_explorer(block=2, causal=True):
     """Move the step slider to run the tiled forward of ``EXAMPLE`` one tile at a time
     (``tiles_view``); pick the block size and whether it is causal."""
-    if block not in BLOCKS:
+    if not isinstance(block, int) or isinstance(block, bool) or block not in BLOCKS:
         validation.fail("tiles_explorer", "block", validation.describe(block),
                         {"en": f"one of {', '.join(map(str, BLOCKS))}", "zh": f"{'、'.join(map(str, BLOCKS))} 之一"})
     validation.flag("tiles_explorer", "causal", causal)
@@ -171,4 +173,6 @@ def tiles_explorer(block=2, causal=True):
 
 def last_step(block=2, causal=True):
     """The number of tiles the explorer's tiled forward computes with this tiling: its last step."""
-    return len(tile_steps(block, causal)) - 1
+    validation.positive_int("last_step", "block", block)
+    validation.flag("last_step", "causal", causal)
+    return len(_steps(block, causal)) - 1
