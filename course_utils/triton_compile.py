@@ -15,11 +15,12 @@ stages), tested with Triton 3.9: where they are missing or change, ``refusal()``
 kernel could not be checked) rather than let every kernel through.
 """
 
-import ast
+import contextlib
+import hashlib
 import threading
 import warnings
 
-from .i18n import pick
+from .i18n import LANGUAGES, language
 
 TESTED_WITH = "3.9"
 
@@ -109,9 +110,55 @@ _OTHER = {
     "zh": "编译器的原话：{detail}",
 }
 
+_MISSING = object()
 _lock = threading.Lock()
+_pristine = None  # [(object, its attributes)] of triton.language before any kernel ran: see snapshot()
 _cache = {}  # (code objects of the kernel and its helpers, signature, constants, options) -> refusal or None
 _machinery = None  # (backend, target, front-end JITFunction class), built at the first check
+
+
+def _language_objects():
+    import triton.language as tl
+
+    core = tl.core
+    return [tl, core, tl.math, core.tensor, core.dtype, getattr(core, "condition", None),
+            getattr(core, "tensor_descriptor_base", None)]
+
+
+def snapshot():
+    """Remember triton.language as Triton made it (``triton_setup.load()`` calls this before any kernel runs).
+
+    The interpreter patches triton.language's functions and classes with NumPy versions while a kernel runs,
+    and a @jit function called from a kernel (``tl.max``, ``tl.sum``, a helper) patches them again without
+    undoing it (Triton 3.9, ``InterpretedFunction.__call__``): after the first launch ``tl.core.mul`` and its
+    kind compute on NumPy arrays, and the compiler's front end, which builds IR through the same functions,
+    fails. ``_as_triton_made_it()`` puts the remembered ones back while the front end runs."""
+    global _pristine
+    if _pristine is None:
+        _pristine = [(obj, dict(vars(obj))) for obj in _language_objects() if obj is not None]
+
+
+@contextlib.contextmanager
+def _as_triton_made_it():
+    changed = []
+    for obj, attributes in _pristine or ():
+        now = dict(vars(obj))
+        for name in set(now) | set(attributes):
+            before, current = attributes.get(name, _MISSING), now.get(name, _MISSING)
+            if before is not current:
+                changed.append((obj, name, current))
+                if before is _MISSING:
+                    delattr(obj, name)
+                else:
+                    setattr(obj, name, before)
+    try:
+        yield
+    finally:
+        for obj, name, current in reversed(changed):
+            if current is _MISSING:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, current)
 
 
 def _setup():
@@ -121,6 +168,7 @@ def _setup():
         return _machinery
     import triton  # noqa: F401  (already imported through triton_setup.load() by whoever launched)
     from triton.backends.compiler import GPUTarget
+    from triton.compiler import code_generator
     from triton.compiler.compiler import make_backend
     from triton.runtime.jit import JITFunction
 
@@ -131,8 +179,20 @@ def _setup():
 
     compiled = {}  # Python function -> its front-end JITFunction (helpers shared between kernels)
 
+    snapshot()  # where load() did not take it first, triton.language is still as Triton made it now
+
     class FrontEnd(JITFunction):
         """A kernel as the compiler sees it: the interpreter's @triton.jit helpers it calls are compiled ones."""
+
+        @property
+        def cache_key(self):
+            # Triton's own key walks the globals and refuses the interpreter's functions; the front end caches
+            # nothing by it, and needs one only to tell functions apart
+            self.used_global_vals = {}
+            return hashlib.sha256(f"{self._fn_name}:{self.starting_line_number}:{self.src}".encode()).hexdigest()
+
+        def __hash__(self):
+            return hash(self.cache_key)
 
         def get_capture_scope(self):
             scope = super().get_capture_scope()
@@ -145,9 +205,37 @@ def _setup():
             compiled[function] = FrontEnd(function)
         return compiled[function]
 
+    def compiled_value(value):
+        return front_end(value) if isinstance(value, InterpretedFunction) else value
+
+    class Generator(code_generator.CodeGenerator):
+        """Triton's code generator, reading interpreted @jit functions (``tl.max``, ``tl.cdiv``, the learner's
+        helpers: all of them InterpretedFunction where the interpreter is on) as the compiled ones they stand for."""
+
+        def visit_Attribute(self, node):
+            return compiled_value(super().visit_Attribute(node))
+
+        def dereference_name(self, name):
+            return compiled_value(super().dereference_name(name))
+
     target = GPUTarget("cuda", 90, 32)
-    _machinery = (make_backend(target), target, front_end)
+    _machinery = (make_backend(target), target, front_end, Generator)
     return _machinery
+
+
+@contextlib.contextmanager
+def _generator(generator):
+    """Triton's front end builds its code generator by the module's global name (for the kernel and for each
+    helper it inlines): while one kernel is checked, that name is the subclass above. Under ``_lock``; for a
+    compiled kernel the subclass changes nothing, so a GPU compile in another thread meanwhile is unaffected."""
+    from triton.compiler import code_generator
+
+    raw = code_generator.CodeGenerator
+    code_generator.CodeGenerator = generator
+    try:
+        yield
+    finally:
+        code_generator.CodeGenerator = raw
 
 
 def _codes(kernel, seen=None):
@@ -186,29 +274,33 @@ def _last_line(text):
     return lines[-1] if lines else type(text).__name__
 
 
-def describe(kernel_name, error):
-    """A compiler's CompilationError as the learner's sentence: the construct, its line, what to do."""
+def describe(kernel_name, error, lang=None):
+    """A compiler's CompilationError as the learner's sentence: the construct, its line, what to do (in `lang`,
+    by default the notebook's language)."""
+    lang = lang or language()
     error = _innermost(error)
     detail = error.error_message if getattr(error, "error_message", None) else _last_line(error)
     detail = str(detail).strip()
     for needle, texts in _WHY:
         if needle in detail or needle in str(error):
-            why = pick(texts).format(detail=_last_line(detail).split("(", 1)[0].strip().rstrip(".") or detail)
+            why = texts[lang].format(detail=_last_line(detail).split("(", 1)[0].strip().rstrip(".") or detail)
             break
     else:
-        why = pick(_OTHER).format(detail=_last_line(detail))
+        why = _OTHER[lang].format(detail=_last_line(detail))
     node, source = getattr(error, "node", None), getattr(error, "src", None)
     line = getattr(node, "lineno", None)
     if line and source:
         lines = source.splitlines()
         code = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-        if isinstance(node, ast.AST) and hasattr(node, "end_lineno") and node.end_lineno == line:
-            code = ast.get_source_segment(source, node) or code
         if len(code) > 80:
             code = code[:77] + "..."
-        name = getattr(error, "kernel_name", None) or kernel_name
-        return pick(_HEAD).format(kernel=name, line=line, code=code, why=why)
-    return pick(_HEAD_NO_LINE).format(kernel=kernel_name, why=why)
+        return _HEAD[lang].format(kernel=kernel_name, line=line, code=code, why=why)
+    return _HEAD_NO_LINE[lang].format(kernel=kernel_name, why=why)
+
+
+def _other(kernel_name, error):
+    return {lang: _HEAD_NO_LINE[lang].format(kernel=kernel_name, why=_OTHER[lang].format(detail=_last_line(error)))
+            for lang in LANGUAGES}
 
 
 def refusal(kernel, args, kwargs):
@@ -217,29 +309,29 @@ def refusal(kernel, args, kwargs):
     own. Cached per kernel code (its helpers' too) and signature."""
     name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "fn", None), "__name__", "kernel")
     try:
-        backend, target, front_end = _setup()
+        backend, target, front_end, generator = _setup()
         from triton.compiler import ASTSource
         from triton.compiler.errors import CompilationError
         from triton._C.libtriton import ir
         from triton.runtime.jit import create_function_from_signature
     except Exception as error:  # fail closed: an unchecked kernel is not an accepted one
-        return pick(_CANNOT_CHECK).format(kernel=name, error=_last_line(error), tested=TESTED_WITH)
+        return _CANNOT_CHECK[language()].format(kernel=name, error=_last_line(error), tested=TESTED_WITH)
     function = front_end(kernel)
     try:
         binder = create_function_from_signature(function.signature, function.params, backend)
         bound, specialization, options = binder(*args, **kwargs)
         options, signature, constexprs, attrs = function._pack_args(backend, kwargs, bound, specialization, options)
     except Exception as error:  # the arguments themselves do not fit the kernel: a compiled launch fails too
-        return pick(_HEAD_NO_LINE).format(kernel=name, why=pick(_OTHER).format(detail=_last_line(error)))
+        return _other(name, error)[language()]
     key = (tuple(_codes(kernel)), tuple(sorted(signature.items(), key=str)),
            repr(sorted(constexprs.items(), key=str)), repr(sorted(attrs.items(), key=str)),
            getattr(options, "num_warps", None), getattr(options, "num_stages", None))
     with _lock:
         if key in _cache:
-            return _cache[key]
+            return _cache[key] and _cache[key][language()]
     source = ASTSource(function, signature, constexprs, attrs)
     answer = None
-    with warnings.catch_warnings():
+    with _lock, _as_triton_made_it(), _generator(generator), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Triton's own (TRITON_DEFAULT_FP_FUSION, ...) are not the learner's
         try:
             context = ir.context()
@@ -253,10 +345,10 @@ def refusal(kernel, args, kwargs):
             for stage in ("ttir", "ttgir"):  # the last stages that need no CUDA toolchain
                 module = stages[stage](module, metadata)
         except CompilationError as error:
-            answer = describe(name, error)
+            answer = {lang: describe(name, error, lang) for lang in LANGUAGES}
         except Exception as error:  # an MLIR pass's refusal, or the learner's constexpr arithmetic failing
-            answer = pick(_HEAD_NO_LINE).format(kernel=name, why=pick(_OTHER).format(detail=_last_line(error)))
+            answer = _other(name, error)
     with _lock:
-        _cache[key] = answer
-    return answer
+        _cache[key] = answer  # both languages: the notebook's may change between two checks
+    return answer and answer[language()]
 

@@ -27,7 +27,7 @@ import sys
 
 import torch
 
-from . import triton_bounds, triton_launches
+from . import triton_bounds, triton_compile, triton_launches
 from .i18n import pick
 
 #: The float32 precision of ``tl.dot`` where a kernel does not choose one. On a GPU Triton's default is TF32
@@ -77,6 +77,7 @@ def load():
         import triton
     except ImportError as error:
         raise TritonMissing(pick(_MISSING)) from error
+    triton_compile.snapshot()  # triton.language before any kernel ran: the interpreter leaves it patched
     knobs = getattr(triton, "knobs", None)
     if knobs is not None and interpret:
         knobs.runtime.interpret = True
