@@ -29,6 +29,13 @@ _CANNOT_CHECK = {
           "Triton {tested}.",
     "zh": "这里无法对 `{kernel}` 运行 GPU 编译器的前端（{error}）；本课程是用 Triton {tested} 测试的。",
 }
+_NO_SOURCE = {
+    "en": "A GPU's Triton compiler cannot read the source of the kernel `{kernel}`: it was made from text (exec, "
+          "a string), not written in a cell or a file. Define the kernel with `def` in a cell, decorated with "
+          "`@triton.jit`.",
+    "zh": "GPU 上的 Triton 编译器读不到核函数 `{kernel}` 的源代码：它是由文本（exec、字符串）生成的，"
+          "而不是写在单元格或文件里的。请在单元格里用 `def` 定义核函数，并加上 `@triton.jit`。",
+}
 _HEAD = {
     "en": "A GPU's Triton compiler refuses the kernel `{kernel}` (line {line} of it: `{code}`), although the "
           "interpreter ran it: {why}",
@@ -316,7 +323,10 @@ def refusal(kernel, args, kwargs):
         from triton.runtime.jit import create_function_from_signature
     except Exception as error:  # fail closed: an unchecked kernel is not an accepted one
         return _CANNOT_CHECK[language()].format(kernel=name, error=_last_line(error), tested=TESTED_WITH)
-    function = front_end(kernel)
+    try:
+        function = front_end(kernel)
+    except ValueError:  # Triton reads a kernel's source from its file (a cell, a module): exec'd text has none
+        return _NO_SOURCE[language()].format(kernel=name)
     try:
         binder = create_function_from_signature(function.signature, function.params, backend)
         bound, specialization, options = binder(*args, **kwargs)
