@@ -269,10 +269,6 @@ BUGS = [
      "for start_k in range(0, L_k - BLOCK_K, BLOCK_K):"),
     ("09.flash_forward", "flash_forward", "GRID_ROUNDED_DOWN", "grid = (triton.cdiv(L_q, block_q), BH)",
      "grid = (L_q // block_q, BH)"),
-    ("09.flash_forward", "flash_forward", "FLOAT16_P",
-     "            acc = acc * alpha[:, None] + tl.dot(p, v)\n            m = m_new\n        tl.store(O + bh * L_q",
-     "            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v.to(tl.float16))\n            m = m_new\n"
-     "        tl.store(O + bh * L_q"),
     ("09.causal_forward", "causal_forward", "DIAGONAL_EXCLUDED",
      "s = tl.where((columns[None, :] <= rows[:, None]) & (columns[None, :] < L), s",
      "s = tl.where((columns[None, :] < rows[:, None]) & (columns[None, :] < L), s"),
@@ -285,15 +281,13 @@ BUGS = [
      "delta = d_output.sum(-1)"),
     ("09.backward_dkdv", "backward_dkdv", "DS_SIGN_FLIPPED", "ds = p * (dp - delta[:, None])",
      "ds = p * (delta[:, None] - dp)"),
-    ("09.backward_dkdv", "backward_dkdv", "P_UNSCALED", "p = tl.exp(tl.dot(q, tl.trans(k)) * scale - lse[:, None])",
-     "p = tl.exp(tl.dot(q, tl.trans(k)) - lse[:, None])"),
     ("09.backward_dkdv", "backward_dkdv", "DIAGONAL_EXCLUDED",
      "                keep = keep & (columns[None, :] <= rows[:, None])\n",
      "                keep = keep & (columns[None, :] < rows[:, None])\n"),
 ]
 
 
-@pytest.mark.slow  # (39 kernels, each checked on the public cases: about a minute interpreted on 2 cores)
+@pytest.mark.slow  # (37 kernels, each checked on the public cases: about a minute interpreted on 2 cores)
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the overflows the mistakes are about
 @pytest.mark.parametrize("exercise, function, code, right, wrong", BUGS, ids=[b[2] for b in BUGS])
 def test_a_triton_kernel_with_each_known_mistake_is_named(exercise, function, code, right, wrong):

@@ -319,7 +319,7 @@ def _qkv(generator, BH, L_q, L_k, d, d_v, *, spread=1.0):
 def _blocks(query, key, value, block_q, block_k, *, causal=False, rescale_acc=True, lse_max=True, lse_written=True,
             ragged_masked=True, scaled=True, shift=True, end_at=None, diagonal_masked=True, count=False,
             scale_kind="right", m_start=NEG_INF, key_slack=0, key_end=None, strict_diagonal=False, rows_run=None,
-            count_extra=0, half_p=False):
+            count_extra=0):
     """What a forward kernel computes, block by block, with the switches the mistakes flip (float64).
 
     end_at(start_q) -> the end of the key blocks a causal program loads (default: its last query + 1).
@@ -328,8 +328,7 @@ def _blocks(query, key, value, block_q, block_k, *, causal=False, rescale_acc=Tr
     a row whose scores all lie far below −87 underflows to 0). key_slack: the ragged mask keeps columns
     < L_k + key_slack. key_end: where a not-causal program's key loop ends (default L_k). strict_diagonal: the
     causal mask columns < rows, and no guard against a row that sees nothing (the kernel's exp(−∞ + ∞) = NaN).
-    rows_run: the query rows some program ran (the others keep NaN). count_extra: added to each count.
-    half_p: P and V rounded to float16 before their product."""
+    rows_run: the query rows some program ran (the others keep NaN). count_extra: added to each count."""
     BH, L_q, d = query.shape
     L_k = key.shape[1]
     q, k, v = query.double(), key.double(), value.double()
@@ -353,7 +352,7 @@ def _blocks(query, key, value, block_q, block_k, *, causal=False, rescale_acc=Tr
             inside = columns < L_k
             kb = torch.zeros(BH, block_k, d, dtype=torch.float64, **at)
             vb = torch.zeros(BH, block_k, v.shape[-1], dtype=torch.float64, **at)
-            count_in = min(block_k, L_k - start_k)  # (slices: boolean indexing costs 30 ms a call here, measured)
+            count_in = max(0, min(block_k, L_k - start_k))  # (slices: boolean indexing costs 30 ms a call here, measured)
             kb[:, :count_in] = k[:, start_k:start_k + count_in]  # tl.load(..., other=0.0)
             vb[:, :count_in] = v[:, start_k:start_k + count_in]
             s = (q[:, rows] @ kb.transpose(1, 2)) * scale  # (BH, b_q, block_k)
@@ -377,8 +376,7 @@ def _blocks(query, key, value, block_q, block_k, *, causal=False, rescale_acc=Tr
                 m_new, alpha = torch.zeros_like(m), torch.ones_like(m)
                 p = torch.exp(s.float()).double()
             ell = ell * alpha + p.sum(-1)
-            product = p.half().double() @ vb.half().double() if half_p else p @ vb
-            acc = (acc * alpha[..., None] if rescale_acc else acc) + product
+            acc = (acc * alpha[..., None] if rescale_acc else acc) + p @ vb
             m = m_new
         outputs.append(acc / ell[..., None])  # 0 / 0 = NaN where a row saw nothing (no guard: none is needed)
         lse = (m if lse_max else 0.0) + torch.log(ell)
@@ -625,18 +623,6 @@ register(
                     "它的输出和 lse 一直是 NaN。应向上取整：triton.cdiv(L_q, BLOCK_Q)。",
                 },
             ),
-            Mistake(
-                "FLOAT16_P",
-                _forward(half_p=True),
-                {
-                    "en": "P and V were rounded to float16 before their product (about 3 decimal digits): on a GPU that speeds up "
-                    "tl.dot, but the exercise's float32 cases are checked to float32's precision. Keep p and v in float32 "
-                    "here (the lesson's last section shows the float16 version, with float32 inputs it does not fit).",
-                    "zh": "P 和 V 在相乘之前被舍入成了 float16（只有大约 3 位十进制有效数字）：在 GPU 上这能让 tl.dot 更快，"
-                    "但本练习的 float32 用例要按 float32 的精度检查。这里请让 p 和 v 保持 float32"
-                    "（本课最后一节会展示 float16 的写法，它不适用于 float32 的输入）。",
-                },
-            ),
         ),
     )
 )
@@ -805,14 +791,14 @@ def _visited(L_q, L_k, block_q, block_k, causal, device=None):
 
 
 def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *, delta="right", times_p=True,
-          scale_dk=True, masked=True, p_scaled=True, sign=1.0):
+          scale_dk=True, masked=True, sign=1.0):
     """dK and dV from the saved output and lse (float64), with the switches the mistakes flip.
 
-    masked: True (columns <= rows), False, or "strict" (columns < rows); p_scaled: False recomputes P from the
-    unscaled scores; sign: −1 flips dS; delta: "right", "none", "squares" (dO ∘ dO), "d_output" (dO alone)."""
+    masked: True (columns <= rows), False, or "strict" (columns < rows); sign: −1 flips dS;
+    delta: "right", "none", "squares" (dO ∘ dO), "d_output" (dO alone)."""
     q, k, v, o, do = (t.double() for t in (query, key, value, output, d_output))
     scale = 1 / math.sqrt(query.shape[-1])
-    s = q @ k.transpose(1, 2) * (scale if p_scaled else 1.0)
+    s = q @ k.transpose(1, 2) * scale
     p = torch.exp(s - lse.double()[..., None])
     visited = _visited(query.shape[1], key.shape[1], block_q, block_k, causal, query.device)
     if causal:
@@ -919,16 +905,6 @@ register(
                     "ds = p * (dp - D[:, None]).",
                     "zh": "dK 的符号反了（dV 是对的）：dS = P ∘ (dP − D)，是从 dP 里减去 D，而不是从 D 里减去 dP："
                     "ds = p * (dp - D[:, None])。",
-                },
-            ),
-            Mistake(
-                "P_UNSCALED",
-                _backward(p_scaled=False),
-                {
-                    "en": "P is recomputed from unscaled scores, exp(q kᵀ − lse): the forward's lse is the log-sum-exp of the scaled "
-                    "scores, so P = exp(q kᵀ · scale − lse).",
-                    "zh": "P 是用没有缩放的分数重新算的，exp(q kᵀ − lse)：前向保存的 lse 是缩放后分数的 log-sum-exp，"
-                    "所以 P = exp(q kᵀ · scale − lse)。",
                 },
             ),
             Mistake(
