@@ -15,6 +15,8 @@ seen by what runs, not by what it is called.
   to the host and back) and the kernel's run inside it, the caller's outside.
 - ``Launch.refused()`` asks the GPU compiler's front end (``triton_compile``) about the kernel launched.
 - ``explain(error)`` turns an error a learner's Triton code raised into a sentence that names its cause.
+- Under the interpreter, NumPy's RuntimeWarnings (overflow, 0 / 0) are kept out of the learner's output: a GPU
+  gives the same inf and NaN without a word.
 """
 
 import contextlib
@@ -23,6 +25,7 @@ import linecache
 import re
 import threading
 
+import numpy as np
 import torch
 
 from . import triton_bounds, triton_compile
@@ -117,12 +120,18 @@ def _grid(kernel, grid, args, kwargs):
 
 
 def _wrap(raw, interpreted):
+    # The interpreter computes a kernel's blocks in NumPy, which warns at every overflow, 0 / 0 or exp(−∞ + ∞)
+    # (RuntimeWarning) where a GPU silently gives inf or NaN: those printed above a check's verdict, and only on a
+    # CPU. np.errstate is the thread's own switch (a context variable), so silencing it here touches no other thread.
+    quiet = (lambda: np.errstate(all="ignore")) if interpreted else contextlib.nullcontext
+
     def run(self, *args, grid, warmup, **kwargs):
         stacks = getattr(_local, "recordings", None)
         if warmup or not stacks:
             _local.depth = getattr(_local, "depth", 0) + 1
             try:
-                return raw(self, *args, grid=grid, warmup=warmup, **kwargs)
+                with quiet():
+                    return raw(self, *args, grid=grid, warmup=warmup, **kwargs)
             finally:
                 _local.depth -= 1
         found = _tensors(self, args, kwargs)
@@ -143,7 +152,7 @@ def _wrap(raw, interpreted):
 
         _local.depth = getattr(_local, "depth", 0) + 1
         try:
-            with triton_bounds.listening(heard) if interpreted else contextlib.nullcontext():
+            with quiet(), triton_bounds.listening(heard) if interpreted else contextlib.nullcontext():
                 return raw(self, *args, grid=grid, warmup=warmup, **kwargs)
         finally:
             _local.depth -= 1

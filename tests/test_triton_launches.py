@@ -179,6 +179,33 @@ def test_in_launch_is_true_inside_a_kernel_body_only():
     assert SEEN == [True, True, True] and not triton_launches.in_launch()
 
 
+@triton.jit
+def overflow_kernel(X, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    x = tl.load(X + offsets)
+    tl.store(X + offsets, tl.exp(x) / tl.exp(x))  # exp(1000) = inf, inf / inf = NaN: NumPy would warn twice
+
+
+def test_numpys_runtime_warnings_stay_out_of_an_interpreted_launch():
+    x = torch.full((16,), 1000.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        overflow_kernel[(1,)](x, BLOCK=16)
+        with triton_launches.recording():
+            overflow_kernel[(1,)](x, BLOCK=16)
+    assert x.isnan().all()
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]
+
+
+def test_the_setup_chooses_ieee_float32_products_and_names_the_device():
+    import os
+
+    assert os.environ["TRITON_F32_DEFAULT"] == "ieee" and triton.knobs.language.fp32_default == "ieee"
+    assert os.environ.get("TRITON_DEFAULT_FP_FUSION") is not None  # Triton 3.9's warning about it stays silent
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert triton_setup.device().type == expected
+
+
 # ----------------------------------------------------------------------------- the compiler's front end
 
 
