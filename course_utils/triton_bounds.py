@@ -38,7 +38,7 @@ _MESSAGES = {
     "en": "program {program} {verb} outside {name}: element offset {offset} past its end (its elements lie at offsets 0 "
           "to {last}). Mask the ragged block: `mask=offsets < length`.",
     "zh": "程序 {program} 在 {name} 之外{verb_zh}：元素偏移 {offset} 超出了它的末尾（它的元素位于偏移 0 到 {last}）。"
-          "请给参差不齐的那一块加掩码：`mask=offsets < length`。",
+          "请给不满的最后一块加掩码：`mask=offsets < length`。",
 }
 _MASKED = {
     "en": "program {program} {verb} outside {name}: element offset {offset} past its end (its elements lie at offsets 0 "

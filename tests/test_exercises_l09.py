@@ -287,6 +287,33 @@ BUGS = [
 ]
 
 
+#: Kernels with a mistake the check catches without naming it: (exercise, function, right, wrong)
+UNNAMED = [
+    ("09.flash_forward", "flash_forward",  # float16 P: a GPU's speed-up, outside float32's tolerance
+     "            acc = acc * alpha[:, None] + tl.dot(p, v)\n            m = m_new\n        tl.store(O + bh * L_q",
+     "            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v.to(tl.float16))\n            m = m_new\n"
+     "        tl.store(O + bh * L_q"),
+    ("09.backward_dkdv", "backward_dkdv", "p = tl.exp(tl.dot(q, tl.trans(k)) * scale - lse[:, None])",
+     "p = tl.exp(tl.dot(q, tl.trans(k)) - lse[:, None])"),  # P from unscaled scores
+]
+
+
+def test_seven_in_ten_of_the_caught_kernel_mistakes_are_named():
+    assert len(BUGS) >= 0.7 * (len(BUGS) + len(UNNAMED)) and len(BUGS) >= 30
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("exercise, function, right, wrong", UNNAMED, ids=[u[0] for u in UNNAMED])
+def test_a_kernel_whose_mistake_has_no_name_fails_without_a_false_name(exercise, function, right, wrong):
+    source = _solutions_source()
+    assert source.count(right) >= 1, f"the solution no longer holds {right!r}"
+    namespace = _namespace()
+    _exec(source.replace(right, wrong, 1), namespace)
+    verdict = evaluate_hidden(exercise, namespace[function])
+    assert verdict.status == FAILED and verdict.code is None, verdict.message
+
+
 @pytest.mark.slow  # (37 kernels, each checked on the public cases: about a minute interpreted on 2 cores)
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the overflows the mistakes are about
 @pytest.mark.parametrize("exercise, function, code, right, wrong", BUGS, ids=[b[2] for b in BUGS])
