@@ -418,13 +418,14 @@ def _attention(query, key, value, causal):
 # ----------------------------------------------------------------------------- 09.flash_forward
 
 
-def _far_below(generator, BH, L_q, L_k, d, d_v, depth=300.0):
-    """Queries and keys pointing opposite ways: every scaled score of every row near −depth, far below the
-    −87 past which exp(s − 0) underflows float32 (a running max started at 0 gives 0 / 0 there; from −∞, the
-    right lse is about −depth + log L_k)."""
-    direction = torch.ones(d, dtype=torch.float64) * math.sqrt(depth * math.sqrt(d) / d)  # q · k / √d = −depth
-    q = direction + 0.3 * torch.randn(BH, L_q, d, generator=generator, dtype=torch.float64)
-    k = -direction + 0.3 * torch.randn(BH, L_k, d, generator=generator, dtype=torch.float64)
+def _far_below(generator, BH, L_q, L_k, d, d_v, level=6.0):
+    """Queries near +level and keys near −level in every dimension: every scaled score of every row near
+    −level² · √d (−144 for level 6, d = 16), far below the −87 past which exp(s − 0) underflows float32 (a
+    running max started at 0 gives 0 / 0 there; from −∞, the right lse is about that score + log L_k). The values
+    lie on a grid of 1/8, so every product and sum in q · k is exact in float32: a kernel's scores carry no
+    rounding of their own, and a mistake's emulation meets them to the last bit (unscaled, too)."""
+    q = level + torch.randint(-4, 5, (BH, L_q, d), generator=generator, dtype=torch.float64) / 8
+    k = -(level + torch.randint(-4, 5, (BH, L_k, d), generator=generator, dtype=torch.float64) / 8)
     v = torch.randn(BH, L_k, d_v, generator=generator, dtype=torch.float64)
     return q.to(torch.float32), k.to(torch.float32), v.to(torch.float32)
 
@@ -437,7 +438,7 @@ def _forward_cases(generator):
         (*_qkv(g, 1, 20, 70, 24, 16, spread=3.0), 32, 16),  # L_q < L_k, d not a power of two, wide scores
         (*_qkv(g, 2, 50, 17, 16, 20), 16, 16),  # L_q > L_k
         (*_qkv(g, 1, 24, 40, 16, 16, spread=40.0), 16, 32),  # scores past 88
-        (*_far_below(g, 1, 16, 24, 16, 16), 16, 16),  # every score near −300: a running max must start at −∞
+        (*_far_below(g, 1, 16, 24, 16, 16), 16, 16),  # every score near −144: a running max must start at −∞
     ]
 
 
@@ -447,7 +448,7 @@ def _forward_hidden(generator):
         (*_qkv(g, 1, 29, 53, 16, 12, spread=2.0), 16, 16),
         (*_qkv(g, 2, 40, 21, 20, 16), 32, 16),
         (*_qkv(g, 1, 17, 33, 16, 16, spread=40.0), 16, 16),  # scores past 88
-        (*_far_below(g, 1, 20, 17, 16, 8, depth=400.0), 16, 16),  # every score near −400
+        (*_far_below(g, 1, 20, 17, 16, 8, level=8.0), 16, 16),  # every score near −256
     ]
 
 
