@@ -55,9 +55,14 @@ class Launch:
     names: list = dataclasses.field(default_factory=list)
     arguments: tuple = dataclasses.field(default=((), {}), repr=False)  # (args, kwargs) as launched
 
+    compiled: bool = dataclasses.field(default=False, repr=False)  # a GPU's compiler took it: the launch ran compiled
+
     def refused(self):
         """The GPU compiler front end's refusal of this kernel with these arguments, in the learner's language;
-        None when it compiles. Cached per kernel code and signature."""
+        None when it compiles. Cached per kernel code and signature. A kernel that ran compiled was accepted by
+        the compiler itself: None without asking again (whatever Triton the GPU runtime brought)."""
+        if self.compiled:
+            return None
         args, kwargs = self.arguments
         return triton_compile.refusal(self.kernel, args, kwargs)
 
@@ -153,7 +158,9 @@ def _wrap(raw, interpreted):
         _local.depth = getattr(_local, "depth", 0) + 1
         try:
             with quiet(), triton_bounds.listening(heard) if interpreted else contextlib.nullcontext():
-                return raw(self, *args, grid=grid, warmup=warmup, **kwargs)
+                result = raw(self, *args, grid=grid, warmup=warmup, **kwargs)
+            launch.compiled = not interpreted  # JITFunction.run returns only once the kernel compiled and launched
+            return result
         finally:
             _local.depth -= 1
 

@@ -230,6 +230,15 @@ def test_what_the_interpreter_runs_and_a_gpu_compiler_refuses_is_refused_on_the_
     assert "编译器不接受" in chinese and chinese != refusal
 
 
+def test_a_launch_that_ran_compiled_is_not_asked_again():
+    # on a GPU, JITFunction.run returns only after the compiler took the kernel: its Launch is marked compiled
+    launch = triton_launches.Launch(kernel=break_kernel, name="break_kernel", grid=(1, 1, 1), tensors=[], read=None,
+                                    written=None, arguments=((torch.zeros(16), 5), {"BLOCK": 16}))
+    assert launch.refused() is not None  # asked of the front end, which refuses the break
+    launch.compiled = True
+    assert launch.refused() is None
+
+
 def test_a_return_outside_any_loop_compiles_and_is_not_refused():
     # Triton 3.9's front end takes an early return at the top level of a kernel (it refuses one inside a loop)
     assert _refusal(early_return_kernel, torch.zeros(16), 5, BLOCK=16) is None
