@@ -25,8 +25,13 @@ one; tl.dot needs 16 on a GPU); the lengths of the data are not.
   (d_key, d_value): one program per key block looping over the query blocks, P recomputed from lse,
   D = rowsum(dO ∘ O). output and lse are the forward's (float64, then float32), d_output random.
 
-The first case of each exercise shows every known mistake (but NO_MAX_SHIFT, which only the cases with
-scores past 88 show). The mistakes are the kernels' own, emulated here block by block: a mistake is
+The first case of each exercise shows every known mistake but NO_MAX_SHIFT and M_FROM_ZERO (only the cases
+with scores past 88, or with every score far below −87, show them), SCALE_PADDED_D (a head size that is not a
+power of two) and COUNT_NOT_CLIPPED (a last query block whose loop would run a whole key block past L).
+Two mistakes are caught but left unnamed, since no emulation reproduces a real kernel's numbers within the
+tolerance: P rounded to float16 before P·V (a rounding boundary moves with float32's last bit) and the
+backward's P from unscaled scores (exp of arguments past 40 in float32). The mistakes are the kernels' own,
+emulated here block by block: a mistake is
 named only when the learner's kernel gives its numbers on every case, so each emulation follows what a
 kernel with that bug computes (padding loaded as 0, the key blocks a causal program visits), and each was
 checked against a Triton kernel carrying the bug (tests/test_exercises_l09.py). An output the kernel
@@ -204,6 +209,20 @@ def _matmul_accumulator_reset(a, b, block_m, block_n, block_k):
     return _product(a[:, last:], b[last:]).to(torch.float32)
 
 
+def _matmul_one_block_short(a, b, block_m, block_n, block_k):
+    whole = (math.ceil(a.shape[1] / block_k) - 1) * block_k  # range(0, K - BLOCK_K, BLOCK_K): one step short
+    return _product(a[:, :whole], b[:whole]).to(torch.float32)
+
+
+def _matmul_grid_rounded_down(a, b, block_m, block_n, block_k):
+    """The grid (M // block_m, N // block_n): the ragged last row and column blocks have no program and keep
+    the NaN the output was allocated with."""
+    out = _matmul_reference(a, b, block_m, block_n, block_k)
+    out[a.shape[0] // block_m * block_m:, :] = float("nan")
+    out[:, b.shape[1] // block_n * block_n:] = float("nan")
+    return out
+
+
 def _matmul_grid_swapped(a, b, block_m, block_n, block_k):
     """Program (i, j) of the grid (cdiv(M, block_m), cdiv(N, block_n)) took program_id(1) for its rows and
     program_id(0) for its columns: it computes block (j, i), masked, so an output block (r, c) is written
@@ -234,7 +253,7 @@ register(
                     "* BLOCK_K, BLOCK_K) leaves out the last K mod BLOCK_K terms of every sum. Loop over "
                     "range(0, K, BLOCK_K) and mask the last block's loads, mask=inner < K, other=0.0: a padded term "
                     "is 0 · 0.",
-                    "zh": "沿内维的循环在参差不齐的最后一块之前就停了：range(0, K // BLOCK_K * BLOCK_K, BLOCK_K) "
+                    "zh": "沿内维的循环在不满的最后一块之前就停了：range(0, K // BLOCK_K * BLOCK_K, BLOCK_K) "
                     "把每个和的最后 K mod BLOCK_K 项漏掉了。应遍历 range(0, K, BLOCK_K)，并给最后一块的读取加掩码，"
                     "mask=inner < K, other=0.0：补出来的项是 0 · 0。",
                 },
@@ -249,6 +268,28 @@ register(
                     "zh": "只剩下了最后一个内维块的乘积：acc = tl.dot(a, b) 在每一步都把累加器换掉了，而不是加上去。"
                     "应在循环之前只做一次 acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)，循环里写 "
                     "acc += tl.dot(a, b)。",
+                },
+            ),
+            Mistake(
+                "INNER_LOOP_ONE_SHORT",
+                _matmul_one_block_short,
+                {
+                    "en": "The loop over the inner dimension is one block short: range(0, K - BLOCK_K, BLOCK_K) never "
+                    "reaches the last block (when K is one block, it runs not at all). Loop over range(0, K, BLOCK_K) "
+                    "and mask the last block's loads, mask=inner < K, other=0.0.",
+                    "zh": "沿内维的循环少走了一块：range(0, K - BLOCK_K, BLOCK_K) 永远到不了最后一块（K 只有一块时，"
+                    "循环一次都不执行）。应遍历 range(0, K, BLOCK_K)，并给最后一块的读取加掩码，mask=inner < K, other=0.0。",
+                },
+            ),
+            Mistake(
+                "GRID_ROUNDED_DOWN",
+                _matmul_grid_rounded_down,
+                {
+                    "en": "The grid was rounded down, (M // BLOCK_M, N // BLOCK_N): the ragged last row and column "
+                    "blocks get no program and keep their NaN. Round up, (triton.cdiv(M, BLOCK_M), "
+                    "triton.cdiv(N, BLOCK_N)), and let the masks cut what lies past the edges.",
+                    "zh": "网格向下取整了，(M // BLOCK_M, N // BLOCK_N)：不满的最后一行块和最后一列块没有程序负责，"
+                    "一直是 NaN。应向上取整，(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))，由掩码去掉边界之外的部分。",
                 },
             ),
             Mistake(
@@ -281,45 +322,62 @@ def _qkv(generator, BH, L_q, L_k, d, d_v, *, spread=1.0):
 
 
 def _blocks(query, key, value, block_q, block_k, *, causal=False, rescale_acc=True, lse_max=True, lse_written=True,
-            ragged_masked=True, scaled=True, shift=True, end_at=None, diagonal_masked=True, count=False):
+            ragged_masked=True, scaled=True, shift=True, end_at=None, diagonal_masked=True, count=False,
+            scale_kind="right", m_start=NEG_INF, key_slack=0, key_end=None, strict_diagonal=False, rows_run=None,
+            count_extra=0):
     """What a forward kernel computes, block by block, with the switches the mistakes flip (float64).
 
-    end_at(start_q) -> the end of the key blocks a causal program loads (default: its last query + 1)."""
+    end_at(start_q) -> the end of the key blocks a causal program loads (default: its last query + 1).
+    scale_kind: "right" 1/√d, "twice" 1/d, "padded" 1/√BLOCK_D (the head size rounded up to a power of two ≥ 16).
+    m_start: the running max's first value (0 for the mistake: then exp runs in float32, as the kernel's, where
+    a row whose scores all lie far below −87 underflows to 0). key_slack: the ragged mask keeps columns
+    < L_k + key_slack. key_end: where a not-causal program's key loop ends (default L_k). strict_diagonal: the
+    causal mask columns < rows, and no guard against a row that sees nothing (the kernel's exp(−∞ + ∞) = NaN).
+    rows_run: the query rows some program ran (the others keep NaN). count_extra: added to each count."""
     BH, L_q, d = query.shape
     L_k = key.shape[1]
     q, k, v = query.double(), key.double(), value.double()
-    scale = 1 / math.sqrt(d) if scaled else 1.0
+    scale = {"right": 1 / math.sqrt(d), "twice": 1 / d,
+             "padded": 1 / math.sqrt(max(16, _next_power_of_2(d)))}[scale_kind] if scaled else 1.0
+    in_float32 = m_start != NEG_INF
     outputs, lses, loaded = [], [], []
     at = {"device": query.device}  # every tensor made here, where the case's tensors are
     for start_q in range(0, L_q, block_q):
         rows = torch.arange(start_q, min(start_q + block_q, L_q), **at)
-        m = torch.full((BH, len(rows)), NEG_INF, dtype=torch.float64, **at)
+        m = torch.full((BH, len(rows)), m_start, dtype=torch.float64, **at)
         ell = torch.zeros(BH, len(rows), dtype=torch.float64, **at)
         acc = torch.zeros(BH, len(rows), v.shape[-1], dtype=torch.float64, **at)
-        end = L_k
+        end = L_k if key_end is None else key_end
         if causal:
             end = end_at(start_q) if end_at is not None else min(start_q + block_q, L_k)
         starts = range(0, end, block_k)
-        loaded.append(len(starts))
+        loaded.append(len(starts) + count_extra)
         for start_k in starts:
             columns = torch.arange(start_k, start_k + block_k, **at)  # the whole block, padding included
             inside = columns < L_k
             kb = torch.zeros(BH, block_k, d, dtype=torch.float64, **at)
             vb = torch.zeros(BH, block_k, v.shape[-1], dtype=torch.float64, **at)
-            count_in = min(block_k, L_k - start_k)  # (slices: boolean indexing costs 30 ms a call here, measured)
+            # (slices: boolean indexing costs 30 ms a call here, measured); none past L_k
+            count_in = max(0, min(block_k, L_k - start_k))
             kb[:, :count_in] = k[:, start_k:start_k + count_in]  # tl.load(..., other=0.0)
             vb[:, :count_in] = v[:, start_k:start_k + count_in]
             s = (q[:, rows] @ kb.transpose(1, 2)) * scale  # (BH, b_q, block_k)
+            inside = columns < L_k + key_slack
             keep = inside[None, :].expand(len(rows), block_k) if ragged_masked else torch.ones(len(rows), block_k,
                                                                                                  dtype=torch.bool, **at)
             if causal and diagonal_masked:
-                keep = keep & (columns[None, :] <= rows[:, None])
+                keep = keep & ((columns[None, :] < rows[:, None]) if strict_diagonal else
+                               (columns[None, :] <= rows[:, None]))
             s = s.masked_fill(~keep, NEG_INF)
             if shift:
                 m_new = torch.maximum(m, s.amax(-1))
-                safe = torch.where(m_new == NEG_INF, torch.zeros_like(m_new), m_new)
-                alpha = torch.exp(m - safe)
-                p = torch.exp(s - safe[..., None])
+                safe = m_new if strict_diagonal else torch.where(m_new == NEG_INF, torch.zeros_like(m_new), m_new)
+                if in_float32:  # exp as the kernel's, in float32: exp(−300) is 0 there, not 1e−130
+                    alpha = torch.exp((m - safe).float()).double()
+                    p = torch.exp((s - safe[..., None]).float()).double()
+                else:
+                    alpha = torch.exp(m - safe)
+                    p = torch.exp(s - safe[..., None])
             else:  # no running max: exp of the scores themselves, in float32 as the kernel computes them
                 m_new, alpha = torch.zeros_like(m), torch.ones_like(m)
                 p = torch.exp(s.float()).double()
@@ -331,6 +389,9 @@ def _blocks(query, key, value, block_q, block_k, *, causal=False, rescale_acc=Tr
         lses.append(lse if lse_written else torch.full_like(lse, float("nan")))  # as allocated: the text says NaN
     output = torch.cat(outputs, dim=1).to(query.dtype)
     lse = torch.cat(lses, dim=1).to(torch.float32)
+    if rows_run is not None:  # the rows no program ran keep the NaN they were allocated with
+        output[:, rows_run:] = float("nan")
+        lse[:, rows_run:] = float("nan")
     if count:
         return output, lse, torch.tensor(loaded, dtype=torch.int64, **at).expand(BH, -1).clone()
     return output, lse
@@ -357,6 +418,18 @@ def _attention(query, key, value, causal):
 # ----------------------------------------------------------------------------- 09.flash_forward
 
 
+def _far_below(generator, BH, L_q, L_k, d, d_v, level=6.0):
+    """Queries near +level and keys near −level in every dimension: every scaled score of every row near
+    −level² · √d (−144 for level 6, d = 16), far below the −87 past which exp(s − 0) underflows float32 (a
+    running max started at 0 gives 0 / 0 there; from −∞, the right lse is about that score + log L_k). The values
+    lie on a grid of 1/8, so every product and sum in q · k is exact in float32: a kernel's scores carry no
+    rounding of their own, and a mistake's emulation meets them to the last bit (unscaled, too)."""
+    q = level + torch.randint(-4, 5, (BH, L_q, d), generator=generator, dtype=torch.float64) / 8
+    k = -(level + torch.randint(-4, 5, (BH, L_k, d), generator=generator, dtype=torch.float64) / 8)
+    v = torch.randn(BH, L_k, d_v, generator=generator, dtype=torch.float64)
+    return q.to(torch.float32), k.to(torch.float32), v.to(torch.float32)
+
+
 def _forward_cases(generator):
     g = generator
     return [
@@ -365,6 +438,7 @@ def _forward_cases(generator):
         (*_qkv(g, 1, 20, 70, 24, 16, spread=3.0), 32, 16),  # L_q < L_k, d not a power of two, wide scores
         (*_qkv(g, 2, 50, 17, 16, 20), 16, 16),  # L_q > L_k
         (*_qkv(g, 1, 24, 40, 16, 16, spread=40.0), 16, 32),  # scores past 88
+        (*_far_below(g, 1, 16, 24, 16, 16), 16, 16),  # every score near −144: a running max must start at −∞
     ]
 
 
@@ -374,6 +448,7 @@ def _forward_hidden(generator):
         (*_qkv(g, 1, 29, 53, 16, 12, spread=2.0), 16, 16),
         (*_qkv(g, 2, 40, 21, 20, 16), 32, 16),
         (*_qkv(g, 1, 17, 33, 16, 16, spread=40.0), 16, 16),  # scores past 88
+        (*_far_below(g, 1, 20, 17, 16, 8, level=8.0), 16, 16),  # every score near −256
     ]
 
 
@@ -471,6 +546,93 @@ register(
                     "m 变大时用 exp(m_old − m_new) 重新缩放。",
                 },
             ),
+            Mistake(
+                "M_FROM_ZERO",
+                _forward(m_start=0.0),
+                {
+                    "en": "The running max starts at 0 instead of −∞: right while some score of a row is above about "
+                    "−87, but a row whose scores all lie far below that sums exp(s − 0), which underflows float32 to "
+                    "0: ell = 0, the output 0 / 0 = NaN and lse = −∞. Start it at −∞, m = tl.full((BLOCK_Q,), "
+                    "float('-inf'), tl.float32): the first block's max then takes its place.",
+                    "zh": "运行最大值从 0 而不是 −∞ 开始：只要一行里有分数高于大约 −87 就没问题，但如果一行的分数全都远低于它，"
+                    "求的就是 exp(s − 0)，在 float32 中下溢为 0：ell = 0，输出是 0 / 0 = NaN，lse = −∞。应从 −∞ 开始，"
+                    "m = tl.full((BLOCK_Q,), float('-inf'), tl.float32)：第一个块的最大值自然会取代它。",
+                },
+            ),
+            Mistake(
+                "SCALE_TWICE",
+                _forward(scale_kind="twice"),
+                {
+                    "en": "The scores are scaled twice, q kᵀ / d instead of q kᵀ / √d: the scale is applied once, "
+                    "either to the scores or to q, not both (nor squared).",
+                    "zh": "分数被缩放了两次，成了 q kᵀ / d，而不是 q kᵀ / √d：缩放只做一次，要么乘在分数上，要么乘在 q 上，"
+                    "不能两处都乘（也不能平方）。",
+                },
+            ),
+            Mistake(
+                "SCALE_PADDED_D",
+                _forward(scale_kind="padded"),
+                {
+                    "en": "The scores are scaled by the block's head size, 1/√BLOCK_D, not the head's: BLOCK_D is d "
+                    "rounded up to a power of two (tl.arange needs one), and the padding dimensions hold zeros. The "
+                    "scale is 1/√d of the real d, passed from the function: 1 / math.sqrt(d).",
+                    "zh": "分数按块的头维度 1/√BLOCK_D 缩放了，而不是按真正的头维度：BLOCK_D 是把 d 向上取到 2 的幂（tl.arange 需要），"
+                    "补出来的维度都是 0。缩放应是真实 d 的 1/√d，由函数传进来：1 / math.sqrt(d)。",
+                },
+            ),
+            Mistake(
+                "KEY_MASK_PAST_END",
+                _forward(key_slack=1),
+                {
+                    "en": "The ragged key mask is off by one, columns <= L_k: the column L_k is padding (loaded as 0, "
+                    "its score 0) and takes part. Keep the columns < L_k: s = tl.where(columns[None, :] < L_k, s, "
+                    "float('-inf')).",
+                    "zh": "不满的最后一个键块的掩码差了一位，写成了 columns <= L_k：第 L_k 列是补出来的（读成 0，分数为 0），也参与了计算。"
+                    "应只保留 columns < L_k 的列：s = tl.where(columns[None, :] < L_k, s, float('-inf'))。",
+                },
+            ),
+            Mistake(
+                "KEY_MASK_LAST_KEY_LOST",
+                _forward(key_slack=-1),
+                {
+                    "en": "The ragged key mask is off by one, columns < L_k − 1: the last key never takes part. The "
+                    "keys are 0 … L_k − 1, so keep the columns < L_k.",
+                    "zh": "不满的最后一个键块的掩码差了一位，写成了 columns < L_k − 1：最后一个键从未参与计算。键的编号是 0 … L_k − 1，"
+                    "所以要保留 columns < L_k 的列。",
+                },
+            ),
+            Mistake(
+                "LAST_KEY_BLOCK_MISSING",
+                lambda q, k, v, bq, bk: _blocks(q, k, v, bq, bk, key_end=k.shape[1] // bk * bk),
+                {
+                    "en": "The key loop stops before the ragged last block: range(0, L_k // BLOCK_K * BLOCK_K, "
+                    "BLOCK_K) leaves out the last L_k mod BLOCK_K keys. Loop over range(0, L_k, BLOCK_K) and mask "
+                    "the last block.",
+                    "zh": "键的循环在不满的最后一块之前就停了：range(0, L_k // BLOCK_K * BLOCK_K, BLOCK_K) 漏掉了最后 "
+                    "L_k mod BLOCK_K 个键。应遍历 range(0, L_k, BLOCK_K)，并给最后一块加掩码。",
+                },
+            ),
+            Mistake(
+                "KEY_LOOP_ONE_SHORT",
+                lambda q, k, v, bq, bk: _blocks(q, k, v, bq, bk, key_end=k.shape[1] - bk),
+                {
+                    "en": "The key loop is one block short: range(0, L_k − BLOCK_K, BLOCK_K) never reaches the last "
+                    "key block (with one block of keys it runs not at all: 0 / 0). Loop over range(0, L_k, BLOCK_K).",
+                    "zh": "键的循环少走了一块：range(0, L_k − BLOCK_K, BLOCK_K) 永远到不了最后一个键块（键只有一块时，"
+                    "循环一次都不执行：0 / 0）。应遍历 range(0, L_k, BLOCK_K)。",
+                },
+            ),
+            Mistake(
+                "GRID_ROUNDED_DOWN",
+                lambda q, k, v, bq, bk: _blocks(q, k, v, bq, bk, rows_run=q.shape[1] // bq * bq),
+                {
+                    "en": "The grid was rounded down, L_q // BLOCK_Q programs per batch·head: the ragged last block "
+                    "of queries gets no program, and its output and lse keep their NaN. Round up: triton.cdiv(L_q, "
+                    "BLOCK_Q).",
+                    "zh": "网格向下取整了，每个 batch·head 只有 L_q // BLOCK_Q 个程序：不满的最后一块查询没有程序负责，"
+                    "它的输出和 lse 一直是 NaN。应向上取整：triton.cdiv(L_q, BLOCK_Q)。",
+                },
+            ),
         ),
     )
 )
@@ -557,6 +719,50 @@ register(
                     "完全位于它之前的块不需要掩码。",
                 },
             ),
+            Mistake(
+                "DIAGONAL_EXCLUDED",
+                lambda q, k, v, bq, bk: _blocks(q, k, v, bq, bk, causal=True, strict_diagonal=True, count=True),
+                {
+                    "en": "The diagonal mask is columns < rows: a query does not see itself, and the first query sees "
+                    "no key at all (its max stays −∞ and exp(−∞ − (−∞)) is NaN). Causal attention keeps the keys up "
+                    "to and including the query: columns[None, :] <= rows[:, None].",
+                    "zh": "对角线掩码写成了 columns < rows：查询看不到自己，第一个查询更是一个键也看不到（它的最大值一直是 −∞，"
+                    "exp(−∞ − (−∞)) 是 NaN）。因果注意力保留的是直到查询本身（含）的键：columns[None, :] <= rows[:, None]。",
+                },
+            ),
+            Mistake(
+                "COUNT_OFF_BY_ONE",
+                lambda q, k, v, bq, bk: _blocks(q, k, v, bq, bk, causal=True, count=True, count_extra=1),
+                {
+                    "en": "The values are right, but every count is one too many: loaded starts at 1 (or is bumped "
+                    "once more after the loop). Start it at 0 and add 1 for each key block the loop loads.",
+                    "zh": "数值是对的，但每个计数都多了 1：loaded 从 1 开始（或者在循环之后又加了一次）。应从 0 开始，"
+                    "循环每读入一个键块就加 1。",
+                },
+            ),
+            Mistake(
+                "COUNT_NOT_CLIPPED",
+                lambda q, k, v, bq, bk: _blocks(q, k, v, bq, bk, causal=True, count=True, end_at=lambda s: s + bq),
+                {
+                    "en": "The values are right, but the last query block loads (and counts) key blocks wholly past "
+                    "L: its loop ends at start_q + BLOCK_Q, not clipped to the sequence. End it at "
+                    "tl.minimum(start_q + BLOCK_Q, L).",
+                    "zh": "数值是对的，但最后一个查询块读入（并计数）了完全位于 L 之后的键块：它的循环结束于 start_q + BLOCK_Q，"
+                    "没有按序列长度截断。应结束于 tl.minimum(start_q + BLOCK_Q, L)。",
+                },
+            ),
+            Mistake(
+                "CAUSAL_LOOP_ONE_SHORT",
+                lambda q, k, v, bq, bk: _blocks(q, k, v, bq, bk, causal=True, count=True,
+                                                end_at=lambda s: min(s + bq, k.shape[1]) - bk),
+                {
+                    "en": "The key loop is one block short: it ends BLOCK_K before the block's last query, so the "
+                    "diagonal block is never loaded (the first query block loads nothing: 0 / 0). End at "
+                    "tl.minimum(start_q + BLOCK_Q, L).",
+                    "zh": "键的循环少走了一块：它在本块最后一个查询之前 BLOCK_K 处就结束了，于是对角线块从未读入"
+                    "（第一个查询块什么也没读：0 / 0）。应结束于 tl.minimum(start_q + BLOCK_Q, L)。",
+                },
+            ),
         ),
     )
 )
@@ -597,20 +803,25 @@ def _visited(L_q, L_k, block_q, block_k, causal, device=None):
 
 
 def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *, delta="right", times_p=True,
-          scale_dk=True, masked=True):
-    """dK and dV from the saved output and lse (float64), with the switches the mistakes flip."""
+          scale_dk=True, masked=True, sign=1.0):
+    """dK and dV from the saved output and lse (float64), with the switches the mistakes flip.
+
+    masked: True (columns <= rows), False, or "strict" (columns < rows); sign: −1 flips dS;
+    delta: "right", "none", "squares" (dO ∘ dO), "d_output" (dO alone)."""
     q, k, v, o, do = (t.double() for t in (query, key, value, output, d_output))
     scale = 1 / math.sqrt(query.shape[-1])
     s = q @ k.transpose(1, 2) * scale
     p = torch.exp(s - lse.double()[..., None])
     visited = _visited(query.shape[1], key.shape[1], block_q, block_k, causal, query.device)
     if causal:
-        keep = visited & ~torch.ones(p.shape[-2:], dtype=torch.bool, device=p.device).triu(1) if masked else visited
+        later = torch.ones(p.shape[-2:], dtype=torch.bool, device=p.device).triu(0 if masked == "strict" else 1)
+        keep = visited & ~later if masked else visited
         p = p.masked_fill(~keep, 0.0)
     d_value = p.transpose(1, 2) @ do
     dp = do @ v.transpose(1, 2)
-    D = {"right": (do * o).sum(-1), "none": torch.zeros_like(lse.double()), "squares": (do * do).sum(-1)}[delta]
-    ds = p * (dp - D[..., None]) if times_p else (dp - D[..., None]).masked_fill(~visited, 0.0)
+    D = {"right": (do * o).sum(-1), "none": torch.zeros_like(lse.double()), "squares": (do * do).sum(-1),
+         "d_output": do.sum(-1)}[delta]
+    ds = sign * (p * (dp - D[..., None]) if times_p else (dp - D[..., None]).masked_fill(~visited, 0.0))
     d_key = ds.transpose(1, 2) @ q * (scale if scale_dk else 1.0)
     return d_key.to(key.dtype), d_value.to(value.dtype)
 
@@ -686,6 +897,37 @@ register(
                     "so the backward must too, p = tl.where(columns[None, :] <= rows[:, None], p, 0.0).",
                     "zh": "causal=True 时，键块之前的查询块被跳过了，但在访问到的块里，重新算出的 P 没有加掩码："
                     "前向给查询之后的键的权重是 0，反向也必须如此，p = tl.where(columns[None, :] <= rows[:, None], p, 0.0)。",
+                },
+            ),
+            Mistake(
+                "D_FROM_D_OUTPUT",
+                _backward(delta="d_output"),
+                {
+                    "en": "D is computed from dO alone, d_output.sum(-1): D = rowsum(dO ∘ O), the output's gradient "
+                    "times the output, row by row: (d_output * output).sum(-1).",
+                    "zh": "D 只用 dO 算了，d_output.sum(-1)：D = rowsum(dO ∘ O)，是输出的梯度乘以输出本身，逐行求和："
+                    "(d_output * output).sum(-1)。",
+                },
+            ),
+            Mistake(
+                "DS_SIGN_FLIPPED",
+                _backward(sign=-1.0),
+                {
+                    "en": "dK has the wrong sign (dV is right): dS = P ∘ (dP − D), D subtracted from dP, not dP from "
+                    "D: ds = p * (dp - D[:, None]).",
+                    "zh": "dK 的符号反了（dV 是对的）：dS = P ∘ (dP − D)，是从 dP 里减去 D，而不是从 D 里减去 dP："
+                    "ds = p * (dp - D[:, None])。",
+                },
+            ),
+            Mistake(
+                "DIAGONAL_EXCLUDED",
+                _backward(masked="strict"),
+                {
+                    "en": "The causal mask is columns < rows: the recomputed P drops each query's weight on itself, "
+                    "which the forward kept. Keep the keys up to and including the query: columns[None, :] <= "
+                    "rows[:, None].",
+                    "zh": "因果掩码写成了 columns < rows：重新算出的 P 去掉了每个查询对它自己的权重，而前向是保留了的。"
+                    "应保留直到查询本身（含）的键：columns[None, :] <= rows[:, None]。",
                 },
             ),
         ),
