@@ -37,18 +37,18 @@
 # In this lesson you will
 #
 # 1. see what a Triton program is and what a kernel launch costs;
-# 2. write a row softmax kernel (the max shift in one program), then a matrix product with `tl.dot`,
-#    one program per output tile;
+# 2. write a row softmax kernel (the max shift in one program), then one for rows longer than a block
+#    (the online softmax in one row), then a matrix product with `tl.dot`, one program per output tile;
 # 3. write the FlashAttention forward kernel: one program per block of queries, lesson 08's online
 #    softmax over the key blocks, the log-sum-exp written out, the partial last block masked;
 # 4. make it causal: the blocks above the diagonal never loaded, the diagonal block masked;
 # 5. write the kernel of the backward that computes dK and dV, recomputing the weights from the lse;
-# 6. write the rest of FlashAttention: the dQ kernel and the `autograd.Function` that ties the
-#    kernels together, its gradients checked against PyTorch's;
+# 6. write the rest of FlashAttention's backward, the dQ kernel, and see the kernels tied together in
+#    a `torch.autograd.Function` whose gradients are PyTorch's;
 # 7. see how fast the kernels are on a GPU against PyTorch's own, honestly, what the fast kernels do
 #    that ours do not, and step one program through its key blocks.
 #
-# There are EXERCISE_COUNT exercises, each followed by a check cell.
+# There are seven exercises, each followed by a check cell.
 
 # %% [markdown] tags=["lang-zh"] en_hash="52adbd5531"
 # # 用 Triton 把 FlashAttention 写成真正的核函数
@@ -62,14 +62,14 @@
 # 本课你将：
 #
 # 1. 看看 Triton 的程序是什么，启动一次核函数要花多少时间；
-# 2. 写一个逐行 softmax 核函数（在一个程序里减去最大值），再用 `tl.dot` 写一个矩阵乘法，每个输出分块一个程序；
+# 2. 写一个逐行 softmax 核函数（在一个程序里减去最大值），再写一个处理比一个块还长的行的版本（一行里的在线 softmax），然后用 `tl.dot` 写一个矩阵乘法，每个输出分块一个程序；
 # 3. 写 FlashAttention 的前向核函数：每块查询一个程序，对各个键块做第 08 课的在线 softmax，写出 log-sum-exp，给不满的最后一块加掩码；
 # 4. 把它改成因果的：对角线上方的块从不读入，对角线块加掩码；
 # 5. 写反向传播中计算 dK 和 dV 的核函数，用 lse 重新算出权重；
-# 6. 写完 FlashAttention 的其余部分：dQ 核函数，以及把各个核函数连起来的 `autograd.Function`，它的梯度要与 PyTorch 的一致；
+# 6. 写完 FlashAttention 反向传播的其余部分，即 dQ 核函数，再看这些核函数怎样连成一个 `torch.autograd.Function`，它的梯度与 PyTorch 的一致；
 # 7. 如实地看看这些核函数在 GPU 上与 PyTorch 自己的相比有多快，快的核函数多做了哪些我们没做的事，再让一个程序一步一步走过它的键块。
 #
-# 本课共有 EXERCISE_COUNT 道练习，每道练习后面都跟着一个检查单元。
+# 本课共有七道练习，每道练习后面都跟着一个检查单元。
 
 # %%
 import math
@@ -229,6 +229,85 @@ from course_utils import check
 check("09.softmax_kernel", softmax_rows)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ### A row longer than one block
+#
+# One program per row loads its whole row as one block: fine for a row of 37, not for a row of 100,000,
+# whose block would not fit in a program's registers. A longer row is read in blocks of `BLOCK` columns,
+# one after another, and the max the shift needs is known only after the last of them. Lesson 08's
+# online softmax needs no look ahead: keep a running max $m$ and a running sum $\ell = \sum e^{x - m}$.
+# When a block brings a larger max $m'$, what $\ell$ holds was summed with the old one, so
+# $\ell \leftarrow \ell\, e^{m - m'} + \sum_\text{block} e^{x - m'}$. After the last block, a second pass
+# writes $e^{x - m} / \ell$. This is FlashAttention's trick in one row: the forward kernel below carries
+# the same $m$ and $\ell$ through the key blocks, and an accumulator beside them, so that it needs no
+# second pass at all.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"]
+# ### 比一个块还长的行
+#
+# 每行一个程序、把整行作为一个块读入：对长 37 的一行没有问题，对长 100,000 的一行就不行了，那样的块装不进一个程序的寄存器。更长的行要按每块 `BLOCK` 列一块接一块地读，而减去最大值所需的那个最大值，要到读完最后一块才知道。第 08 课的在线 softmax 不需要预先知道它：维护运行最大值 $m$ 和运行和 $\ell = \sum e^{x - m}$。某一块带来更大的最大值 $m'$ 时，$\ell$ 里原有的项是按旧的最大值加起来的，所以 $\ell \leftarrow \ell\, e^{m - m'} + \sum_\text{块} e^{x - m'}$。读完最后一块后，再遍历一遍，写出 $e^{x - m} / \ell$。这就是 FlashAttention 的诀窍，只不过用在一行上：后面的前向核函数带着同样的 $m$ 和 $\ell$ 走过各个键块，旁边再加一个累加器，于是连第二遍都不需要了。
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 2: the softmax of long rows
+#
+# Write `softmax_blocks(x, block)` for a float32 x of shape $(R, n)$ and `block`, a power of two ≥ 16
+# smaller than $n$: a kernel defined inside the function (decorated with `triton.jit`), one program per
+# row, that walks its row in blocks of `block` columns twice: a first pass keeping the running max and
+# the running sum, a second writing the weights. Return the softmax of every row over its last axis,
+# $(R, n)$ float32, allocated with `torch.full(..., float("nan"))` so that a column your kernel never
+# writes shows. The check runs your kernel through Triton's interpreter on rows whose max comes in a
+# late block, rows in the thousands and far below zero, $n$ a multiple of the block and not, and −∞
+# entries; it compares the numbers only. It refuses `torch.softmax`, `F.softmax`, `Tensor.softmax`,
+# `torch.logsumexp`, `Tensor.logsumexp` and the course's `flash_triton.softmax_rows`,
+# `masks.masked_softmax` and `tiled.online_softmax`.
+
+# %% [markdown] tags=["lang-zh"]
+# ### 练习 2：长行的 softmax
+#
+# 写出 `softmax_blocks(x, block)`，x 是形状为 $(R, n)$ 的 float32 张量，`block` 是小于 $n$、不小于 16 的 2 的幂：在函数内部定义一个核函数（用 `triton.jit` 装饰），每行一个程序，按每块 `block` 列把这一行走两遍：第一遍维护运行最大值和运行和，第二遍写出权重。返回每一行沿最后一维的 softmax，形状 $(R, n)$，float32，用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的列会显现出来。检查会用 Triton 的解释器运行你的核函数，测试用例里有最大值出现在靠后的块里的行、数值上千的行和远小于 0 的行，$n$ 有是块大小整数倍的也有不是的，还有 −∞ 元素；检查只比较数值。检查不接受 `torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`，也不接受课程自带的 `flash_triton.softmax_rows`、`masks.masked_softmax` 和 `tiled.online_softmax`。
+
+# %% tags=["exercise"] exercise="09.softmax_blocks"
+def softmax_blocks(x, block):
+    # lang: en
+    """Softmax over the last axis of x (R, n) float32, one Triton program per row, in blocks of `block`.
+
+    block: a power of two >= 16, smaller than n. Returns (R, n) float32.
+    """
+    # lang: zh
+    """对 x (R, n)（float32）的最后一维做 softmax，每行一个 Triton 程序，每块 `block` 列。
+
+    block：小于 n、不小于 16 的 2 的幂。返回 (R, n)，float32。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    @triton.jit
+    def softmax_blocks_kernel(X, Y, n, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)  # int64: row · n may pass 2³¹ elements
+        m = tl.full((), float("-inf"), tl.float32)  # the running max
+        ell = tl.zeros((), tl.float32)  # the running sum of exp(x − m)
+        for start in range(0, n, BLOCK):  # pass 1: the max and the sum, block by block
+            columns = start + tl.arange(0, BLOCK)
+            x = tl.load(X + row * n + columns, mask=columns < n, other=float("-inf"))
+            m_new = tl.maximum(m, tl.max(x, axis=0))
+            ell = ell * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+            m = m_new
+        for start in range(0, n, BLOCK):  # pass 2: every weight, with the final max and sum
+            columns = start + tl.arange(0, BLOCK)
+            x = tl.load(X + row * n + columns, mask=columns < n, other=float("-inf"))
+            tl.store(Y + row * n + columns, tl.exp(x - m) / ell, mask=columns < n)
+
+    x = x.contiguous()
+    R, n = x.shape
+    y = torch.full((R, n), float("nan"), device=x.device)
+    softmax_blocks_kernel[(R,)](x, y, n, BLOCK=block)
+    return y
+    ### END SOLUTION
+
+
+# %%
+from course_utils import check
+check("09.softmax_blocks", softmax_blocks)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 3. A matrix product, one program per output tile
 #
 # `tl.dot` multiplies two blocks: an $(m, k)$ block by a $(k, n)$ one gives $(m, n)$. The attention
@@ -249,7 +328,7 @@ check("09.softmax_kernel", softmax_rows)
 # `tl.dot` 把两个块相乘：$(m, k)$ 的块乘 $(k, n)$ 的块得到 $(m, n)$。后面的注意力核函数在每个键块上要用它两次，所以先单独练一练。输出 $C = AB$ 的形状是 $(M, N)$，把它切成 `BLOCK_M` 行、`BLOCK_N` 列的分块，每个分块由一个程序负责：网格是 `(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))`，`tl.program_id(0)` 是它的行块，`tl.program_id(1)` 是它的列块。分块里的每个和都要遍历整个内维 $K$，而 $K$ 一个块装不下：程序按 `BLOCK_K` 一步步走过内维，每一步读入 $A$ 的一个 `(BLOCK_M, BLOCK_K)` 块和 $B$ 的一个 `(BLOCK_K, BLOCK_N)` 块，把它们的乘积加到一个贯穿整个循环的 float32 累加器上。每条边上的最后一块都可能不满：超出 $M$ 的行、超出 $N$ 的列，以及最后一步里超出 $K$ 的内维位置；最后这些要读成 0，这样它们什么也不加。
 
 # %% [markdown] tags=["lang-en"]
-# ### Exercise 2: the matrix-product kernel
+# ### Exercise 3: the matrix-product kernel
 #
 # Write `matmul(a, b, block_m, block_n, block_k)` for float32 a $(M, K)$ and b $(K, N)$: a kernel
 # defined inside the function (decorated with `triton.jit`), launched on the grid
@@ -267,7 +346,7 @@ check("09.softmax_kernel", softmax_rows)
 # the interpreter computes in float32 either way. Allocate on the inputs' device (`device=a.device`).
 
 # %% [markdown] tags=["lang-zh"] en_hash="66304fb61c"
-# ### 练习 2：矩阵乘法核函数
+# ### 练习 3：矩阵乘法核函数
 #
 # 写出 `matmul(a, b, block_m, block_n, block_k)`，a 为 $(M, K)$，b 为 $(K, N)$，都是 float32：在函数内部定义一个核函数（用 `triton.jit` 装饰），在网格 `(triton.cdiv(M, block_m), triton.cdiv(N, block_n))` 上启动，每个输出分块一个程序，用 `tl.dot` 按每块 `block_k` 遍历内维（三个块大小都是不小于 16 的 2 的幂；$M$、$N$ 和 $K$ 不必是它们的整数倍）。返回 $C = AB$，形状 $(M, N)$，float32，用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的分块会显现出来。检查会用 Triton 的解释器运行你的核函数，测试用例里每条边上都有不满的最后一块，也有只有一个块的、$K$ 不到两个块的和超过四个块的，还有不是正方形的网格；检查只比较数值。检查不接受 `torch.matmul`、`torch.mm`、`torch.bmm`、`torch.einsum`、`torch.tensordot`、`Tensor.matmul`、`Tensor.mm`、`@` 运算符（`Tensor.__matmul__`）和 `F.linear`。
 #
@@ -356,7 +435,7 @@ except IndexError as error:
     print(f"{type(error).__name__}: {error}")
 
 # %% [markdown] tags=["lang-en"]
-# ### Exercise 3: the forward kernel
+# ### Exercise 4: the forward kernel
 #
 # Write `flash_forward(query, key, value, block_q, block_k)` for float32 query $(BH, L_q, d)$, key
 # $(BH, L_k, d)$ and value $(BH, L_k, d_v)$, not causal: a kernel defined inside the function, launched on
@@ -371,14 +450,14 @@ except IndexError as error:
 # `flash_triton.flash_forward`, `flash_triton.flash_attention`, `tiled.tiled_attention`,
 # `tiled.flash_attention` and `tiled.materialised_attention`.
 #
-# As in exercise 2, write float32 `tl.dot`s with `input_precision="ieee"` and allocate on the inputs' device.
+# As in exercise 3, write float32 `tl.dot`s with `input_precision="ieee"` and allocate on the inputs' device.
 
 # %% [markdown] tags=["lang-zh"] en_hash="91fb4205f6"
-# ### 练习 3：前向核函数
+# ### 练习 4：前向核函数
 #
 # 写出 `flash_forward(query, key, value, block_q, block_k)`，query 为 $(BH, L_q, d)$，key 为 $(BH, L_k, d)$，value 为 $(BH, L_k, d_v)$，都是 float32，不带因果掩码：在函数内部定义核函数，在网格 `(triton.cdiv(L_q, block_q), BH)` 上启动，每块 `block_q` 个查询一个程序，遍历每块 `block_k` 个键的键块（两者都是不小于 16 的 2 的幂；$L_q$、$L_k$、$d$ 和 $d_v$ 不必是）。返回 `(output, lse)`：output 形状为 $(BH, L_q, d_v)$，等于 softmax$(QK^\top/\sqrt{d})V$；lse 形状为 $(BH, L_q)$，是每一行缩放后分数的 log-sum-exp，两者都是 float32。两者都用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的元素会显现出来。检查只比较数值，测试用例里有不满的最后一块、$L_q \ne L_k$（两个方向都有）和超过 88 的分数。检查不接受 `F.scaled_dot_product_attention`、`torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`、`torch.matmul`、`torch.bmm`、`torch.einsum`，也不接受课程自带的 `flash_triton.flash_forward`、`flash_triton.flash_attention`、`tiled.tiled_attention`、`tiled.flash_attention` 和 `tiled.materialised_attention`。
 #
-# 与练习 2 一样，float32 的 `tl.dot` 要写 `input_precision="ieee"`，并在输入所在的设备上分配张量。
+# 与练习 3 一样，float32 的 `tl.dot` 要写 `input_precision="ieee"`，并在输入所在的设备上分配张量。
 
 # %% tags=["exercise"] exercise="09.flash_forward"
 def flash_forward(query, key, value, block_q, block_k):
@@ -463,26 +542,26 @@ check("09.flash_forward", flash_forward)
 # 使用 `is_causal`（左上角对齐，与 F.scaled_dot_product_attention 相同）时，查询 $i$ 能看到键 $j \le i$。一个负责查询 $[s, s + b_q)$ 的程序，用不到位置在 $s + b_q$ 及之后的键：循环就在那里结束，整个网格大约一半的工作根本不用做。完全位于 $s$ 之前的块，程序里的每个查询都能整块看到，不需要掩码；对角线上的块（$b_q > b_k$ 时是几块）需要掩码 `columns <= rows`，不满的最后一块需要掩码 `columns < L`。下面的参考答案对读入的每一块都加上这两个掩码：每块一次 `tl.where`，简单而且正确。`flash_triton` 则像 Triton 的教程那样把循环拆成两段，只有被掩码切到的块才付出这份代价。
 
 # %% [markdown] tags=["lang-en"]
-# ### Exercise 4: causal block skipping
+# ### Exercise 5: causal block skipping
 #
-# Write `causal_forward(query, key, value, block_q, block_k)`: exercise 3's kernel with `is_causal`, for
+# Write `causal_forward(query, key, value, block_q, block_k)`: exercise 4's kernel with `is_causal`, for
 # $L_q = L_k = L$ and `block_q` a multiple of `block_k`, returning `(output, lse, loaded)`: output and lse
-# as in exercise 3 (allocated with NaN), and loaded, an int64 tensor $(BH, \lceil L / b_q \rceil)$ in
+# as in exercise 4 (allocated with NaN), and loaded, an int64 tensor $(BH, \lceil L / b_q \rceil)$ in
 # which each program stores how many key blocks it loaded. A program that loads every block and masks
 # gives the right outputs but not the right counts. The check compares the numbers only; it refuses what
-# exercise 3's refuses: `F.scaled_dot_product_attention`, `torch.softmax`, `F.softmax`,
+# exercise 4's refuses: `F.scaled_dot_product_attention`, `torch.softmax`, `F.softmax`,
 # `Tensor.softmax`, `torch.logsumexp`, `Tensor.logsumexp`, `torch.matmul`, `torch.bmm`, `torch.einsum`,
 # `flash_triton.flash_forward`, `flash_triton.flash_attention`, `tiled.tiled_attention`,
 # `tiled.flash_attention` and `tiled.materialised_attention`.
 #
-# As in exercise 2, write float32 `tl.dot`s with `input_precision="ieee"` and allocate on the inputs' device.
+# As in exercise 3, write float32 `tl.dot`s with `input_precision="ieee"` and allocate on the inputs' device.
 
 # %% [markdown] tags=["lang-zh"] en_hash="3a943be5de"
-# ### 练习 4：因果跳块
+# ### 练习 5：因果跳块
 #
-# 写出 `causal_forward(query, key, value, block_q, block_k)`：练习 3 的核函数加上 `is_causal`，适用于 $L_q = L_k = L$、`block_q` 是 `block_k` 的整数倍的情形，返回 `(output, lse, loaded)`：output 和 lse 与练习 3 相同（用 NaN 分配），loaded 是形状为 $(BH, \lceil L / b_q \rceil)$ 的 int64 张量，每个程序在里面写下自己读入了多少个键块。读入所有块再加掩码的程序，数值是对的，计数却不对。检查只比较数值；它不接受的与练习 3 相同：`F.scaled_dot_product_attention`、`torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`、`torch.matmul`、`torch.bmm`、`torch.einsum`、`flash_triton.flash_forward`、`flash_triton.flash_attention`、`tiled.tiled_attention`、`tiled.flash_attention` 和 `tiled.materialised_attention`。
+# 写出 `causal_forward(query, key, value, block_q, block_k)`：练习 4 的核函数加上 `is_causal`，适用于 $L_q = L_k = L$、`block_q` 是 `block_k` 的整数倍的情形，返回 `(output, lse, loaded)`：output 和 lse 与练习 4 相同（用 NaN 分配），loaded 是形状为 $(BH, \lceil L / b_q \rceil)$ 的 int64 张量，每个程序在里面写下自己读入了多少个键块。读入所有块再加掩码的程序，数值是对的，计数却不对。检查只比较数值；它不接受的与练习 4 相同：`F.scaled_dot_product_attention`、`torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`、`torch.matmul`、`torch.bmm`、`torch.einsum`、`flash_triton.flash_forward`、`flash_triton.flash_attention`、`tiled.tiled_attention`、`tiled.flash_attention` 和 `tiled.materialised_attention`。
 #
-# 与练习 2 一样，float32 的 `tl.dot` 要写 `input_precision="ieee"`，并在输入所在的设备上分配张量。
+# 与练习 3 一样，float32 的 `tl.dot` 要写 `input_precision="ieee"`，并在输入所在的设备上分配张量。
 
 # %% tags=["exercise"] exercise="09.causal_forward"
 def causal_forward(query, key, value, block_q, block_k):
@@ -568,7 +647,7 @@ check("09.causal_forward", causal_forward)
 # $dQ = dS\,K \cdot \text{scale}$ needs a sum over the key blocks, which this loop visits in different
 # programs. Triton's fused-attention tutorial, whose design this lesson follows, gives dQ a second
 # kernel, one program per query block, that loops over the key blocks and recomputes $S$, $P$ and $dP$
-# there (exercise 6). FlashAttention-2 itself (Algorithm 2 of its paper) does not: inside the dK/dV loop
+# there (exercise 7). FlashAttention-2 itself (Algorithm 2 of its paper) does not: inside the dK/dV loop
 # it adds each tile's share of dQ to dQ in HBM with atomic adds. The trade-off: the atomics make one
 # pass, but they need a float32 dQ buffer, and they add in whatever order the programs arrive, so dQ
 # changes in its last bits from run to run; the split runs two more matrix products per tile, and
@@ -579,10 +658,10 @@ check("09.causal_forward", causal_forward)
 #
 # 反向传播同样从不存下权重。它从前向保留输出 $O$ 和 lse；对每个查询只算一次 $D = \mathrm{rowsum}(dO \circ O)$。然后每个键块一个程序，持有自己的键和值，遍历能看到它们的查询块，为每个分块重新算出权重 $P = \exp(S - \mathrm{lse})$，并累加 $dV \mathrel{+}= P^\top dO$ 和 $dK \mathrel{+}= dS^\top Q \cdot \text{scale}$，其中 $dS = P \circ (dP - D)$，$dP = dO\,V^\top$。
 #
-# $dQ = dS\,K \cdot \text{scale}$ 要对所有键块求和，而这个循环是在不同的程序里访问这些键块的。本课沿用的 Triton 融合注意力教程给 dQ 另写一个核函数：每个查询块一个程序，遍历各个键块，在那里重新算出 $S$、$P$ 和 $dP$（练习 6）。FlashAttention-2 本身（论文中的算法 2）不是这样做的：它在 dK/dV 的循环里，用原子加法把每个分块对 dQ 的贡献加到显存中的 dQ 上。两者各有取舍：原子加法只需遍历一遍，但需要一块 float32 的 dQ 缓冲区，而且加法的顺序取决于各个程序到达的先后，所以每次运行的 dQ 在最后几位上都会有差别；拆成两个核函数则每个分块要多做两次矩阵乘法，但每次得到的 dQ 都完全相同。
+# $dQ = dS\,K \cdot \text{scale}$ 要对所有键块求和，而这个循环是在不同的程序里访问这些键块的。本课沿用的 Triton 融合注意力教程给 dQ 另写一个核函数：每个查询块一个程序，遍历各个键块，在那里重新算出 $S$、$P$ 和 $dP$（练习 7）。FlashAttention-2 本身（论文中的算法 2）不是这样做的：它在 dK/dV 的循环里，用原子加法把每个分块对 dQ 的贡献加到显存中的 dQ 上。两者各有取舍：原子加法只需遍历一遍，但需要一块 float32 的 dQ 缓冲区，而且加法的顺序取决于各个程序到达的先后，所以每次运行的 dQ 在最后几位上都会有差别；拆成两个核函数则每个分块要多做两次矩阵乘法，但每次得到的 dQ 都完全相同。
 
 # %% [markdown] tags=["lang-en"]
-# ### Exercise 5: the dK/dV kernel
+# ### Exercise 6: the dK/dV kernel
 #
 # Write `backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal)` for float32
 # query $(BH, L_q, d)$, key $(BH, L_k, d)$, value $(BH, L_k, d_v)$, the forward's output $(BH, L_q, d_v)$
@@ -594,14 +673,14 @@ check("09.causal_forward", causal_forward)
 # `Tensor.backward`, `torch.matmul`, `torch.bmm`, `torch.einsum`, and the course's
 # `flash_triton.flash_backward` and `tiled.tiled_backward`.
 #
-# As in exercise 2, write float32 `tl.dot`s with `input_precision="ieee"` and allocate on the inputs' device.
+# As in exercise 3, write float32 `tl.dot`s with `input_precision="ieee"` and allocate on the inputs' device.
 
 # %% [markdown] tags=["lang-zh"] en_hash="bce887eb9a"
-# ### 练习 5：dK/dV 核函数
+# ### 练习 6：dK/dV 核函数
 #
 # 写出 `backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal)`，其中 query 为 $(BH, L_q, d)$，key 为 $(BH, L_k, d)$，value 为 $(BH, L_k, d_v)$，output $(BH, L_q, d_v)$ 和 lse $(BH, L_q)$ 是前向的结果，d_output 为 $(BH, L_q, d_v)$，都是 float32：为每个键块启动一个程序（核函数定义在函数内部），遍历各个查询块，用读入的 dO 和 O 的块算出 $D$，用 lse 重新算出 $P$（`causal` 时加掩码，此时 $L_q = L_k$），累加 dK 和 dV。返回 `(d_key, d_value)`，即 $\sum \text{output} \circ \text{d\_output}$ 对 key 和 value 的梯度，float32。检查会把它们与 PyTorch 算出的梯度比较（数值）。检查不接受 `torch.autograd.grad`、`Tensor.backward`、`torch.matmul`、`torch.bmm`、`torch.einsum`，也不接受课程自带的 `flash_triton.flash_backward` 和 `tiled.tiled_backward`。
 #
-# 与练习 2 一样，float32 的 `tl.dot` 要写 `input_precision="ieee"`，并在输入所在的设备上分配张量。
+# 与练习 3 一样，float32 的 `tl.dot` 要写 `input_precision="ieee"`，并在输入所在的设备上分配张量。
 
 # %% tags=["exercise"] exercise="09.backward_dkdv"
 def backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal):
@@ -676,6 +755,99 @@ def backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, ca
 # %%
 from course_utils import check
 check("09.backward_dkdv", backward_dkdv)
+
+# %% [markdown] tags=["lang-en"]
+# ### Exercise 7: the dQ kernel
+#
+# Write `backward_dq(query, key, value, output, lse, d_output, block_q, block_k, causal)`, with exercise
+# 6's arguments: launch one program per block of `block_q` queries on the grid
+# `(triton.cdiv(L_q, block_q), BH)` (a kernel defined inside the function) that computes $D$ for its
+# queries from the blocks of dO and O it loads, then loops over the key blocks its queries see (when
+# `causal`, up to its diagonal), recomputes $P$ from lse, masked as in the forward, and accumulates
+# $dQ = dS\,K \cdot \text{scale}$ in float32. Return d_query $(BH, L_q, d)$, the gradient of
+# $\sum \text{output} \circ \text{d\_output}$ with respect to query, float32, allocated with
+# `torch.full(..., float("nan"))`. The check compares its numbers with PyTorch's gradient. It refuses
+# what exercise 6 refuses: `torch.autograd.grad`, `Tensor.backward`, `torch.matmul`, `torch.bmm`,
+# `torch.einsum`, and the course's `flash_triton.flash_backward` and `tiled.tiled_backward`.
+#
+# As in exercise 3, write float32 `tl.dot`s with `input_precision="ieee"` and allocate on the inputs' device.
+
+# %% [markdown] tags=["lang-zh"]
+# ### 练习 7：dQ 核函数
+#
+# 写出 `backward_dq(query, key, value, output, lse, d_output, block_q, block_k, causal)`，参数与练习 6 相同：在网格 `(triton.cdiv(L_q, block_q), BH)` 上启动，每块 `block_q` 个查询一个程序（核函数定义在函数内部）。程序先用读入的 dO 和 O 的块算出自己这些查询的 $D$，再遍历这些查询能看到的键块（`causal` 时到自己的对角线为止），用 lse 重新算出 $P$，像前向那样加掩码，并用 float32 累加 $dQ = dS\,K \cdot \text{scale}$。返回 d_query，形状 $(BH, L_q, d)$，即 $\sum \text{output} \circ \text{d\_output}$ 对 query 的梯度，float32，用 `torch.full(..., float("nan"))` 分配。检查会把它的数值与 PyTorch 算出的梯度比较。它不接受的与练习 6 相同：`torch.autograd.grad`、`Tensor.backward`、`torch.matmul`、`torch.bmm`、`torch.einsum`，以及课程自带的 `flash_triton.flash_backward` 和 `tiled.tiled_backward`。
+#
+# 与练习 3 一样，float32 的 `tl.dot` 要写 `input_precision="ieee"`，并在输入所在的设备上分配张量。
+
+# %% tags=["exercise"] exercise="09.backward_dq"
+def backward_dq(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    # lang: en
+    """dQ of attention by one Triton kernel, one program per query block.
+
+    query: (BH, L_q, d); key: (BH, L_k, d); value: (BH, L_k, d_v); output: (BH, L_q, d_v);
+    lse: (BH, L_q); d_output: (BH, L_q, d_v); float32. causal: is_causal (L_q = L_k).
+    Returns d_query: (BH, L_q, d), float32.
+    """
+    # lang: zh
+    """用一个 Triton 核函数算注意力的 dQ，每个查询块一个程序。
+
+    query：(BH, L_q, d)；key：(BH, L_k, d)；value：(BH, L_k, d_v)；output：(BH, L_q, d_v)；
+    lse：(BH, L_q)；d_output：(BH, L_q, d_v)；float32。causal：is_causal（L_q = L_k）。
+    返回 d_query：(BH, L_q, d)，float32。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    @triton.jit
+    def dq_kernel(Q, K, V, O, DO, LSE, DQ, L_q, L_k, d, d_v, scale, CAUSAL: tl.constexpr,
+                  BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+        start_q = tl.program_id(0) * BLOCK_Q
+        bh = tl.program_id(1).to(tl.int64)  # int64: bh · L_q · d may pass 2³¹ elements
+        rows = start_q + tl.arange(0, BLOCK_Q)
+        dims = tl.arange(0, BLOCK_D)
+        dims_v = tl.arange(0, BLOCK_DV)
+        q = tl.load(Q + bh * L_q * d + rows[:, None] * d + dims[None, :],
+                    mask=(rows[:, None] < L_q) & (dims[None, :] < d), other=0.0)
+        in_rows = (rows[:, None] < L_q) & (dims_v[None, :] < d_v)
+        do = tl.load(DO + bh * L_q * d_v + rows[:, None] * d_v + dims_v[None, :], mask=in_rows, other=0.0)
+        o = tl.load(O + bh * L_q * d_v + rows[:, None] * d_v + dims_v[None, :], mask=in_rows, other=0.0)
+        delta = tl.sum(do * o, axis=1)  # D = rowsum(dO ∘ O)
+        lse = tl.load(LSE + bh * L_q + rows, mask=rows < L_q, other=0.0)
+        dq = tl.zeros((BLOCK_Q, BLOCK_D), tl.float32)
+        end = tl.minimum(start_q + BLOCK_Q, L_k) if CAUSAL else L_k
+        for start_k in range(0, end, BLOCK_K):
+            columns = start_k + tl.arange(0, BLOCK_K)
+            k = tl.load(K + bh * L_k * d + columns[:, None] * d + dims[None, :],
+                        mask=(columns[:, None] < L_k) & (dims[None, :] < d), other=0.0)
+            v = tl.load(V + bh * L_k * d_v + columns[:, None] * d_v + dims_v[None, :],
+                        mask=(columns[:, None] < L_k) & (dims_v[None, :] < d_v), other=0.0)
+            p = tl.exp(tl.dot(q, tl.trans(k), input_precision="ieee") * scale - lse[:, None])
+            keep = (rows[:, None] < L_q) & (columns[None, :] < L_k)
+            if CAUSAL:
+                keep = keep & (columns[None, :] <= rows[:, None])
+            p = tl.where(keep, p, 0.0)
+            dp = tl.dot(do, tl.trans(v), input_precision="ieee")
+            ds = p * (dp - delta[:, None])
+            dq += tl.dot(ds, k, input_precision="ieee")
+        tl.store(DQ + bh * L_q * d + rows[:, None] * d + dims[None, :], dq * scale,
+                 mask=(rows[:, None] < L_q) & (dims[None, :] < d))
+
+    query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
+    output, d_output, lse = output.contiguous(), d_output.contiguous(), lse.contiguous()
+    BH, L_q, d = query.shape
+    L_k, d_v = key.shape[1], value.shape[2]
+    d_query = torch.full((BH, L_q, d), float("nan"), device=query.device)
+    dq_kernel[(triton.cdiv(L_q, block_q), BH)](query, key, value, output, d_output, lse, d_query,
+                                               L_q, L_k, d, d_v, 1 / math.sqrt(d), CAUSAL=causal,
+                                               BLOCK_Q=block_q, BLOCK_K=block_k,
+                                               BLOCK_D=max(16, triton.next_power_of_2(d)),
+                                               BLOCK_DV=max(16, triton.next_power_of_2(d_v)))
+    return d_query
+    ### END SOLUTION
+
+
+# %%
+from course_utils import check
+check("09.backward_dq", backward_dq)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # The course's kernels pair the forward with the whole backward (D, dK/dV and dQ) in a
