@@ -50,7 +50,7 @@
 #
 # There are seven exercises, each followed by a check cell.
 
-# %% [markdown] tags=["lang-zh"] en_hash="52adbd5531"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="52adbd5531"
 # # 用 Triton 把 FlashAttention 写成真正的核函数
 #
 # 第 08 课用 Python 循环逐块计算注意力：数值正确，内存为 $O(L \cdot d)$，但在 GPU 上比 `F.scaled_dot_product_attention` 慢了约 60 倍（第 1 节会打印出提交在课程里的 H200 实测数字）。那里的每个分块都是若干个独立的 GPU 核函数，每个都由 Python 启动，每个都从显存（HBM）读入输入、再把结果写回去。本课用 Triton 把同一个算法写成**一个**核函数：负责一块查询的程序，从第一个键到最后一个键，都把自己的分数分块留在芯片上的片上存储（SRAM）里。
@@ -119,7 +119,7 @@ device = "cpu" if triton_setup.interpreted() else "cuda"
 # GPU figures: the cost of one call of a Triton kernel's Python wrapper that does almost nothing there
 # (the wrapper's checks and the launch together), and lesson 08's tiles against PyTorch's kernel.
 
-# %% [markdown] tags=["lang-zh"] en_hash="88b9045bb7"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="88b9045bb7"
 # ## 1. 一张图看懂 GPU
 #
 # GPU 由许多小处理器组成（H200 上有 132 个，本课的每个数字都是在 H200 上测得的），旁边是又大又慢的显存（HBM：H200 上有 141 GB，读取速度约每秒 4.8 TB），每个处理器上还有一块又小又快的片上存储（SRAM：除寄存器外，最多 228 KB 共享内存，读起来快许多倍）。Triton 的**核函数**是一个**程序**的代码；一次**启动**会运行由许多程序组成的**网格**，每个程序处理 `tl.program_id` 指定给它的那一块数据。在程序内部，一切都是块：`tl.arange(0, 64)` 一次就是 64 个位置，`tl.load` 把一块数据从 HBM 读进寄存器，`tl.dot` 把两块相乘，`tl.store` 把一块写回去。对 float16 和 bfloat16，以及允许把输入舍入到 TF32 的 float32（GPU 的默认做法），`tl.dot` 在**张量核心**上运行；如果要求 float32 达到 IEEE 精度，即 `tl.dot(a, b, input_precision="ieee")`（本课的每个检查都需要这样），它就改在普通的 float32 运算单元上运行，要慢好几倍。
@@ -172,7 +172,7 @@ if tiles:
 # of two (`tl.arange` needs one), so a row of 37 is loaded as 64 positions: the 27 past the end are
 # masked, and what a masked load gives there (`other=`) matters.
 
-# %% [markdown] tags=["lang-zh"] en_hash="45d696bfc8"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="45d696bfc8"
 # ## 2. 第一个核函数：softmax，每行一个程序
 #
 # 逐行 softmax 就是第 01 课的那个，只是写成一个程序：把这一行作为一个块读进来，减去它的最大值（这样任何 `exp` 都不会溢出），取指数，除以和，写回去。块的长度必须是 2 的幂（`tl.arange` 要求如此），所以长 37 的一行按 64 个位置读入：末尾之后的 27 个位置被掩码遮住，而被遮住的位置读出什么（`other=`）很要紧。
@@ -322,7 +322,7 @@ check("09.softmax_blocks", softmax_blocks)
 # $M$, columns past $N$ and, in the last step, inner positions past $K$, which are loaded as 0 so that
 # they add nothing.
 
-# %% [markdown] tags=["lang-zh"] en_hash="f0edb20fa6"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f0edb20fa6"
 # ## 3. 矩阵乘法，每个输出分块一个程序
 #
 # `tl.dot` 把两个块相乘：$(m, k)$ 的块乘 $(k, n)$ 的块得到 $(m, n)$。后面的注意力核函数在每个键块上要用它两次，所以先单独练一练。输出 $C = AB$ 的形状是 $(M, N)$，把它切成 `BLOCK_M` 行、`BLOCK_N` 列的分块，每个分块由一个程序负责：网格是 `(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))`，`tl.program_id(0)` 是它的行块，`tl.program_id(1)` 是它的列块。分块里的每个和都要遍历整个内维 $K$，而 $K$ 一个块装不下：程序按 `BLOCK_K` 一步步走过内维，每一步读入 $A$ 的一个 `(BLOCK_M, BLOCK_K)` 块和 $B$ 的一个 `(BLOCK_K, BLOCK_N)` 块，把它们的乘积加到一个贯穿整个循环的 float32 累加器上。每条边上的最后一块都可能不满：超出 $M$ 的行、超出 $N$ 的列，以及最后一步里超出 $K$ 的内维位置；最后这些要读成 0，这样它们什么也不加。
@@ -405,7 +405,7 @@ check("09.matmul_kernel", matmul)
 # `acc / ell` and the log-sum-exp `m + log(ell)`, which the backward needs. The last key block runs
 # past $L_k$: the keys past the end are loaded as 0, and their scores must be made −∞.
 
-# %% [markdown] tags=["lang-zh"] en_hash="802e246d6e"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="802e246d6e"
 # ## 4. 前向核函数
 #
 # 一个程序负责某个（批量·头）中的一块 `BLOCK_Q` 个查询：`tl.program_id(0)` 是它的查询块，`tl.program_id(1)` 是它的批量·头。它只读入一次自己的查询，然后带着第 08 课里每个查询的状态走过各个键块：运行最大值 `m`、运行和 `ell` 和累加器 `acc`；最大值变大时，`acc` 和 `ell` 都要乘上 `alpha = exp(m_old − m_new)` 缩小。最后它写出 `acc / ell` 和反向传播需要的 log-sum-exp `m + log(ell)`。最后一个键块会越过 $L_k$：越过末尾的那些键读成 0，它们的分数必须设成 −∞。
@@ -536,7 +536,7 @@ check("09.flash_forward", flash_forward)
 # masks to every block it loads: one `tl.where` per block, simple and right. `flash_triton` splits the
 # loop in two, as Triton's tutorial does, so that only the blocks a mask cuts through pay for it.
 
-# %% [markdown] tags=["lang-zh"] en_hash="f3a7113e2e"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f3a7113e2e"
 # ## 5. 因果：对角线上方的块从不读入
 #
 # 使用 `is_causal`（左上角对齐，与 F.scaled_dot_product_attention 相同）时，查询 $i$ 能看到键 $j \le i$。一个负责查询 $[s, s + b_q)$ 的程序，用不到位置在 $s + b_q$ 及之后的键：循环就在那里结束，整个网格大约一半的工作根本不用做。完全位于 $s$ 之前的块，程序里的每个查询都能整块看到，不需要掩码；对角线上的块（$b_q > b_k$ 时是几块）需要掩码 `columns <= rows`，不满的最后一块需要掩码 `columns < L`。下面的参考答案对读入的每一块都加上这两个掩码：每块一次 `tl.where`，简单而且正确。`flash_triton` 则像 Triton 的教程那样把循环拆成两段，只有被掩码切到的块才付出这份代价。
@@ -653,7 +653,7 @@ check("09.causal_forward", causal_forward)
 # changes in its last bits from run to run; the split runs two more matrix products per tile, and
 # gives the same dQ every time.
 
-# %% [markdown] tags=["lang-zh"] en_hash="51630c868b"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="51630c868b"
 # ## 6. 反向传播：用保存的 lse 算 dK 和 dV
 #
 # 反向传播同样从不存下权重。它从前向保留输出 $O$ 和 lse；对每个查询只算一次 $D = \mathrm{rowsum}(dO \circ O)$。然后每个键块一个程序，持有自己的键和值，遍历能看到它们的查询块，为每个分块重新算出权重 $P = \exp(S - \mathrm{lse})$，并累加 $dV \mathrel{+}= P^\top dO$ 和 $dK \mathrel{+}= dS^\top Q \cdot \text{scale}$，其中 $dS = P \circ (dP - D)$，$dP = dO\,V^\top$。
@@ -853,7 +853,7 @@ check("09.backward_dq", backward_dq)
 # The course's kernels pair the forward with the whole backward (D, dK/dV and dQ) in a
 # `torch.autograd.Function`, `flash_triton.flash_attention`: its gradients are PyTorch's.
 
-# %% [markdown] tags=["lang-zh"] en_hash="11afdf0772"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="11afdf0772"
 # 课程自带的核函数把前向和完整的反向传播（D、dK/dV 和 dQ）配成一个 `torch.autograd.Function`，即 `flash_triton.flash_attention`：它的梯度与 PyTorch 的相同。
 
 # %%
@@ -881,7 +881,7 @@ claim("Triton 核函数算出的 dQ、dK、dV 与 PyTorch 的相同（因果，L
 # date it was measured on. The table shows them; a ratio of 1 would be PyTorch's own kernel (the
 # backend it picked is named, read as lesson 08 reads it).
 
-# %% [markdown] tags=["lang-zh"] en_hash="f8d6c36f0d"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f8d6c36f0d"
 # ## 7. 老老实实地谈速度
 #
 # 在 CPU 上，解释器用 NumPy 一次运行一个程序：它用来检查核函数，而不是测量它们的速度。这些核函数的速度是 GPU 上的速度，由 `benchmarks/bench_flash_triton.py` 测量（前向和反向的 TFLOP/s，与 `F.scaled_dot_product_attention` 对比，数据类型见表中的 dtype 列，每个长度配一个（批量·头）数，让每次运行处理的词元数相同），连同测量所用的 GPU、PyTorch 版本和日期一起提交。下表列出这些结果；比值为 1 就等于 PyTorch 自己的核函数（表中写出它选用的后端，读法与第 08 课相同）。
@@ -996,7 +996,89 @@ for L in (32, 64):
     # lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ## 8. Explorer: one program through its key blocks
+# ## 8. How the fast kernels go faster
+#
+# The lesson's kernels are written to be read. The fast ones (Triton's tutorial, FlashAttention-2 and 3,
+# PyTorch's own) do the same arithmetic with a few more habits, each small:
+#
+# - **exp2, with log₂e folded into the scale.** A GPU computes $e^x$ as $2^{x \log_2 e}$ anyway; the
+#   scores are multiplied by the scale already, so multiplying by scale · log₂e once gives base-2 scores,
+#   and `tl.exp2` saves a multiply per score. The max and the sum do not care about the base; only the
+#   lse is turned back, $\text{lse} = (m_2 + \log_2 \ell) \ln 2$. `flash_triton` does this.
+# - **P in float16 before P·V.** The weights are made in float32, then rounded to float16 (or bfloat16)
+#   so that the second product runs on the tensor cores too; the accumulator stays float32. `flash_triton`
+#   does this for half-precision inputs (`p.to(v.dtype)`).
+# - **int64 offsets.** `bh * stride` in int32 wraps around once it passes $2^{31}$: with 2,048 heads of
+#   16,384 × 128, head 1,024 already starts at $2^{31}$. `bh = tl.program_id(1).to(tl.int64)` makes
+#   every offset built from it int64; the lesson's solutions and `flash_triton` do.
+# - **Block pointers or tensor descriptors** (`tl.make_block_ptr`, `tl.make_tensor_descriptor`): the
+#   kernel names a tensor's shape, strides and block once and moves the block along, instead of building
+#   a grid of offsets and masks; the compiler then knows each load is a rectangle, and on a Hopper GPU
+#   may copy it with the chip's tensor memory accelerator (TMA) while the program computes.
+#   `flash_triton` builds its offsets by hand; what descriptors would gain here was not measured.
+# - **num_warps, num_stages and autotuning.** How many warps of 32 threads run a program, and how many
+#   loads are in flight ahead of the loop (software pipelining), change the speed and not the numbers.
+#   `@triton.autotune` tries a list of configurations on the first call for each size and keeps the
+#   fastest; `benchmarks/bench_flash_triton.py` does the same by hand, and the cell below prints the
+#   configurations it kept. The interpreter ignores both settings.
+#
+# The cell below checks on this machine what can be checked without a GPU: the exp2 identity, the error
+# a float16 P costs, and int32's wrap-around.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"]
+# ## 8. 快的核函数快在哪里
+#
+# 本课的核函数是为了好读而写的。快的核函数（Triton 的教程、FlashAttention-2 和 3、PyTorch 自己的）做的是同样的运算，只是多了几个习惯，每个都不大：
+#
+# - **用 exp2，并把 log₂e 并进缩放。** GPU 本来就把 $e^x$ 算成 $2^{x \log_2 e}$；分数反正要乘缩放，改成一次乘上 scale · log₂e，就得到以 2 为底的分数，`tl.exp2` 为每个分数省下一次乘法。最大值和求和与底数无关，只有 lse 要换回来：$\text{lse} = (m_2 + \log_2 \ell) \ln 2$。`flash_triton` 就是这样做的。
+# - **在 P·V 之前把 P 变成 float16。** 权重先用 float32 算出来，再舍入成 float16（或 bfloat16），这样第二次矩阵乘法也能在张量核心上运行；累加器仍是 float32。对半精度输入，`flash_triton` 就这样做（`p.to(v.dtype)`）。
+# - **int64 偏移。** 用 int32 算 `bh * stride`，一旦超过 $2^{31}$ 就会回绕：2,048 个头、每个 16,384 × 128 时，第 1,024 号头的起点就已经是 $2^{31}$。`bh = tl.program_id(1).to(tl.int64)` 让由它算出的每个偏移都是 int64；本课的参考答案和 `flash_triton` 都这样做。
+# - **块指针或张量描述符**（`tl.make_block_ptr`、`tl.make_tensor_descriptor`）：核函数只需说明一次张量的形状、步长和块，然后移动这个块，而不必自己拼出偏移和掩码的网格；这样编译器就知道每次读取都是一个矩形，在 Hopper GPU 上还可以在程序计算的同时，用芯片的张量内存加速器（TMA）把它拷贝过来。`flash_triton` 是手写偏移的；改用描述符在这里能快多少，没有测量。
+# - **num_warps、num_stages 和自动调优。** 一个程序由多少个线程束（每个 32 个线程）运行、循环之前提前发出多少次读取（软件流水线），改变的是速度，不是数值。`@triton.autotune` 在每种尺寸第一次调用时试一遍给定的配置，留下最快的；`benchmarks/bench_flash_triton.py` 手动做了同样的事，下面的单元会打印出它留下的配置。解释器忽略这两个设置。
+#
+# 下面的单元在这台机器上检查不用 GPU 就能检查的几件事：exp2 的恒等式、float16 的 P 带来的误差，以及 int32 的回绕。
+
+# %%
+g = torch.Generator().manual_seed(9)
+scores = torch.randn(64, 64, generator=g) * 4
+same = torch.allclose(torch.exp(scores), torch.exp2(scores * flash_triton.LOG2E), rtol=1e-5)
+# lang: en
+claim("exp(s) = exp2(s · log₂e), to float32's rounding", same)
+# lang: zh
+claim("exp(s) = exp2(s · log₂e)，在 float32 的舍入误差以内", same)
+# lang: end
+p = torch.softmax(scores, -1)
+v = torch.randn(64, 64, generator=g)
+half_error = ((p.half().float() @ v) - p @ v).abs().max().item()
+# each weight moves by at most 2⁻¹¹ of itself and the weights sum to 1: the output by at most 2⁻¹¹ · max|v|
+bound = 2 ** -11 * v.abs().max().item() * 1.01  # (1 %: float32's own rounding of the two sums)
+# lang: en
+claim("P rounded to float16 before P·V moves the output by at most 2⁻¹¹ · max|v|", half_error <= bound)
+# lang: zh
+claim("在 P·V 之前把 P 舍入成 float16，输出的变化至多为 2⁻¹¹ · max|v|", half_error <= bound)
+# lang: end
+bh, stride = torch.tensor(1024, dtype=torch.int32), 16384 * 128
+# lang: en
+claim(f"bh · stride in int32 wraps around: 1024 · {stride} gives {int(bh * stride)}", int(bh * stride) != 1024 * stride)
+# lang: zh
+claim(f"用 int32 算 bh · stride 会回绕：1024 · {stride} 得到 {int(bh * stride)}", int(bh * stride) != 1024 * stride)
+# lang: end
+
+# %% tags=["nbval-ignore-output"]
+if gpu is not None:
+    kept = sorted({(row.get("dtype", "float16"), row["d"], row["causal"], row["forward_config"], row["backward_config"])
+                   for row in gpu.rows()})
+    for dtype, d, causal, forward_config, backward_config in kept:
+        # lang: en
+        print(f"{dtype}, d = {d}, causal = {causal}: forward (block_q×block_k×num_warps×num_stages) {forward_config}, "
+              f"backward {backward_config}")
+        # lang: zh
+        print(f"{dtype}，d = {d}，因果 = {causal}：前向（block_q×block_k×num_warps×num_stages）{forward_config}，"
+              f"反向 {backward_config}")
+        # lang: end
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 9. Explorer: one program through its key blocks
 #
 # Pick a query block and whether the attention is causal, then move the slider: the program loads its
 # key blocks one after the other. The left picture shows which blocks it has loaded, the one it loads
@@ -1006,8 +1088,8 @@ for L in (32, 64):
 # $e^{m_\text{old} - m_\text{new}} < 1$ and then the block's own sum is added, so $\ell$ can fall or
 # grow; check that the last step ends with $m + \log \ell$, the lse the kernel stores.
 
-# %% [markdown] tags=["lang-zh"] en_hash="0fd6880ffd"
-# ## 8. 探索器：一个程序走过它的键块
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="0fd6880ffd"
+# ## 9. 探索器：一个程序走过它的键块
 #
 # 选一个查询块，再选注意力是否因果，然后拖动滑块：这个程序一块接一块地读入它的键块。左图显示它已经读入的块、正在读入的块，以及从不读入的块（因果时对角线上方的所有块）；下方的文字说明哪些块需要掩码（对角线块，以及只有 8 个键、不满的最后一块），并列出它 16 行各自的运行最大值 $m$ 和运行和 $\ell$。某一块带来更大的最大值时，$\ell$ 先乘上 $e^{m_\text{old} - m_\text{new}} < 1$，再加上这一块自己的和，所以 $\ell$ 可能变小，也可能变大；再核对一下：最后一步结束时，$m + \log \ell$ 就是核函数存下的 lse。
 
@@ -1028,7 +1110,7 @@ program_explorer(block=2, causal=True)
 # - The backward recomputes the weights from the lse, with $D = \mathrm{rowsum}(dO \circ O)$: dK and dV
 #   in one kernel, dQ in a second (Triton's tutorial), where FlashAttention-2 adds dQ up with atomics.
 
-# %% [markdown] tags=["lang-zh"] en_hash="d9ac5974b7"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="d9ac5974b7"
 # ## 小结
 #
 # - Triton 核函数是一个程序的代码；一次启动运行由许多程序组成的网格，每个程序处理自己的那一块。
