@@ -50,7 +50,7 @@
 #
 # There are seven exercises, each followed by a check cell.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="52adbd5531"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="6d32e9db2b"
 # # 用 Triton 把 FlashAttention 写成真正的核函数
 #
 # 第 08 课用 Python 循环逐块计算注意力：数值正确，内存为 $O(L \cdot d)$，但在 GPU 上比 `F.scaled_dot_product_attention` 慢了约 60 倍（第 1 节会打印出提交在课程里的 H200 实测数字）。那里的每个分块都是若干个独立的 GPU 核函数，每个都由 Python 启动，每个都从显存（HBM）读入输入、再把结果写回去。本课用 Triton 把同一个算法写成**一个**核函数：负责一块查询的程序，从第一个键到最后一个键，都把自己的分数分块留在芯片上的片上存储（SRAM）里。
@@ -91,8 +91,13 @@ import triton.language as tl  # noqa: E402
 
 from course_utils import flash_triton  # noqa: E402
 
+# lang: en
 # where the lesson's tensors live: a GPU compiles the kernels and takes only its own tensors; the
 # interpreter (no GPU, or TRITON_INTERPRET=1) runs them on CPU tensors
+# lang: zh
+# 本课的张量放在哪里：GPU 编译核函数，只接受它自己的张量；解释器（没有 GPU，或设置了 TRITON_INTERPRET=1）
+# 在 CPU 张量上运行核函数
+# lang: end
 device = "cpu" if triton_setup.interpreted() else "cuda"
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
@@ -119,7 +124,7 @@ device = "cpu" if triton_setup.interpreted() else "cuda"
 # GPU figures: the cost of one call of a Triton kernel's Python wrapper that does almost nothing there
 # (the wrapper's checks and the launch together), and lesson 08's tiles against PyTorch's kernel.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="88b9045bb7"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="02cf334170"
 # ## 1. 一张图看懂 GPU
 #
 # GPU 由许多小处理器组成（H200 上有 132 个，本课的每个数字都是在 H200 上测得的），旁边是又大又慢的显存（HBM：H200 上有 141 GB，读取速度约每秒 4.8 TB），每个处理器上还有一块又小又快的片上存储（SRAM：除寄存器外，最多 228 KB 共享内存，读起来快许多倍）。Triton 的**核函数**是一个**程序**的代码；一次**启动**会运行由许多程序组成的**网格**，每个程序处理 `tl.program_id` 指定给它的那一块数据。在程序内部，一切都是块：`tl.arange(0, 64)` 一次就是 64 个位置，`tl.load` 把一块数据从 HBM 读进寄存器，`tl.dot` 把两块相乘，`tl.store` 把一块写回去。对 float16 和 bfloat16，以及允许把输入舍入到 TF32 的 float32（GPU 的默认做法），`tl.dot` 在**张量核心**上运行；如果要求 float32 达到 IEEE 精度，即 `tl.dot(a, b, input_precision="ieee")`（本课的每个检查都需要这样），它就改在普通的 float32 运算单元上运行，要慢好几倍。
@@ -153,13 +158,11 @@ if tiles:
     # lang: en
     print(f"L = {longest['L']}: lesson 08's Python tiles {longest['tiled_ms']:.0f} ms, F.sdpa {longest['sdpa_ms']:.1f} ms "
           f"({measured.ratio(longest['tiled_ms'], longest['sdpa_ms'], 0)} slower)")
-    # lang: zh
-    print(f"L = {longest['L']}：第 08 课的 Python 分块 {longest['tiled_ms']:.0f} 毫秒，F.sdpa {longest['sdpa_ms']:.1f} 毫秒"
-          f"（慢 {measured.ratio(longest['tiled_ms'], longest['sdpa_ms'], 0)}）")
-    # lang: en
     claim("lesson 08's tiles are some 60 times slower than F.sdpa there (between 50 and 80 times)",
           50 <= longest["tiled_ms"] / longest["sdpa_ms"] <= 80)
     # lang: zh
+    print(f"L = {longest['L']}：第 08 课的 Python 分块 {longest['tiled_ms']:.0f} 毫秒，F.sdpa {longest['sdpa_ms']:.1f} 毫秒"
+          f"（慢 {measured.ratio(longest['tiled_ms'], longest['sdpa_ms'], 0)}）")
     claim("在那块 GPU 上，第 08 课的分块比 F.sdpa 慢约 60 倍（在 50 到 80 倍之间）",
           50 <= longest["tiled_ms"] / longest["sdpa_ms"] <= 80)
     # lang: end
@@ -188,7 +191,7 @@ if tiles:
 # kernel's output is not on autograd's graph). It refuses `torch.softmax`, `F.softmax`,
 # `Tensor.softmax` and the course's `flash_triton.softmax_rows` and `masks.masked_softmax`.
 
-# %% [markdown] tags=["lang-zh"] en_hash="e8f5b50f1d"
+# %% [markdown] tags=["lang-zh"] en_hash="ee4467ac5f"
 # ### 练习 1：softmax 核函数
 #
 # 写出 `softmax_rows(x)`，x 是形状为 $(R, n)$ 的 float32 张量：在函数内部定义一个 Triton 核函数（用 `triton.jit` 装饰），每行由一个程序运行，一次读入 `BLOCK = triton.next_power_of_2(n)` 列，返回每一行沿最后一维的 softmax，形状 $(R, n)$，float32。检查会用 Triton 的解释器运行你的核函数，测试用例里有数值上千的行和远小于 0 的行，$n$ 有 2 的幂也有不是的，还有 −∞ 元素（权重为 0）。检查只比较数值（核函数的输出不在 autograd 的计算图上）。检查不接受 `torch.softmax`、`F.softmax`、`Tensor.softmax`，也不接受课程自带的 `flash_triton.softmax_rows` 和 `masks.masked_softmax`。
@@ -209,7 +212,7 @@ def softmax_rows(x):
     ### BEGIN SOLUTION
     @triton.jit
     def softmax_kernel(X, Y, n, BLOCK: tl.constexpr):
-        row = tl.program_id(0).to(tl.int64)  # int64: row · n may pass 2³¹ elements
+        row = tl.program_id(0).to(tl.int64)
         columns = tl.arange(0, BLOCK)
         x = tl.load(X + row * n + columns, mask=columns < n, other=float("-inf"))
         x = x - tl.max(x, axis=0)
@@ -241,7 +244,7 @@ check("09.softmax_kernel", softmax_rows)
 # the same $m$ and $\ell$ through the key blocks, and an accumulator beside them, so that it needs no
 # second pass at all.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"]
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="ebb67686c3"
 # ### 比一个块还长的行
 #
 # 每行一个程序、把整行作为一个块读入：对长 37 的一行没有问题，对长 100,000 的一行就不行了，那样的块装不进一个程序的寄存器。更长的行要按每块 `BLOCK` 列一块接一块地读，而减去最大值所需的那个最大值，要到读完最后一块才知道。第 08 课的在线 softmax 不需要预先知道它：维护运行最大值 $m$ 和运行和 $\ell = \sum e^{x - m}$。某一块带来更大的最大值 $m'$ 时，$\ell$ 里原有的项是按旧的最大值加起来的，所以 $\ell \leftarrow \ell\, e^{m - m'} + \sum_\text{块} e^{x - m'}$。读完最后一块后，再遍历一遍，写出 $e^{x - m} / \ell$。这就是 FlashAttention 的诀窍，只不过用在一行上：后面的前向核函数带着同样的 $m$ 和 $\ell$ 走过各个键块，旁边再加一个累加器，于是连第二遍都不需要了。
@@ -260,7 +263,7 @@ check("09.softmax_kernel", softmax_rows)
 # `torch.logsumexp`, `Tensor.logsumexp` and the course's `flash_triton.softmax_rows`,
 # `masks.masked_softmax` and `tiled.online_softmax`.
 
-# %% [markdown] tags=["lang-zh"]
+# %% [markdown] tags=["lang-zh"] en_hash="342fc34e2e"
 # ### 练习 2：长行的 softmax
 #
 # 写出 `softmax_blocks(x, block)`，x 是形状为 $(R, n)$ 的 float32 张量，`block` 是小于 $n$、不小于 16 的 2 的幂：在函数内部定义一个核函数（用 `triton.jit` 装饰），每行一个程序，按每块 `block` 列把这一行走两遍：第一遍维护运行最大值和运行和，第二遍写出权重。返回每一行沿最后一维的 softmax，形状 $(R, n)$，float32，用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的列会显现出来。检查会用 Triton 的解释器运行你的核函数，测试用例里有最大值出现在靠后的块里的行、数值上千的行和远小于 0 的行，$n$ 有是块大小整数倍的也有不是的，还有 −∞ 元素；检查只比较数值。检查不接受 `torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`，也不接受课程自带的 `flash_triton.softmax_rows`、`masks.masked_softmax` 和 `tiled.online_softmax`。
@@ -281,16 +284,16 @@ def softmax_blocks(x, block):
     ### BEGIN SOLUTION
     @triton.jit
     def softmax_blocks_kernel(X, Y, n, BLOCK: tl.constexpr):
-        row = tl.program_id(0).to(tl.int64)  # int64: row · n may pass 2³¹ elements
-        m = tl.full((), float("-inf"), tl.float32)  # the running max
-        ell = tl.zeros((), tl.float32)  # the running sum of exp(x − m)
-        for start in range(0, n, BLOCK):  # pass 1: the max and the sum, block by block
+        row = tl.program_id(0).to(tl.int64)
+        m = tl.full((), float("-inf"), tl.float32)
+        ell = tl.zeros((), tl.float32)
+        for start in range(0, n, BLOCK):
             columns = start + tl.arange(0, BLOCK)
             x = tl.load(X + row * n + columns, mask=columns < n, other=float("-inf"))
             m_new = tl.maximum(m, tl.max(x, axis=0))
             ell = ell * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
             m = m_new
-        for start in range(0, n, BLOCK):  # pass 2: every weight, with the final max and sum
+        for start in range(0, n, BLOCK):
             columns = start + tl.arange(0, BLOCK)
             x = tl.load(X + row * n + columns, mask=columns < n, other=float("-inf"))
             tl.store(Y + row * n + columns, tl.exp(x - m) / ell, mask=columns < n)
@@ -322,7 +325,7 @@ check("09.softmax_blocks", softmax_blocks)
 # $M$, columns past $N$ and, in the last step, inner positions past $K$, which are loaded as 0 so that
 # they add nothing.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f0edb20fa6"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="cb58e8f369"
 # ## 3. 矩阵乘法，每个输出分块一个程序
 #
 # `tl.dot` 把两个块相乘：$(m, k)$ 的块乘 $(k, n)$ 的块得到 $(m, n)$。后面的注意力核函数在每个键块上要用它两次，所以先单独练一练。输出 $C = AB$ 的形状是 $(M, N)$，把它切成 `BLOCK_M` 行、`BLOCK_N` 列的分块，每个分块由一个程序负责：网格是 `(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))`，`tl.program_id(0)` 是它的行块，`tl.program_id(1)` 是它的列块。分块里的每个和都要遍历整个内维 $K$，而 $K$ 一个块装不下：程序按 `BLOCK_K` 一步步走过内维，每一步读入 $A$ 的一个 `(BLOCK_M, BLOCK_K)` 块和 $B$ 的一个 `(BLOCK_K, BLOCK_N)` 块，把它们的乘积加到一个贯穿整个循环的 float32 累加器上。每条边上的最后一块都可能不满：超出 $M$ 的行、超出 $N$ 的列，以及最后一步里超出 $K$ 的内维位置；最后这些要读成 0，这样它们什么也不加。
@@ -345,7 +348,7 @@ check("09.softmax_blocks", softmax_blocks)
 # rounds float32 inputs to TF32 by default (10 bits of mantissa), which misses the check's tolerance;
 # the interpreter computes in float32 either way. Allocate on the inputs' device (`device=a.device`).
 
-# %% [markdown] tags=["lang-zh"] en_hash="66304fb61c"
+# %% [markdown] tags=["lang-zh"] en_hash="2746d85741"
 # ### 练习 3：矩阵乘法核函数
 #
 # 写出 `matmul(a, b, block_m, block_n, block_k)`，a 为 $(M, K)$，b 为 $(K, N)$，都是 float32：在函数内部定义一个核函数（用 `triton.jit` 装饰），在网格 `(triton.cdiv(M, block_m), triton.cdiv(N, block_n))` 上启动，每个输出分块一个程序，用 `tl.dot` 按每块 `block_k` 遍历内维（三个块大小都是不小于 16 的 2 的幂；$M$、$N$ 和 $K$ 不必是它们的整数倍）。返回 $C = AB$，形状 $(M, N)$，float32，用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的分块会显现出来。检查会用 Triton 的解释器运行你的核函数，测试用例里每条边上都有不满的最后一块，也有只有一个块的、$K$ 不到两个块的和超过四个块的，还有不是正方形的网格；检查只比较数值。检查不接受 `torch.matmul`、`torch.mm`、`torch.bmm`、`torch.einsum`、`torch.tensordot`、`Tensor.matmul`、`Tensor.mm`、`@` 运算符（`Tensor.__matmul__`）和 `F.linear`。
@@ -405,7 +408,7 @@ check("09.matmul_kernel", matmul)
 # `acc / ell` and the log-sum-exp `m + log(ell)`, which the backward needs. The last key block runs
 # past $L_k$: the keys past the end are loaded as 0, and their scores must be made −∞.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="802e246d6e"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="fb3fae0474"
 # ## 4. 前向核函数
 #
 # 一个程序负责某个（批量·头）中的一块 `BLOCK_Q` 个查询：`tl.program_id(0)` 是它的查询块，`tl.program_id(1)` 是它的批量·头。它只读入一次自己的查询，然后带着第 08 课里每个查询的状态走过各个键块：运行最大值 `m`、运行和 `ell` 和累加器 `acc`；最大值变大时，`acc` 和 `ell` 都要乘上 `alpha = exp(m_old − m_new)` 缩小。最后它写出 `acc / ell` 和反向传播需要的 log-sum-exp `m + log(ell)`。最后一个键块会越过 $L_k$：越过末尾的那些键读成 0，它们的分数必须设成 −∞。
@@ -452,7 +455,7 @@ except IndexError as error:
 #
 # As in exercise 3, write float32 `tl.dot`s with `input_precision="ieee"` and allocate on the inputs' device.
 
-# %% [markdown] tags=["lang-zh"] en_hash="91fb4205f6"
+# %% [markdown] tags=["lang-zh"] en_hash="ccf79599c8"
 # ### 练习 4：前向核函数
 #
 # 写出 `flash_forward(query, key, value, block_q, block_k)`，query 为 $(BH, L_q, d)$，key 为 $(BH, L_k, d)$，value 为 $(BH, L_k, d_v)$，都是 float32，不带因果掩码：在函数内部定义核函数，在网格 `(triton.cdiv(L_q, block_q), BH)` 上启动，每块 `block_q` 个查询一个程序，遍历每块 `block_k` 个键的键块（两者都是不小于 16 的 2 的幂；$L_q$、$L_k$、$d$ 和 $d_v$ 不必是）。返回 `(output, lse)`：output 形状为 $(BH, L_q, d_v)$，等于 softmax$(QK^\top/\sqrt{d})V$；lse 形状为 $(BH, L_q)$，是每一行缩放后分数的 log-sum-exp，两者都是 float32。两者都用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的元素会显现出来。检查只比较数值，测试用例里有不满的最后一块、$L_q \ne L_k$（两个方向都有）和超过 88 的分数。检查不接受 `F.scaled_dot_product_attention`、`torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`、`torch.matmul`、`torch.bmm`、`torch.einsum`，也不接受课程自带的 `flash_triton.flash_forward`、`flash_triton.flash_attention`、`tiled.tiled_attention`、`tiled.flash_attention` 和 `tiled.materialised_attention`。
@@ -481,7 +484,7 @@ def flash_forward(query, key, value, block_q, block_k):
     def forward_kernel(Q, K, V, O, LSE, L_q, L_k, d, d_v, scale,
                        BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
         start_q = tl.program_id(0) * BLOCK_Q
-        bh = tl.program_id(1).to(tl.int64)  # int64: bh · L_q · d may pass 2³¹ elements
+        bh = tl.program_id(1).to(tl.int64)
         rows = start_q + tl.arange(0, BLOCK_Q)
         dims = tl.arange(0, BLOCK_D)
         dims_v = tl.arange(0, BLOCK_DV)
@@ -536,7 +539,7 @@ check("09.flash_forward", flash_forward)
 # masks to every block it loads: one `tl.where` per block, simple and right. `flash_triton` splits the
 # loop in two, as Triton's tutorial does, so that only the blocks a mask cuts through pay for it.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f3a7113e2e"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="759dbe17f5"
 # ## 5. 因果：对角线上方的块从不读入
 #
 # 使用 `is_causal`（左上角对齐，与 F.scaled_dot_product_attention 相同）时，查询 $i$ 能看到键 $j \le i$。一个负责查询 $[s, s + b_q)$ 的程序，用不到位置在 $s + b_q$ 及之后的键：循环就在那里结束，整个网格大约一半的工作根本不用做。完全位于 $s$ 之前的块，程序里的每个查询都能整块看到，不需要掩码；对角线上的块（$b_q > b_k$ 时是几块）需要掩码 `columns <= rows`，不满的最后一块需要掩码 `columns < L`。下面的参考答案对读入的每一块都加上这两个掩码：每块一次 `tl.where`，简单而且正确。`flash_triton` 则像 Triton 的教程那样把循环拆成两段，只有被掩码切到的块才付出这份代价。
@@ -556,7 +559,7 @@ check("09.flash_forward", flash_forward)
 #
 # As in exercise 3, write float32 `tl.dot`s with `input_precision="ieee"` and allocate on the inputs' device.
 
-# %% [markdown] tags=["lang-zh"] en_hash="3a943be5de"
+# %% [markdown] tags=["lang-zh"] en_hash="d2276d64f9"
 # ### 练习 5：因果跳块
 #
 # 写出 `causal_forward(query, key, value, block_q, block_k)`：练习 4 的核函数加上 `is_causal`，适用于 $L_q = L_k = L$、`block_q` 是 `block_k` 的整数倍的情形，返回 `(output, lse, loaded)`：output 和 lse 与练习 4 相同（用 NaN 分配），loaded 是形状为 $(BH, \lceil L / b_q \rceil)$ 的 int64 张量，每个程序在里面写下自己读入了多少个键块。读入所有块再加掩码的程序，数值是对的，计数却不对。检查只比较数值；它不接受的与练习 4 相同：`F.scaled_dot_product_attention`、`torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`、`torch.matmul`、`torch.bmm`、`torch.einsum`、`flash_triton.flash_forward`、`flash_triton.flash_attention`、`tiled.tiled_attention`、`tiled.flash_attention` 和 `tiled.materialised_attention`。
@@ -586,7 +589,7 @@ def causal_forward(query, key, value, block_q, block_k):
                       BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
         block = tl.program_id(0)
         start_q = block * BLOCK_Q
-        bh = tl.program_id(1).to(tl.int64)  # int64: bh · L_q · d may pass 2³¹ elements
+        bh = tl.program_id(1).to(tl.int64)
         rows = start_q + tl.arange(0, BLOCK_Q)
         dims = tl.arange(0, BLOCK_D)
         dims_v = tl.arange(0, BLOCK_DV)
@@ -653,7 +656,7 @@ check("09.causal_forward", causal_forward)
 # changes in its last bits from run to run; the split runs two more matrix products per tile, and
 # gives the same dQ every time.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="51630c868b"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="5417495f49"
 # ## 6. 反向传播：用保存的 lse 算 dK 和 dV
 #
 # 反向传播同样从不存下权重。它从前向保留输出 $O$ 和 lse；对每个查询只算一次 $D = \mathrm{rowsum}(dO \circ O)$。然后每个键块一个程序，持有自己的键和值，遍历能看到它们的查询块，为每个分块重新算出权重 $P = \exp(S - \mathrm{lse})$，并累加 $dV \mathrel{+}= P^\top dO$ 和 $dK \mathrel{+}= dS^\top Q \cdot \text{scale}$，其中 $dS = P \circ (dP - D)$，$dP = dO\,V^\top$。
@@ -675,7 +678,7 @@ check("09.causal_forward", causal_forward)
 #
 # As in exercise 3, write float32 `tl.dot`s with `input_precision="ieee"` and allocate on the inputs' device.
 
-# %% [markdown] tags=["lang-zh"] en_hash="bce887eb9a"
+# %% [markdown] tags=["lang-zh"] en_hash="01bd398c7e"
 # ### 练习 6：dK/dV 核函数
 #
 # 写出 `backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal)`，其中 query 为 $(BH, L_q, d)$，key 为 $(BH, L_k, d)$，value 为 $(BH, L_k, d_v)$，output $(BH, L_q, d_v)$ 和 lse $(BH, L_q)$ 是前向的结果，d_output 为 $(BH, L_q, d_v)$，都是 float32：为每个键块启动一个程序（核函数定义在函数内部），遍历各个查询块，用读入的 dO 和 O 的块算出 $D$，用 lse 重新算出 $P$（`causal` 时加掩码，此时 $L_q = L_k$），累加 dK 和 dV。返回 `(d_key, d_value)`，即 $\sum \text{output} \circ \text{d\_output}$ 对 key 和 value 的梯度，float32。检查会把它们与 PyTorch 算出的梯度比较（数值）。检查不接受 `torch.autograd.grad`、`Tensor.backward`、`torch.matmul`、`torch.bmm`、`torch.einsum`，也不接受课程自带的 `flash_triton.flash_backward` 和 `tiled.tiled_backward`。
@@ -704,7 +707,7 @@ def backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, ca
     def dkdv_kernel(Q, K, V, O, DO, LSE, DK, DV, L_q, L_k, d, d_v, scale, CAUSAL: tl.constexpr,
                     BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
         start_k = tl.program_id(0) * BLOCK_K
-        bh = tl.program_id(1).to(tl.int64)  # int64: bh · L_k · d may pass 2³¹ elements
+        bh = tl.program_id(1).to(tl.int64)
         columns = start_k + tl.arange(0, BLOCK_K)
         dims = tl.arange(0, BLOCK_D)
         dims_v = tl.arange(0, BLOCK_DV)
@@ -722,7 +725,7 @@ def backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, ca
             in_rows = (rows[:, None] < L_q) & (dims_v[None, :] < d_v)
             do = tl.load(DO + bh * L_q * d_v + rows[:, None] * d_v + dims_v[None, :], mask=in_rows, other=0.0)
             o = tl.load(O + bh * L_q * d_v + rows[:, None] * d_v + dims_v[None, :], mask=in_rows, other=0.0)
-            delta = tl.sum(do * o, axis=1)  # D = rowsum(dO ∘ O), for this block of queries
+            delta = tl.sum(do * o, axis=1)
             lse = tl.load(LSE + bh * L_q + rows, mask=rows < L_q, other=0.0)
             p = tl.exp(tl.dot(q, tl.trans(k), input_precision="ieee") * scale - lse[:, None])
             keep = (rows[:, None] < L_q) & (columns[None, :] < L_k)
@@ -772,7 +775,7 @@ check("09.backward_dkdv", backward_dkdv)
 #
 # As in exercise 3, write float32 `tl.dot`s with `input_precision="ieee"` and allocate on the inputs' device.
 
-# %% [markdown] tags=["lang-zh"]
+# %% [markdown] tags=["lang-zh"] en_hash="d7e73dc70c"
 # ### 练习 7：dQ 核函数
 #
 # 写出 `backward_dq(query, key, value, output, lse, d_output, block_q, block_k, causal)`，参数与练习 6 相同：在网格 `(triton.cdiv(L_q, block_q), BH)` 上启动，每块 `block_q` 个查询一个程序（核函数定义在函数内部）。程序先用读入的 dO 和 O 的块算出自己这些查询的 $D$，再遍历这些查询能看到的键块（`causal` 时到自己的对角线为止），用 lse 重新算出 $P$，像前向那样加掩码，并用 float32 累加 $dQ = dS\,K \cdot \text{scale}$。返回 d_query，形状 $(BH, L_q, d)$，即 $\sum \text{output} \circ \text{d\_output}$ 对 query 的梯度，float32，用 `torch.full(..., float("nan"))` 分配。检查会把它的数值与 PyTorch 算出的梯度比较。它不接受的与练习 6 相同：`torch.autograd.grad`、`Tensor.backward`、`torch.matmul`、`torch.bmm`、`torch.einsum`，以及课程自带的 `flash_triton.flash_backward` 和 `tiled.tiled_backward`。
@@ -801,7 +804,7 @@ def backward_dq(query, key, value, output, lse, d_output, block_q, block_k, caus
     def dq_kernel(Q, K, V, O, DO, LSE, DQ, L_q, L_k, d, d_v, scale, CAUSAL: tl.constexpr,
                   BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
         start_q = tl.program_id(0) * BLOCK_Q
-        bh = tl.program_id(1).to(tl.int64)  # int64: bh · L_q · d may pass 2³¹ elements
+        bh = tl.program_id(1).to(tl.int64)
         rows = start_q + tl.arange(0, BLOCK_Q)
         dims = tl.arange(0, BLOCK_D)
         dims_v = tl.arange(0, BLOCK_DV)
@@ -810,7 +813,7 @@ def backward_dq(query, key, value, output, lse, d_output, block_q, block_k, caus
         in_rows = (rows[:, None] < L_q) & (dims_v[None, :] < d_v)
         do = tl.load(DO + bh * L_q * d_v + rows[:, None] * d_v + dims_v[None, :], mask=in_rows, other=0.0)
         o = tl.load(O + bh * L_q * d_v + rows[:, None] * d_v + dims_v[None, :], mask=in_rows, other=0.0)
-        delta = tl.sum(do * o, axis=1)  # D = rowsum(dO ∘ O)
+        delta = tl.sum(do * o, axis=1)
         lse = tl.load(LSE + bh * L_q + rows, mask=rows < L_q, other=0.0)
         dq = tl.zeros((BLOCK_Q, BLOCK_D), tl.float32)
         end = tl.minimum(start_q + BLOCK_Q, L_k) if CAUSAL else L_k
@@ -858,16 +861,16 @@ check("09.backward_dq", backward_dq)
 
 # %%
 g = torch.Generator().manual_seed(0)
-q, k, v = (torch.randn(1, 1, 40, 16, generator=g).to(device).requires_grad_() for _ in range(3))
+q, k, v = (torch.randn(1, 1, 24, 16, generator=g).to(device).requires_grad_() for _ in range(3))
 out, lse = flash_triton.flash_attention(q, k, v, causal=True, block_q=16, block_k=16)
 d_out = torch.randn(out.shape, generator=g).to(device)
 ours = torch.autograd.grad(out, (q, k, v), d_out)
 theirs = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=True), (q, k, v), d_out)
 # lang: en
-claim("the Triton kernels' dQ, dK and dV equal PyTorch's (causal, L = 40, to 1e-5)",
+claim("the Triton kernels' dQ, dK and dV equal PyTorch's (causal, L = 24, to 1e-5)",
       all(torch.allclose(a, b, atol=1e-5, rtol=1e-5) for a, b in zip(ours, theirs)))
 # lang: zh
-claim("Triton 核函数算出的 dQ、dK、dV 与 PyTorch 的相同（因果，L = 40，误差不超过 1e-5）",
+claim("Triton 核函数算出的 dQ、dK、dV 与 PyTorch 的相同（因果，L = 24，误差不超过 1e-5）",
       all(torch.allclose(a, b, atol=1e-5, rtol=1e-5) for a, b in zip(ours, theirs)))
 # lang: end
 
@@ -881,7 +884,7 @@ claim("Triton 核函数算出的 dQ、dK、dV 与 PyTorch 的相同（因果，L
 # date it was measured on. The table shows them; a ratio of 1 would be PyTorch's own kernel (the
 # backend it picked is named, read as lesson 08 reads it).
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f8d6c36f0d"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="d10a60bd40"
 # ## 7. 老老实实地谈速度
 #
 # 在 CPU 上，解释器用 NumPy 一次运行一个程序：它用来检查核函数，而不是测量它们的速度。这些核函数的速度是 GPU 上的速度，由 `benchmarks/bench_flash_triton.py` 测量（前向和反向的 TFLOP/s，与 `F.scaled_dot_product_attention` 对比，数据类型见表中的 dtype 列，每个长度配一个（批量·头）数，让每次运行处理的词元数相同），连同测量所用的 GPU、PyTorch 版本和日期一起提交。下表列出这些结果；比值为 1 就等于 PyTorch 自己的核函数（表中写出它选用的后端，读法与第 08 课相同）。
@@ -930,12 +933,16 @@ if gpu is not None:
 # else stands between it and PyTorch's kernel (the table names the backend F.sdpa picked) was not
 # measured here.
 
-# %% [markdown] tags=["lang-zh"] en_hash="3bd1f5cf40"
+# %% [markdown] tags=["lang-zh"] en_hash="b8b8ff790f"
 # 同样的数字画成图：核函数的吞吐量占 PyTorch 的比例，前向和反向各一组（单元会打印出两者各自的范围）。反向差得多一些，其中一个原因可以数出来。浮点运算次数的算法认为反向在每个分块上做五次矩阵乘法，是前向两次的 2.5 倍；拆开的两个核函数却做了七次：dK/dV 核函数算 $S = QK^\top$、$dP = dO\,V^\top$、$P^\top dO$ 和 $dS^\top Q$，dQ 核函数在算 $dS\,K$ 之前又把 $S$ 和 $dP$ 算了一遍。即使每次乘法都和 PyTorch 的一样快，这种拆法的反向吞吐量最多也只有它的 5/7 ≈ 0.71。除此之外它与 PyTorch 的核函数（表中写出了 F.sdpa 选用的后端）还差在哪里，这里没有测量。
 
 # %% tags=["nbval-ignore-output"]
 if gpu is not None:
+    # lang: en
     # the picture shows one dtype and head size: float16, the smallest d measured
+    # lang: zh
+    # 图中只画一种数据类型和头维度：float16，以及测过的最小的 d
+    # lang: end
     d_shown = min(row["d"] for row in gpu.rows())
     rows = [row for row in gpu.rows(d=d_shown) if row.get("dtype", "float16") == "float16"]
     forward = [row["forward_ratio"] for row in gpu.rows()]
@@ -973,14 +980,18 @@ if gpu is not None:
 # call per program and one NumPy array per block: its job is to run the kernel's source so that every
 # check can run anywhere, not to be fast. On a GPU runtime the same cell times the compiled kernel.
 
-# %% [markdown] tags=["lang-zh"] en_hash="12bc35f64d"
+# %% [markdown] tags=["lang-zh"] en_hash="7f3e288c10"
 # 再在当前运行环境上现场跑一次，尺寸小到解释器很快就能算完：同一个核函数的前向，对照第 08 课的分块实现和 PyTorch 自己的核函数。在 CPU 上，解释器是最慢的，慢得多：每个程序一次 Python 调用，每个块一个 NumPy 数组。它的任务是运行核函数的源代码，让每个检查在哪里都能做，而不是追求速度。在有 GPU 的运行环境里，同一个单元测的是编译后的核函数。
 
 # %% tags=["nbval-ignore-output"]
 interpreted = triton_setup.interpreted()
 for L in (32, 64):
     q, k, v = torch.randn(3, 1, 1, L, 16, generator=torch.Generator().manual_seed(L)).to(device).unbind(0)
+    # lang: en
     # the interpreter runs once (it is slow and does the same each time); a compiled kernel warms up first
+    # lang: zh
+    # 解释器只运行一次（它很慢，每次做的都一样）；编译后的核函数先预热
+    # lang: end
     kernel_ms = measured.milliseconds(lambda: flash_triton.flash_attention(q, k, v, block_q=16, block_k=16),
                                       device=device, repeat=1 if interpreted else 10, warmup=0 if interpreted else 2)
     tiles_ms = measured.milliseconds(lambda: tiled_attention(q, k, v, block_q=16, block_k=16), device=device, repeat=3)
@@ -1025,7 +1036,7 @@ for L in (32, 64):
 # The cell below checks on this machine what can be checked without a GPU: the exp2 identity, the error
 # a float16 P costs, and int32's wrap-around.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"]
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="6e60278564"
 # ## 8. 快的核函数快在哪里
 #
 # 本课的核函数是为了好读而写的。快的核函数（Triton 的教程、FlashAttention-2 和 3、PyTorch 自己的）做的是同样的运算，只是多了几个习惯，每个都不大：
@@ -1050,8 +1061,14 @@ claim("exp(s) = exp2(s · log₂e)，在 float32 的舍入误差以内", same)
 p = torch.softmax(scores, -1)
 v = torch.randn(64, 64, generator=g)
 half_error = ((p.half().float() @ v) - p @ v).abs().max().item()
+# lang: en
 # each weight moves by at most 2⁻¹¹ of itself and the weights sum to 1: the output by at most 2⁻¹¹ · max|v|
-bound = 2 ** -11 * v.abs().max().item() * 1.01  # (1 %: float32's own rounding of the two sums)
+# (and 1 % more: float32's own rounding of the two sums)
+# lang: zh
+# 每个权重的变化至多是它自身的 2⁻¹¹，而权重之和为 1：所以输出的变化至多为 2⁻¹¹ · max|v|
+# （再加 1 %：两次求和本身在 float32 中的舍入）
+# lang: end
+bound = 2 ** -11 * v.abs().max().item() * 1.01
 # lang: en
 claim("P rounded to float16 before P·V moves the output by at most 2⁻¹¹ · max|v|", half_error <= bound)
 # lang: zh
@@ -1088,7 +1105,7 @@ if gpu is not None:
 # $e^{m_\text{old} - m_\text{new}} < 1$ and then the block's own sum is added, so $\ell$ can fall or
 # grow; check that the last step ends with $m + \log \ell$, the lse the kernel stores.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="0fd6880ffd"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="4e9138f5d7"
 # ## 9. 探索器：一个程序走过它的键块
 #
 # 选一个查询块，再选注意力是否因果，然后拖动滑块：这个程序一块接一块地读入它的键块。左图显示它已经读入的块、正在读入的块，以及从不读入的块（因果时对角线上方的所有块）；下方的文字说明哪些块需要掩码（对角线块，以及只有 8 个键、不满的最后一块），并列出它 16 行各自的运行最大值 $m$ 和运行和 $\ell$。某一块带来更大的最大值时，$\ell$ 先乘上 $e^{m_\text{old} - m_\text{new}} < 1$，再加上这一块自己的和，所以 $\ell$ 可能变小，也可能变大；再核对一下：最后一步结束时，$m + \log \ell$ 就是核函数存下的 lse。
@@ -1110,7 +1127,7 @@ program_explorer(block=2, causal=True)
 # - The backward recomputes the weights from the lse, with $D = \mathrm{rowsum}(dO \circ O)$: dK and dV
 #   in one kernel, dQ in a second (Triton's tutorial), where FlashAttention-2 adds dQ up with atomics.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="d9ac5974b7"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="e2b03c9fa3"
 # ## 小结
 #
 # - Triton 核函数是一个程序的代码；一次启动运行由许多程序组成的网格，每个程序处理自己的那一块。
