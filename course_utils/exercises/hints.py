@@ -355,10 +355,11 @@ HINTS = {
          "zh": "一行已经装不进一个块了，而它的最大值要到最后一块才知道。程序可以从一块带到下一块的是哪两个运行中的量？"
                "第一个变大时，第二个要怎样处理？"},
         {"en": "First loop over the row's blocks: load each masked by column < n with other=-inf, m_new = max(m, the "
-               "block's tl.max), ell = ell · exp(m − m_new) + the block's sum of exp(x − m_new), then m = m_new. "
+               "block's tl.max), ell = ell · exp(m − m_new) + the block's sum of exp(x − m_new), then move m up to "
+               "m_new. "
                "Second loop: load the same blocks again and store exp(x − m) / ell with the same mask.",
          "zh": "第一个循环遍历这一行的各块：以“列 < n”为掩码读入，other=-inf；m_new = max(m, 这一块的 tl.max)；"
-               "ell = ell · exp(m − m_new) + 这一块 exp(x − m_new) 的和；再令 m = m_new。第二个循环再读一遍同样的块，"
+               "ell = ell · exp(m − m_new) + 这一块 exp(x − m_new) 的和；再把 m 更新为 m_new。第二个循环再读一遍同样的块，"
                "用同一个掩码写回 exp(x − m) / ell。"},
     ),
     "09.backward_dq": (

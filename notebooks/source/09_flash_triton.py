@@ -1020,8 +1020,9 @@ for L in (32, 64):
 #   so that the second product runs on the tensor cores too; the accumulator stays float32. `flash_triton`
 #   does this for half-precision inputs (`p.to(v.dtype)`).
 # - **int64 offsets.** `bh * stride` in int32 wraps around once it passes $2^{31}$: with 2,048 heads of
-#   16,384 × 128, head 1,024 already starts at $2^{31}$. `bh = tl.program_id(1).to(tl.int64)` makes
-#   every offset built from it int64; the lesson's solutions and `flash_triton` do.
+#   16,384 × 128, head 1,024 already starts at $2^{31}$. Cast the program's number to int64 before it
+#   multiplies a stride (`.to(tl.int64)`) and every offset built from it is int64; the lesson's
+#   solutions and `flash_triton` do.
 # - **Block pointers or tensor descriptors** (`tl.make_block_ptr`, `tl.make_tensor_descriptor`): the
 #   kernel names a tensor's shape, strides and block once and moves the block along, instead of building
 #   a grid of offsets and masks; the compiler then knows each load is a rectangle, and on a Hopper GPU
@@ -1036,14 +1037,14 @@ for L in (32, 64):
 # The cell below checks on this machine what can be checked without a GPU: the exp2 identity, the error
 # a float16 P costs, and int32's wrap-around.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="f92a5ed635"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="eb9dafe459"
 # ## 8. 快的核函数快在哪里
 #
 # 本课的核函数是为了好读而写的。快的核函数（Triton 的教程、FlashAttention-2 和 3、PyTorch 自己的）做的是同样的运算，只是多了几个习惯，每个都不大：
 #
 # - **用 exp2，并把 log₂e 并进缩放。** GPU 本来就把 $e^x$ 算成 $2^{x \log_2 e}$；分数反正要乘缩放，改成一次乘上 scale · log₂e，就得到以 2 为底的分数，`tl.exp2` 为每个分数省下一次乘法。最大值和求和与底数无关，只有 lse 要换回来：$\text{lse} = (m_2 + \log_2 \ell) \ln 2$。`flash_triton` 就是这样做的。
 # - **在 P·V 之前把 P 变成 float16。** 权重先用 float32 算出来，再舍入成 float16（或 bfloat16），这样第二次矩阵乘法也能在张量核心上运行；累加器仍是 float32。对半精度输入，`flash_triton` 就这样做（`p.to(v.dtype)`）。
-# - **int64 偏移。** 用 int32 算 `bh * stride`，一旦超过 $2^{31}$ 就会回绕：2,048 个头、每个 16,384 × 128 时，第 1,024 号头的起点就已经是 $2^{31}$。`bh = tl.program_id(1).to(tl.int64)` 让由它算出的每个偏移都是 int64；本课的参考答案和 `flash_triton` 都这样做。
+# - **int64 偏移。** 用 int32 算 `bh * stride`，一旦超过 $2^{31}$ 就会回绕：2,048 个头、每个 16,384 × 128 时，第 1,024 号头的起点就已经是 $2^{31}$。在程序编号乘以步长之前先把它转成 int64（`.to(tl.int64)`），由它算出的每个偏移就都是 int64；本课的参考答案和 `flash_triton` 都这样做。
 # - **块指针或张量描述符**（`tl.make_block_ptr`、`tl.make_tensor_descriptor`）：核函数只需说明一次张量的形状、步长和块，然后移动这个块，而不必自己拼出偏移和掩码的网格；这样编译器就知道每次读取都是一个矩形，在 Hopper GPU 上还可以在程序计算的同时，让芯片的张量内存加速器（TMA）把它搬进来。`flash_triton` 是手写偏移的；改用描述符在这里能快多少，没有测量。
 # - **num_warps、num_stages 和自动调优。** 一个程序由多少个线程束（每个 32 个线程）运行、循环之前提前发出多少次读取（软件流水线），改变的是速度，不是数值。`@triton.autotune` 在每种尺寸第一次调用时试一遍给定的配置，留下最快的；`benchmarks/bench_flash_triton.py` 手动做了同样的事，下面的单元会打印出它留下的配置。解释器忽略这两个设置。
 #
