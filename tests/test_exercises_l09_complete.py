@@ -153,3 +153,23 @@ def test_a_mistake_kernel_is_only_named_where_it_is_the_mistake():
                                                      "for start in range(0, BLOCK, BLOCK):")
     verdict = evaluate_hidden("09.softmax_blocks", _run(source)["softmax_blocks"])
     assert verdict.status == FAILED and verdict.code is None, verdict.message
+
+
+#: Every exercise of lesson 09 and the name its solution function has in the lesson.
+LESSON_09 = [("09.softmax_kernel", "softmax_rows"), ("09.softmax_blocks", "softmax_blocks"), ("09.matmul_kernel", "matmul"),
+             ("09.flash_forward", "flash_forward"), ("09.causal_forward", "causal_forward"),
+             ("09.backward_dkdv", "backward_dkdv"), ("09.backward_dq", "backward_dq")]
+
+
+@pytest.mark.parametrize("exercise, function", LESSON_09, ids=[e for e, _ in LESSON_09])
+def test_every_tensor_the_lessons_solutions_make_is_on_their_inputs_device(exercise, function):
+    """On a GPU the check hands the solutions CUDA tensors, and a compiled kernel refuses a CPU one: every
+    tensor a solution makes must follow its inputs. Shown here without a GPU: with "meta" as torch's
+    default device, a tensor made without naming a device lands there, and the interpreter cannot run
+    a kernel on it; one made on the inputs' device (CPU) runs."""
+    solution = _run(_solutions())[function]
+    case = _cases(exercise)[0]
+    with torch.device("meta"):
+        result = solution(*case)
+    for tensor in result if isinstance(result, tuple) else (result,):
+        assert tensor.device.type == "cpu", (exercise, tensor.device)
