@@ -929,12 +929,12 @@ if gpu is not None:
 # FLOP count credits the backward with five matrix products per tile, 2.5 times the forward's two. The
 # split runs seven: the dK/dV kernel computes $S = QK^\top$, $dP = dO\,V^\top$, $P^\top dO$ and
 # $dS^\top Q$, and the dQ kernel computes $S$ and $dP$ again before $dS\,K$. Even if every product ran
-# as fast as PyTorch's, the split's backward would show at most 5/7 ≈ 0.71 of its throughput. What
-# else stands between it and PyTorch's kernel (the table names the backend F.sdpa picked) was not
-# measured here.
+# as fast as in a kernel that does only the five, the split's backward would show 5/7 ≈ 0.71 of that
+# kernel's throughput, and the ratios the cell prints lie around that figure. What else stands between
+# it and PyTorch's kernel (the table names the backend F.sdpa picked) was not measured here.
 
-# %% [markdown] tags=["lang-zh"] en_hash="b8b8ff790f"
-# 同样的数字画成图：核函数的吞吐量占 PyTorch 的比例，前向和反向各一组（单元会打印出两者各自的范围）。反向差得多一些，其中一个原因可以数出来。浮点运算次数的算法认为反向在每个分块上做五次矩阵乘法，是前向两次的 2.5 倍；拆开的两个核函数却做了七次：dK/dV 核函数算 $S = QK^\top$、$dP = dO\,V^\top$、$P^\top dO$ 和 $dS^\top Q$，dQ 核函数在算 $dS\,K$ 之前又把 $S$ 和 $dP$ 算了一遍。即使每次乘法都和 PyTorch 的一样快，这种拆法的反向吞吐量最多也只有它的 5/7 ≈ 0.71。除此之外它与 PyTorch 的核函数（表中写出了 F.sdpa 选用的后端）还差在哪里，这里没有测量。
+# %% [markdown] tags=["lang-zh"] en_hash="5f18d19664"
+# 同样的数字画成图：核函数的吞吐量占 PyTorch 的比例，前向和反向各一组（单元会打印出两者各自的范围）。反向差得多一些，其中一个原因可以数出来。浮点运算次数的算法认为反向在每个分块上做五次矩阵乘法，是前向两次的 2.5 倍；拆开的两个核函数却做了七次：dK/dV 核函数算 $S = QK^\top$、$dP = dO\,V^\top$、$P^\top dO$ 和 $dS^\top Q$，dQ 核函数在算 $dS\,K$ 之前又把 $S$ 和 $dP$ 算了一遍。即使每次乘法都和只做那五次乘法的核函数一样快，这种拆法的反向吞吐量也只有后者的 5/7 ≈ 0.71，单元打印出的比值就落在这个数附近。除此之外它与 PyTorch 的核函数（表中写出了 F.sdpa 选用的后端）还差在哪里，这里没有测量。
 
 # %% tags=["nbval-ignore-output"]
 if gpu is not None:
