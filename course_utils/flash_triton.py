@@ -53,7 +53,7 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 @triton.jit
 def _softmax_kernel(X, Y, n_columns, stride_x, stride_y, BLOCK: tl.constexpr):
-    row = tl.program_id(0)  # one program per row
+    row = tl.program_id(0).to(tl.int64)  # one program per row; int64: row · stride may pass 2³¹
     columns = tl.arange(0, BLOCK)  # BLOCK is the next power of two ≥ n_columns: tl.arange needs one
     inside = columns < n_columns
     x = tl.load(X + row * stride_x + columns, mask=inside, other=float("-inf")).to(tl.float32)
@@ -113,7 +113,8 @@ def _forward_kernel(Q, K, V, O, LSE, L_q, L_k, d, d_v, qk_scale,
                     CAUSAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
                     BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, PRECISION: tl.constexpr):
     start_q = tl.program_id(0) * BLOCK_Q  # this program's query block
-    bh = tl.program_id(1)  # and its (batch·head)
+    # its (batch·head), as int64: bh · stride passes 2³¹ elements (int32's end) on long sequences of many heads
+    bh = tl.program_id(1).to(tl.int64)
     Q += bh * stride_qb
     K += bh * stride_kb
     V += bh * stride_vb
@@ -149,7 +150,7 @@ def _forward_kernel(Q, K, V, O, LSE, L_q, L_k, d, d_v, qk_scale,
 def _preprocess_kernel(O, DO, DLSE, D, L_q, d_v, stride_ob, stride_ol, stride_db, stride_dl,
                        HAS_DLSE: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_DV: tl.constexpr):
     start_q = tl.program_id(0) * BLOCK_Q
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)  # int64 offsets: bh · stride may pass 2³¹ elements
     rows = start_q + tl.arange(0, BLOCK_Q)
     dims_v = tl.arange(0, BLOCK_DV)
     inside = (rows[:, None] < L_q) & (dims_v[None, :] < d_v)
@@ -167,7 +168,7 @@ def _dkdv_kernel(Q, K, V, DO, LSE, D, DK, DV, L_q, L_k, d, d_v, scale,
                  CAUSAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
                  BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, PRECISION: tl.constexpr):
     start_k = tl.program_id(0) * BLOCK_K  # this program's key block, held for the whole loop
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)  # int64 offsets: bh · stride may pass 2³¹ elements
     Q += bh * stride_qb
     DO += bh * stride_db
     LSE += bh * L_q
@@ -215,7 +216,7 @@ def _dq_kernel(Q, K, V, DO, LSE, D, DQ, L_q, L_k, d, d_v, scale,
                CAUSAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
                BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, PRECISION: tl.constexpr):
     start_q = tl.program_id(0) * BLOCK_Q  # this program's query block, held for the whole loop
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)  # int64 offsets: bh · stride may pass 2³¹ elements
     K += bh * stride_kb
     V += bh * stride_vb
     rows = start_q + tl.arange(0, BLOCK_Q)
@@ -291,8 +292,9 @@ def _check_qkv(function, query, key, value, scale, block_q, block_k):
     for argument, block in (("block_q", block_q), ("block_k", block_k)):
         if block is not None and (check.positive_int(function, argument, block) < 16 or block & (block - 1)):
             check.fail(function, argument, check.describe(block),
-                       {"en": "a power of two ≥ 16 (tl.arange and tl.dot need one)",
-                        "zh": "不小于 16 的 2 的幂（tl.arange 和 tl.dot 都要求如此）"})
+                       {"en": "a power of two ≥ 16 (tl.arange needs a power of two; 16 is a block tl.dot takes "
+                              "for every dtype on a GPU)",
+                        "zh": "不小于 16 的 2 的幂（tl.arange 要求 2 的幂；16 是 GPU 上 tl.dot 对每种 dtype 都接受的块大小）"})
     if scale is not None:
         check.scale(function, scale, query.dtype)
         return float(scale)

@@ -55,7 +55,7 @@ def test_the_view_says_what_each_step_loads_in_both_languages():
     assert "Step 2 of 2: key block 1 (keys 16–31), masked: the diagonal block" in text
     assert "lse = m + log ℓ equals torch.logsumexp" in text
     _, text = program_view(block=3, causal=False, step=99)  # clamped to the last step
-    assert "key block 3 (keys 48–55), masked: the ragged last block" in text
+    assert "key block 3 (keys 48–55), masked: the partial last block" in text
     i18n.set_language("zh")
     try:
         _, text = program_view(block=1, causal=True, step=1)

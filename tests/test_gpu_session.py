@@ -1,8 +1,9 @@
 """benchmarks/gpu_session.sh, the one prepared session on a lent GPU machine, run here with a stand-in
 for python that records each command it is given (and whether MPLBACKEND is set for it): the session
-runs the GPU tests, the solution notebooks of lessons 05 to 08 under nbval with the kernel's own
-(inline) plotting backend, then the four benchmarks on the GPU, each within its budget, and nothing
-once the session's time is spent. (The first H200 run had the notebooks inherit the session's
+runs the GPU tests, lesson 09's four notebooks under nbval and its benchmark (float16 and bfloat16),
+the solution notebooks of lessons 05 to 08 under nbval with the kernel's own (inline) plotting
+backend, then the four other benchmarks on the GPU, each within its budget, and nothing once the
+session's time is spent. (The first H200 run had the notebooks inherit the session's
 MPLBACKEND=Agg: every figure cell of 05, 07 and 08 then showed nothing, and nbval reported "Missing
 output fields text/plain".) About a second."""
 
@@ -31,11 +32,19 @@ def _session(tmp_path, **env):
     return finished, [line.split("|", 1) for line in calls.read_text(encoding="utf-8").splitlines()], out
 
 
+LESSON_09 = [f"notebooks/{folder}/09_flash_triton.ipynb" for folder in ("en", "zh", "solutions/en", "solutions/zh")]
+
+
 def test_the_session_runs_the_tests_the_notebooks_and_the_benchmarks_in_that_order(tmp_path):
     finished, calls, out = _session(tmp_path)
     assert finished.returncode == 0, finished.stdout[-2000:] + finished.stderr[-2000:]
     steps = [(backend, args) for backend, args in calls if args.startswith(("-m pytest", "benchmarks/bench_"))]
-    tests, notebooks, *benches = steps
+    tests, lesson09, flash, notebooks, *benches = steps
+    # lesson 09 on the GPU: its four notebooks under nbval (plotting inline), then its benchmark in both dtypes
+    assert "--nbval" in lesson09[1] and lesson09[1].split()[-4:] == LESSON_09 and "-n 4" in lesson09[1], lesson09
+    assert lesson09[0] == "unset"
+    assert flash[1].startswith("benchmarks/bench_flash_triton.py --device cuda"), flash
+    assert f"--out {out}/results" in flash[1] and "--dtypes float16 bfloat16" in flash[1], flash
     assert "-m gpu" in tests[1] and tests[1].endswith("tests/test_gpu.py"), tests
     lessons = [f"notebooks/solutions/en/{name}" for name in
                ("05_probsparse.ipynb", "06_transformer.ipynb", "07_inference_attention.ipynb",
@@ -47,11 +56,30 @@ def test_the_session_runs_the_tests_the_notebooks_and_the_benchmarks_in_that_ord
                                                          ("multihead", "probsparse", "decoding", "tiled")]
     assert all(f"--device cuda --out {out}/results" in args for _, args in benches), benches
     summary = finished.stdout.split("===== summary")[1]
-    for name in ("gpu tests", "notebooks 05-08", "bench_multihead", "bench_tiled"):
+    for name in ("gpu tests", "notebooks 09", "bench_flash_triton", "notebooks 05-08", "bench_multihead",
+                 "bench_tiled"):
         assert any(line.startswith(name) and " ok " in line for line in summary.splitlines()), summary
 
 
 def test_nothing_runs_once_the_sessions_time_is_spent(tmp_path):
     finished, calls, _ = _session(tmp_path, TOTAL="5")
     assert not [args for _, args in calls if args.startswith(("-m pytest", "benchmarks/bench_"))], calls
-    assert finished.stdout.count("not run: the session's 5 s are spent") == 6, finished.stdout[-2000:]
+    assert finished.stdout.count("not run: the session's 5 s are spent") == 8, finished.stdout[-2000:]
+
+
+def _ran(calls):
+    """The steps' last words: the test file, the last notebook, or the benchmark's script."""
+    return [args.split()[0] if args.startswith("benchmarks/") else args.split()[-1] for _, args in calls
+            if args.startswith(("-m pytest", "benchmarks/bench_"))]
+
+
+def test_a_session_of_lesson_09_alone_and_one_without_it(tmp_path):
+    (tmp_path / "only").mkdir()
+    finished, calls, _ = _session(tmp_path / "only", LESSON09="only")
+    assert finished.returncode == 0, finished.stdout[-2000:]
+    assert _ran(calls) == ["tests/test_gpu.py", LESSON_09[-1], "benchmarks/bench_flash_triton.py"], calls
+    (tmp_path / "without").mkdir()
+    finished, calls, _ = _session(tmp_path / "without", LESSON09="0")
+    assert finished.returncode == 0, finished.stdout[-2000:]
+    assert "benchmarks/bench_tiled.py" in _ran(calls), calls
+    assert not [args for _, args in calls if "/09_flash_triton.ipynb" in args or "bench_flash_triton" in args], calls

@@ -321,7 +321,7 @@ HINTS = {
          "zh": "每行保存 m（初值 -inf）、运行和（初值 0）和一个 float32 累加器（初值 0）。每个键块：scores = "
                "tl.dot(q, tl.trans(k)) · scale，超出 L_k 的置为 -inf；m_new = max(m, 行最大值)；alpha = exp(m − m_new)；"
                "p = exp(scores − m_new)；运行和 = 运行和 · alpha + p 的行和；acc = acc · alpha + tl.dot(p, v)。"
-               "最后写回 acc / 运行和与 lse = m + log(运行和)，参差不齐的行要加掩码。"},
+               "最后写回 acc / 运行和与 lse = m + log(运行和)，不满的最后一块里的行要加掩码。"},
     ),
     "09.causal_forward": (
         {"en": "Under a causal mask, a query block never needs a key that comes after its own last query. So where "
@@ -336,17 +336,44 @@ HINTS = {
     ),
     "09.backward_dkdv": (
         {"en": "A program owns one block of keys and values and visits the query blocks. From the saved lse it can "
-               "rebuild every weight it needs without a softmax; what per-row number, computed before the launch, "
+               "rebuild every weight it needs without a softmax; what per-row number, made from blocks it loads, "
                "does the softmax's backward still need?",
          "zh": "一个程序负责一个键块和值块，依次访问各个查询块。用保存的 lse，它不必再做 softmax 就能重建需要的每个权重；"
-               "softmax 的反向传播还需要每行的哪个数，要在启动之前算好？"},
-        {"en": "D = (d_output · output) summed over the features, per query row. Per query block: "
+               "softmax 的反向传播还需要每行的哪个数？它可以由程序读入的哪些块算出来？"},
+        {"en": "D = (d_output · output) summed over the features, per query row, from the two blocks. Per query block: "
                "P = exp(q kᵀ · scale − lse), zero where causal hides a key; dV += Pᵀ d_output; dP = d_output vᵀ; "
                "dS = P (dP − D); dK += dSᵀ q · scale. Accumulate both in float32 and store them once, masked on the "
                "ragged rows.",
          "zh": "D = (d_output · output) 沿特征求和，每个查询行一个。每个查询块：P = exp(q kᵀ · scale − lse)，因果遮住的键处为 0；"
                "dV += Pᵀ d_output；dP = d_output vᵀ；dS = P (dP − D)；dK += dSᵀ q · scale。两者都用 float32 累加，"
-               "最后写回一次，参差不齐的行要加掩码。"},
+               "最后写回一次，不满的最后一块里的行要加掩码。"},
+    ),
+    "09.softmax_blocks": (
+        {"en": "The row no longer fits in one block, and its max is known only after the last one. Which two "
+               "running quantities can a program carry from block to block, and what must happen to the second "
+               "when the first grows?",
+         "zh": "一行已经装不进一个块了，而它的最大值要到最后一块才知道。程序可以从一块带到下一块的是哪两个运行中的量？"
+               "第一个变大时，第二个要怎样处理？"},
+        {"en": "First loop over the row's blocks: load each masked by column < n with other=-inf, m_new = max(m, the "
+               "block's tl.max), ell = ell · exp(m − m_new) + the block's sum of exp(x − m_new), then move m up to "
+               "m_new. "
+               "Second loop: load the same blocks again and store exp(x − m) / ell with the same mask.",
+         "zh": "第一个循环遍历这一行的各块：以“列 < n”为掩码读入，other=-inf；m_new = max(m, 这一块的 tl.max)；"
+               "ell = ell · exp(m − m_new) + 这一块 exp(x − m_new) 的和；再把 m 更新为 m_new。第二个循环再读一遍同样的块，"
+               "用同一个掩码写回 exp(x − m) / ell。"},
+    ),
+    "09.backward_dq": (
+        {"en": "This time a program owns one block of queries and keeps it for the whole loop. Which key blocks does "
+               "it visit (causal or not), and which rows of dS does it need to rebuild on each of them?",
+         "zh": "这一次一个程序负责一个查询块，整个循环都持有它。它要访问哪些键块（因果与否有什么不同）？"
+               "在每个键块上，它要重建 dS 的哪些行？"},
+        {"en": "Load q, d_output and output once; D = (d_output · output) summed over the features. Loop over the "
+               "key blocks up to min(start_q + block_q, L_k) when causal, else L_k: P = exp(q kᵀ · scale − lse), "
+               "zero where causal hides a key or past L_k; dP = d_output vᵀ; dS = P (dP − D); dQ += dS k. Store "
+               "dQ · scale once, masked.",
+         "zh": "只读入一次 q、d_output 和 output；D = (d_output · output) 沿特征求和。遍历键块，因果时到 "
+               "min(start_q + block_q, L_k) 为止，否则到 L_k：P = exp(q kᵀ · scale − lse)，因果遮住的键和超出 L_k "
+               "的位置为 0；dP = d_output vᵀ；dS = P (dP − D)；dQ += dS k。最后把 dQ · scale 写回一次，加掩码。"},
     ),
 }
 

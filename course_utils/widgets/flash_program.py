@@ -46,9 +46,9 @@ TEXT = {
     "no_mask": {"en": "no mask", "zh": "无需掩码"},
     "diagonal": {"en": "masked: the diagonal block (keys after each query hidden)",
                  "zh": "加掩码：对角线块（遮住每个查询之后的键）"},
-    "ragged": {"en": "masked: the ragged last block (positions past key {end} hidden)",
-               "zh": "加掩码：参差不齐的最后一块（遮住键 {end} 之后的位置）"},
-    "both": {"en": "masked: the diagonal block, also the ragged last one", "zh": "加掩码：对角线块，同时是参差不齐的最后一块"},
+    "ragged": {"en": "masked: the partial last block (positions past key {end} hidden)",
+               "zh": "加掩码：不满的最后一块（遮住键 {end} 之后的位置）"},
+    "both": {"en": "masked: the diagonal block, also the partial last one", "zh": "加掩码：对角线块，同时是不满的最后一块"},
     "skipped": {"en": "Never loaded (above the diagonal): key blocks {blocks}.", "zh": "从不读入（在对角线上方）：键块 {blocks}。"},
     "header": {"en": "  row        m        ℓ", "zh": "   行        m        ℓ"},
     "done": {"en": "The loop is over: lse = m + log ℓ equals torch.logsumexp of the row's scaled scores for every "

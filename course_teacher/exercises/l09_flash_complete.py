@@ -1,0 +1,321 @@
+"""Lesson 09's exercises that complete FlashAttention: a softmax over rows longer than one block (the
+bridge from one program per row to the online softmax) and the dQ kernel of the backward.
+
+As in ``l09_flash_triton``, the learner's function launches a kernel of their own and what it returns is
+compared with references written here in plain torch (float64, then float32): values only, since a
+kernel's output is not on autograd's graph, and the dQ exercise's values *are* gradients, compared with
+PyTorch's (tests/test_exercises_l09_complete.py proves the references agree with torch.softmax and with
+autograd's gradient of F.scaled_dot_product_attention). Cases are float32 (the interpreter's NumPy has no
+bfloat16) and a few blocks of 16: a fraction of a second each, interpreted.
+
+- 09.softmax_blocks: (x (R, n), block) -> softmax over the last axis, one program per row looping over
+  the row in blocks of ``block`` (a power of two ≥ 16, smaller than n): a pass that keeps the running max
+  and the running sum (rescaled when the max grows), then a pass that writes exp(x − m) / ℓ. Cases: n not
+  a multiple of the block and a multiple, rows in the thousands and far below zero, a row whose max
+  comes in a late block, −∞ entries.
+- 09.backward_dq: (query, key, value, output, lse, d_output, block_q, block_k, causal) -> d_query: one
+  program per query block looping over the key blocks it sees (causal: up to its diagonal), P recomputed
+  from lse, D = rowsum(dO ∘ O) from the blocks it loads. The split of Triton's fused-attention tutorial. (P recomputed from unscaled
+  scores is caught but not named: its weights reach 1e12 and more, where float32's rounding in the kernel
+  and float64's here part by more than the tolerance.)
+
+The first case of each exercise shows every known mistake but NO_MAX_SHIFT, which only the cases with
+values in the thousands show. Each mistake is emulated block by block as a kernel with that bug computes
+it (tests/test_exercises_l09_complete.py runs a Triton kernel with each bug and checks that the check
+names it). An element the kernel never stores keeps the NaN the texts ask to allocate with.
+"""
+
+import math
+
+import torch
+
+from .registry import Exercise, Mistake, register
+
+NEG_INF = float("-inf")
+
+
+# ----------------------------------------------------------------------------- 09.softmax_blocks
+
+
+def _rows(generator, R, n, *, spread=3.0, offset=0.0, late=None, minus_inf=()):
+    x = torch.randn(R, n, generator=generator, dtype=torch.float64) * spread + offset
+    if late is not None:  # (row, amount): that row's last quarter lifted, so its max comes in a late block
+        row, amount = late
+        x[row, 3 * n // 4:] += amount
+    for r, c in minus_inf:
+        x[r, c] = NEG_INF
+    return x.to(torch.float32)
+
+
+def _blocks_cases(generator):
+    g = generator
+    first = _rows(g, 4, 70, spread=4.0, late=(2, 30.0))  # 70 = 16 · 4 + 6: a partial last block of 6
+    first[1] += 1000.0  # a row in the thousands: exp overflows float32 without the max shift
+    return [
+        (first, 16),  # first: every mistake but NO_MAX_SHIFT's overflow shows (that one too: row 1)
+        (_rows(g, 3, 64, late=(0, 20.0)), 16),  # n a multiple of the block: no partial block
+        (_rows(g, 2, 100, spread=2.0, offset=-1000.0), 32),  # rows far below zero
+        (_rows(g, 2, 45, minus_inf=((0, 3), (1, 40))), 16),  # −∞ entries, one in the partial block
+        (_rows(g, 1, 33, spread=20.0), 32),  # one column past one block
+    ]
+
+
+def _blocks_hidden(generator):
+    g = generator
+    big = _rows(g, 3, 53, late=(1, 25.0))
+    big[0] += 900.0
+    return [(big, 16), (_rows(g, 2, 96, offset=-700.0), 32), (_rows(g, 2, 40, minus_inf=((1, 39),)), 16)]
+
+
+def _blocks_reference(x, block):
+    with torch.no_grad():  # a kernel's output has no graph: values only
+        x = x.double()
+        e = torch.exp(x - x.amax(-1, keepdim=True))  # (the softmax the check forbids, written out)
+        return (e / e.sum(-1, keepdim=True)).to(torch.float32)
+
+
+def _padded(x, block, value):
+    """x (R, n) with its last block filled up to a whole block with `value` (float64)."""
+    n = x.shape[-1]
+    return torch.nn.functional.pad(x.double(), (0, -n % block), value=value)
+
+
+def _blocks_online(x, block, *, rescale=True, pad=NEG_INF, whole_blocks_only=False):
+    """What a two-pass kernel computes (float64): the running max and sum over the blocks, then
+    exp(x − m) / ℓ written block by block; the switches are the mistakes."""
+    R, n = x.shape
+    end = n // block * block if whole_blocks_only else n  # range(0, n // BLOCK * BLOCK, BLOCK): the last left out
+    padded = _padded(x[:, :end], block, pad)
+    m = torch.full((R,), NEG_INF, dtype=torch.float64)
+    ell = torch.zeros(R, dtype=torch.float64)
+    for start in range(0, padded.shape[1], block):
+        xb = padded[:, start:start + block]
+        m_new = torch.maximum(m, xb.amax(-1))
+        safe = torch.where(m_new == NEG_INF, torch.zeros_like(m_new), m_new)
+        ell = (ell * torch.exp(m - safe) if rescale else ell) + torch.exp(xb - safe[:, None]).sum(-1)
+        m = m_new
+    out = torch.full((R, n), float("nan"), dtype=torch.float64)  # as allocated: the text says NaN
+    out[:, :end] = torch.exp(x[:, :end].double() - m[:, None]) / ell[:, None]
+    return out.to(torch.float32)
+
+
+def _blocks_no_shift(x, block):
+    e = torch.exp(x)  # float32, as the kernel: inf past 88, 0 below −104
+    return e / e.sum(-1, keepdim=True)
+
+
+#: What the long-row softmax refuses: torch's softmax and exp-sum routes, and the course's softmaxes.
+BLOCKS_FORBIDDEN = ("torch.softmax", "F.softmax", "Tensor.softmax", "torch.logsumexp", "Tensor.logsumexp",
+                    "course_utils.flash_triton.softmax_rows", "course_utils.masks.masked_softmax",
+                    "course_utils.tiled.online_softmax")
+
+register(
+    Exercise(
+        id="09.softmax_blocks",
+        reference=_blocks_reference,
+        cases=_blocks_cases,
+        hidden=_blocks_hidden,
+        forbidden=BLOCKS_FORBIDDEN,
+        mistakes=(
+            Mistake(
+                "SUM_NOT_RESCALED",
+                lambda x, block: _blocks_online(x, block, rescale=False),
+                {
+                    "en": "The running sum is not rescaled when a later block brings a larger max: what ℓ holds was "
+                    "summed as exp(x − m_old), and the new terms as exp(x − m_new). Multiply it first, "
+                    "ell = ell · exp(m − m_new) + tl.sum(tl.exp(x − m_new), axis=0), then set m = m_new.",
+                    "zh": "后面的块带来更大的最大值时，运行和没有重新缩放：ℓ 里原有的项是按 exp(x − m_old) 加起来的，"
+                    "新加的项却是 exp(x − m_new)。要先乘上缩放因子：ell = ell · exp(m − m_new) + "
+                    "tl.sum(tl.exp(x − m_new), axis=0)，然后再令 m = m_new。",
+                },
+            ),
+            Mistake(
+                "PADDING_AS_ZERO",
+                lambda x, block: _blocks_online(x, block, pad=0.0),
+                {
+                    "en": "The positions past n in the last block were loaded as 0 (tl.load's other=0.0): each adds "
+                    "exp(0 − m) to the sum, and a 0 can even become the row's max. Load them as −∞, "
+                    "tl.load(..., mask=columns < n, other=float('-inf')): exp(−∞) = 0.",
+                    "zh": "最后一块里超出 n 的位置被读成了 0（tl.load 的 other=0.0）：每个都给和加了 exp(0 − m)，"
+                    "0 甚至可能成为这一行的最大值。应把它们读成 −∞：tl.load(..., mask=columns < n, "
+                    "other=float('-inf'))，因为 exp(−∞) = 0。",
+                },
+            ),
+            Mistake(
+                "LAST_BLOCK_MISSING",
+                lambda x, block: _blocks_online(x, block, whole_blocks_only=True),
+                {
+                    "en": "The loops stop before the partial last block: range(0, n // BLOCK * BLOCK, BLOCK) leaves "
+                    "out the last n mod BLOCK columns, which are missing from the sum and never written (they keep "
+                    "their NaN). Loop over range(0, n, BLOCK) and mask the loads and stores with columns < n.",
+                    "zh": "循环在不满的最后一块之前就停了：range(0, n // BLOCK * BLOCK, BLOCK) 漏掉了最后 n mod BLOCK 列，"
+                    "它们既没有加进和里，也从来没有写出（一直是 NaN）。应遍历 range(0, n, BLOCK)，"
+                    "读和写都用 columns < n 作掩码。",
+                },
+            ),
+            Mistake(
+                "NO_MAX_SHIFT",
+                _blocks_no_shift,
+                {
+                    "en": "exp(x) summed without the max: a row whose values pass about 88 overflows float32 "
+                    "(inf / inf = NaN), and one far below zero underflows (0 / 0). Keep the running max m over the "
+                    "blocks, sum exp(x − m) and rescale the sum when m grows.",
+                    "zh": "没有减去最大值就对 exp(x) 求和：某一行的值超过大约 88 时 float32 会溢出（inf / inf = NaN），"
+                    "远小于 0 时又会下溢（0 / 0）。要在各块之间维护运行最大值 m，对 exp(x − m) 求和，m 变大时重新缩放这个和。",
+                },
+            ),
+        ),
+    )
+)
+
+
+# ----------------------------------------------------------------------------- 09.backward_dq
+
+
+def _qkv(generator, BH, L_q, L_k, d, d_v, spread):
+    q = torch.randn(BH, L_q, d, generator=generator, dtype=torch.float64) * spread
+    k = torch.randn(BH, L_k, d, generator=generator, dtype=torch.float64)
+    k = k * torch.linspace(0.5, 2.5, L_k, dtype=torch.float64)[:, None]  # later keys score wider
+    v = torch.randn(BH, L_k, d_v, generator=generator, dtype=torch.float64)
+    return q, k, v
+
+
+def _attention(q, k, v, causal):
+    """softmax(q kᵀ / √d) v and each row's log-sum-exp, float64 (written out: no softmax, no logsumexp)."""
+    s = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), NEG_INF)
+    m = s.amax(-1, keepdim=True)
+    e = torch.exp(s - m)
+    total = e.sum(-1, keepdim=True)
+    return (e / total) @ v, (m + torch.log(total)).squeeze(-1)
+
+
+def _dq_case(generator, BH, L_q, L_k, d, d_v, block_q, block_k, causal, spread=1.0):
+    q, k, v = _qkv(generator, BH, L_q, L_k, d, d_v, spread)
+    output, lse = _attention(q, k, v, causal)
+    d_output = torch.randn(BH, L_q, d_v, generator=generator, dtype=torch.float64)
+    f32 = [t.to(torch.float32) for t in (q, k, v, output, lse, d_output)]
+    return (*f32, block_q, block_k, causal)
+
+
+def _dq_cases(generator):
+    g = generator
+    return [
+        _dq_case(g, 2, 37, 37, 16, 8, 16, 16, True, spread=2.0),  # first: causal, partial last blocks
+        _dq_case(g, 1, 45, 29, 24, 16, 16, 16, False),  # L_q > L_k, d not a power of two
+        _dq_case(g, 1, 20, 50, 16, 16, 16, 32, False, spread=2.0),  # L_q < L_k, block_k > block_q
+        _dq_case(g, 2, 48, 48, 16, 16, 32, 16, True),  # block_q = 2 · block_k: two diagonal key blocks
+    ]
+
+
+def _dq_hidden(generator):
+    g = generator
+    return [_dq_case(g, 1, 33, 33, 16, 12, 16, 16, True), _dq_case(g, 2, 27, 40, 20, 16, 16, 16, False)]
+
+
+def _seen(L_q, L_k, block_q, block_k, causal, whole_blocks_only=False):
+    """(L_q, L_k) bool: the (query, key) pairs a dQ program meets. It loops over the key blocks up to
+    its diagonal (causal: min(start_q + block_q, L_k)) or all of them; with whole_blocks_only, up to
+    the last whole block before that end (a loop that leaves the partial block out)."""
+    starts = torch.arange(L_q) // block_q * block_q  # each query's block start
+    end = torch.clamp(starts + block_q, max=L_k) if causal else torch.full((L_q,), L_k)
+    if whole_blocks_only:
+        end = end // block_k * block_k
+    return torch.arange(L_k)[None, :] < end[:, None]
+
+
+def _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, *, delta="right", times_p=True,
+        scale_dq=True, masked=True, whole_blocks_only=False):
+    """dQ from the saved output and lse (float64), with the switches the mistakes flip."""
+    q, k, v, o, do = (t.double() for t in (query, key, value, output, d_output))
+    scale = 1 / math.sqrt(query.shape[-1])
+    s = q @ k.transpose(1, 2) * scale
+    p = torch.exp(s - lse.double()[..., None])  # the weights, recomputed from lse
+    seen = _seen(query.shape[1], key.shape[1], block_q, block_k, causal, whole_blocks_only)
+    keep = seen & ~torch.ones(p.shape[-2:], dtype=torch.bool).triu(1) if causal and masked else seen
+    p = p.masked_fill(~keep, 0.0)
+    dp = do @ v.transpose(1, 2)
+    D = (do * o).sum(-1) if delta == "right" else torch.zeros_like(lse.double())
+    ds = p * (dp - D[..., None]) if times_p else (dp - D[..., None]).masked_fill(~seen, 0.0)
+    return (ds @ k * (scale if scale_dq else 1.0)).to(query.dtype)
+
+
+def _dq_reference(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    with torch.no_grad():
+        return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal)
+
+
+def _dq_mistake(**switches):
+    def mistake(query, key, value, output, lse, d_output, block_q, block_k, causal):
+        return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, **switches)
+    return mistake
+
+
+register(
+    Exercise(
+        id="09.backward_dq",
+        reference=_dq_reference,
+        cases=_dq_cases,
+        hidden=_dq_hidden,
+        forbidden=("torch.autograd.grad", "Tensor.backward", "torch.matmul", "torch.bmm", "torch.einsum",
+                   "course_utils.flash_triton.flash_backward", "course_utils.tiled.tiled_backward"),
+        mistakes=(
+            Mistake(
+                "NO_D",
+                _dq_mistake(delta="none"),
+                {
+                    "en": "dS = P ∘ dP, without D: the softmax's backward is dS = P ∘ (dP − D), with "
+                    "D = rowsum(dO ∘ O) for each query. Load the query block's O with its dO, "
+                    "delta = tl.sum(do * o, axis=1), and use ds = p * (dp - delta[:, None]).",
+                    "zh": "写成了 dS = P ∘ dP，少了 D：softmax 的反向传播是 dS = P ∘ (dP − D)，每个查询的 "
+                    "D = rowsum(dO ∘ O)。读入 dO 时把这个查询块的 O 也读进来，delta = tl.sum(do * o, axis=1)，"
+                    "再写 ds = p * (dp - delta[:, None])。",
+                },
+            ),
+            Mistake(
+                "DS_WITHOUT_P",
+                _dq_mistake(times_p=False),
+                {
+                    "en": "dS = dP − D, without the weights: the softmax's backward multiplies by P, "
+                    "dS = P ∘ (dP − D), so a key of weight 0 (masked, or far below the others) adds nothing to dQ. "
+                    "ds = p * (dp - delta[:, None]).",
+                    "zh": "写成了 dS = dP − D，少乘了权重：softmax 的反向传播要乘上 P，dS = P ∘ (dP − D)，"
+                    "所以权重为 0 的键（被遮住的，或者远小于其他键的）对 dQ 没有贡献。应为 ds = p * (dp - delta[:, None])。",
+                },
+            ),
+            Mistake(
+                "DQ_UNSCALED",
+                _dq_mistake(scale_dq=False),
+                {
+                    "en": "dQ misses the scale: S = Q Kᵀ · scale, so dQ = dS K · scale. Multiply once, when you "
+                    "store it.",
+                    "zh": "dQ 少乘了缩放：S = Q Kᵀ · scale，所以 dQ = dS K · scale。在写回时乘一次就行。",
+                },
+            ),
+            Mistake(
+                "CAUSAL_UNMASKED",
+                _dq_mistake(masked=False),
+                {
+                    "en": "With causal=True the loop stops at the diagonal, but the recomputed P is not masked in "
+                    "the diagonal block: the forward gave the keys after a query weight 0, so the backward must too, "
+                    "p = tl.where(columns[None, :] <= rows[:, None], p, 0.0).",
+                    "zh": "causal=True 时循环停在了对角线处，但在对角线块里重新算出的 P 没有加掩码：前向给查询之后的键的权重是 0，"
+                    "反向也必须如此，p = tl.where(columns[None, :] <= rows[:, None], p, 0.0)。",
+                },
+            ),
+            Mistake(
+                "LAST_KEY_BLOCK_MISSING",
+                _dq_mistake(whole_blocks_only=True),
+                {
+                    "en": "The loop over the key blocks leaves out the partial last block: range(0, L_k // BLOCK_K "
+                    "* BLOCK_K, BLOCK_K) stops before it, so the last L_k mod BLOCK_K keys add nothing to dQ. Loop "
+                    "over range(0, end, BLOCK_K) and mask the loads with columns < L_k.",
+                    "zh": "对键块的循环漏掉了不满的最后一块：range(0, L_k // BLOCK_K * BLOCK_K, BLOCK_K) 在它之前就停了，"
+                    "所以最后 L_k mod BLOCK_K 个键对 dQ 没有贡献。应遍历 range(0, end, BLOCK_K)，读取时用 "
+                    "columns < L_k 作掩码。",
+                },
+            ),
+        ),
+    )
+)
