@@ -36,7 +36,13 @@ from .i18n import pick
 #: says so with ``tl.dot(a, b, input_precision="tf32")``.
 DOT_PRECISION = "ieee"
 
-_MISSING = {
+_MISSING = {  # where Triton has wheels (Linux): it is only not installed yet
+    "en": "Triton is not installed here yet. The course leaves it out of the first install (it adds about 1 GB and "
+          "serves lesson 09 only): run `make triton` in the course's folder, then restart this notebook's kernel.",
+    "zh": "这里还没有安装 Triton。课程的首次安装不包含它（它另占大约 1 GB，只有第 09 课用到）：请在课程文件夹里运行 "
+          "`make triton`，然后重启这个笔记本的内核。",
+}
+_UNSUPPORTED = {  # where Triton publishes no wheels at all
     "en": "Triton is not installed here: it exists for Linux on x86-64 and aarch64 only, so lesson 09's "
           "kernels cannot run on macOS or Windows. Open the lesson on Colab or Binder (their links are in the "
           "course map) or on a Linux machine; the outputs saved in this notebook stay readable meanwhile.",
@@ -44,6 +50,10 @@ _MISSING = {
           "Windows 上运行。请在 Colab 或 Binder 上打开本课（链接见课程地图），或者换一台 Linux 机器；在此之前，"
           "笔记本里保存的输出照样可以阅读。",
 }
+
+
+def _why_missing():
+    return _MISSING if sys.platform.startswith("linux") else _UNSUPPORTED
 
 
 class TritonMissing(ImportError):
@@ -76,7 +86,7 @@ def load():
     try:
         import triton
     except ImportError as error:
-        raise TritonMissing(pick(_MISSING)) from error
+        raise TritonMissing(pick(_why_missing())) from error
     triton_compile.snapshot()  # triton.language before any kernel ran: the interpreter leaves it patched
     knobs = getattr(triton, "knobs", None)
     if knobs is not None and interpret:
@@ -114,13 +124,13 @@ def available():
 
 def missing_message():
     """The sentence ``TritonMissing`` carries, in the notebook's language."""
-    return pick(_MISSING)
+    return pick(_why_missing())
 
 
 def device():
-    """Where lesson 09's tensors go: the GPU when one is there (kernels compile for it), else the CPU (the
-    interpreter runs them). Checks and timing cells make their cases here."""
-    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    """Where lesson 09's tensors go: the GPU when kernels compile for one, else the CPU (the interpreter runs
+    them there, also on a GPU machine with TRITON_INTERPRET=1). Checks and timing cells make their cases here."""
+    return torch.device("cpu") if wants_interpreter() else torch.device("cuda")
 
 
 def interpreted():

@@ -205,14 +205,20 @@ def test_without_a_gpu_the_interpreter_is_on_whatever_the_environment_says(monke
     assert flash_triton._softmax_kernel.__class__.__name__ == "InterpretedFunction"
 
 
-def test_where_triton_is_missing_the_sentence_says_where_to_go(monkeypatch):
-    monkeypatch.setitem(sys.modules, "triton", None)  # what `import triton` meets on macOS or Windows
-    with pytest.raises(triton_setup.TritonMissing, match="Linux on x86-64 and aarch64.*Colab or Binder"):
+@pytest.mark.parametrize("platform, said", [
+    ("darwin", ("Linux on x86-64 and aarch64.*Colab or Binder", "Colab 或 Binder")),
+    ("win32", ("Linux on x86-64 and aarch64.*Colab or Binder", "Colab 或 Binder")),
+    ("linux", ("not installed here yet.*make triton.*restart", "make triton")),
+])
+def test_where_triton_is_missing_the_sentence_says_what_to_do(monkeypatch, platform, said):
+    monkeypatch.setitem(sys.modules, "triton", None)  # what `import triton` meets where it is not installed
+    monkeypatch.setattr(sys, "platform", platform)
+    with pytest.raises(triton_setup.TritonMissing, match=said[0]):
         triton_setup.load()
     assert not triton_setup.available()
     i18n.set_language("zh")
     try:
-        assert "Colab 或 Binder" in triton_setup.missing_message()
+        assert said[1] in triton_setup.missing_message()
     finally:
         i18n.set_language("en")
 

@@ -40,9 +40,5 @@ def test_matching_decks_pass():
 
 
 @pytest.mark.parametrize("lesson", sorted(build.lessons()))
-def test_every_lessons_two_decks_have_the_same_slides(lesson, request):
-    if lesson == "09":
-        # lesson 09's Chinese cells carry no slide markers until the lesson09 branch adds them
-        reason = "lesson 09's Chinese slide markers: branch lesson09"
-        request.applymarker(pytest.mark.xfail(reason=reason, strict=False))
+def test_every_lessons_two_decks_have_the_same_slides(lesson):
     assert build.slide_structure_problems(lesson, jupytext.read(build.lessons()[lesson])) == []

@@ -88,7 +88,7 @@ DIAGRAMS = {
                                 "a running max, a running sum and an accumulator, updated tile by tile, then the "
                                 "output and the log-sum-exp",
                                 "因果分块注意力：查询分块 × 键/值分块的网格，对角线以下的分块直接计算，对角线上的分块加掩码，"
-                                "对角线以上的分块跳过；每个查询分块保留运行最大值、运行和与累加器，逐块更新，最后得到输出和 "
+                                "对角线以上的分块跳过；每个查询分块保留运行最大值、累计和与累加器，逐块更新，最后得到输出和 "
                                 "log-sum-exp")),
     "09_programs": (programs, label("A Triton kernel's grid: one program per query block; in the GPU's main memory "
                                     "(HBM) Q, K, V and O as blocks; program 2 loads its query block once into its "
@@ -96,8 +96,8 @@ DIAGRAMS = {
                                     "with its running max, sum and accumulator, and writes its output block and "
                                     "log-sum-exp once",
                                     "Triton 核函数的网格：每个查询块一个程序；GPU 主存（HBM）里的 Q、K、V 和 O 都分成块；"
-                                    "程序 2 把自己的查询块读入高速存储（SRAM）一次，让键块和值块一块一块地流过，"
-                                    "同时保留运行最大值、运行和与累加器，最后把输出块和 log-sum-exp 各写回一次")),
+                                    "程序 2 把自己的查询块读入片上存储（SRAM）一次，让键块和值块一块一块地流过，"
+                                    "同时保留运行最大值、累计和与累加器，最后把输出块和 log-sum-exp 各写回一次")),
 }
 
 

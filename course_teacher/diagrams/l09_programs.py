@@ -7,7 +7,7 @@ from .sheet import GREY, INK, MASK, PANEL, QKV, RESULT, SIZE, SMALL, TENSOR, She
 
 PROGRAMS = {
     "title": label("One program per query block: keys and values stream through fast memory",
-                   "每个查询块一个程序：键和值依次流过高速存储"),
+                   "每个查询块一个程序：键和值依次流过片上存储"),
     "grid": label("the grid", "网格"),
     "program": label("program", "程序"),
     "hbm": label("HBM: the GPU's main memory (large, slow)", "HBM：GPU 的主存（大而慢）"),

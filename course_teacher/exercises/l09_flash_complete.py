@@ -124,7 +124,7 @@ register(
                     "en": "The running sum is not rescaled when a later block brings a larger max: what ℓ holds was "
                     "summed as exp(x − m_old), and the new terms as exp(x − m_new). Multiply it first, "
                     "ell = ell · exp(m − m_new) + tl.sum(tl.exp(x − m_new), axis=0), then set m = m_new.",
-                    "zh": "后面的块带来更大的最大值时，运行和没有重新缩放：ℓ 里原有的项是按 exp(x − m_old) 加起来的，"
+                    "zh": "后面的块带来更大的最大值时，累计和没有重新缩放：ℓ 里原有的项是按 exp(x − m_old) 加起来的，"
                     "新加的项却是 exp(x − m_new)。要先乘上缩放因子：ell = ell · exp(m − m_new) + "
                     "tl.sum(tl.exp(x − m_new), axis=0)，然后再令 m = m_new。",
                 },

@@ -486,7 +486,7 @@ register(
                     "en": "The running sum is rescaled when the max grows, but the accumulator is not: "
                     "acc + tl.dot(p, v) instead of acc · alpha[:, None] + tl.dot(p, v), alpha = exp(m_old − m_new). "
                     "What acc holds was summed with the old max, exactly as ell was.",
-                    "zh": "最大值变大时只重新缩放了运行和，没有缩放累加器：写成了 acc + tl.dot(p, v)，"
+                    "zh": "最大值变大时只重新缩放了累计和，没有缩放累加器：写成了 acc + tl.dot(p, v)，"
                     "应为 acc · alpha[:, None] + tl.dot(p, v)，其中 alpha = exp(m_old − m_new)。acc 里的内容和 ell 一样，"
                     "是按旧的最大值求和的。",
                 },

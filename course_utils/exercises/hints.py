@@ -318,10 +318,10 @@ HINTS = {
                "alpha = exp(m − m_new); p = exp(scores − m_new); sum = sum · alpha + row sum of p; "
                "acc = acc · alpha + tl.dot(p, v). At the end store acc / sum and lse = m + log(sum), masked on the "
                "ragged rows.",
-         "zh": "每行保存 m（初值 -inf）、运行和（初值 0）和一个 float32 累加器（初值 0）。每个键块：scores = "
+         "zh": "每行保存 m（初值 -inf）、累计和（初值 0）和一个 float32 累加器（初值 0）。每个键块：scores = "
                "tl.dot(q, tl.trans(k)) · scale，超出 L_k 的置为 -inf；m_new = max(m, 行最大值)；alpha = exp(m − m_new)；"
-               "p = exp(scores − m_new)；运行和 = 运行和 · alpha + p 的行和；acc = acc · alpha + tl.dot(p, v)。"
-               "最后写回 acc / 运行和与 lse = m + log(运行和)，不满的最后一块里的行要加掩码。"},
+               "p = exp(scores − m_new)；累计和 = 累计和 · alpha + p 的行和；acc = acc · alpha + tl.dot(p, v)。"
+               "最后写回 acc / 累计和与 lse = m + log(累计和)，不满的最后一块里的行要加掩码。"},
     ),
     "09.causal_forward": (
         {"en": "Under a causal mask, a query block never needs a key that comes after its own last query. So where "

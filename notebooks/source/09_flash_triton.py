@@ -98,7 +98,7 @@ from course_utils import flash_triton  # noqa: E402
 # 本课的张量放在哪里：GPU 编译核函数，只接受它自己的张量；解释器（没有 GPU，或设置了 TRITON_INTERPRET=1）
 # 在 CPU 张量上运行核函数
 # lang: end
-device = "cpu" if triton_setup.interpreted() else "cuda"
+device = triton_setup.device()
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 1. The GPU in one picture
@@ -129,7 +129,7 @@ device = "cpu" if triton_setup.interpreted() else "cuda"
 #
 # GPU 由许多小处理器组成（H200 上有 132 个，本课的每个数字都是在 H200 上测得的），旁边是又大又慢的显存（HBM：H200 上有 141 GB，读取速度约每秒 4.8 TB），每个处理器上还有一块又小又快的片上存储（SRAM：除寄存器外，最多 228 KB 共享内存，读起来快许多倍）。Triton 的**核函数**是一个**程序**的代码；一次**启动**会运行由许多程序组成的**网格**，每个程序处理 `tl.program_id` 指定给它的那一块数据。在程序内部，一切都是块：`tl.arange(0, 64)` 一次就是 64 个位置，`tl.load` 把一块数据从 HBM 读进寄存器，`tl.dot` 把两块相乘，`tl.store` 把一块写回去。对 float16 和 bfloat16，以及允许把输入舍入到 TF32 的 float32（GPU 的默认做法），`tl.dot` 在**张量核心**上运行；如果要求 float32 达到 IEEE 精度，即 `tl.dot(a, b, input_precision="ieee")`（本课的每个检查都需要这样），它就改在普通的 float32 运算单元上运行，要慢好几倍。
 #
-# ![Triton 核函数的网格：每个查询块一个程序；GPU 主存（HBM）里的 Q、K、V 和 O 都分成块；程序 2 把自己的查询块读入高速存储（SRAM）一次，让键块和值块一块一块地流过，同时保留运行最大值、运行和与累加器，最后把输出块和 log-sum-exp 各写回一次](../../images/09_programs_zh.svg)
+# ![Triton 核函数的网格：每个查询块一个程序；GPU 主存（HBM）里的 Q、K、V 和 O 都分成块；程序 2 把自己的查询块读入片上存储（SRAM）一次，让键块和值块一块一块地流过，同时保留运行最大值、累计和与累加器，最后把输出块和 log-sum-exp 各写回一次](../../images/09_programs_zh.svg)
 #
 # 决定快慢的是两个数。一次启动在做任何工作之前就要花几微秒；而注意力里除了两次矩阵乘法以外的步骤，每搬运一个字节大约只做一次浮点运算，芯片却能做几百次。第 08 课的循环每个分块要启动好几个核函数，每个分块的分数都要经过 HBM 来回搬运；一个融合的核函数只启动一次，分数始终留在 SRAM 里。下面的单元在这台机器上测量第一个数，即一次几乎不做事的 torch 调用要花多少时间，并打印提交在课程里的 GPU 数字：在那块 GPU 上调用一次几乎不做事的 Triton 核函数的 Python 包装函数要花多少时间（包装函数的检查和启动合在一起），以及第 08 课的分块与 PyTorch 核函数的对比。
 
@@ -247,7 +247,7 @@ check("09.softmax_kernel", softmax_rows)
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="ebb67686c3"
 # ### 比一个块还长的行
 #
-# 每行一个程序、把整行作为一个块读入：对长 37 的一行没有问题，对长 100,000 的一行就不行了，那样的块装不进一个程序的寄存器。更长的行要按每块 `BLOCK` 列一块接一块地读，而减去最大值所需的那个最大值，要到读完最后一块才知道。第 08 课的在线 softmax 不需要预先知道它：维护运行最大值 $m$ 和运行和 $\ell = \sum e^{x - m}$。某一块带来更大的最大值 $m'$ 时，$\ell$ 里原有的项是按旧的最大值加起来的，所以 $\ell \leftarrow \ell\, e^{m - m'} + \sum_\text{块} e^{x - m'}$。读完最后一块后，再遍历一遍，写出 $e^{x - m} / \ell$。这就是 FlashAttention 的诀窍，只不过用在一行上：后面的前向核函数带着同样的 $m$ 和 $\ell$ 走过各个键块，旁边再加一个累加器，于是连第二遍都不需要了。
+# 每行一个程序、把整行作为一个块读入：对长 37 的一行没有问题，对长 100,000 的一行就不行了，那样的块装不进一个程序的寄存器。更长的行要按每块 `BLOCK` 列一块接一块地读，而减去最大值所需的那个最大值，要到读完最后一块才知道。第 08 课的在线 softmax 不需要预先知道它：维护运行最大值 $m$ 和累计和 $\ell = \sum e^{x - m}$。某一块带来更大的最大值 $m'$ 时，$\ell$ 里原有的项是按旧的最大值加起来的，所以 $\ell \leftarrow \ell\, e^{m - m'} + \sum_\text{块} e^{x - m'}$。读完最后一块后，再遍历一遍，写出 $e^{x - m} / \ell$。这就是 FlashAttention 的诀窍，只不过用在一行上：后面的前向核函数带着同样的 $m$ 和 $\ell$ 走过各个键块，旁边再加一个累加器，于是连第二遍都不需要了。
 
 # %% [markdown] tags=["lang-en"]
 # ### Exercise 2: the softmax of long rows
@@ -266,7 +266,7 @@ check("09.softmax_kernel", softmax_rows)
 # %% [markdown] tags=["lang-zh"] en_hash="342fc34e2e"
 # ### 练习 2：长行的 softmax
 #
-# 写出 `softmax_blocks(x, block)`，x 是形状为 $(R, n)$ 的 float32 张量，`block` 是小于 $n$、不小于 16 的 2 的幂：在函数内部定义一个核函数（用 `triton.jit` 装饰），每行一个程序，按每块 `block` 列把这一行走两遍：第一遍维护运行最大值和运行和，第二遍写出权重。返回每一行沿最后一维的 softmax，形状 $(R, n)$，float32，用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的列会显现出来。检查会用 Triton 的解释器运行你的核函数，测试用例里有最大值出现在靠后的块里的行、数值上千的行和远小于 0 的行，$n$ 有是块大小整数倍的也有不是的，还有 −∞ 元素；检查只比较数值。检查不接受 `torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`，也不接受课程自带的 `flash_triton.softmax_rows`、`masks.masked_softmax` 和 `tiled.online_softmax`。
+# 写出 `softmax_blocks(x, block)`，x 是形状为 $(R, n)$ 的 float32 张量，`block` 是小于 $n$、不小于 16 的 2 的幂：在函数内部定义一个核函数（用 `triton.jit` 装饰），每行一个程序，按每块 `block` 列把这一行走两遍：第一遍维护运行最大值和累计和，第二遍写出权重。返回每一行沿最后一维的 softmax，形状 $(R, n)$，float32，用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的列会显现出来。检查会用 Triton 的解释器运行你的核函数，测试用例里有最大值出现在靠后的块里的行、数值上千的行和远小于 0 的行，$n$ 有是块大小整数倍的也有不是的，还有 −∞ 元素；检查只比较数值。检查不接受 `torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`，也不接受课程自带的 `flash_triton.softmax_rows`、`masks.masked_softmax` 和 `tiled.online_softmax`。
 
 # %% tags=["exercise"] exercise="09.softmax_blocks"
 def softmax_blocks(x, block):
@@ -411,7 +411,7 @@ check("09.matmul_kernel", matmul)
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="fb3fae0474"
 # ## 4. 前向核函数
 #
-# 一个程序负责某个（批量·头）中的一块 `BLOCK_Q` 个查询：`tl.program_id(0)` 是它的查询块，`tl.program_id(1)` 是它的批量·头。它只读入一次自己的查询，然后带着第 08 课里每个查询的状态走过各个键块：运行最大值 `m`、运行和 `ell` 和累加器 `acc`；最大值变大时，`acc` 和 `ell` 都要乘上 `alpha = exp(m_old − m_new)` 缩小。最后它写出 `acc / ell` 和反向传播需要的 log-sum-exp `m + log(ell)`。最后一个键块会越过 $L_k$：越过末尾的那些键读成 0，它们的分数必须设成 −∞。
+# 一个程序负责某个（批量·头）中的一块 `BLOCK_Q` 个查询：`tl.program_id(0)` 是它的查询块，`tl.program_id(1)` 是它的批量·头。它只读入一次自己的查询，然后带着第 08 课里每个查询的状态走过各个键块：运行最大值 `m`、累计和 `ell` 和累加器 `acc`；最大值变大时，`acc` 和 `ell` 都要乘上 `alpha = exp(m_old − m_new)` 缩小。最后它写出 `acc / ell` 和反向传播需要的 log-sum-exp `m + log(ell)`。最后一个键块会越过 $L_k$：越过末尾的那些键读成 0，它们的分数必须设成 −∞。
 
 # %% [markdown] tags=["lang-en"]
 # Forget the mask on that last block and a compiled kernel reads past the tensor's end: whatever lies
@@ -1067,7 +1067,7 @@ half_error = ((p.half().float() @ v) - p @ v).abs().max().item()
 # (and 1 % more: float32's own rounding of the two sums)
 # lang: zh
 # 每个权重的变化至多是它自身的 2⁻¹¹，而权重之和为 1：所以输出的变化至多为 2⁻¹¹ · max|v|
-# （再加 1 %：两次求和本身在 float32 中的舍入）
+# （再加 1%：两次求和本身在 float32 中的舍入）
 # lang: end
 bound = 2 ** -11 * v.abs().max().item() * 1.01
 # lang: en
@@ -1109,7 +1109,7 @@ if gpu is not None:
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="4e9138f5d7"
 # ## 9. 探索器：一个程序走过它的键块
 #
-# 选一个查询块，再选注意力是否因果，然后拖动滑块：这个程序一块接一块地读入它的键块。左图显示它已经读入的块、正在读入的块，以及从不读入的块（因果时对角线上方的所有块）；下方的文字说明哪些块需要掩码（对角线块，以及只有 8 个键、不满的最后一块），并列出它 16 行各自的运行最大值 $m$ 和运行和 $\ell$。某一块带来更大的最大值时，$\ell$ 先乘上 $e^{m_\text{old} - m_\text{new}} < 1$，再加上这一块自己的和，所以 $\ell$ 可能变小，也可能变大；再核对一下：最后一步结束时，$m + \log \ell$ 就是核函数存下的 lse。
+# 选一个查询块，再选注意力是否因果，然后拖动滑块：这个程序一块接一块地读入它的键块。左图显示它已经读入的块、正在读入的块，以及从不读入的块（因果时对角线上方的所有块）；下方的文字说明哪些块需要掩码（对角线块，以及只有 8 个键、不满的最后一块），并列出它 16 行各自的运行最大值 $m$ 和累计和 $\ell$。某一块带来更大的最大值时，$\ell$ 先乘上 $e^{m_\text{old} - m_\text{new}} < 1$，再加上这一块自己的和，所以 $\ell$ 可能变小，也可能变大；再核对一下：最后一步结束时，$m + \log \ell$ 就是核函数存下的 lse。
 
 # %% tags=["nbval-ignore-output"]
 program_explorer(block=2, causal=True)
