@@ -50,6 +50,7 @@ from ..i18n import message, pick
 from . import public
 from .hints import HINTS
 from .compare import difference, gap, tensors
+from .rules import AFTER_VALUES, REFUSAL_CODES
 from .sandbox import Sandbox, TimeLimit
 
 PASSED, FAILED, NOT_ATTEMPTED, CRASHED = "passed", "failed", "not attempted", "crashed"
@@ -173,6 +174,7 @@ class Reference:
             "weights": [list(case.weights) for case in self.cases],
             "forbidden": list(self.forbidden),
             "largest": [case.largest for case in self.cases],
+            "exercise": self.exercise,
         }
 
 
@@ -186,6 +188,7 @@ class _Raised:
     error: BaseException = None
     record: dict = None
     time_limit: bool = False  # it was the time limit
+    note: str = None  # a sentence that explains the error better than its own first line (a Triton kernel's)
 
     @property
     def name(self):
@@ -198,7 +201,9 @@ class _Raised:
 
     @property
     def text(self):
-        return _first_line(self.error) if self.record is None else self.record["text"]
+        if self.record is not None:
+            return self.record["text"]
+        return _shorten(self.note, 400) if self.note else _first_line(self.error)
 
     @property
     def not_implemented(self):
@@ -232,6 +237,8 @@ class Outcomes:
     used_T = property(lambda self: self.sandbox.used_T)
     changed = property(lambda self: list(self.sandbox.changed))
     printed = property(lambda self: self.sandbox.printed)
+    refused = property(lambda self: [list(r) for r in self.sandbox.refused])
+    compiler_text = property(lambda self: self.sandbox.compiler_text)
 
     def on_graph(self, tensor):
         return _on_graph(tensor)
@@ -266,7 +273,9 @@ def _collect(calls, function, time_limit, eager):
     count = len(calls["args"][0]) if calls["args"] else 0
     names = names_of(function, count)
     measure = any(limit is not None for limit in calls.get("largest", ()))
-    sandbox = Sandbox(tuple(calls["forbidden"]), time_limit, measure=measure)
+    exercise = calls.get("exercise")
+    sandbox = Sandbox(tuple(calls["forbidden"]), time_limit, measure=measure,
+                      exercise=exercise if type(exercise) is str else None)
     results, inputs, modified, sizes = [], [], [], []  # per case: what the function returned (or _Raised), its
     for args in calls["args"]:  # leaf inputs, the arguments it changed, the largest tensor it made
         leaves, fresh = copies(args, grad=calls["differentiable"])
@@ -278,7 +287,7 @@ def _collect(calls, function, time_limit, eager):
         except KeyboardInterrupt:
             raise
         except BaseException as error:  # noqa: BLE001 (any learner error, SystemExit too, becomes a verdict)
-            results.append(_Raised(error))
+            results.append(_Raised(error, note=_explained(error) if sandbox.kernel else None))
         inputs.append(leaves)
         modified.append([] if sandbox.timed_out else changed_arguments(args, fresh))
         sizes.append(sandbox.largest)
@@ -292,6 +301,15 @@ def _collect(calls, function, time_limit, eager):
             if isinstance(found, _Raised) and found.time_limit:
                 break  # the judge stops at the first case whose gradients run out of time
     return outcomes
+
+
+def _explained(error):
+    """What course_utils.triton_launches makes of an error a Triton kernel raised, where Triton was loaded."""
+    launches = sys.modules.get("course_utils.triton_launches")
+    try:
+        return launches.explain(error) if launches is not None else None
+    except Exception:  # noqa: BLE001 (no explanation: the error's own first line is quoted)
+        return None
 
 
 class _Impostor:
@@ -369,6 +387,9 @@ def _judge(exercise, cases, outcomes, mistakes, tolerance, returns=()):
     if forbidden_calls:
         names = _list(f"`{name}`" for name in dict.fromkeys(forbidden_calls))
         return FAILED, message("check.forbidden", exercise=exercise, names=names), "FORBIDDEN"
+    refused = _refusal(exercise, outcomes, lambda code: code not in AFTER_VALUES)
+    if refused:
+        return refused
     for case, positions in zip(cases, outcomes.modified):
         if positions:
             return FAILED, _input_modified(exercise, case, positions[0]), "INPUT_MODIFIED"
@@ -377,7 +398,8 @@ def _judge(exercise, cases, outcomes, mistakes, tolerance, returns=()):
         differences = [difference(case.expected, got, tolerance, returns=returns) for case, got in zip(cases, results)]
         if not any(differences):
             verdict = _judge_gradients(exercise, cases, outcomes, tolerance, returns)
-            return (verdict[0] == PASSED and _judge_sizes(exercise, cases, outcomes)) or verdict
+            return (verdict[0] == PASSED and (_judge_sizes(exercise, cases, outcomes)
+                                              or _refusal(exercise, outcomes, AFTER_VALUES.__contains__))) or verdict
     for mistake in mistakes:
         if reproduces(mistake, results, tolerance):
             text = message("check.mistake", exercise=exercise, code=mistake.code, hint=pick(mistake.hint))
@@ -434,6 +456,17 @@ def _judge_gradients(exercise, cases, outcomes, tolerance, returns=()):
                 text = message(key, exercise=exercise, case=case.number, args=case.label, name=name, **found[1])
                 return FAILED, text, "GRADIENT"
     return PASSED, message("check.passed", exercise=exercise, cases=len(cases)), None
+
+
+def _refusal(exercise, outcomes, which):
+    """(FAILED, message, code) for the first refusal (rules.REFUSAL_CODES order) that `which(code)` selects, or None."""
+    refused = [r for r in getattr(outcomes, "refused", ()) if which(r[0])]
+    if not refused:
+        return None
+    code, detail = min(refused, key=lambda r: REFUSAL_CODES.index(r[0]))
+    if code == "COMPILER_REFUSED":
+        detail = getattr(outcomes, "compiler_text", None) or ""
+    return FAILED, message(f"check.refused.{code}", exercise=exercise, detail=detail), code
 
 
 def _judge_sizes(exercise, cases, outcomes):
