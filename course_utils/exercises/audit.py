@@ -45,6 +45,11 @@ class Refused(BaseException):
     """What a refused operation raises inside the learner's function (the check's verdict names it)."""
 
 
+class ThreadRefused(RuntimeError):
+    """What starting a thread raises: an Exception, which threading.Thread.start cleans up after (its
+    bookkeeping would keep a thread that never started); the refusal is recorded all the same."""
+
+
 class Guard:
     """``with Guard(found): function(*args)``: refusals recorded in `found` as [code, detail] pairs."""
 
@@ -78,7 +83,7 @@ class Guard:
 
     def _thread(self, *args, **kwargs):
         self.refuse("THREAD", "threading")
-        raise Refused("thread")
+        raise ThreadRefused("thread")
 
     def applies(self):
         """Whether the running thread is watched: the check's, or one that started during the call."""

@@ -142,8 +142,10 @@ REFUSAL_CODES = ("EVALUATOR", "PROCESS", "NATIVE", "SOCKET", "THREAD", "IMPORT",
                  "OPERATION", "SOLVER",
                  "NO_LAUNCH", "TORCH_IN_KERNEL", "TORCH_OUTSIDE_KERNEL", "FOREIGN_DATA", "COMPILER_REFUSED",
                  "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN")
-#: Those the judge reads only once the values are right (a wrong answer's own mistake is named first).
-AFTER_VALUES = ("INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN")
+#: Those the judge reads only once the values are right: a wrong answer's own mistake is named first (a plain
+#: torch answer with a known mistake learns its mistake; once right, it learns that the kernel must compute it).
+AFTER_VALUES = ("NO_LAUNCH", "TORCH_IN_KERNEL", "TORCH_OUTSIDE_KERNEL", "FOREIGN_DATA", "COMPILER_REFUSED",
+                "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN")
 
 
 def forbidden_operations(exercise):
