@@ -136,7 +136,7 @@ def _origin(guard, importer=False):
     if importer:
         module = frame.f_globals.get("__name__")
         return type(module) is str and module.partition(".")[0] in _IMPORTERS and _defined_in(frame, module)
-    return id(frame.f_code) in _triton_codes()
+    return is_triton(frame)
 
 
 def _defined_in(frame, module):
@@ -145,9 +145,18 @@ def _defined_in(frame, module):
     return loaded is not None and vars(loaded) is frame.f_globals
 
 
-def is_triton(code):
-    """Whether `code` is one of Triton's own code objects (or of the course's triton_* modules)."""
-    return id(code) in _triton_codes()
+def is_triton(frame):
+    """Whether `frame` runs Triton's own code (or the course's triton_* modules'): one of their code objects, or
+    (for a function the course wrapped, whose code only a closure still holds) code from one of their files
+    run with that module's own globals."""
+    if id(frame.f_code) in _triton_codes():
+        return True
+    module = frame.f_globals.get("__name__")
+    if type(module) is not str or not (module.partition(".")[0] == "triton" or module in _TRITON_MODULES):
+        return False
+    loaded = sys.modules.get(module)
+    return loaded is not None and vars(loaded) is frame.f_globals and \
+        getattr(loaded, "__file__", None) == frame.f_code.co_filename
 
 
 _codes = [0, {}]  # (how many Triton modules were walked, {id(code): code})

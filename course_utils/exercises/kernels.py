@@ -27,6 +27,7 @@ from . import audit, rules
 
 _storage, _data_ptr = torch.Tensor.untyped_storage, torch.UntypedStorage.data_ptr
 _getframe = sys._getframe
+_INSTRUMENTS = __name__.rpartition(".")[0] + "."  # the check's own modules (its name watcher sits between)
 
 
 def _address(tensor):
@@ -85,6 +86,8 @@ class Ledger:
         if name not in rules.KERNEL_ALLOWED:
             self.refuse("TORCH_OUTSIDE_KERNEL", shown)
             return
+        if name in rules.KERNEL_FOREIGN:
+            return  # its result is data from outside torch: never known
         sources = {a for a in map(_address, _tensors((args, kwargs), [])) if a is not None}
         if name in rules.KERNEL_COPIES:
             if any(a not in self.origins for a in sources):
@@ -143,8 +146,8 @@ def _triton_side(frame):
     """Whether the operation came from Triton's own code (past torch's frames), not from a kernel's body."""
     while frame is not None:
         module = frame.f_globals.get("__name__")
-        if not (type(module) is str and module.partition(".")[0] == "torch"):
-            return audit.is_triton(frame.f_code)
+        if not (type(module) is str and (module.partition(".")[0] == "torch" or module.startswith(_INSTRUMENTS))):
+            return audit.is_triton(frame)
         frame = frame.f_back
     return False
 

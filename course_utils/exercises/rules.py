@@ -60,9 +60,11 @@ FORBIDDEN_OPERATIONS = {
     "08.causal_tiles": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
     "08.tiled_backward": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
     "09.softmax_kernel": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
+    "09.softmax_blocks": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
     "09.flash_forward": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
     "09.causal_forward": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
     "09.backward_dkdv": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
+    "09.backward_dq": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
 }
 
 # ----------------------------------------------------------------------------- functions that solve an exercise
@@ -87,16 +89,20 @@ SOLVERS = {
     "08.causal_tiles": _ATTENTION,
     "08.tiled_backward": _ATTENTION + ("course_utils.tiled.tiled_backward",),
     "09.softmax_kernel": _SOFTMAXES + _ATTENTION + _TRITON_ATTENTION + ("course_utils.flash_triton.softmax_rows",),
+    "09.softmax_blocks": _SOFTMAXES + _ATTENTION + _TRITON_ATTENTION + ("course_utils.flash_triton.softmax_rows",),
     "09.flash_forward": _ATTENTION + _TRITON_ATTENTION,
     "09.causal_forward": _ATTENTION + _TRITON_ATTENTION,
     "09.backward_dkdv": _ATTENTION + _TRITON_ATTENTION + (
+        "course_utils.flash_triton.flash_backward", "course_utils.tiled.tiled_backward"),
+    "09.backward_dq": _ATTENTION + _TRITON_ATTENTION + (
         "course_utils.flash_triton.flash_backward", "course_utils.tiled.tiled_backward"),
 }
 
 # ----------------------------------------------------------------------------- lesson 09: the kernel is the answer
 
-KERNEL_EXERCISES = ("09.softmax_kernel", "09.matmul_kernel", "09.flash_forward", "09.causal_forward",
-                    "09.backward_dkdv")
+#: Lesson 09's exercises: every one whose id starts so (``is_kernel``), the ones written today listed.
+KERNEL_EXERCISES = ("09.softmax_kernel", "09.softmax_blocks", "09.matmul_kernel", "09.flash_forward",
+                    "09.causal_forward", "09.backward_dkdv", "09.backward_dq")
 
 #: What torch may do outside a launch in a kernel exercise: allocate, view, copy, convert, read metadata.
 KERNEL_ALLOWED = frozenset((
@@ -113,6 +119,9 @@ KERNEL_ALLOWED = frozenset((
 ))
 #: The copies among them: their sources must be data the call can account for (an input, an allocation, a launch's).
 KERNEL_COPIES = frozenset(("clone", "copy_", "_to_copy", "to", "_copy_from", "_copy_from_and_resize"))
+#: Tensors made from data outside torch (``torch.tensor(...)``, ``torch.from_numpy``): allowed, but never data the
+#: call can account for.
+KERNEL_FOREIGN = frozenset(("lift_fresh",))
 
 # ----------------------------------------------------------------------------- one thread, no evaluators
 
@@ -140,7 +149,7 @@ IMPORTS = frozenset((
 #: "check.refused.<code>" (i18n.py). EVALUATOR ... UNWATCHED: the call did something no answer does.
 REFUSAL_CODES = ("EVALUATOR", "PROCESS", "NATIVE", "SOCKET", "THREAD", "IMPORT", "UNWATCHED",
                  "OPERATION", "SOLVER",
-                 "NO_LAUNCH", "TORCH_IN_KERNEL", "TORCH_OUTSIDE_KERNEL", "FOREIGN_DATA", "COMPILER_REFUSED",
+                 "TORCH_OUTSIDE_KERNEL", "TORCH_IN_KERNEL", "FOREIGN_DATA", "NO_LAUNCH", "COMPILER_REFUSED",
                  "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN")
 #: Those the judge reads only once the values are right: a wrong answer's own mistake is named first (a plain
 #: torch answer with a known mistake learns its mistake; once right, it learns that the kernel must compute it).
@@ -159,7 +168,8 @@ def solvers(exercise):
 
 
 def is_kernel(exercise):
-    return exercise in KERNEL_EXERCISES
+    """Whether `exercise`'s answer must be computed by Triton kernels (lesson 09's, whatever exercise it adds)."""
+    return type(exercise) is str and exercise.startswith("09.")
 
 
 def event_code(event):
