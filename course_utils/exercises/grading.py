@@ -276,12 +276,20 @@ def _collect(calls, function, time_limit, eager):
     exercise = calls.get("exercise")
     sandbox = Sandbox(tuple(calls["forbidden"]), time_limit, measure=measure,
                       exercise=exercise if type(exercise) is str else None)
+    device = _kernel_device() if sandbox.kernel else None  # lesson 09 on a GPU: its cases go where kernels compile
     results, inputs, modified, sizes = [], [], [], []  # per case: what the function returned (or _Raised), its
     for args in calls["args"]:  # leaf inputs, the arguments it changed, the largest tensor it made
         leaves, fresh = copies(args, grad=calls["differentiable"])
         sandbox.largest = 0
         try:
-            results.append(_returned(sandbox.call(function, *fresh)))
+            if device is None:
+                results.append(_returned(sandbox.call(function, *fresh)))
+            else:
+                fresh = _moved(fresh, device)
+                try:
+                    results.append(_returned(_moved(sandbox.call(function, *fresh), _CPU)))
+                finally:  # (compared with the case's arguments, on the CPU, whatever the call did)
+                    fresh = _moved(fresh, _CPU)
         except TimeLimit as error:
             results.append(_Raised(error, time_limit=True))
         except KeyboardInterrupt:
@@ -301,6 +309,25 @@ def _collect(calls, function, time_limit, eager):
             if isinstance(found, _Raised) and found.time_limit:
                 break  # the judge stops at the first case whose gradients run out of time
     return outcomes
+
+
+_to, _CPU = torch.Tensor.to, torch.device("cpu")
+
+
+def _kernel_device():
+    """The device lesson 09's kernels run on (course_utils.triton_setup.device()), when it is not the CPU."""
+    setup = sys.modules.get("course_utils.triton_setup")
+    device = setup.device() if setup is not None and hasattr(setup, "device") else None
+    return device if device is not None and device.type != "cpu" else None
+
+
+def _moved(value, device):
+    """`value` with its plain tensors (inside tuples and lists too) on `device`; anything else as it is."""
+    if type(value) is torch.Tensor:
+        return _to(value, device)
+    if type(value) in (tuple, list):
+        return type(value)(_moved(item, device) for item in value)
+    return value
 
 
 def _explained(error):
