@@ -1,4 +1,4 @@
-"""What ran while a learner's function ran: the aten operations, and the functions on the stack when they did.
+"""What ran while a learner's function ran: the aten operations, and the functions that solve the exercise.
 
 ``Observer`` is a TorchDispatchMode: every torch operation reaches it as the aten operation the dispatcher
 runs, below every Python name, alias, ``torch._C`` route and ``DisableTorchFunction`` block, and after
@@ -6,11 +6,14 @@ composite operations are taken apart (``F.scaled_dot_product_attention`` on the 
 ``aten._safe_softmax`` and two ``aten.bmm``). For each operation it records, as [code, detail] refusals:
 
 - OPERATION: the operation is one the exercise forbids (rules.FORBIDDEN_OPERATIONS);
-- SOLVER: a function that solves the exercise (rules.SOLVERS and its forbidden Python functions) is on the
-  stack, recognised by its code object or by its code's content (``Solvers``), whatever name called it;
 
 and hands each operation to a kernel ``Ledger`` (kernels.py) in lesson 09. It costs one Python call per
-operation, and a walk up the learner's frames where the exercise has solvers.
+operation, so the sandbox pushes it only for an exercise that forbids operations or is a kernel exercise.
+
+``Solvers`` recognises a function that solves the exercise (rules.SOLVERS and the exercise's forbidden Python
+functions) from a frame's code, by the code object or by its content (a copy made with ``code.replace`` or
+``types.FunctionType`` is the same code), whatever name called it: the sandbox's trace function asks it at
+every call of a Python function (SOLVER).
 """
 
 import sys
@@ -19,6 +22,7 @@ import types
 from torch.utils._python_dispatch import TorchDispatchMode
 
 _getframe = sys._getframe
+_names = {}  # OpOverload -> (its overload packet's name, or None outside aten,)
 
 
 def fingerprint(code):
@@ -57,12 +61,11 @@ class Solvers:
 
 
 class Observer(TorchDispatchMode):
-    """The dispatch mode of one call: see the module docstring. `stop` is the code object of the frame
-    that called the learner's function: the walk up the stack ends there."""
+    """The dispatch mode of one call: see the module docstring."""
 
-    def __init__(self, found, forbidden=frozenset(), solvers=None, ledger=None, stop=None):
+    def __init__(self, found, forbidden=frozenset(), ledger=None):
         super().__init__()
-        self.found, self.forbidden, self.solvers, self.ledger, self.stop = found, forbidden, solvers, ledger, stop
+        self.found, self.forbidden, self.ledger = found, forbidden, ledger
         self.count = 0  # operations seen
 
     def refuse(self, code, detail):
@@ -75,24 +78,18 @@ class Observer(TorchDispatchMode):
         if not self.live:
             return func(*args, **(kwargs or {}))
         self.count += 1
-        name = func.overloadpacket.__name__
-        aten = func.namespace == "aten"
-        if aten and name in self.forbidden:
+        known = _names.get(func)
+        if known is None:  # an operation's name, read once (it is a chain of attribute lookups)
+            known = _names[func] = (func.overloadpacket.__name__ if func.namespace == "aten" else None,)
+        name = known[0]
+        if name in self.forbidden:
             self.refuse("OPERATION", f"aten.{name}")
-        if self.solvers:
-            self._walk()
+        if self.ledger is None:
+            return func(*args, **kwargs) if kwargs else func(*args)
         result = func(*args, **(kwargs or {}))
-        if self.ledger is not None:
-            self.ledger.see(name if aten else None, args, kwargs or {}, result, _getframe(1))
+        self.ledger.see(name, args, kwargs or {}, result, _getframe(1))
         return result
 
-    def _walk(self):
-        frame, stop, solvers = _getframe(2), self.stop, self.solvers
-        while frame is not None and frame.f_code is not stop:
-            found = solvers.name(frame.f_code)
-            if found is not None:
-                self.refuse("SOLVER", found)
-            frame = frame.f_back
 
 
 # TorchDispatchMode wraps a subclass's __torch_dispatch__ at class creation in a guard against torch.compile,

@@ -435,6 +435,29 @@ def solver_functions(exercise, forbidden=()):
     return found
 
 
+def _tracer(watcher, solvers, refused):
+    """The global trace function of a call, or None: it sees every call of a Python function (nothing
+    line by line), and records the forbidden functions by name (the watcher's codes) and the functions that
+    solve the exercise by code or content (observe.Solvers). The audit hook keeps the learner's code from
+    removing it (sys.settrace is refused during the call)."""
+    codes = watcher.codes if watcher else None
+    if not codes and not solvers:
+        return None
+    if not solvers:
+        return watcher.trace
+    name = solvers.name
+
+    def trace(frame, event, arg):
+        if codes and id(frame.f_code) in codes:
+            watcher.found.append(codes[id(frame.f_code)][1])
+        found = name(frame.f_code)
+        if found is not None and ["SOLVER", found] not in refused:
+            refused.append(["SOLVER", found])
+        # None: no line-by-line tracing inside the frame
+
+    return trace
+
+
 def _full_name(name):
     head, _, rest = name.partition(".")
     return {"Tensor": "torch.Tensor", "F": "torch.nn.functional"}.get(head, head) + ("." + rest if rest else "")
@@ -474,8 +497,9 @@ class Sandbox:
         watcher = _Watch(self._targets, self.forbidden_calls, self.measure) \
             if watch and (self._targets or self.measure) else None
         ledger = kernels.Ledger(self.refused, args) if watch and self.kernel else None
-        observer = observe.Observer(self.refused, self._operations, self._solvers, ledger, _CALL_CODE) \
-            if watch and (self._operations or self._solvers or ledger) else None
+        observer = observe.Observer(self.refused, self._operations, ledger) \
+            if watch and (self._operations or ledger) else None
+        tracer = _tracer(watcher, self._solvers if watch else None, self.refused)
         guard = audit.Guard(self.refused, _CALL_CODE)
         timer = _Timer(self.seconds)
         with warnings.catch_warnings(record=True) as caught:
@@ -485,8 +509,8 @@ class Sandbox:
                 _set_warn_always(True)  # torch warns about x.T once per process; the check wants every time
                 if watcher:
                     _push_function(watcher)
-                    if watcher.codes:
-                        sys.settrace(watcher.trace)  # (a debugger's breakpoints pause meanwhile)
+                if tracer:
+                    sys.settrace(tracer)  # (a debugger's breakpoints pause meanwhile)
                 if observer:
                     _dispatch._push_mode(observer)
                 saved, rng = snapshot(), _generator.get_state()  # the sandbox's instruments included
@@ -520,10 +544,10 @@ class Sandbox:
                 sys.stdout, sys.stderr = streams
                 if observer and _dispatch._get_current_dispatch_mode_stack()[-1:] == [observer]:
                     _dispatch._pop_mode()
+                if tracer:
+                    sys.settrace(outer_trace)
                 if watcher:
                     _pop_function()
-                    if watcher.codes:
-                        sys.settrace(outer_trace)
                     self.largest = watcher.largest
                 _set_warn_always(warn_always)
                 self._read(caught)
