@@ -23,7 +23,10 @@ share them:
 - passed: on every case, the same types, exact dtypes, shapes and values within the tolerance,
   and, where the reference is differentiable, results attached to the graph with the same
   gradients;
-- failed: a forbidden call (FORBIDDEN), an argument the function changed in place (INPUT_MODIFIED:
+- failed: a forbidden call (FORBIDDEN), a refusal of the run-time rules (rules.REFUSAL_CODES: a text
+  evaluator, a process, a thread, a forbidden aten operation, a function that solves the exercise
+  recognised by its code; in lesson 09, once the values are right, arithmetic outside the kernels),
+  an argument the function changed in place (INPUT_MODIFIED:
   an exercise's function never changes its arguments, as lesson 00's first exercise and the
   README say), a known mistake (its code and hint), a result cut off from the graph (NO_GRAPH),
   other gradients (GRADIENT), or what differs, naming the case's arguments;

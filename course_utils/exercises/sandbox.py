@@ -15,7 +15,15 @@ puts that snapshot back and remembers what differed:
 Each call also gets a time limit (``TimeLimit``, raised into the function after ``seconds``: see
 ``_Timer`` for how it holds against code that catches it), a shared budget of printed characters,
 and, where an exercise forbids some functions, watchers that record every call to them. Warnings
-are recorded: ``x.T`` on a tensor with more than two axes is worth a hint.
+are recorded: ``x.T`` on a tensor with more than two axes is worth a hint (Triton's own are dropped).
+
+Given the exercise's id, a call also runs under the run-time rules (rules.py, the policy): the audit
+guard (audit.py: no text evaluators, processes, C libraries, sockets, tracer changes or foreign imports,
+one thread), the dispatch mode that sees the aten operations (observe.py), the trace function that
+recognises the functions that solve the exercise by code, and in lesson 09 the kernel ledger
+(kernels.py). What they refuse is kept in ``Sandbox.refused`` as [code, detail] pairs; taking the
+check's modes off torch's stacks is refused too (UNWATCHED). The notebook's check and the grader's
+kernel both call through here, so their verdicts agree.
 """
 
 import _thread
