@@ -4,7 +4,9 @@ The grader writes the calls (grading.Reference.calls: the cases' arguments, the 
 forbidden names, the time limit) with ``save``; the kernel calls the learner's function on
 them (kernel.py) and writes back ``encode(outcomes)``: what each call returned or raised, the
 gradients, whether each returned tensor is on the graph, which arguments each call changed, what
-the sandbox saw (forbidden calls, ``x.T``, changes to the world, printed characters). The grader reads it with ``load``, which
+the sandbox saw (forbidden calls, ``x.T``, changes to the world, printed characters, what the run-time
+rules refused as [code, detail], each detail from the grader's own vocabulary or dropped on decoding).
+The grader reads it with ``load``, which
 unpickles with ``torch.load(weights_only=True)``: tensors, numbers, strings, lists and dicts
 only, so a forged file can carry wrong data but runs no code in the grader. ``decode`` checks
 every field and builds the outcomes the judge reads; anything malformed is a ``WireError``.
