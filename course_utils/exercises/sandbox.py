@@ -584,6 +584,6 @@ class Sandbox:
                 _Output(self.budget, sys.stderr).write(shown)
 
 
-_CALL_CODE = Sandbox.call.__code__  # where the walk up from an operation to the learner's frames stops
+_CALL_CODE = Sandbox.call.__code__  # where the audit hook's walk up from an event to the learner's frames stops
 _NOTHING = contextlib.nullcontext()
 _TRITON_FILES = f"{os.sep}triton{os.sep}"
