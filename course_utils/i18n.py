@@ -118,46 +118,46 @@ MESSAGES = {
     "check.refused.NO_LAUNCH": {
         "en": "✘ {exercise}: your function launched no Triton kernel. In this lesson the kernel is the answer: "
         "launch your @triton.jit kernel with `kernel[grid](...)` and let it compute the result.",
-        "zh": "✘ {exercise}：你的函数没有启动任何 Triton 内核。本课的答案就是内核：用 `kernel[grid](...)` 启动你的 "
-        "@triton.jit 内核，让它算出结果。",
+        "zh": "✘ {exercise}：你的函数没有启动任何 Triton 核函数。本课的答案就是核函数：用 `kernel[grid](...)` 启动你的 "
+        "@triton.jit 核函数，让它算出结果。",
     },
     "check.refused.TORCH_IN_KERNEL": {
         "en": "✘ {exercise}: your kernel's body called torch ({detail} ran inside the launch). A kernel computes "
         "with triton.language on the blocks it loads; a GPU compiler refuses torch there.",
-        "zh": "✘ {exercise}：你的内核函数体调用了 torch（{detail} 在启动的内核里运行）。内核要用 triton.language "
+        "zh": "✘ {exercise}：你的核函数体调用了 torch（{detail} 在启动的核函数里运行）。核函数要用 triton.language "
         "对它加载的块进行计算；GPU 的编译器不接受在那里调用 torch。",
     },
     "check.refused.TORCH_OUTSIDE_KERNEL": {
         "en": "✘ {exercise}: your function computed with torch outside a kernel: {detail} ran outside every launch. "
         "Outside the kernel, torch may only allocate (torch.empty, torch.full ...), view, copy and read shapes; "
         "the arithmetic belongs in the kernel.",
-        "zh": "✘ {exercise}：你的函数在内核之外用 torch 做了计算：{detail} 在所有内核启动之外运行。在内核之外，"
-        "torch 只能分配张量（torch.empty、torch.full……）、取视图、复制和读取形状；运算应当放在内核里。",
+        "zh": "✘ {exercise}：你的函数在核函数之外用 torch 做了计算：{detail} 在所有核函数启动之外运行。在核函数之外，"
+        "torch 只能分配张量（torch.empty、torch.full……）、取视图、复制和读取形状；运算应当放在核函数里。",
     },
     "check.refused.FOREIGN_DATA": {
         "en": "✘ {exercise}: your function brought in data the check cannot trace to its inputs ({detail}: a tensor "
         "made outside torch, with NumPy say, copied in or handed to a kernel). Compute the result in the kernel, "
         "from the inputs.",
         "zh": "✘ {exercise}：你的函数引入了检查无法追溯到输入的数据（{detail}：在 torch 之外构造的张量，比如用 NumPy "
-        "算的，被复制进来或交给了内核）。请在内核里从输入算出结果。",
+        "算的，被复制进来或交给了核函数）。请在核函数里从输入算出结果。",
     },
     "check.refused.COMPILER_REFUSED": {
         "en": "✘ {exercise}: a kernel your function launched runs in Triton's interpreter but a GPU's compiler "
         "refuses it (`break`, `continue`, a `return` in the middle ...). {detail}",
-        "zh": "✘ {exercise}：你的函数启动的内核能在 Triton 的解释器里运行，但 GPU 的编译器不接受它（`break`、"
+        "zh": "✘ {exercise}：你的函数启动的核函数能在 Triton 的解释器里运行，但 GPU 的编译器不接受它（`break`、"
         "`continue`、中途的 `return`……）。{detail}",
     },
     "check.refused.INPUT_NOT_READ": {
         "en": "✘ {exercise}: the values are right, but no kernel your function launched read one of its inputs: the "
         "result was not computed by the kernels from the inputs. Pass the inputs to the kernel and load them there.",
-        "zh": "✘ {exercise}：数值正确，但你的函数启动的内核都没有读取某个输入：结果不是内核从输入算出来的。"
-        "请把输入传给内核，并在内核里加载它们。",
+        "zh": "✘ {exercise}：数值正确，但你的函数启动的核函数都没有读取某个输入：结果不是核函数从输入算出来的。"
+        "请把输入传给核函数，并在核函数里加载它们。",
     },
     "check.refused.OUTPUT_NOT_WRITTEN": {
         "en": "✘ {exercise}: the values are right, but a tensor your function returned was not written by any "
         "kernel it launched: allocate the output (torch.empty), have the kernel store into it, and return it.",
-        "zh": "✘ {exercise}：数值正确，但你的函数返回的某个张量不是它启动的内核写入的：请先分配输出（torch.empty），"
-        "让内核把结果存进去，再返回它。",
+        "zh": "✘ {exercise}：数值正确，但你的函数返回的某个张量不是它启动的核函数写入的：请先分配输出（torch.empty），"
+        "让核函数把结果存进去，再返回它。",
     },
     "check.too_large": {
         "en": "✘ {exercise}: the values and gradients are right, but on test case {case} ({args}) your function made "
