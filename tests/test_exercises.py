@@ -19,6 +19,7 @@ from course_utils import evaluate, i18n
 from course_teacher import build
 from course_utils.exercises import CRASHED, FAILED, NOT_ATTEMPTED, PASSED, check, public
 from course_utils.exercises.grading import _Raised, changed_arguments, copies, reproduces
+from cells import run_cell
 
 IDS = sorted(EXERCISES)
 HIDDEN_SEED = 12345  # a teacher's
@@ -137,7 +138,7 @@ def _solutions(lesson):
     for cell in jupytext.read(build.lessons()[lesson]).cells:
         if "exercise" in build.tags(cell):
             before = set(namespace)
-            exec(cell.source, namespace)
+            run_cell(cell.source, namespace)
             (name,) = set(namespace) - before
             found[cell.metadata["exercise"]] = namespace[name]
     return found

@@ -24,6 +24,7 @@ from course_teacher.exercises.l09_flash_triton import (
 )
 from course_utils import triton_setup
 from course_utils.exercises import FAILED, PASSED, evaluate
+from cells import run_cell
 
 flash_triton = pytest.importorskip("course_utils.flash_triton", exc_type=triton_setup.TritonMissing)
 
@@ -205,16 +206,6 @@ def _solutions_source():
     return "\n\n".join(cell.source for cell in cells if "exercise" in build.tags(cell))
 
 
-def _exec(source, namespace):
-    """exec the source as a notebook runs a cell: with its text in linecache, so that Triton reads each kernel's
-    source (the interpreter rewrites it, the compiler's front end parses it) as it does in a notebook."""
-    import linecache
-
-    name = f"<lesson-09-{abs(hash(source))}>"
-    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
-    exec(compile(source, name, "exec"), namespace)
-
-
 def _namespace():
     namespace = {}
     exec("import math\nimport torch\nimport torch.nn.functional as F\nfrom course_utils.triton_setup import load\n"
@@ -326,7 +317,7 @@ def test_a_kernel_whose_mistake_has_no_name_fails_without_a_false_name(exercise,
     source = _solutions_source()
     assert source.count(right) >= 1, f"the solution no longer holds {right!r}"
     namespace = _namespace()
-    _exec(source.replace(right, wrong, 1), namespace)
+    run_cell(source.replace(right, wrong, 1), namespace)
     verdict = evaluate_hidden(exercise, namespace[function])
     assert verdict.status == FAILED and verdict.code is None, verdict.message
 
@@ -341,6 +332,6 @@ def test_a_triton_kernel_with_each_known_mistake_is_named(exercise, function, co
     source = _solutions_source()
     assert source.count(right) >= 1, f"the solution no longer holds {right!r}"
     namespace = _namespace()
-    _exec(source.replace(right, wrong, 1), namespace)
+    run_cell(source.replace(right, wrong, 1), namespace)
     verdict = evaluate_hidden(exercise, namespace[function])
     assert verdict.status == FAILED and verdict.code == code, verdict.message
