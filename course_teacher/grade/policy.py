@@ -78,11 +78,23 @@ DENIED = (
     # out of the watcher's sight
     "torch.ops", "torch.library", "torch.overrides", "torch.jit", "torch.compile", "torch.compiler", "torch.export",
     "torch.fx", "torch.package", "torch.hub", "torch.utils.cpp_extension", "torch.cuda.jiterator",
+    "torch.onnx", "torch.ao", "torch.quantization", "torch.classes", "torch.utils.bundled_inputs",
+    "torch.utils.mobile_optimizer", "torch.utils.jit", "torch.utils.backend_registration",
+    # modes that see (and can silence) every operation, as the kernel's watcher does
+    "torch.utils.flop_counter", "torch.profiler", "torch.autograd.profiler",
     # other processes and threads
     "torch.multiprocessing", "torch.distributed", "torch.utils.collect_env", "torch.utils.data",
     "torch.utils.bottleneck", "torch.utils.benchmark",  # Timer(stmt="text") compiles its text
+    "torch.utils.throughput_benchmark",
+    # memory by address, out of any tensor's bounds (as ctypes)
+    "numpy.lib.stride_tricks.as_strided",
     # files and the network (a file an earlier cell wrote, unpickled, runs code)
-    "torch.utils.model_zoo", "torch.utils.tensorboard", "torch.save", "torch.from_file",
+    "torch.utils.model_zoo", "torch.utils.tensorboard", "torch.utils.hipify", "torch.utils.show_pickle",
+    "torch.utils.file_baton", "torch.save", "torch.from_file", "torch.UntypedStorage.from_file",
+    "torch.TypedStorage.from_file", "torch.serialization.add_safe_globals", "torch.serialization.safe_globals",
+    "torch.serialization.register_package",
+    "numpy.ma.load", "numpy.ma.loads", "numpy.ma.dump", "numpy.ma.dumps", "numpy.rec.fromfile",
+    "numpy.lookfor",  # imports every module it walks
     "numpy.lib.npyio", "numpy.lib.format", "numpy.loadtxt", "numpy.genfromtxt", "numpy.fromfile", "numpy.fromregex",
     "numpy.memmap", "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt", "numpy.DataSource",
     "numpy.testing", "numpy.distutils", "numpy.ctypeslib", "numpy.f2py",
