@@ -58,6 +58,107 @@ MESSAGES = {
         "write that step yourself.",
         "zh": "✘ {exercise}：你的函数调用了 {names}，而本练习要求不用它：请自己写出这一步。",
     },
+    # what a check refuses at run time, below the names (course_utils/exercises/rules.py: the policy)
+    "check.refused.EVALUATOR": {
+        "en": "✘ {exercise}: while the check ran it, your function turned text into code ({detail}: eval, exec, "
+        "compile or a library that parses text into Python). An answer computes its result with the code you "
+        "wrote in the cell.",
+        "zh": "✘ {exercise}：检查运行你的函数时，它把文本变成了代码（{detail}：eval、exec、compile，或把文本解析成 "
+        "Python 的库）。答案应当用你在单元格里写的代码算出结果。",
+    },
+    "check.refused.PROCESS": {
+        "en": "✘ {exercise}: while the check ran it, your function started a process ({detail}). An answer runs in "
+        "the notebook's own process.",
+        "zh": "✘ {exercise}：检查运行你的函数时，它启动了一个进程（{detail}）。答案只在笔记本自己的进程里运行。",
+    },
+    "check.refused.NATIVE": {
+        "en": "✘ {exercise}: while the check ran it, your function used ctypes ({detail}) to reach C code directly. "
+        "Write the answer with torch.",
+        "zh": "✘ {exercise}：检查运行你的函数时，它用 ctypes（{detail}）直接调用了 C 代码。请用 torch 写出答案。",
+    },
+    "check.refused.SOCKET": {
+        "en": "✘ {exercise}: while the check ran it, your function opened a network socket ({detail}). An answer "
+        "needs no network.",
+        "zh": "✘ {exercise}：检查运行你的函数时，它打开了网络套接字（{detail}）。答案不需要网络。",
+    },
+    "check.refused.THREAD": {
+        "en": "✘ {exercise}: your function started a thread or left one running (threads, executors and "
+        "DataLoader workers alike). A check runs your function in one thread, where it sees what the function "
+        "does: compute the result in the function itself.",
+        "zh": "✘ {exercise}：你的函数启动了线程，或留下了仍在运行的线程（线程、执行器和 DataLoader 的工作进程都算）。"
+        "检查在一个线程里运行你的函数，才能看到它做了什么：请在函数本身里算出结果。",
+    },
+    "check.refused.IMPORT": {
+        "en": "✘ {exercise}: while the check ran it, your function imported a module an answer does not need "
+        "(torch, math, numpy and the course's modules are the ones it may load). Import what you need at the "
+        "top of the cell, from those.",
+        "zh": "✘ {exercise}：检查运行你的函数时，它导入了答案用不到的模块（能加载的是 torch、math、numpy 和课程自己的"
+        "模块）。请在单元格开头从这些模块里导入需要的东西。",
+    },
+    "check.refused.UNWATCHED": {
+        "en": "✘ {exercise}: your function switched off what the check watches it with ({detail}: the tracer, "
+        "torch's function or dispatch modes, the audit hooks or the garbage collector's lists). The check has put "
+        "them back; an answer leaves them alone.",
+        "zh": "✘ {exercise}：你的函数关掉了检查用来观察它的工具（{detail}：跟踪函数、torch 的函数模式或分派模式、"
+        "审计钩子，或垃圾回收器的对象列表）。检查已经把它们恢复；答案不应碰它们。",
+    },
+    "check.refused.OPERATION": {
+        "en": "✘ {exercise}: your function ran {detail}, an operation this exercise asks you to write yourself "
+        "(whatever name reached it: torch.special, F.scaled_dot_product_attention, nn.MultiheadAttention and "
+        "aliases all end there). Write that step with elementary operations.",
+        "zh": "✘ {exercise}：你的函数执行了 {detail}，而本练习要求你自己写出这一步（不论用什么名字调用：torch.special、"
+        "F.scaled_dot_product_attention、nn.MultiheadAttention 以及各种别名，最后都会执行它）。请用基本运算写出这一步。",
+    },
+    "check.refused.SOLVER": {
+        "en": "✘ {exercise}: your function ran {detail} (recognised by its code, whatever name called it), which "
+        "computes this exercise's answer for you. Write it yourself.",
+        "zh": "✘ {exercise}：你的函数运行了 {detail}（按代码本身识别，不管用什么名字调用），它会替你算出本练习的答案。"
+        "请自己写。",
+    },
+    "check.refused.NO_LAUNCH": {
+        "en": "✘ {exercise}: your function launched no Triton kernel. In this lesson the kernel is the answer: "
+        "launch your @triton.jit kernel with `kernel[grid](...)` and let it compute the result.",
+        "zh": "✘ {exercise}：你的函数没有启动任何 Triton 内核。本课的答案就是内核：用 `kernel[grid](...)` 启动你的 "
+        "@triton.jit 内核，让它算出结果。",
+    },
+    "check.refused.TORCH_IN_KERNEL": {
+        "en": "✘ {exercise}: your kernel's body called torch ({detail} ran inside the launch). A kernel computes "
+        "with triton.language on the blocks it loads; a GPU compiler refuses torch there.",
+        "zh": "✘ {exercise}：你的内核函数体调用了 torch（{detail} 在启动的内核里运行）。内核要用 triton.language "
+        "对它加载的块进行计算；GPU 的编译器不接受在那里调用 torch。",
+    },
+    "check.refused.TORCH_OUTSIDE_KERNEL": {
+        "en": "✘ {exercise}: your function computed with torch outside a kernel: {detail} ran outside every launch. "
+        "Outside the kernel, torch may only allocate (torch.empty, torch.full ...), view, copy and read shapes; "
+        "the arithmetic belongs in the kernel.",
+        "zh": "✘ {exercise}：你的函数在内核之外用 torch 做了计算：{detail} 在所有内核启动之外运行。在内核之外，"
+        "torch 只能分配张量（torch.empty、torch.full……）、取视图、复制和读取形状；运算应当放在内核里。",
+    },
+    "check.refused.FOREIGN_DATA": {
+        "en": "✘ {exercise}: your function brought in data the check cannot trace to its inputs ({detail}: a tensor "
+        "made outside torch, with NumPy say, copied in or handed to a kernel). Compute the result in the kernel, "
+        "from the inputs.",
+        "zh": "✘ {exercise}：你的函数引入了检查无法追溯到输入的数据（{detail}：在 torch 之外构造的张量，比如用 NumPy "
+        "算的，被复制进来或交给了内核）。请在内核里从输入算出结果。",
+    },
+    "check.refused.COMPILER_REFUSED": {
+        "en": "✘ {exercise}: a kernel your function launched runs in Triton's interpreter but a GPU's compiler "
+        "refuses it (`break`, `continue`, a `return` in the middle ...). {detail}",
+        "zh": "✘ {exercise}：你的函数启动的内核能在 Triton 的解释器里运行，但 GPU 的编译器不接受它（`break`、"
+        "`continue`、中途的 `return`……）。{detail}",
+    },
+    "check.refused.INPUT_NOT_READ": {
+        "en": "✘ {exercise}: the values are right, but no kernel your function launched read one of its inputs: the "
+        "result was not computed by the kernels from the inputs. Pass the inputs to the kernel and load them there.",
+        "zh": "✘ {exercise}：数值正确，但你的函数启动的内核都没有读取某个输入：结果不是内核从输入算出来的。"
+        "请把输入传给内核，并在内核里加载它们。",
+    },
+    "check.refused.OUTPUT_NOT_WRITTEN": {
+        "en": "✘ {exercise}: the values are right, but a tensor your function returned was not written by any "
+        "kernel it launched: allocate the output (torch.empty), have the kernel store into it, and return it.",
+        "zh": "✘ {exercise}：数值正确，但你的函数返回的某个张量不是它启动的内核写入的：请先分配输出（torch.empty），"
+        "让内核把结果存进去，再返回它。",
+    },
     "check.too_large": {
         "en": "✘ {exercise}: the values and gradients are right, but on test case {case} ({args}) your function made "
         "a tensor of {size:,} elements, and this exercise allows at most {limit:,} at a time (the exercise's text "

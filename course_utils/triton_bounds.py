@@ -27,6 +27,8 @@ What it cannot tell apart: two tensors of the same launch that lie end to end in
 past the first lands in the second); both are the kernel's own arguments.
 """
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -37,6 +39,14 @@ _MESSAGES = {
           "to {last}). Mask the ragged block: `mask=offsets < length`.",
     "zh": "程序 {program} 在 {name} 之外{verb_zh}：元素偏移 {offset} 超出了它的末尾（它的元素位于偏移 0 到 {last}）。"
           "请给参差不齐的那一块加掩码：`mask=offsets < length`。",
+}
+_MASKED = {
+    "en": "program {program} {verb} outside {name}: element offset {offset} past its end (its elements lie at offsets 0 "
+          "to {last}), although a mask switched some lanes off: the offsets themselves run past. Check the stride "
+          "each index is multiplied by (the tensor's own `.stride(axis)` for that axis) and the mask's bound.",
+    "zh": "程序 {program} 在 {name} 之外{verb_zh}：元素偏移 {offset} 超出了它的末尾（它的元素位于偏移 0 到 {last}），"
+          "而掩码已经关掉了一部分元素：是偏移本身越界了。请检查每个下标所乘的步长（应当是该张量在那一维上的 "
+          "`.stride(axis)`）以及掩码的边界。",
 }
 _BEFORE = {
     "en": "program {program} {verb} outside {name}: element offset {offset}, before its first element. "
@@ -49,6 +59,22 @@ _NOWHERE = {
     "zh": "程序 {program} {verb_zh}的地址不在这次启动传入的任何张量里：核函数只能访问传给它的张量。",
 }
 _VERBS = {"load": ("loads", "读取"), "store": ("stores", "写入"), "atomic": ("updates atomically", "原子更新")}
+
+
+# Who hears of each tensor an access touched: callables (kind, argument name), kind "load", "store" or "atomic".
+# Empty unless course_utils.triton_launches is recording, so the checks cost nothing more meanwhile.
+_listeners = []
+
+
+@contextlib.contextmanager
+def listening(listener):
+    """While active, ``listener(kind, name)`` is told, for every load, store and atomic operation that passes the
+    checks, the argument name of each tensor it touched (kind "load", "store" or "atomic")."""
+    _listeners.append(listener)
+    try:
+        yield
+    finally:
+        _listeners.remove(listener)
 
 
 class OutOfBounds(IndexError):
@@ -115,9 +141,16 @@ def install():
             return
         extents = launches[-1] if launches else []
         inside = np.zeros(addresses.shape, dtype=bool)
-        for _, (first, end, _, _) in extents:
-            inside |= (addresses >= first) & (addresses + itemsize <= end)
+        touched = []
+        for name, (first, end, _, _) in extents:
+            hit = (addresses >= first) & (addresses + itemsize <= end)
+            inside |= hit
+            if _listeners and hit.any():
+                touched.append(name)
         if inside.all():
+            for listener in list(_listeners):
+                for name in touched:
+                    listener(kind, name)
             return
         address = int(addresses[~inside][0])
         builder = interpreter.interpreter_builder
@@ -135,7 +168,11 @@ def install():
         if not first - (end - first) <= address < end + (end - first):  # farther than its own length: no slip
             raise OutOfBounds(pick(_NOWHERE).format(**fields))
         if address >= end or address + itemsize > end:
-            raise OutOfBounds(pick(_MESSAGES).format(name=name, offset=offset, last=size - 1, **fields))
+            # every lane on: no mask cut the ragged block off; some lanes off: a mask is there, so the offsets
+            # themselves run past (a stride of the wrong axis, a block index that grows too far)
+            masked = mask is not None and not np.asarray(mask, dtype=bool).all()
+            text = _MASKED if masked else _MESSAGES
+            raise OutOfBounds(pick(text).format(name=name, offset=offset, last=size - 1, **fields))
         raise OutOfBounds(pick(_BEFORE).format(name=name, offset=offset, **fields))
 
     class Checked:

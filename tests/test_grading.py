@@ -271,8 +271,13 @@ def test_a_check_called_with_gradients_off_still_compares_gradients():
     assert verdict.code == "NO_GRAPH", verdict.message
 
 
+#: Guards a hostile function entered and keeps for good: kept for the whole run, as a notebook's would be (a
+#: guard entered under the check's dispatch mode restores, when it dies, the dispatch keys of that moment).
+_KEPT = []
+
+
 def test_entering_inference_mode_for_good_is_undone():
-    kept = []
+    kept = _KEPT
 
     def hostile(scores):
         mode = torch.inference_mode()

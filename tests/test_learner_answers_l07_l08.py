@@ -1379,7 +1379,7 @@ def backward_scale_forgotten(query, key, value, output, lse, d_output, block_q, 
                 s_scale=False)
 
 
-@answer("08.tiled_backward", None)
+@answer("08.tiled_backward", "P_UNSCALED")
 def backward_scores_not_scaled_only(query, key, value, output, lse, d_output, block_q, block_k, causal):
     return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, s_scale=False)
 
@@ -1414,7 +1414,7 @@ def backward_tiles_tensor(query, key, value, output, lse, d_output, block_q, blo
     return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, as_tensor=True)
 
 
-@answer("08.tiled_backward", None)
+@answer("08.tiled_backward", "DS_SIGN_FLIPPED")
 def backward_sign_flipped(query, key, value, output, lse, d_output, block_q, block_k, causal):
     return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal, sign=-1.0)
 
@@ -1460,7 +1460,7 @@ def backward_scales_d_output_in_place(query, key, value, output, lse, d_output, 
     return _bwd(query, key, value, output, lse, d_output, block_q, block_k, causal)
 
 
-@answer("08.tiled_backward", None)
+@answer("08.tiled_backward", "D_OVER_QUERIES")
 def backward_D_summed_over_queries(query, key, value, output, lse, d_output, block_q, block_k, causal):
     """D as the sum of dO ∘ O over the queries of the block instead of over the features of a row."""
     d = query.size(-1)

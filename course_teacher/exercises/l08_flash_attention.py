@@ -627,11 +627,13 @@ register(
                 "NO_SKIP",
                 _causal_no_skip,
                 {
-                    "en": "The output is right, but every tile was computed: the tiles above the diagonal were "
-                    "masked entirely instead of skipped. A tile whose first key comes after its last query, "
-                    "j0 > i1 − 1, holds nothing visible: skip it (continue) and do not count it.",
-                    "zh": "输出是对的，但每个分块都算了：对角线上方的分块被整块遮住，而不是被跳过。"
-                    "第一个键位于最后一个查询之后（j0 > i1 − 1）的分块里没有任何可见的元素：跳过它（continue），也不要计数。",
+                    "en": "The output is right, but the count holds every tile: the tiles above the diagonal were "
+                    "counted, whether they were computed (masked entirely) or skipped after being counted. A tile "
+                    "whose first key comes after its last query, j0 > i1 − 1, holds nothing visible: skip it "
+                    "(continue) before counting, and count only the tiles you compute.",
+                    "zh": "输出是对的，但计数包含了每一个分块：对角线上方的分块也被数了进去，不管它们是被计算了（整块遮住），"
+                    "还是先计数再跳过。第一个键位于最后一个查询之后（j0 > i1 − 1）的分块里没有任何可见的元素："
+                    "在计数之前跳过它（continue），并且只数你计算了的分块。",
                 },
             ),
             Mistake(
@@ -789,11 +791,13 @@ def _backward_reference(query, key, value, output, lse, d_output, block_q, block
                         D_per_tile=False, weights="lse", scaled=True, dq_scaled=True, dk_scaled=True,
                         dv_transposed=True, dk_transposed=True, sum_k=True, sum_v=True, sum_q=True,
                         skip="positions", mask="positions",
-                        square=False, as_tensor=False, exact=True):
+                        square=False, as_tensor=False, exact=True, weights_scaled=True, sign=1.0, D_over="features"):
     """FlashAttention-2's backward (key blocks outside, query blocks inside), with the switches the
     mistakes below flip. skip: "positions" (j0 > i1 − 1), "never", "blocks" (j > i); mask:
     "positions", "none", "local" (tril of the tile). weights: "lse" (exp(S − lse)), "tile_max"
     (exp(S − the tile's row max)), "raw" (exp(S)), "tile_softmax" (softmax within the tile).
+    weights_scaled: False recomputes P from the unscaled scores (dQ and dK still scaled); sign: −1 flips dS;
+    D_over: "features" (D_i = Σ_c dO_ic O_ic) or "block" (one number per query block, summed over its rows too).
 
     exact: computed in float64 and rounded to the case's dtype at the end (the reference: the
     gradients are sums of terms of both signs, and the expected values should carry no float32
@@ -821,7 +825,7 @@ def _backward_reference(query, key, value, output, lse, d_output, block_q, block
                     continue
                 tiles += 1
                 q = query[:, i0:i1] * scale  # (B, b_q, d)
-                s = q @ k.transpose(1, 2)  # (B, b_q, b_k)
+                s = (q if weights_scaled else query[:, i0:i1]) @ k.transpose(1, 2)  # (B, b_q, b_k)
                 if causal and mask == "positions":
                     rows, columns = (torch.arange(*ends, device=query.device) for ends in ((i0, i1), (j0, j1)))
                     s = s.masked_fill(columns[None, :] > rows[:, None], NEG_INF)  # made where the inputs are
@@ -842,7 +846,9 @@ def _backward_reference(query, key, value, output, lse, d_output, block_q, block
                 d_v = d_v + part_v if sum_v else part_v
                 d_p = d_o @ v.transpose(1, 2)  # (B, b_q, b_k)
                 row = (p * d_p).sum(-1) if D_per_tile else D[:, i0:i1]
-                d_s = p * (d_p - row[..., None]) if use_D else p * d_p
+                if D_over == "block":
+                    row = (d_o * output[:, i0:i1]).sum(1).sum(-1)[:, None].expand(-1, i1 - i0)  # (B, b_q)
+                d_s = sign * (p * (d_p - row[..., None]) if use_D else p * d_p)
                 part_q = d_s @ k * (scale if dq_scaled else 1.0)
                 d_query[:, i0:i1] = d_query[:, i0:i1] + part_q if sum_q else part_q
                 part_k = (d_s.transpose(1, 2) @ q if dk_transposed else d_s @ q) * (1.0 if dk_scaled else 1 / scale)
@@ -1008,6 +1014,37 @@ register(
                 },
             ),
             Mistake(
+                "P_UNSCALED",
+                _backward_mistake(weights_scaled=False),
+                {
+                    "en": "The weights were recomputed from unscaled scores, exp(Q Kᵀ − lse): the forward's lse is "
+                    "the log-sum-exp of S = Q Kᵀ / √d, so P = exp(S − lse) needs the same 1/√d (dQ and dK carry "
+                    "theirs already).",
+                    "zh": "权重是用没有缩放的分数重新算的，exp(Q Kᵀ − lse)：前向保存的 lse 是 S = Q Kᵀ / √d 的 "
+                    "log-sum-exp，所以 P = exp(S − lse) 也要乘同一个 1/√d（dQ 和 dK 已经各自乘上了）。",
+                },
+            ),
+            Mistake(
+                "DS_SIGN_FLIPPED",
+                _backward_mistake(sign=-1.0),
+                {
+                    "en": "dQ and dK have the wrong sign (dV is right): dS = P ∘ (dP − D), the row term D subtracted "
+                    "from dP, not dP from D.",
+                    "zh": "dQ 和 dK 的符号反了（dV 是对的）：dS = P ∘ (dP − D)，是从 dP 里减去每行的 D，而不是从 D 里减去 dP。",
+                },
+            ),
+            Mistake(
+                "D_OVER_QUERIES",
+                _backward_mistake(D_over="block"),
+                {
+                    "en": "D was summed over the whole query block (its rows and features) into one number: D is one "
+                    "number per query, D_i = Σ_c dO_ic O_ic, summed over the features of row i only: "
+                    "(d_output * output).sum(-1), of shape (B, L_q).",
+                    "zh": "D 对整个查询块（所有行和所有特征）求和，成了一个数：D 是每个查询一个数，D_i = Σ_c dO_ic O_ic，"
+                    "只对第 i 行的特征求和：(d_output * output).sum(-1)，形状为 (B, L_q)。",
+                },
+            ),
+            Mistake(
                 "GRAD_NOT_SCALED",
                 _backward_mistake(dq_scaled=False, dk_scaled=False),
                 {
@@ -1054,11 +1091,13 @@ register(
                 "NO_SKIP",
                 _backward_mistake(skip="never"),
                 {
-                    "en": "The gradients are right, but every tile was computed: the tiles above the diagonal were "
-                    "masked entirely instead of skipped. In the backward as in the forward, a tile whose first key "
-                    "comes after its last query, j0 > i1 − 1, holds nothing visible: skip it and do not count it.",
-                    "zh": "梯度是对的，但每个分块都算了：对角线上方的分块被整块遮住，而不是被跳过。反向传播和前向计算一样，"
-                    "第一个键位于最后一个查询之后（j0 > i1 − 1）的分块里没有任何可见的元素：跳过它，也不要计数。",
+                    "en": "The gradients are right, but the count holds every tile: the tiles above the diagonal were "
+                    "counted, whether they were computed (masked entirely) or skipped after being counted. In the "
+                    "backward as in the forward, a tile whose first key comes after its last query, j0 > i1 − 1, "
+                    "holds nothing visible: skip it, and count only the tiles you compute.",
+                    "zh": "梯度是对的，但计数包含了每一个分块：对角线上方的分块也被数了进去，不管它们是被计算了（整块遮住），"
+                    "还是先计数再跳过。反向传播和前向计算一样，第一个键位于最后一个查询之后（j0 > i1 − 1）的分块里"
+                    "没有任何可见的元素：跳过它，并且只数你计算了的分块。",
                 },
             ),
             Mistake(

@@ -2,8 +2,9 @@
 
 public.py reads an exercise's public cases, expected results and known mistakes (data written by the
 teacher's side, course_teacher); grading.py judges a learner's function against them; sandbox.py
-runs it without letting it change the notebook; compare.py says what differs. kernel.py and wire.py
-are the grader's side inside a submission's kernel. Nothing in this package solves an exercise.
+runs it without letting it change the notebook; compare.py says what differs. rules.py is the policy of
+what the function may do while it runs (applied by audit.py, observe.py and kernels.py). kernel.py and
+wire.py are the grader's side inside a submission's kernel. Nothing in this package solves an exercise.
 """
 
 from .grading import CRASHED, FAILED, NOT_ATTEMPTED, PASSED, Verdict, check, evaluate

@@ -23,7 +23,10 @@ share them:
 - passed: on every case, the same types, exact dtypes, shapes and values within the tolerance,
   and, where the reference is differentiable, results attached to the graph with the same
   gradients;
-- failed: a forbidden call (FORBIDDEN), an argument the function changed in place (INPUT_MODIFIED:
+- failed: a forbidden call (FORBIDDEN), a refusal of the run-time rules (rules.REFUSAL_CODES: a text
+  evaluator, a process, a thread, a forbidden aten operation, a function that solves the exercise
+  recognised by its code; in lesson 09, once the values are right, arithmetic outside the kernels),
+  an argument the function changed in place (INPUT_MODIFIED:
   an exercise's function never changes its arguments, as lesson 00's first exercise and the
   README say), a known mistake (its code and hint), a result cut off from the graph (NO_GRAPH),
   other gradients (GRADIENT), or what differs, naming the case's arguments;
@@ -50,6 +53,7 @@ from ..i18n import message, pick
 from . import public
 from .hints import HINTS
 from .compare import difference, gap, tensors
+from .rules import AFTER_VALUES, REFUSAL_CODES
 from .sandbox import Sandbox, TimeLimit
 
 PASSED, FAILED, NOT_ATTEMPTED, CRASHED = "passed", "failed", "not attempted", "crashed"
@@ -173,6 +177,7 @@ class Reference:
             "weights": [list(case.weights) for case in self.cases],
             "forbidden": list(self.forbidden),
             "largest": [case.largest for case in self.cases],
+            "exercise": self.exercise,
         }
 
 
@@ -186,6 +191,7 @@ class _Raised:
     error: BaseException = None
     record: dict = None
     time_limit: bool = False  # it was the time limit
+    note: str = None  # a sentence that explains the error better than its own first line (a Triton kernel's)
 
     @property
     def name(self):
@@ -198,7 +204,9 @@ class _Raised:
 
     @property
     def text(self):
-        return _first_line(self.error) if self.record is None else self.record["text"]
+        if self.record is not None:
+            return self.record["text"]
+        return _shorten(self.note, 400) if self.note else _first_line(self.error)
 
     @property
     def not_implemented(self):
@@ -232,6 +240,8 @@ class Outcomes:
     used_T = property(lambda self: self.sandbox.used_T)
     changed = property(lambda self: list(self.sandbox.changed))
     printed = property(lambda self: self.sandbox.printed)
+    refused = property(lambda self: [list(r) for r in self.sandbox.refused])
+    compiler_text = property(lambda self: self.sandbox.compiler_text)
 
     def on_graph(self, tensor):
         return _on_graph(tensor)
@@ -266,19 +276,29 @@ def _collect(calls, function, time_limit, eager):
     count = len(calls["args"][0]) if calls["args"] else 0
     names = names_of(function, count)
     measure = any(limit is not None for limit in calls.get("largest", ()))
-    sandbox = Sandbox(tuple(calls["forbidden"]), time_limit, measure=measure)
+    exercise = calls.get("exercise")
+    sandbox = Sandbox(tuple(calls["forbidden"]), time_limit, measure=measure,
+                      exercise=exercise if type(exercise) is str else None)
+    device = _kernel_device() if sandbox.kernel else None  # lesson 09 on a GPU: its cases go where kernels compile
     results, inputs, modified, sizes = [], [], [], []  # per case: what the function returned (or _Raised), its
     for args in calls["args"]:  # leaf inputs, the arguments it changed, the largest tensor it made
         leaves, fresh = copies(args, grad=calls["differentiable"])
         sandbox.largest = 0
         try:
-            results.append(_returned(sandbox.call(function, *fresh)))
+            if device is None:
+                results.append(_returned(sandbox.call(function, *fresh)))
+            else:
+                fresh = _moved(fresh, device)
+                try:
+                    results.append(_returned(_moved(sandbox.call(function, *fresh), _CPU)))
+                finally:  # (compared with the case's arguments, on the CPU, whatever the call did)
+                    fresh = _moved(fresh, _CPU)
         except TimeLimit as error:
             results.append(_Raised(error, time_limit=True))
         except KeyboardInterrupt:
             raise
         except BaseException as error:  # noqa: BLE001 (any learner error, SystemExit too, becomes a verdict)
-            results.append(_Raised(error))
+            results.append(_Raised(error, note=_explained(error) if sandbox.kernel else None))
         inputs.append(leaves)
         modified.append([] if sandbox.timed_out else changed_arguments(args, fresh))
         sizes.append(sandbox.largest)
@@ -292,6 +312,34 @@ def _collect(calls, function, time_limit, eager):
             if isinstance(found, _Raised) and found.time_limit:
                 break  # the judge stops at the first case whose gradients run out of time
     return outcomes
+
+
+_to, _CPU = torch.Tensor.to, torch.device("cpu")
+
+
+def _kernel_device():
+    """The device lesson 09's kernels run on (course_utils.triton_setup.device()), when it is not the CPU."""
+    setup = sys.modules.get("course_utils.triton_setup")
+    device = setup.device() if setup is not None and hasattr(setup, "device") else None
+    return device if device is not None and device.type != "cpu" else None
+
+
+def _moved(value, device):
+    """`value` with its plain tensors (inside tuples and lists too) on `device`; anything else as it is."""
+    if type(value) is torch.Tensor:
+        return _to(value, device)
+    if type(value) in (tuple, list):
+        return type(value)(_moved(item, device) for item in value)
+    return value
+
+
+def _explained(error):
+    """What course_utils.triton_launches makes of an error a Triton kernel raised, where Triton was loaded."""
+    launches = sys.modules.get("course_utils.triton_launches")
+    try:
+        return launches.explain(error) if launches is not None else None
+    except Exception:  # noqa: BLE001 (no explanation: the error's own first line is quoted)
+        return None
 
 
 class _Impostor:
@@ -369,6 +417,9 @@ def _judge(exercise, cases, outcomes, mistakes, tolerance, returns=()):
     if forbidden_calls:
         names = _list(f"`{name}`" for name in dict.fromkeys(forbidden_calls))
         return FAILED, message("check.forbidden", exercise=exercise, names=names), "FORBIDDEN"
+    refused = _refusal(exercise, outcomes, lambda code: code not in AFTER_VALUES)
+    if refused:
+        return refused
     for case, positions in zip(cases, outcomes.modified):
         if positions:
             return FAILED, _input_modified(exercise, case, positions[0]), "INPUT_MODIFIED"
@@ -377,7 +428,8 @@ def _judge(exercise, cases, outcomes, mistakes, tolerance, returns=()):
         differences = [difference(case.expected, got, tolerance, returns=returns) for case, got in zip(cases, results)]
         if not any(differences):
             verdict = _judge_gradients(exercise, cases, outcomes, tolerance, returns)
-            return (verdict[0] == PASSED and _judge_sizes(exercise, cases, outcomes)) or verdict
+            return (verdict[0] == PASSED and (_judge_sizes(exercise, cases, outcomes)
+                                              or _refusal(exercise, outcomes, AFTER_VALUES.__contains__))) or verdict
     for mistake in mistakes:
         if reproduces(mistake, results, tolerance):
             text = message("check.mistake", exercise=exercise, code=mistake.code, hint=pick(mistake.hint))
@@ -434,6 +486,17 @@ def _judge_gradients(exercise, cases, outcomes, tolerance, returns=()):
                 text = message(key, exercise=exercise, case=case.number, args=case.label, name=name, **found[1])
                 return FAILED, text, "GRADIENT"
     return PASSED, message("check.passed", exercise=exercise, cases=len(cases)), None
+
+
+def _refusal(exercise, outcomes, which):
+    """(FAILED, message, code) for the first refusal (rules.REFUSAL_CODES order) that `which(code)` selects, or None."""
+    refused = [r for r in getattr(outcomes, "refused", ()) if which(r[0])]
+    if not refused:
+        return None
+    code, detail = min(refused, key=lambda r: REFUSAL_CODES.index(r[0]))
+    if code == "COMPILER_REFUSED":
+        detail = getattr(outcomes, "compiler_text", None) or ""
+    return FAILED, message(f"check.refused.{code}", exercise=exercise, detail=detail), code
 
 
 def _judge_sizes(exercise, cases, outcomes):

@@ -15,15 +15,25 @@ puts that snapshot back and remembers what differed:
 Each call also gets a time limit (``TimeLimit``, raised into the function after ``seconds``: see
 ``_Timer`` for how it holds against code that catches it), a shared budget of printed characters,
 and, where an exercise forbids some functions, watchers that record every call to them. Warnings
-are recorded: ``x.T`` on a tensor with more than two axes is worth a hint.
+are recorded: ``x.T`` on a tensor with more than two axes is worth a hint (Triton's own are dropped).
+
+Given the exercise's id, a call also runs under the run-time rules (rules.py, the policy): the audit
+guard (audit.py: no text evaluators, processes, C libraries, sockets, tracer changes or foreign imports,
+one thread), the dispatch mode that sees the aten operations (observe.py), the trace function that
+recognises the functions that solve the exercise by code, and in lesson 09 the kernel ledger
+(kernels.py). What they refuse is kept in ``Sandbox.refused`` as [code, detail] pairs; taking the
+check's modes off torch's stacks is refused too (UNWATCHED). The notebook's check and the grader's
+kernel both call through here, so their verdicts agree.
 """
 
 import _thread
 import builtins
+import contextlib
 import functools
 import importlib
 import io
 import math
+import os
 import signal
 import sys
 import threading
@@ -38,6 +48,7 @@ import torch.utils._python_dispatch as _dispatch
 from torch.overrides import TorchFunctionMode
 
 from ..i18n import message
+from . import audit, kernels, observe, rules
 
 TIME_LIMIT = 10.0  # seconds for one call of the learner's function
 OUTPUT_LIMIT = 2000  # characters the learner's function may print during one check
@@ -417,10 +428,59 @@ def _put(owner, kind, key, value):
 
 # ----------------------------------------------------------------------------- the sandbox
 
-class Sandbox:
-    """The calls of one check: their output budget, what they changed, what they called."""
+def solver_functions(exercise, forbidden=()):
+    """[(full name, Python function)]: the functions that compute `exercise`'s answer (rules.SOLVERS and the
+    Python functions among its forbidden names), recognised by code while the learner's function runs."""
+    found = []
+    for name in tuple(forbidden) + tuple(rules.solvers(exercise)):
+        try:
+            target = resolve(name)
+        except (ValueError, ImportError):  # a name this installation lacks (the Triton kernels without Triton)
+            continue
+        target = getattr(target, "fget", target)
+        if isinstance(target, types.FunctionType) and all(target is not f for _, f in found):
+            found.append((_full_name(name), target))
+    return found
 
-    def __init__(self, forbidden=(), seconds=None, output_limit=OUTPUT_LIMIT, measure=False):
+
+def _tracer(watcher, solvers, refused):
+    """The global trace function of a call, or None: it sees every call of a Python function (nothing
+    line by line), and records the forbidden functions by name (the watcher's codes) and the functions that
+    solve the exercise by code or content (observe.Solvers). The audit hook keeps the learner's code from
+    removing it (sys.settrace is refused during the call)."""
+    codes = watcher.codes if watcher else None
+    if not codes and not solvers:
+        return None
+    if not solvers:
+        return watcher.trace
+    name = solvers.name
+
+    def trace(frame, event, arg):
+        if codes and id(frame.f_code) in codes:
+            watcher.found.append(codes[id(frame.f_code)][1])
+        found = name(frame.f_code)
+        if found is not None and ["SOLVER", found] not in refused:
+            refused.append(["SOLVER", found])
+        # None: no line-by-line tracing inside the frame
+
+    return trace
+
+
+def _full_name(name):
+    head, _, rest = name.partition(".")
+    return {"Tensor": "torch.Tensor", "F": "torch.nn.functional"}.get(head, head) + ("." + rest if rest else "")
+
+
+class Sandbox:
+    """The calls of one check: their output budget, what they changed, what they called, what they were refused."""
+
+    def __init__(self, forbidden=(), seconds=None, output_limit=OUTPUT_LIMIT, measure=False, exercise=None):
+        self.exercise = exercise
+        self.refused = []  # [code, detail] of what the run-time rules refused (rules.REFUSAL_CODES), in order
+        self._operations = frozenset(rules.forbidden_operations(exercise))
+        self._solvers = observe.Solvers(solver_functions(exercise, forbidden)) if exercise else None
+        self.kernel = rules.is_kernel(exercise)
+        self.compiler_text = None  # the GPU compiler front end's refusal of a launched kernel (COMPILER_REFUSED)
         self.seconds = TIME_LIMIT if seconds is None else seconds
         # characters left; whether the "cut" line is still to come; characters written in all
         self.budget = [output_limit, True, 0]
@@ -444,6 +504,11 @@ class Sandbox:
         streams, warn_always, outer_trace = (sys.stdout, sys.stderr), _is_warn_always(), sys.gettrace()
         watcher = _Watch(self._targets, self.forbidden_calls, self.measure) \
             if watch and (self._targets or self.measure) else None
+        ledger = kernels.Ledger(self.refused, args) if watch and self.kernel else None
+        observer = observe.Observer(self.refused, self._operations, ledger) \
+            if watch and (self._operations or ledger) else None
+        tracer = _tracer(watcher, self._solvers if watch else None, self.refused)
+        guard = audit.Guard(self.refused, _CALL_CODE)
         timer = _Timer(self.seconds)
         with warnings.catch_warnings(record=True) as caught:
             warnings.filterwarnings("always", message=_T_WARNING)
@@ -452,36 +517,73 @@ class Sandbox:
                 _set_warn_always(True)  # torch warns about x.T once per process; the check wants every time
                 if watcher:
                     _push_function(watcher)
-                    if watcher.codes:
-                        sys.settrace(watcher.trace)  # (a debugger's breakpoints pause meanwhile)
+                if tracer:
+                    sys.settrace(tracer)  # (a debugger's breakpoints pause meanwhile)
+                if observer:
+                    _dispatch._push_mode(observer)
                 saved, rng = snapshot(), _generator.get_state()  # the sandbox's instruments included
+                recording, returned = ledger.recording() if ledger else _NOTHING, False
                 try:
+                    recording.__enter__()
+                    guard.__enter__()  # (left in the finally below, once the timer can no longer raise)
+                    if observer:
+                        observer.live = True
                     timer.arm()
-                    return function(*args)
+                    result = function(*args)
+                    returned = True
                 finally:
                     timer.armed = False  # first, so that a late alarm raises nothing here
                     timer.disarm()
+                    if observer:
+                        observer.live = False
+                    guard.__exit__(None, None, None)
+                    recording.__exit__(None, None, None)
                     self.timed_out |= timer.fired
+                    self._instruments_kept(watcher, observer)
                     changed = restore(saved)
                     if not timer.fired:  # (after the time limit, the learner's own `with` and `finally` could not undo theirs)
                         self.changed += [c for c in changed if c not in self.changed]
                     _generator.set_state(rng)
+                if ledger and returned:  # (the launches' kernels asked of the compiler's front end, unguarded)
+                    ledger.finish(result)
+                    self.compiler_text = self.compiler_text or ledger.compiler_text
+                return result
             finally:  # take the instruments away, whatever happened
                 sys.stdout, sys.stderr = streams
+                if observer and _dispatch._get_current_dispatch_mode_stack()[-1:] == [observer]:
+                    _dispatch._pop_mode()
+                if tracer:
+                    sys.settrace(outer_trace)
                 if watcher:
                     _pop_function()
-                    if watcher.codes:
-                        sys.settrace(outer_trace)
                     self.largest = watcher.largest
                 _set_warn_always(warn_always)
                 self._read(caught)
+
+    def _instruments_kept(self, watcher, observer):
+        """UNWATCHED when the learner's code took the check's modes off torch's stacks (restore puts them back)."""
+        lost = []
+        if watcher and not any(mode is watcher for mode in _get_function_modes()):
+            lost.append("function_modes")
+        if observer and not any(mode is observer for mode in _dispatch._get_current_dispatch_mode_stack()):
+            lost.append("dispatch_modes")
+        for name in lost:
+            if ["UNWATCHED", name] not in self.refused:
+                self.refused.append(["UNWATCHED", name])
 
     def _read(self, caught):
         for warning in caught:
             text = str(warning.message)
             if text.startswith("The use of `x.T`"):
                 self.used_T = True
+            elif _TRITON_FILES in str(warning.filename):
+                continue  # Triton's own warnings (its interpreter's) say nothing about the learner's answer
             elif text not in self._warnings:  # other warnings are shown, once, within the output budget
                 self._warnings.add(text)
                 shown = warnings.formatwarning(warning.message, warning.category, warning.filename, warning.lineno)
                 _Output(self.budget, sys.stderr).write(shown)
+
+
+_CALL_CODE = Sandbox.call.__code__  # where the walk up from an operation to the learner's frames stops
+_NOTHING = contextlib.nullcontext()
+_TRITON_FILES = f"{os.sep}triton{os.sep}"

@@ -4,7 +4,9 @@ The grader writes the calls (grading.Reference.calls: the cases' arguments, the 
 forbidden names, the time limit) with ``save``; the kernel calls the learner's function on
 them (kernel.py) and writes back ``encode(outcomes)``: what each call returned or raised, the
 gradients, whether each returned tensor is on the graph, which arguments each call changed, what
-the sandbox saw (forbidden calls, ``x.T``, changes to the world, printed characters). The grader reads it with ``load``, which
+the sandbox saw (forbidden calls, ``x.T``, changes to the world, printed characters, what the run-time
+rules refused as [code, detail], each detail from the grader's own vocabulary or dropped on decoding).
+The grader reads it with ``load``, which
 unpickles with ``torch.load(weights_only=True)``: tensors, numbers, strings, lists and dicts
 only, so a forged file can carry wrong data but runs no code in the grader. ``decode`` checks
 every field and builds the outcomes the judge reads; anything malformed is a ``WireError``.
@@ -23,10 +25,11 @@ import zipfile
 
 import torch
 
+from . import rules
 from .grading import _on_graph, _Raised
-from .sandbox import _SETTINGS
+from .sandbox import _SETTINGS, solver_functions
 
-FORMAT = "course_utils.grade/2"  # /2: the arguments each call changed
+FORMAT = "course_utils.grade/3"  # /2: the arguments each call changed; /3: what the run-time rules refused
 MAX_ELEMENTS = 1_000_000  # a returned tensor larger than this travels as its shape and dtype only
 MAX_ITEMS = 256  # items of a returned tuple or list; deeper or longer results travel as their type
 MAX_DEPTH = 8
@@ -124,6 +127,7 @@ def encode(outcomes):
         "changed": [[str(kind), str(name)[:MAX_TEXT]] for kind, name in outcomes.changed],
         "printed": int(outcomes.printed),
         "gradients": gradients,
+        "refused": [[str(code)[:40], str(detail)[:MAX_TEXT]] for code, detail in outcomes.refused],
     }
 
 
@@ -202,6 +206,7 @@ class Received:
         self.reference, self.seconds = reference, seconds
         self.names, self.results, self.timed_out, self.modified, self.sizes = None, [], False, [], []
         self.forbidden_calls, self.used_T, self.changed, self.printed = [], False, [], 0
+        self.refused, self.compiler_text = [], None  # [code, detail] the run-time rules refused (vocabulary checked)
         self.attached = set()  # ids of the decoded tensors that were on the graph in the kernel
         self.records = []  # per case: None, a _Raised, or {position: gradient}
 
@@ -257,7 +262,38 @@ def decode(data, reference, seconds):
     gradients = data.get("gradients")
     _expect(type(gradients) is list and len(gradients) == len(results), "the wrong number of gradient records")
     received.records = [_decode_gradients(item) for item in gradients]
+    refused = data.get("refused")
+    _expect(type(refused) is list and all(type(r) is list and len(r) == 2 and all(type(p) is str for p in r)
+                                          for r in refused), "a malformed list of refusals")
+    vocabulary = _refusal_vocabulary(reference)
+    received.refused = [list(r) for r in refused if _known_refusal(r, vocabulary)]
     return received
+
+
+def _refusal_vocabulary(reference):
+    """What a refusal's detail may say, by code: the grader's own words only (a detail the learner's code could
+    choose, such as a module's or a kernel's name, could spell a hidden input; those travel as "")."""
+    events = {prefix for prefix, _ in rules.REFUSED_EVENTS} | {"threading", "child"}
+    aten = {f"aten.{name}" for name in rules.forbidden_operations(reference.exercise)}
+    return {
+        **{code: events for code in ("EVALUATOR", "PROCESS", "NATIVE", "SOCKET", "THREAD", "IMPORT")},
+        "UNWATCHED": events | {"function_modes", "dispatch_modes", "tracer"},
+        "OPERATION": aten,
+        "SOLVER": {name for name, _ in solver_functions(reference.exercise, reference.forbidden)},
+        "TORCH_IN_KERNEL": None, "TORCH_OUTSIDE_KERNEL": None, "FOREIGN_DATA": None,  # aten names, checked below
+    }
+
+
+def _known_refusal(refusal, vocabulary):
+    code, detail = refusal
+    if code not in rules.REFUSAL_CODES:
+        return False
+    allowed = vocabulary.get(code, {""})
+    if allowed is None:  # an aten operation torch has, "launch", or "another"
+        name = detail[len("aten."):] if detail.startswith("aten.") else None
+        return detail in ("launch", "another") or (name is not None and name.isidentifier()
+                                                     and hasattr(torch.ops.aten, name))
+    return detail in allowed
 
 
 def _expect(holds, what):
