@@ -98,7 +98,7 @@ def test_an_honest_softmax_beside_them_is_no_finding():
     "matplotlib.testing.compare.compare_images", "matplotlib.pyplot.switch_backend", "numpy.lib.npyio.NpzFile",
     "torch.utils.model_zoo.load_url", "torch.utils.data.DataLoader", "builtins.open", "io.open", "io.FileIO",
     "numpy.loadtxt", "numpy.fromfile", "numpy.testing", "pandas.eval", "scipy.LowLevelCallable", "seaborn",
-    "tqdm.contrib.concurrent.process_map", "matplotlib.use", "triton.language.inline_asm_elementwise", "torch.ops.aten",
+    "tqdm.contrib.concurrent.process_map", "matplotlib.use", "torch.profiler.profile", "triton.language.inline_asm_elementwise", "torch.ops.aten",
 ])
 def test_the_allow_list_names_no_text_evaluator_process_or_file(name):
     assert not policy.allowed(name)

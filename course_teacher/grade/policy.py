@@ -80,8 +80,8 @@ DENIED = (
     "torch.fx", "torch.package", "torch.hub", "torch.utils.cpp_extension", "torch.cuda.jiterator",
     "torch.onnx", "torch.ao", "torch.quantization", "torch.classes", "torch.utils.bundled_inputs",
     "torch.utils.mobile_optimizer", "torch.utils.jit", "torch.utils.backend_registration",
-    # modes that see (and can silence) every operation, as the kernel's watcher does
-    "torch.utils.flop_counter", "torch.profiler", "torch.autograd.profiler",
+    # profilers: their traces are files (lesson 07's FlopCounterMode, which writes none, stays)
+    "torch.profiler", "torch.autograd.profiler",
     # other processes and threads
     "torch.multiprocessing", "torch.distributed", "torch.utils.collect_env", "torch.utils.data",
     "torch.utils.bottleneck", "torch.utils.benchmark",  # Timer(stmt="text") compiles its text

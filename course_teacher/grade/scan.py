@@ -261,6 +261,8 @@ class _Rule:
         self.generic = bool(self.method) or tensor_op
         # the name an attribute on an unknown object is judged by (none for tensor operations)
         self.word = None if self.generic else (self.owner.rpartition(".")[2] if self.owner else self.last)
+        if self.word is not None and _tensor_attribute(self.word):  # ``a.device`` is the tensor's, not
+            self.word = None  # course_utils.triton_setup.device: a tensor's attribute is no course function
         self.module = None if self.owner else parent  # the module a star import would take it from
         self.usable = self.obj is not MISSING and (callable(self.obj) or inspect.isclass(self.obj))
 
