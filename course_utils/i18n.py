@@ -795,12 +795,13 @@ MESSAGES = {
     },
     "grade.copy": {
         "en": "🔎 {exercise}: 0 points, for the teacher's review. The function in cell {cell} is a copy of {source} "
-        "(with its names, docstring and layout changed at most): a copy solves nothing. If you wrote it yourself, "
-        "ask your teacher to look at it.",
-        "zh": "🔎 {exercise}：0 分，留待教师复核。第 {cell} 个单元格里的函数是{source}的副本（至多改了名字、文档字符串和排版）："
-        "照抄不算解题。如果确实是你自己写的，请找老师看一看。",
+        "(with its names, comments, docstring and layout changed, or statements added or reordered, at most): "
+        "a copy solves nothing. If you wrote it yourself, ask your teacher to look at it.",
+        "zh": "🔎 {exercise}：0 分，留待教师复核。第 {cell} 个单元格里的函数是{source}的副本"
+        "（至多改了名字、注释、文档字符串和排版，或增添、调换了几条语句）：照抄不算解题。如果确实是你自己写的，请找老师看一看。",
     },
     "grade.copy.package": {"en": "the course's `{name}`", "zh": "课程包中 `{name}`"},
+    "grade.changed_attribute": {"en": "a torch attribute", "zh": "torch 的某个属性"},
     "grade.copy.reference": {"en": "the course's reference solution of {exercise}", "zh": "课程对 {exercise} 的参考实现"},
     "grade.for_review": {
         "en": "🔎 {exercise}: 0 points, for the teacher's review. Cell {cell} (`{first}`) holds `{code}`: code that "

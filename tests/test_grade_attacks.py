@@ -7,7 +7,11 @@ time), beside honest submissions whose grades must come out byte-identical to th
   kernel's watcher; the kernel side's ``collect`` replaced through ``match``;
 - private operators: ``torch._softmax``, ``torch.ops.aten._scaled_dot_product_attention_math``,
   and ``torch._C.DisableTorchFunction`` blinding the watcher for an untiled attention;
-- a copy of the course's own code as an answer (``masks.padding_mask``, renamed and reformatted);
+- a copy of the course's own code as an answer (``masks.padding_mask``, renamed and reformatted, and with
+  a line added);
+- issue 37: callables of allowed packages that run text, start processes or open files (sympy,
+  ``torch.utils.benchmark``, PIL, ``collect_env``, ``switch_backend``, ``NpzFile``, ``DataLoader``, ``open``),
+  the references under other names (FORBIDDEN), torch attributes named after the hidden inputs;
 - a function that, on the hidden cases, raises with their inputs in its message, to read them in
   its feedback;
 - 34 nested classes, which made the scan take 2**34 steps: graded now within its limits.
@@ -61,6 +65,45 @@ ATTACKS = {  # label: (lesson notebook, {exercise: its cell's new text} or (befo
     "forged-collect": (L00, ("00.padding_mask", "import course_utils\nmatch course_utils:\n"
                                                 "    case object(exercises=e):\n        pass"), "match class pattern"),
     "copy": (L00, {"00.padding_mask": _copy_of_padding_mask()}, "course_utils.masks.padding_mask"),
+    # issue 37: callables of allowed packages that run text, start processes or open files
+    "sympy": (L01, ("01.softmax", "import sympy\nsympy.parse_expr('1 + 1', transformations=())"), "sympy"),
+    "benchmark-timer": (L00, ("00.padding_mask", "import torch.utils.benchmark as b\nb.Timer(stmt='1 + 1').timeit(1)"),
+                        "torch.utils.benchmark"),
+    "pil-unsafe-eval": (L02, ("02.causal_mask", "from PIL import ImageMath\nImageMath.unsafe_eval('1')"), "PIL"),
+    "collect-env": (L00, ("00.padding_mask", "from torch.utils import collect_env\ncollect_env.run('true')"),
+                    "torch.utils.collect_env"),
+    "switch-backend": (L00, ("00.padding_mask", "import matplotlib.pyplot as plt\nplt.switch_backend('module://x')"),
+                       "matplotlib.pyplot.switch_backend"),
+    "npzfile": (L00, ("00.padding_mask", "import numpy\nnumpy.lib.npyio.NpzFile('x.npz')"), "numpy.lib.npyio"),
+    "dataloader": (L00, ("00.padding_mask", "from torch.utils.data import DataLoader\n"
+                                            "list(DataLoader(range(4), num_workers=2))"), "torch.utils.data"),
+    "open": (L00, ("00.padding_mask", "text = open('x.py').read()"), "builtin open"),
+    # a copy of the course's padding_mask with one line added: still a copy
+    "copy-unused": (L00, {"00.padding_mask": _copy_of_padding_mask().replace("def padding_mask(lens, size):",
+                                                                             "def padding_mask(lens, size):\n    unused = 0")},
+                    "course_utils.masks.padding_mask"),
+    # torch attributes named after the hidden inputs, for the feedback to print them back
+    "leak-attribute": (L01, {"01.softmax": "import torch\n\n\ndef my_softmax(x):\n"
+                                            "    torch.__dict__['leak_' + str(x.shape[0])] = 1\n"
+                                            "    e = (x - x.max(-1, keepdim=True).values).exp()\n"
+                                            "    return e / e.sum(-1, keepdim=True)"}, "torch.__dict__"),
+}
+#: Reference functions under other names (issue 37, 3): the exercise scores 0, FORBIDDEN, naming it.
+OTHER_NAMES = {  # label: (lesson notebook, exercise, its cell's new text, the name the feedback gives)
+    "online-softmax": (L01, "01.softmax", "from course_utils import tiled\n\n\ndef my_softmax(x):\n"
+                                          "    return tiled.online_softmax(x, ())", "course_utils.tiled.online_softmax"),
+    "special-softmax": (L01, "01.softmax", "import torch\n\n\ndef my_softmax(x):\n"
+                                           "    return torch.special.softmax(x, -1)", "torch.special.softmax"),
+    "sdpa-softmax": (L01, "01.softmax", "import torch\nimport torch.nn.functional as F\n\n\ndef my_softmax(x):\n"
+                                        "    eye = torch.eye(x.shape[-1], dtype=x.dtype)\n"
+                                        "    return F.scaled_dot_product_attention(x, eye, eye, scale=1)",
+                     "F.scaled_dot_product_attention"),
+    "special-logsumexp": (L08, "08.tiled_forward", "import torch\n\n\n"
+                                                   "def my_tiled_attention(query, key, value, block_q, block_k):\n"
+                                                   "    s = query @ key.mT * query.shape[-1] ** -0.5\n"
+                                                   "    lse = torch.special.logsumexp(s, -1)\n"
+                                                   "    return (s - lse[..., None]).exp() @ value, lse",
+                          "torch.special.logsumexp"),
 }
 
 
@@ -111,6 +154,8 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("class")
     for label in ATTACKS:
         _attack(root / label, label)
+    for label, (lesson, exercise, source, _) in OTHER_NAMES.items():
+        save(answer(solved(lesson, "en"), exercise, source), root / label / lesson)
     _nested(root / "nested")
     _leaky(root / "leaky")
     for student, lesson in (("honest-00", L00), ("honest-08", L08)):
@@ -141,7 +186,7 @@ def test_each_attack_scores_0_for_review_with_its_reason(graded, label):
     assert any(row["mistake"] == "REVIEW" for row in rows), rows
     feedback = files[f"{label}/{ATTACKS[label][0][:-len('.ipynb')]}/feedback.md"].decode()
     assert "🔎" in feedback
-    if label == "copy":
+    if label.startswith("copy"):
         assert reason in feedback and "copy" in feedback
     else:
         assert any(row["review"] for row in rows), rows
@@ -168,3 +213,18 @@ def test_honest_grades_are_the_same_bytes_beside_the_attacks(graded):
         mine = {name: data for name, data in files.items() if name.startswith(f"{student}/")}
         assert mine and mine == {name: data for name, data in by_itself.items() if name.startswith(f"{student}/")}
         assert all(row["points"] == row["max_points"] for row in _rows(files, student)), _rows(files, student)
+
+
+@pytest.mark.parametrize("label", sorted(OTHER_NAMES))
+def test_a_reference_under_another_name_scores_0_naming_it(graded, label):
+    _, files, _ = graded
+    lesson, exercise, _, name = OTHER_NAMES[label]
+    rows = {row["exercise"]: row for row in _rows(files, label)}
+    assert rows[exercise]["points"] == "0" and rows[exercise]["mistake"] == "FORBIDDEN", rows[exercise]
+    assert name in files[f"{label}/{lesson[:-len('.ipynb')]}/feedback.md"].decode()
+
+
+def test_no_torch_attribute_the_learner_named_reaches_the_feedback(graded):
+    _, files, _ = graded
+    written = b"".join(data for name, data in files.items() if name.startswith("leak-attribute/") or name == "grades.csv")
+    assert b"leak_" not in written

@@ -42,15 +42,20 @@ How one submission is graded (grader.py)
    20 MB, a notebook; its lesson is the one its cells carry, and must be the one its file name and
    ``--lesson`` say (else every exercise scores 0, WRONG_LESSON). Nothing of the file is ever
    quoted back.
-2. Read the learner's code (scan.py), in the grader's own process: every cell the learner wrote or
-   changed, together, against an allow-list (the learner's own names, safe builtins, the public
-   names of known libraries), in time linear in its size and bounded. A function an exercise
-   forbids (its text says which), reached in any way, scores that exercise 0 (FORBIDDEN); anything
-   not on the list (``exec``, ``importlib``, ``getattr`` on a built string, patching a library,
-   IPython's output history, threads, private names, ``torch.ops``, a ``match`` class pattern, ...)
-   scores every exercise 0 for the teacher's review (REVIEW); an exercise's function that is a copy
-   of the course's own code (copies.py) scores that exercise 0 for review, naming its source. The
-   cell and the code are named in the feedback.
+2. Read the learner's code (scan.py, with names.py's name analysis), in the grader's own process:
+   every cell the learner wrote or changed, together, against an allow-list of callables
+   (policy.py: the learner's own names, safe builtins, the tensor API, ``math``, the course's
+   functions, ``triton.language``; never a package whole, since a package holds text evaluators,
+   process starters and file loaders), in time linear in its size and bounded. A function an
+   exercise forbids (its text says which), or anything that computes it under another name
+   (policy.COMPUTES: ``torch.special.softmax``, ``F.scaled_dot_product_attention`` for a softmax, the
+   course's ``online_softmax``), reached in any way, scores that exercise 0 (FORBIDDEN); anything
+   not on the list (``exec``, ``sympy``, ``open``, ``importlib``, ``getattr`` on a built string,
+   patching a library, IPython's output history, threads, private names, ``torch.ops``, a ``match``
+   class pattern, ...) scores every exercise 0 for the teacher's review (REVIEW); an exercise's
+   function that is a copy of the course's own code (copies.py, after renaming, comments, added or
+   reordered statements) scores that exercise 0 for review, naming its source. The cell and the
+   code are named in the feedback.
 3. Run (runner.py, sandbox.py): a fresh kernel in a bubblewrap sandbox of its own (below). The
    cells run in order up to each exercise cell (``--cells all``: every cell but the check cells;
    ``--cells own``: imports, setup, the exercise cells and the learner's own cells). A cell that
@@ -61,7 +66,8 @@ How one submission is graded (grader.py)
    (copies, a time limit per call, capped output, forbidden calls watched, gradients computed), and
    writes back plain data (course_utils/exercises/kernel.py, wire.py). The grader judges it against
    its answer key with the check engine's comparisons, so the verdicts and hints are the ones a
-   check prints in the notebook; a verdict on a hidden case shows none of its inputs or results.
+   check prints in the notebook; a verdict on a hidden case shows none of its inputs or results, and
+   what the kernel says the function changed in torch is named only from policy.FIXED_CHANGES.
 
 ``--jobs`` submissions are graded at once, each in a process of its own (grader.py's ``_Children``),
 killed from outside at its deadline: whatever one submission makes the grader do, the run completes,

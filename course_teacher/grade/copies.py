@@ -1,56 +1,236 @@
 """A function's fingerprint, to tell a copy of the course's own code: the student package holds
 working functions that later lessons need (``masks.padding_mask``, ``multihead.split_heads``, ...),
 and the references are in the course's public repository. A learner who pastes one as an exercise's
-answer, renamed, reformatted or with its docstring dropped, solved nothing; the grader (grader.py)
-gives the exercise 0 for the teacher's review, naming the source. (The solution notebooks' answers
-are not fingerprinted: they are the lessons' worked solutions, handed out once the work is in.)
+answer, renamed, reformatted, commented, with statements added or reordered or its docstring dropped,
+solved nothing; the grader (grader.py) gives the exercise 0 for the teacher's review, naming the
+source. (The solution notebooks' answers are not fingerprinted: they are the lessons' worked
+solutions, handed out once the work is in.)
 
-The fingerprint is a hash of the function's syntax tree with what a copy changes for free made
-uniform: its docstring and type annotations dropped, its name, its parameters and every name it
-reads or binds renamed in the order they first appear, its strings emptied (comments and layout
-are not in the tree). Attribute names, numbers and the code's shape stay. Functions smaller than MIN_NODES (a one-line
-wrapper, ``return tiled_attention(q, k, v)``) are not fingerprinted: there an independent answer and
-the course's code meet by necessity. The answer key carries the fingerprints of the course's code
+The fingerprint is the set of the function's statements, each normalised and hashed, with what a
+copy changes for free made uniform (`normalise`):
+
+- what runs nothing is dropped: docstrings and other bare constants, ``pass``, annotations, and a
+  store to a local name nothing reads (``unused = 0``), again until none is left;
+- names become positions and definitions: a parameter is its position (``p0``, ``p1``, ...), and a
+  local name is named by what is assigned to it (``n`` and a hash of every value it is given, with
+  the names in those values named the same way), so that renaming a variable or moving the
+  statement that binds it changes nothing; names the function does not bind (``torch``, a helper)
+  stay as they are;
+- strings are emptied (messages and argument names in them: a copier edits them freely), numbers
+  and attribute names kept, comments and layout are not in the syntax tree at all.
+
+Each statement, at any depth, is hashed on its own (a compound one, ``for`` or ``if``, by its header
+without its body), so that added statements, inside a loop or anywhere, and a changed order leave the
+others' hashes as they were. A learner's function is a copy (`copy_of`) when every statement of a
+course function is among its own. Functions smaller than MIN_NODES (a one-line wrapper,
+``return tiled_attention(q, k, v)``) are not fingerprinted: there an independent answer and the
+course's code meet by necessity. The answer key carries the fingerprints of the course's code
 (course_teacher.publish writes them), never the code.
 """
 
 import ast
+import copy
 import hashlib
+from collections import Counter
 
 #: The least syntax-tree nodes a function needs (after normalising) to be fingerprinted.
 MIN_NODES = 40
+#: Where a fingerprint's text starts: a fingerprint of another kind (an older key's) is never read as one.
+PREFIX = "statements:"
+#: A function larger than this (syntax-tree nodes) is not read: no course function comes close.
+MAX_NODES = 20_000
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
-def fingerprint(function):
-    """The fingerprint of a function's syntax tree (ast.FunctionDef), or None when it is too small."""
-    function = ast.parse(ast.unparse(function)).body[0]  # a copy, positions and all, to rename freely
-    body = function.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        body = body[1:] or [ast.Pass()]
-    function.body, function.returns, function.decorator_list = body, None, []
-    names = {}
+def _digest(text):
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def rename(name):
-        return names.setdefault(name, f"v{len(names)}")
 
-    function.name = rename(function.name)
+def _bound_names(function):
+    """{name: [(kind, node)]}: every way the function binds a local name (not its parameters)."""
+    bound = {}
+
+    def add(target, kind, value):
+        if isinstance(target, ast.Name):
+            bound.setdefault(target.id, []).append((kind, value))
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for at, element in enumerate(target.elts):
+                add(element, f"{kind}[{at}]", value)
+        elif isinstance(target, ast.Starred):
+            add(target.value, f"{kind}*", value)
+
     for node in ast.walk(function):
-        if isinstance(node, ast.arg):
-            node.arg, node.annotation = rename(node.arg), None
-        elif isinstance(node, ast.Name):
-            node.id = rename(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not function:
-            node.name = rename(node.name)
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                add(target, "=", node.value)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            add(node.target, "=", node.value)
+        elif isinstance(node, ast.AugAssign):
+            add(node.target, type(node.op).__name__ + "=", node.value)
+        elif isinstance(node, ast.NamedExpr):
+            add(node.target, ":=", node.value)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            add(node.target, "for", node.iter)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    add(item.optional_vars, "with", item.context_expr)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.setdefault(node.name, []).append(("except", node.type or ast.Constant(None)))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) and node is not function:
+            if not isinstance(node, ast.Lambda):
+                bound.setdefault(node.name, []).append(("def", ast.Constant(len(node.body))))
             if not isinstance(node, ast.ClassDef):
-                node.returns = None
+                arguments = node.args
+                for at, arg in enumerate(arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+                                         + [a for a in (arguments.vararg, arguments.kwarg) if a]):
+                    bound.setdefault(arg.arg, []).append((f"arg{at}", ast.Constant(None)))
+    return bound
+
+
+def _drop_dead(function):
+    """Drop, again until none is left, what runs nothing: bare constants (docstrings), ``pass``, and a
+    store of a plain value (a constant, a name) to a local name nothing reads."""
+    while True:
+        loaded = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+        dropped = False
+        for node in ast.walk(function):
+            for field in _BODIES:
+                body = getattr(node, field, None)
+                if not isinstance(body, list) or not body or not isinstance(body[0], ast.AST):
+                    continue
+                kept = [s for s in body if not _no_op(s, loaded)]
+                if len(kept) < len(body):
+                    dropped = True
+                    setattr(node, field, kept or ([ast.Pass()] if field == "body" else []))
+        if not dropped:
+            return function
+
+
+def _no_op(statement, loaded):
+    if isinstance(statement, ast.Pass):
+        return False  # kept where it is the only statement; dropped from the hash below
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+        return True
+    if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        plain = statement.value is None or all(isinstance(n, (ast.Constant, ast.Name, ast.Load, ast.Tuple, ast.List))
+                                               for n in ast.walk(statement.value))
+        return plain and all(isinstance(t, ast.Name) and t.id not in loaded for t in targets)
+    return False
+
+
+def normalise(function):
+    """A copy of a function's syntax tree (ast.FunctionDef) made uniform as the module's docstring says:
+    what runs nothing dropped, names as positions and definitions, strings emptied."""
+    function = copy.deepcopy(function)
+    function.returns, function.decorator_list, function.name = None, [], "f"
+    function = _drop_dead(function)
+    arguments = function.args
+    params = {a.arg: f"p{at}" for at, a in enumerate(arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+                                                     + [a for a in (arguments.vararg, arguments.kwarg) if a])}
+    bound = {name: ways for name, ways in _bound_names(function).items() if name not in params}
+    memo = {}
+
+    def name_of(name, stack):
+        if name in params:
+            return params[name]
+        if name not in bound:
+            return name
+        if name in stack:
+            return "@"  # bound from itself (in a loop): the same in every copy
+        if name in memo:
+            return memo[name]
+        cyclic = [False]
+        parts = sorted(f"{kind}:{ast.dump(renamed(value, stack | {name}, cyclic))}" for kind, value in bound[name])
+        found = "n" + _digest("|".join(parts))
+        if not cyclic[0]:
+            memo[name] = found
+        return found
+
+    def renamed(node, stack, cyclic):
+        node = copy.deepcopy(node)
+        for child in ast.walk(node):
+            if isinstance(child, ast.Name):
+                if child.id in stack:
+                    cyclic[0] = True
+                child.id = name_of(child.id, stack)
+            elif isinstance(child, ast.Constant) and isinstance(child.value, str):
+                child.value = ""
+        return node
+
+    # every name's new name first, from the tree as it is, then the tree renamed (in any order)
+    nodes = list(ast.walk(function))
+    given = {name: name_of(name, frozenset()) for name in sorted(
+        {n.arg for n in nodes if isinstance(n, ast.arg)} | {n.id for n in nodes if isinstance(n, ast.Name)}
+        | {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                                   ast.ExceptHandler)) and n.name and n is not function})}
+    for node in nodes:
+        if isinstance(node, ast.arg):
+            node.arg, node.annotation = given[node.arg], None
+        elif isinstance(node, ast.Name):
+            node.id = given[node.id]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not function:
+            node.name = given[node.name]
+            if not isinstance(node, ast.ClassDef):
+                node.returns, node.decorator_list = None, []
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            node.name = given[node.name]
         elif isinstance(node, ast.AnnAssign):
             node.annotation = ast.Constant(None)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            node.value = ""  # messages and argument names in strings: a copier edits them freely
+            node.value = ""
+    return function
+
+
+def statements(function):
+    """Counter of the hashes of a function's statements (normalised), each at any depth on its own (a
+    compound statement by its header); None when the function is too small to tell or too large to read."""
+    size = sum(1 for _ in ast.walk(function))
+    if size > MAX_NODES:
+        return None
+    function = normalise(function)
     if sum(1 for _ in ast.walk(function)) < MIN_NODES:
         return None
-    return hashlib.sha256(ast.dump(function).encode()).hexdigest()
+    found = Counter()
+    for node in ast.walk(function):
+        if not isinstance(node, ast.stmt) or node is function or isinstance(node, ast.Pass):
+            continue
+        header = copy.copy(node)
+        for field in _BODIES:
+            if isinstance(getattr(header, field, None), list):
+                setattr(header, field, [])
+        found[_digest(ast.dump(header))] += 1
+    return found or None
+
+
+def fingerprint(function):
+    """The fingerprint of a function's syntax tree (ast.FunctionDef): its statements' hashes as text,
+    or None when it is too small."""
+    found = statements(function)
+    if not found:
+        return None
+    return PREFIX + ",".join(sorted(found.elements()))
+
+
+def _read(print_):
+    if not isinstance(print_, str) or not print_.startswith(PREFIX):
+        return None
+    return Counter(print_[len(PREFIX):].split(","))
+
+
+def copy_of(function, table):
+    """What `function` (ast.FunctionDef) copies: the label of the table's ({fingerprint: label})
+    largest fingerprint whose every statement is among the function's own, or None."""
+    mine = statements(function) if function is not None else None
+    if not mine:
+        return None
+    found = []
+    for print_, label in table.items():
+        theirs = _read(print_)
+        if theirs and not theirs - mine:
+            found.append((-sum(theirs.values()), label))
+    return min(found)[1] if found else None
 
 
 def functions(source):

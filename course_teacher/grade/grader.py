@@ -40,7 +40,7 @@ from course_utils.i18n import message
 
 from . import cgroups, copies
 from . import key as answer_key
-from . import runner, scan
+from . import policy, runner, scan
 from . import submission as reading
 from .gradebook import Gradebook
 from .runner import Kernel, KernelDied, Reply
@@ -348,7 +348,7 @@ def _copied(cell, exercise, answers):
         return None
     function = next((node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
                      and node.name == exercise.function), None)
-    return answers.copies.get(copies.fingerprint(function)) if function is not None else None
+    return copies.copy_of(function, answers.copies)
 
 
 def _read_verdict(found):
@@ -477,11 +477,22 @@ def _row(exercise, outcome):
 def _judge(answer, reference, options):
     try:
         received = wire.decode(answer, reference, options.time_limit)
+        received.changed = grader_words(received.changed)
         return _Judged(grading.judge(reference, received), received.printed)
     except wire.WireError as error:
         return ("NO_RESULT", {"why": str(error)})
     except Exception as error:  # noqa: BLE001 (the judge on odd data: a verdict for this exercise, not a crash)
         return ("NO_RESULT", {"why": type(error).__name__})
+
+
+def grader_words(changed):
+    """What the kernel says the learner's function changed (kind, name), in the grader's words: a
+    name from policy.FIXED_CHANGES as it is, any other (``torch.leak_<a hidden input>``: a name the
+    learner's code chose) as one "a torch attribute", whatever their number, kinds and order."""
+    kept = [(kind, name) for kind, name in changed if kind == "setting" or name in policy.FIXED_CHANGES]
+    if len(kept) < len(changed):
+        kept.append(("replaced", message("grade.changed_attribute")))
+    return kept
 
 
 def _cell_note(cell, reply, options):

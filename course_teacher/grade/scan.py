@@ -114,7 +114,7 @@ attribute name on any object, and:
   default) and ``numpy.load`` with ``allow_pickle`` other than ``False``: unpickling runs code, and
   an earlier cell can write the file, so a constant path proves nothing; ``timeit`` given code as
   text (a lambda or a function is fine);
-- an import of a module that is neither in Python's standard library nor in ``KNOWN_PACKAGES``: it
+- an import of a module that is neither in Python's standard library nor a root of policy.ALLOWED: it
   may be a file the notebook wrote;
 - IPython: ``!cmd`` and every magic but ``SAFE_MAGICS``; ``%time``, ``%timeit``, ``%prun`` and
   ``%%capture`` (``CODE_MAGICS``) run Python code, which is read as code (and is ``REVIEW`` when it
@@ -150,171 +150,29 @@ from typing import NamedTuple
 
 from .submission import parse
 
+import ast
+import contextlib
+import inspect
+import sys
+import types
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .names import MARKERS, MISSING, OWN, SPLICED, UNKNOWN, Analysis, Objects, TooComplex, copy_tree, magic_call, \
+    magic_name, read_tree, statement_keys
+from .policy import (CALLS, DYNAMIC_ATTRIBUTES, DYNAMIC_NAMES, HISTORY, HISTORY_NAMES, LOOK_BUILTINS, LOOK_DISPLAY,
+                     LOOK_MODULES, MAX_DEPTH, SAFE_MAGICS, VISITS_BASE, VISITS_PER_NODE, also_forbidden, importable,
+                     named_construct, private, refusal, under)
+from .submission import parse
+
 FORBIDDEN = "FORBIDDEN"
 REVIEW = "REVIEW"
 
-#: What the scan cannot read, by qualified name. A name stands for itself and everything under it
-#: (``importlib`` for ``importlib.util.find_spec``); a name ending in ``*`` for every name that starts
-#: so (``os.exec*``: ``os.execv``, ...). ``builtins.x`` entries are the builtin functions however they
-#: are reached; ``builtins`` itself is the module, imported by name.
-DYNAMIC = (
-    # code from text
-    "builtins.exec", "builtins.eval", "builtins.compile", "builtins.__import__", "builtins.breakpoint",
-    "importlib", "imp", "runpy", "code", "codeop", "pdb", "bdb", "pkgutil", "zipimport", "pydoc",
-    "marshal", "pickle", "_pickle", "cPickle", "dill", "cloudpickle", "joblib", "shelve", "copyreg",
-    "multiprocessing", "torch.multiprocessing", "pandas.read_pickle", "numpy.lib.format", "torch.serialization._*",
-    "torch.jit.load", "torch.package", "torch.hub", "torch.utils.cpp_extension", "torch.ops.load_library",
-    # text that names an object: the object
-    "unittest.mock", "logging.config", "typing.get_type_hints", "typing.ForwardRef", "typing._*",
-    "typing_extensions.get_type_hints",
-    # namespaces as data, names computed
-    "builtins.globals", "builtins.locals", "builtins.vars", "builtins", "operator.attrgetter",
-    "operator.methodcaller", "string.Formatter", "sys.modules", "sys.meta_path", "sys.path_hooks",
-    "sys.path_importer_cache",
-    # where imports come from: a module the notebook wrote (the sandbox's working directory is
-    # read-only, but its HOME and /tmp are not) must not become importable
-    "sys.path", "site", "os.chdir", "os.fchdir",
-    # frames, code objects, the interpreter's insides
-    "inspect", "sys._getframe", "sys._current_frames", "sys._current_exceptions", "sys.settrace",
-    "sys.setprofile", "sys.call_tracing", "sys.monitoring", "threading.settrace", "threading.setprofile",
-    "threading.settrace_all_threads", "threading.setprofile_all_threads", "gc.get_referrers",
-    "gc.get_referents", "gc.get_objects", "types.FunctionType", "types.LambdaType", "types.CodeType",
-    "types.CellType", "ctypes", "_ctypes", "cffi",
-    # other processes
-    "subprocess", "_posixsubprocess", "pty", "posix", "nt", "os.system", "os.popen", "os.fork", "os.forkpty",
-    "os.startfile", "os.exec*", "os.spawn*", "os.posix_spawn*",
-    # IPython's shell and the grading machinery (the bounds checks of Triton's interpreter among it)
-    "IPython", "ipykernel", "course_utils.exercises", "course_teacher", "course_utils.triton_bounds",
-    "torch.overrides.TorchFunctionMode", "torch.utils._python_dispatch.TorchDispatchMode",
-    # allowed in some calls only (see CALLS)
-    "builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.hasattr", "torch.load",
-    "torch.serialization.load", "numpy.load", "timeit",
-)
-#: The entries of DYNAMIC that some calls may use (getattr with a constant attribute name,
-#: torch.load with weights_only=True, timeit given a function): importing them is no finding, a use
-#: other than those calls is. The module ``timeit`` itself is no finding, its functions are.
-CALLS = frozenset({"getattr", "setattr", "delattr", "hasattr", "torch.load", "torch.serialization.load", "numpy.load",
-                   "timeit"})
-#: Under DYNAMIC's "IPython", what a notebook may use.
-IPYTHON_ALLOWED = ("IPython.display", "IPython.core.display")
-#: Attributes that reach code objects, namespaces or frames (on any object), and the names the
-#: grader's review note named already (the grading machinery, tracers).
-DYNAMIC_ATTRIBUTES = frozenset({
-    "__dict__", "__code__", "__globals__", "__builtins__", "__closure__", "__defaults__", "__kwdefaults__",
-    "__subclasses__", "__getattribute__", "__getattr__", "__self__", "__loader__", "__spec__", "__import__",
-    "f_globals", "f_locals", "f_builtins", "f_back", "f_code", "tb_frame", "gi_frame", "cr_frame", "ag_frame",
-    "gi_code", "cr_code",
-    "settrace", "setprofile", "_getframe", "get_referrers", "EXERCISES", "Sandbox", "_Watch",
-    "TorchFunctionMode", "TorchDispatchMode",
-})
-#: Bare names that reach the interpreter's namespaces whatever they are bound to.
-DYNAMIC_NAMES = frozenset({"__builtins__", "__loader__", "__spec__"})
-#: Packages a notebook may import besides the standard library (anything else may be a file the
-#: notebook wrote: REVIEW).
-KNOWN_PACKAGES = frozenset({
-    "torch", "torchvision", "torchaudio", "functorch", "numpy", "scipy", "pandas", "matplotlib", "mpl_toolkits",
-    "mplfonts", "seaborn", "sklearn", "sympy", "einops", "opt_einsum", "tqdm", "PIL", "IPython", "ipywidgets",
-    "ipykernel", "course_utils", "course_teacher", "jupytext", "nbformat", "typing_extensions", "triton",
-})
-#: Magics that run no code of the notebook's (or only in the browser).
-SAFE_MAGICS = frozenset({
-    "matplotlib", "config", "precision", "pwd", "who", "whos", "who_ls", "lsmagic", "magic", "quickref",
-    "history", "xmode", "colors", "pprint", "pinfo", "pinfo2", "pdef", "pdoc", "psource", "page", "autoreload",
-    "html", "markdown", "latex", "svg", "javascript", "js",
-})
-#: Magics whose text is Python code: read as code.
-CODE_MAGICS = frozenset({"time", "timeit", "prun", "capture"})
-
-#: The review's name for reading IPython's history (what a look displayed stays in ``Out``, ``_``, ...).
-HISTORY = "IPython's output history (`Out`, `_`)"
-#: The names IPython binds to its output and input history: ``Out``, ``_oh``, ``_``, ``__``, ``___``,
-#: ``_<n>``; ``In``, ``_ih``, ``_i``, ``_ii``, ``_iii``, ``_i<n>``. Reading one is HISTORY.
-_HISTORY_NAMES = re.compile(r"Out|In|_oh|_ih|_{1,3}|_i{1,3}|_i?[0-9]+")
-
-#: What may receive a look's result, besides a course function and the result's own Tensor methods:
-#: these builtins (``print`` without ``file=``), IPython's ``display``, the public functions of these
-#: torch modules (none in place, ``name_``; no ``out=``; not ``save`` / ``load``) and of pyplot.
-LOOK_BUILTINS = frozenset({"builtins.print", "builtins.repr", "builtins.str", "builtins.len"})
-LOOK_DISPLAY = frozenset({"IPython.display.display", "IPython.core.display.display",
-                          "IPython.core.display_functions.display"})
-LOOK_MODULES = frozenset({"torch", "torch.nn.functional", "torch.linalg", "torch.special", "torch.fft",
-                          "matplotlib.pyplot"})
-
-#: The allow-list: everything a learner's own code names must be on it, or the notebook goes to the
-#: teacher's review ("not allowed"), whether DYNAMIC names it or not: code the scan was never told
-#: about is not trusted. A qualified name is on it when it falls under ALLOWED (a module stands for
-#: everything in it), under no DENIED entry, and none of its parts after the first is private (``_x``,
-#: or a dunder but SAFE_DUNDERS): ``torch._softmax``, ``torch._C.DisableTorchFunction``,
-#: ``torch.ops.aten._scaled_dot_product_attention_math``, ``threading.Thread`` are not. A builtin is on
-#: it when it is in SAFE_BUILTINS (or is ``getattr``/``hasattr``/``setattr``/``delattr`` with a
-#: constant name, whose attribute is then judged as any other). An attribute of an object the scan
-#: cannot name (a call's result, a parameter) is on it unless it is private; of the learner's own
-#: objects (``self`` in their classes' methods, their functions) any attribute is theirs. A ``match``
-#: statement's class pattern reads attributes by name, out of sight: never on it.
-ALLOWED = (
-    "torch", "numpy", "math", "cmath", "random", "statistics", "itertools", "functools", "operator", "collections",
-    "typing", "dataclasses", "enum", "abc", "numbers", "fractions", "decimal", "copy", "string", "re", "json",
-    "textwrap", "pprint", "time", "timeit", "warnings", "contextlib", "io", "matplotlib", "mpl_toolkits", "mplfonts", "einops",
-    "ipywidgets", "IPython.display", "IPython.core.display", "course_utils", "tqdm", "PIL", "scipy", "pandas",
-    "seaborn", "sklearn", "sympy", "opt_einsum",
-    # Triton, for lesson 09's kernels: only what writing a kernel needs. Why that is safe, and only so:
-    # the grader's sandbox has no GPU, so a kernel runs only in Triton's interpreter, and only
-    # course_utils.triton_setup.load() can switch that on (lesson 09's setup cell and course_utils.
-    # flash_triton call it; os.environ, %env and triton.knobs are not on this list). The interpreter
-    # turns pointers into raw addresses of the kernel's process: unchecked, a tl.load at a computed
-    # address would read any of its memory and a tl.store overwrite the results being collected, as
-    # ctypes would. load() installs course_utils.triton_bounds whenever it switches the interpreter
-    # on: every address a load, store or atomic operation leaves unmasked is checked against the
-    # tensors passed to that launch, and the rest refused before any memory is touched. What stays out, by ALLOWED_EXACT and DENIED below: the
-    # compiler, the runtime (the interpreter itself and its C module, the launcher, the autotuner's
-    # benchmarks), triton.tools, triton.knobs, inline assembly and external (libdevice) calls, the
-    # language's submodules (core and semantic build any operation by hand) and every private name.
-    "triton.jit", "triton.cdiv", "triton.next_power_of_2", "triton.language",
-)
-#: Names allowed themselves but not what is under them: ``import triton`` binds the package, from
-#: which only ALLOWED's ``triton.*`` entries may be read.
-ALLOWED_EXACT = frozenset({"triton"})
-#: Under ALLOWED, what is not: operators by their registered names and the machinery that defines
-#: them or compiles Python out of the watcher's sight, threads and processes, C.
-DENIED = (
-    "torch.ops", "torch.library", "torch.overrides", "torch.jit", "torch.compile", "torch.compiler", "torch.export",
-    "torch.fx", "torch.package", "torch.hub", "torch.multiprocessing", "torch.distributed", "torch.utils.cpp_extension",
-    "torch.cuda.jiterator", "numpy.ctypeslib", "numpy.f2py",
-    "triton.language.core", "triton.language.semantic", "triton.language.standard", "triton.language.math",
-    "triton.language.random", "triton.language.extra", "triton.language.target_info",
-    "triton.language.inline_asm_elementwise", "triton.language.map_elementwise", "triton.language.tensor",
-    "triton.language.aggregate_replace",
-)
-#: Dunders a learner's code may name on any object (``super().__init__()``, a module's ``__version__``).
-SAFE_DUNDERS = frozenset({"__init__", "__name__", "__doc__", "__version__", "__len__", "__call__", "__repr__",
-                          "__str__", "__iter__", "__next__", "__getitem__", "__contains__", "__eq__", "__hash__"})
-#: The builtins a learner's code may name: none reaches code, a namespace or another thread.
-SAFE_BUILTINS = frozenset({
-    "abs", "all", "any", "ascii", "bin", "bool", "bytearray", "bytes", "callable", "chr", "classmethod", "complex",
-    "dict", "dir", "divmod", "enumerate", "filter", "float", "format", "frozenset", "hash", "hex", "id", "int",
-    "isinstance", "issubclass", "iter", "len", "list", "map", "max", "min", "next", "object", "oct", "open", "ord",
-    "pow", "print", "property", "range", "repr", "reversed", "round", "set", "slice", "sorted", "staticmethod", "str",
-    "sum", "super", "tuple", "type", "zip", "None", "True", "False", "NotImplemented", "Ellipsis", "__name__",
-    "__doc__", *(name for name, value in vars(builtins).items() if isinstance(value, type)
-                  and issubclass(value, BaseException)),  # the exceptions, to raise and to catch
-})
-
-#: How much work reading a notebook may take: VISITS_PER_NODE visits of each node of its syntax trees
-#: (and VISITS_BASE), in all. The course's own notebooks take at most 0.72 a node; past the limit it is
-#: for the teacher's review ("too complex"), so that no cell can make the scan run for long.
-VISITS_PER_NODE, VISITS_BASE = 40, 100_000
-
-#: How deeply a cell's syntax tree may nest (a long ``a + b + ...`` nests once per term): deeper is
-#: no code a learner writes, and the scan, which recurses, reads no deeper (REVIEW: "nesting").
-MAX_DEPTH = 100
-
-UNKNOWN = "?"  # a value the scan cannot name: a call's result, a parameter, a constant
-OWN = "<own>"  # a function or class the notebook defines, or something of it
-_MARKERS = frozenset({UNKNOWN, OWN})
-_MISSING = object()
-_BUILTINS = frozenset(dir(builtins))
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-_SPLICED = "_scan_spliced"  # set on a statement a magic's code gave (%time, %timeit, ...)
+# tests/test_scan.py reads the analysis through these names
+_tree, _Analysis, _Objects = read_tree, Analysis, Objects
+__all__ = ["FORBIDDEN", "REVIEW", "HISTORY", "MAX_DEPTH", "VISITS_BASE", "Findings", "Hit", "Target", "Verdict",
+           "scan", "targets"]
 
 
 # ----------------------------------------------------------------------------- the result
@@ -374,57 +232,6 @@ def targets(submission, exercises):
     return found
 
 
-# ----------------------------------------------------------------------------- names and objects
-
-class _Objects:
-    """Qualified names → the objects of modules already loaded in this process, read with
-    ``inspect.getattr_static`` (no property, no ``__getattr__``, nothing imported, no code run)."""
-
-    def __init__(self):
-        self._cache = {}
-
-    def lookup(self, name):
-        """(object or _MISSING, canonical name: each module reached is named by its own name)."""
-        if name not in self._cache:
-            self._cache[name] = self._lookup(name)
-        return self._cache[name]
-
-    @staticmethod
-    def _lookup(name):
-        parts = name.split(".")
-        if not all(part.isidentifier() for part in parts):
-            return _MISSING, name
-        for split in range(len(parts), 0, -1):
-            found = sys.modules.get(".".join(parts[:split]))
-            if found is not None:
-                break
-        else:
-            return _MISSING, name
-        canonical = _module_name(found, ".".join(parts[:split]))
-        for at, part in enumerate(parts[split:], start=split):
-            try:
-                found = inspect.getattr_static(found, part, _MISSING)
-            except Exception:  # noqa: BLE001 (an odd object: then it is not known)
-                found = _MISSING
-            if found is _MISSING:
-                return _MISSING, ".".join([canonical] + parts[at:])
-            canonical = _module_name(found, None) or f"{canonical}.{part}"
-        return found, canonical
-
-
-def _module_name(found, default):
-    if isinstance(found, types.ModuleType):
-        name = vars(found).get("__name__")
-        return name if isinstance(name, str) else default
-    return default
-
-
-def _under(name, prefix):
-    if prefix.endswith("*"):
-        return name.startswith(prefix[:-1])
-    return name == prefix or name.startswith(prefix + ".")
-
-
 class _Rule:
     """One forbidden name of one exercise."""
 
@@ -442,20 +249,22 @@ class _Rule:
             resolve(name)
         self.obj, self.canonical = objects.lookup(self.qual)
         parent, _, self.last = self.qual.rpartition(".")
-        parent_obj, _ = objects.lookup(parent) if parent else (_MISSING, "")
-        if parent_obj is not _MISSING:
+        parent_obj, _ = objects.lookup(parent) if parent else (MISSING, "")
+        if parent_obj is not MISSING:
             is_class = inspect.isclass(parent_obj)
         else:  # a module not loaded: a class is Capitalised
             is_class = parent.rpartition(".")[2][:1].isupper()
         self.owner = parent if is_class and not self.method else None  # a method of a class: the class
         torch = sys.modules.get("torch")
         tensor_op = (self.qual.startswith("torch.") and self.owner is None and torch is not None
-                     and inspect.getattr_static(torch.Tensor, self.last, _MISSING) is not _MISSING)
+                     and inspect.getattr_static(torch.Tensor, self.last, MISSING) is not MISSING)
         self.generic = bool(self.method) or tensor_op
         # the name an attribute on an unknown object is judged by (none for tensor operations)
         self.word = None if self.generic else (self.owner.rpartition(".")[2] if self.owner else self.last)
+        if self.word is not None and _tensor_attribute(self.word):  # ``a.device`` is the tensor's, not
+            self.word = None  # course_utils.triton_setup.device: a tensor's attribute is no course function
         self.module = None if self.owner else parent  # the module a star import would take it from
-        self.usable = self.obj is not _MISSING and (callable(self.obj) or inspect.isclass(self.obj))
+        self.usable = self.obj is not MISSING and (callable(self.obj) or inspect.isclass(self.obj))
 
     def matches(self, name, objects):
         """Whether the qualified name `name` is (or reaches) this forbidden name."""
@@ -464,13 +273,13 @@ class _Rule:
             return True
         if self.owner and {name, canonical} & {self.owner, objects.lookup(self.owner)[1]}:
             return True
-        if obj is _MISSING or not self.usable:
+        if obj is MISSING or not self.usable:
             return False
         if obj is self.obj:
             return True
         if self.owner and inspect.isclass(obj):  # a subclass that inherits the method
             try:
-                return inspect.getattr_static(obj, self.last, _MISSING) is self.obj
+                return inspect.getattr_static(obj, self.last, MISSING) is self.obj
             except Exception:  # noqa: BLE001
                 return False
         return False
@@ -489,675 +298,7 @@ class _Rule:
         target = objects.lookup(wanted)[0]
         exported = vars(found).get("__all__")
         names = exported if isinstance(exported, (list, tuple)) else [n for n in vars(found) if not n.startswith("_")]
-        return any(isinstance(n, str) and vars(found).get(n, _MISSING) is target for n in names)
-
-
-# ----------------------------------------------------------------------------- IPython's magics
-
-def _magic(call):
-    """(method, [constant string arguments or None]) when `call` is IPython's rewrite of a magic or a
-    shell escape, ``get_ipython().run_line_magic("timeit", "...")``; else None."""
-    if not isinstance(call, ast.Call):
-        return None
-    function = call.func
-    if (isinstance(function, ast.Attribute) and isinstance(function.value, ast.Call)
-            and isinstance(function.value.func, ast.Name) and function.value.func.id == "get_ipython"
-            and not function.value.args and not function.value.keywords):
-        arguments = [a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else None for a in call.args]
-        return function.attr, arguments
-    return None
-
-
-def _magic_name(method, arguments):
-    """("%name" / "%%name" / "!", name) of a magic call, or (None, None) for another method."""
-    if method in ("system", "getoutput"):
-        return "!", None
-    if method == "run_line_magic" and arguments and arguments[0]:
-        return "%" + arguments[0], arguments[0]
-    if method == "run_cell_magic" and arguments and arguments[0]:
-        return "%%" + arguments[0], arguments[0]
-    if method == "magic" and arguments and arguments[0]:
-        name = arguments[0].lstrip("%").split(" ", 1)[0]
-        return "%" + name, name
-    return None, None
-
-
-_OPTION_VALUE = re.compile(r"[\w.:/-]+")
-
-
-def _after_options(line):
-    """The code after a magic's leading options (``-n 10 -r 3 f(x)``: ``f(x)``), or None when the
-    options hold anything but plain words."""
-    rest = line.strip()
-    while rest.startswith("-"):
-        option, _, rest = rest.partition(" ")
-        rest = rest.strip()
-        if not _OPTION_VALUE.fullmatch(option):
-            return None
-        if rest.startswith("-") or _parses(rest):
-            continue
-        value, _, rest = rest.partition(" ")  # the option's value
-        rest = rest.strip()
-        if not _OPTION_VALUE.fullmatch(value):
-            return None
-    return rest
-
-
-def _parses(text):
-    return isinstance(parse(text), ast.AST)
-
-
-def _magic_code(call):
-    """The parsed code a CODE_MAGICS call runs (an ast.Module), or None (another call, or code that
-    does not parse)."""
-    found = _magic(call)
-    if not found:
-        return None
-    method, arguments = found
-    _, name = _magic_name(method, arguments)
-    if name not in CODE_MAGICS or method not in ("run_line_magic", "run_cell_magic") or None in arguments[:3]:
-        return None
-    line = arguments[1] if len(arguments) > 1 else ""
-    if method == "run_line_magic":
-        texts = [_after_options(line) if name in ("timeit", "prun") else line]
-    elif name == "capture":  # the line is options and a variable's name
-        texts = [None if not re.fullmatch(r"[\w\s-]*", line) else "", arguments[2] if len(arguments) > 2 else ""]
-    else:
-        setup = _after_options(line) if name in ("timeit", "prun") else line
-        texts = [setup, arguments[2] if len(arguments) > 2 else ""]
-    if None in texts:
-        return None
-    trees = [parse(text) for text in texts]
-    if not all(isinstance(tree, ast.AST) and _depth(tree) <= MAX_DEPTH for tree in trees):
-        return None
-    return ast.Module(body=[s for tree in trees for s in _copy(tree).body], type_ignores=[])
-
-
-class _Splice(ast.NodeTransformer):
-    """Put the code of %time, %timeit, %prun and %%capture in place of the magic's call."""
-
-    def visit_Expr(self, node):
-        code = _magic_code(node.value)
-        if code is None:
-            return self.generic_visit(node)
-        body = []
-        for statement in code.body:
-            done = self.visit(statement)
-            body.extend(done if isinstance(done, list) else [done] if done is not None else [])
-        for statement in body:
-            setattr(statement, _SPLICED, True)  # the magic runs it, not the cell: never a look
-        return body or ast.Pass()
-
-    def visit_Call(self, node):
-        code = _magic_code(node)
-        if code is not None and len(code.body) == 1 and isinstance(code.body[0], ast.Expr):
-            return self.visit(code.body[0].value)
-        return self.generic_visit(node)
-
-
-def _tree(source):
-    """The cell's syntax tree with the magics' code spliced in (None when it does not parse, or nests
-    deeper than MAX_DEPTH): parse's own tree, shared and never changed, unless there was code to splice."""
-    tree = parse(source)
-    if not isinstance(tree, ast.AST) or _depth(tree) > MAX_DEPTH:
-        return None
-    if "%" in source and any(_magic_code(node) is not None for node in ast.walk(tree)):
-        return _Splice().visit(_copy(tree))
-    return tree
-
-
-def _depth(tree):
-    """How deeply the tree nests (counted without recursing)."""
-    deepest, stack = 0, [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if depth <= MAX_DEPTH:
-            stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return deepest
-
-
-def _copy(tree):
-    """A copy of a syntax tree (made without recursing)."""
-    root = type(tree)()
-    stack = [(tree, root)]
-    while stack:
-        old, new = stack.pop()
-        for name in old._attributes + (_SPLICED,):
-            if hasattr(old, name):
-                setattr(new, name, getattr(old, name))
-        for name, value in ast.iter_fields(old):
-            if isinstance(value, list):
-                copied = []
-                for item in value:
-                    if isinstance(item, ast.AST):
-                        copied.append(type(item)())
-                        stack.append((item, copied[-1]))
-                    else:
-                        copied.append(item)
-                setattr(new, name, copied)
-            elif isinstance(value, ast.AST):
-                setattr(new, name, type(value)())
-                stack.append((value, getattr(new, name)))
-            else:
-                setattr(new, name, value)
-    return root
-
-
-@functools.lru_cache(maxsize=4096)
-def _keys(source):
-    """What tells a top-level statement of the cell from another: its syntax tree, without positions."""
-    tree = _tree(source)
-    return tuple(ast.dump(statement) for statement in tree.body) if tree is not None else ()
-
-
-# ----------------------------------------------------------------------------- following names
-
-class _Now:
-    """The notebook's global names as its cells run, statement after statement."""
-
-    kind = "module"
-
-    def __init__(self, analysis):
-        self.a = analysis
-
-    @property
-    def pos(self):
-        return self.a.module.pos
-
-    def lookup(self, name):
-        self.a.used(name)
-        return self.a.module.now(name)
-
-    def bind(self, name, values, strong):
-        self.a.module.bind(name, values, strong)
-        self.a.binders[name].add(id(self.a.top))
-
-
-class _From:
-    """The global names as a function defined at `pos` sees them when it runs: any value bound from
-    `pos` on."""
-
-    kind = "module"
-
-    def __init__(self, analysis, pos):
-        self.a, self.pos = analysis, pos
-
-    def lookup(self, name):
-        self.a.used(name)
-        return self.a.module.since(name, self.pos)
-
-    def bind(self, name, values, strong):  # `global name` in a function, a walrus in a generator
-        self.a.sticky[name] |= values
-        self.a.binders[name].add(id(self.a.top))
-
-
-class _Local:
-    """A function's, class's or comprehension's names: every value each one is bound to, anywhere
-    in the body (a function runs in any order)."""
-
-    def __init__(self, analysis, parent, kind, names=(), globals_=(), nonlocals=()):
-        self.a, self.parent, self.kind = analysis, parent, kind
-        self.names, self.globals, self.nonlocals = set(names), set(globals_), set(nonlocals)
-        self.values = defaultdict(set)
-        self.plain = False  # a class deriving from the learner's own classes, object or nn.Module only
-
-    @property
-    def pos(self):
-        return self.parent.pos
-
-    def lookup(self, name):
-        if name in self.globals:
-            return _From(self.a, self.pos).lookup(name)
-        if name in self.names and name not in self.nonlocals:
-            return frozenset(self.values.get(name) or {UNKNOWN})
-        return self.parent.lookup(name)
-
-    def bind(self, name, values, strong):
-        if name in self.globals:
-            _From(self.a, self.pos).bind(name, values, strong)
-        elif name in self.nonlocals:
-            scope = self.parent
-            while isinstance(scope, _Local) and (scope.kind != "function" or name not in scope.names):
-                scope = scope.parent
-            if isinstance(scope, _Local):
-                scope.bind(name, values, strong)
-        else:
-            self.values[name] |= values
-
-
-class _ModuleState:
-    def __init__(self, analysis, star):
-        self.a = analysis
-        self.pos = 0
-        self.current = {}
-        self.events = defaultdict(list)  # name -> [(pos, values bound then)]
-        self.star = star  # modules star-imported anywhere
-
-    def _fallback(self, name):
-        values = {f"{module}.{name}" for module in self.star}
-        if name in _BUILTINS:
-            values.add(f"builtins.{name}")
-        return values or {UNKNOWN}
-
-    def _extra(self, name):
-        return self.a.sticky.get(name, set()) | {f"{module}.{name}" for module in self.star}
-
-    def now(self, name):
-        values = self.current.get(name)
-        return frozenset((values if values is not None else self._fallback(name)) | self._extra(name))
-
-    def since(self, name, pos):
-        then, later = None, set()
-        for at, values in self.events.get(name, ()):
-            if at <= pos:
-                then = values
-            else:
-                later |= values
-        return frozenset((then if then is not None else self._fallback(name)) | later | self._extra(name))
-
-    def bind(self, name, values, strong):
-        values = frozenset(values)
-        if not strong:
-            values |= self.current.get(name) or frozenset(self._fallback(name))
-        self.current[name] = values
-        self.events[name].append((self.pos, values))
-
-
-def _join(base, attribute):
-    return base if base in _MARKERS else f"{base}.{attribute}"
-
-
-def _bound(body):
-    """(names a function's or class's body binds, its global names, its nonlocal names)."""
-    names, globals_, nonlocals = set(), set(), set()
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-            continue
-        if isinstance(node, ast.Lambda):
-            continue
-        if isinstance(node, _COMPREHENSIONS):
-            names.update(n.target.id for n in ast.walk(node) if isinstance(n, ast.NamedExpr)
-                         and isinstance(n.target, ast.Name))
-            continue
-        if isinstance(node, ast.Global):
-            globals_.update(node.names)
-        elif isinstance(node, ast.Nonlocal):
-            nonlocals.update(node.names)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            names.add(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
-        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
-            names.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            names.add(node.rest)
-        stack.extend(ast.iter_child_nodes(node))
-    return names - globals_ - nonlocals, globals_, nonlocals
-
-
-class _TooComplex(Exception):
-    """Reading the notebook would take more than its budget (_Analysis.budget)."""
-
-
-class _Analysis:
-    """Every Name, Attribute and ``getattr(x, "constant")`` of the notebook, with the qualified names
-    it may stand for; what each top-level statement binds and reads at the global level."""
-
-    def __init__(self, statements, objects):
-        self.objects = objects
-        # work done, counted: linear in the notebook's size by construction, and bounded here
-        self.visits = 0
-        self.budget = VISITS_PER_NODE * sum(1 for s in statements for _ in ast.walk(s)) + VISITS_BASE
-        star = set()
-        for statement in statements:
-            for node in ast.walk(statement):
-                if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names) and not node.level:
-                    star.add(node.module)
-        self.sticky = defaultdict(set)
-        for _ in range(3):  # again while a function's `global` adds values the last round did not know
-            before = {k: set(v) for k, v in self.sticky.items()}
-            self._round(statements, frozenset(star))
-            if {k: v for k, v in self.sticky.items() if v} == {k: v for k, v in before.items() if v}:
-                break
-
-    def _round(self, statements, star):
-        self.refs = defaultdict(set)  # id(node) -> qualified names (and markers) it may stand for
-        self.bases = {}  # id(node) -> the values of the object an attribute is read from
-        self.attrs = {}  # id(node) -> the attribute's name (Attribute, getattr/setattr/... with a constant)
-        self.stores = []  # (id(top), node, base values): attributes assigned or deleted
-        self.safe = set()  # id(function node) of the calls a DYNAMIC entry allows
-        self.uses = defaultdict(set)  # id(top) -> global names it reads
-        self.binders = defaultdict(set)  # name -> id(top) of the statements binding it at the global level
-        self.pending = []
-        self.module = _ModuleState(self, star)
-        self.final = True
-        for statement in statements:
-            self.top = statement
-            self.module.pos += 1
-            self._statement(statement, _Now(self), strong=True)
-        while self.pending:
-            node, parent, top, method = self.pending.pop(0)
-            self.top = top
-            self._function(node, parent, method)
-
-    def used(self, name):
-        self.uses[id(self.top)].add(name)
-
-    # ------------------------------------------------------------------ statements
-
-    def _statements(self, body, scope, strong=False):
-        for statement in body:
-            self._statement(statement, scope, strong)
-
-    def _count(self):
-        self.visits += 1
-        if self.visits > self.budget:
-            raise _TooComplex()
-
-    def _statement(self, node, scope, strong):  # one case per kind of statement
-        self._count()
-        expr = self._expr
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for d in node.decorator_list:
-                expr(d, scope)
-            self._arguments(node.args, scope)
-            expr(node.returns, scope)
-            scope.bind(node.name, {OWN}, strong)
-            self._defer(node, scope)
-        elif isinstance(node, ast.ClassDef):
-            for e in node.decorator_list + [k.value for k in node.keywords]:
-                expr(e, scope)
-            bases = [expr(b, scope) for b in node.bases]
-            self._class(node, scope, all(self._plain(b) for b in bases) and not node.keywords)
-            scope.bind(node.name, {OWN}, strong)
-        elif isinstance(node, ast.Assign):
-            values, items = self._value(node.value, scope)
-            for target in node.targets:
-                self._assign(target, values, scope, strong, items)
-        elif isinstance(node, ast.AugAssign):
-            values = expr(node.value, scope)
-            if isinstance(node.target, ast.Name):
-                scope.lookup(node.target.id)
-                scope.bind(node.target.id, values | {UNKNOWN}, False)
-            else:
-                expr(node.target, scope)
-        elif isinstance(node, ast.AnnAssign):
-            expr(node.annotation, scope)
-            if node.value is not None:
-                values, items = self._value(node.value, scope)
-                self._assign(node.target, values, scope, strong, items)
-            elif not isinstance(node.target, ast.Name):
-                expr(node.target, scope)
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
-            self._assign(node.target, expr(node.iter, scope) | {UNKNOWN}, scope, False)
-            self._statements(node.body + node.orelse, scope)
-        elif isinstance(node, (ast.While, ast.If)):
-            expr(node.test, scope)
-            self._statements(node.body + node.orelse, scope)
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            for item in node.items:
-                values = expr(item.context_expr, scope)
-                if item.optional_vars is not None:
-                    self._assign(item.optional_vars, values | {UNKNOWN}, scope, False)
-            self._statements(node.body, scope)
-        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-            self._statements(node.body, scope)
-            for handler in node.handlers:
-                expr(handler.type, scope)
-                if handler.name:
-                    scope.bind(handler.name, {UNKNOWN}, False)
-                self._statements(handler.body, scope)
-            self._statements(node.orelse + node.finalbody, scope)
-        elif isinstance(node, ast.Match):
-            expr(node.subject, scope)
-            for case in node.cases:
-                self._pattern(case.pattern, scope)
-                expr(case.guard, scope)
-                self._statements(case.body, scope)
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    scope.bind(alias.asname, {alias.name}, strong)
-                else:
-                    top = alias.name.split(".")[0]
-                    scope.bind(top, {top}, strong)
-        elif isinstance(node, ast.ImportFrom):
-            module = "." * node.level + (node.module or "")
-            for alias in node.names:
-                if alias.name != "*":
-                    scope.bind(alias.asname or alias.name, {f"{module}.{alias.name}"}, strong)
-        elif isinstance(node, (ast.Global, ast.Nonlocal, ast.Pass, ast.Break, ast.Continue)):
-            pass
-        else:  # Expr, Return, Delete, Raise, Assert, ...
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.expr):
-                    expr(child, scope)
-                elif isinstance(child, ast.stmt):
-                    self._statement(child, scope, False)
-
-    def _pattern(self, pattern, scope):
-        for node in ast.walk(pattern):
-            if isinstance(node, ast.MatchValue):
-                self._expr(node.value, scope)
-            elif isinstance(node, ast.MatchClass):
-                self._expr(node.cls, scope)
-            elif isinstance(node, ast.MatchMapping):
-                for key in node.keys:
-                    self._expr(key, scope)
-                if node.rest:
-                    scope.bind(node.rest, {UNKNOWN}, False)
-            if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-                scope.bind(node.name, {UNKNOWN}, False)
-
-    def _value(self, node, scope):
-        """(values, [values of each item] for a tuple or list display, else None)."""
-        if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
-            items = [self._expr(e, scope) for e in node.elts]
-            return frozenset().union(*items) | {UNKNOWN}, items
-        return self._expr(node, scope), None
-
-    def _assign(self, target, values, scope, strong, items=None):
-        if isinstance(target, ast.Name):
-            scope.bind(target.id, values, strong)
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            if items is not None and len(items) == len(target.elts) and not any(
-                    isinstance(e, ast.Starred) for e in target.elts):
-                for element, item in zip(target.elts, items):
-                    self._assign(element, item, scope, strong)
-            else:
-                for element in target.elts:
-                    self._assign(element, values | {UNKNOWN}, scope, strong)
-        elif isinstance(target, ast.Starred):
-            self._assign(target.value, values | {UNKNOWN}, scope, strong)
-        else:  # an attribute or an item: read what it belongs to
-            self._expr(target, scope)
-
-    def _arguments(self, arguments, scope):
-        for default in arguments.defaults + [d for d in arguments.kw_defaults if d is not None]:
-            self._expr(default, scope)
-        for argument in self._parameters(arguments):
-            self._expr(argument.annotation, scope)
-
-    @staticmethod
-    def _parameters(arguments):
-        found = arguments.posonlyargs + arguments.args + arguments.kwonlyargs
-        return found + [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
-
-    def _function_parent(self, scope):
-        while isinstance(scope, _Local) and scope.kind == "class":
-            scope = scope.parent
-        return _From(self, scope.pos) if isinstance(scope, _Now) else scope
-
-    def _defer(self, node, scope):
-        if self.final:
-            method = isinstance(scope, _Local) and scope.kind == "class" and scope.plain
-            self.pending.append((node, self._function_parent(scope), self.top, method))
-
-    def _plain(self, values):
-        """Whether a base class is the learner's own, object or nn.Module: then `self` in its methods
-        is the learner's object (an attribute of it is no course function)."""
-        torch = sys.modules.get("torch")
-        plain = (object,) + ((torch.nn.Module,) if torch is not None else ())
-        return all(v == OWN or (v != UNKNOWN and self.objects.lookup(v)[0] in plain) for v in values)
-
-    def _function(self, node, parent, method=False):
-        parameters = [a.arg for a in self._parameters(node.args)]
-        if isinstance(node, ast.Lambda):
-            names, globals_, nonlocals = set(parameters), set(), set()
-        else:
-            names, globals_, nonlocals = _bound(node.body)
-            names |= set(parameters)
-        scope = _Local(self, parent, "function", names, globals_, nonlocals)
-        for name in parameters:
-            scope.values[name].add(UNKNOWN)
-        plain_first = method and not isinstance(node, ast.Lambda) and not node.decorator_list
-        if plain_first and (node.args.posonlyargs or node.args.args):
-            first = (node.args.posonlyargs + node.args.args)[0].arg
-            scope.values[first] = {OWN}  # self: the learner's own object
-        outer = self.final
-        for round_ in (0, 1):  # twice: a name's values may come from a line further down
-            self.final = outer and round_ == 1
-            if isinstance(node, ast.Lambda):
-                self._expr(node.body, scope)
-            else:
-                self._statements(node.body, scope)
-        self.final = outer
-
-    def _class(self, node, scope, plain=False):
-        # Once, in order, as a class body runs (its methods are deferred: they run in any order). Twice
-        # at every level, nested classes cost 2**depth: 34 of them stalled the grader.
-        names, globals_, nonlocals = _bound(node.body)
-        inside = _Local(self, scope, "class", names, globals_, nonlocals)
-        inside.plain = plain
-        self._statements(node.body, inside)
-
-    # ------------------------------------------------------------------ expressions
-
-    def _ref(self, node, values):
-        self.refs[id(node)] |= values
-
-    def _expr(self, node, scope):  # one case per kind of expression
-        self._count()
-        if node is None:
-            return frozenset({UNKNOWN})
-        if isinstance(node, ast.Name):
-            if isinstance(node.ctx, ast.Load):
-                values = scope.lookup(node.id)
-                self._ref(node, values)
-                return values
-            return frozenset({UNKNOWN})
-        if isinstance(node, ast.Attribute):
-            base = self._expr(node.value, scope)
-            values = frozenset(_join(b, node.attr) for b in base)
-            self.bases[id(node)], self.attrs[id(node)] = base, node.attr
-            if isinstance(node.ctx, ast.Load):
-                self._ref(node, values)
-            else:
-                self.stores.append((id(self.top), node, base))
-            return values
-        if isinstance(node, ast.Call):
-            function = self._expr(node.func, scope)
-            arguments = [self._expr(a, scope) for a in node.args]
-            keywords = {k.arg: self._expr(k.value, scope) for k in node.keywords}
-            return self._call(node, function, arguments, keywords)
-        if isinstance(node, ast.IfExp):
-            self._expr(node.test, scope)
-            return self._expr(node.body, scope) | self._expr(node.orelse, scope)
-        if isinstance(node, ast.BoolOp):
-            return frozenset().union(*(self._expr(v, scope) for v in node.values))
-        if isinstance(node, ast.NamedExpr):
-            values = self._expr(node.value, scope)
-            target = scope
-            while isinstance(target, _Local) and target.kind == "comprehension":
-                target = target.parent
-            target.bind(node.target.id, values, False)
-            return values
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            return frozenset().union(*(self._expr(e, scope) for e in node.elts)) | {UNKNOWN}
-        if isinstance(node, ast.Dict):
-            parts = [self._expr(e, scope) for e in node.keys + node.values if e is not None]
-            return frozenset().union(*parts) | {UNKNOWN}
-        if isinstance(node, ast.Subscript):
-            base = self._expr(node.value, scope)
-            self._expr(node.slice, scope)
-            return base | {UNKNOWN}
-        if isinstance(node, ast.Starred):
-            return self._expr(node.value, scope)
-        if isinstance(node, ast.Lambda):
-            self._arguments(node.args, scope)
-            self._defer(node, scope)
-            return frozenset({OWN})
-        if isinstance(node, _COMPREHENSIONS):
-            return self._comprehension(node, scope) | {UNKNOWN}
-        if isinstance(node, (ast.Await, ast.Yield, ast.YieldFrom)):
-            return self._expr(node.value, scope) | {UNKNOWN}
-        for child in ast.iter_child_nodes(node):  # constants, operators, f-strings, slices, ...
-            if isinstance(child, ast.expr):
-                self._expr(child, scope)
-        return frozenset({UNKNOWN})
-
-    def _comprehension(self, node, scope):
-        generators = node.generators
-        first = self._expr(generators[0].iter, scope)
-        parent = _From(self, scope.pos) if isinstance(node, ast.GeneratorExp) and isinstance(scope, _Now) else scope
-        names = {n.id for g in generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
-        inside = _Local(self, parent, "comprehension", names)
-        for at, generator in enumerate(generators):
-            values = first if at == 0 else self._expr(generator.iter, inside)
-            self._assign(generator.target, values | {UNKNOWN}, inside, False)
-            for condition in generator.ifs:
-                self._expr(condition, inside)
-        if isinstance(node, ast.DictComp):
-            return self._expr(node.key, inside) | self._expr(node.value, inside)
-        return self._expr(node.elt, inside)
-
-    def _canonical(self, values):
-        return {self.objects.lookup(v)[1] for v in values if v not in _MARKERS}
-
-    def _call(self, node, function, arguments, keywords):
-        names = self._canonical(function)
-        accessors = names & {"builtins.getattr", "builtins.hasattr", "builtins.setattr", "builtins.delattr"}
-        if (accessors and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
-                and isinstance(node.args[1].value, str) and not any(isinstance(a, ast.Starred) for a in node.args[:2])):
-            self.safe.add(id(node.func))
-            attribute, base = node.args[1].value, arguments[0]
-            self.attrs[id(node)], self.bases[id(node)] = attribute, base
-            values = frozenset(_join(b, attribute) for b in base)
-            if accessors & {"builtins.setattr", "builtins.delattr"}:
-                self.stores.append((id(self.top), node, base))
-            if "builtins.getattr" in accessors:
-                self._ref(node, values)
-                return values | (arguments[2] if len(arguments) > 2 else frozenset())
-            return frozenset({UNKNOWN})
-        if names and all(n in ("torch.load", "torch.serialization.load") for n in names):
-            weights_only = next((k for k in node.keywords if k.arg == "weights_only"), None)
-            value = weights_only.value if weights_only is not None else None
-            if isinstance(value, ast.Constant) and value.value is True:
-                self.safe.add(id(node.func))
-        elif names and all(n == "numpy.load" for n in names):
-            pickle = next((k for k in node.keywords if k.arg == "allow_pickle"), None)
-            if not any(k.arg is None for k in node.keywords) and len(node.args) < 3 and (
-                    pickle is None or (isinstance(pickle.value, ast.Constant) and pickle.value.value is False)):
-                self.safe.add(id(node.func))
-        elif names and all(n in ("timeit.timeit", "timeit.repeat", "timeit.Timer") for n in names):
-            given = [(node.args[i] if i < len(node.args) else None, i) for i in (0, 1)]
-            given = [a if a is not None else next((k.value for k in node.keywords if k.arg == key), None)
-                     for (a, _), key in zip(given, ("stmt", "setup"))]
-            plain = not any(isinstance(a, ast.Starred) for a in node.args) and all(k.arg for k in node.keywords)
-            if plain and all(a is None or self._callable(a) for a in given):
-                self.safe.add(id(node.func))
-        return frozenset({UNKNOWN})
-
-    def _callable(self, node):
-        """Whether timeit's stmt or setup is a function (not text to run)."""
-        if isinstance(node, ast.Lambda):
-            return True
-        values = self.refs.get(id(node))
-        return bool(values) and UNKNOWN not in values and isinstance(node, (ast.Name, ast.Attribute))
+        return any(isinstance(n, str) and vars(found).get(n, MISSING) is target for n in names)
 
 
 # ----------------------------------------------------------------------------- the scan
@@ -1179,29 +320,29 @@ def scan(cells, course_cells, exercises):
     code cells' texts `course_cells` (stripped, as ``submission.plan`` gives them) and the lesson's
     `exercises`: Targets, or tuples (exercise id, the Cell.index of its exercise cell or None, its
     forbidden names[, its function's name])."""
-    objects = _Objects()
+    objects = Objects()
     course_cells = {text.strip() for text in course_cells}
-    course_statements = {key for text in course_cells for key in _keys(text)}
+    course_statements = {key for text in course_cells for key in statement_keys(text)}
 
     read, seen, deep = [], set(), []
     for cell in sorted(cells, key=lambda c: c.index):
-        tree = _tree(cell.source)
+        tree = read_tree(cell.source)
         if tree is None:
             parsed = parse(cell.source)
             if isinstance(parsed, ast.AST) and cell.source.strip() not in course_cells:
                 deep.append(cell)  # it parses, but nests too deeply to read
             continue
         if id(tree) in seen:  # a cell of the same text: a tree of its own (the scan tells nodes by id)
-            tree = _copy(tree)
+            tree = copy_tree(tree)
         seen.add(id(tree))
         learner = cell.source.strip() not in course_cells
-        keys = _keys(cell.source) if learner else ()
+        keys = statement_keys(cell.source) if learner else ()
         own = [s for s, key in zip(tree.body, keys) if key not in course_statements]
         read.append(_Cell(cell, tree, learner, own))
     statements = [s for c in read for s in c.tree.body]
     try:
-        analysis = _Analysis(statements, objects)
-    except _TooComplex:  # code written to make reading it slow: the teacher reads it
+        analysis = Analysis(statements, objects, VISITS_PER_NODE, VISITS_BASE)  # read here: a test lowers them
+    except TooComplex:  # code written to make reading it slow: the teacher reads it
         first = next((c for c in read if c.own), None) or (read[0] if read else None)
         if first is None:
             return Findings()
@@ -1212,7 +353,7 @@ def scan(cells, course_cells, exercises):
     own_statements = [s for c in read for s in c.own]
 
     exercises = [Target(*e) for e in exercises]
-    rules = [_Rule(e.id, name, objects) for e in exercises for name in e.forbidden]
+    rules = [_Rule(e.id, name, objects) for e in exercises for name in also_forbidden(e.forbidden)]
     everywhere = [r for r in rules if not r.generic]
 
     forbidden = defaultdict(dict)  # exercise -> {(cell number, name): Hit}
@@ -1303,7 +444,7 @@ class _Look:
     def __init__(self, statement, analysis, objects):
         self.statement, self.a, self.objects = statement, analysis, objects
         self.parents = {}
-        self.ok = (isinstance(statement, ast.Expr) and not getattr(statement, _SPLICED, False)
+        self.ok = (isinstance(statement, ast.Expr) and not getattr(statement, SPLICED, False)
                    and not any(isinstance(n, ast.NamedExpr) for n in ast.walk(statement)))
         if self.ok:
             for node in ast.walk(statement):
@@ -1368,7 +509,7 @@ class _Look:
             if value == UNKNOWN and isinstance(call.func, ast.Name) and call.func.id == "display" and (
                     "display" not in self.a.binders):
                 continue  # the display IPython gives every notebook (the learner binds no name display)
-            if value in _MARKERS:
+            if value in MARKERS:
                 return False
             name = self.objects.lookup(value)[1]
             if name in LOOK_BUILTINS or name in LOOK_DISPLAY:
@@ -1378,7 +519,7 @@ class _Look:
             module, _, last = name.rpartition(".")
             if last.startswith("_") or last.endswith("_") or not self._module(module):
                 return False
-            if _under(name, "course_utils") and not _under(name, "course_utils.exercises"):
+            if under(name, "course_utils") and not under(name, "course_utils.exercises"):
                 continue
             if module not in LOOK_MODULES or name in ("torch.save", "torch.load"):
                 return False
@@ -1388,7 +529,7 @@ class _Look:
         """Whether `name` is a module (not a class: ``EncoderLayer.register_buffer`` may store what it
         is given); a name not loaded is a module unless Capitalised."""
         found = self.objects.lookup(name)[0]
-        if found is not _MISSING:
+        if found is not MISSING:
             return isinstance(found, types.ModuleType)
         return not name.rpartition(".")[2][:1].isupper()
 
@@ -1397,7 +538,7 @@ def _tensor_attribute(name):
     """Whether `name` is a public attribute of torch.Tensor (a method or a property)."""
     torch = sys.modules.get("torch")
     return (torch is not None and not name.startswith("_")
-            and inspect.getattr_static(torch.Tensor, name, _MISSING) is not _MISSING)
+            and inspect.getattr_static(torch.Tensor, name, MISSING) is not MISSING)
 
 
 def _match(rules, statement, references, analysis, objects, hit, look=None):
@@ -1412,7 +553,7 @@ def _match(rules, statement, references, analysis, objects, hit, look=None):
     for node, values, attribute, base in references:
         if id(node) not in analysis.refs:  # an attribute assigned, deleted or tested (hasattr): no read
             continue
-        names = [v for v in values if v not in _MARKERS]
+        names = [v for v in values if v not in MARKERS]
         named = False  # a node that is a forbidden function by name is not also a tensor method
         for rule in sorted(rules, key=lambda r: bool(r.method)):
             if rule.method:
@@ -1459,59 +600,40 @@ def _reached(exercise, read, analysis):
     return [s for s in order if id(s) in reached]
 
 
-def _label(name):
-    """The DYNAMIC entry a canonical name falls under, as the review names it (None: not there)."""
-    if _under(name, "IPython") and any(_under(name, allowed) for allowed in IPYTHON_ALLOWED):
-        return None
-    for entry in DYNAMIC:
-        if entry == "builtins":
-            if name == "builtins":
-                return "builtins"
-            continue
-        if _under(name, entry):
-            if entry == "timeit" and name == "timeit":
-                continue
-            if entry.endswith("*"):
-                return ".".join(name.split(".")[:2])
-            return entry.removeprefix("builtins.")
-    return None
-
-
 def _dynamic(statement, references, analysis, objects):
     """(construct, code) for what a learner's statement does that the scan cannot follow."""
     found = []
     callees = _callees(statement)
     exempt = set()  # get_ipython() calls of the magics already judged
     for node in ast.walk(statement):
-        magic = _magic(node)
+        magic = magic_call(node)
         if magic is None:
             continue
         exempt.add(id(node.func.value.func))
-        label, name = _magic_name(*magic)
-        if label is None:
+        shown, name = magic_name(*magic)
+        if shown is None:
             found.append((node, "get_ipython", _short(node)))
         elif name in SAFE_MAGICS or (name == "load_ext" and (magic[1][1:2] or [None])[0] == "autoreload"):
             continue
         else:
             arguments = magic[1]
-            if label == "!":
-                found.append((node, label, "!" + (arguments[0] or "")[:59] if arguments else "!"))
+            if shown == "!":
+                found.append((node, shown, "!" + (arguments[0] or "")[:59] if arguments else "!"))
             else:
                 text = arguments[1] if len(arguments) > 1 and arguments[1] is not None else ""
-                found.append((node, label, (label + " " + text.split("\n")[0]).strip()[:60]))
+                found.append((node, shown, (shown + " " + text.split("\n")[0]).strip()[:60]))
     for node, qualified, is_star in _imports(statement):
         names = {qualified, objects.lookup(qualified)[1]}
         if isinstance(node, ast.ImportFrom):
             names |= {node.module, objects.lookup(node.module)[1]}
-        labels = {_label(n) for n in names} - {None}
+        labels = {named_construct(n) for n in names} - {None}
         labels = {label for label in labels if label not in CALLS or is_star}
         for label in sorted(labels):
             found.append((node, label, _short(node)))
-        top = qualified.split(".")[0]
-        if top not in sys.stdlib_module_names and top not in KNOWN_PACKAGES:
+        if not importable(qualified.split(".")[0]):
             found.append((node, "import", _short(node)))
     for node in ast.walk(statement):  # a Store or Del (``for _ in ...``, ``x, _ = ...``) is no read
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and _HISTORY_NAMES.fullmatch(node.id):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and HISTORY_NAMES.fullmatch(node.id):
             found.append((node, HISTORY, _short(node)))
     for node, values, attribute, base in references:
         if isinstance(node, ast.Name):
@@ -1522,8 +644,8 @@ def _dynamic(statement, references, analysis, objects):
         labels = set()
         if id(node) not in analysis.safe:
             for value in values:
-                if value not in _MARKERS:
-                    labels |= {_label(value), _label(objects.lookup(value)[1])}
+                if value not in MARKERS:
+                    labels |= {named_construct(value), named_construct(objects.lookup(value)[1])}
             labels.discard(None)
         if not labels and attribute in DYNAMIC_ATTRIBUTES:
             labels = {attribute}
@@ -1535,34 +657,11 @@ def _dynamic(statement, references, analysis, objects):
     for top, node, base in analysis.stores:
         if top != id(statement) or id(node) in named:
             continue
-        patched = [v for v in base if v not in _MARKERS and _patchable(objects.lookup(v)[0])]
+        patched = [v for v in base if v not in MARKERS and _patchable(objects.lookup(v)[0])]
         if patched:
             found.append((node, "assignment", _short(node)))
     found.sort(key=lambda item: _position(item[0]))
     return [(name, code) for _, name, code in found]
-
-
-def _private(part):
-    return part.startswith("_") and part not in SAFE_DUNDERS
-
-
-def _unlisted_name(name):
-    """The review's construct for a qualified name not on the allow-list (None: on it)."""
-    parts = name.split(".")
-    if parts[0] == "builtins":  # a safe builtin, or a public attribute of one (``dict.fromkeys``, ``str.join``)
-        if len(parts) < 2 or parts[1] not in SAFE_BUILTINS:
-            return f"builtin {parts[1] if len(parts) > 1 else 'builtins'}"
-        return "private name" if any(_private(part) for part in parts[2:]) else None
-    if any(_private(part) for part in parts[1:]) or _private(parts[0]):
-        return "private name"
-    if name in ALLOWED_EXACT:
-        return None
-    denied = next((entry for entry in DENIED if _under(name, entry)), None)
-    if denied:
-        return denied
-    if not any(_under(name, entry) for entry in ALLOWED):
-        return parts[0] if parts[0] else "relative import"
-    return None
 
 
 def _unlisted(statement, references, analysis, objects):
@@ -1570,7 +669,7 @@ def _unlisted(statement, references, analysis, objects):
     found = []
     callees = _callees(statement)
     for node, qualified, _ in _imports(statement):
-        construct = _unlisted_name(qualified) or _unlisted_name(objects.lookup(qualified)[1])
+        construct = refusal(qualified) or refusal(objects.lookup(qualified)[1])
         if construct:
             found.append((node, construct, _short(node)))
     for node in ast.walk(statement):
@@ -1581,15 +680,15 @@ def _unlisted(statement, references, analysis, objects):
     for node, values, attribute, base in references:
         constructs = set()
         if id(node) not in analysis.safe:  # getattr & co. with a constant name: judged by that name below
-            for value in values - _MARKERS:
-                constructs |= {_unlisted_name(value), _unlisted_name(objects.lookup(value)[1])}
-        if attribute is not None and base and UNKNOWN in base and _private(attribute):
+            for value in values - MARKERS:
+                constructs |= {refusal(value), refusal(objects.lookup(value)[1])}
+        if attribute is not None and base and UNKNOWN in base and private(attribute):
             constructs.add("private attribute")
         for construct in sorted(constructs - {None}):
             found.append((node, construct, _short(node, callees)))
     for top, node, base in analysis.stores:
         attribute = analysis.attrs.get(id(node))
-        if top == id(statement) and attribute and UNKNOWN in base and _private(attribute):
+        if top == id(statement) and attribute and UNKNOWN in base and private(attribute):
             found.append((node, "private attribute", _short(node)))
     return found
 
@@ -1597,4 +696,4 @@ def _unlisted(statement, references, analysis, objects):
 def _patchable(found):
     """Whether assigning an attribute of this object changes code others call: a module, a class, a
     function (or something the scan cannot look into)."""
-    return found is _MISSING or isinstance(found, (types.ModuleType, type)) or callable(found)
+    return found is MISSING or isinstance(found, (types.ModuleType, type)) or callable(found)
