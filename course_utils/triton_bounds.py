@@ -45,7 +45,7 @@ _MASKED = {
           "to {last}), although a mask switched some lanes off: the offsets themselves run past. Check the stride "
           "each index is multiplied by (the tensor's own `.stride(axis)` for that axis) and the mask's bound.",
     "zh": "程序 {program} 在 {name} 之外{verb_zh}：元素偏移 {offset} 超出了它的末尾（它的元素位于偏移 0 到 {last}），"
-          "而掩码已经关掉了一部分元素：是偏移本身越界了。请检查每个下标所乘的步长（应当是该张量在那一维上的 "
+          "而掩码已经关掉了一部分元素：是偏移本身越界了。请检查每个索引所乘的步长（应当是该张量在那一维上的 "
           "`.stride(axis)`）以及掩码的边界。",
 }
 _BEFORE = {

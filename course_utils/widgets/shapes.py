@@ -22,7 +22,7 @@ def permute_view(order=(0, 1, 2), contiguous=False, figure=None):
     if not isinstance(order, (tuple, list)) or sorted(o for o in order if isinstance(o, int)) != [0, 1, 2] \
             or any(isinstance(o, bool) for o in order):
         validation.fail("permute_view", "order", validation.describe(order),
-                        {"en": "an order of the three axes, such as (2, 0, 1)", "zh": "三个轴的一种排列，例如 (2, 0, 1)"})
+                        {"en": "an order of the three axes, such as (2, 0, 1)", "zh": "三个维度的一种排列，例如 (2, 0, 1)"})
     validation.flag("permute_view", "contiguous", contiguous)
     x = torch.arange(24).view(2, 3, 4)
     y = x.permute(*order)
