@@ -121,6 +121,7 @@ _MISSING = object()
 _lock = threading.Lock()
 _pristine = None  # [(object, its attributes)] of triton.language before any kernel ran: see snapshot()
 _cache = {}  # (code objects of the kernel and its helpers, signature, constants, options) -> refusal or None
+_laid_out = set()  # the kernels' code objects (with their helpers') that went through TTGIR once
 _machinery = None  # (backend, target, front-end JITFunction class), built at the first check
 
 
@@ -330,7 +331,10 @@ def refusal(kernel, args, kwargs):
     try:
         binder = create_function_from_signature(function.signature, function.params, backend)
         bound, specialization, options = binder(*args, **kwargs)
-        options, signature, constexprs, attrs = function._pack_args(backend, kwargs, bound, specialization, options)
+        options, signature, constexprs, _ = function._pack_args(backend, kwargs, bound, specialization, options)
+        # no alignment or divisibility hints: they speed a compiled kernel up and never make one refused, and
+        # without them the cases of one check share their compilations
+        attrs = {}
     except Exception as error:  # the arguments themselves do not fit the kernel: a compiled launch fails too
         return _other(name, error)[language()]
     key = (tuple(_codes(kernel)), tuple(sorted(signature.items(), key=str)),
@@ -352,8 +356,13 @@ def refusal(kernel, args, kwargs):
             stages = {}
             backend.add_stages(stages, options, source.language)
             metadata = {}
-            for stage in ("ttir", "ttgir"):  # the last stages that need no CUDA toolchain
+            # TTIR for every signature (the language's rules: block sizes, tl.dot's shapes, constexprs); TTGIR, the
+            # last stage that needs no CUDA toolchain, once per kernel: it costs as much again (2 s of lesson 09's
+            # 22 s of checks) and refuses what a kernel's code does, not the sizes one case gives it
+            codes = key[0]
+            for stage in ("ttir", "ttgir") if codes not in _laid_out else ("ttir",):
                 module = stages[stage](module, metadata)
+            _laid_out.add(codes)
         except CompilationError as error:
             answer = {lang: describe(name, error, lang) for lang in LANGUAGES}
         except Exception as error:  # an MLIR pass's refusal, or the learner's constexpr arithmetic failing
