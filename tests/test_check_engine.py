@@ -6,7 +6,6 @@ not attempted."""
 
 import copy
 import re
-import io
 
 import jupytext
 import pytest
@@ -16,20 +15,11 @@ from course_teacher.exercises import EXERCISES, prepare
 from course_utils import i18n
 from course_teacher import build
 from course_utils.exercises import NOT_ATTEMPTED, evaluate, grading, wire
+from wired import wired
 
 ROOT = build.ROOT
 
 
-def _wired(exercise, function, time_limit=None):
-    """The verdict `function` gets through the grader's path (as tests/test_grade.py's _wired),
-    with a time limit of one's choosing."""
-    reference = prepare(EXERCISES[exercise])
-    outcomes = grading.collect(reference.calls, function, time_limit, eager=True)
-    buffer = io.BytesIO()
-    torch.save(wire.encode(outcomes), buffer)
-    buffer.seek(0)
-    answer = torch.load(buffer, weights_only=True)
-    return grading.judge(reference, wire.decode(answer, reference, outcomes.seconds))
 
 
 def _masks_in_place(scores, keep_mask):
@@ -66,14 +56,14 @@ def _catches_the_time_limit(scores):
 def test_through_the_wire_an_argument_changed_in_place_gets_the_notebooks_verdict(exercise, function, name):
     verdict = evaluate(exercise, function)
     assert verdict.code == "INPUT_MODIFIED" and f"`{name}`" in verdict.message, verdict.message
-    assert _wired(exercise, function) == verdict
+    assert wired(exercise, function) == verdict
 
 
 def test_through_the_wire_a_caught_time_limit_gets_the_notebooks_verdict():
-    wired, here = _wired("01.softmax", _catches_the_time_limit, 0.2), evaluate("01.softmax", _catches_the_time_limit,
-                                                                              time_limit=0.2)
-    assert wired.code == here.code == "TIME_LIMIT" and wired.status == here.status
-    assert wired.message.split(" on test case")[-1] == here.message.split(" on test case")[-1]
+    there = wired("01.softmax", _catches_the_time_limit, 0.2)
+    here = evaluate("01.softmax", _catches_the_time_limit, time_limit=0.2)
+    assert there.code == here.code == "TIME_LIMIT" and there.status == here.status
+    assert there.message.split(" on test case")[-1] == here.message.split(" on test case")[-1]
 
 
 def test_the_wire_refuses_a_malformed_list_of_changed_arguments_and_believes_a_claimed_change():
@@ -116,7 +106,7 @@ def test_an_exercise_that_limits_what_is_held_refuses_more_in_the_notebook_and_t
     from the whole matrix, or from a row of tiles against every key, get TOO_LARGE with the sizes."""
     verdict = evaluate("08.tiled_forward", function)
     assert verdict.code == "TOO_LARGE" and "at most 192" in verdict.message, verdict.message
-    assert _wired("08.tiled_forward", function) == verdict
+    assert wired("08.tiled_forward", function) == verdict
     assert evaluate("08.tiled_forward", EXERCISES["08.tiled_forward"].reference).code is None
 
 

@@ -24,6 +24,7 @@ from course_teacher.exercises import EXERCISES, prepare
 from course_teacher.grade import grader, submission
 from course_utils import i18n
 from course_utils.exercises import evaluate, grading, wire
+from wired import wired
 
 pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
 
@@ -339,16 +340,6 @@ def test_a_rerun_writes_identical_files_and_removes_stale_ones(graded, tmp_path)
 
 # ----------------------------------------------------------------------------- the pieces, in this process
 
-def _wired(exercise, function):
-    """The verdict `function` gets through the grader's path: collect (eagerly, as in a kernel),
-    encode, save, load as data, decode, judge."""
-    reference = prepare(EXERCISES[exercise])
-    outcomes = grading.collect(reference.calls, function, eager=True)
-    buffer = io.BytesIO()
-    torch.save(wire.encode(outcomes), buffer)
-    buffer.seek(0)
-    answer = torch.load(buffer, weights_only=True)
-    return grading.judge(reference, wire.decode(answer, reference, outcomes.seconds))
 
 
 # every mistake of lesson 00, and two of every other exercise: each kind of result crosses the wire
@@ -357,7 +348,7 @@ MISTAKES = [(e, m) for e in sorted(EXERCISES) for m in EXERCISES[e].mistakes[: N
 
 @pytest.mark.parametrize("exercise, mistake", MISTAKES, ids=[f"{e}-{m.code}" for e, m in MISTAKES])
 def test_through_the_wire_a_mistake_gets_the_notebooks_verdict(exercise, mistake):
-    assert _wired(exercise, mistake.fn) == evaluate(exercise, mistake.fn)
+    assert wired(exercise, mistake.fn) == evaluate(exercise, mistake.fn)
 
 
 def _stub(*args):
@@ -398,7 +389,7 @@ def _subclass(scores):
 ], ids=["right", "stub", "no-graph", "custom-backward", "subclass", "list", "forbidden", "error", "big", "float-mask",
         "none", "long-tuple"])
 def test_through_the_wire_every_kind_of_verdict_is_the_notebooks(exercise, function):
-    assert _wired(exercise, function) == evaluate(exercise, function)
+    assert wired(exercise, function) == evaluate(exercise, function)
 
 
 def test_a_forged_or_broken_answer_is_refused_not_believed(tmp_path):

@@ -3,30 +3,22 @@ passed every check fail now, each with its named verdict, while the lesson's own
 tests/test_exercises.py; one control here, through the grader's path too). Every check here runs kernels in
 Triton's interpreter: a few seconds each."""
 
-import io
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from course_teacher.exercises import EXERCISES, prepare
 from course_utils import triton_setup
-from course_utils.exercises import FAILED, PASSED, evaluate, grading, wire
+from course_utils.exercises import FAILED, PASSED, evaluate
 
 flash_triton = pytest.importorskip("course_utils.flash_triton", exc_type=triton_setup.TritonMissing)
 triton_setup.load()
 import triton  # noqa: E402 (after the switch to the interpreter)
 import triton.language as tl  # noqa: E402
+from wired import wired
 
 
-def _wired(exercise, function):
-    reference = prepare(EXERCISES[exercise])
-    outcomes = grading.collect(reference.calls, function, None, eager=True)
-    buffer = io.BytesIO()
-    torch.save(wire.encode(outcomes), buffer)
-    buffer.seek(0)
-    return grading.judge(reference, wire.decode(torch.load(buffer, weights_only=True), reference, outcomes.seconds))
 
 
 @triton.jit
@@ -49,7 +41,7 @@ def _softmax_rows(x):
 
 def test_a_kernel_that_computes_the_softmax_passes_in_the_notebook_and_through_the_grader():
     assert evaluate("09.softmax_kernel", _softmax_rows).status == PASSED
-    assert _wired("09.softmax_kernel", _softmax_rows).status == PASSED
+    assert wired("09.softmax_kernel", _softmax_rows).status == PASSED
 
 
 # ----------------------------------------------------------------------------- the witnesses
@@ -61,7 +53,7 @@ def _torch_softmax(x):
 
 
 def test_a_softmax_in_plain_torch_is_refused_in_the_notebook_and_through_the_grader():
-    for verdict in (evaluate("09.softmax_kernel", _torch_softmax), _wired("09.softmax_kernel", _torch_softmax)):
+    for verdict in (evaluate("09.softmax_kernel", _torch_softmax), wired("09.softmax_kernel", _torch_softmax)):
         assert verdict.status == FAILED and verdict.code == "TORCH_OUTSIDE_KERNEL", verdict.message
         assert "aten." in verdict.message
 

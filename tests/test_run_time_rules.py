@@ -8,7 +8,6 @@ Every function here is a learner's answer; the attacks are the ones issues 36 an
 import _thread
 import concurrent.futures
 import ctypes
-import io
 import socket
 import subprocess
 import sys
@@ -25,23 +24,14 @@ import course_utils.tiled as tiled
 from course_teacher.exercises import EXERCISES, prepare
 from course_utils.exercises import FAILED, PASSED, evaluate, grading, rules, wire
 from course_utils.exercises.sandbox import Sandbox
+from wired import wired
 
 
-def _wired(exercise, function):
-    """The verdict `function` gets through the grader's path: the grader's cases (public and hidden), the
-    kernel's collect, the wire, the grader's judge."""
-    reference = prepare(EXERCISES[exercise])
-    outcomes = grading.collect(reference.calls, function, None, eager=True)
-    buffer = io.BytesIO()
-    torch.save(wire.encode(outcomes), buffer)
-    buffer.seek(0)
-    answer = torch.load(buffer, weights_only=True)
-    return grading.judge(reference, wire.decode(answer, reference, outcomes.seconds))
 
 
 def _both(exercise, function):
     """(the notebook's verdict, the grader's), which must agree on the status and the code."""
-    notebook, grader = evaluate(exercise, function), _wired(exercise, function)
+    notebook, grader = evaluate(exercise, function), wired(exercise, function)
     assert (notebook.status, notebook.code) == (grader.status, grader.code), (notebook.message, grader.message)
     return notebook
 
