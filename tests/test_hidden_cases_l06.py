@@ -15,7 +15,7 @@ from course_teacher.exercises import evaluate
 
 pytestmark = pytest.mark.slow
 
-SEEDS = [8231, *range(1, 30)]  # the seed that failed, and 29 more
+SEEDS = [8231, 24, *range(1, 9)]  # the two seeds that failed once, and 8 more (30 seeds passed at stop 36: 9 min)
 
 
 def _decoder_from_scratch_float64(x, memory, tgt_key_padding_mask, memory_key_padding_mask, norm1_weight,
@@ -70,13 +70,9 @@ def _decoder_looping_over_the_batch(x, memory, tgt_key_padding_mask, memory_key_
 
 RIGHT = [(exercise, function) for exercise, function, expected in answers.ANSWERS
          if exercise.startswith("06.") and expected == PASSES]
-#: Still open: both float64 layers pass seed 8231 now, but fail seed 24's hidden case 13 (E = 8 with 8 heads,
-#: no target mask) on the gradient of self_in_proj_weight (measured 9.5e-6 from the float32 reference's):
-#: the judge's gradient tolerance against a float32 reference, not yet understood. Strict: it fails once fixed.
-_OPEN = pytest.mark.xfail(reason="seed 24, hidden case 13: a float64 layer's gradient vs the float32 reference",
-                          strict=True)
-RIGHT += [pytest.param("06.post_norm_decoder", f, marks=_OPEN)
-          for f in (_decoder_from_scratch_float64, _decoder_looping_over_the_batch)]
+#: (Seed 24's hidden case 13 failed both on a gradient 1.6e-5 from the float32 reference's own rounding: the
+#: exercise's tolerance is 1e-4 since.)
+RIGHT += [("06.post_norm_decoder", f) for f in (_decoder_from_scratch_float64, _decoder_looping_over_the_batch)]
 
 
 def _pairs():

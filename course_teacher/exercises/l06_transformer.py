@@ -831,6 +831,10 @@ register(
         reference=_decoder_reference,
         cases=_decoder_cases,
         hidden=_hidden_decoder_cases,
+        # Three sub-layers and three norms in float32: the reference's own gradients are rounded by up to 1.6e-5
+        # (measured against float64 on the grader's seed 24, case 13, where they reach 17), so a right answer that
+        # sums in float64 differed from them by more than 1e-5. Every known mistake is off by far more than 1e-4.
+        atol=1e-4,
         forbidden=(
             "course_utils.transformer.EncoderLayer.forward",
             "course_utils.transformer.DecoderLayer.forward",
