@@ -49,8 +49,8 @@ def _gpu_selected(config):
 #: the files that hold the most tests, and a file of a few long tests, the browser's or the hostile
 #: class's, began last and ran alone at the end). Longest first is what keeps the two busy to the end.
 LONGEST_FIRST = (
-    "test_grade_hostile.py", "test_browser.py", "test_exercises.py", "test_platforms.py", "test_slides.py",
-    "test_lesson06_warmup.py", "test_learner_answers_l07_l08.py", "test_grade.py", "test_lesson04.py",
+    "test_grade_hostile.py", "test_browser.py", "test_exercises.py", "test_hidden_cases_l06.py", "test_platforms.py",
+    "test_slides.py", "test_lesson06_warmup.py", "test_learner_answers_l07_l08.py", "test_grade.py", "test_lesson04.py",
     "test_grade_attacks.py", "test_widget_redraw.py", "test_lesson05_facts.py", "test_toy.py", "test_gradebook.py",
     "test_seq2seq.py", "test_decoding.py", "test_student_side.py", "test_lesson01.py", "test_grade_sandbox.py",
 )
