@@ -18,6 +18,7 @@ from course_teacher.exercises import evaluate as evaluate_hidden
 from course_utils import evaluate, i18n
 from course_teacher import build
 from course_utils.exercises import CRASHED, FAILED, NOT_ATTEMPTED, PASSED, check, public
+from course_utils.exercises import rules
 from course_utils.exercises.grading import _Raised, changed_arguments, copies, reproduces
 from cells import run_cell
 
@@ -590,7 +591,10 @@ def test_the_hidden_cases_alone_pass_the_solution_and_catch_every_known_mistake(
         verdict = evaluate_hidden(alone, SOLUTIONS[exercise])
         assert verdict.status == PASSED, (seed, verdict.message)
         verdict = evaluate_hidden(alone, spec.reference)
-        assert verdict.status == PASSED or (spec.forbidden and verdict.code == "FORBIDDEN"), (seed, verdict.message)
+        # (a reference may call what the learner may not; lesson 09's are plain torch, which the kernel rule refuses)
+        refused = "FORBIDDEN" if spec.forbidden else None
+        kernel = exercise in rules.KERNEL_EXERCISES and verdict.code == "TORCH_OUTSIDE_KERNEL"
+        assert verdict.status == PASSED or verdict.code == refused or kernel, (seed, verdict.message)
     alone = _hidden_only(exercise)
     missed = [m.code for m in spec.mistakes if evaluate_hidden(alone, m.fn).status == PASSED]
     assert missed == [], f"passed on the hidden cases (seed {HIDDEN_SEED}): {missed}"
