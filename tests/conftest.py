@@ -25,7 +25,7 @@ import os
 import pytest
 import torch
 
-from course_utils import i18n, viz
+from course_utils import i18n, triton_setup, viz
 
 
 def _gpu_skip_reason():
@@ -48,6 +48,13 @@ def _gpu_selected(config):
 #: loadfile), handed out in collection order (--no-loadscope-reorder: xdist would otherwise start with
 #: the files that hold the most tests, and a file of a few long tests, the browser's or the hostile
 #: class's, began last and ran alone at the end). Longest first is what keeps the two busy to the end.
+# Triton imported as a learner's lesson 09 imports it, before anything else can: torch's FlopCounterMode (lesson
+# 06's and 07's tests) imports Triton itself, without the interpreter, and a test module that then loads it finds
+# triton.language as that import left it, where the compiler's front end cannot read the kernels (measured:
+# tests/test_transformer.py then tests/test_triton_launches.py in one process).
+triton_setup.available()
+
+
 LONGEST_FIRST = (
     "test_grade_hostile.py", "test_browser.py", "test_exercises.py", "test_hidden_cases_l06.py", "test_platforms.py",
     "test_slides.py", "test_lesson06_warmup.py", "test_learner_answers_l07_l08.py", "test_grade.py", "test_lesson04.py",

@@ -86,15 +86,15 @@ def _blocks_online(x, block, *, rescale=True, pad=NEG_INF, whole_blocks_only=Fal
     R, n = x.shape
     end = n // block * block if whole_blocks_only else n  # range(0, n // BLOCK * BLOCK, BLOCK): the last left out
     padded = _padded(x[:, :end], block, pad)
-    m = torch.full((R,), NEG_INF, dtype=torch.float64)
-    ell = torch.zeros(R, dtype=torch.float64)
+    m = torch.full((R,), NEG_INF, dtype=torch.float64, device=x.device)
+    ell = torch.zeros(R, dtype=torch.float64, device=x.device)
     for start in range(0, padded.shape[1], block):
         xb = padded[:, start:start + block]
         m_new = torch.maximum(m, xb.amax(-1))
         safe = torch.where(m_new == NEG_INF, torch.zeros_like(m_new), m_new)
         ell = (ell * torch.exp(m - safe) if rescale else ell) + torch.exp(xb - safe[:, None]).sum(-1)
         m = m_new
-    out = torch.full((R, n), float("nan"), dtype=torch.float64)  # as allocated: the text says NaN
+    out = torch.full((R, n), float("nan"), dtype=torch.float64, device=x.device)  # as allocated: the text says NaN
     out[:, :end] = torch.exp(x[:, :end].double() - m[:, None]) / ell[:, None]
     return out.to(torch.float32)
 
@@ -184,7 +184,7 @@ def _attention(q, k, v, causal):
     """softmax(q kᵀ / √d) v and each row's log-sum-exp, float64 (written out: no softmax, no logsumexp)."""
     s = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
     if causal:
-        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), NEG_INF)
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1), NEG_INF)
     m = s.amax(-1, keepdim=True)
     e = torch.exp(s - m)
     total = e.sum(-1, keepdim=True)
@@ -214,15 +214,15 @@ def _dq_hidden(generator):
     return [_dq_case(g, 1, 33, 33, 16, 12, 16, 16, True), _dq_case(g, 2, 27, 40, 20, 16, 16, 16, False)]
 
 
-def _seen(L_q, L_k, block_q, block_k, causal, whole_blocks_only=False):
+def _seen(L_q, L_k, block_q, block_k, causal, whole_blocks_only=False, device=None):
     """(L_q, L_k) bool: the (query, key) pairs a dQ program meets. It loops over the key blocks up to
     its diagonal (causal: min(start_q + block_q, L_k)) or all of them; with whole_blocks_only, up to
     the last whole block before that end (a loop that leaves the partial block out)."""
-    starts = torch.arange(L_q) // block_q * block_q  # each query's block start
-    end = torch.clamp(starts + block_q, max=L_k) if causal else torch.full((L_q,), L_k)
+    starts = torch.arange(L_q, device=device) // block_q * block_q  # each query's block start
+    end = torch.clamp(starts + block_q, max=L_k) if causal else torch.full((L_q,), L_k, device=device)
     if whole_blocks_only:
         end = end // block_k * block_k
-    return torch.arange(L_k)[None, :] < end[:, None]
+    return torch.arange(L_k, device=device)[None, :] < end[:, None]
 
 
 def _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, *, delta="right", times_p=True,
@@ -232,8 +232,8 @@ def _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, *, d
     scale = 1 / math.sqrt(query.shape[-1])
     s = q @ k.transpose(1, 2) * scale
     p = torch.exp(s - lse.double()[..., None])  # the weights, recomputed from lse
-    seen = _seen(query.shape[1], key.shape[1], block_q, block_k, causal, whole_blocks_only)
-    keep = seen & ~torch.ones(p.shape[-2:], dtype=torch.bool).triu(1) if causal and masked else seen
+    seen = _seen(query.shape[1], key.shape[1], block_q, block_k, causal, whole_blocks_only, device=p.device)
+    keep = seen & ~torch.ones(p.shape[-2:], dtype=torch.bool, device=p.device).triu(1) if causal and masked else seen
     p = p.masked_fill(~keep, 0.0)
     dp = do @ v.transpose(1, 2)
     D = (do * o).sum(-1) if delta == "right" else torch.zeros_like(lse.double())
