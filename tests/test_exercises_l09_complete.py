@@ -17,6 +17,7 @@ from course_teacher.exercises.l09_flash_complete import _blocks_reference, _dq_r
 from course_teacher.exercises.reference import evaluate as evaluate_hidden
 from course_utils import triton_setup
 from course_utils.exercises import FAILED, PASSED
+from cells import run_cell
 
 pytest.importorskip("course_utils.flash_triton", exc_type=triton_setup.TritonMissing)
 
@@ -94,7 +95,7 @@ def _run(source):
     namespace = {}
     exec("import math\nimport torch\nimport torch.nn.functional as F\nfrom course_utils.triton_setup import load\n"
          "load()\nimport triton\nimport triton.language as tl\n", namespace)  # what lesson 09's setup cell imports
-    exec(source, namespace)
+    run_cell(source, namespace)  # with its text in linecache, as a notebook runs a cell
     return namespace
 
 
