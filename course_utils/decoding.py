@@ -226,9 +226,7 @@ def pool_kv_heads(weight, num_heads, kv_heads, bias=None):
         check.fail(function, "weight", check.describe(weight),
                    {"en": f"shape (H·d, E) with H = num_heads = {num_heads} dividing its first axis",
                     "zh": f"形状 (H·d, E)，其第 0 维能被 H = num_heads = {num_heads} 整除"})
-    if num_heads % kv_heads:
-        check.fail(function, "kv_heads", check.describe(kv_heads),
-                   {"en": f"a divisor of num_heads = {num_heads}", "zh": f"num_heads = {num_heads} 的约数"})
+    _kv_heads_divide(function, "num_heads", num_heads, kv_heads)
     d, G = weight.shape[0] // num_heads, num_heads // kv_heads
     pooled = weight.reshape(kv_heads, G, d, -1).mean(dim=1).reshape(kv_heads * d, -1)  # (H_kv·d, E)
     if bias is None:
@@ -487,9 +485,7 @@ def _block_sizes(function, d_model, heads, kv_heads, d_ff, window, layout):
         check.fail(function, "heads", check.describe(heads),
                    {"en": f"a divisor of d_model = {d_model} leaving an even head size (RoPE rotates pairs)",
                     "zh": f"d_model = {d_model} 的约数，且每个头的大小为偶数（RoPE 两两旋转）"})
-    if heads % kv_heads:
-        check.fail(function, "kv_heads", check.describe(kv_heads),
-                   {"en": f"a divisor of heads = {heads}", "zh": f"heads = {heads} 的约数"})
+    _kv_heads_divide(function, "heads", heads, kv_heads)
     _window(function, window)
     _layout(function, layout)
 
@@ -761,3 +757,10 @@ def recomputed_logits(model, source, tokens):
     fed = torch.cat([tokens.new_full((B, 1), seq2seq.BOS), tokens], dim=1)
     steps = [model.decode(fed[:, : t + 1], memory, source)[:, -1] for t in range(T)]
     return torch.stack(steps, dim=1)  # (B, T, vocab)
+
+
+def _kv_heads_divide(function, name, heads, kv_heads):
+    """Refuse a number of key/value heads that does not divide the query heads (`name` = `heads`)."""
+    if heads % kv_heads:
+        check.fail(function, "kv_heads", check.describe(kv_heads),
+                   {"en": f"a divisor of {name} = {heads}", "zh": f"{name} = {heads} 的约数"})
