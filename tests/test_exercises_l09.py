@@ -262,8 +262,9 @@ BUGS = [
     ("09.flash_forward", "flash_forward", "M_FROM_ZERO", 'm = tl.full((BLOCK_Q,), float("-inf"), tl.float32)',
      "m = tl.zeros((BLOCK_Q,), tl.float32)"),
     ("09.flash_forward", "flash_forward", "SCALE_TWICE",
-     "s = tl.dot(q, tl.trans(k)) * scale\n            s = tl.where(columns[None, :] < L_k,",
-     "s = tl.dot(q, tl.trans(k)) * scale * scale\n            s = tl.where(columns[None, :] < L_k,"),
+     's = tl.dot(q, tl.trans(k), input_precision="ieee") * scale\n            s = tl.where(columns[None, :] < L_k,',
+     's = tl.dot(q, tl.trans(k), input_precision="ieee") * scale * scale\n'
+     "            s = tl.where(columns[None, :] < L_k,"),
     ("09.flash_forward", "flash_forward", "SCALE_PADDED_D", "forward_kernel[grid](query, key, value, output, lse, L_q, "
      "L_k, d, d_v, 1 / math.sqrt(d),", "forward_kernel[grid](query, key, value, output, lse, L_q, L_k, d, d_v, "
      "1 / math.sqrt(max(16, triton.next_power_of_2(d))),"),
@@ -285,8 +286,8 @@ BUGS = [
      "end = start_q + BLOCK_Q"),
     ("09.causal_forward", "causal_forward", "CAUSAL_LOOP_ONE_SHORT", "for start_k in range(0, end, BLOCK_K):",
      "for start_k in range(0, end - BLOCK_K, BLOCK_K):"),
-    ("09.backward_dkdv", "backward_dkdv", "D_FROM_D_OUTPUT", "delta = (d_output * output).sum(-1)",
-     "delta = d_output.sum(-1)"),
+    ("09.backward_dkdv", "backward_dkdv", "D_FROM_D_OUTPUT", "delta = tl.sum(do * o, axis=1)",
+     "delta = tl.sum(do, axis=1)"),
     ("09.backward_dkdv", "backward_dkdv", "DS_SIGN_FLIPPED", "ds = p * (dp - delta[:, None])",
      "ds = p * (delta[:, None] - dp)"),
     ("09.backward_dkdv", "backward_dkdv", "DIAGONAL_EXCLUDED",
@@ -298,11 +299,12 @@ BUGS = [
 #: Kernels with a mistake the check catches without naming it: (exercise, function, right, wrong)
 UNNAMED = [
     ("09.flash_forward", "flash_forward",  # float16 P: a GPU's speed-up, outside float32's tolerance
-     "            acc = acc * alpha[:, None] + tl.dot(p, v)\n            m = m_new\n        tl.store(O + bh * L_q",
+     '            acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")\n            m = m_new\n'
+     "        tl.store(O + bh * L_q",
      "            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v.to(tl.float16))\n            m = m_new\n"
      "        tl.store(O + bh * L_q"),
-    ("09.backward_dkdv", "backward_dkdv", "p = tl.exp(tl.dot(q, tl.trans(k)) * scale - lse[:, None])",
-     "p = tl.exp(tl.dot(q, tl.trans(k)) - lse[:, None])"),  # P from unscaled scores
+    ("09.backward_dkdv", "backward_dkdv", 'p = tl.exp(tl.dot(q, tl.trans(k), input_precision="ieee") * scale - lse[:, None])',
+     'p = tl.exp(tl.dot(q, tl.trans(k), input_precision="ieee") - lse[:, None])'),  # P from unscaled scores
 ]
 
 

@@ -108,14 +108,14 @@ def _submissions(root):
     """)
     save(frank, root / "frank" / LESSON_00)
 
-    # leo (Chinese): garbage, a right answer that prints 10 MB, a crash (numpy reading far past its
-    # array: a segmentation fault kills the kernel; nothing of it is off the scan's allow-list), a right answer
+    # leo (Chinese): garbage, a right answer that prints 10 MB, its input handed back, a right answer (a kernel
+    # that dies needs code the scan holds for review, numpy's as_strided for one: test_grade_sandbox kills one
+    # with the scan switched off)
     leo = render(LESSON_00, "zh")
     answer(leo, "00.padding_mask", "def padding_mask(lengths, max_len):\n"
                                     "    return torch.zeros(len(lengths), 1, 1, max_len, dtype=torch.bool)")
     answer(leo, "00.scores_einsum", RIGHT_EINSUM.replace("    return", '    print("y" * 10_000_000)\n    return'))
-    answer(leo, "00.split_heads", "import numpy as np\n\n\ndef split_heads(x, num_heads):\n"
-                                  "    np.lib.stride_tricks.as_strided(np.zeros(1), shape=(2**30,), strides=(2**20,)).sum()")
+    answer(leo, "00.split_heads", "def split_heads(x, num_heads):\n    return x")
     answer(leo, "00.merge_heads", RIGHT_MERGE)
     save(leo, root / "leo" / LESSON_00)
 
@@ -188,7 +188,7 @@ grace,00,00.scores_einsum,crashed,RuntimeError,0,1,grace/00_tensor_shapes.ipynb,
 grace,00,00.split_heads,failed,DELETED,0,1,grace/00_tensor_shapes.ipynb,
 grace,00,00.merge_heads,passed,,1,1,grace/00_tensor_shapes.ipynb,
 heidi,01,01.additive_scores,not attempted,,0,1,heidi/01_attention_basics.ipynb,
-heidi,01,01.softmax,not attempted,,0,1,heidi/01_attention_basics.ipynb,
+heidi,01,01.softmax,failed,FORBIDDEN,0,1,heidi/01_attention_basics.ipynb,
 heidi,01,01.scaled_dot,failed,FORBIDDEN,0,1,heidi/01_attention_basics.ipynb,
 ivan,00,00.padding_mask,failed,REVIEW,0,1,ivan/00_tensor_shapes.ipynb,{ivan_review}
 ivan,00,00.scores_einsum,failed,REVIEW,0,1,ivan/00_tensor_shapes.ipynb,{ivan_review}
@@ -201,7 +201,7 @@ judy,00,00.merge_heads,crashed,NOT_JSON,0,1,judy/00_tensor_shapes.ipynb,
 kate,,,crashed,UNKNOWN_LESSON,0,0,kate.ipynb,
 leo,00,00.padding_mask,failed,,0,1,leo/00_tensor_shapes.ipynb,
 leo,00,00.scores_einsum,passed,,1,1,leo/00_tensor_shapes.ipynb,
-leo,00,00.split_heads,crashed,KERNEL_DIED,0,1,leo/00_tensor_shapes.ipynb,
+leo,00,00.split_heads,failed,,0,1,leo/00_tensor_shapes.ipynb,
 leo,00,00.merge_heads,passed,,1,1,leo/00_tensor_shapes.ipynb,
 """
 
@@ -215,7 +215,8 @@ def _cell_before(exercise, lang="en"):
 FRANK_CELL, GRACE_CELL = _cell_before("00.padding_mask", "zh"), _cell_before("00.merge_heads")
 IVAN_CELL = _cell_before("00.merge_heads")
 FRANK_REVIEW = f"import course_utils.exercises.compare as compare (cell {FRANK_CELL}); torch.allclose (cell {FRANK_CELL})"
-IVAN_REVIEW = f"import course_utils.exercises.kernel as kernel_side (cell {IVAN_CELL}); kernel_side.collect (cell {IVAN_CELL})"
+IVAN_REVIEW = (f"\"import course_utils.exercises.kernel as kernel_side (cell {IVAN_CELL}); kernel_side.collect "
+               f"(cell {IVAN_CELL}); open(answer_path, 'wb') (cell {IVAN_CELL})\"")
 
 
 @pytest.fixture(scope="module")
@@ -297,10 +298,9 @@ def test_code_that_patches_torch_or_the_grading_machinery_scores_0_for_review(gr
     assert all(t["mistake"] == "REVIEW" and "for the teacher's review" in t["message"] for t in ivan)
 
 
-def test_printing_and_dying_in_a_kernel_get_their_verdicts(graded):
+def test_printing_in_a_kernel_is_counted_not_shown(graded):
     _, out, _, _ = graded
     leo = _read(out / "leo/00_tensor_shapes/feedback.md")
-    assert "内核崩溃" in leo  # the crash, in Chinese
     # 10 MB and a newline on each of 12 cases (6 public, 6 hidden), counted, not shown
     assert "打印了 120000012 个字符" in leo
 

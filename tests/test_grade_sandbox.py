@@ -514,27 +514,52 @@ def test_without_the_sandbox_the_kernel_still_gets_a_clean_environment(tmp_path,
     assert answer["initial"]["HOME"] == str(kernel.work / "home") and answer["history"] is False
 
 
+def _unscanned(monkeypatch, tmp_path, lang, cell, exercise=None):
+    """{exercise: Row} of lesson 00's solutions graded here with the grader's static scan switched off: `cell`
+    inserted before the first exercise cell or, given `exercise`, as that exercise's cell. The scan holds every
+    such cell for review before any kernel starts; these tests prove the sandbox behind it, for whatever code
+    the scan might miss."""
+    import nbformat
+
+    from course_teacher.grade import grader, scan
+
+    monkeypatch.setattr(scan, "scan", lambda *args, **kwargs: scan.Findings())
+    notebook = nbformat.read(ROOT / "notebooks" / "solutions" / lang / "00_tensor_shapes.ipynb", as_version=4)
+    if exercise:
+        next(c for c in notebook.cells if c.metadata.get("exercise") == exercise).source = cell
+    else:
+        first = next(i for i, c in enumerate(notebook.cells) if c.metadata.get("exercise"))
+        notebook.cells.insert(first, nbformat.v4.new_code_cell(cell))
+    path = tmp_path / "00_tensor_shapes.ipynb"
+    nbformat.write(notebook, str(path))
+    graded = grader.grade_one(path, "them", "them", grader.Options(cells="own", time_limit=2, cell_timeout=30))
+    return {row.exercise: row for row in graded.rows}
+
+
 @needs_bwrap
-def test_a_kernel_that_fills_its_own_exchange_folder_gets_no_result_not_a_grader_error(tmp_path):
+def test_a_kernel_that_fills_its_own_exchange_folder_gets_no_result_not_a_grader_error(tmp_path, monkeypatch):
     """The exchange folder is a capped memory file system: a cell that fills it and keeps it full
     leaves no room for the grader's calls. That is the submission's loss alone (NO_RESULT for the
     exercises checked after it), never the grader failing on the notebook (GRADER_ERROR)."""
-    import nbformat
-
-    from course_teacher.grade import grader
-
-    notebook = nbformat.read(ROOT / "notebooks" / "solutions" / "en" / "00_tensor_shapes.ipynb", as_version=4)
-    first = next(i for i, c in enumerate(notebook.cells) if c.metadata.get("exercise"))
     fill = ("data = b'x' * 2**20\nwith open('/sandbox/work/full', 'wb') as handle:\n    try:\n"
             "        while True:\n            handle.write(data)\n            handle.flush()\n"
             "    except OSError:\n        pass\n")
-    notebook.cells.insert(first, nbformat.v4.new_code_cell(fill))
-    path = tmp_path / "00_tensor_shapes.ipynb"
-    nbformat.write(notebook, str(path))
-    graded = grader.grade_one(path, "full", "full", grader.Options(cells="own", time_limit=2, cell_timeout=30))
-    codes = {row.exercise: row.code for row in graded.rows}
+    codes = {exercise: row.code for exercise, row in _unscanned(monkeypatch, tmp_path, "en", fill).items()}
     assert "GRADER_ERROR" not in codes.values(), codes
     assert set(codes.values()) == {"NO_RESULT"}, codes
+
+
+@needs_bwrap
+def test_a_kernel_that_dies_costs_its_exercise_and_the_next_get_a_fresh_kernel(tmp_path, monkeypatch):
+    """A segmentation fault (numpy reading far past its array) kills the kernel while split_heads is checked:
+    that exercise crashes with KERNEL_DIED, said in the notebook's language, and the exercises after it are
+    graded in a fresh kernel."""
+    crash = ("import numpy as np\n\n\ndef split_heads(x, num_heads):\n"
+             "    return np.lib.stride_tricks.as_strided(np.zeros(1), shape=(2**30,), strides=(2**20,)).sum()\n")
+    rows = _unscanned(monkeypatch, tmp_path, "zh", crash, exercise="00.split_heads")
+    assert (rows["00.split_heads"].status, rows["00.split_heads"].code) == ("crashed", "KERNEL_DIED"), rows
+    assert "内核崩溃" in rows["00.split_heads"].message, rows["00.split_heads"].message
+    assert all(row.status == "passed" for exercise, row in rows.items() if exercise != "00.split_heads"), rows
 
 
 def test_a_python_under_tmp_is_bound_onto_the_sandboxs_own_tmp_not_hidden_by_it(monkeypatch):

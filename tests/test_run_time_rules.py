@@ -14,6 +14,7 @@ import sys
 import threading
 import types
 
+import matplotlib.pyplot  # noqa: F401 (loaded before any check, as an earlier cell or test may: see _switch_backend)
 import pytest
 import sympy.parsing.sympy_parser as parser
 import torch
@@ -169,6 +170,30 @@ def _switch_backend(x):
     return _softmax(x)
 
 
+def _import_module(x):
+    import importlib
+
+    importlib.import_module("course_utils_no_such_module")  # (importlib raises no audit event: the finder sees it)
+    return _softmax(x)
+
+
+def _file_loaded(x):
+    import importlib.util
+    import pathlib
+    import tempfile
+
+    path = pathlib.Path(tempfile.mkdtemp()) / "hidden.py"
+    path.write_text("VALUE = 1\n")
+    spec = importlib.util.spec_from_file_location("hidden", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # a file turned into code, past the finder
+    return _softmax(x)
+
+
+def _finder_removed(x):
+    sys.meta_path.pop(0)
+    return _softmax(x)
+
+
 def _eval(x):
     return eval("x.exp() / x.exp().sum(-1, keepdim=True)")  # noqa: S307 (the attack)
 
@@ -191,6 +216,7 @@ def _socket(x):
 @pytest.mark.parametrize("function, code", [
     (_eval, "EVALUATOR"), (_parse_expr, "EVALUATOR"), (_timer, "EVALUATOR"), (_collect_env, "PROCESS"),
     (_subprocess, "PROCESS"), (_ctypes, "NATIVE"), (_socket, "SOCKET"), (_switch_backend, "IMPORT"),
+    (_import_module, "IMPORT"), (_file_loaded, "EVALUATOR"), (_finder_removed, "UNWATCHED"),
 ])
 def test_text_evaluators_processes_and_foreign_code_are_refused(function, code):
     verdict = _both("01.softmax", function)

@@ -23,6 +23,7 @@ application of a course function with the exercise's fixed extra arguments
 what the forbidden names name, and the check catches that call however it is made.
 """
 
+import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -38,7 +39,7 @@ import torch
 
 from course_teacher.exercises import EXERCISES, TRANSPOSES, evaluate
 from course_teacher import build
-from course_utils.exercises import PASSED
+from course_utils.exercises import PASSED, rules
 
 matplotlib.use("Agg")
 
@@ -149,13 +150,29 @@ def _first_case_only(spec):
     return dataclasses.replace(spec, cases=lambda generator: spec.cases(generator)[:1], forbidden=(), mistakes=())
 
 
+@contextlib.contextmanager
+def _no_run_time_rules(spec):
+    """The run-time rules (rules.py) switched off for `spec`'s exercise when `spec` forbids nothing: the
+    operations it forbids, the course functions that solve it, lesson 09's kernel rule. "Nothing forbidden"
+    means none of them, or the sweep would only see what the dispatcher already refuses."""
+    if spec.forbidden:
+        yield
+        return
+    saved = rules.forbidden_operations, rules.solvers, rules.is_kernel
+    rules.forbidden_operations, rules.solvers, rules.is_kernel = (lambda _: ()), (lambda _: ()), (lambda _: False)
+    try:
+        yield
+    finally:
+        rules.forbidden_operations, rules.solvers, rules.is_kernel = saved
+
+
 def _passes(spec, function):
     """Whether `function`, as the learner's answer, passes `spec` (each call under CALL_LIMIT; the
-    figures it drew are closed)."""
+    figures it drew are closed); a `spec` that forbids nothing runs without the run-time rules."""
     import matplotlib.pyplot as plt
 
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _no_run_time_rules(spec):
             warnings.simplefilter("ignore")
             return evaluate(spec, function, time_limit=CALL_LIMIT).status == PASSED
     except Exception:  # noqa: BLE001

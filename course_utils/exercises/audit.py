@@ -34,6 +34,7 @@ _start_new_thread, _start_new = _thread.start_new_thread, _thread.start_new
 _threading_start = threading._start_new_thread
 _TRITON_MODULES = ("course_utils.triton_bounds", "course_utils.triton_compile", "course_utils.triton_launches",
                    "course_utils.triton_setup")
+_BOOTSTRAP = "<frozen importlib._bootstrap>"
 _IMPORTERS = ("torch", "numpy", "triton", "course_utils")  # whose code may load a module on first use
 
 _decided = {}  # event name -> its refusal code (rules.event_code) or None
@@ -61,6 +62,7 @@ class Guard:
 
     def __enter__(self):
         self.thread, self.before, self.children = _get_ident(), frozenset(_current_frames()), _children()
+        _first_finder()
         _thread.start_new_thread = _thread.start_new = threading._start_new_thread = self._thread
         _active[0] = self
         return self
@@ -71,6 +73,9 @@ class Guard:
             return False
         _thread.start_new_thread, _thread.start_new, threading._start_new_thread = \
             _start_new_thread, _start_new, _threading_start
+        if sys.meta_path[:1] != [_FINDER]:  # the learner's code moved or removed it: put back, and refused
+            self.refuse("UNWATCHED", "meta_path")
+            _first_finder()
         if frozenset(_current_frames()) - self.before:
             self.refuse("THREAD", "threading")
         if _children() - self.children:
@@ -111,18 +116,44 @@ def _hook(event, args, _active=_active):  # (bound now: at exit, the module's gl
 
 
 def _importing(frame, stop):
-    """Whether a module is being loaded between `frame` and the call of the learner's function (`stop`)."""
+    """Whether the import system is loading a module between `frame` and the call of the learner's function
+    (`stop`): a frame of importlib's ``_find_and_load``, which every import passes (the ``import`` statement,
+    ``__import__``, ``importlib.import_module``) and where the finder below decided on the module. A loader
+    called directly (``spec_from_file_location`` then ``exec_module``, ``importlib.reload``) does not pass it:
+    that is a file turned into code, refused as ``exec`` is."""
     while frame is not None and frame.f_code is not stop:
-        if frame.f_code.co_filename.startswith("<frozen importlib"):
+        if frame.f_code.co_name == "_find_and_load" and frame.f_code.co_filename == _BOOTSTRAP:
             return True
         frame = frame.f_back
     return False
 
 
-def _origin(guard, importer=False):
+class _Finder:
+    """First on ``sys.meta_path``: the import system asks it before loading any module, whatever route asked
+    for it (``importlib.import_module`` raises no audit event). It finds nothing; while a guard applies, it
+    refuses a module outside rules.IMPORTS that the learner's code (not a library's) asked for."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        guard = _active[0]
+        if guard is None or not guard.applies() or rules.importable(name):
+            return None
+        frame = _getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+            frame = frame.f_back  # from the frame that asked for the import, as the audit event sees it
+        if _origin(guard, importer=True, frame=frame):
+            return None
+        guard.refuse("IMPORT", "import")
+        raise Refused("import")
+
+
+_FINDER = _Finder()
+
+
+def _origin(guard, importer=False, frame=None):
     """Whether the code that raised the event is Triton's own (or, for an import, a library's that loads its
     modules on first use): the first frame past the standard library's and this module's decides."""
-    frame = _getframe(2)
+    frame = _getframe(2) if frame is None else frame
     if _importing(frame, guard.stop):
         return True  # a module being loaded (its .pyc read, its code run): the import event decided on it
     while frame is not None:
@@ -215,4 +246,11 @@ def _children():
     return frozenset(found)
 
 
+def _first_finder():
+    while _FINDER in sys.meta_path:
+        sys.meta_path.remove(_FINDER)
+    sys.meta_path.insert(0, _FINDER)
+
+
 sys.addaudithook(_hook)
+_first_finder()

@@ -277,7 +277,7 @@ def _refusal_vocabulary(reference):
     aten = {f"aten.{name}" for name in rules.forbidden_operations(reference.exercise)}
     return {
         **{code: events for code in ("EVALUATOR", "PROCESS", "NATIVE", "SOCKET", "THREAD", "IMPORT")},
-        "UNWATCHED": events | {"function_modes", "dispatch_modes", "tracer"},
+        "UNWATCHED": events | {"function_modes", "dispatch_modes", "tracer", "meta_path"},
         "OPERATION": aten,
         "SOLVER": {name for name, _ in solver_functions(reference.exercise, reference.forbidden)},
         "TORCH_IN_KERNEL": None, "TORCH_OUTSIDE_KERNEL": None, "FOREIGN_DATA": None,  # aten names, checked below
