@@ -60,6 +60,46 @@ _NOWHERE = {
 }
 _VERBS = {"load": ("loads", "读取"), "store": ("stores", "写入"), "atomic": ("updates atomically", "原子更新")}
 
+#: What this module expects of the tested Triton (3.9): the interpreter's C module's names, those that touch
+#: memory (checked below) and those that do not (passed through); and the signatures of the executor's methods it
+#: wraps. Another Triton that differs is refused at install (``TritonChanged``), never run with a check missing.
+MEMORY_NAMES = frozenset(("load", "store", "atomic_cas", "atomic_rmw"))
+PURE_NAMES = frozenset(("ACQUIRE", "ACQUIRE_RELEASE", "ADD", "AND", "FADD", "MAX", "MEM_SEMANTIC", "MIN", "OR",
+                        "RELAXED", "RELEASE", "RMW_OP", "UMAX", "UMIN", "XCHG", "XOR", "fma_fp32", "fma_fp64"))
+WRAPPED = {"GridExecutor.__call__": ("self", "args_dev", "kwargs"),
+           "GridExecutor._init_args_hst": ("self", "args_dev", "kwargs")}
+
+
+class TritonChanged(RuntimeError):
+    """The installed Triton's interpreter is not the one the bounds checks were written for."""
+
+
+def differences(interpreter):
+    """What of `interpreter` (``triton.runtime.interpreter``) differs from what the checks expect: [text]."""
+    import inspect
+
+    found = []
+    raw = interpreter._interpreter
+    while getattr(raw, "_course_bounds", False):
+        raw = raw._raw
+    names = {name for name in dir(raw) if not name.startswith("_")}
+    found += [f"the interpreter's C module has {name}, unknown to the bounds checks"
+              for name in sorted(names - MEMORY_NAMES - PURE_NAMES)]
+    found += [f"the interpreter's C module lacks {name}" for name in sorted(MEMORY_NAMES - names)]
+    for dotted, expected in WRAPPED.items():
+        owner, _, attribute = dotted.partition(".")
+        method = getattr(getattr(interpreter, owner, None), attribute, None)
+        method = getattr(method, "_course_raw", method)
+        try:
+            parameters = tuple(p.name for p in inspect.signature(method).parameters.values())
+        except (TypeError, ValueError):
+            parameters = None
+        if parameters != expected:
+            found.append(f"{dotted} takes {parameters}, not {expected}")
+    if not hasattr(interpreter, "interpreter_builder"):
+        found.append("the interpreter has no interpreter_builder (the program's index)")
+    return found
+
 
 # Who hears of each tensor an access touched: callables (kind, argument name), kind "load", "store" or "atomic".
 # Empty unless course_utils.triton_launches is recording, so the checks cost nothing more meanwhile.
@@ -121,12 +161,17 @@ def install():
 
     Does nothing where Triton is not installed; re-installs where something replaced the checks."""
     try:
+        import triton
         from triton.runtime import interpreter
     except ImportError:
         return
     if getattr(interpreter._interpreter, "_course_bounds", False) and getattr(
             interpreter.GridExecutor.__call__, "_course_bounds", False):
         return
+    changed = differences(interpreter)
+    if changed:
+        raise TritonChanged(f"Triton {getattr(triton, '__version__', '?')} is not the version lesson 09's bounds checks "
+                            f"were written for (3.9; make triton installs it): " + "; ".join(changed))
     raw = interpreter._interpreter
     while getattr(raw, "_course_bounds", False):  # an older proxy of ours: check against the C module itself
         raw = raw._raw
@@ -181,7 +226,11 @@ def install():
         _raw = raw
 
         def __getattr__(self, name):
-            return getattr(raw, name)
+            if name in PURE_NAMES:
+                return getattr(raw, name)
+            # fail closed: a name the checks do not know may touch memory unchecked
+            raise TritonChanged(f"Triton's interpreter asked for {name!r}, which the course's bounds checks do not "
+                                f"know: lesson 09 is tested with Triton 3.9 (make triton installs it)")
 
         @staticmethod
         def load(pointers, mask, other, dtype):

@@ -118,3 +118,35 @@ def test_install_is_idempotent_and_puts_the_checks_back_when_replaced():
         _error(lambda: _copy[(1,)](k, out, 20, SHIFT=1, BLOCK=32))
     finally:
         triton_bounds.install()
+
+
+def test_the_interpreters_insides_are_those_the_checks_were_written_for():
+    """The checks wrap Triton internals (the C module's memory functions, two GridExecutor methods, the program's
+    index): each exists with the signature expected, on the Triton that is locked and tested."""
+    assert triton_bounds.differences(interpreter) == []
+    assert triton.__version__.startswith("3.9."), "lesson 09 is tested with Triton 3.9 (requirements/triton.lock)"
+
+
+def test_an_unknown_name_of_the_interpreter_fails_closed(monkeypatch):
+    checked = interpreter._interpreter
+    with pytest.raises(triton_bounds.TritonChanged, match="'load_gather'"):
+        checked.load_gather  # noqa: B018 (a memory function a later Triton might add: refused, not passed through)
+    assert checked.RMW_OP is checked._raw.RMW_OP  # the names that touch no memory pass through
+
+
+def test_a_triton_whose_insides_differ_is_refused_at_install(monkeypatch):
+    raw = interpreter._interpreter._raw
+
+    class Later:  # a C module with one more memory function than 3.9's
+        def __getattr__(self, name):
+            return getattr(raw, name)
+
+        def __dir__(self):
+            return [*dir(raw), "load_gather"]
+
+    monkeypatch.setattr(interpreter, "_interpreter", Later())
+    with pytest.raises(triton_bounds.TritonChanged, match="load_gather, unknown to the bounds checks"):
+        triton_bounds.install()
+    monkeypatch.undo()
+    triton_bounds.install()
+    assert getattr(interpreter._interpreter, "_course_bounds", False)
