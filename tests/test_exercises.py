@@ -19,7 +19,7 @@ from course_utils import evaluate, i18n
 from course_teacher import build
 from course_utils.exercises import CRASHED, FAILED, NOT_ATTEMPTED, PASSED, check, public
 from course_utils.exercises import rules
-from course_utils.exercises.grading import _Raised, changed_arguments, copies, reproduces
+from course_utils.exercises.grading import Raised, changed_arguments, copies, reproduces
 from cells import run_cell
 
 IDS = sorted(EXERCISES)
@@ -84,7 +84,7 @@ def _outcomes(exercise, function):
         try:
             outcomes.append(_call(function, case))
         except Exception as error:  # a mistake may raise on some case: that is how it behaves there
-            outcomes.append(_Raised(error))
+            outcomes.append(Raised(error))
     return outcomes, (spec.atol, spec.rtol)
 
 

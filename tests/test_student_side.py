@@ -177,7 +177,7 @@ def _passes(spec, function):
             return evaluate(spec, function, time_limit=CALL_LIMIT).status == PASSED
     except Exception:  # noqa: BLE001
         # The judge itself failed on what the candidate returned: no pass. (It happens: grading's
-        # own _Raised, called with a case's tensors, returns an object the judge takes for a
+        # own Raised, called with a case's tensors, returns an object the judge takes for a
         # raised error and cannot read.)
         return False
     finally:

@@ -11,7 +11,7 @@ import warnings
 import torch
 
 from course_utils.exercises.compare import tensors
-from course_utils.exercises.grading import Known, Reference, _Case, _on_graph, copies, gradients, kind_of, names_of
+from course_utils.exercises.grading import Known, Reference, Case, on_graph, copies, gradients, kind_of, names_of
 
 from ..grade.key import DEFAULT_SEED
 
@@ -96,11 +96,11 @@ def _case(reference, number, args):
     with torch.random.fork_rng(devices=[]):
         output = reference(*fresh)
     produced = [t for _, t in tensors(output)]
-    attached = [i for i, t in enumerate(produced) if t.is_floating_point() and _on_graph(t)]
+    attached = [i for i, t in enumerate(produced) if t.is_floating_point() and on_graph(t)]
     generator = torch.Generator().manual_seed(number)  # fixed: the same weights for reference and learner
     weights = [torch.randn(produced[i].shape, generator=generator, dtype=produced[i].dtype) for i in attached]
     found = gradients([produced[i] for i in attached], weights, leaves) if attached else {}
-    return _Case(number, tuple(args), _detached(output), attached, weights, found)
+    return Case(number, tuple(args), _detached(output), attached, weights, found)
 
 
 def _behaviour(mistake, args):

@@ -129,7 +129,7 @@ def not_callable(exercise, type_name):
 # ----------------------------------------------------------------------------- 1. the reference
 
 @dataclass
-class _Case:
+class Case:
     number: int
     args: tuple  # the case's arguments; every call gets copies
     expected: object  # the reference's result, detached
@@ -157,7 +157,7 @@ class Reference:
     """What an exercise expects on its cases, as data (see the module docstring)."""
 
     exercise: str
-    cases: list  # of _Case
+    cases: list  # of Case
     tolerance: tuple  # (atol, rtol)
     mistakes: tuple  # of Known
     forbidden: tuple
@@ -184,7 +184,7 @@ class Reference:
 # ----------------------------------------------------------------------------- 2. the learner's calls
 
 @dataclass(frozen=True)
-class _Raised:
+class Raised:
     """An error a call raised: the exception itself (in this process), or its description as
     data (from the grader's kernel: {"name", "kind", "text", "not_implemented", "exit"})."""
 
@@ -224,7 +224,7 @@ class _Raised:
 
 class Outcomes:
     """What the learner's function did on each case (``collect``): `results` holds what each call
-    returned, or a _Raised; the rest is what the sandbox saw. Gradients are computed when the
+    returned, or a Raised; the rest is what the sandbox saw. Gradients are computed when the
     judge asks (``gradients``), or all at once with ``collect(..., eager=True)``."""
 
     def __init__(self, sandbox, names, results, inputs, timed_out, modified, sizes):
@@ -232,7 +232,7 @@ class Outcomes:
         self.timed_out = timed_out  # a call of the function ran out of time (the loop stopped there)
         self.modified = modified  # per case: the positions of the arguments the call changed
         self.sizes = sizes  # per case: the most elements of a tensor the call made (0 when not measured)
-        self.computed = {}  # case index -> gradients (or _Raised), once computed
+        self.computed = {}  # case index -> gradients (or Raised), once computed
 
     # what the sandbox saw, read when asked: a gradient computed later can change it too
     seconds = property(lambda self: self.sandbox.seconds)
@@ -244,18 +244,18 @@ class Outcomes:
     compiler_text = property(lambda self: self.sandbox.compiler_text)
 
     def on_graph(self, tensor):
-        return _on_graph(tensor)
+        return on_graph(tensor)
 
     def gradients(self, index, outputs, weights):
         """{argument position: gradient} of Σ weights · outputs for case `index` (outputs: the
-        learner's tensors at the reference's attached positions), or the _Raised of the backward pass."""
+        learner's tensors at the reference's attached positions), or the Raised of the backward pass."""
         if index not in self.computed:
             try:
                 self.computed[index] = self.sandbox.call(gradients, outputs, weights, self.inputs[index], watch=False)
             except KeyboardInterrupt:
                 raise
             except BaseException as error:  # noqa: BLE001 (an in-place edit autograd refuses, a custom backward, the time limit)
-                self.computed[index] = _Raised(error, time_limit=isinstance(error, TimeLimit) or self.sandbox.timed_out)
+                self.computed[index] = Raised(error, time_limit=isinstance(error, TimeLimit) or self.sandbox.timed_out)
         return self.computed[index]
 
 
@@ -280,7 +280,7 @@ def _collect(calls, function, time_limit, eager):
     sandbox = Sandbox(tuple(calls["forbidden"]), time_limit, measure=measure,
                       exercise=exercise if type(exercise) is str else None)
     device = _kernel_device() if sandbox.kernel else None  # lesson 09 on a GPU: its cases go where kernels compile
-    results, inputs, modified, sizes = [], [], [], []  # per case: what the function returned (or _Raised), its
+    results, inputs, modified, sizes = [], [], [], []  # per case: what the function returned (or Raised), its
     for args in calls["args"]:  # leaf inputs, the arguments it changed, the largest tensor it made
         leaves, fresh = copies(args, grad=calls["differentiable"])
         sandbox.largest = 0
@@ -294,11 +294,11 @@ def _collect(calls, function, time_limit, eager):
                 finally:  # (compared with the case's arguments, on the CPU, whatever the call did)
                     fresh = _moved(fresh, _CPU)
         except TimeLimit as error:
-            results.append(_Raised(error, time_limit=True))
+            results.append(Raised(error, time_limit=True))
         except KeyboardInterrupt:
             raise
         except BaseException as error:  # noqa: BLE001 (any learner error, SystemExit too, becomes a verdict)
-            results.append(_Raised(error, note=_explained(error) if sandbox.kernel else None))
+            results.append(Raised(error, note=_explained(error) if sandbox.kernel else None))
         inputs.append(leaves)
         modified.append([] if sandbox.timed_out else changed_arguments(args, fresh))
         sizes.append(sandbox.largest)
@@ -309,7 +309,7 @@ def _collect(calls, function, time_limit, eager):
         for index, result in enumerate(results):
             outputs = _gradient_outputs(outcomes, result, calls["attached"][index], calls["weights"][index])
             found = outcomes.gradients(index, outputs, calls["weights"][index]) if outputs is not None else None
-            if isinstance(found, _Raised) and found.time_limit:
+            if isinstance(found, Raised) and found.time_limit:
                 break  # the judge stops at the first case whose gradients run out of time
     return outcomes
 
@@ -343,20 +343,20 @@ def _explained(error):
 
 
 class _Impostor:
-    """Stands for a _Raised that a learner's function returned (the judge takes a _Raised in the
+    """Stands for a Raised that a learner's function returned (the judge takes a Raised in the
     results for an error its function raised): judged as an object of another type."""
 
-    __name__ = "_Raised"
+    __name__ = "Raised"
 
 
 def _returned(value):
-    return _Impostor() if isinstance(value, _Raised) else value
+    return _Impostor() if isinstance(value, Raised) else value
 
 
 def _gradient_outputs(outcomes, result, attached, weights):
     """The learner's tensors at the reference's attached positions, when they can have the
     reference's gradients (attached, and of the weights' shapes and dtypes); else None."""
-    if not attached or isinstance(result, _Raised):
+    if not attached or isinstance(result, Raised):
         return None
     returned = tensors(result)
     if max(attached) >= len(returned):
@@ -409,7 +409,7 @@ def _judge(exercise, cases, outcomes, mistakes, tolerance, returns=()):
     if outcomes.timed_out:
         case = cases[len(results) - 1]
         return CRASHED, _time_limit(exercise, outcomes, case), "TIME_LIMIT"
-    raised = [(case, o) for case, o in zip(cases, results) if isinstance(o, _Raised)]
+    raised = [(case, o) for case, o in zip(cases, results) if isinstance(o, Raised)]
     unfinished = [case for case, error in raised if error.not_implemented]
     if len(unfinished) == len(cases):
         return NOT_ATTEMPTED, message("check.not_attempted", exercise=exercise), None
@@ -468,7 +468,7 @@ def _judge_gradients(exercise, cases, outcomes, tolerance, returns=()):
                 return FAILED, text, "NO_GRAPH"
         outputs = [returned[position][1] for position in case.attached]
         gradients = outcomes.gradients(index, outputs, case.weights)
-        if isinstance(gradients, _Raised):
+        if isinstance(gradients, Raised):
             if gradients.time_limit:
                 return CRASHED, _time_limit(exercise, outcomes, case), "TIME_LIMIT"
             text = message(
@@ -605,10 +605,10 @@ def reproduces(mistake, outcomes, tolerance):
     returned = False
     for (kind, wrong), outcome in zip(mistake.results, outcomes):
         if kind == "raised":
-            if not (isinstance(outcome, _Raised) and outcome.kind == wrong):
+            if not (isinstance(outcome, Raised) and outcome.kind == wrong):
                 return False
             continue
-        if isinstance(outcome, _Raised) or difference(wrong, outcome, tolerance):
+        if isinstance(outcome, Raised) or difference(wrong, outcome, tolerance):
             return False
         returned = True
     return returned
@@ -692,7 +692,7 @@ def _shorten(text, limit):
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _on_graph(tensor):
+def on_graph(tensor):
     """Attached to the inputs' graph. (A view taken under no_grad says requires_grad, but has no
     grad_fn; the function's inputs are never leaves, so its result has one when it is attached.)"""
     return tensor.requires_grad and tensor.grad_fn is not None

@@ -32,13 +32,13 @@ def path(exercise):
 def load(exercise, file=None):
     """The grading.Reference of `exercise`'s public cases (or of the cases in `file`, a file of the
     same format: a grader's answer key, course_teacher/grade/key.py)."""
-    from .grading import Known, Reference, _Case
+    from .grading import Known, Reference, Case
 
     file = path(exercise) if file is None else file
     data = torch.load(file, weights_only=True)
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("exercise") != exercise:
         raise ValueError(f"{file} is not the data of exercise {exercise!r}: run `make check`")
-    cases = [_Case(number, tuple(case["args"]), case["expected"], list(case["attached"]), list(case["weights"]),
+    cases = [Case(number, tuple(case["args"]), case["expected"], list(case["attached"]), list(case["weights"]),
                    dict(case["gradients"]), largest=case.get("largest"), hidden=case.get("hidden") is True)
              for number, case in enumerate(data["cases"], start=1)]
     mistakes = tuple(Known(m["code"], dict(m["hint"]), tuple((kind, value) for kind, value in m["results"]))

@@ -26,7 +26,7 @@ import zipfile
 import torch
 
 from . import rules
-from .grading import _on_graph, _Raised
+from .grading import on_graph, Raised
 from .sandbox import _SETTINGS, solver_functions
 
 FORMAT = "course_utils.grade/3"  # /2: the arguments each call changed; /3: what the run-time rules refused
@@ -110,7 +110,7 @@ def encode(outcomes):
         found = outcomes.computed.get(index)
         if found is None:
             gradients.append(None)
-        elif isinstance(found, _Raised):
+        elif isinstance(found, Raised):
             gradients.append({"raised": _error(found), "time_limit": bool(found.time_limit)})
         else:
             gradients.append({"values": [[int(p), _encode(g, 0)] for p, g in found.items()]})
@@ -132,7 +132,7 @@ def encode(outcomes):
 
 
 def _encode_result(result):
-    if isinstance(result, _Raised):
+    if isinstance(result, Raised):
         return {"raised": _error(result), "time_limit": bool(result.time_limit)}
     return {"value": _encode(result, 0)}
 
@@ -179,7 +179,7 @@ def _encode_value(value, depth):
 def _encode_tensor(tensor):
     if type(tensor) is not torch.Tensor:  # a subclass: the judge needs its name only
         return {"subclass": _type_name(tensor)}
-    described = {"dtype": str(tensor.dtype), "on_graph": bool(_on_graph(tensor))}
+    described = {"dtype": str(tensor.dtype), "on_graph": bool(on_graph(tensor))}
     if tensor.is_nested or tensor.layout != torch.strided or tensor.device.type != "cpu":
         described.update(odd=str(tensor.layout), device=str(tensor.device), shape=_shape(tensor))
     elif str(tensor.dtype) not in _DTYPES or tensor.numel() > MAX_ELEMENTS:
@@ -208,7 +208,7 @@ class Received:
         self.forbidden_calls, self.used_T, self.changed, self.printed = [], False, [], 0
         self.refused, self.compiler_text = [], None  # [code, detail] the run-time rules refused (vocabulary checked)
         self.attached = set()  # ids of the decoded tensors that were on the graph in the kernel
-        self.records = []  # per case: None, a _Raised, or {position: gradient}
+        self.records = []  # per case: None, a Raised, or {position: gradient}
 
     def on_graph(self, tensor):
         return id(tensor) in self.attached
@@ -217,7 +217,7 @@ class Received:
         record = self.records[index] if index < len(self.records) else None
         if record is None:
             raise WireError(f"no gradients for case {index + 1}")
-        if isinstance(record, _Raised):
+        if isinstance(record, Raised):
             return record
         expected = self.reference.cases[index].gradients
         if set(record) != set(expected):
@@ -330,7 +330,7 @@ def _decode_error(record):
 def _decode_result(item, received):
     _expect(type(item) is dict, "a malformed result")
     if "raised" in item:
-        return _Raised(record=_decode_error(item["raised"]), time_limit=_boolean(item.get("time_limit")))
+        return Raised(record=_decode_error(item["raised"]), time_limit=_boolean(item.get("time_limit")))
     _expect("value" in item, "a result with no value")
     return _decode_value(item["value"], received, 0)
 
@@ -340,7 +340,7 @@ def _decode_gradients(item):
         return None
     _expect(type(item) is dict, "a malformed gradient record")
     if "raised" in item:
-        return _Raised(record=_decode_error(item["raised"]), time_limit=_boolean(item.get("time_limit")))
+        return Raised(record=_decode_error(item["raised"]), time_limit=_boolean(item.get("time_limit")))
     values = item.get("values")
     _expect(type(values) is list, "gradients with no values")
     found = {}
