@@ -152,6 +152,9 @@ class _OutOfTime(Exception):
     pass
 
 
+_KERNEL_START = "__import__('course_utils.exercises.kernel', fromlist=['start']).start()"
+
+
 class _GaveUp(Exception):
     pass
 
@@ -186,6 +189,8 @@ class _Run:
             kernel = Kernel(folder, self.options.memory_mb, sandboxed=self.options.sandboxed)
             kernel.start()  # KernelDied when it cannot
             self.kernel = kernel
+            # before any cell: the threads alive now are the kernel's (a check fails while another runs)
+            kernel.run(_KERNEL_START, min(self.options.cell_timeout, self.remaining()), history=False)
             for cell in [c for c in self.ok if c.index < index]:  # again, after a death
                 reply = kernel.run(cell.source, min(self.options.cell_timeout, self.remaining()))
                 if not reply.ok:

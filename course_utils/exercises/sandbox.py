@@ -48,7 +48,7 @@ import torch.utils._python_dispatch as _dispatch
 from torch.overrides import TorchFunctionMode
 
 from ..i18n import message
-from . import audit, kernels, observe, rules
+from . import audit, kernels, leftovers, observe, rules
 
 TIME_LIMIT = 10.0  # seconds for one call of the learner's function
 OUTPUT_LIMIT = 2000  # characters the learner's function may print during one check
@@ -492,6 +492,10 @@ class Sandbox:
         self.measure = measure  # whether to record the largest tensor each call makes
         self.largest = 0  # the most elements of a tensor made by the last call (with measure)
         self._warnings = set()
+        # Every call's arguments and result, kept as long as the sandbox (its outcomes) is: what the learner's
+        # code hung on them (an object whose __del__ runs when they are freed) runs after the verdict, never
+        # between two calls, where nothing watches it and it could still change a result.
+        self._kept = []
 
     @property
     def printed(self):
@@ -500,14 +504,19 @@ class Sandbox:
 
     def call(self, function, *args, watch=True):
         """function(*args), in the sandbox: returns what it returns, raises what it raises
-        (TimeLimit when it runs too long), and leaves the world as it found it."""
+        (TimeLimit when it runs too long), and leaves the world as it found it.
+
+        watch=False (the check's own gradient pass, which calls back the learner's backward and hooks): no
+        name watcher and no kernel ledger, but the same run-time rules (operations, solvers, audit guard)."""
         streams, warn_always, outer_trace = (sys.stdout, sys.stderr), _is_warn_always(), sys.gettrace()
+        self._kept.append(args)
+        self._left_running()
         watcher = _Watch(self._targets, self.forbidden_calls, self.measure) \
             if watch and (self._targets or self.measure) else None
         ledger = kernels.Ledger(self.refused, args) if watch and self.kernel else None
         observer = observe.Observer(self.refused, self._operations, ledger) \
-            if watch and (self._operations or ledger) else None
-        tracer = _tracer(watcher, self._solvers if watch else None, self.refused)
+            if self._operations or ledger else None
+        tracer = _tracer(watcher, self._solvers, self.refused)
         guard = audit.Guard(self.refused, _CALL_CODE)
         timer = _Timer(self.seconds)
         with warnings.catch_warnings(record=True) as caught:
@@ -547,6 +556,8 @@ class Sandbox:
                 if ledger and returned:  # (the launches' kernels asked of the compiler's front end, unguarded)
                     ledger.finish(result)
                     self.compiler_text = self.compiler_text or ledger.compiler_text
+                if returned:
+                    self._kept.append(result)
                 return result
             finally:  # take the instruments away, whatever happened
                 sys.stdout, sys.stderr = streams
@@ -559,6 +570,13 @@ class Sandbox:
                     self.largest = watcher.largest
                 _set_warn_always(warn_always)
                 self._read(caught)
+                self._left_running()  # (the check's own instruments gone)
+
+    def _left_running(self):
+        """LEFT_RUNNING for what an earlier cell left beside the call (leftovers.py), looked at as it begins and ends."""
+        for refusal in leftovers.found():
+            if refusal not in self.refused:
+                self.refused.append(refusal)
 
     def _instruments_kept(self, watcher, observer):
         """UNWATCHED when the learner's code took the check's modes off torch's stacks (restore puts them back)."""
