@@ -164,6 +164,7 @@ from .names import MARKERS, MISSING, OWN, SPLICED, UNKNOWN, Analysis, Objects, T
 from .policy import (CALLS, DYNAMIC_ATTRIBUTES, DYNAMIC_NAMES, HISTORY, HISTORY_NAMES, LOOK_BUILTINS, LOOK_DISPLAY,
                      LOOK_MODULES, MAX_DEPTH, SAFE_MAGICS, VISITS_BASE, VISITS_PER_NODE, also_forbidden, importable,
                      named_construct, private, refusal, under)
+from . import rcparams
 from .submission import parse
 
 FORBIDDEN = "FORBIDDEN"
@@ -613,7 +614,8 @@ def _dynamic(statement, references, analysis, objects):
         shown, name = magic_name(*magic)
         if shown is None:
             found.append((node, "get_ipython", _short(node)))
-        elif name in SAFE_MAGICS or (name == "load_ext" and (magic[1][1:2] or [None])[0] == "autoreload"):
+        elif (name in SAFE_MAGICS and rcparams.magic_ok(name, *magic)) or (
+                name == "load_ext" and (magic[1][1:2] or [None])[0] == "autoreload"):
             continue
         else:
             arguments = magic[1]
@@ -653,6 +655,9 @@ def _dynamic(statement, references, analysis, objects):
             found.append((node, label, _short(node, callees)))
     named = {id(node) for node, _, _ in found}
     found += [hit for hit in _unlisted(statement, references, analysis, objects) if id(hit[0]) not in named]
+    named = {id(node) for node, _, _ in found}
+    found += [(node, construct, _short(node, callees)) for node, construct in
+              rcparams.findings(statement, references, objects) if id(node) not in named]
     named = {id(node) for node, _, _ in found}
     for top, node, base in analysis.stores:
         if top != id(statement) or id(node) in named:
