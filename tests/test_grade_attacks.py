@@ -14,7 +14,9 @@ time), beside honest submissions whose grades must come out byte-identical to th
   the references under other names (FORBIDDEN), torch attributes named after the hidden inputs;
 - a function that, on the hidden cases, raises with their inputs in its message, to read them in
   its feedback;
-- 34 nested classes, which made the scan take 2**34 steps: graded now within its limits.
+- 34 nested classes, which made the scan take 2**34 steps: graded now within its limits;
+- an independent review: matplotlib settings that name code (``rcParams['backend']``, ``figure.hooks``),
+  ``%config`` (whose text IPython executes), a class that makes numpy read memory at an address.
 
 Each scores 0 for the teacher's review with its reason named (or, the last two, is graded and shows
 nothing of a hidden case); the run completes."""
@@ -82,6 +84,15 @@ ATTACKS = {  # label: (lesson notebook, {exercise: its cell's new text} or (befo
     "copy-unused": (L00, {"00.padding_mask": _copy_of_padding_mask().replace("def padding_mask(lens, size):",
                                                                              "def padding_mask(lens, size):\n    unused = 0")},
                     "course_utils.masks.padding_mask"),
+    # an independent review: settings that name code (the scan reads the key they touch, the magic's text)
+    "rc-backend": (L00, ("00.padding_mask", "import matplotlib.pyplot as plt\n"
+                                            "plt.rcParams['backend'] = 'module://course_utils.tiled'"),
+                   "matplotlib rcParams"),
+    "rc-hooks": (L00, ("00.padding_mask", "import matplotlib.pyplot as plt\n"
+                                          "dict.update(plt.rcParams, {'figure.hooks': ['course_utils.tiled:x']})"),
+                 "matplotlib rcParams"),
+    "config-exec": (L01, ("01.softmax", "%config A.b = globals().update(my_softmax=print)"), "%config"),
+    "array-interface": (L00, ("00.padding_mask", "class Window:\n    __array_interface__ = {}"), "memory by address"),
     # torch attributes named after the hidden inputs, for the feedback to print them back
     "leak-attribute": (L01, {"01.softmax": "import torch\n\n\ndef my_softmax(x):\n"
                                             "    torch.__dict__['leak_' + str(x.shape[0])] = 1\n"

@@ -12,8 +12,9 @@ answer needs, so the check fails whatever route made it.
 
 Which threads are the notebook's own: those alive when this module was first imported or when the grader's
 kernel called ``baseline()`` before any cell ran (the kernel's), and the threads of rules.BENIGN_THREADS
-(a progress bar's monitor). Elsewhere (a notebook, the tests) a thread that runs code defined in the
-notebook counts; in the grader's kernel (``baseline(strict=True)``) every other thread counts.
+(a progress bar's monitor), and the modes of rules.BENIGN_MODES (the default device's). Elsewhere (a notebook,
+the tests) a thread that runs code defined in the notebook counts, and a mode whose hooks the notebook defined;
+in the grader's kernel (``baseline(strict=True)``) every other thread and every other mode counts.
 """
 
 import sys
@@ -57,8 +58,18 @@ def found():
 
 
 def _benign(mode):
+    """A mode of rules.BENIGN_MODES; outside the grader's kernel, also one whose hooks are a library's (a test's
+    recorder, a profiler), not code defined in the notebook."""
     kind = type(mode)
-    return f"{kind.__module__}.{kind.__qualname__}" in rules.BENIGN_MODES
+    if f"{kind.__module__}.{kind.__qualname__}" in rules.BENIGN_MODES:
+        return True
+    if _state["strict"]:
+        return False
+    hooks = [vars(k).get(name) for k in kind.__mro__ for name in ("__torch_dispatch__", "__torch_function__")]
+    hooks = [_unwrapped(getattr(h, "__func__", h)) for h in hooks if h is not None]  # (torch wraps a mode's hook)
+    notebook, modules = _notebook_globals(), _module_globals()
+    return not any(id(getattr(h, "__globals__", None)) in notebook or id(getattr(h, "__globals__", None)) not in modules
+                   for h in hooks if hasattr(h, "__globals__"))
 
 
 def _foreign_threads():
@@ -84,6 +95,20 @@ def _notebook_globals():
     return {id(vars(main))} if main is not None else set()
 
 
+def _unwrapped(function):
+    for _ in range(8):  # functools.wraps' chain, bounded
+        inner = getattr(function, "__wrapped__", None) if hasattr(function, "__globals__") else None
+        if inner is None:
+            break
+        function = inner
+    return function
+
+
+def _module_globals():
+    """The ids of the namespaces of the loaded modules."""
+    return {id(vars(m)) for m in list(sys.modules.values()) if m is not None and hasattr(m, "__dict__")}
+
+
 def _runs_notebook_code(frame, notebook):
     modules = None
     while frame is not None:
@@ -91,7 +116,7 @@ def _runs_notebook_code(frame, notebook):
         if id(globals_) in notebook:
             return True
         if modules is None:
-            modules = {id(vars(m)) for m in list(sys.modules.values()) if m is not None and hasattr(m, "__dict__")}
+            modules = _module_globals()
         if id(globals_) not in modules:
             return True
         frame = frame.f_back
