@@ -83,3 +83,35 @@ def test_the_keys_that_name_code_are_matplotlibs_own():
         assert any(key == entry or key.startswith(entry + ".") for key in keys), entry
     assert rcparams.names_code("backend") and rcparams.names_code("figure.hooks")
     assert not rcparams.names_code("figure.figsize") and not rcparams.names_code("font.size")
+
+
+#: Bindings of the names the grader's own commands resolve in the notebook (a `def __import__` received the
+#: grader's collect call, read the hidden cases from its path and wrote a forged answer: full marks for a stub),
+#: and the file writers that forgery used; beside each, the honest code that stays clear.
+GRADERS_NAMES = [
+    ("def __import__(*args, **kwargs):\n    return None", scan.GRADERS_NAME),
+    ("__builtins__ = {}", scan.GRADERS_NAME),
+    ("def globals():\n    return {}", scan.GRADERS_NAME),
+    ("for globals in range(2):\n    pass", scan.GRADERS_NAME),
+    ("import math as globals", scan.GRADERS_NAME),
+    ("import io\nimport torch\nb = io.BytesIO()\ntorch.serialization.save({'a': 1}, b)", "torch.serialization.save"),
+    ("import torch\nx = torch.zeros(3)\nx.numpy().tofile('/tmp/answer.pt')", "tofile"),
+    ("import numpy as np\nnp.zeros(2).dump('/tmp/x.pkl')", "dump"),
+]
+GRADERS_NAMES_HONEST = [
+    "import io\nimport torch\nb = io.BytesIO()\nprint(torch.zeros(3).numpy().tolist(), b.getvalue())",
+    "def my_globals():\n    return {'x': 1}\n\n\nprint(my_globals())",
+]
+
+
+@pytest.mark.parametrize("source, construct", GRADERS_NAMES, ids=[s.split("\n")[0][:40] for s, _ in GRADERS_NAMES])
+def test_a_name_the_grader_uses_or_a_file_writer_goes_to_review(source, construct):
+    lesson = Lesson(L02).before("02.decoder_mask", source)
+    findings = lesson.scan()
+    assert (lesson.number("02.decoder_mask") - 1, construct) in _constructs(findings), findings.review
+
+
+@pytest.mark.parametrize("source", GRADERS_NAMES_HONEST)
+def test_names_like_the_graders_and_in_memory_buffers_are_no_finding(source):
+    findings = Lesson(L02).before("02.decoder_mask", source).scan()
+    assert not findings, findings

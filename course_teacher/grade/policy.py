@@ -95,7 +95,7 @@ DENIED = (
     "numpy.lib.stride_tricks.as_strided",
     # files and the network (a file an earlier cell wrote, unpickled, runs code)
     "torch.utils.model_zoo", "torch.utils.tensorboard", "torch.utils.hipify", "torch.utils.show_pickle",
-    "torch.utils.file_baton", "torch.save", "torch.from_file", "torch.UntypedStorage.from_file",
+    "torch.utils.file_baton", "torch.save", "torch.serialization.save", "torch.from_file", "torch.UntypedStorage.from_file",
     "torch.TypedStorage.from_file", "torch.serialization.add_safe_globals", "torch.serialization.safe_globals",
     "torch.serialization.register_package",
     "numpy.ma.load", "numpy.ma.loads", "numpy.ma.dump", "numpy.ma.dumps", "numpy.rec.fromfile",
@@ -138,6 +138,11 @@ CONFIG_TRAITS = frozenset({"InlineBackend.figure_format", "InlineBackend.figure_
 #: a string constant that spells one, goes to review.
 MEMORY_PROTOCOLS = frozenset({"__array_interface__", "__array_struct__", "__cuda_array_interface__"})
 ANY_ATTRIBUTE = frozenset({"__getattr__", "__getattribute__"})
+
+#: The names the grader's own commands in the notebook's kernel resolve there (``globals()``, the import machinery,
+#: ``__builtins__``): a learner who binds one (``def __import__(...)``) would receive the grader's call, with the
+#: path of the hidden cases and of the answer to forge. Any binding of one, anywhere, goes to review.
+GRADER_NAMES = frozenset({"__import__", "globals", "__builtins__"})
 
 #: Dunders a learner's code may name on any object (``super().__init__()``, a module's ``__version__``).
 SAFE_DUNDERS = frozenset({"__init__", "__name__", "__doc__", "__version__", "__len__", "__call__", "__repr__",
@@ -245,6 +250,7 @@ DYNAMIC_ATTRIBUTES = frozenset({
     "f_globals", "f_locals", "f_builtins", "f_back", "f_code", "tb_frame", "gi_frame", "cr_frame", "ag_frame",
     "gi_code", "cr_code",
     "settrace", "setprofile", "_getframe", "get_referrers", "EXERCISES", "Sandbox", "_Watch",
+    "tofile", "dump",  # numpy's ndarray.tofile and .dump (a pickle) write files, on any array however it was made
     "TorchFunctionMode", "TorchDispatchMode",
 })
 #: Bare names that reach the interpreter's namespaces whatever they are bound to.
