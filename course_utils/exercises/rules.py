@@ -153,6 +153,9 @@ IMPORTS = frozenset((
 
 # ----------------------------------------------------------------------------- nothing left running beside a check
 
+#: Forbidden names the check's own gradient pass calls (grading.gradients): not watched while it runs.
+GRADIENT_PASS_NAMES = ("torch.autograd.grad", "torch.autograd.backward", "Tensor.backward")
+
 #: The refusal of what an earlier cell left running beside the check (leftovers.py), and its details.
 LEFT_RUNNING = "LEFT_RUNNING"
 LEFT_RUNNING_DETAILS = ("thread", "function_mode", "dispatch_mode", "torch_function", "dispatch_keys")

@@ -43,6 +43,7 @@ import warnings
 from operator import is_
 
 import torch
+import torch.autograd.graph
 import torch.nn.functional
 import torch.utils._python_dispatch as _dispatch
 from torch.overrides import TorchFunctionMode
@@ -64,7 +65,12 @@ _function_stack_length, _pop_function, _push_function = (
     torch._C._pop_torch_function_stack,
     torch._C._push_on_torch_function_stack,
 )
+_function_stack_at = torch._C._get_function_stack_at
 _is_warn_always, _set_warn_always = torch.is_warn_always_enabled, torch.set_warn_always
+# The Python frames through which the autograd engine calls back into Python (a layer over torch's internals,
+# pinned to the torch it was tested with: tests/test_run_time_rules.py fails when it is gone).
+_ENGINE_CODES = frozenset(f.__code__ for f in (getattr(torch.autograd.graph, "_engine_run_backward", None),)
+                          if f is not None)
 _T_WARNING = r"The use of `x\.T` on tensors of dimension other than 2"
 _IGNORED = {"__warningregistry__", "_"}  # names Python itself writes into modules
 
@@ -443,17 +449,22 @@ def solver_functions(exercise, forbidden=()):
     return found
 
 
-def _tracer(watcher, solvers, refused):
+def _tracer(watcher, solvers, refused, engine=False):
     """The global trace function of a call, or None: it sees every call of a Python function (nothing
     line by line), and records the forbidden functions by name (the watcher's codes) and the functions that
     solve the exercise by code or content (observe.Solvers). The audit hook keeps the learner's code from
-    removing it (sys.settrace is refused during the call)."""
+    removing it (sys.settrace is refused during the call).
+
+    engine (the gradient pass): torch calls ``torch.autograd.grad`` inside the watcher's own handler, with the
+    watcher off its stack, so the Python that the autograd engine calls back (a custom backward, a hook) would
+    run unwatched by name; the watcher is pushed again for each such call, from its first line to its return."""
     codes = watcher.codes if watcher else None
-    if not codes and not solvers:
+    engine = engine and watcher is not None
+    if not codes and not solvers and not engine:
         return None
-    if not solvers:
+    if not solvers and not engine:
         return watcher.trace
-    name = solvers.name
+    name = solvers.name if solvers else (lambda code: None)
 
     def trace(frame, event, arg):
         if codes and id(frame.f_code) in codes:
@@ -461,6 +472,16 @@ def _tracer(watcher, solvers, refused):
         found = name(frame.f_code)
         if found is not None and ["SOLVER", found] not in refused:
             refused.append(["SOLVER", found])
+        if engine and frame.f_back is not None and frame.f_back.f_code in _ENGINE_CODES:
+            _push_function(watcher)
+
+            def called_back(frame, event, arg):  # until that call returns (or raises)
+                if event == "return" and _function_stack_length() and \
+                        _function_stack_at(_function_stack_length() - 1) is watcher:
+                    _pop_function()
+                return called_back
+
+            return called_back
         # None: no line-by-line tracing inside the frame
 
     return trace
@@ -489,6 +510,9 @@ class Sandbox:
         self.used_T = False  # whether it used x.T on a tensor with more than 2 axes
         self.timed_out = False
         self._targets = watch_targets(forbidden) if forbidden else None
+        # the gradient pass (watch=False) watches the same names but those the check's own gradients call
+        gradient_names = tuple(name for name in forbidden if name not in rules.GRADIENT_PASS_NAMES)
+        self._gradient_targets = watch_targets(gradient_names) if gradient_names else None
         self.measure = measure  # whether to record the largest tensor each call makes
         self.largest = 0  # the most elements of a tensor made by the last call (with measure)
         self._warnings = set()
@@ -507,16 +531,17 @@ class Sandbox:
         (TimeLimit when it runs too long), and leaves the world as it found it.
 
         watch=False (the check's own gradient pass, which calls back the learner's backward and hooks): no
-        name watcher and no kernel ledger, but the same run-time rules (operations, solvers, audit guard)."""
+        kernel ledger and no measure, but the same watch of forbidden names (but rules.GRADIENT_PASS_NAMES, which
+        the pass itself calls) and the same run-time rules (operations, solvers, audit guard)."""
         streams, warn_always, outer_trace = (sys.stdout, sys.stderr), _is_warn_always(), sys.gettrace()
         self._kept.append(args)
         self._left_running()
-        watcher = _Watch(self._targets, self.forbidden_calls, self.measure) \
-            if watch and (self._targets or self.measure) else None
+        targets, measure = (self._targets, self.measure) if watch else (self._gradient_targets, False)
+        watcher = _Watch(targets, self.forbidden_calls, measure) if targets or measure else None
         ledger = kernels.Ledger(self.refused, args) if watch and self.kernel else None
         observer = observe.Observer(self.refused, self._operations, ledger) \
             if self._operations or ledger else None
-        tracer = _tracer(watcher, self._solvers, self.refused)
+        tracer = _tracer(watcher, self._solvers, self.refused, engine=not watch)
         guard = audit.Guard(self.refused, _CALL_CODE)
         timer = _Timer(self.seconds)
         with warnings.catch_warnings(record=True) as caught:
@@ -567,7 +592,8 @@ class Sandbox:
                     sys.settrace(outer_trace)
                 if watcher:
                     _pop_function()
-                    self.largest = watcher.largest
+                    if measure:
+                        self.largest = watcher.largest
                 _set_warn_always(warn_always)
                 self._read(caught)
                 self._left_running()  # (the check's own instruments gone)
