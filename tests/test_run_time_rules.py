@@ -490,3 +490,20 @@ def test_a_forbidden_name_in_a_custom_backward_is_seen_in_the_gradient_pass():
 
 def test_the_gradient_pass_still_passes_the_honest_answer_where_autograd_is_forbidden():
     assert _both("00.scores_einsum", lambda q, k: torch.einsum("bqhd,bkhd->bhqk", q, k)).status == PASSED
+
+
+def test_the_kernels_collect_writes_an_answer_the_grader_judges_and_leaves_collection_on(tmp_path):
+    """course_utils.exercises.kernel.collect as the grader's command runs it (no garbage collection while it
+    collects and encodes, on again after): the honest answer passes, the finalizer's fix arrives too late."""
+    import gc
+
+    from course_utils.exercises import kernel
+
+    reference = prepare(EXERCISES["01.softmax"])
+    wire.save(dict(reference.calls, time_limit=10.0), tmp_path / "calls.pt")
+    for function, status in ((_softmax, PASSED), (_fixed_by_a_finalizer, FAILED)):
+        kernel.collect({"my_softmax": function}, "my_softmax", str(tmp_path / "calls.pt"), str(tmp_path / "answer.pt"))
+        assert gc.isenabled()
+        received = wire.decode(wire.load(tmp_path / "answer.pt"), reference, 10.0)
+        verdict = grading.judge(reference, received)
+        assert verdict.status == status, verdict.message

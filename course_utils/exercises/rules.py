@@ -161,8 +161,10 @@ LEFT_RUNNING = "LEFT_RUNNING"
 LEFT_RUNNING_DETAILS = ("thread", "function_mode", "dispatch_mode", "torch_function", "dispatch_keys")
 #: The dispatch keys through which the check's dispatch mode sees every operation: excluded, it sees nothing.
 WATCH_KEYS = ("Python", "PythonTLSSnapshot", "PreDispatch", "PythonDispatcher")
-#: Torch modes a notebook may hold while a check runs (by class): the default device's (torch.set_default_device).
-BENIGN_MODES = frozenset(("torch.utils._device.DeviceContext",))
+#: Torch modes a notebook may hold while a check runs (by class): the default device's (torch.set_default_device),
+#: and the check's own instruments (a mode handler the time limit interrupted pushes one back when it is collected).
+BENIGN_MODES = frozenset(("torch.utils._device.DeviceContext", "course_utils.exercises.sandbox._Watch",
+                          "course_utils.exercises.observe.Observer"))
 #: Threads a library an exercise cell may use starts by itself and that run only its code: tqdm's monitor.
 BENIGN_THREADS = frozenset(("tqdm._monitor.TMonitor",))
 

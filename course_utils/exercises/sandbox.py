@@ -30,6 +30,7 @@ import _thread
 import builtins
 import contextlib
 import functools
+import gc
 import importlib
 import io
 import math
@@ -549,7 +550,7 @@ class Sandbox:
             try:
                 sys.stdout, sys.stderr = _Output(self.budget, streams[0]), _Output(self.budget, streams[1])
                 _set_warn_always(True)  # torch warns about x.T once per process; the check wants every time
-                if watcher:
+                if watcher and watch:  # (in the gradient pass, only around what the engine calls back: _tracer)
                     _push_function(watcher)
                 if tracer:
                     sys.settrace(tracer)  # (a debugger's breakpoints pause meanwhile)
@@ -568,12 +569,14 @@ class Sandbox:
                 finally:
                     timer.armed = False  # first, so that a late alarm raises nothing here
                     timer.disarm()
+                    if timer.fired:  # what the time limit interrupted (torch's mode handlers are generators, a
+                        gc.collect(1)  # mode pushed back when one is collected) finishes now, before restore
                     if observer:
                         observer.live = False
                     guard.__exit__(None, None, None)
                     recording.__exit__(None, None, None)
                     self.timed_out |= timer.fired
-                    self._instruments_kept(watcher, observer)
+                    self._instruments_kept(watcher if watch else None, observer)
                     changed = restore(saved)
                     if not timer.fired:  # (after the time limit, the learner's own `with` and `finally` could not undo theirs)
                         self.changed += [c for c in changed if c not in self.changed]
@@ -590,7 +593,7 @@ class Sandbox:
                     _dispatch._pop_mode()
                 if tracer:
                     sys.settrace(outer_trace)
-                if watcher:
+                if watcher and watch:
                     _pop_function()
                     if measure:
                         self.largest = watcher.largest
