@@ -102,6 +102,15 @@ MESSAGES = {
         "zh": "✘ {exercise}：你的函数关掉了检查用来观察它的工具（{detail}：跟踪函数、torch 的函数模式或分派模式、"
         "审计钩子，或垃圾回收器的对象列表）。检查已经把它们恢复；答案不应碰它们。",
     },
+    # (grader branch) what an earlier cell left running beside a check (course_utils/exercises/leftovers.py)
+    "check.refused.LEFT_RUNNING": {
+        "en": "✘ {exercise}: before the check called your function, code of an earlier cell left something running "
+        "beside it ({detail}: a thread, a torch mode, torch functions or dispatch keys switched off), out of the "
+        "check's sight. Restart the kernel and run the cells again without it: an answer needs nothing beside it.",
+        "zh": "✘ {exercise}：检查调用你的函数之前，前面某个单元格的代码在它旁边留下了仍在运行的东西（{detail}：线程、"
+        "torch 的模式，或被关掉的 torch 函数钩子、分派键），检查看不到它们。请重启内核，去掉这段代码后重新运行各单元格："
+        "答案不需要旁边的任何东西。",
+    },
     "check.refused.OPERATION": {
         "en": "✘ {exercise}: your function ran {detail}, an operation this exercise asks you to write yourself "
         "(whatever name reached it: torch.special, F.scaled_dot_product_attention, nn.MultiheadAttention and "

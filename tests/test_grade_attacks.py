@@ -14,7 +14,10 @@ time), beside honest submissions whose grades must come out byte-identical to th
   the references under other names (FORBIDDEN), torch attributes named after the hidden inputs;
 - a function that, on the hidden cases, raises with their inputs in its message, to read them in
   its feedback;
-- 34 nested classes, which made the scan take 2**34 steps: graded now within its limits.
+- 34 nested classes, which made the scan take 2**34 steps: graded now within its limits;
+- an independent review: matplotlib settings that name code (``rcParams['backend']``, ``figure.hooks``),
+  ``%config`` (whose text IPython executes), a class that makes numpy read memory at an address, a ``def
+  __import__`` that received the grader's own collect call and forged its answer.
 
 Each scores 0 for the teacher's review with its reason named (or, the last two, is graded and shows
 nothing of a hidden case); the run completes."""
@@ -82,6 +85,26 @@ ATTACKS = {  # label: (lesson notebook, {exercise: its cell's new text} or (befo
     "copy-unused": (L00, {"00.padding_mask": _copy_of_padding_mask().replace("def padding_mask(lens, size):",
                                                                              "def padding_mask(lens, size):\n    unused = 0")},
                     "course_utils.masks.padding_mask"),
+    # an independent review: settings that name code (the scan reads the key they touch, the magic's text)
+    "rc-backend": (L00, ("00.padding_mask", "import matplotlib.pyplot as plt\n"
+                                            "plt.rcParams['backend'] = 'module://course_utils.tiled'"),
+                   "matplotlib rcParams"),
+    "rc-hooks": (L00, ("00.padding_mask", "import matplotlib.pyplot as plt\n"
+                                          "dict.update(plt.rcParams, {'figure.hooks': ['course_utils.tiled:x']})"),
+                 "matplotlib rcParams"),
+    "config-exec": (L01, ("01.softmax", "%config A.b = globals().update(my_softmax=print)"), "%config"),
+    # the grader's collect call received by the notebook's own __import__, which read the hidden cases from its
+    # path and wrote a forged answer (tofile): 01.softmax passed with its stub before the scan reviewed it
+    "forged-import": (L01, ("01.softmax", "import io\nimport torch\n\n\nclass Forger:\n"
+                                          "    def collect(self, namespace, name, calls_path, answer_path):\n"
+                                          "        calls = torch.load(calls_path, weights_only=True)\n"
+                                          "        buffer = io.BytesIO()\n"
+                                          "        torch.serialization.save({'calls': len(calls)}, buffer)\n"
+                                          "        torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)"
+                                          ".numpy().tofile(answer_path)\n\n\n"
+                                          "def __import__(*args, **kwargs):\n    return Forger()"),
+                      "a name the grader uses"),
+    "array-interface": (L00, ("00.padding_mask", "class Window:\n    __array_interface__ = {}"), "memory by address"),
     # torch attributes named after the hidden inputs, for the feedback to print them back
     "leak-attribute": (L01, {"01.softmax": "import torch\n\n\ndef my_softmax(x):\n"
                                             "    torch.__dict__['leak_' + str(x.shape[0])] = 1\n"

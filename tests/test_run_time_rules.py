@@ -330,3 +330,180 @@ def test_no_rule_is_left_active_after_a_check():
     evaluate("01.softmax", _eval)
     compile("1", "<test>", "eval")  # the hook is quiet outside a check
     assert _thread.start_new_thread is _START and audit.Refused
+
+
+# ----------------------------------------------------------------------------- an independent review (issue 37)
+# Attacks no earlier test had, each aiming at full marks without solving, beside the honest answer (the
+# controls above and test_the_honest_answer_passes_beside_the_leftovers_once_they_are_gone).
+
+
+class _SoftmaxInBackward(torch.autograd.Function):
+    """Zeros forward; the backward (which the check runs while it computes gradients) computes torch's softmax,
+    returns its gradient and writes the softmax into the output the check has not yet sent: full marks in the
+    grader before the gradient pass ran under the rules."""
+
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.zeros_like(x)
+        ctx.save_for_backward(x)
+        ctx.out = out
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        y = torch.softmax(x, -1)
+        ctx.out.detach().copy_(y)
+        return y * (grad - (grad * y).sum(-1, keepdim=True))
+
+
+def test_a_softmax_in_a_custom_backward_is_refused_in_the_gradient_pass():
+    verdict = wired("01.softmax", _SoftmaxInBackward.apply)  # seen by name, and as the aten operation
+    assert verdict.status == FAILED and verdict.code in ("FORBIDDEN", "OPERATION"), verdict.message
+    assert evaluate("01.softmax", _SoftmaxInBackward.apply).status == FAILED
+
+
+def _softmax_in_a_hook(x):
+    out = torch.zeros_like(x) + 0 * x
+    x.register_hook(lambda grad: out.detach().copy_(torch.special.softmax(x.detach(), -1)) and None)
+    return out
+
+
+def test_a_softmax_in_a_tensor_hook_is_refused_in_the_gradient_pass():
+    verdict = wired("01.softmax", _softmax_in_a_hook)
+    assert verdict.status == FAILED and verdict.code in ("FORBIDDEN", "OPERATION"), verdict.message
+
+
+class _FixesLater:
+    """Hung on the input: when the check frees its copy of the arguments, __del__ writes torch's softmax into the
+    result, out of every watch (before, the values of all cases were right by the time they were judged)."""
+
+    def __init__(self, x, out):
+        self.x, self.out = x.detach().clone(), out
+
+    def __del__(self):
+        self.out.detach().copy_(torch.softmax(self.x, -1))
+
+
+def _fixed_by_a_finalizer(x):
+    e = x.exp()
+    out = e / e.sum(-1, keepdim=True)
+    out.detach().mul_(0)
+    x.keeper = _FixesLater(x, out)
+    return out
+
+
+def test_a_finalizer_cannot_change_a_result_before_it_is_judged():
+    for verdict in (wired("01.softmax", _fixed_by_a_finalizer), evaluate("01.softmax", _fixed_by_a_finalizer)):
+        assert verdict.status == FAILED and verdict.code != "GRADIENT", verdict.message  # the values are wrong
+
+
+def _notebook_function(source, name):
+    """A function defined as a notebook's cell defines it (its globals are no module's)."""
+    namespace = {"torch": torch}
+    exec(source, namespace)  # noqa: S102 (a cell's code)
+    return namespace, namespace[name]
+
+
+def test_a_thread_an_earlier_cell_started_fails_the_check_while_it_runs():
+    namespace, loop = _notebook_function("stop = []\nimport time\ndef loop():\n    while not stop:\n"
+                                         "        time.sleep(0.005)\n", "loop")
+    worker = threading.Thread(target=loop)
+    worker.start()
+    try:
+        for verdict in (wired("01.softmax", _softmax), evaluate("01.softmax", _softmax)):
+            assert verdict.status == FAILED and verdict.code == "LEFT_RUNNING", verdict.message
+    finally:
+        namespace["stop"].append(True)
+        worker.join()
+    assert _both("01.softmax", _softmax).status == PASSED
+
+
+@pytest.mark.parametrize("left", ["torch_function", "dispatch_mode", "dispatch_keys"])
+def test_a_torch_switch_an_earlier_cell_left_on_fails_the_check(left):
+    _, quiet = _notebook_function(  # a mode of the notebook's: it computes what the check's mode hands on, unseen
+        "from torch.utils._python_dispatch import TorchDispatchMode\n"
+        "class Quiet(TorchDispatchMode):\n"
+        "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n"
+        "        return func(*args, **(kwargs or {}))\n", "Quiet")
+    guard = {"torch_function": torch._C.DisableTorchFunction, "dispatch_mode": quiet,
+             "dispatch_keys": lambda: torch._C._ExcludeDispatchKeyGuard(
+                 torch._C.DispatchKeySet(torch._C.DispatchKey.Python))}[left]()
+    guard.__enter__()  # an earlier cell's, never left
+    try:
+        verdicts = [wired("01.softmax", _softmax_by_the_operator), evaluate("01.softmax", _softmax)]
+    finally:
+        guard.__exit__(None, None, None)
+    for verdict in verdicts:
+        assert verdict.status == FAILED and verdict.code == "LEFT_RUNNING", verdict.message
+        assert left in verdict.message
+
+
+def test_the_honest_answer_passes_beside_the_leftovers_once_they_are_gone():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):  # a library's mode (a test's, a profiler's), not the notebook's
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    torch.set_default_device("cpu")  # a default device is a torch mode the notebook may hold
+    try:
+        with Recorder():
+            assert _both("01.softmax", _softmax).status == PASSED
+    finally:
+        torch.set_default_device(None)
+
+
+def test_the_wire_keeps_left_running_with_the_graders_details_only():
+    reference = prepare(EXERCISES["01.softmax"])
+    answer = wire.encode(grading.collect(reference.calls, _softmax, None, eager=True))
+    answer["refused"] = [["LEFT_RUNNING", "leak_m2251"], ["LEFT_RUNNING", "thread"]]
+    assert wire.decode(answer, reference, 10.0).refused == [["LEFT_RUNNING", "thread"]]
+
+
+_TRANSPOSED_LATER = {}  # filled by another statement than the function's: the scan follows no container
+
+
+class _ScoresInBackward(torch.autograd.Function):
+    """00.scores_einsum (no transpose may compute it) answered with zeros; the backward, which the check runs in
+    its gradient pass, computes the scores with a transpose and writes them into the output."""
+
+    @staticmethod
+    def forward(ctx, q, k):
+        out = q.new_zeros(q.shape[0], q.shape[2], q.shape[1], k.shape[1])
+        ctx.save_for_backward(q, k)
+        ctx.out = out
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k = ctx.saved_tensors
+        qh, kh = q.transpose(1, 2), k.transpose(1, 2)  # (B, H, L, D)
+        ctx.out.detach().copy_(qh @ kh.transpose(-2, -1))
+        return (grad @ kh).transpose(1, 2), (grad.transpose(-2, -1) @ qh).transpose(1, 2)
+
+
+def test_a_forbidden_name_in_a_custom_backward_is_seen_in_the_gradient_pass():
+    verdict = wired("00.scores_einsum", _ScoresInBackward.apply)
+    assert verdict.status == FAILED and verdict.code == "FORBIDDEN", verdict.message
+
+
+def test_the_gradient_pass_still_passes_the_honest_answer_where_autograd_is_forbidden():
+    assert _both("00.scores_einsum", lambda q, k: torch.einsum("bqhd,bkhd->bhqk", q, k)).status == PASSED
+
+
+def test_the_kernels_collect_writes_an_answer_the_grader_judges_and_leaves_collection_on(tmp_path):
+    """course_utils.exercises.kernel.collect as the grader's command runs it (no garbage collection while it
+    collects and encodes, on again after): the honest answer passes, the finalizer's fix arrives too late."""
+    import gc
+
+    from course_utils.exercises import kernel
+
+    reference = prepare(EXERCISES["01.softmax"])
+    wire.save(dict(reference.calls, time_limit=10.0), tmp_path / "calls.pt")
+    for function, status in ((_softmax, PASSED), (_fixed_by_a_finalizer, FAILED)):
+        kernel.collect({"my_softmax": function}, "my_softmax", str(tmp_path / "calls.pt"), str(tmp_path / "answer.pt"))
+        assert gc.isenabled()
+        received = wire.decode(wire.load(tmp_path / "answer.pt"), reference, 10.0)
+        verdict = grading.judge(reference, received)
+        assert verdict.status == status, verdict.message

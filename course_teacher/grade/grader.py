@@ -152,6 +152,9 @@ class _OutOfTime(Exception):
     pass
 
 
+_KERNEL_START = "import course_utils.exercises.kernel\ncourse_utils.exercises.kernel.start()"
+
+
 class _GaveUp(Exception):
     pass
 
@@ -186,6 +189,8 @@ class _Run:
             kernel = Kernel(folder, self.options.memory_mb, sandboxed=self.options.sandboxed)
             kernel.start()  # KernelDied when it cannot
             self.kernel = kernel
+            # before any cell: the threads alive now are the kernel's (a check fails while another runs)
+            kernel.run(_KERNEL_START, min(self.options.cell_timeout, self.remaining()), history=False)
             for cell in [c for c in self.ok if c.index < index]:  # again, after a death
                 reply = kernel.run(cell.source, min(self.options.cell_timeout, self.remaining()))
                 if not reply.ok:
@@ -215,7 +220,8 @@ class _Run:
             wire.save(calls, kernel.work / calls_name, mode=0o644)  # the sandbox's user reads it
         except OSError as error:  # the kernel filled (or broke) its own exchange folder: its loss alone
             raise wire.WireError(f"the kernel's folder took no calls ({error.strerror or error})") from None
-        code = (f"__import__('course_utils.exercises.kernel', fromlist=['collect']).collect("
+        # an import statement, not __import__(...): a name the notebook could bind (the scan reviews that too)
+        code = ("import course_utils.exercises.kernel\ncourse_utils.exercises.kernel.collect("
                 f"globals(), {function!r}, {kernel.inside(calls_name)!r}, {kernel.inside(answer_name)!r})")
         budget = (2 * len(reference.cases) + 1) * self.options.time_limit + ANSWER_MARGIN_S
         reply = kernel.run(code, min(budget, self.remaining()), history=False)

@@ -23,6 +23,11 @@ walked by every red team, and each table below closes one of them:
   (``course_utils.tiled.online_softmax``). COMPUTES lists, for each forbidden operation, what else
   computes it: forbidding one forbids them all. (At run time the kernel refuses the aten
   operations themselves; this is the check a kernel cannot forge.)
+- **Settings that name code.** A setting whose value is a module, a callable by name, text to evaluate or a
+  program (matplotlib's ``rcParams["backend"] = "module://..."``, ``figure.hooks``; IPython's ``%config``, whose
+  text is executed) loads code as surely as an import: RC_CODE, MATPLOTLIB_MAGIC and CONFIG_TRAITS say which
+  settings an exercise cell may write, and only with a constant. A class that answers numpy's
+  ``__array_interface__`` turns any address into an array (MEMORY_PROTOCOLS), as ctypes would.
 - **Reading the hidden cases back.** The feedback carries the grader's words only: what the
   kernel reports about the world it changed is named from FIXED_CHANGES or generically.
 
@@ -90,7 +95,7 @@ DENIED = (
     "numpy.lib.stride_tricks.as_strided",
     # files and the network (a file an earlier cell wrote, unpickled, runs code)
     "torch.utils.model_zoo", "torch.utils.tensorboard", "torch.utils.hipify", "torch.utils.show_pickle",
-    "torch.utils.file_baton", "torch.save", "torch.from_file", "torch.UntypedStorage.from_file",
+    "torch.utils.file_baton", "torch.save", "torch.serialization.save", "torch.from_file", "torch.UntypedStorage.from_file",
     "torch.TypedStorage.from_file", "torch.serialization.add_safe_globals", "torch.serialization.safe_globals",
     "torch.serialization.register_package",
     "numpy.ma.load", "numpy.ma.loads", "numpy.ma.dump", "numpy.ma.dumps", "numpy.rec.fromfile",
@@ -109,6 +114,36 @@ DENIED = (
     "triton.language.inline_asm_elementwise", "triton.language.map_elementwise", "triton.language.tensor",
     "triton.language.aggregate_replace",
 )
+#: matplotlib's settings (``rcParams``) whose value names code to load, Python text to evaluate, a program to
+#: start or a file: a module (``backend``: ``"module://..."``), callables by name (``figure.hooks``:
+#: ``"module:function"``), text evaluated (``axes.prop_cycle``), LaTeX and Ghostscript runs (``text.usetex``,
+#: ``pgf``, ``ps.usedistiller``), the animation writers' programs, the files of ``savefig``, a web server, GUI
+#: toolkits. A key stands for itself and every key under it. An exercise cell writes (and reads) only keys named
+#: by a constant and not here (``rcParams["figure.figsize"] = (4, 3)``); the rest goes to review (rcparams.py).
+RC_CODE = ("backend", "backend_fallback", "figure.hooks", "axes.prop_cycle", "text.usetex", "text.latex", "pgf",
+           "ps.usedistiller", "animation", "savefig", "webagg", "toolbar", "tk", "macosx")
+#: The settings themselves (what ``plt.rcParams`` is, and the defaults ``plt.rcdefaults()`` puts back).
+RC_PARAMS = frozenset({"matplotlib.rcParams", "matplotlib.rcParamsDefault", "matplotlib.rcParamsOrig",
+                       "matplotlib.pyplot.rcParams", "matplotlib.pyplot.rcParamsDefault"})
+#: The functions that write them from their arguments: read as the keys they write.
+RC_FUNCTIONS = frozenset({"matplotlib.pyplot.rc", "matplotlib.pyplot.rc_context", "matplotlib.rc",
+                          "matplotlib.rc_context"})
+#: What a line magic's text may be, for the magics that run what their text names: ``%matplotlib module://x``
+#: imports a module, ``%config`` executes its text (``exec("cfg." + line)``) in the notebook's namespace.
+MATPLOTLIB_MAGIC = frozenset({"", "inline"})
+CONFIG_TRAITS = frozenset({"InlineBackend.figure_format", "InlineBackend.figure_formats",
+                           "InlineBackend.close_figures"})  # set only to a constant (str, number, bool, or a list of them)
+#: Names that make an object a window on raw memory (numpy reads or writes the address such an attribute gives,
+#: as ctypes would), and the hooks that answer any attribute name: a class of the learner's that binds one, or
+#: a string constant that spells one, goes to review.
+MEMORY_PROTOCOLS = frozenset({"__array_interface__", "__array_struct__", "__cuda_array_interface__"})
+ANY_ATTRIBUTE = frozenset({"__getattr__", "__getattribute__"})
+
+#: The names the grader's own commands in the notebook's kernel resolve there (``globals()``, the import machinery,
+#: ``__builtins__``): a learner who binds one (``def __import__(...)``) would receive the grader's call, with the
+#: path of the hidden cases and of the answer to forge. Any binding of one, anywhere, goes to review.
+GRADER_NAMES = frozenset({"__import__", "globals", "__builtins__"})
+
 #: Dunders a learner's code may name on any object (``super().__init__()``, a module's ``__version__``).
 SAFE_DUNDERS = frozenset({"__init__", "__name__", "__doc__", "__version__", "__len__", "__call__", "__repr__",
                           "__str__", "__iter__", "__next__", "__getitem__", "__contains__", "__eq__", "__hash__"})
@@ -215,6 +250,7 @@ DYNAMIC_ATTRIBUTES = frozenset({
     "f_globals", "f_locals", "f_builtins", "f_back", "f_code", "tb_frame", "gi_frame", "cr_frame", "ag_frame",
     "gi_code", "cr_code",
     "settrace", "setprofile", "_getframe", "get_referrers", "EXERCISES", "Sandbox", "_Watch",
+    "tofile", "dump",  # numpy's ndarray.tofile and .dump (a pickle) write files, on any array however it was made
     "TorchFunctionMode", "TorchDispatchMode",
 })
 #: Bare names that reach the interpreter's namespaces whatever they are bound to.

@@ -122,7 +122,14 @@ attribute name on any object, and:
 - ``HISTORY``, reading IPython's output history (where a look's result stays): a load of ``Out``,
   ``_oh``, ``_``, ``__``, ``___``, ``_<n>`` and of the input history ``In``, ``_ih``, ``_i``, ``_ii``,
   ``_iii``, ``_i<n>``, anywhere in a learner's cell (``for _ in range(3)``, ``x, _ = f()`` store it: fine);
-- a cell that nests deeper than ``MAX_DEPTH`` (construct ``nesting``).
+- a cell that nests deeper than ``MAX_DEPTH`` (construct ``nesting``);
+- settings that name code (rcparams.py): matplotlib's ``rcParams`` touched where the key is not read
+  (``dict.update(plt.rcParams, ...)``, a computed key) or at a key of ``RC_CODE`` (``backend``,
+  ``figure.hooks``), ``%matplotlib`` with a backend, ``%config`` but to show a setting or give
+  ``CONFIG_TRAITS`` a constant, ``%history -f``; a class binding numpy's ``__array_interface__`` (memory by
+  address) or ``__getattr__``;
+- a binding of a name the grader's own commands resolve in the notebook (``GRADER_NAMES``: ``def
+  __import__``, ``globals = ...``): it would receive the grader's call, with the hidden cases' path.
 
 Ordinary code stays clear: ``import math``, ``torch.randn``, f-strings, comprehensions, einsum
 strings, ``getattr(x, "shape")``, ``torch.load(path, weights_only=True)``, ``%timeit f(x)``,
@@ -161,9 +168,10 @@ from typing import NamedTuple
 
 from .names import MARKERS, MISSING, OWN, SPLICED, UNKNOWN, Analysis, Objects, TooComplex, copy_tree, magic_call, \
     magic_name, read_tree, statement_keys
-from .policy import (CALLS, DYNAMIC_ATTRIBUTES, DYNAMIC_NAMES, HISTORY, HISTORY_NAMES, LOOK_BUILTINS, LOOK_DISPLAY,
-                     LOOK_MODULES, MAX_DEPTH, SAFE_MAGICS, VISITS_BASE, VISITS_PER_NODE, also_forbidden, importable,
+from .policy import (CALLS, DYNAMIC_ATTRIBUTES, DYNAMIC_NAMES, GRADER_NAMES, HISTORY, HISTORY_NAMES, LOOK_BUILTINS,
+                     LOOK_DISPLAY, LOOK_MODULES, MAX_DEPTH, SAFE_MAGICS, VISITS_BASE, VISITS_PER_NODE, also_forbidden, importable,
                      named_construct, private, refusal, under)
+from . import rcparams
 from .submission import parse
 
 FORBIDDEN = "FORBIDDEN"
@@ -613,7 +621,8 @@ def _dynamic(statement, references, analysis, objects):
         shown, name = magic_name(*magic)
         if shown is None:
             found.append((node, "get_ipython", _short(node)))
-        elif name in SAFE_MAGICS or (name == "load_ext" and (magic[1][1:2] or [None])[0] == "autoreload"):
+        elif (name in SAFE_MAGICS and rcparams.magic_ok(name, *magic)) or (
+                name == "load_ext" and (magic[1][1:2] or [None])[0] == "autoreload"):
             continue
         else:
             arguments = magic[1]
@@ -654,6 +663,10 @@ def _dynamic(statement, references, analysis, objects):
     named = {id(node) for node, _, _ in found}
     found += [hit for hit in _unlisted(statement, references, analysis, objects) if id(hit[0]) not in named]
     named = {id(node) for node, _, _ in found}
+    found += [(node, construct, _short(node, callees)) for node, construct in
+              rcparams.findings(statement, references, objects) if id(node) not in named]
+    found += [(node, GRADERS_NAME, _short(node)) for node in _grader_names(statement)]
+    named = {id(node) for node, _, _ in found}
     for top, node, base in analysis.stores:
         if top != id(statement) or id(node) in named:
             continue
@@ -662,6 +675,33 @@ def _dynamic(statement, references, analysis, objects):
             found.append((node, "assignment", _short(node)))
     found.sort(key=lambda item: _position(item[0]))
     return [(name, code) for _, name, code in found]
+
+
+GRADERS_NAME = "a name the grader uses"  # the review's word for a binding of policy.GRADER_NAMES
+
+
+def _grader_names(statement):
+    """The nodes of a statement that bind one of policy.GRADER_NAMES (a def, a class, an assignment, an import,
+    a loop or with target, an except or match name, a global declaration)."""
+    found = []
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names = [node.id]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, ast.alias):
+            names = [node.asname or node.name.partition(".")[0]]
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+            names = [node.name]
+        elif isinstance(node, ast.MatchMapping):
+            names = [node.rest]
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names = node.names
+        else:
+            continue
+        if any(name in GRADER_NAMES for name in names):
+            found.append(node)
+    return found
 
 
 def _unlisted(statement, references, analysis, objects):

@@ -11,9 +11,17 @@ Everything here runs beside the learner's code, which may have replaced any of i
 treats what comes back as a claim to check, never as a verdict (see course_teacher/grade/__init__.py).
 """
 
+import gc
+
 import torch
 
-from . import grading, wire
+from . import grading, leftovers, wire
+
+
+def start():
+    """Run by the grader first, before any cell of the notebook: the threads alive now are the kernel's own,
+    and every thread started later is the notebook's (a check fails while one runs: leftovers.py)."""
+    leftovers.baseline(strict=True)
 
 
 def collect(namespace, name, calls_path, answer_path):
@@ -23,8 +31,17 @@ def collect(namespace, name, calls_path, answer_path):
     if function is wire:
         answer = {"format": wire.FORMAT, "missing": True}
     elif not callable(function):
-        answer = {"format": wire.FORMAT, "not_callable": wire._type_name(function)}
+        answer = {"format": wire.FORMAT, "not_callable": wire.type_name(function)}
     else:
-        outcomes = grading.collect(calls, function, calls["time_limit"], eager=True)
-        answer = wire.encode(outcomes)
+        # No garbage collection until the answer is written: a learner's object in a reference cycle, whose
+        # __del__ would run at a collection between two calls or while the answer is encoded, out of every
+        # watch, could still change a result (the sandbox keeps the rest alive until then: sandbox._kept).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            outcomes = grading.collect(calls, function, calls["time_limit"], eager=True)
+            answer = wire.encode(outcomes)
+        finally:
+            if collecting:
+                gc.enable()
     wire.save(answer, answer_path)

@@ -32,8 +32,14 @@ no new *name* for a forbidden thing walks around them.
   not run at all (but for Triton's own copies), every input is read by a launch, every returned tensor is
   written by one, no launched kernel is one a GPU's compiler refuses.
 
-What this does not stop: code that runs before the check (an earlier cell) and leaves a thread or a
-disabled dispatch key behind, and a learner who rewrites this package in their own process. The grader
+- What an earlier cell left running beside the check fails it too (LEFT_RUNNING, leftovers.py): a thread
+  running the notebook's code (in the grader's kernel: any thread the kernel did not start), a torch mode
+  under the check's, torch functions switched off, the Python dispatch keys excluded. Those stand outside
+  everything above (the guard and the tracer watch the check's thread, torch's mode stacks are per thread).
+- Code of the learner's that torch calls back while the check computes gradients (a custom autograd
+  Function's backward, a tensor hook) runs under the same rules as the function itself.
+
+What this does not stop: a learner who rewrites this package in their own process. The grader
 adds what the check cannot: its static scan of every cell (an allow-list of callables) and a sandbox per
 submission; what its kernel reports back is plain data checked against these tables (wire.py).
 """
@@ -145,9 +151,26 @@ IMPORTS = frozenset((
     "contextlib", "warnings", "string", "re", "bisect", "heapq", "random",
 ))
 
+# ----------------------------------------------------------------------------- nothing left running beside a check
+
+#: Forbidden names the check's own gradient pass calls (grading.gradients): not watched while it runs.
+GRADIENT_PASS_NAMES = ("torch.autograd.grad", "torch.autograd.backward", "Tensor.backward")
+
+#: The refusal of what an earlier cell left running beside the check (leftovers.py), and its details.
+LEFT_RUNNING = "LEFT_RUNNING"
+LEFT_RUNNING_DETAILS = ("thread", "function_mode", "dispatch_mode", "torch_function", "dispatch_keys")
+#: The dispatch keys through which the check's dispatch mode sees every operation: excluded, it sees nothing.
+WATCH_KEYS = ("Python", "PythonTLSSnapshot", "PreDispatch", "PythonDispatcher")
+#: Torch modes a notebook may hold while a check runs (by class): the default device's (torch.set_default_device),
+#: and the check's own instruments (a mode handler the time limit interrupted pushes one back when it is collected).
+BENIGN_MODES = frozenset(("torch.utils._device.DeviceContext", "course_utils.exercises.sandbox._Watch",
+                          "course_utils.exercises.observe.Observer"))
+#: Threads a library an exercise cell may use starts by itself and that run only its code: tqdm's monitor.
+BENIGN_THREADS = frozenset(("tqdm._monitor.TMonitor",))
+
 #: The refusals a check can report, in the order the judge puts them first; each has a message
 #: "check.refused.<code>" (i18n.py). EVALUATOR ... UNWATCHED: the call did something no answer does.
-REFUSAL_CODES = ("EVALUATOR", "PROCESS", "NATIVE", "SOCKET", "THREAD", "IMPORT", "UNWATCHED",
+REFUSAL_CODES = ("EVALUATOR", "PROCESS", "NATIVE", "SOCKET", "THREAD", "IMPORT", "UNWATCHED", "LEFT_RUNNING",
                  "OPERATION", "SOLVER",
                  "TORCH_OUTSIDE_KERNEL", "TORCH_IN_KERNEL", "FOREIGN_DATA", "NO_LAUNCH", "COMPILER_REFUSED",
                  "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN")

@@ -30,6 +30,7 @@ import _thread
 import builtins
 import contextlib
 import functools
+import gc
 import importlib
 import io
 import math
@@ -43,12 +44,13 @@ import warnings
 from operator import is_
 
 import torch
+import torch.autograd.graph
 import torch.nn.functional
 import torch.utils._python_dispatch as _dispatch
 from torch.overrides import TorchFunctionMode
 
 from ..i18n import message
-from . import audit, kernels, observe, rules
+from . import audit, kernels, leftovers, observe, rules
 
 TIME_LIMIT = 10.0  # seconds for one call of the learner's function
 OUTPUT_LIMIT = 2000  # characters the learner's function may print during one check
@@ -64,7 +66,12 @@ _function_stack_length, _pop_function, _push_function = (
     torch._C._pop_torch_function_stack,
     torch._C._push_on_torch_function_stack,
 )
+_function_stack_at = torch._C._get_function_stack_at
 _is_warn_always, _set_warn_always = torch.is_warn_always_enabled, torch.set_warn_always
+# The Python frames through which the autograd engine calls back into Python (a layer over torch's internals,
+# pinned to the torch it was tested with: tests/test_run_time_rules.py fails when it is gone).
+_ENGINE_CODES = frozenset(f.__code__ for f in (getattr(torch.autograd.graph, "_engine_run_backward", None),)
+                          if f is not None)
 _T_WARNING = r"The use of `x\.T` on tensors of dimension other than 2"
 _IGNORED = {"__warningregistry__", "_"}  # names Python itself writes into modules
 
@@ -443,17 +450,22 @@ def solver_functions(exercise, forbidden=()):
     return found
 
 
-def _tracer(watcher, solvers, refused):
+def _tracer(watcher, solvers, refused, engine=False):
     """The global trace function of a call, or None: it sees every call of a Python function (nothing
     line by line), and records the forbidden functions by name (the watcher's codes) and the functions that
     solve the exercise by code or content (observe.Solvers). The audit hook keeps the learner's code from
-    removing it (sys.settrace is refused during the call)."""
+    removing it (sys.settrace is refused during the call).
+
+    engine (the gradient pass): torch calls ``torch.autograd.grad`` inside the watcher's own handler, with the
+    watcher off its stack, so the Python that the autograd engine calls back (a custom backward, a hook) would
+    run unwatched by name; the watcher is pushed again for each such call, from its first line to its return."""
     codes = watcher.codes if watcher else None
-    if not codes and not solvers:
+    engine = engine and watcher is not None
+    if not codes and not solvers and not engine:
         return None
-    if not solvers:
+    if not solvers and not engine:
         return watcher.trace
-    name = solvers.name
+    name = solvers.name if solvers else (lambda code: None)
 
     def trace(frame, event, arg):
         if codes and id(frame.f_code) in codes:
@@ -461,6 +473,16 @@ def _tracer(watcher, solvers, refused):
         found = name(frame.f_code)
         if found is not None and ["SOLVER", found] not in refused:
             refused.append(["SOLVER", found])
+        if engine and frame.f_back is not None and frame.f_back.f_code in _ENGINE_CODES:
+            _push_function(watcher)
+
+            def called_back(frame, event, arg):  # until that call returns (or raises)
+                if event == "return" and _function_stack_length() and \
+                        _function_stack_at(_function_stack_length() - 1) is watcher:
+                    _pop_function()
+                return called_back
+
+            return called_back
         # None: no line-by-line tracing inside the frame
 
     return trace
@@ -489,9 +511,16 @@ class Sandbox:
         self.used_T = False  # whether it used x.T on a tensor with more than 2 axes
         self.timed_out = False
         self._targets = watch_targets(forbidden) if forbidden else None
+        # the gradient pass (watch=False) watches the same names but those the check's own gradients call
+        gradient_names = tuple(name for name in forbidden if name not in rules.GRADIENT_PASS_NAMES)
+        self._gradient_targets = watch_targets(gradient_names) if gradient_names else None
         self.measure = measure  # whether to record the largest tensor each call makes
         self.largest = 0  # the most elements of a tensor made by the last call (with measure)
         self._warnings = set()
+        # Every call's arguments and result, kept as long as the sandbox (its outcomes) is: what the learner's
+        # code hung on them (an object whose __del__ runs when they are freed) runs after the verdict, never
+        # between two calls, where nothing watches it and it could still change a result.
+        self._kept = []
 
     @property
     def printed(self):
@@ -500,14 +529,20 @@ class Sandbox:
 
     def call(self, function, *args, watch=True):
         """function(*args), in the sandbox: returns what it returns, raises what it raises
-        (TimeLimit when it runs too long), and leaves the world as it found it."""
+        (TimeLimit when it runs too long), and leaves the world as it found it.
+
+        watch=False (the check's own gradient pass, which calls back the learner's backward and hooks): no
+        kernel ledger and no measure, but the same watch of forbidden names (but rules.GRADIENT_PASS_NAMES, which
+        the pass itself calls) and the same run-time rules (operations, solvers, audit guard)."""
         streams, warn_always, outer_trace = (sys.stdout, sys.stderr), _is_warn_always(), sys.gettrace()
-        watcher = _Watch(self._targets, self.forbidden_calls, self.measure) \
-            if watch and (self._targets or self.measure) else None
+        self._kept.append(args)
+        self._left_running()
+        targets, measure = (self._targets, self.measure) if watch else (self._gradient_targets, False)
+        watcher = _Watch(targets, self.forbidden_calls, measure) if targets or measure else None
         ledger = kernels.Ledger(self.refused, args) if watch and self.kernel else None
         observer = observe.Observer(self.refused, self._operations, ledger) \
-            if watch and (self._operations or ledger) else None
-        tracer = _tracer(watcher, self._solvers if watch else None, self.refused)
+            if self._operations or ledger else None
+        tracer = _tracer(watcher, self._solvers, self.refused, engine=not watch)
         guard = audit.Guard(self.refused, _CALL_CODE)
         timer = _Timer(self.seconds)
         with warnings.catch_warnings(record=True) as caught:
@@ -515,7 +550,7 @@ class Sandbox:
             try:
                 sys.stdout, sys.stderr = _Output(self.budget, streams[0]), _Output(self.budget, streams[1])
                 _set_warn_always(True)  # torch warns about x.T once per process; the check wants every time
-                if watcher:
+                if watcher and watch:  # (in the gradient pass, only around what the engine calls back: _tracer)
                     _push_function(watcher)
                 if tracer:
                     sys.settrace(tracer)  # (a debugger's breakpoints pause meanwhile)
@@ -534,12 +569,14 @@ class Sandbox:
                 finally:
                     timer.armed = False  # first, so that a late alarm raises nothing here
                     timer.disarm()
+                    if timer.fired:  # what the time limit interrupted (torch's mode handlers are generators, a
+                        gc.collect(1)  # mode pushed back when one is collected) finishes now, before restore
                     if observer:
                         observer.live = False
                     guard.__exit__(None, None, None)
                     recording.__exit__(None, None, None)
                     self.timed_out |= timer.fired
-                    self._instruments_kept(watcher, observer)
+                    self._instruments_kept(watcher if watch else None, observer)
                     changed = restore(saved)
                     if not timer.fired:  # (after the time limit, the learner's own `with` and `finally` could not undo theirs)
                         self.changed += [c for c in changed if c not in self.changed]
@@ -547,6 +584,8 @@ class Sandbox:
                 if ledger and returned:  # (the launches' kernels asked of the compiler's front end, unguarded)
                     ledger.finish(result)
                     self.compiler_text = self.compiler_text or ledger.compiler_text
+                if returned:
+                    self._kept.append(result)
                 return result
             finally:  # take the instruments away, whatever happened
                 sys.stdout, sys.stderr = streams
@@ -554,11 +593,19 @@ class Sandbox:
                     _dispatch._pop_mode()
                 if tracer:
                     sys.settrace(outer_trace)
-                if watcher:
+                if watcher and watch:
                     _pop_function()
-                    self.largest = watcher.largest
+                    if measure:
+                        self.largest = watcher.largest
                 _set_warn_always(warn_always)
                 self._read(caught)
+                self._left_running()  # (the check's own instruments gone)
+
+    def _left_running(self):
+        """LEFT_RUNNING for what an earlier cell left beside the call (leftovers.py), looked at as it begins and ends."""
+        for refusal in leftovers.found():
+            if refusal not in self.refused:
+                self.refused.append(refusal)
 
     def _instruments_kept(self, watcher, observer):
         """UNWATCHED when the learner's code took the check's modes off torch's stacks (restore puts them back)."""

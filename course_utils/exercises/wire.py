@@ -148,7 +148,7 @@ def _error(raised):
         return {"name": "Exception", "kind": "?", "text": "", "not_implemented": False, "exit": False}
 
 
-def _type_name(value):
+def type_name(value):
     try:
         return str(type.__getattribute__(type(value), "__name__"))[:80]
     except Exception:  # noqa: BLE001
@@ -159,7 +159,7 @@ def _encode(value, depth):
     try:
         return _encode_value(value, depth)
     except Exception:  # noqa: BLE001 (whatever the learner returned, the answer still travels)
-        return {"object": _type_name(value)}
+        return {"object": type_name(value)}
 
 
 def _encode_value(value, depth):
@@ -172,13 +172,13 @@ def _encode_value(value, depth):
         items = list((tuple.__iter__ if issubclass(kind, tuple) else list.__iter__)(value))
         if len(items) <= MAX_ITEMS:
             base = "tuple" if issubclass(kind, tuple) else "list"
-            return {"seq": base, "type": _type_name(value), "items": [_encode(item, depth + 1) for item in items]}
-    return {"object": _type_name(value)}
+            return {"seq": base, "type": type_name(value), "items": [_encode(item, depth + 1) for item in items]}
+    return {"object": type_name(value)}
 
 
 def _encode_tensor(tensor):
     if type(tensor) is not torch.Tensor:  # a subclass: the judge needs its name only
-        return {"subclass": _type_name(tensor)}
+        return {"subclass": type_name(tensor)}
     described = {"dtype": str(tensor.dtype), "on_graph": bool(on_graph(tensor))}
     if tensor.is_nested or tensor.layout != torch.strided or tensor.device.type != "cpu":
         described.update(odd=str(tensor.layout), device=str(tensor.device), shape=_shape(tensor))
@@ -278,6 +278,7 @@ def _refusal_vocabulary(reference):
     return {
         **{code: events for code in ("EVALUATOR", "PROCESS", "NATIVE", "SOCKET", "THREAD", "IMPORT")},
         "UNWATCHED": events | {"function_modes", "dispatch_modes", "tracer", "meta_path"},
+        rules.LEFT_RUNNING: set(rules.LEFT_RUNNING_DETAILS),
         "OPERATION": aten,
         "SOLVER": {name for name, _ in solver_functions(reference.exercise, reference.forbidden)},
         "TORCH_IN_KERNEL": None, "TORCH_OUTSIDE_KERNEL": None, "FOREIGN_DATA": None,  # aten names, checked below
