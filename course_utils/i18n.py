@@ -912,6 +912,24 @@ MESSAGES = {
         "en": "  The new version has no exercise {exercise}: your answer to it is in {old}.",
         "zh": "  新版本中没有练习 {exercise}：你对它的答案保存在 {old} 中。",
     },
+    # what `make update` kept of the cells the learner wrote (course_utils.learner.update)
+    "learner.own_kept": {
+        "en": "  Your own cell «{cell}» kept: now cell {number}, after «{after}».",
+        "zh": "  保留了你自己添加的单元格「{cell}」：现在是第 {number} 个单元格，位于「{after}」之后。",
+    },
+    "learner.own_top": {
+        "en": "  Your own cell «{cell}» kept: now cell {number}, at the top (the cells it followed are gone).",
+        "zh": "  保留了你自己添加的单元格「{cell}」：现在是第 {number} 个单元格，位于开头（它原先跟随的单元格已不存在）。",
+    },
+    "learner.edit_kept": {
+        "en": "  Your change to the course's cell «{cell}» kept (the course did not change that cell).",
+        "zh": "  保留了你对课程单元格「{cell}」的修改（课程没有改动这个单元格）。",
+    },
+    "learner.edit_left": {
+        "en": "  The course changed the cell «{cell}», which you had changed too: the course's new version is in the "
+        "lesson, your version in {old}.",
+        "zh": "  课程改动了单元格「{cell}」，而你也改过它：课中现在是课程的新版本，你的版本保存在 {old} 中。",
+    },
     "launch.address": {
         "en": "JupyterLab starts without opening a browser. Open the address it prints below, with its token "
         "(…:{port}/lab?token=…), then {home}. From another machine: `ssh -N -L {port}:localhost:{port} you@this-machine` "

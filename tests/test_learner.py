@@ -378,12 +378,15 @@ def test_an_update_keeps_the_answers_by_exercise_id_whose_cells_moved_and_change
     assert learner.copy_course(work, course) == [] and (work / "en" / "01_a.ipynb").read_bytes() == before
 
     done = learner.update_course(work, course, now=1_700_000_000)
-    (path, old, kept, lost), (zh_path, _, zh_kept, _) = done
+    (path, old, kept, lost, own, *_), (zh_path, _, zh_kept, _, zh_own, *_) = done
     assert (path, kept, lost, zh_path, zh_kept) == (work / "en" / "01_a.ipynb", ["01.alpha"], [], work / "zh" / "01_a.ipynb", [])
     assert old.parent == path.parent and old.name.startswith("01_a.before-update-") and old.read_bytes() == before
     expected = [(c["cell_type"], learner._source(c)) for c in VERSION_2["cells"]]
     expected[4] = ("code", ANSWER)  # alpha's cell, where the new version has it; beta: the new stub
+    # the learner's scratch cell followed beta's check: it follows it still, wherever the new version has it
+    expected.insert(4, ("code", "print('scratch')"))
     assert sources(path) == expected
+    assert own == [{"cell": "print('scratch')", "number": 5, "after": 'check("01.beta", beta)'}] and zh_own == []
     alpha = next(c for c in json.loads(path.read_text())["cells"] if learner.exercise_of(c) == "01.alpha")
     assert alpha["outputs"][0]["text"] == "mine\n" and alpha["id"] == VERSION_2["cells"][4]["id"]
     nbformat.validate(nbformat.reads(path.read_text(), as_version=4))
@@ -393,6 +396,108 @@ def test_an_update_keeps_the_answers_by_exercise_id_whose_cells_moved_and_change
     write_course(course, lesson(*VERSION_2["cells"], cell("markdown", "An epilogue.")))
     learner.update_course(work, course, only=["01"], languages=("en",))
     assert ("code", ANSWER) in sources(path) and ("markdown", "An epilogue.") in sources(path)
+
+
+def numbered(*cells):
+    """A lesson as the build renders it: cell ids by position (cell-000, ...), so a new version that
+    inserts a cell gives the same id to another cell."""
+    found = lesson(*cells)
+    for number, each in enumerate(found["cells"]):
+        each["id"] = f"cell-{number:03d}"
+    return found
+
+
+def own(kind, text, cell_id):
+    """A cell the learner added in JupyterLab (which gives it an id of its own)."""
+    return dict(cell(kind, text), id=cell_id)
+
+
+COPIED = numbered(cell("markdown", "# A lesson"), cell("markdown", "Alpha scales its input."),
+                  cell("code", stub("alpha"), "01.alpha"), cell("code", 'check("01.alpha", alpha)'),
+                  cell("markdown", "Between."), cell("code", "x = torch.ones(3)"),
+                  cell("code", stub("beta"), "01.beta"), cell("code", 'check("01.beta", beta)'),
+                  cell("markdown", "The end."))
+# the course's next version: a new heading text (the same id), beta moved first with a new check, the
+# end removed; "Alpha scales", alpha's check, "Between." and the demo cell as they were, further down
+NEWER = numbered(cell("markdown", "# A lesson, revised"), cell("markdown", "Beta comes first now."),
+                 cell("code", stub("beta"), "01.beta"), cell("code", 'check("01.beta", beta, cases=3)'),
+                 cell("markdown", "Alpha scales its input."), cell("code", stub("alpha"), "01.alpha"),
+                 cell("code", 'check("01.alpha", alpha)'), cell("markdown", "Between."),
+                 cell("code", "x = torch.ones(3)"))
+
+
+def test_an_update_keeps_the_cells_the_learner_added_after_the_cell_they_followed_and_says_where(tmp_path, capsys):
+    """The learner added cells (one at the top, a hint after the heading, a note and an experiment after
+    alpha's check), changed two of the course's cells, deleted one and answered alpha. After the update:
+    each added cell follows the cell it followed (found by its text where the course moved it, by its
+    id where the course reworded it; at the top where it was first), the change to a cell the course
+    left as it was is kept, the change to one the course changed too is named (it stays in the old
+    copy), the deleted course cell is back, and the update says all of it."""
+    course, work = write_course(tmp_path / "course", COPIED), tmp_path / "work"
+    learner.copy_course(work, course)
+    path = work / "en" / "01_a.ipynb"
+    copy = json.loads(path.read_text())
+    c = copy["cells"]
+    c[2]["source"] = ANSWER
+    c[5]["source"] = "x = torch.ones(3) * 2"  # changed; the course leaves it as it was
+    c[7]["source"] = 'check("01.beta", beta)  # twice'  # changed; the course changes it too
+    copy["cells"] = [own("code", "import numpy as np", "a1b2-top"), c[0], own("code", 'hint("01.alpha")', "a1b2-hint"),
+                     *c[2:4], own("markdown", "My note: alpha doubles.", "a1b2-note"),
+                     own("code", "alpha(torch.ones(2))", "a1b2-try"), *c[4:]]  # c[1] deleted
+    path.write_text(json.dumps(copy))
+    write_course(course, NEWER)
+    (done, _) = learner.update(work, "en", course)
+    said = capsys.readouterr().out
+
+    new = [(k, t) for k, t in ((c["cell_type"], learner._source(c)) for c in NEWER["cells"])]
+    new[5] = ("code", ANSWER)
+    new[8] = ("code", "x = torch.ones(3) * 2")
+    expected = [("code", "import numpy as np"), new[0], ("code", 'hint("01.alpha")'), *new[1:7],
+                ("markdown", "My note: alpha doubles."), ("code", "alpha(torch.ones(2))"), *new[7:]]
+    assert sources(path) == expected
+    cells = json.loads(path.read_text())["cells"]
+    assert [c["id"] for c in cells if c["id"].startswith("a1b2")] == ["a1b2-top", "a1b2-hint", "a1b2-note", "a1b2-try"]
+    assert len({c["id"] for c in cells}) == len(cells)
+    nbformat.validate(nbformat.reads(path.read_text(), as_version=4))
+    assert done.kept == ["01.alpha"] and done.edits_kept == ["x = torch.ones(3) * 2"]
+    assert done.edits_left == ['check("01.beta", beta)  # twice']
+    assert done.own == [
+        {"cell": "import numpy as np", "number": 1, "after": None},
+        {"cell": 'hint("01.alpha")', "number": 3, "after": "# A lesson, revised"},
+        {"cell": "My note: alpha doubles.", "number": 10, "after": 'check("01.alpha", alpha)'},
+        {"cell": "alpha(torch.ones(2))", "number": 11, "after": "My note: alpha doubles."}]
+    for key, fields in [("learner.own_top", dict(cell="import numpy as np", number=1)),
+                        ("learner.own_kept", dict(cell='hint("01.alpha")', number=3, after="# A lesson, revised")),
+                        ("learner.own_kept", dict(cell="My note: alpha doubles.", number=10,
+                                                  after='check("01.alpha", alpha)')),
+                        ("learner.edit_kept", dict(cell="x = torch.ones(3) * 2")),
+                        ("learner.edit_left", dict(cell='check("01.beta", beta)  # twice', old=done.old.name))]:
+        assert i18n.text("en", key, **fields) in said, (key, said)
+    assert ("code", 'check("01.beta", beta)  # twice') in sources(done.old)
+    # the next version: the learner's cells and change are theirs still
+    write_course(course, lesson(*NEWER["cells"], cell("markdown", "An epilogue.")))
+    (again, _) = learner.update_course(work, course)
+    assert [o["cell"] for o in again.own] == [o["cell"] for o in done.own] and again.edits_kept == done.edits_kept
+    assert sources(path) == [*expected, ("markdown", "An epilogue.")]
+
+
+def test_an_update_of_a_copy_made_before_cells_were_recorded_keeps_the_cells_it_cannot_find_in_the_course(tmp_path):
+    """A copy recorded without its cells (an earlier course): the learner's cells are those whose text
+    and id the new version lacks; the course's it still has are not doubled."""
+    course, work = write_course(tmp_path / "course", COPIED), tmp_path / "work"
+    learner.copy_course(work, course)
+    path = work / "en" / "01_a.ipynb"
+    copy = json.loads(path.read_text())
+    copy["cells"].insert(4, own("markdown", "My note.", "a1b2-note"))
+    path.write_text(json.dumps(copy))
+    marker = json.loads((work / learner.MARKER).read_text())
+    for record in marker["lessons"].values():
+        del record["cells"]
+    (work / learner.MARKER).write_text(json.dumps(marker))
+    write_course(course, NEWER)
+    (done, _) = learner.update_course(work, course)
+    assert done.own == [{"cell": "My note.", "number": 8, "after": 'check("01.alpha", alpha)'}]
+    assert len(sources(path)) == len(NEWER["cells"]) + 1
 
 
 def test_an_exercise_the_new_version_lacks_is_named_and_stays_in_the_old_copy(tmp_path, capsys):
@@ -450,7 +555,7 @@ def test_a_copy_made_before_copies_were_recorded_is_adopted_or_merged_against_th
     write_course(course, VERSION_2)
     learner.copy_course(work, course)  # not adopted: its cells are not the course's now
     assert learner.changed_lessons(work, course) == [("en", "01_a.ipynb"), ("zh", "01_a.ipynb")]
-    (_, _, kept, _), _ = learner.update_course(work, course)
+    (_, _, kept, *_), _ = learner.update_course(work, course)
     assert "01.alpha" in kept and ("code", ANSWER) in sources(work / "en" / "01_a.ipynb")
 
 
