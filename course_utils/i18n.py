@@ -867,9 +867,8 @@ MESSAGES = {
     },
     # the learner's progress (course_utils.learner.progress): each check's latest verdict
     "progress.none": {
-        "en": "No exercise checked yet. Run a lesson's check cell: your progress shows here the next time the course "
-        "starts, or when you run this cell again.",
-        "zh": "还没有检查过任何练习。先在某一课里运行检查单元：下次启动课程时，或者再次运行这个单元时，这里就会显示你的进度。",
+        "en": "No exercise checked yet. Run a lesson's check cell: your progress shows here.",
+        "zh": "还没有检查过任何练习。在某一课里运行检查单元后，你的进度就会显示在这里。",
     },
     "progress.summary": {
         "en": "{passed} of {total} exercises passed.",
@@ -895,6 +894,7 @@ MESSAGES = {
     },
     "progress.passed_before": {"en": "; ✔ passed before, on {date}", "zh": "；✔ 曾于 {date} 通过"},
     "progress.lesson_count": {"en": "✔ {passed} of {total}", "zh": "✔ {passed}/{total}"},
+    "progress.lesson_count_none": {"en": "{passed} of {total}", "zh": "{passed}/{total}"},
     # the learner's work folder and its commands (course_utils.learner, course_utils.launch), in the terminal
     "learner.copied": {"en": "{path}: copied from the course", "zh": "{path}：已从课程复制"},
     "learner.changed": {
@@ -997,12 +997,12 @@ MESSAGES = {
     "home.hours_minutes": {"en": "about {hours} h {minutes} min", "zh": "约 {hours} 小时 {minutes} 分钟"},
     "home.progress": {
         "en": "## Your progress\n\nEach check cell keeps its verdicts in `progress.json`, in your own work folder "
-        "(the folder above this notebook, when you opened the course with `make lab`). The table below is your "
-        "progress as it was when the course started; run the cell to bring it up to date after more checks. "
+        "(the folder above this notebook, when you opened the course with `make lab`). The table below shows them as "
+        "they are: it changes as soon as a check cell has run, in any lesson, even while this page stays open. "
         "`progress()` shows the same table in any lesson.",
         "zh": "## 你的进度\n\n每个检查单元都会把结论记在你自己的工作文件夹里的 `progress.json` 中"
-        "（用 `make lab` 打开课程时，就是本笔记本上一级的文件夹）。下表是课程启动时你的进度；"
-        "之后又做了检查，运行下面的单元即可更新。在任何一课里调用 `progress()` 也能看到同一张表。",
+        "（用 `make lab` 打开课程时，就是本笔记本上一级的文件夹）。下表显示的就是这些结论的现状："
+        "无论在哪一课运行了检查单元，下表都会随之更新，即使本页一直开着。在任何一课里调用 `progress()` 也能看到同一张表。",
     },
     "home.help": {
         "en": "## Help\n\n- A term you do not know? The [glossary](glossary.md) says what it means and which lesson "

@@ -65,6 +65,7 @@ from typing import NamedTuple
 
 from . import i18n
 from . import validation as check
+from .live_progress import live_html, trust
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -80,6 +81,9 @@ NOT_ATTEMPTED = "not attempted"
 HISTORY = 20
 #: The tag of the course home's progress cell (course_teacher.build.render_home).
 PROGRESS_TAG = "course-progress"
+#: The style of the progress table's cells: JupyterLab aligns a table's cells to the right, which
+#: scatters ids and words of different lengths.
+LEFT = "text-align: left"
 #: How the learner's previous copy of an updated lesson is named, beside the new one.
 BEFORE_UPDATE = "{stem}.before-update-{time}.ipynb"
 
@@ -626,6 +630,10 @@ def record(verdict, start=None, lang=None):
         _write(work / PROGRESS, text + "\n")
     except OSError:
         return None
+    try:
+        refresh_homes(work)  # the home shows it at once, open or not (course_utils.live_progress)
+    except (OSError, check.ArgumentError):
+        pass  # the verdict is recorded: a home that cannot be rewritten is rewritten at the next launch
     return work / PROGRESS
 
 
@@ -671,7 +679,8 @@ def progress_rows(exercises, recorded, lang):
     rows = []
     for lesson, names in lessons.items():
         passed = sum(recorded.get(name, {}).get("status") == "passed" for name in names)
-        count = i18n.text(lang, "progress.lesson_count", passed=passed, total=len(names))
+        count = i18n.text(lang, "progress.lesson_count" if passed else "progress.lesson_count_none",
+                          passed=passed, total=len(names))  # a tick where something passed, not at zero
         rows += [(lesson, count, name, state_text(recorded.get(name), lang)) for name in names]
     return rows
 
@@ -698,20 +707,31 @@ def progress_text(start=None, lang=None):
         if lesson not in done:  # the lesson and its count once, beside all its exercises
             done.add(lesson)
             span = sum(row[0] == lesson for row in rows)
-            cells = (f'<td rowspan="{span}">{html.escape(lesson)}</td>'
-                     f'<td rowspan="{span}" class="course-lesson-count">{html.escape(count)}</td>')
-        body.append(f"<tr>{cells}<td>{html.escape(exercise)}</td><td>{html.escape(state)}</td></tr>")
-    head = "".join(f"<th>{html.escape(column)}</th>" for column in columns)
+            cells = (f'<td rowspan="{span}" style="{LEFT}">{html.escape(lesson)}</td>'
+                     f'<td rowspan="{span}" class="course-lesson-count" style="{LEFT}">{html.escape(count)}</td>')
+        body.append(f'<tr>{cells}<td style="{LEFT}">{html.escape(exercise)}</td>'
+                    f'<td style="{LEFT}">{html.escape(state)}</td></tr>')
+    head = "".join(f'<th style="{LEFT}">{html.escape(column)}</th>' for column in columns)
     table = (f"<p>{html.escape(summary)}</p><table><thead><tr>{head}</tr></thead><tbody>"
              + "".join(body) + "</tbody></table>")
     return text, table
 
 
-def progress_outputs(start=None, lang=None):
-    """The outputs a run of the home's progress cell gives (what progress() displays), as notebook data."""
+def progress_outputs(start=None, lang=None, home=None):
+    """The outputs a run of the home's progress cell gives (what progress() displays), as notebook data;
+    with `home` (the home's path from the work folder, "en/index.ipynb"), the output the learner's home
+    keeps, which follows the checks while it is open (course_utils.live_progress)."""
     _folder("progress_outputs", "start", start, optional=True)
     _lang("progress_outputs", lang, optional=True)
+    if home is not None and not isinstance(home, str):
+        check.fail("progress_outputs", "home", check.describe(home),
+                   {"en": "None or the home's path in the work folder, such as 'en/index.ipynb'",
+                    "zh": "None，或首页在工作文件夹中的路径，例如 'en/index.ipynb'"})
     text, table = progress_text(start, lang)
+    if home is not None:
+        shown = table if table is not None else f"<p>{html.escape(text)}</p>"
+        return [{"data": {"text/html": live_html(shown, home, PROGRESS_TAG), "text/plain": text}, "metadata": {},
+                 "output_type": "display_data"}]
     if table is None:
         return [{"name": "stdout", "output_type": "stream", "text": text + "\n"}]
     return [{"data": {"text/html": table, "text/plain": text}, "metadata": {}, "output_type": "display_data"}]
@@ -744,12 +764,16 @@ def _joined(value):
     return value
 
 
-def refresh_homes(work, languages=i18n.LANGUAGES):
+def refresh_homes(work, languages=i18n.LANGUAGES, sign=True):
     """Rewrite the output of each home's progress cell (tagged PROGRESS_TAG, or the code cell that
     calls progress()) from progress.json, as running it would, so that the home opens showing the
-    progress as it is. Returns the homes written."""
+    progress as it is, and follows it while open (course_utils.live_progress: with `sign`, the home is
+    signed so that JupyterLab runs the script that does it). Launches and checks call it. Returns the
+    homes written."""
     _folder("refresh_homes", "work", work)
     _languages("refresh_homes", languages)
+    if not isinstance(sign, bool):
+        check.fail("refresh_homes", "sign", check.describe(sign), {"en": "True or False", "zh": "True 或 False"})
     written = []
     for lang in languages:
         path = Path(work) / lang / HOME
@@ -761,11 +785,13 @@ def refresh_homes(work, languages=i18n.LANGUAGES):
                     next((c for c in cells if "progress()" in _source(c)), None))
         if cell is None:
             continue
-        outputs = progress_outputs(path.parent, lang)
+        outputs = progress_outputs(path.parent, lang, home=f"{lang}/{HOME}")
         if _joined(cell.get("outputs")) == outputs:
             continue
         cell["outputs"], cell["execution_count"] = outputs, None
         _write(path, _dumps(notebook))
+        if sign:
+            trust(path)
         written.append(path)
     return written
 

@@ -17,11 +17,19 @@ import nbformat
 import pytest
 
 from course_teacher.grade import runner
-from course_utils import i18n, launch, learner
+from course_utils import i18n, launch, learner, live_progress
 from course_teacher import build
 from course_utils.exercises import EXERCISES, grading
 
 FIRST, SECOND = EXERCISES[0], EXERCISES[1]
+
+
+@pytest.fixture(autouse=True)
+def jupyter_data(tmp_path, monkeypatch):
+    """A Jupyter data folder of the test's own: where the homes' signatures go (live_progress.trust)."""
+    folder = tmp_path / "jupyter-data"
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(folder))
+    return folder
 
 
 @pytest.fixture
@@ -203,8 +211,15 @@ def test_progress_speaks_the_notebooks_language(work):
         # a ✔ count per lesson, once beside the lesson's exercises
         count = i18n.text(lang, "progress.lesson_count", passed=1, total=len(in_lesson))
         assert f"{lesson} | {count} | {FIRST}" in text
-        assert table.count(f'rowspan="{len(in_lesson)}" class="course-lesson-count">{html.escape(count)}<') == 1
+        assert table.count(f'rowspan="{len(in_lesson)}" class="course-lesson-count" style="{learner.LEFT}">'
+                           f'{html.escape(count)}<') == 1
         assert table.count("course-lesson-count") == len({e.split(".")[0] for e in EXERCISES})
+        # no tick where nothing passed; every cell left-aligned (JupyterLab aligns table cells right)
+        other = next(e for e in EXERCISES if not e.startswith(lesson + "."))
+        none = i18n.text(lang, "progress.lesson_count_none", passed=0,
+                         total=sum(e.startswith(other[:3]) for e in EXERCISES))
+        assert f"{other[:2]} | {none} | {other}" in text and "✔" not in none
+        assert len(re.findall(r"<t[dh][ >]", table)) == table.count(f'style="{learner.LEFT}"')
     text, _ = learner.progress_text(work / "en", "zh")
     assert "passed" not in text and "Lesson" not in text and " of " not in text  # nothing English in the Chinese table
 
@@ -296,19 +311,73 @@ def test_make_lab_copies_the_course_and_shows_the_progress_on_the_home(tmp_path)
     assert "work/" in (build.ROOT / ".gitignore").read_text().splitlines()
 
 
-def test_the_homes_progress_is_rewritten_as_running_it_would_and_only_when_it_changed(tmp_path):
-    work = tmp_path / "work"
-    learner.copy_course(work)
-    assert learner.refresh_homes(work) == []  # nothing checked: the course's own output, "nothing yet"
-    learner.record(verdict(SECOND, grading.FAILED, "NO_SCALE"), work / "zh", lang="zh")
-    assert learner.refresh_homes(work) == [work / lang / learner.HOME for lang in build.LANGUAGES]
-    assert learner.refresh_homes(work) == []
-    home = nbformat.read(work / "zh" / learner.HOME, as_version=4)
+def progress_output(work, lang):
+    home = nbformat.read(work / lang / learner.HOME, as_version=4)
     nbformat.validate(home)
     (output,) = next(c for c in home.cells if learner.PROGRESS_TAG in c.metadata.get("tags", [])).outputs
-    text, table = learner.progress_text(work / "zh", "zh")
-    assert output.data == {"text/plain": text, "text/html": table}
+    return home, output
+
+
+def test_the_homes_progress_is_rewritten_by_every_check_and_signed_so_that_it_follows_the_checks_while_open(
+        tmp_path, jupyter_data):
+    """The launch rewrites the homes' progress output in the learner's copies, and so does every check
+    that records a verdict: a home opened later shows it. The output is the table, in a box that its
+    script keeps current while the home is open (live_progress), and the home is signed with the
+    learner's Jupyter key, so that JupyterLab runs the script."""
+    from nbformat.sign import NotebookNotary
+
+    work = tmp_path / "work"
+    learner.copy_course(work)
+    written = learner.refresh_homes(work)  # nothing checked yet: "nothing yet", in its live box
+    assert written == [work / lang / learner.HOME for lang in build.LANGUAGES] and learner.refresh_homes(work) == []
+    _, output = progress_output(work, "en")
+    assert html.escape(i18n.text("en", "progress.none")) in output.data["text/html"]
+    learner.record(verdict(SECOND, grading.FAILED, "NO_SCALE"), work / "zh", lang="zh")
+    assert learner.refresh_homes(work) == []  # the check has rewritten them already
+    for lang in build.LANGUAGES:
+        home, output = progress_output(work, lang)
+        text, table = learner.progress_text(work / lang, lang)
+        assert output.data == {"text/plain": text,
+                               "text/html": live_progress.live_html(table, f"{lang}/index.ipynb", learner.PROGRESS_TAG)}
+        assert output.data["text/html"].startswith(f'<div data-course-progress="{lang}/index.ipynb">{table}</div><script>')
+        assert NotebookNotary(data_dir=str(jupyter_data)).check_signature(home), lang
     assert learner.copy_course(work) == []  # a refreshed home is not a changed course home
+    # the signature is the learner's key's: another Jupyter (another key) does not trust it
+    (tmp_path / "elsewhere").mkdir()
+    assert not NotebookNotary(data_dir=str(tmp_path / "elsewhere")).check_signature(
+        nbformat.read(work / "en" / learner.HOME, as_version=4))
+
+
+def test_a_check_in_a_lesson_shows_on_the_home_without_running_it(tmp_path, monkeypatch, capsys):
+    """What the learner hit: a check, then "← Course home" said "No exercise checked yet". The check
+    cell's own record (a lesson's kernel runs in work/zh/) rewrites both homes' files, which a home
+    opened then (or the open one's script) shows."""
+    work = tmp_path / "work"
+    learner.copy_course(work)
+    learner.refresh_homes(work)
+    _, before = progress_output(work, "zh")
+    assert html.escape(i18n.text("zh", "progress.none")) in before.data["text/html"]
+    monkeypatch.chdir(work / "zh")
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    grading.check("01.scaled_dot", lambda q, k, v: (_ for _ in ()).throw(NotImplementedError()))
+    capsys.readouterr()
+    for lang in build.LANGUAGES:
+        _, after = progress_output(work, lang)
+        assert i18n.text(lang, "progress.summary", passed=0, total=len(EXERCISES)) in after.data["text/plain"]
+        assert html.escape(i18n.text(lang, "progress.not attempted")) in after.data["text/html"]
+
+
+def test_the_live_homes_script_reads_only_its_homes_file_and_the_tables_box():
+    """The script the home's output carries (run by JupyterLab in a trusted notebook): it asks the
+    server for the home's own file, by its path, and puts in the box only what the box held there."""
+    page = live_progress.live_html("<table></table>", "zh/index.ipynb", learner.PROGRESS_TAG)
+    script = page.split("<script>", 1)[1]
+    assert script.endswith("</script>") and script.count("<script>") == 0
+    assert 'var path = "zh/index.ipynb", tag = "course-progress", attribute = "data-course-progress";' in script
+    assert '"api/contents/"' in script and "content=" in script and "setInterval" in script
+    assert "eval(" not in script and "new Function" not in script
+    with pytest.raises(ValueError, match="home"):
+        learner.progress_outputs(lang="en", home=3)
 
 
 # ----------------------------------------------------------------------------- updates
