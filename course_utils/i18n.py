@@ -931,12 +931,20 @@ MESSAGES = {
         "zh": "  课程改动了单元格「{cell}」，而你也改过它：课中现在是课程的新版本，你的版本保存在 {old} 中。",
     },
     "launch.address": {
-        "en": "JupyterLab starts without opening a browser. Open the address it prints below, with its token "
-        "(…:{port}/lab?token=…), then {home}. From another machine: `ssh -N -L {port}:localhost:{port} you@this-machine` "
-        "and open it there, or start with IP=0.0.0.0 and use this machine's name in the address.",
-        "zh": "JupyterLab 启动时不会打开浏览器。请打开它在下面打印的地址（带令牌：…:{port}/lab?token=…），再打开 {home}。"
-        "在另一台机器上使用：先运行 `ssh -N -L {port}:localhost:{port} 你@这台机器`，再在那台机器上打开该地址；"
+        "en": "From another machine: `ssh -N -L {port}:localhost:{port} you@this-machine`, then open the address there; "
+        "or start with IP=0.0.0.0 and put this machine's name in the address.",
+        "zh": "在另一台机器上使用：先运行 `ssh -N -L {port}:localhost:{port} 你@这台机器`，再在那台机器上打开这个地址；"
         "或者用 IP=0.0.0.0 启动，并把地址中的主机名换成这台机器的名字。",
+    },
+    # what the launch says once JupyterLab has started (course_utils.launch.announcement)
+    "launch.open": {
+        "en": "Open the course at this address (it carries your token): {url}",
+        "zh": "在浏览器中打开这个地址即可进入课程（地址中带有你的令牌）：{url}",
+    },
+    "launch.opened": {
+        "en": "Your browser opens the course at this address (it carries your token; open it yourself if no browser "
+        "opens): {url}",
+        "zh": "浏览器会打开课程的这个地址（地址中带有你的令牌；如果浏览器没有打开，请自己打开它）：{url}",
     },
     "learner.up_to_date": {"en": "Every lesson you have is the course's latest: nothing to update.",
                            "zh": "你的每一课都已是课程的最新版本：无需更新。"},

@@ -805,9 +805,10 @@ def _language(given):
     return "zh" if os.environ.get("LANG", "").startswith("zh") else "en"
 
 
-def prepare(work, lang, course=NOTEBOOKS, root=ROOT):
+def prepare(work, lang, course=NOTEBOOKS, root=ROOT, announce=True):
     """What every launch does first: copy what the learner lacks, the lessons' diagrams and glossary,
-    refresh the homes' progress; say what was copied and which lessons the course changed."""
+    refresh the homes' progress; say what was copied and (`announce`) which lessons the course changed
+    (the launch says it itself, after JupyterLab's log). Returns those lessons."""
     _folder("prepare", "work", work)
     _lang("prepare", lang)
     for path in copy_course(work, course):
@@ -815,7 +816,7 @@ def prepare(work, lang, course=NOTEBOOKS, root=ROOT):
     sync_assets(work, root)
     refresh_homes(work)
     changed = changed_lessons(work, course)
-    if changed:
+    if changed and announce:
         names = ", ".join(f"{name_lang}/{name}" for name_lang, name in changed)
         print(i18n.text(lang, "learner.changed", lessons=names, work=work))
     return changed

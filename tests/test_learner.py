@@ -669,6 +669,63 @@ def test_the_lab_is_rooted_at_the_work_folder_and_opens_the_home():
     assert "--no-browser" not in launch.command("work", "en")
 
 
+#: What JupyterLab prints as it starts (jupyter_server 2: its addresses twice, then more log), as a
+#: stand-in that prints it and stays up a moment, then ends with the status it is given.
+FAKE_LAB = r"""
+import sys, time
+sys.stderr.write('''[I ServerApp] jupyterlab | extension was successfully loaded.
+[I ServerApp] Jupyter Server 2.21.1 is running at:
+[I ServerApp] http://localhost:8931/lab/tree/zh/index.ipynb?token=abc123
+[I ServerApp]     http://127.0.0.1:8931/lab/tree/zh/index.ipynb?token=abc123
+[C ServerApp]
+    To access the server, open this file in a browser:
+        file:///tmp/jpserver-1-open.html
+    Or copy and paste one of these URLs:
+        http://localhost:8931/lab/tree/zh/index.ipynb?token=abc123
+        http://127.0.0.1:8931/lab/tree/zh/index.ipynb?token=abc123
+[I ServerApp] Skipped non-installed server(s): bash-language-server
+''')
+sys.stderr.flush()
+time.sleep(float(sys.argv[1]))
+print('[I ServerApp] Shutting down 0 kernels', flush=True)
+sys.exit(int(sys.argv[2]))
+"""
+
+
+def test_the_launch_says_the_one_address_to_open_and_the_changed_lessons_last(tmp_path):
+    """`make lab`'s own words come after JupyterLab's start-up log, where the learner looks: the one
+    address to open (of the two it prints, the one on the host it listens on, with the token), then
+    the lessons the course changed; JupyterLab's output passes through whole, and its exit status."""
+    import io
+
+    script = tmp_path / "fake_lab.py"
+    script.write_text(FAKE_LAB)
+    changed = [("zh", "01_attention_basics.ipynb")]
+    address = "http://127.0.0.1:8931/lab/tree/zh/index.ipynb?token=abc123"
+    said = launch.announcement("zh", address, False, True, 8931, changed, "work")
+    assert said == [i18n.text("zh", "launch.open", url=address), i18n.text("zh", "launch.address", port=8931),
+                    i18n.text("zh", "learner.changed", lessons="zh/01_attention_basics.ipynb", work="work")]
+    out = io.StringIO()
+    status = launch.serve([sys.executable, str(script), "4", "7"],
+                          lambda found: launch.announcement("zh", found, False, True, 8931, changed, "work"),
+                          "127.0.0.1", out)
+    text = out.getvalue()
+    assert status == 7 and text.count(said[0]) == 1, text
+    start = text.index(said[0])
+    assert text[start:].startswith("\n".join(said)), text  # the address, the remote hint, the changed lessons
+    assert text.index("Skipped non-installed") < start < text.index("Shutting down")  # after the start-up log
+    # JupyterLab ends before it printed an address: the launch still says which lessons changed, at the end
+    (tmp_path / "silent.py").write_text("import sys; print('[E] port in use'); sys.exit(1)")
+    out = io.StringIO()
+    assert launch.serve([sys.executable, str(tmp_path / "silent.py")],
+                        lambda found: launch.announcement("en", found, True, False, 1, changed, "work"),
+                        "127.0.0.1", out) == 1
+    assert "port in use" in out.getvalue() and out.getvalue().rstrip().endswith(
+        i18n.text("en", "learner.changed", lessons="zh/01_attention_basics.ipynb", work="work"))
+    assert launch.pick_address(["http://myhost:8888/lab?token=t", "http://127.0.0.1:8888/lab?token=t"],
+                               "0.0.0.0") == "http://myhost:8888/lab?token=t"
+
+
 #: A layout as JupyterLab 4 saves it (work/.workspaces/en/default-37a8.jupyterlab-workspace), trimmed of
 #: panels this test does not touch; its main area split in two, with two lessons and the home in it.
 def saved_layout(widgets, current, cwd="en"):
@@ -745,7 +802,12 @@ def test_the_lab_command_starts_without_a_browser_prints_its_token_and_serves_th
             token = found and found.group(1)
             time.sleep(0.2)
         assert token, log.read_text()[-3000:]
-        assert i18n.text("zh", "launch.address", port=port, home="zh/index.ipynb") in log.read_text()
+        # the launch's own words, after JupyterLab's: the one address, with the token
+        deadline = time.monotonic() + 60
+        opened = i18n.text("zh", "launch.open", url=f"http://127.0.0.1:{port}/lab/tree/zh/index.ipynb?token={token}")
+        while opened not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert opened in log.read_text() and i18n.text("zh", "launch.address", port=port) in log.read_text()
 
         def get(path):
             with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}?token={token}", timeout=10) as answer:
