@@ -82,8 +82,8 @@ HISTORY = 20
 #: The tag of the course home's progress cell (course_teacher.build.render_home).
 PROGRESS_TAG = "course-progress"
 #: The style of the progress table's cells: JupyterLab aligns a table's cells to the right, which
-#: scatters ids and words of different lengths.
-LEFT = "text-align: left"
+#: scatters ids and words of different lengths, and a lesson beside its exercises to their middle.
+LEFT = "text-align: left; vertical-align: top"
 #: How the learner's previous copy of an updated lesson is named, beside the new one.
 BEFORE_UPDATE = "{stem}.before-update-{time}.ipynb"
 
@@ -815,6 +815,9 @@ def prepare(work, lang, course=NOTEBOOKS, root=ROOT, announce=True):
         print(i18n.text(lang, "learner.copied", path=path))
     sync_assets(work, root)
     refresh_homes(work)
+    for lang_home in (Path(work) / name / HOME for name in i18n.LANGUAGES):
+        if lang_home.is_file():  # signed with this user's key, whoever wrote it last (`make update`, a check)
+            trust(lang_home)
     changed = changed_lessons(work, course)
     if changed and announce:
         names = ", ".join(f"{name_lang}/{name}" for name_lang, name in changed)
