@@ -171,3 +171,46 @@ def test_every_explorer_shows_its_picture_at_its_own_size(nets):
             layout = box.image.layout
             assert layout.width == f"{Image.open(io.BytesIO(box.image.value)).width}px", (name, control)
             assert (layout.max_width, layout.height, layout.align_self) == ("100%", "auto", "flex-start"), name
+
+
+#: ipywidgets' CSS (its variables): a control with a description is 300 px wide, its label 80 px; a
+#: toggle button is as wide as its style's button_width, plus 2 px of margin on each side. JupyterLab's
+#: output area at a 1280-pixel-wide window is about 1000 px wide.
+INLINE_PX, LABEL_PX, BUTTON_MARGIN_PX, OUTPUT_PX = 300, 80, 4, 1000
+
+
+def test_lesson_07s_variant_buttons_sit_on_one_row_beside_the_other_controls():
+    """The learner saw MHA / GQA / MQA wrap onto two rows: at ipywidgets' 148-px buttons, the row of
+    controls (slider, buttons, menu) is wider than the output area, and the buttons' box wraps."""
+    from course_utils.widgets import decoding
+
+    box = widgets.cache_explorer()
+    variant = box.controls["variant"]
+    width = int(variant.style.button_width.removesuffix("px"))
+    assert width == decoding.VARIANT_BUTTON_PX
+    row = INLINE_PX + LABEL_PX + len(variant.options) * (width + BUTTON_MARGIN_PX) + INLINE_PX
+    assert row <= OUTPUT_PX, row
+    assert LABEL_PX + 3 * (148 + BUTTON_MARGIN_PX) + 2 * INLINE_PX > OUTPUT_PX  # (what wrapped before)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_lesson_08s_output_plot_names_each_half(lang):
+    """The rows so far, left of the line, and the exact output, right of it: each half has its title,
+    over it, and the two do not touch."""
+    from course_utils import i18n, setup
+    from course_utils.widgets.tiled import D_V
+
+    previous = i18n.language()
+    try:
+        setup(lang)
+        figure, _ = widgets.tiles_view(3, 2, True)
+        viz.figure_png(figure)  # drawn: the texts have their places
+    finally:
+        i18n.set_language(previous)
+    rows = figure.axes[1]
+    titles = {t.get_text(): t.get_window_extent() for t in rows.texts}
+    left, right = titles[i18n.text(lang, "l08.plot.output")], titles[i18n.text(lang, "l08.plot.exact")]
+    line = rows.transData.transform((D_V - 0.5, 0))[0]
+    box = rows.get_window_extent()
+    assert box.x0 <= left.x0 and left.x1 < line < right.x0 and right.x1 <= box.x1, (left, line, right, box)
+    assert left.y0 >= box.y1 and right.y0 >= box.y1
