@@ -13,7 +13,7 @@ from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from PIL import Image
 
 from course_utils import seq2seq, toy, viz, widgets
-from course_utils.widgets import attention, models
+from course_utils.widgets import attention, flash_program, models
 from course_utils.widgets import seq2seq as seq2seq_widgets
 from course_utils.widgets.explorer import model_state
 
@@ -44,6 +44,7 @@ def explorers(nets):
         ("decoding", lambda: widgets.decoding_explorer(nets["reverser"]), {"example": 7, "text": "abc"}, False),
         ("cache", widgets.cache_explorer, {"tokens": 20, "variant": "MQA", "window": 4}, False),
         ("tiles", widgets.tiles_explorer, {"step": 3, "block": 4, "causal": False}, False),
+        ("program", flash_program.program_explorer, {"block": 1, "causal": False, "step": 2}, False),
     ]
 
 
@@ -73,7 +74,7 @@ def _pixels(png):
 
 
 @pytest.mark.parametrize("name", ["permute", "broadcast", "scaling", "mask", "attention maps", "heads", "decoding",
-                                  "cache", "tiles"])
+                                  "cache", "tiles", "program"])
 def test_an_updated_figure_shows_exactly_what_a_new_one_would(nets, name):
     build, moves = next((build, moves) for n, build, moves, _ in explorers(nets) if n == name)
     box = build()
@@ -93,10 +94,11 @@ LAID_OUT_PER_KEY = [
     (widgets.scaling_explorer, [("d_k", 128), ("d_k", 1), ("d_k", 256)]),
     (widgets.tiles_explorer, [("block", 4), ("step", 1), ("block", 2), ("step", 5)]),
     (widgets.cache_explorer, [("window", 4), ("variant", "MHA"), ("window", 0), ("variant", "GQA"), ("window", 4)]),
+    (flash_program.program_explorer, [("step", 1), ("block", 1), ("step", 2), ("block", 2), ("step", 3)]),
 ]
 
 
-@pytest.mark.parametrize("build, moves", LAID_OUT_PER_KEY, ids=["scaling", "tiles", "cache"])
+@pytest.mark.parametrize("build, moves", LAID_OUT_PER_KEY, ids=["scaling", "tiles", "cache", "program"])
 def test_a_figure_laid_out_per_key_lays_out_only_new_texts_and_shows_what_a_new_figure_would(build, moves):
     """The layout of a figure updated in place is computed once per set of texts (LayoutPerKey) and
     then only reused; a reused layout puts the axes exactly where a new figure's layout puts them."""
@@ -108,7 +110,7 @@ def test_a_figure_laid_out_per_key_lays_out_only_new_texts_and_shows_what_a_new_
     assert engine.laid_out < 1 + len(moves), "every redraw laid the figure out again"
     values = {control: widget.value for control, widget in box.controls.items()}
     view = {"scaling_explorer": widgets.scaling_view, "tiles_explorer": widgets.tiles_view,
-            "cache_explorer": widgets.cache_view}[build.__name__]
+            "cache_explorer": widgets.cache_view, "program_explorer": flash_program.program_view}[build.__name__]
     fresh, _ = view(**values)
     assert fresh is not box.figure
     assert np.array_equal(_pixels(box.image.value), _pixels(viz.figure_png(fresh)))
