@@ -27,8 +27,9 @@ the course's changed: it holds nothing of the learner's).
 ``copy`` copies what the learner lacks: everything on the first launch, a lesson the course gained
 since. It never overwrites a lesson the learner has. The course home (``index.ipynb``) holds nothing
 of the learner's: it is replaced when the course's home changed since it was copied, and its progress
-cell's output is rewritten from progress.json (``refresh_homes``), so the home opens showing the
-progress as it is. ``changed_lessons`` names the lessons the course changed since they were copied,
+cell's output is rewritten from progress.json (``refresh_homes``) at each launch and by each check that
+records a verdict, so the home opens showing the progress as it is, and an open home follows it
+(``course_utils.live_progress``). ``changed_lessons`` names the lessons the course changed since they were copied,
 and ``update`` brings them in (``merge``): each exercise cell the learner changed is kept (matched by
 its exercise id, wherever the new version puts it); each cell the learner added is kept after the cell
 it followed (found by exercise id, text or id); a course cell the learner changed keeps the change
