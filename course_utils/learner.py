@@ -343,6 +343,8 @@ class Merged(NamedTuple):
 
 def preview(cell, width=40):
     """A cell's first non-blank line, shortened to `width` characters: how a message names a cell."""
+    _dict("preview", "cell", cell, {"en": "a notebook cell (a dict)", "zh": "笔记本单元格（dict）"})
+    check.whole_number("preview", "width", width, 2, 10_000)
     line = next((line.strip() for line in _source(cell).splitlines() if line.strip()), "")
     return line if len(line) <= width else line[:width - 1] + "…"
 
