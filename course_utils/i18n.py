@@ -939,12 +939,12 @@ MESSAGES = {
     # what the launch says once JupyterLab has started (course_utils.launch.announcement)
     "launch.open": {
         "en": "Open the course at this address (it carries your token): {url}",
-        "zh": "在浏览器中打开这个地址即可进入课程（地址中带有你的令牌）：{url}",
+        "zh": "在浏览器中打开这个地址即可进入课程（地址带令牌）：{url}",
     },
     "launch.opened": {
         "en": "Your browser opens the course at this address (it carries your token; open it yourself if no browser "
         "opens): {url}",
-        "zh": "浏览器会打开课程的这个地址（地址中带有你的令牌；如果浏览器没有打开，请自己打开它）：{url}",
+        "zh": "浏览器会打开课程的这个地址（地址带令牌；如果浏览器没有打开，请自己打开它）：{url}",
     },
     "learner.up_to_date": {"en": "Every lesson you have is the course's latest: nothing to update.",
                            "zh": "你的每一课都已是课程的最新版本：无需更新。"},
