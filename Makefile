@@ -105,9 +105,10 @@ $(LAB_OVERRIDES): | $(LAB_STAMP)
 # (a kernel each), each language with its own layout in $(WORK)/.workspaces/en or zh
 # (course_utils/launch.py).
 # `make lab NO_BROWSER=1` starts it without opening a browser, `IP=0.0.0.0` listens on every interface
-# (a remote machine), `PORT=8890` on another port; JupyterLab prints its address with the token.
-# When the course changed a lesson the learner has, `make lab` says which; `make update` brings the new
-# version in, keeping every exercise the learner changed and the old copy beside it (`ONLY=01`: one lesson).
+# (a remote machine), `PORT=8890` on another port. Once JupyterLab has started, `make lab` says the one
+# address to open (with the token) and, last, which lessons the course changed since they were copied;
+# `make update` brings the new version in, keeping every exercise the learner changed and every cell they
+# added (after the cell it followed), saying what it kept and where, the old copy beside (`ONLY=01`: one lesson).
 WORK := work
 IP ?= localhost
 NO_BROWSER ?=

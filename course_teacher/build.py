@@ -442,11 +442,15 @@ def course_map():
 
 
 def duration(lang, minutes):
-    """`minutes` as the home writes a time, in `lang` ("about 2 h 30 min")."""
+    """`minutes` as the home writes a time, in `lang` ("about 2 h 30 min"), on one line: beside the
+    home's long column, a browser would break Chinese between any two characters ("约/2/小时"). (The
+    attribute unquoted: the notebook's JSON then holds the text as written.)"""
     hours, rest = divmod(minutes, 60)
     if not hours:
-        return catalogue(lang, "home.minutes", minutes=rest)
-    return catalogue(lang, "home.hours_minutes" if rest else "home.hours", hours=hours, minutes=rest)
+        text = catalogue(lang, "home.minutes", minutes=rest)
+    else:
+        text = catalogue(lang, "home.hours_minutes" if rest else "home.hours", hours=hours, minutes=rest)
+    return f"<span style=white-space:nowrap>{text}</span>"
 
 
 def lesson_times():

@@ -876,9 +876,8 @@ MESSAGES = {
     },
     # the learner's progress (course_utils.learner.progress): each check's latest verdict
     "progress.none": {
-        "en": "No exercise checked yet. Run a lesson's check cell: your progress shows here the next time the course "
-        "starts, or when you run this cell again.",
-        "zh": "还没有检查过任何练习。先在某一课里运行检查单元：下次启动课程时，或者再次运行这个单元时，这里就会显示你的进度。",
+        "en": "No exercise checked yet. Run a lesson's check cell: your progress shows here.",
+        "zh": "还没有检查过任何练习。在某一课里运行检查单元后，你的进度就会显示在这里。",
     },
     "progress.summary": {
         "en": "{passed} of {total} exercises passed.",
@@ -904,6 +903,7 @@ MESSAGES = {
     },
     "progress.passed_before": {"en": "; ✔ passed before, on {date}", "zh": "；✔ 曾于 {date} 通过"},
     "progress.lesson_count": {"en": "✔ {passed} of {total}", "zh": "✔ {passed}/{total}"},
+    "progress.lesson_count_none": {"en": "{passed} of {total}", "zh": "{passed}/{total}"},
     # the learner's work folder and its commands (course_utils.learner, course_utils.launch), in the terminal
     "learner.copied": {"en": "{path}: copied from the course", "zh": "{path}：已从课程复制"},
     "learner.changed": {
@@ -921,13 +921,39 @@ MESSAGES = {
         "en": "  The new version has no exercise {exercise}: your answer to it is in {old}.",
         "zh": "  新版本中没有练习 {exercise}：你对它的答案保存在 {old} 中。",
     },
+    # what `make update` kept of the cells the learner wrote (course_utils.learner.update)
+    "learner.own_kept": {
+        "en": "  Your own cell «{cell}» kept: now cell {number}, after «{after}».",
+        "zh": "  保留了你自己添加的单元格「{cell}」：现在是第 {number} 个单元格，位于「{after}」之后。",
+    },
+    "learner.own_top": {
+        "en": "  Your own cell «{cell}» kept: now cell {number}, at the top (the cells it followed are gone).",
+        "zh": "  保留了你自己添加的单元格「{cell}」：现在是第 {number} 个单元格，位于开头（它原先跟随的单元格已不存在）。",
+    },
+    "learner.edit_kept": {
+        "en": "  Your change to the course's cell «{cell}» kept (the course did not change that cell).",
+        "zh": "  保留了你对课程单元格「{cell}」的修改（课程没有改动这个单元格）。",
+    },
+    "learner.edit_left": {
+        "en": "  The course changed the cell «{cell}», which you had changed too: the course's new version is in the "
+        "lesson, your version in {old}.",
+        "zh": "  课程改动了单元格「{cell}」，而你也改过它：课中现在是课程的新版本，你的版本保存在 {old} 中。",
+    },
     "launch.address": {
-        "en": "JupyterLab starts without opening a browser. Open the address it prints below, with its token "
-        "(…:{port}/lab?token=…), then {home}. From another machine: `ssh -N -L {port}:localhost:{port} you@this-machine` "
-        "and open it there, or start with IP=0.0.0.0 and use this machine's name in the address.",
-        "zh": "JupyterLab 启动时不会打开浏览器。请打开它在下面打印的地址（带令牌：…:{port}/lab?token=…），再打开 {home}。"
-        "在另一台机器上使用：先运行 `ssh -N -L {port}:localhost:{port} 你@这台机器`，再在那台机器上打开该地址；"
+        "en": "From another machine: `ssh -N -L {port}:localhost:{port} you@this-machine`, then open the address there; "
+        "or start with IP=0.0.0.0 and put this machine's name in the address.",
+        "zh": "在另一台机器上使用：先运行 `ssh -N -L {port}:localhost:{port} 你@这台机器`，再在那台机器上打开这个地址；"
         "或者用 IP=0.0.0.0 启动，并把地址中的主机名换成这台机器的名字。",
+    },
+    # what the launch says once JupyterLab has started (course_utils.launch.announcement)
+    "launch.open": {
+        "en": "Open the course at this address (it carries your token): {url}",
+        "zh": "在浏览器中打开这个地址即可进入课程（地址带令牌）：{url}",
+    },
+    "launch.opened": {
+        "en": "Your browser opens the course at this address (it carries your token; open it yourself if no browser "
+        "opens): {url}",
+        "zh": "浏览器会打开课程的这个地址（地址带令牌；如果浏览器没有打开，请自己打开它）：{url}",
     },
     "learner.up_to_date": {"en": "Every lesson you have is the course's latest: nothing to update.",
                            "zh": "你的每一课都已是课程的最新版本：无需更新。"},
@@ -947,7 +973,8 @@ MESSAGES = {
                               "zh": "B = 1，H = 8，d = 64，float32，不求梯度"},
     "l08.plot.tiled": {"en": "tiled (blocks of {block}), slope {slope:.2f}", "zh": "分块版（块大小 {block}），斜率 {slope:.2f}"},
     "l08.plot.materialised": {"en": "materialised, slope {slope:.2f}", "zh": "完整矩阵版，斜率 {slope:.2f}"},
-    "l08.plot.output": {"en": "output rows so far (acc / ℓ)", "zh": "目前的输出行（acc / ℓ）"},
+    "l08.plot.output": {"en": "rows so far (acc / ℓ)", "zh": "目前的输出行（acc / ℓ）"},
+    "l08.plot.exact": {"en": "exact output", "zh": "精确输出"},
     "l08.plot.feature": {"en": "feature", "zh": "特征"},
     "l08.plot.query": {"en": "query", "zh": "查询"},
     "l08.widget.step": {"en": "step", "zh": "步骤"},
@@ -988,12 +1015,12 @@ MESSAGES = {
     "home.hours_minutes": {"en": "about {hours} h {minutes} min", "zh": "约 {hours} 小时 {minutes} 分钟"},
     "home.progress": {
         "en": "## Your progress\n\nEach check cell keeps its verdicts in `progress.json`, in your own work folder "
-        "(the folder above this notebook, when you opened the course with `make lab`). The table below is your "
-        "progress as it was when the course started; run the cell to bring it up to date after more checks. "
+        "(the folder above this notebook, when you opened the course with `make lab`). The table below shows them as "
+        "they are: it changes as soon as a check cell has run, in any lesson, even while this page stays open. "
         "`progress()` shows the same table in any lesson.",
         "zh": "## 你的进度\n\n每个检查单元都会把结论记在你自己的工作文件夹里的 `progress.json` 中"
-        "（用 `make lab` 打开课程时，就是本笔记本上一级的文件夹）。下表是课程启动时你的进度；"
-        "之后又做了检查，运行下面的单元即可更新。在任何一课里调用 `progress()` 也能看到同一张表。",
+        "（用 `make lab` 打开课程时，就是本笔记本上一级的文件夹）。下表显示的就是这些结论的现状："
+        "无论在哪一课运行了检查单元，下表都会随之更新，即使本页一直开着。在任何一课里调用 `progress()` 也能看到同一张表。",
     },
     "home.help": {
         "en": "## Help\n\n- A term you do not know? The [glossary](glossary.md) says what it means and which lesson "

@@ -13,15 +13,24 @@
    course's notebooks nor the solutions), opening the home of the language, with a layout of its
    own per language (``work/.workspaces/en``, ``zh``). ``--no-browser`` starts it without opening a
    browser, ``--ip`` and ``--port`` choose where it listens (``--ip 0.0.0.0``: every interface, for
-   a remote machine); JupyterLab prints its address with its token either way. ``--allow-root``:
-   these machines (and many containers) run as root, where JupyterLab refuses to start otherwise.
+   a remote machine). ``--allow-root``: these machines (and many containers) run as root, where
+   JupyterLab refuses to start otherwise.
+4. ``serve``: JupyterLab's output passes through; once it has printed its addresses (two, with the
+   token) and its start-up log has gone quiet, the launch says the one address to open and then which
+   lessons the course changed: last, where the learner looks, not above 30 lines of server log.
 """
 
 import json
 import os
+import queue
+import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from . import i18n, learner
 
@@ -150,13 +159,99 @@ def add_command(commands):
     return lab
 
 
+# ----------------------------------------------------------------------------- the server's output
+
+#: An address JupyterLab prints (it prints each of its addresses with the token).
+ADDRESS = re.compile(r"https?://[^\s'\"<>]+")
+#: How long JupyterLab's log stays quiet after its addresses before the launch has its say (and at most
+#: how long after them it waits: a server that keeps logging does not hide the address for long).
+QUIET_S, AT_MOST_S = 1.5, 15.0
+
+
+def pick_address(addresses, ip):
+    """The one address to open among those JupyterLab printed: one with the token, on the host it
+    listens on (`ip`) where it printed one, else the first (for 0.0.0.0: the machine's name)."""
+    addresses = [a for a in addresses if "/lab" in a or "token=" in a]
+    with_token = [a for a in addresses if "token=" in a] or addresses
+    return next((a for a in with_token if urlsplit(a).hostname == ip), with_token[0] if with_token else None)
+
+
+def serve(line, say, ip, out=None):
+    """Run JupyterLab (`line`), its output passing through to `out` (stdout); once it has printed its
+    addresses and then been quiet QUIET_S (AT_MOST_S at most), print `say(address)`, a list of lines
+    (address: pick_address's, None if it printed none), once; if JupyterLab ends first, print them
+    then. Ctrl-C goes to JupyterLab alone (it asks whether to stop; twice stops it), as from
+    `jupyter lab`. Returns its exit status."""
+    out = out or sys.stdout
+    process = subprocess.Popen(line, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
+                               env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    chunks = queue.Queue()
+
+    def read():  # (a thread: a pipe cannot be waited on with a timeout on every system)
+        for chunk in iter(lambda: os.read(process.stdout.fileno(), 65536), b""):
+            chunks.put((time.monotonic(), chunk))  # when it came: the quiet is measured by the output's own times
+        chunks.put((time.monotonic(), None))
+
+    threading.Thread(target=read, daemon=True).start()
+    previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal sends Ctrl-C to JupyterLab too: it decides
+    signal.signal(signal.SIGTERM, lambda *_: process.terminate())
+    seen, said, found_at, last_output = [], False, None, time.monotonic()
+    try:
+        while True:
+            try:
+                now, chunk = chunks.get(timeout=0.2)
+            except queue.Empty:
+                now, chunk = time.monotonic(), b""
+            if not said and found_at is not None and (now - last_output >= QUIET_S or now - found_at >= AT_MOST_S):
+                _say(out, say(pick_address(seen, ip)))  # before what came after the quiet
+                said = True
+            if chunk is None:
+                break
+            if chunk:
+                last_output = now
+                decoded = chunk.decode("utf-8", "replace")
+                out.write(decoded)
+                out.flush()
+                seen += [address for address in ADDRESS.findall(decoded) if address not in seen]
+                if found_at is None and any("/lab" in address or "token=" in address for address in seen):
+                    found_at = now
+        code = process.wait()
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if process.poll() is None:
+            process.terminate()
+    if not said:
+        _say(out, say(pick_address(seen, ip)))
+    return code
+
+
+def _say(out, lines):
+    if lines:
+        out.write("\n" + "\n".join(lines) + "\n\n")
+        out.flush()
+
+
+def announcement(lang, address, browser, remote_hint, port, changed, work):
+    """What the launch says once JupyterLab has started: the one address to open, a word on using it
+    from another machine (`remote_hint`), and last the lessons the course changed (`changed`)."""
+    lines = []
+    if address:
+        lines.append(i18n.text(lang, "launch.opened" if browser else "launch.open", url=address))
+    if remote_hint:
+        lines.append(i18n.text(lang, "launch.address", port=port))
+    if changed:
+        names = ", ".join(f"{name_lang}/{name}" for name_lang, name in changed)
+        lines.append(i18n.text(lang, "learner.changed", lessons=names, work=work))
+    return lines
+
+
 def main(args, lang):
     work = Path(args.work)
-    learner.prepare(work, lang, args.course)
+    changed = learner.prepare(work, lang, args.course, announce=False)  # (announced last, below)
     trim_workspace(work, lang)
-    if args.no_browser or args.ip not in (DEFAULT_IP, "127.0.0.1"):
-        print(i18n.text(lang, "launch.address", port=args.port, home=f"{lang}/{learner.HOME}"), flush=True)
+    remote = args.no_browser or args.ip not in (DEFAULT_IP, "127.0.0.1")
     line = command(work, lang, args.port, args.ip, not args.no_browser, args.jupyter)  # the options it does not know
-    if os.name == "posix":
-        os.execv(line[0], line)  # JupyterLab in this process: Ctrl-C reaches it alone, as from `jupyter lab`
-    return subprocess.call(line)
+    return serve(line, lambda address: announcement(lang, address, not args.no_browser, remote, args.port, changed, work),
+                 "127.0.0.1" if args.ip == DEFAULT_IP else args.ip)

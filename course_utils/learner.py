@@ -27,11 +27,15 @@ the course's changed: it holds nothing of the learner's).
 ``copy`` copies what the learner lacks: everything on the first launch, a lesson the course gained
 since. It never overwrites a lesson the learner has. The course home (``index.ipynb``) holds nothing
 of the learner's: it is replaced when the course's home changed since it was copied, and its progress
-cell's output is rewritten from progress.json (``refresh_homes``), so the home opens showing the
-progress as it is. ``changed_lessons`` names the lessons the course changed since they were copied,
-and ``update`` brings them in: each exercise cell the learner changed is kept (matched by its
-exercise id, wherever the new version puts it), every other cell is the course's new one, and the
-learner's previous copy is kept beside it, ``NN_name.before-update-<time>.ipynb``. Every file is
+cell's output is rewritten from progress.json (``refresh_homes``) at each launch and by each check that
+records a verdict, so the home opens showing the progress as it is, and an open home follows it
+(``course_utils.live_progress``). ``changed_lessons`` names the lessons the course changed since they were copied,
+and ``update`` brings them in (``merge``): each exercise cell the learner changed is kept (matched by
+its exercise id, wherever the new version puts it); each cell the learner added is kept after the cell
+it followed (found by exercise id, text or id); a course cell the learner changed keeps the change
+where the course left it as it was; every other cell is the course's new one; the update says what it
+kept and where, and the learner's previous copy is kept beside it, ``NN_name.before-update-<time>.ipynb``.
+Which cells are the course's is what the copy recorded (each cell's id and a digest of its text). Every file is
 written beside its place and moved over it, the old copy first: an update stopped at any point
 leaves each notebook whole, the learner's answers in one of them at least.
 
@@ -58,9 +62,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from . import i18n
 from . import validation as check
+from .live_progress import live_html, trust
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -76,6 +82,9 @@ NOT_ATTEMPTED = "not attempted"
 HISTORY = 20
 #: The tag of the course home's progress cell (course_teacher.build.render_home).
 PROGRESS_TAG = "course-progress"
+#: The style of the progress table's cells: JupyterLab aligns a table's cells to the right, which
+#: scatters ids and words of different lengths, and a lesson beside its exercises to their middle.
+LEFT = "text-align: left; vertical-align: top"
 #: How the learner's previous copy of an updated lesson is named, beside the new one.
 BEFORE_UPDATE = "{stem}.before-update-{time}.ipynb"
 
@@ -188,12 +197,19 @@ def _inputs(notebook, exercises=True):
             if exercises or exercise_of(cell) is None]
 
 
+def _cell_key(cell):
+    """A short digest of a cell's type and source: what says two cells hold the same thing."""
+    return _digest(json.dumps([cell.get("cell_type"), _source(cell)]))[:16]
+
+
 def version_of(notebook):
     """What the learner copied of a course notebook: a digest of its cells' inputs (outputs aside: a
-    lesson run again is the same lesson) and a digest of each exercise cell's source (its stub)."""
+    lesson run again is the same lesson), a digest of each exercise cell's source (its stub), and each
+    cell's id and digest (_cell_key), which tell the course's cells from those the learner adds."""
     _notebook("version_of", "notebook", notebook)
     return {"course": _digest(json.dumps(_inputs(notebook))),
-            "exercises": {exercise_of(c): _digest(_source(c)) for c in notebook["cells"] if exercise_of(c)}}
+            "exercises": {exercise_of(c): _digest(_source(c)) for c in notebook["cells"] if exercise_of(c)},
+            "cells": [[c.get("id"), _cell_key(c)] for c in notebook["cells"]]}
 
 
 # ----------------------------------------------------------------------------- the marker
@@ -309,41 +325,156 @@ def _changed_by_learner(cell, exercise, copied, new_cell):
     return _source(cell).strip() != _source(new_cell).strip()
 
 
-def merge(mine, theirs, copied=None):
-    """The course's new notebook `theirs` with the learner's answers from `mine`: each exercise cell
-    the learner changed (`copied`: what they were given, see _changed_by_learner) takes the place of
-    the new version's cell of the same exercise id, with its source and outputs; every other cell is
-    the new version's. Returns (notebook, exercises kept, exercises changed that the new version
-    lacks)."""
+class Merged(NamedTuple):
+    """What merge() made: the new notebook, and what of the learner's it holds or left out."""
+    notebook: dict
+    #: exercise ids whose answer was kept
+    kept: list
+    #: exercise ids answered that the new version lacks (the answer stays in the old copy)
+    lost: list
+    #: the learner's own cells kept: [{"cell": its first line, "number": its place (1 = first), "after": the
+    #: first line of the cell it follows now, None at the top}]
+    own: list = []
+    #: course cells the learner changed, kept changed (the course did not change them): their first lines
+    edits_kept: list = []
+    #: course cells the learner changed that the course changed or removed: the course's stands (first lines)
+    edits_left: list = []
+
+
+def preview(cell, width=40):
+    """A cell's first non-blank line, shortened to `width` characters: how a message names a cell."""
+    _dict("preview", "cell", cell, {"en": "a notebook cell (a dict)", "zh": "笔记本单元格（dict）"})
+    check.whole_number("preview", "width", width, 2, 10_000)
+    line = next((line.strip() for line in _source(cell).splitlines() if line.strip()), "")
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
+def _course_cells(mine, theirs, recorded):
+    """{index in mine: (its id, the key of the course's cell it was)} of the cells of `mine` that came
+    from the course (the rest, but the exercises, are the learner's own): its id is one the course gave
+    (`recorded`: [[id, key]] of the copied version; None for a copy from before it was recorded: the new
+    version's ids), or it holds what a course cell held."""
+    ids = dict(map(tuple, recorded)) if recorded is not None else {c.get("id"): _cell_key(c) for c in theirs["cells"]}
+    keys = set(ids.values()) | {_cell_key(c) for c in theirs["cells"]}
+    found = {}
+    for index, cell in enumerate(mine["cells"]):
+        key, cell_id = _cell_key(cell), cell.get("id")
+        if exercise_of(cell):
+            found[index] = (cell_id, key)
+        elif cell_id is not None and cell_id in ids:
+            # a copy from before the record: an id the new version gives another text says nothing of an edit
+            found[index] = (cell_id, ids[cell_id] if recorded is not None else key)
+        elif key in keys:
+            found[index] = (cell_id, key)
+    return found
+
+
+def _place(cell, origin, theirs, keys, start):
+    """The index in `theirs` of the course cell that `cell` of the learner's copy was (`origin`: its id
+    and the key it had when copied): the same exercise; else the same text (the one with its id, else
+    the first at or after `start`, else the first); else the same id. None where the new version lacks it."""
+    exercise = exercise_of(cell)
+    cells = theirs["cells"]
+    if exercise:
+        return next((i for i, c in enumerate(cells) if exercise_of(c) == exercise), None)
+    cell_id, key = origin
+    same = [i for i, k in enumerate(keys) if k == key]
+    if same:
+        return next((i for i in same if cells[i].get("id") == cell_id),
+                    next((i for i in same if i >= start), same[0]))
+    return next((i for i, c in enumerate(cells) if cell_id is not None and c.get("id") == cell_id), None)
+
+
+def merge(mine, theirs, copied=None, cells=None):
+    """The course's new notebook `theirs` with what the learner wrote in `mine`:
+
+    - each exercise cell the learner changed (`copied`: what they were given, see _changed_by_learner)
+      takes the place of the new version's cell of the same exercise id, with its source and outputs;
+    - each cell the learner added (one the course did not give: `cells`, the ids and digests of the
+      copied version's cells, see version_of and _course_cells) is kept, with its outputs, after the
+      cell it followed (found in the new version by its exercise id, its text or its id; where the new
+      version lacks it, after the one before it; at the top where none is left);
+    - a course cell the learner changed keeps the change where the course left that cell as it was;
+    - every other cell is the new version's (a course cell the learner deleted comes back).
+
+    Returns a Merged."""
     _notebook("merge", "mine", mine)
     _notebook("merge", "theirs", theirs)
     _dict("merge", "copied", copied, {"en": "None or {exercise: digest of its stub}", "zh": "None 或 {练习: 其存根的摘要}"},
           optional=True)
+    if cells is not None and (not isinstance(cells, list) or not all(
+            isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(v, (str, type(None))) for v in pair)
+            for pair in cells)):
+        check.fail("merge", "cells", check.describe(cells),
+                   {"en": "None or [[cell id, digest]], what version_of records", "zh": "None 或 [[单元格 id, 摘要]]，即 version_of 记录的内容"})
     answers = {}
     for cell in mine["cells"]:
         exercise = exercise_of(cell)
         if exercise and exercise not in answers:
             answers[exercise] = cell
     merged = json.loads(json.dumps(theirs))
+    keys = [_cell_key(c) for c in theirs["cells"]]
     stubs = {exercise_of(c): c for c in theirs["cells"] if exercise_of(c)}
     kept = []
     for cell in merged["cells"]:
         exercise = exercise_of(cell)
         answer = answers.get(exercise) if exercise else None
         if answer is not None and _changed_by_learner(answer, exercise, copied, stubs[exercise]):
-            cell["source"] = answer.get("source", "")
-            cell["outputs"] = answer.get("outputs", [])
-            cell["execution_count"] = answer.get("execution_count")
+            _take(cell, answer)
             kept.append(exercise)
     lost = [exercise for exercise, cell in answers.items()
             if exercise not in stubs and _changed_by_learner(cell, exercise, copied, {"source": ""})]
-    return merged, kept, lost
+
+    course = _course_cells(mine, theirs, cells)
+    places, after, last, taken = {}, {}, -1, set()  # after: {index in theirs (-1: the top): the learner's cells}
+    edits_kept, edits_left = [], []
+    for index, cell in enumerate(mine["cells"]):
+        if index not in course:
+            after.setdefault(last, []).append(cell)
+            continue
+        place = _place(cell, course[index], theirs, keys, last + 1)
+        if place is not None and place in taken and not exercise_of(cell):
+            place = None  # two cells of the learner's copy held the same text: the first keeps the place
+        if place is not None:
+            taken.add(place)
+            last = place
+        if exercise_of(cell) or _cell_key(cell) == course[index][1]:
+            continue
+        if cells is not None:  # a course cell the learner changed (a copy recorded before cannot tell)
+            if place is not None and keys[place] == course[index][1]:
+                _take(merged["cells"][place], cell)
+                edits_kept.append(preview(cell))
+            else:
+                edits_left.append(preview(cell))
+    ids = {c.get("id") for c in merged["cells"]}
+    result, own = list(after.get(-1, [])), []
+    for index, cell in enumerate(merged["cells"]):
+        result.append(cell)
+        result += after.get(index, [])
+    for number, cell in enumerate(result, 1):
+        if not any(cell is c for c in merged["cells"]):
+            cell = json.loads(json.dumps(cell))
+            result[number - 1] = cell
+            if cell.get("id") in ids:  # (ids are unique in a notebook)
+                cell["id"] = f"own-{_digest(json.dumps(cell))[:12]}"
+            before = next((result[i] for i in range(number - 2, -1, -1)), None)
+            own.append({"cell": preview(cell), "number": number, "after": preview(before) if before else None})
+    merged["cells"] = result
+    return Merged(merged, kept, lost, own, edits_kept, edits_left)
+
+
+def _take(cell, mine):
+    """Put the learner's `mine` (source, outputs, execution count) into the new version's `cell`."""
+    cell["source"] = mine.get("source", "")
+    if cell.get("cell_type") == "code":
+        cell["outputs"] = mine.get("outputs", [])
+        cell["execution_count"] = mine.get("execution_count")
 
 
 def update_course(work, course=NOTEBOOKS, languages=i18n.LANGUAGES, only=None, now=None):
     """Bring in every lesson the course changed since the learner copied it (`only`: lessons whose
     number is in it, e.g. ["01"]): merge() of the learner's copy and the course's, the learner's
-    previous copy kept beside it. Returns [(path, old copy, exercises kept, exercises lost)]."""
+    previous copy kept beside it. Returns [Updated]."""
     _folder("update_course", "work", work)
     _folder("update_course", "course", course)
     _languages("update_course", languages)
@@ -366,15 +497,31 @@ def update_course(work, course=NOTEBOOKS, languages=i18n.LANGUAGES, only=None, n
         lessons = _section(marker, "lessons")
         recorded = lessons.get(f"{lang}/{name}")
         copied = recorded.get("exercises") if isinstance(recorded, dict) else None
-        merged, kept, lost = merge(mine or {"cells": []}, theirs, copied if isinstance(copied, dict) else None)
+        cells = recorded.get("cells") if isinstance(recorded, dict) else None
+        try:
+            found = merge(mine or {"cells": []}, theirs, copied if isinstance(copied, dict) else None, cells)
+        except check.ArgumentError:  # a record damaged by hand: merged as a copy from before the record
+            found = merge(mine or {"cells": []}, theirs, None, None)
         old = target.with_name(BEFORE_UPDATE.format(stem=target.stem, time=stamp))
         # the learner's copy first, whole, beside the lesson; then the new lesson over it; then the record
         _write(old, target.read_bytes())
-        _write(target, _dumps(merged))
+        _write(target, _dumps(found.notebook))
         lessons[f"{lang}/{name}"] = version_of(theirs)
         _write_marker(work, _section(marker, "homes"), lessons)
-        done.append((target, old, kept, lost))
+        done.append(Updated(target, old, found.kept, found.lost, found.own, found.edits_kept, found.edits_left))
     return done
+
+
+class Updated(NamedTuple):
+    """A lesson update_course brought in: its path, the learner's previous copy, and what merge() kept
+    of the learner's (see Merged)."""
+    path: Path
+    old: Path
+    kept: list
+    lost: list
+    own: list = []
+    edits_kept: list = []
+    edits_left: list = []
 
 
 def sync_assets(work, root=ROOT):
@@ -486,6 +633,10 @@ def record(verdict, start=None, lang=None):
         _write(work / PROGRESS, text + "\n")
     except OSError:
         return None
+    try:
+        refresh_homes(work)  # the home shows it at once, open or not (course_utils.live_progress)
+    except (OSError, check.ArgumentError):
+        pass  # the verdict is recorded: a home that cannot be rewritten is rewritten at the next launch
     return work / PROGRESS
 
 
@@ -531,7 +682,8 @@ def progress_rows(exercises, recorded, lang):
     rows = []
     for lesson, names in lessons.items():
         passed = sum(recorded.get(name, {}).get("status") == "passed" for name in names)
-        count = i18n.text(lang, "progress.lesson_count", passed=passed, total=len(names))
+        count = i18n.text(lang, "progress.lesson_count" if passed else "progress.lesson_count_none",
+                          passed=passed, total=len(names))  # a tick where something passed, not at zero
         rows += [(lesson, count, name, state_text(recorded.get(name), lang)) for name in names]
     return rows
 
@@ -558,20 +710,31 @@ def progress_text(start=None, lang=None):
         if lesson not in done:  # the lesson and its count once, beside all its exercises
             done.add(lesson)
             span = sum(row[0] == lesson for row in rows)
-            cells = (f'<td rowspan="{span}">{html.escape(lesson)}</td>'
-                     f'<td rowspan="{span}" class="course-lesson-count">{html.escape(count)}</td>')
-        body.append(f"<tr>{cells}<td>{html.escape(exercise)}</td><td>{html.escape(state)}</td></tr>")
-    head = "".join(f"<th>{html.escape(column)}</th>" for column in columns)
+            cells = (f'<td rowspan="{span}" style="{LEFT}">{html.escape(lesson)}</td>'
+                     f'<td rowspan="{span}" class="course-lesson-count" style="{LEFT}">{html.escape(count)}</td>')
+        body.append(f'<tr>{cells}<td style="{LEFT}">{html.escape(exercise)}</td>'
+                    f'<td style="{LEFT}">{html.escape(state)}</td></tr>')
+    head = "".join(f'<th style="{LEFT}">{html.escape(column)}</th>' for column in columns)
     table = (f"<p>{html.escape(summary)}</p><table><thead><tr>{head}</tr></thead><tbody>"
              + "".join(body) + "</tbody></table>")
     return text, table
 
 
-def progress_outputs(start=None, lang=None):
-    """The outputs a run of the home's progress cell gives (what progress() displays), as notebook data."""
+def progress_outputs(start=None, lang=None, home=None):
+    """The outputs a run of the home's progress cell gives (what progress() displays), as notebook data;
+    with `home` (the home's path from the work folder, "en/index.ipynb"), the output the learner's home
+    keeps, which follows the checks while it is open (course_utils.live_progress)."""
     _folder("progress_outputs", "start", start, optional=True)
     _lang("progress_outputs", lang, optional=True)
+    if home is not None and not isinstance(home, str):
+        check.fail("progress_outputs", "home", check.describe(home),
+                   {"en": "None or the home's path in the work folder, such as 'en/index.ipynb'",
+                    "zh": "None，或首页在工作文件夹中的路径，例如 'en/index.ipynb'"})
     text, table = progress_text(start, lang)
+    if home is not None:
+        shown = table if table is not None else f"<p>{html.escape(text)}</p>"
+        return [{"data": {"text/html": live_html(shown, home, PROGRESS_TAG), "text/plain": text}, "metadata": {},
+                 "output_type": "display_data"}]
     if table is None:
         return [{"name": "stdout", "output_type": "stream", "text": text + "\n"}]
     return [{"data": {"text/html": table, "text/plain": text}, "metadata": {}, "output_type": "display_data"}]
@@ -604,12 +767,16 @@ def _joined(value):
     return value
 
 
-def refresh_homes(work, languages=i18n.LANGUAGES):
+def refresh_homes(work, languages=i18n.LANGUAGES, sign=True):
     """Rewrite the output of each home's progress cell (tagged PROGRESS_TAG, or the code cell that
     calls progress()) from progress.json, as running it would, so that the home opens showing the
-    progress as it is. Returns the homes written."""
+    progress as it is, and follows it while open (course_utils.live_progress: with `sign`, the home is
+    signed so that JupyterLab runs the script that does it). Launches and checks call it. Returns the
+    homes written."""
     _folder("refresh_homes", "work", work)
     _languages("refresh_homes", languages)
+    if not isinstance(sign, bool):
+        check.fail("refresh_homes", "sign", check.describe(sign), {"en": "True or False", "zh": "True 或 False"})
     written = []
     for lang in languages:
         path = Path(work) / lang / HOME
@@ -621,11 +788,13 @@ def refresh_homes(work, languages=i18n.LANGUAGES):
                     next((c for c in cells if "progress()" in _source(c)), None))
         if cell is None:
             continue
-        outputs = progress_outputs(path.parent, lang)
+        outputs = progress_outputs(path.parent, lang, home=f"{lang}/{HOME}")
         if _joined(cell.get("outputs")) == outputs:
             continue
         cell["outputs"], cell["execution_count"] = outputs, None
         _write(path, _dumps(notebook))
+        if sign:
+            trust(path)
         written.append(path)
     return written
 
@@ -639,17 +808,21 @@ def _language(given):
     return "zh" if os.environ.get("LANG", "").startswith("zh") else "en"
 
 
-def prepare(work, lang, course=NOTEBOOKS, root=ROOT):
+def prepare(work, lang, course=NOTEBOOKS, root=ROOT, announce=True):
     """What every launch does first: copy what the learner lacks, the lessons' diagrams and glossary,
-    refresh the homes' progress; say what was copied and which lessons the course changed."""
+    refresh the homes' progress; say what was copied and (`announce`) which lessons the course changed
+    (the launch says it itself, after JupyterLab's log). Returns those lessons."""
     _folder("prepare", "work", work)
     _lang("prepare", lang)
     for path in copy_course(work, course):
         print(i18n.text(lang, "learner.copied", path=path))
     sync_assets(work, root)
     refresh_homes(work)
+    for lang_home in (Path(work) / name / HOME for name in i18n.LANGUAGES):
+        if lang_home.is_file():  # signed with this user's key, whoever wrote it last (`make update`, a check)
+            trust(lang_home)
     changed = changed_lessons(work, course)
-    if changed:
+    if changed and announce:
         names = ", ".join(f"{name_lang}/{name}" for name_lang, name in changed)
         print(i18n.text(lang, "learner.changed", lessons=names, work=work))
     return changed
@@ -660,11 +833,20 @@ def update(work, lang, course=NOTEBOOKS, only=None):
     _folder("update", "work", work)
     _lang("update", lang)
     done = update_course(work, course, only=only)
-    for path, old, kept, lost in done:
-        kept_text = ", ".join(kept) if kept else i18n.text(lang, "learner.kept_none")
-        print(i18n.text(lang, "learner.updated", path=path, kept=kept_text, old=old.name))
-        for exercise in lost:
-            print(i18n.text(lang, "learner.lost", exercise=exercise, old=old.name))
+    for lesson in done:
+        kept_text = ", ".join(lesson.kept) if lesson.kept else i18n.text(lang, "learner.kept_none")
+        print(i18n.text(lang, "learner.updated", path=lesson.path, kept=kept_text, old=lesson.old.name))
+        for exercise in lesson.lost:
+            print(i18n.text(lang, "learner.lost", exercise=exercise, old=lesson.old.name))
+        for own in lesson.own:
+            if own["after"] is None:
+                print(i18n.text(lang, "learner.own_top", cell=own["cell"], number=own["number"]))
+            else:
+                print(i18n.text(lang, "learner.own_kept", cell=own["cell"], number=own["number"], after=own["after"]))
+        for cell in lesson.edits_kept:
+            print(i18n.text(lang, "learner.edit_kept", cell=cell))
+        for cell in lesson.edits_left:
+            print(i18n.text(lang, "learner.edit_left", cell=cell, old=lesson.old.name))
     if not done:
         print(i18n.text(lang, "learner.up_to_date"))
     refresh_homes(work)

@@ -679,7 +679,8 @@ def test_the_learners_lab_shows_live_progress_a_pass_kept_across_languages_and_a
     Chinese copy ran its stub after), with a ✔ count per lesson, and links every lesson; a lesson's
     diagram shows from the work folder; the English lesson 00, updated to the course's version, holds
     the learner's answer where the new version puts its exercise; its link to lesson 01 opens it."""
-    from course_utils import i18n
+    from course_utils import i18n, learner
+    from course_utils.exercises import grading
     from course_teacher import build
 
     base, token, work = learner_lab
@@ -706,6 +707,22 @@ def test_the_learners_lab_shows_live_progress_a_pass_kept_across_languages_and_a
             assert any(f"/{stem}.ipynb" in str(h) for h in hrefs), (stem, hrefs)
         page.screenshot(path=ARTIFACTS / "browser-home-zh.png")
         table.screenshot(path=ARTIFACTS / "browser-home-progress-zh.png")
+        # ids and words left-aligned, no tick where nothing passed (lesson 01's count)
+        assert table.locator("td").first.evaluate("cell => getComputedStyle(cell).textAlign") == "left"
+        counts = table.locator("td.course-lesson-count").all_inner_texts()
+        assert counts[1] == i18n.text("zh", "progress.lesson_count_none", passed=0,
+                                      total=sum(e.startswith("01.") for e in _exercise_ids()))
+        # the time column on one line
+        cell = page.locator(".jp-RenderedMarkdown td span", has_text="小时").first
+        assert cell.evaluate("span => span.getClientRects().length") == 1
+        # a check in a lesson (its kernel, in work/zh/, with this JupyterLab's Jupyter data folder): the open
+        # home shows it without a run or a reload
+        other = next(e for e in _exercise_ids() if e.startswith("01."))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("JUPYTER_DATA_DIR", str(work.parent / "jupyter" / "data"))
+            learner.record(grading.Verdict(other, grading.FAILED, "message", "NO_SCALE"), work / "zh", lang="zh")
+        table.locator("tr", has_text=other).filter(has_text="NO_SCALE").wait_for(state="visible")
+        assert "00.padding_mask" in table.inner_text()  # the rest as it was
 
         # the lessons' ../../images/ links, above JupyterLab's root, are served from the work folder's copy
         _open(page, base, token, "zh/01_attention_basics.ipynb")

@@ -361,8 +361,8 @@ def test_the_home_lists_every_lesson_and_check_catches_a_stale_one(course):
         build.write(build.render_home(lang), path)
     assert build.check_home() == []
     en, zh = (nbformat.read(path, as_version=4) for _, path in build.homes())
-    assert "| 99 | [A tensor lesson](99_demo.ipynb) | tensors, briefly | about 10 min |" in en.cells[1].source
-    assert "| 99 | [一节关于张量的课](99_demo.ipynb) | 简述张量 | 约 10 分钟 |" in zh.cells[1].source
+    assert "| 99 | [A tensor lesson](99_demo.ipynb) | tensors, briefly | <span style=white-space:nowrap>about 10 min</span> |" in en.cells[1].source
+    assert "| 99 | [一节关于张量的课](99_demo.ipynb) | 简述张量 | <span style=white-space:nowrap>约 10 分钟</span> |" in zh.cells[1].source
     assert 'setup(lang="zh")' in zh.cells[3].source and "progress()" in zh.cells[3].source
     # the README's course map changes: the homes are stale
     (build.ROOT / "README.md").write_text(README_MAP.replace("tensors, briefly", "tensors, at length"))

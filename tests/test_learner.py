@@ -17,11 +17,19 @@ import nbformat
 import pytest
 
 from course_teacher.grade import runner
-from course_utils import i18n, launch, learner
+from course_utils import i18n, launch, learner, live_progress
 from course_teacher import build
 from course_utils.exercises import EXERCISES, grading
 
 FIRST, SECOND = EXERCISES[0], EXERCISES[1]
+
+
+@pytest.fixture(autouse=True)
+def jupyter_data(tmp_path, monkeypatch):
+    """A Jupyter data folder of the test's own: where the homes' signatures go (live_progress.trust)."""
+    folder = tmp_path / "jupyter-data"
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(folder))
+    return folder
 
 
 @pytest.fixture
@@ -203,8 +211,15 @@ def test_progress_speaks_the_notebooks_language(work):
         # a ✔ count per lesson, once beside the lesson's exercises
         count = i18n.text(lang, "progress.lesson_count", passed=1, total=len(in_lesson))
         assert f"{lesson} | {count} | {FIRST}" in text
-        assert table.count(f'rowspan="{len(in_lesson)}" class="course-lesson-count">{html.escape(count)}<') == 1
+        assert table.count(f'rowspan="{len(in_lesson)}" class="course-lesson-count" style="{learner.LEFT}">'
+                           f'{html.escape(count)}<') == 1
         assert table.count("course-lesson-count") == len({e.split(".")[0] for e in EXERCISES})
+        # no tick where nothing passed; every cell left-aligned (JupyterLab aligns table cells right)
+        other = next(e for e in EXERCISES if not e.startswith(lesson + "."))
+        none = i18n.text(lang, "progress.lesson_count_none", passed=0,
+                         total=sum(e.startswith(other[:3]) for e in EXERCISES))
+        assert f"{other[:2]} | {none} | {other}" in text and "✔" not in none
+        assert len(re.findall(r"<t[dh][ >]", table)) == table.count(f'style="{learner.LEFT}"')
     text, _ = learner.progress_text(work / "en", "zh")
     assert "passed" not in text and "Lesson" not in text and " of " not in text  # nothing English in the Chinese table
 
@@ -296,19 +311,73 @@ def test_make_lab_copies_the_course_and_shows_the_progress_on_the_home(tmp_path)
     assert "work/" in (build.ROOT / ".gitignore").read_text().splitlines()
 
 
-def test_the_homes_progress_is_rewritten_as_running_it_would_and_only_when_it_changed(tmp_path):
-    work = tmp_path / "work"
-    learner.copy_course(work)
-    assert learner.refresh_homes(work) == []  # nothing checked: the course's own output, "nothing yet"
-    learner.record(verdict(SECOND, grading.FAILED, "NO_SCALE"), work / "zh", lang="zh")
-    assert learner.refresh_homes(work) == [work / lang / learner.HOME for lang in build.LANGUAGES]
-    assert learner.refresh_homes(work) == []
-    home = nbformat.read(work / "zh" / learner.HOME, as_version=4)
+def progress_output(work, lang):
+    home = nbformat.read(work / lang / learner.HOME, as_version=4)
     nbformat.validate(home)
     (output,) = next(c for c in home.cells if learner.PROGRESS_TAG in c.metadata.get("tags", [])).outputs
-    text, table = learner.progress_text(work / "zh", "zh")
-    assert output.data == {"text/plain": text, "text/html": table}
+    return home, output
+
+
+def test_the_homes_progress_is_rewritten_by_every_check_and_signed_so_that_it_follows_the_checks_while_open(
+        tmp_path, jupyter_data):
+    """The launch rewrites the homes' progress output in the learner's copies, and so does every check
+    that records a verdict: a home opened later shows it. The output is the table, in a box that its
+    script keeps current while the home is open (live_progress), and the home is signed with the
+    learner's Jupyter key, so that JupyterLab runs the script."""
+    from nbformat.sign import NotebookNotary
+
+    work = tmp_path / "work"
+    learner.copy_course(work)
+    written = learner.refresh_homes(work)  # nothing checked yet: "nothing yet", in its live box
+    assert written == [work / lang / learner.HOME for lang in build.LANGUAGES] and learner.refresh_homes(work) == []
+    _, output = progress_output(work, "en")
+    assert html.escape(i18n.text("en", "progress.none")) in output.data["text/html"]
+    learner.record(verdict(SECOND, grading.FAILED, "NO_SCALE"), work / "zh", lang="zh")
+    assert learner.refresh_homes(work) == []  # the check has rewritten them already
+    for lang in build.LANGUAGES:
+        home, output = progress_output(work, lang)
+        text, table = learner.progress_text(work / lang, lang)
+        assert output.data == {"text/plain": text,
+                               "text/html": live_progress.live_html(table, f"{lang}/index.ipynb", learner.PROGRESS_TAG)}
+        assert output.data["text/html"].startswith(f'<div data-course-progress="{lang}/index.ipynb">{table}</div><script>')
+        assert NotebookNotary(data_dir=str(jupyter_data)).check_signature(home), lang
     assert learner.copy_course(work) == []  # a refreshed home is not a changed course home
+    # the signature is the learner's key's: another Jupyter (another key) does not trust it
+    (tmp_path / "elsewhere").mkdir()
+    assert not NotebookNotary(data_dir=str(tmp_path / "elsewhere")).check_signature(
+        nbformat.read(work / "en" / learner.HOME, as_version=4))
+
+
+def test_a_check_in_a_lesson_shows_on_the_home_without_running_it(tmp_path, monkeypatch, capsys):
+    """What the learner hit: a check, then "← Course home" said "No exercise checked yet". The check
+    cell's own record (a lesson's kernel runs in work/zh/) rewrites both homes' files, which a home
+    opened then (or the open one's script) shows."""
+    work = tmp_path / "work"
+    learner.copy_course(work)
+    learner.refresh_homes(work)
+    _, before = progress_output(work, "zh")
+    assert html.escape(i18n.text("zh", "progress.none")) in before.data["text/html"]
+    monkeypatch.chdir(work / "zh")
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    grading.check("01.scaled_dot", lambda q, k, v: (_ for _ in ()).throw(NotImplementedError()))
+    capsys.readouterr()
+    for lang in build.LANGUAGES:
+        _, after = progress_output(work, lang)
+        assert i18n.text(lang, "progress.summary", passed=0, total=len(EXERCISES)) in after.data["text/plain"]
+        assert html.escape(i18n.text(lang, "progress.not attempted")) in after.data["text/html"]
+
+
+def test_the_live_homes_script_reads_only_its_homes_file_and_the_tables_box():
+    """The script the home's output carries (run by JupyterLab in a trusted notebook): it asks the
+    server for the home's own file, by its path, and puts in the box only what the box held there."""
+    page = live_progress.live_html("<table></table>", "zh/index.ipynb", learner.PROGRESS_TAG)
+    script = page.split("<script>", 1)[1]
+    assert script.endswith("</script>") and script.count("<script>") == 0
+    assert 'var path = "zh/index.ipynb", tag = "course-progress", attribute = "data-course-progress";' in script
+    assert '"api/contents/"' in script and "content=" in script and "setInterval" in script
+    assert "eval(" not in script and "new Function" not in script
+    with pytest.raises(ValueError, match="home"):
+        learner.progress_outputs(lang="en", home=3)
 
 
 # ----------------------------------------------------------------------------- updates
@@ -378,12 +447,15 @@ def test_an_update_keeps_the_answers_by_exercise_id_whose_cells_moved_and_change
     assert learner.copy_course(work, course) == [] and (work / "en" / "01_a.ipynb").read_bytes() == before
 
     done = learner.update_course(work, course, now=1_700_000_000)
-    (path, old, kept, lost), (zh_path, _, zh_kept, _) = done
+    (path, old, kept, lost, own, *_), (zh_path, _, zh_kept, _, zh_own, *_) = done
     assert (path, kept, lost, zh_path, zh_kept) == (work / "en" / "01_a.ipynb", ["01.alpha"], [], work / "zh" / "01_a.ipynb", [])
     assert old.parent == path.parent and old.name.startswith("01_a.before-update-") and old.read_bytes() == before
     expected = [(c["cell_type"], learner._source(c)) for c in VERSION_2["cells"]]
     expected[4] = ("code", ANSWER)  # alpha's cell, where the new version has it; beta: the new stub
+    # the learner's scratch cell followed beta's check: it follows it still, wherever the new version has it
+    expected.insert(4, ("code", "print('scratch')"))
     assert sources(path) == expected
+    assert own == [{"cell": "print('scratch')", "number": 5, "after": 'check("01.beta", beta)'}] and zh_own == []
     alpha = next(c for c in json.loads(path.read_text())["cells"] if learner.exercise_of(c) == "01.alpha")
     assert alpha["outputs"][0]["text"] == "mine\n" and alpha["id"] == VERSION_2["cells"][4]["id"]
     nbformat.validate(nbformat.reads(path.read_text(), as_version=4))
@@ -393,6 +465,108 @@ def test_an_update_keeps_the_answers_by_exercise_id_whose_cells_moved_and_change
     write_course(course, lesson(*VERSION_2["cells"], cell("markdown", "An epilogue.")))
     learner.update_course(work, course, only=["01"], languages=("en",))
     assert ("code", ANSWER) in sources(path) and ("markdown", "An epilogue.") in sources(path)
+
+
+def numbered(*cells):
+    """A lesson as the build renders it: cell ids by position (cell-000, ...), so a new version that
+    inserts a cell gives the same id to another cell."""
+    found = lesson(*cells)
+    for number, each in enumerate(found["cells"]):
+        each["id"] = f"cell-{number:03d}"
+    return found
+
+
+def own(kind, text, cell_id):
+    """A cell the learner added in JupyterLab (which gives it an id of its own)."""
+    return dict(cell(kind, text), id=cell_id)
+
+
+COPIED = numbered(cell("markdown", "# A lesson"), cell("markdown", "Alpha scales its input."),
+                  cell("code", stub("alpha"), "01.alpha"), cell("code", 'check("01.alpha", alpha)'),
+                  cell("markdown", "Between."), cell("code", "x = torch.ones(3)"),
+                  cell("code", stub("beta"), "01.beta"), cell("code", 'check("01.beta", beta)'),
+                  cell("markdown", "The end."))
+# the course's next version: a new heading text (the same id), beta moved first with a new check, the
+# end removed; "Alpha scales", alpha's check, "Between." and the demo cell as they were, further down
+NEWER = numbered(cell("markdown", "# A lesson, revised"), cell("markdown", "Beta comes first now."),
+                 cell("code", stub("beta"), "01.beta"), cell("code", 'check("01.beta", beta, cases=3)'),
+                 cell("markdown", "Alpha scales its input."), cell("code", stub("alpha"), "01.alpha"),
+                 cell("code", 'check("01.alpha", alpha)'), cell("markdown", "Between."),
+                 cell("code", "x = torch.ones(3)"))
+
+
+def test_an_update_keeps_the_cells_the_learner_added_after_the_cell_they_followed_and_says_where(tmp_path, capsys):
+    """The learner added cells (one at the top, a hint after the heading, a note and an experiment after
+    alpha's check), changed two of the course's cells, deleted one and answered alpha. After the update:
+    each added cell follows the cell it followed (found by its text where the course moved it, by its
+    id where the course reworded it; at the top where it was first), the change to a cell the course
+    left as it was is kept, the change to one the course changed too is named (it stays in the old
+    copy), the deleted course cell is back, and the update says all of it."""
+    course, work = write_course(tmp_path / "course", COPIED), tmp_path / "work"
+    learner.copy_course(work, course)
+    path = work / "en" / "01_a.ipynb"
+    copy = json.loads(path.read_text())
+    c = copy["cells"]
+    c[2]["source"] = ANSWER
+    c[5]["source"] = "x = torch.ones(3) * 2"  # changed; the course leaves it as it was
+    c[7]["source"] = 'check("01.beta", beta)  # twice'  # changed; the course changes it too
+    copy["cells"] = [own("code", "import numpy as np", "a1b2-top"), c[0], own("code", 'hint("01.alpha")', "a1b2-hint"),
+                     *c[2:4], own("markdown", "My note: alpha doubles.", "a1b2-note"),
+                     own("code", "alpha(torch.ones(2))", "a1b2-try"), *c[4:]]  # c[1] deleted
+    path.write_text(json.dumps(copy))
+    write_course(course, NEWER)
+    (done, _) = learner.update(work, "en", course)
+    said = capsys.readouterr().out
+
+    new = [(k, t) for k, t in ((c["cell_type"], learner._source(c)) for c in NEWER["cells"])]
+    new[5] = ("code", ANSWER)
+    new[8] = ("code", "x = torch.ones(3) * 2")
+    expected = [("code", "import numpy as np"), new[0], ("code", 'hint("01.alpha")'), *new[1:7],
+                ("markdown", "My note: alpha doubles."), ("code", "alpha(torch.ones(2))"), *new[7:]]
+    assert sources(path) == expected
+    cells = json.loads(path.read_text())["cells"]
+    assert [c["id"] for c in cells if c["id"].startswith("a1b2")] == ["a1b2-top", "a1b2-hint", "a1b2-note", "a1b2-try"]
+    assert len({c["id"] for c in cells}) == len(cells)
+    nbformat.validate(nbformat.reads(path.read_text(), as_version=4))
+    assert done.kept == ["01.alpha"] and done.edits_kept == ["x = torch.ones(3) * 2"]
+    assert done.edits_left == ['check("01.beta", beta)  # twice']
+    assert done.own == [
+        {"cell": "import numpy as np", "number": 1, "after": None},
+        {"cell": 'hint("01.alpha")', "number": 3, "after": "# A lesson, revised"},
+        {"cell": "My note: alpha doubles.", "number": 10, "after": 'check("01.alpha", alpha)'},
+        {"cell": "alpha(torch.ones(2))", "number": 11, "after": "My note: alpha doubles."}]
+    for key, fields in [("learner.own_top", dict(cell="import numpy as np", number=1)),
+                        ("learner.own_kept", dict(cell='hint("01.alpha")', number=3, after="# A lesson, revised")),
+                        ("learner.own_kept", dict(cell="My note: alpha doubles.", number=10,
+                                                  after='check("01.alpha", alpha)')),
+                        ("learner.edit_kept", dict(cell="x = torch.ones(3) * 2")),
+                        ("learner.edit_left", dict(cell='check("01.beta", beta)  # twice', old=done.old.name))]:
+        assert i18n.text("en", key, **fields) in said, (key, said)
+    assert ("code", 'check("01.beta", beta)  # twice') in sources(done.old)
+    # the next version: the learner's cells and change are theirs still
+    write_course(course, lesson(*NEWER["cells"], cell("markdown", "An epilogue.")))
+    (again, _) = learner.update_course(work, course)
+    assert [o["cell"] for o in again.own] == [o["cell"] for o in done.own] and again.edits_kept == done.edits_kept
+    assert sources(path) == [*expected, ("markdown", "An epilogue.")]
+
+
+def test_an_update_of_a_copy_made_before_cells_were_recorded_keeps_the_cells_it_cannot_find_in_the_course(tmp_path):
+    """A copy recorded without its cells (an earlier course): the learner's cells are those whose text
+    and id the new version lacks; the course's it still has are not doubled."""
+    course, work = write_course(tmp_path / "course", COPIED), tmp_path / "work"
+    learner.copy_course(work, course)
+    path = work / "en" / "01_a.ipynb"
+    copy = json.loads(path.read_text())
+    copy["cells"].insert(4, own("markdown", "My note.", "a1b2-note"))
+    path.write_text(json.dumps(copy))
+    marker = json.loads((work / learner.MARKER).read_text())
+    for record in marker["lessons"].values():
+        del record["cells"]
+    (work / learner.MARKER).write_text(json.dumps(marker))
+    write_course(course, NEWER)
+    (done, _) = learner.update_course(work, course)
+    assert done.own == [{"cell": "My note.", "number": 8, "after": 'check("01.alpha", alpha)'}]
+    assert len(sources(path)) == len(NEWER["cells"]) + 1
 
 
 def test_an_exercise_the_new_version_lacks_is_named_and_stays_in_the_old_copy(tmp_path, capsys):
@@ -450,7 +624,7 @@ def test_a_copy_made_before_copies_were_recorded_is_adopted_or_merged_against_th
     write_course(course, VERSION_2)
     learner.copy_course(work, course)  # not adopted: its cells are not the course's now
     assert learner.changed_lessons(work, course) == [("en", "01_a.ipynb"), ("zh", "01_a.ipynb")]
-    (_, _, kept, _), _ = learner.update_course(work, course)
+    (_, _, kept, *_), _ = learner.update_course(work, course)
     assert "01.alpha" in kept and ("code", ANSWER) in sources(work / "en" / "01_a.ipynb")
 
 
@@ -493,6 +667,63 @@ def test_the_lab_is_rooted_at_the_work_folder_and_opens_the_home():
     assert "--LabApp.default_url=/lab/tree/zh/index.ipynb" in line and "--no-browser" in line
     assert "--ServerApp.ip=0.0.0.0" in line and "--ServerApp.port=9999" in line
     assert "--no-browser" not in launch.command("work", "en")
+
+
+#: What JupyterLab prints as it starts (jupyter_server 2: its addresses twice, then more log), as a
+#: stand-in that prints it and stays up a moment, then ends with the status it is given.
+FAKE_LAB = r"""
+import sys, time
+sys.stderr.write('''[I ServerApp] jupyterlab | extension was successfully loaded.
+[I ServerApp] Jupyter Server 2.21.1 is running at:
+[I ServerApp] http://localhost:8931/lab/tree/zh/index.ipynb?token=abc123
+[I ServerApp]     http://127.0.0.1:8931/lab/tree/zh/index.ipynb?token=abc123
+[C ServerApp]
+    To access the server, open this file in a browser:
+        file:///tmp/jpserver-1-open.html
+    Or copy and paste one of these URLs:
+        http://localhost:8931/lab/tree/zh/index.ipynb?token=abc123
+        http://127.0.0.1:8931/lab/tree/zh/index.ipynb?token=abc123
+[I ServerApp] Skipped non-installed server(s): bash-language-server
+''')
+sys.stderr.flush()
+time.sleep(float(sys.argv[1]))
+print('[I ServerApp] Shutting down 0 kernels', flush=True)
+sys.exit(int(sys.argv[2]))
+"""
+
+
+def test_the_launch_says_the_one_address_to_open_and_the_changed_lessons_last(tmp_path):
+    """`make lab`'s own words come after JupyterLab's start-up log, where the learner looks: the one
+    address to open (of the two it prints, the one on the host it listens on, with the token), then
+    the lessons the course changed; JupyterLab's output passes through whole, and its exit status."""
+    import io
+
+    script = tmp_path / "fake_lab.py"
+    script.write_text(FAKE_LAB)
+    changed = [("zh", "01_attention_basics.ipynb")]
+    address = "http://127.0.0.1:8931/lab/tree/zh/index.ipynb?token=abc123"
+    said = launch.announcement("zh", address, False, True, 8931, changed, "work")
+    assert said == [i18n.text("zh", "launch.open", url=address), i18n.text("zh", "launch.address", port=8931),
+                    i18n.text("zh", "learner.changed", lessons="zh/01_attention_basics.ipynb", work="work")]
+    out = io.StringIO()
+    status = launch.serve([sys.executable, str(script), "4", "7"],
+                          lambda found: launch.announcement("zh", found, False, True, 8931, changed, "work"),
+                          "127.0.0.1", out)
+    text = out.getvalue()
+    assert status == 7 and text.count(said[0]) == 1, text
+    start = text.index(said[0])
+    assert text[start:].startswith("\n".join(said)), text  # the address, the remote hint, the changed lessons
+    assert text.index("Skipped non-installed") < start < text.index("Shutting down")  # after the start-up log
+    # JupyterLab ends before it printed an address: the launch still says which lessons changed, at the end
+    (tmp_path / "silent.py").write_text("import sys; print('[E] port in use'); sys.exit(1)")
+    out = io.StringIO()
+    assert launch.serve([sys.executable, str(tmp_path / "silent.py")],
+                        lambda found: launch.announcement("en", found, True, False, 1, changed, "work"),
+                        "127.0.0.1", out) == 1
+    assert "port in use" in out.getvalue() and out.getvalue().rstrip().endswith(
+        i18n.text("en", "learner.changed", lessons="zh/01_attention_basics.ipynb", work="work"))
+    assert launch.pick_address(["http://myhost:8888/lab?token=t", "http://127.0.0.1:8888/lab?token=t"],
+                               "0.0.0.0") == "http://myhost:8888/lab?token=t"
 
 
 #: A layout as JupyterLab 4 saves it (work/.workspaces/en/default-37a8.jupyterlab-workspace), trimmed of
@@ -571,7 +802,12 @@ def test_the_lab_command_starts_without_a_browser_prints_its_token_and_serves_th
             token = found and found.group(1)
             time.sleep(0.2)
         assert token, log.read_text()[-3000:]
-        assert i18n.text("zh", "launch.address", port=port, home="zh/index.ipynb") in log.read_text()
+        # the launch's own words, after JupyterLab's: the one address, with the token
+        deadline = time.monotonic() + 60
+        opened = i18n.text("zh", "launch.open", url=f"http://127.0.0.1:{port}/lab/tree/zh/index.ipynb?token={token}")
+        while opened not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert opened in log.read_text() and i18n.text("zh", "launch.address", port=port) in log.read_text()
 
         def get(path):
             with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}?token={token}", timeout=10) as answer:

@@ -79,7 +79,9 @@ def test_the_view_is_the_same_every_time_and_leaves_the_global_generator_alone()
 def test_the_figure_shows_the_histogram_and_one_querys_weights():
     figure, _ = scaling_view(d_k=32, scaled=True, keys=12)
     histogram, bars = figure.axes
-    assert len(histogram.patches) == 40
+    (stairs,) = histogram.patches  # the histogram, one outline of 40 bins, a density: its area is 1
+    values, edges = stairs.get_data().values, stairs.get_data().edges
+    assert len(values) == 40 and abs(float((values * (edges[1:] - edges[:-1])).sum()) - 1) < 1e-6
     heights = [patch.get_height() for patch in bars.patches]
     assert len(heights) == 12
     assert abs(sum(heights) - 1) < 1e-6 and min(heights) > 0

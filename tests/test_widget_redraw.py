@@ -13,7 +13,7 @@ from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from PIL import Image
 
 from course_utils import seq2seq, toy, viz, widgets
-from course_utils.widgets import attention, models
+from course_utils.widgets import attention, flash_program, models
 from course_utils.widgets import seq2seq as seq2seq_widgets
 from course_utils.widgets.explorer import model_state
 
@@ -44,6 +44,7 @@ def explorers(nets):
         ("decoding", lambda: widgets.decoding_explorer(nets["reverser"]), {"example": 7, "text": "abc"}, False),
         ("cache", widgets.cache_explorer, {"tokens": 20, "variant": "MQA", "window": 4}, False),
         ("tiles", widgets.tiles_explorer, {"step": 3, "block": 4, "causal": False}, False),
+        ("program", flash_program.program_explorer, {"block": 1, "causal": False, "step": 2}, False),
     ]
 
 
@@ -73,7 +74,7 @@ def _pixels(png):
 
 
 @pytest.mark.parametrize("name", ["permute", "broadcast", "scaling", "mask", "attention maps", "heads", "decoding",
-                                  "cache", "tiles"])
+                                  "cache", "tiles", "program"])
 def test_an_updated_figure_shows_exactly_what_a_new_one_would(nets, name):
     build, moves = next((build, moves) for n, build, moves, _ in explorers(nets) if n == name)
     box = build()
@@ -93,10 +94,11 @@ LAID_OUT_PER_KEY = [
     (widgets.scaling_explorer, [("d_k", 128), ("d_k", 1), ("d_k", 256)]),
     (widgets.tiles_explorer, [("block", 4), ("step", 1), ("block", 2), ("step", 5)]),
     (widgets.cache_explorer, [("window", 4), ("variant", "MHA"), ("window", 0), ("variant", "GQA"), ("window", 4)]),
+    (flash_program.program_explorer, [("step", 1), ("block", 1), ("step", 2), ("block", 2), ("step", 3)]),
 ]
 
 
-@pytest.mark.parametrize("build, moves", LAID_OUT_PER_KEY, ids=["scaling", "tiles", "cache"])
+@pytest.mark.parametrize("build, moves", LAID_OUT_PER_KEY, ids=["scaling", "tiles", "cache", "program"])
 def test_a_figure_laid_out_per_key_lays_out_only_new_texts_and_shows_what_a_new_figure_would(build, moves):
     """The layout of a figure updated in place is computed once per set of texts (LayoutPerKey) and
     then only reused; a reused layout puts the axes exactly where a new figure's layout puts them."""
@@ -108,7 +110,7 @@ def test_a_figure_laid_out_per_key_lays_out_only_new_texts_and_shows_what_a_new_
     assert engine.laid_out < 1 + len(moves), "every redraw laid the figure out again"
     values = {control: widget.value for control, widget in box.controls.items()}
     view = {"scaling_explorer": widgets.scaling_view, "tiles_explorer": widgets.tiles_view,
-            "cache_explorer": widgets.cache_view}[build.__name__]
+            "cache_explorer": widgets.cache_view, "program_explorer": flash_program.program_view}[build.__name__]
     fresh, _ = view(**values)
     assert fresh is not box.figure
     assert np.array_equal(_pixels(box.image.value), _pixels(viz.figure_png(fresh)))
@@ -171,3 +173,46 @@ def test_every_explorer_shows_its_picture_at_its_own_size(nets):
             layout = box.image.layout
             assert layout.width == f"{Image.open(io.BytesIO(box.image.value)).width}px", (name, control)
             assert (layout.max_width, layout.height, layout.align_self) == ("100%", "auto", "flex-start"), name
+
+
+#: ipywidgets' CSS (its variables): a control with a description is 300 px wide, its label 80 px; a
+#: toggle button is as wide as its style's button_width, plus 2 px of margin on each side. JupyterLab's
+#: output area at a 1280-pixel-wide window is about 1000 px wide.
+INLINE_PX, LABEL_PX, BUTTON_MARGIN_PX, OUTPUT_PX = 300, 80, 4, 1000
+
+
+def test_lesson_07s_variant_buttons_sit_on_one_row_beside_the_other_controls():
+    """The learner saw MHA / GQA / MQA wrap onto two rows: at ipywidgets' 148-px buttons, the row of
+    controls (slider, buttons, menu) is wider than the output area, and the buttons' box wraps."""
+    from course_utils.widgets import decoding
+
+    box = widgets.cache_explorer()
+    variant = box.controls["variant"]
+    width = int(variant.style.button_width.removesuffix("px"))
+    assert width == decoding.VARIANT_BUTTON_PX
+    row = INLINE_PX + LABEL_PX + len(variant.options) * (width + BUTTON_MARGIN_PX) + INLINE_PX
+    assert row <= OUTPUT_PX, row
+    assert LABEL_PX + 3 * (148 + BUTTON_MARGIN_PX) + 2 * INLINE_PX > OUTPUT_PX  # (what wrapped before)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_lesson_08s_output_plot_names_each_half(lang):
+    """The rows so far, left of the line, and the exact output, right of it: each half has its title,
+    over it, and the two do not touch."""
+    from course_utils import i18n, setup
+    from course_utils.widgets.tiled import D_V
+
+    previous = i18n.language()
+    try:
+        setup(lang)
+        figure, _ = widgets.tiles_view(3, 2, True)
+        viz.figure_png(figure)  # drawn: the texts have their places
+    finally:
+        i18n.set_language(previous)
+    rows = figure.axes[1]
+    titles = {t.get_text(): t.get_window_extent() for t in rows.texts}
+    left, right = titles[i18n.text(lang, "l08.plot.output")], titles[i18n.text(lang, "l08.plot.exact")]
+    line = rows.transData.transform((D_V - 0.5, 0))[0]
+    box = rows.get_window_extent()
+    assert box.x0 <= left.x0 and left.x1 < line < right.x0 and right.x1 <= box.x1, (left, line, right, box)
+    assert left.y0 >= box.y1 and right.y0 >= box.y1

@@ -4,6 +4,7 @@ import functools
 import math
 
 import ipywidgets as w
+import numpy as np
 import torch
 
 from .. import masks, validation
@@ -57,13 +58,15 @@ def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0, figure=None
         figure = _scaling_figure(keys)
     left, right = figure.axes[:2]
     reach = max(4.0, 4.0 * std)  # the x-range follows the scores, so the normal curve shrinks as they spread
-    for bar in left.patches[:]:  # the histogram's bars: drawn anew (cla() would also remake the axes' ticks)
-        bar.remove()
-    left.hist(scores.flatten().numpy(), bins=40, range=(-reach, reach), density=True, color="tab:blue", alpha=0.7)
+    # the histogram: one filled outline whose data is replaced (40 bars made anew, and the data limits
+    # measured over them, cost as much as the rest of the view); its limits computed, with autoscale's margins
+    density, edges = np.histogram(scores.flatten().numpy(), bins=HISTOGRAM_BINS, range=(-reach, reach), density=True)
+    left.patches[0].set_data(density, edges)
     x = torch.linspace(-reach, reach, 400)
     left.lines[0].set_data(x.numpy(), (torch.exp(-x**2 / 2) / math.sqrt(2 * math.pi)).numpy())
-    left.relim()  # the data limits of these bars and this curve only (they only grow otherwise)
-    left.autoscale_view()
+    top = max(float(density.max()), 1 / math.sqrt(2 * math.pi))
+    left.set_xlim(-reach * 1.1, reach * 1.1)
+    left.set_ylim(0, top * 1.05)
     left.set_title(message("l01.scores_title", n=scores.numel(), mode=mode), fontsize=10)
     for bar, weight in zip(right.patches, weights[0].tolist()):
         bar.set_height(weight)
@@ -79,6 +82,10 @@ def scaling_view(d_k=64, scaled=False, queries=256, keys=16, seed=0, figure=None
     return figure, summary
 
 
+#: The bins of the scores' histogram.
+HISTOGRAM_BINS = 40
+
+
 def _scaling_figure(keys):
     """The scaling view's figure with what no control changes: the axes, their labels, the normal
     curve (its data set by the view), `keys` bars of query 0's weights (heights set by the view),
@@ -88,6 +95,7 @@ def _scaling_figure(keys):
     figure.set_layout_engine(LayoutPerKey(_scaling_layout_key))
     figure.explorer_key = "scaling"
     left, right = axes
+    left.stairs(np.zeros(HISTOGRAM_BINS), np.linspace(-1, 1, HISTOGRAM_BINS + 1), fill=True, color="tab:blue", alpha=0.7)
     left.plot([], [], "k--", lw=1, label=message("l01.standard_normal"))
     left.set_xlabel(message("l01.score"))
     left.set_ylabel(message("l01.density"))
@@ -109,7 +117,10 @@ def _scaling_layout_key(figure):
     the scores' range, have the same height and sit well inside the margins (tests check that a
     redraw matches a new figure's layout)."""
     left = figure.axes[0]
-    return left.get_title(), tuple(label.get_text() for label in left.get_yticklabels())
+    # the labels as the locator and formatter make them for the limits now (a label read off the axis
+    # may still be the last drawing's)
+    formatter, ticks = left.yaxis.get_major_formatter(), left.yaxis.get_major_locator()()
+    return left.get_title(), tuple(formatter.format_ticks(ticks))
 
 
 def scaling_explorer(d_k=64, scaled=False):

@@ -20,6 +20,8 @@ WINDOWS = (0, 4, 8)
 #: The most tokens it generates.
 MOST_TOKENS = 24
 HEAD_DIM = 64
+#: The width of each of the MHA / GQA / MQA buttons, in pixels.
+VARIANT_BUTTON_PX = 56
 #: Llama-2-70B's 64 query heads over as many key/value heads as each variant would give it.
 LLAMA_70B_KV = {"MHA": 64, "GQA": 8, "MQA": 1}
 
@@ -90,7 +92,10 @@ def cache_explorer(tokens=6, variant="GQA", window=0):
         cache_view,
         tokens=w.IntSlider(value=tokens, min=1, max=MOST_TOKENS, description=message("l07.widget.tokens"),
                            continuous_update=False),
-        variant=w.ToggleButtons(options=list(VARIANTS), value=variant, description=message("l07.widget.variant")),
+        # buttons as wide as their three letters (ipywidgets' are 148 px each): the three then sit on one
+        # row beside the slider and the window's menu, where at their width they wrapped onto two
+        variant=w.ToggleButtons(options=list(VARIANTS), value=variant, description=message("l07.widget.variant"),
+                                style={"button_width": f"{VARIANT_BUTTON_PX}px"}),
         window=w.Dropdown(options=[(message("l07.widget.no_window") if n == 0 else str(n), n) for n in WINDOWS],
                           value=window, description=message("l07.widget.window")),
     )

@@ -18,7 +18,8 @@ import torch
 from .. import validation
 from ..i18n import pick
 from ..viz import new_figure
-from .explorer import explorer
+from ..viz.figures import LayoutPerKey
+from .explorer import explorer, reusable
 
 L, D, BLOCK = 56, 8, 16
 BLOCKS = math.ceil(L / BLOCK)  # query blocks and key blocks alike: 4, the last one ragged
@@ -116,49 +117,47 @@ def _lse(block, causal):
     return torch.logsumexp(scores, -1)
 
 
-def program_view(block=0, causal=False, step=0):
+#: The colours of a key block's states in the view (loaded, loading now, to load, never loaded).
+COLOURS = {"loaded": "#4a7ab5", "current": "#e0a040", "pending": "#cfdcec", "never": "#f2f2f2"}
+
+
+def program_view(block=0, causal=False, step=0, figure=None):
     """After `step` loaded key blocks (clamped to the last) of program `block`: the key blocks (loaded,
     loading now, to load, never loaded) and each row's m and log ℓ; the summary says what the step
-    loaded and masked and lists the rows' m and ℓ."""
+    loaded and masked and lists the rows' m and ℓ. figure: one this view returned before, drawn again
+    in place of a new one (what the explorer passes: a new figure and its layout cost more than the
+    view)."""
     steps = program_steps(block, causal)
     validation.whole_number("program_view", "step", step)
     step = min(step, len(steps) - 1)
     current, kind, m, ell = steps[step]
     loads = len(steps) - 1
-    figure, axes = new_figure(cols=2, size=(8.4, 3.0))
-    ax = axes[0, 0]
-    colours = {"loaded": "#4a7ab5", "current": "#e0a040", "pending": "#cfdcec", "never": "#f2f2f2"}
-    for j in range(BLOCKS):
+    figure = reusable(figure, "program")
+    if figure is None:
+        figure = _program_figure()
+    ax, state_ax = figure.axes
+    for j, (bar, label) in enumerate(zip(figure.program_bars, figure.program_labels)):
         state = "never" if j >= loads else "loaded" if j < step - 1 or (j < step and current != j) else \
             "current" if j == current else "pending"
-        width = (min((j + 1) * BLOCK, L) - j * BLOCK) / BLOCK
-        ax.barh(0, width * 0.92, left=j, height=0.6, color=colours[state], edgecolor="#999999" if state == "never"
-                else "white", align="center")
-        ax.text(j + width * 0.46, 0, f"{j}", ha="center", va="center", fontsize=10,
-                color="white" if state in ("loaded", "current") else "#333333")
-    ax.set_xlim(-0.1, BLOCKS + 0.1)
-    ax.set_ylim(-1.3, 0.6)
-    ax.set_yticks([])
-    ax.set_xticks([])
+        bar.set_facecolor(COLOURS[state])
+        bar.set_edgecolor("#999999" if state == "never" else "white")
+        label.set_color("white" if state in ("loaded", "current") else "#333333")
     ax.set_title(pick(TEXT["blocks_title"]).format(i=block), fontsize=10)
-    for n, state in enumerate(("loaded", "current", "pending", "never")):
-        ax.barh(-0.85, 0.25, left=n * 1.02, height=0.22, color=colours[state], edgecolor="#999999")
-        ax.text(n * 1.02 + 0.3, -0.85, pick(TEXT[state]), va="center", fontsize=8)
-    for side in ("top", "right", "left", "bottom"):
-        ax.spines[side].set_visible(False)
-    ax = axes[0, 1]
+    ax = state_ax
+    for drawn in [*ax.containers, *ax.lines]:  # the last view's bars and dots
+        drawn.remove()
     rows = range(len(m))
     finite = torch.isfinite(m)
     if bool(finite.any()):
-        ax.bar([r for r in rows if finite[r]], torch.log(ell[finite]).tolist(), color="#cfdcec", label="log ℓ")
-        ax.plot([r for r in rows if finite[r]], m[finite].tolist(), "o", color="#a33b2f", markersize=4, label="m")
+        bars = ax.bar([r for r in rows if finite[r]], torch.log(ell[finite]).tolist(), color="#cfdcec", label="log ℓ")
+        (dots,) = ax.plot([r for r in rows if finite[r]], m[finite].tolist(), "o", color="#a33b2f", markersize=4,
+                          label="m")
+        for drawn in (*bars, dots):  # inside the axes: the layout (kept per set of texts) never depends on them
+            drawn.set_in_layout(False)
     ax.set_xlim(-0.6, BLOCK - 0.4)
     final_m, final_ell = steps[-1][2], steps[-1][3]  # m only grows, ℓ ends where the program ends: fixed axes
     ax.set_ylim(min(0.0, torch.log(final_ell).min().item()) - 0.5, max(final_m.max().item(),
                                                                        torch.log(final_ell).max().item()) + 0.5)
-    ax.set_xlabel(pick(TEXT["row"]), fontsize=10)
-    ax.set_title(pick(TEXT["state_title"]), fontsize=10)
-    ax.tick_params(labelsize=9)
     first, last = block * BLOCK, min((block + 1) * BLOCK, L) - 1
     if current is None:
         lines = [pick(TEXT["start"]).format(i=block, first=first, last=last, loads=loads, total=BLOCKS)]
@@ -178,6 +177,44 @@ def program_view(block=0, causal=False, step=0):
         gap = (m + torch.log(ell) - _lse(block, causal)).abs().max().item()
         lines += ["", pick(TEXT["done"]).format(gap=gap)]
     return figure, "\n".join(lines)
+
+
+def _program_figure():
+    """The view's figure, drawn once: the key blocks (their colours set by the view) with the legend of
+    their states, and the axes of the rows' m and ℓ (their bars and dots drawn by the view). Its tick
+    labels change with the program's range of m and ℓ: each range is laid out once (LayoutPerKey)."""
+    figure, axes = new_figure(cols=2, size=(8.4, 3.0))
+    figure.set_layout_engine(LayoutPerKey(_layout_key))
+    figure.explorer_key = "program"
+    ax = axes[0, 0]
+    figure.program_bars, figure.program_labels = [], []
+    for j in range(BLOCKS):
+        width = (min((j + 1) * BLOCK, L) - j * BLOCK) / BLOCK
+        (bar,) = ax.barh(0, width * 0.92, left=j, height=0.6, color=COLOURS["pending"], edgecolor="white",
+                         align="center")
+        figure.program_bars.append(bar)
+        figure.program_labels.append(ax.text(j + width * 0.46, 0, f"{j}", ha="center", va="center", fontsize=10))
+    ax.set_xlim(-0.1, BLOCKS + 0.1)
+    ax.set_ylim(-1.3, 0.6)
+    ax.set_yticks([])
+    ax.set_xticks([])
+    for n, state in enumerate(("loaded", "current", "pending", "never")):
+        ax.barh(-0.85, 0.25, left=n * 1.02, height=0.22, color=COLOURS[state], edgecolor="#999999")
+        ax.text(n * 1.02 + 0.3, -0.85, pick(TEXT[state]), va="center", fontsize=8)
+    for side in ("top", "right", "left", "bottom"):
+        ax.spines[side].set_visible(False)
+    ax = axes[0, 1]
+    ax.set_xlabel(pick(TEXT["row"]), fontsize=10)
+    ax.set_title(pick(TEXT["state_title"]), fontsize=10)
+    ax.tick_params(labelsize=9)
+    return figure
+
+
+def _layout_key(figure):
+    """What the view's layout depends on (LayoutPerKey): the blocks' title (the program's number) and the
+    range of m and ℓ, whose tick labels set the left margin of their axes (read as the range: the labels
+    themselves are made as the figure is drawn), every other text fixed."""
+    return figure.axes[0].get_title(), tuple(figure.axes[1].get_ylim())
 
 
 def program_explorer(block=2, causal=True):

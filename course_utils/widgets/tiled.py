@@ -142,7 +142,9 @@ def _tiles_figure():
     rows.set_yticks(range(L))
     rows.set_xlabel(message("l08.plot.feature"), fontsize=10)
     rows.set_ylabel(message("l08.plot.query"), fontsize=10)
-    rows.set_title(message("l08.plot.output"), fontsize=10)
+    # a title over each half: the rows so far (left of the line) and the exact output they must reach
+    for centre, key in (((D_V - 1) / 2, "l08.plot.output"), (D_V + (D_V - 1) / 2, "l08.plot.exact")):
+        rows.text(centre, 1.02, message(key), fontsize=10, ha="center", va="bottom", transform=rows.get_xaxis_transform())
     rows.tick_params(labelsize=10)
     return figure
 
