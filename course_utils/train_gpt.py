@@ -63,7 +63,7 @@ class TrainConfig:
     process and step), ``steps`` (the schedule's length), ``stop_at`` (the step to stop at, default
     ``steps``), AdamW's ``lr`` (peak), ``min_lr`` (the end of the cosine), ``warmup`` steps,
     ``weight_decay`` (on matrices only) and ``grad_clip`` (the gradient's norm), ``seed``,
-    ``eval_every`` and ``eval_batches`` (val windows per evaluation, ``batch`` each), ``save_every``,
+    ``eval_every`` and ``eval_batches`` (evaluations of the world's batch of val windows), ``save_every``,
     ``device`` ("auto": a GPU when there is one) and ``threads`` (torch's CPU threads; None: as it is)."""
 
     corpus: str = "shakespeare"
@@ -349,7 +349,9 @@ def train(config=None, *, out=None, resume=None, command=None, verbose=True):
         step += 1
         running, counted = running + loss.item(), counted + 1
         if step % config.eval_every == 0 or step == stop:
-            val_loss = evaluate(model, corpus, "val", config.batch, config.context, config.eval_batches, world.device)
+            # the world's batch, so that every world size reads the same val windows
+            val_loss = evaluate(model, corpus, "val", world.size * config.batch, config.context, config.eval_batches,
+                                world.device)
             train_loss = _mean_over_world(running / counted, world)
             history.append({"step": step, "train_loss": train_loss, "val_loss": val_loss, "wall_s": round(elapsed(), 1)})
             running, counted = 0.0, 0
