@@ -46,7 +46,7 @@ from . import tiled
 from . import validation as check
 from .attention import scaled_dot_product_attention
 from .decoding import KVCache, apply_rope, window_keep_mask
-from .multihead import FusedMultiheadAttention, merge_heads, split_heads
+from .multihead import FusedMultiheadAttention
 from .transformer import FeedForward, LearnedPositionalEmbedding
 
 ATTENTIONS = ("course", "sdpa", "tiled", "triton")
@@ -163,15 +163,17 @@ class CausalSelfAttention(nn.Module):
         """x (B, L, E), positions (L,) int64 -> ``(output (B, L, E), weights or None)``; with a
         KVCache the earlier positions' keys and values come from it and the new ones go into it."""
         m, H = self.mha, self.heads
-        q = split_heads(m.q_proj(x), H)  # (B, H, L, d)
-        k = split_heads(m.k_proj(x), H)
-        v = split_heads(m.v_proj(x), H)
+        B, L, E = x.size()
+        # lesson 04's split_heads without its checks (this runs once per layer and generated character)
+        q = m.q_proj(x).view(B, L, H, E // H).transpose(1, 2)  # (B, H, L, d)
+        k = m.k_proj(x).view(B, L, H, E // H).transpose(1, 2)
+        v = m.v_proj(x).view(B, L, H, E // H).transpose(1, 2)
         if self.rope:  # rotated at their absolute positions before caching: a cached key is never turned again
             q, k = apply_rope(q, positions), apply_rope(k, positions)
         if cache is not None:
             k, v, _ = cache.update(k, v)  # (B, H, T + L, d): every key the new queries may see
         out, weights = causal_attention(q, k, v, implementation, need_weights)  # (B, H, L, d)
-        return m.out_proj(merge_heads(out)), weights  # (B, L, E)
+        return m.out_proj(out.transpose(1, 2).reshape(B, L, E)), weights  # (B, L, E): the heads side by side again
 
 
 class Block(nn.Module):
@@ -251,14 +253,16 @@ class GPT(nn.Module):
     def forward(self, tokens, start=0, caches=None):
         return self._run("GPT.forward", tokens, start, caches, False)[0]
 
-    def _run(self, function, tokens, start, caches, need_weights):
-        check.whole_number(function, "start", start, 0, self.config.context - 1)
-        self._check_tokens(function, "tokens", tokens, start)
-        if caches is not None and (not isinstance(caches, (list, tuple)) or len(caches) != len(self.blocks)
-                                   or not all(isinstance(c, KVCache) for c in caches)):
-            check.fail(function, "caches", check.describe(caches),
-                       {"en": f"None or a list of {len(self.blocks)} KVCache, one per block",
-                        "zh": f"None，或由 {len(self.blocks)} 个 KVCache 组成的列表（每个块一个）"})
+    def _run(self, function, tokens, start, caches, need_weights, checked=True, last=False):
+        """The forward pass; `last`: the logits of the last position only (all generation needs)."""
+        if checked:  # generate checks its prompt once; the characters it samples are valid by construction
+            check.whole_number(function, "start", start, 0, self.config.context - 1)
+            self._check_tokens(function, "tokens", tokens, start)
+            if caches is not None and (not isinstance(caches, (list, tuple)) or len(caches) != len(self.blocks)
+                                       or not all(isinstance(c, KVCache) for c in caches)):
+                check.fail(function, "caches", check.describe(caches),
+                           {"en": f"None or a list of {len(self.blocks)} KVCache, one per block",
+                            "zh": f"None，或由 {len(self.blocks)} 个 KVCache 组成的列表（每个块一个）"})
         B, L = tokens.shape
         positions = torch.arange(start, start + L, device=tokens.device)  # (L,)
         x = self.embed(tokens)  # (B, L, E)
@@ -268,7 +272,9 @@ class GPT(nn.Module):
         for i, block in enumerate(self.blocks):
             x, weights = block(x, positions, None if caches is None else caches[i], self.implementation, need_weights)
             maps.append(weights)
-        return self.readout(self.norm(x)), maps  # (B, L, V)
+        if last:
+            x = x[:, -1:]  # (B, 1, E)
+        return self.readout(self.norm(x)), maps  # (B, L, V), or (B, 1, V)
 
     @torch.no_grad()
     def attention_maps(self, tokens):
@@ -304,12 +310,15 @@ class GPT(nn.Module):
         check.flag(function, "cache", cache)
         keep = max(1, C // 2) if keep is None else check.whole_number(function, "keep", keep, 1, C)
         _sampling(function, temperature, top_k, generator, self.config.vocab)
+        def last_logits(text, position, caches):  # (B, V): the logits after `text` at `position` on
+            return self._run(function, text, position, caches, False, checked=False, last=True)[0][:, -1]
+
         tokens, chosen, logits = prompt, [], []
         start = window_start(prompt.shape[1], C, keep)
         caches = [KVCache() for _ in self.blocks] if cache else None
-        step = self(tokens[:, start:], 0, caches)[:, -1]  # (B, V): the prefill, or the first recomputation
+        step = last_logits(tokens[:, start:], 0, caches)  # the prefill, or the first recomputation
         for i in range(new_tokens):
-            following = sample_next(step, temperature, top_k, generator)  # (B,)
+            following = _draw(step, temperature, top_k, generator)  # (B,)
             chosen.append(following)
             logits.append(step)
             if i == new_tokens - 1:
@@ -318,12 +327,12 @@ class GPT(nn.Module):
             n = tokens.shape[1]
             now = window_start(n, C, keep)
             if not cache:  # recompute: the whole window again
-                step = self(tokens[:, now:])[:, -1]
+                step = last_logits(tokens[:, now:], 0, None)
             elif now == start:  # the same window, one character longer: one cached step
-                step = self(following[:, None], n - 1 - start, caches)[:, -1]
+                step = last_logits(following[:, None], n - 1 - start, caches)
             else:  # the window jumped: fresh caches, prefilled with its text
                 start, caches = now, [KVCache() for _ in self.blocks]
-                step = self(tokens[:, start:], 0, caches)[:, -1]
+                step = last_logits(tokens[:, start:], 0, caches)
         return torch.stack(chosen, dim=1), torch.stack(logits, dim=1)
 
 
@@ -373,6 +382,11 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None):
         check.fail(function, "logits", check.describe(logits),
                    {"en": "a floating-point tensor of shape (B, V), V ≥ 1", "zh": "形状为 (B, V)（V ≥ 1）的浮点张量"})
     _sampling(function, temperature, top_k, generator, logits.shape[1])
+    return _draw(logits, temperature, top_k, generator)
+
+
+def _draw(logits, temperature, top_k, generator):
+    """sample_next without its checks (generate checks its arguments once, not once per character)."""
     if top_k is not None:
         kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest
         logits = logits.masked_fill(logits < kth, float("-inf"))
