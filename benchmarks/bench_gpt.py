@@ -38,10 +38,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # course_utils without installing it
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # record.py beside this file
 
+import record
 import torch
 from torch import nn
 
-import record
 from course_utils import corpus as corpora
 from course_utils import gpt
 
@@ -130,7 +130,7 @@ def training_steps(device, rounds, steps):
         raise RuntimeError(f"the models' first losses differ: {first}")
     for _ in range(rounds):
         for name, run in runs.items():
-            seconds, _ = timed(lambda: [step(*run) for _ in range(steps)], device)
+            seconds, _ = timed(lambda run=run: [step(*run) for _ in range(steps)], device)
             times[name].append(seconds / steps)
     return {name: statistics.median(t) for name, t in times.items()}
 
@@ -150,8 +150,8 @@ def generation(device, rounds, sizes):
     for _ in range(rounds):
         for cache in (True, False):
             generator = torch.Generator().manual_seed(2)
-            seconds, (tokens, _) = timed(lambda: model.generate(prompt, NEW, temperature=0.8, top_k=10,
-                                                                generator=generator, cache=cache), device)
+            seconds, (tokens, _) = timed(lambda g=generator, c=cache: model.generate(prompt, NEW, temperature=0.8, top_k=10,
+                                                                                     generator=g, cache=c), device)
             times[cache].append(seconds)
             chosen[cache] = tokens
     if not torch.equal(chosen[True], chosen[False]):

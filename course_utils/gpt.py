@@ -263,7 +263,7 @@ class GPT(nn.Module):
                 check.fail(function, "caches", check.describe(caches),
                            {"en": f"None or a list of {len(self.blocks)} KVCache, one per block",
                             "zh": f"None，或由 {len(self.blocks)} 个 KVCache 组成的列表（每个块一个）"})
-        B, L = tokens.shape
+        L = tokens.shape[1]
         positions = torch.arange(start, start + L, device=tokens.device)  # (L,)
         x = self.embed(tokens)  # (B, L, E)
         if self.positions is not None:

@@ -194,7 +194,7 @@ def _provenance(config, world, commands, step, wall_s, val_loss, corpus, model):
         "parameters": gpt.parameter_count(model),
         "val_loss": val_loss,
         "baselines": corpus.baselines(),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # course_utils without installing it
 
-from course_utils import corpus  # noqa: E402
+from course_utils import corpus
 
 
 def main(folder):

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils import corpus as C
-from course_utils.attention import scaled_dot_product_attention
 from course_utils import gpt as G
+from course_utils.attention import scaled_dot_product_attention
 from course_utils.validation import ArgumentError
 
 # one thread, as the notebooks run; the comparisons below have tolerances except the tokens chosen
