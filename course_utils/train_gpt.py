@@ -148,12 +148,14 @@ def _start_world(device_choice):
         check.fail("train", "device", check.describe(device_choice),
                    {"en": f"'cpu' or 'auto': torch {torch.__version__} sees no CUDA device here",
                     "zh": f"'cpu' 或 'auto'：torch {torch.__version__} 在这里看不到 CUDA 设备"})
+    # without a GPU: torch's default device, which is the CPU unless the process chose another with
+    # torch.set_default_device (then it trains there, as every tensor it makes would land there anyway)
     if size == 1:
-        return World(0, 1, torch.device("cuda" if cuda else "cpu"))
+        return World(0, 1, torch.device("cuda") if cuda else check.default_device())
     import torch.distributed as dist
 
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    device = torch.device("cuda", local) if cuda else torch.device("cpu")
+    device = torch.device("cuda", local) if cuda else check.default_device()
     if cuda:
         torch.cuda.set_device(device)
     if not dist.is_initialized():
@@ -213,7 +215,8 @@ def _read(function, path):
         check.fail(function, "path", check.describe(path),
                    {"en": "the path of a checkpoint file that train_gpt wrote", "zh": "train_gpt 写出的检查点文件的路径"})
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        # every storage stays where it is read (the CPU), whatever device saved it
+        checkpoint = torch.load(path, map_location=lambda storage, _where: storage, weights_only=True)
     except Exception as error:  # noqa: BLE001  (any unreadable file: say which, in the learner's words)
         check.fail(function, "path", check.describe(str(path)),
                    {"en": f"a checkpoint file torch.load reads ({type(error).__name__}: {str(error)[:200]})",
@@ -224,14 +227,15 @@ def _read(function, path):
     return checkpoint
 
 
-def load_checkpoint(path, device="cpu"):
-    """``(model, checkpoint)``: the GPT a checkpoint holds, in eval mode on `device`, and the whole
-    checkpoint (``checkpoint["provenance"]``, ``checkpoint["history"]``, ...)."""
+def load_checkpoint(path, device=None):
+    """``(model, checkpoint)``: the GPT a checkpoint holds, in eval mode (on `device` when given, else
+    on the CPU, where the checkpoint is read), and the whole checkpoint (``checkpoint["provenance"]``,
+    ``checkpoint["history"]``, ...)."""
     checkpoint = _read("load_checkpoint", path)
-    device = check.device("load_checkpoint", "device", device) or torch.device("cpu")
+    device = check.device("load_checkpoint", "device", device)
     model = gpt.GPT(gpt.GPTConfig(**checkpoint["model_config"]))
     model.load_state_dict(checkpoint["model"])
-    return model.to(device).eval(), checkpoint
+    return (model if device is None else model.to(device)).eval(), checkpoint
 
 
 # ----------------------------------------------------------------------------- training
