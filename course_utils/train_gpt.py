@@ -53,7 +53,11 @@ FORMAT = 1
 EVAL_SEED = 1234
 DEVICES = ("auto", "cpu", "cuda")
 #: What a resumed run may set anew; everything else (the sizes, the data, the optimiser) is the checkpoint's.
-RUN_SETTINGS = ("steps", "stop_at", "eval_every", "save_every", "device", "threads")
+RUN_SETTINGS = ("steps", "stop_at", "eval_every", "save_every", "device", "threads", "precision")
+#: How the forward pass computes: "float32" throughout, or "bfloat16" under torch.autocast (the matrix
+#: products in bfloat16, the weights, the optimiser and LayerNorm in float32): a GPU's fast path, and
+#: the dtype lesson 09's kernels are fast in.
+PRECISIONS = ("float32", "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,8 @@ class TrainConfig:
     ``steps``), AdamW's ``lr`` (peak), ``min_lr`` (the end of the cosine), ``warmup`` steps,
     ``weight_decay`` (on matrices only) and ``grad_clip`` (the gradient's norm), ``seed``,
     ``eval_every`` and ``eval_batches`` (evaluations of the world's batch of val windows), ``save_every``,
-    ``device`` ("auto": a GPU when there is one) and ``threads`` (torch's CPU threads; None: as it is)."""
+    ``device`` ("auto": a GPU when there is one), ``threads`` (torch's CPU threads; None: as it is) and
+    ``precision`` (``PRECISIONS``)."""
 
     corpus: str = "shakespeare"
     context: int = 64
@@ -88,6 +93,7 @@ class TrainConfig:
     save_every: int = 0
     device: str = "auto"
     threads: int = None
+    precision: str = "float32"
 
     def __post_init__(self):
         function = "TrainConfig"
@@ -106,6 +112,7 @@ class TrainConfig:
         check.one_of(function, "device", self.device, DEVICES)
         if self.threads is not None:
             check.positive_int(function, "threads", self.threads)
+        check.one_of(function, "precision", self.precision, PRECISIONS)
         self.model_config(vocab=1)  # the model's sizes, checked now rather than after the corpus loads
 
     def model_config(self, vocab):
@@ -253,7 +260,12 @@ class TrainResult:
 
 
 @torch.no_grad()
-def evaluate(model, corpus, split, batch, context, batches, device):
+def _autocast(device, precision):
+    """The context the forward pass runs in: torch.autocast for "bfloat16", nothing for "float32"."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bfloat16")
+
+
+def evaluate(model, corpus, split, batch, context, batches, device, precision="float32"):
     """The mean LM loss over `batches` fixed windows of `split` (drawn from EVAL_SEED: the same each time)."""
     was_training = model.training
     model.eval()
@@ -261,7 +273,9 @@ def evaluate(model, corpus, split, batch, context, batches, device):
     total = 0.0
     for _ in range(batches):
         x, y = corpus.batch(split, batch, context, generator)
-        total += gpt.lm_loss(model(x.to(device)), y.to(device)).item()
+        with _autocast(device, precision):
+            logits = model(x.to(device))
+        total += gpt.lm_loss(logits.float(), y.to(device)).item()
     model.train(was_training)
     return total / batches
 
@@ -345,7 +359,9 @@ def train(config=None, *, out=None, resume=None, command=None, verbose=True):
             group["lr"] = learning_rate(step, config)
         x, y = corpus.batch("train", world.size * config.batch, config.context, data)  # the whole world's batch
         rows = slice(world.rank * config.batch, (world.rank + 1) * config.batch)  # this process's share
-        loss = gpt.lm_loss(trained(x[rows].to(world.device)), y[rows].to(world.device))
+        with _autocast(world.device, config.precision):
+            logits = trained(x[rows].to(world.device))
+        loss = gpt.lm_loss(logits.float(), y[rows].to(world.device))  # the softmax in float32
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # under DDP: the gradients averaged over the processes here
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -355,7 +371,7 @@ def train(config=None, *, out=None, resume=None, command=None, verbose=True):
         if step % config.eval_every == 0 or step == stop:
             # the world's batch, so that every world size reads the same val windows
             val_loss = evaluate(model, corpus, "val", world.size * config.batch, config.context, config.eval_batches,
-                                world.device)
+                                world.device, config.precision)
             train_loss = _mean_over_world(running / counted, world)
             history.append({"step": step, "train_loss": train_loss, "val_loss": val_loss, "wall_s": round(elapsed(), 1)})
             running, counted = 0.0, 0
@@ -394,7 +410,7 @@ def _parser():
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
         kind = {"lr": float, "min_lr": float, "weight_decay": float, "grad_clip": float}.get(field.name, int)
-        if field.name in ("corpus", "positions", "attention", "device"):
+        if field.name in ("corpus", "positions", "attention", "device", "precision"):
             kind = str
         parser.add_argument(flag, type=kind, default=None, help=f"default: {default}")
     parser.add_argument("--out", help="where to write the checkpoint (default: none written)")

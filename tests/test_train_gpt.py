@@ -94,6 +94,15 @@ def test_the_command_trains_and_prints_in_the_notebooks_language(tmp_path, capsy
     assert result.provenance["command"].startswith("python -m course_utils.train_gpt --steps 2")
 
 
+def test_bfloat16_autocast_trains_near_float32():
+    """Three steps under torch.autocast(bfloat16) on the CPU: the same losses to bfloat16's precision."""
+    full = T.train(replace(TINY, steps=3, eval_every=1), verbose=False)
+    half = T.train(replace(TINY, steps=3, eval_every=1, precision="bfloat16"), verbose=False)
+    for a, b in zip(full.history, half.history):
+        assert abs(a["train_loss"] - b["train_loss"]) < 0.05 and abs(a["val_loss"] - b["val_loss"]) < 0.05
+    assert all(p.dtype == torch.float32 for p in half.model.parameters())
+
+
 @pytest.mark.parametrize("given, argument", [
     ({"corpus": "klingon"}, "corpus"),
     ({"batch": 0}, "batch"),
@@ -104,6 +113,7 @@ def test_the_command_trains_and_prints_in_the_notebooks_language(tmp_path, capsy
     ({"d_model": 30}, "heads"),
     ({"attention": "flash"}, "attention"),
     ({"seed": 2**64}, "seed"),
+    ({"precision": "float16"}, "precision"),
 ])
 def test_training_arguments_are_checked_by_name(given, argument):
     with pytest.raises(ArgumentError, match=f"argument '{argument}'"):
