@@ -22,7 +22,7 @@ switchable (``ATTENTIONS``; ``GPT.use_attention``), the same weights throughout:
   ``course_utils.attention.scaled_dot_product_attention`` is (a learner's own).
 
 The embedding and the read-out share one matrix (weight tying, as GPT-2 and nanoGPT): with the Tang
-poems' 6,656 characters that alone saves a quarter of a 5 M-parameter model.
+poems' 6,656 characters that alone saves a third of a 5 M-parameter model.
 
 **Generation** (``GPT.generate``) samples one character at a time with temperature and top-k from a
 seeded ``torch.Generator`` (``sample_next``), with lesson 07's KV cache or by recomputing every
