@@ -1077,6 +1077,15 @@ MESSAGES = {
         "en": "setup: argument 'lang' got {got!r}; needs one of {known}.",
         "zh": "setup：参数 lang 收到 {got!r}；应为以下之一：{known}。",
     },
+    # lesson 10's training script (course_utils.train_gpt): what it prints while it trains
+    "gpt.progress": {
+        "en": "step {step}/{steps}: train loss {train:.3f}, val loss {val:.3f} ({seconds:.0f} s)",
+        "zh": "第 {step}/{steps} 步：训练损失 {train:.3f}，验证损失 {val:.3f}（{seconds:.0f} 秒）",
+    },
+    "gpt.saved": {
+        "en": "checkpoint written: {path} (step {step})",
+        "zh": "检查点已写入：{path}（第 {step} 步）",
+    },
 }
 
 

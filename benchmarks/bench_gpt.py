@@ -1,0 +1,194 @@
+"""Lesson 10's GPT: a training step with the course's attention against the same model with F.sdpa,
+and generation with the KV cache against recomputation, side by side in one run (one CPU thread; a
+CUDA GPU when torch sees one).
+
+    .venv/bin/python benchmarks/bench_gpt.py                 (or: make bench)
+    .venv/bin/python benchmarks/bench_gpt.py --quick         fewer rounds
+    .venv/bin/python benchmarks/bench_gpt.py --device cuda   the GPU only (--out DIR: where the JSON goes)
+
+**Training step.** The model is nanoGPT's CPU configuration at character level (context 64, E = 128,
+4 heads, 4 layers, d_ff = 512, the 65 characters of Shakespeare: 0.8 M parameters), a batch of 12
+windows, AdamW: forward, loss, backward, clipping and step, timed in interleaved rounds: "plain", the
+same model written with PyTorch's modules (nn.MultiheadAttention, which runs F.sdpa), and the course's
+GPT with every attention implementation of ``gpt.ATTENTIONS`` this device runs well ("sdpa":
+PyTorch's fused kernel between the course's parts; "course": lesson 01's attention with lesson 02's
+mask, every weight materialised; "tiled": lesson 08's tiles, a Python loop over them; "triton":
+lesson 09's kernels, on a GPU only). All start from the same weights and must give the same first
+loss (checked). The figures to read: sdpa / plain, what the course's parts cost (the course's goal:
+at most 1.1), and course / sdpa, what materialising the weights costs.
+
+**Generation.** 256 characters after an 8-character prompt, sampled (temperature 0.8, top-k 10, one
+seed) with the KV cache and by recomputing the window at every step; both must choose the same
+characters (checked). The 0.8 M-parameter model with its context of 64 (the window jumps past it,
+``GPT.generate``'s default keep of 32) and of 512 (the whole text fits), and a model of the lesson's
+shipped size (4.8 M parameters: 6 layers, E = 256, 8 heads, context 128). The figure to read is
+recompute / cache (the course's goal: at least 5). At these sizes a step costs mostly the fixed price
+of each of its ~100 small operations, which the cache does not remove: the ratio grows with the model
+and the context.
+
+Timings are not tests: they vary with the machine and its load; compare the figures of one run.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # course_utils without installing it
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # record.py beside this file
+
+import record
+import torch
+from torch import nn
+
+from course_utils import corpus as corpora
+from course_utils import gpt
+
+SIZES = {"context": 64, "d_model": 128, "heads": 4, "layers": 4, "d_ff": 512}
+BATCH = 12
+NEW = 256
+
+
+def timed(call, device):
+    cuda = torch.device(device).type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    result = call()
+    if cuda:
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start, result
+
+
+class PlainBlock(nn.Module):
+    """The course's block written with PyTorch's modules: nn.LayerNorm, nn.MultiheadAttention (F.sdpa
+    inside, need_weights=False), nn.Linear and GELU."""
+
+    def __init__(self, ours):
+        super().__init__()
+        E, F_ = ours.norm1.normalized_shape[0], ours.feed_forward.d_ff
+        self.norm1, self.norm2 = nn.LayerNorm(E), nn.LayerNorm(E)
+        self.attention = ours.attention.mha.to_torch()
+        self.mlp = nn.Sequential(nn.Linear(E, F_), nn.GELU(), nn.Linear(F_, E))
+        self.norm1.load_state_dict(ours.norm1.state_dict())
+        self.norm2.load_state_dict(ours.norm2.state_dict())
+        self.mlp[0].load_state_dict(ours.feed_forward.linear1.state_dict())
+        self.mlp[2].load_state_dict(ours.feed_forward.linear2.state_dict())
+
+    def forward(self, x, hidden):
+        h = self.norm1(x)
+        x = x + self.attention(h, h, h, attn_mask=hidden, need_weights=False, is_causal=True)[0]
+        return x + self.mlp(self.norm2(x))
+
+
+class PlainGPT(nn.Module):
+    """``gpt.GPT`` written with PyTorch's modules only, with a GPT's weights."""
+
+    def __init__(self, ours):
+        super().__init__()
+        self.embed = nn.Embedding.from_pretrained(ours.embed.weight.detach().clone(), freeze=False)
+        self.positions = nn.Embedding.from_pretrained(ours.positions.embedding.weight.detach().clone(), freeze=False)
+        self.blocks = nn.ModuleList(PlainBlock(block) for block in ours.blocks)
+        self.norm = nn.LayerNorm(ours.config.d_model)
+        self.norm.load_state_dict(ours.norm.state_dict())
+
+    def forward(self, tokens):
+        L = tokens.shape[1]
+        hidden = torch.ones(L, L, dtype=torch.bool, device=tokens.device).triu(1)  # True: may not attend
+        x = self.embed(tokens) + self.positions(torch.arange(L, device=tokens.device))
+        for block in self.blocks:
+            x = block(x, hidden)
+        return self.norm(x) @ self.embed.weight.T  # tied read-out
+
+
+def training_steps(device, rounds, steps):
+    """{name: median seconds per step} over `rounds` interleaved rounds of `steps` steps: "plain" (the
+    model in PyTorch's modules) and the course's GPT with each attention implementation this device
+    runs well."""
+    shakespeare = corpora.load("shakespeare")
+    implementations = [a for a in gpt.ATTENTIONS if a != "triton" or device == "cuda"]
+    models = {"plain": None}
+    for attention in implementations:
+        models[attention] = gpt.make_gpt(shakespeare.vocab_size, seed=0, attention=attention, **SIZES)
+    models["plain"] = PlainGPT(models["sdpa"])
+    runs = {name: (model.to(device), torch.optim.AdamW(model.parameters(), lr=1e-3), torch.Generator().manual_seed(1))
+            for name, model in models.items()}
+    times = {name: [] for name in runs}
+
+    def step(model, optimizer, generator):
+        x, y = shakespeare.batch("train", BATCH, SIZES["context"], generator)
+        loss = gpt.lm_loss(model(x.to(device)), y.to(device))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        return loss
+
+    first = {name: step(*run).item() for name, run in runs.items()}  # a warm-up, and the same loss from each
+    if max(first.values()) - min(first.values()) > 1e-4:
+        raise RuntimeError(f"the models' first losses differ: {first}")
+    for _ in range(rounds):
+        for name, run in runs.items():
+            seconds, _ = timed(lambda run=run: [step(*run) for _ in range(steps)], device)
+            times[name].append(seconds / steps)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+#: The generation's models: (name, sizes). "lesson" is the size of the model the lesson ships (4.8 M parameters).
+GENERATORS = (("0.8M", SIZES), ("0.8M", SIZES | {"context": 512}),
+              ("lesson", {"context": 128, "d_model": 256, "heads": 8, "layers": 6, "d_ff": 1024}))
+
+
+def generation(device, rounds, sizes):
+    """(cache seconds, recompute seconds): medians of generating NEW characters both ways."""
+    model = gpt.make_gpt(65, seed=0, attention="sdpa", **sizes).to(device).eval()
+    context = sizes["context"]
+    prompt = torch.randint(0, 65, (1, 8), generator=torch.Generator().manual_seed(0)).to(device)
+    times = {True: [], False: []}
+    chosen = {}
+    for _ in range(rounds):
+        for cache in (True, False):
+            generator = torch.Generator().manual_seed(2)
+            seconds, (tokens, _) = timed(lambda g=generator, c=cache: model.generate(prompt, NEW, temperature=0.8, top_k=10,
+                                                                                     generator=g, cache=c), device)
+            times[cache].append(seconds)
+            chosen[cache] = tokens
+    if not torch.equal(chosen[True], chosen[False]):
+        raise RuntimeError(f"context {context}: the cache and recomputation chose different characters")
+    return statistics.median(times[True]), statistics.median(times[False])
+
+
+def measure(device, quick=False):
+    rounds = 3 if quick else 7
+    print(f"\n{device}: " + (record.machine_line() if device == "cpu" else torch.cuda.get_device_name(device)))
+    step = training_steps(device, rounds, 3 if quick else 5)
+    print(f"\ntraining step (batch {BATCH} × {SIZES['context']} characters, 0.8 M parameters), median ms:")
+    for name, seconds in step.items():
+        print(f"  {name:8s} {seconds * 1e3:8.1f}   {seconds / step['plain']:.2f}× plain")
+    figures = [{"part": "train_step", "model": name, "step_ms": s * 1e3} for name, s in step.items()]
+    print(f"\ngeneration of {NEW} characters (batch 1), median seconds:")
+    for name, sizes in GENERATORS:
+        cache_s, recompute_s = generation(device, rounds, sizes)
+        print(f"  {name:6s} context {sizes['context']:4d}: cache {cache_s:.3f} s, recompute {recompute_s:.3f} s, "
+              f"recompute / cache {recompute_s / cache_s:.1f}×")
+        figures.append({"part": "generate", "model": name, "context": sizes["context"], "N": NEW, "cache_s": cache_s,
+                        "recompute_s": recompute_s})
+    settings = {"sizes": ", ".join(f"{k} {v}" for k, v in SIZES.items()), "batch": BATCH, "rounds": rounds,
+                "threads": torch.get_num_threads() if device == "cpu" else None}
+    return settings, figures
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    record.add_arguments(parser)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    for device in record.devices(args.device):
+        settings, figures = measure(device, args.quick)
+        print("written:", record.write("gpt", device, settings, figures, args.out))
+
+
+if __name__ == "__main__":
+    main()
