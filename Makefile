@@ -231,6 +231,7 @@ bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_decoding.py --device $(DEVICE)
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_tiled.py --device $(DEVICE)
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_flash_triton.py --device $(DEVICE)
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_gpt.py --device $(DEVICE)
 
 # The lock files (requirements/torch.lock, lab.lock, triton.lock, test.lock and grade.lock) from
 # pyproject.toml's ranges, for every platform, with hashes. Run it after changing pyproject.toml's
