@@ -1188,8 +1188,11 @@ program_explorer(block=2, causal=True)
 #   block need a mask (the lesson's solution masks every block it loads, `flash_triton` only those).
 # - The backward recomputes the weights from the lse, with $D = \mathrm{rowsum}(dO \circ O)$: dK and dV
 #   in one kernel, dQ in a second (Triton's tutorial), where FlashAttention-2 adds dQ up with atomics.
+# - A `torch.autograd.Function` ties the kernels together: forward keeps q, k, v, the output and the lse
+#   on `ctx`; backward returns one value per argument of forward, a gradient for each tensor and `None`
+#   for the rest.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="e2b03c9fa3"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="a48b7667cc"
 # ## 小结
 #
 # - Triton 核函数是一个程序的代码；一次启动运行由许多程序组成的网格，每个程序处理自己的那一块。
@@ -1198,3 +1201,4 @@ program_explorer(block=2, causal=True)
 # - FlashAttention 的前向就是第 08 课的在线 softmax，每块查询一个程序，分数分块从不离开芯片；它为反向传播写出 lse，并给不满的最后一块加掩码。
 # - 因果时，对角线上方的块从不读入；只有对角线块和不满的最后一块需要掩码（本课的参考答案给读入的每一块都加掩码，`flash_triton` 只给这些块加）。
 # - 反向传播用 lse 重新算出权重，其中 $D = \mathrm{rowsum}(dO \circ O)$：dK 和 dV 在一个核函数里算，dQ 在另一个核函数里算（Triton 教程的做法），而 FlashAttention-2 用原子加法累加 dQ。
+# - `torch.autograd.Function` 把这些核函数连在一起：forward 把 q、k、v、输出和 lse 存在 `ctx` 上；backward 为 forward 的每个参数返回一个值，每个张量一个梯度，其余的返回 `None`。
