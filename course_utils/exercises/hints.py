@@ -384,7 +384,7 @@ HINTS = {
                "with ctx.save_for_backward and the block sizes and causal on ctx. In backward, read them back, make "
                "d_output contiguous, run backward_dkdv and backward_dq with the same causal, and return one value per "
                "argument of forward: the three gradients, then None for each number and flag.",
-         "zh": "forward 里按 causal 调用 causal_forward 或 flash_forward；用 ctx.save_for_backward 保存 query、key、value、"
+         "zh": "forward 里按 causal 调用 causal_forward 或 flash_forward；用 ctx.save_for_backward 保存查询、键、值（query、key、value）、"
                "output 和 lse，把块大小和 causal 存到 ctx 上。backward 里把它们取回，把 d_output 变成连续的，用同一个 causal "
                "调用 backward_dkdv 和 backward_dq，并为 forward 的每个参数返回一个值：先是三个梯度，再给每个数和标志返回 None。"},
     ),
