@@ -922,12 +922,15 @@ def attention_and_gradients(query, key, value, d_output, block_q, block_k, causa
 
     # lang: en
     # given: autograd runs your Function, forward then backward, with d_output as the output's gradient
+    # (under enable_grad: the gradients are this function's result, even when it is called under no_grad)
     # lang: zh
     # 给定的代码：autograd 运行你的 Function，先 forward 后 backward，d_output 是输出的梯度
+    # （放在 enable_grad 里：梯度是这个函数的返回值，即使在 no_grad 下调用它也要算出来）
     # lang: end
-    leaves = [tensor.detach().requires_grad_() for tensor in (query, key, value)]
-    result = FlashAttention.apply(*leaves, block_q, block_k, causal)
-    gradients = torch.autograd.grad(result, leaves, d_output, allow_unused=True, materialize_grads=True)
+    with torch.enable_grad():
+        leaves = [tensor.detach().requires_grad_() for tensor in (query, key, value)]
+        result = FlashAttention.apply(*leaves, block_q, block_k, causal)
+        gradients = torch.autograd.grad(result, leaves, d_output, allow_unused=True, materialize_grads=True)
     return (result.detach(), *gradients)
 
 
