@@ -1,8 +1,9 @@
 """Lesson 09's exercises that complete FlashAttention (course_teacher/exercises/l09_flash_complete.py),
 beyond the generic tests (tests/test_exercises.py): the references agree with torch.softmax and with
 autograd's gradient of F.scaled_dot_product_attention; the cases hold what the module docstring
-promises; the lesson's solutions pass on the public and hidden cases; and a Triton kernel carrying each
-known mistake (the lesson's solution with one line changed) is named by the check.
+promises; the lesson's solutions pass on the public and hidden cases; a Triton kernel carrying each
+known mistake (the lesson's solution with one line changed) is named by the check; and the
+autograd.Function of exercise 8 is held to the kernel rule through its backward.
 
 The kernels run through Triton's interpreter: about 1 to 3 s a check on one thread of this machine."""
 

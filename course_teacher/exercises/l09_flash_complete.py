@@ -1,5 +1,6 @@
 """Lesson 09's exercises that complete FlashAttention: a softmax over rows longer than one block (the
-bridge from one program per row to the online softmax) and the dQ kernel of the backward.
+bridge from one program per row to the online softmax), the dQ kernel of the backward, and the
+torch.autograd.Function that ties the learner's kernels together.
 
 As in ``l09_flash_triton``, the learner's function launches a kernel of their own and what it returns is
 compared with references written here in plain torch (float64, then float32): values only, since a
@@ -18,6 +19,15 @@ bfloat16) and a few blocks of 16: a fraction of a second each, interpreted.
   from lse, D = rowsum(dO ∘ O) from the blocks it loads. The split of Triton's fused-attention tutorial. (P recomputed from unscaled
   scores is caught but not named: its weights reach 1e12 and more, where float32's rounding in the kernel
   and float64's here part by more than the tolerance.)
+- 09.flash_function: (query, key, value, d_output, block_q, block_k, causal) -> (output, d_query, d_key,
+  d_value): the learner's torch.autograd.Function over their kernels of exercises 4 to 7, run forward and
+  backward by the given end of the function (autograd.grad inside the call, so the kernel rule watches the
+  backward too: a Function whose backward is plain torch is refused). Values only, as above: the gradients
+  are returned values, compared with sdpa's and named by their mistakes (the Function's own: dK and dV
+  swapped, causal dropped in the backward or never used, no dQ). The first case is causal with d = d_v
+  (swapped dK and dV are values there; where d_v ≠ d autograd refuses them) and a d_output that is not
+  contiguous, as autograd may hand one to backward. Each case runs three kernels: two cases, one partial
+  block each (the kernels' own exercises test their loops).
 
 The first case of each exercise shows every known mistake but NO_MAX_SHIFT, which only the cases with
 values in the thousands show. Each mistake is emulated block by block as a kernel with that bug computes
@@ -336,10 +346,10 @@ def _function_case(generator, BH, L_q, L_k, d, d_v, block_q, block_k, causal, *,
 
 def _function_cases(generator):
     g = generator
-    # (each case runs three kernels, interpreted: one or two blocks each, to keep the notebook within its time)
+    # (each case runs three kernels, interpreted: one block each, partial, to keep the notebook within its time)
     return [
         _function_case(g, 1, 20, 20, 16, 16, 32, 32, True, spread=2.0, strided=True),  # first: causal, d = d_v
-        _function_case(g, 1, 17, 24, 16, 8, 16, 16, False),  # not causal, L_q ≠ L_k, d_v ≠ d
+        _function_case(g, 1, 17, 24, 16, 8, 32, 32, False),  # not causal, L_q ≠ L_k, d_v ≠ d
     ]
 
 
