@@ -91,10 +91,12 @@ def test_the_function_reference_is_sdpas_output_and_autograds_gradients(hidden):
         if causal:  # as exercises 5 to 7 ask
             assert q.shape[1] == k.shape[1] and block_q % block_k == 0
     cases = _cases("09.flash_function", hidden)
-    assert {case[-1] for case in cases} == {True, False}
+    assert cases[0][-1] is True  # the first case is causal, where every mistake shows
     assert not cases[0][3].is_contiguous()  # a d_output as autograd may hand it to backward
     assert cases[0][1].shape[-1] == cases[0][2].shape[-1]  # d = d_v: swapped dK and dV are values, not an error
-    assert any(k.shape[-1] != v.shape[-1] for _, k, v, *_ in cases)
+    if hidden:  # (the public case is one: each costs three launches in the notebook)
+        assert {case[-1] for case in cases} == {True, False}
+        assert any(k.shape[-1] != v.shape[-1] for _, k, v, *_ in cases)
 
 
 # ----------------------------------------------------------------------------- the lesson's solutions
