@@ -228,7 +228,7 @@ def test_a_function_with_each_known_mistake_is_named(code, edits):
 
 
 @pytest.mark.slow
-def test_a_gradient_for_a_number_or_too_few_gradients_get_autogrades_own_words():
+def test_one_gradient_too_few_gets_a_crashed_verdict_in_autograds_words():
     """backward returns one value per argument of forward: one too few (or a tensor for the flag) is an error
     autograd raises in the check's call, a crashed verdict that quotes it, never a pass."""
     function = _function_with([("return backward_dq(*saved), d_key, d_value, None, None, None",
