@@ -1,11 +1,13 @@
 """Lesson 09's exercises that complete FlashAttention (course_teacher/exercises/l09_flash_complete.py),
 beyond the generic tests (tests/test_exercises.py): the references agree with torch.softmax and with
 autograd's gradient of F.scaled_dot_product_attention; the cases hold what the module docstring
-promises; the lesson's solutions pass on the public and hidden cases; and a Triton kernel carrying each
-known mistake (the lesson's solution with one line changed) is named by the check.
+promises; the lesson's solutions pass on the public and hidden cases; a Triton kernel carrying each
+known mistake (the lesson's solution with one line changed) is named by the check; and the
+autograd.Function of exercise 8 is held to the kernel rule through its backward.
 
 The kernels run through Triton's interpreter: about 1 to 3 s a check on one thread of this machine."""
 
+import dataclasses
 import math
 
 import pytest
@@ -13,15 +15,15 @@ import torch
 import torch.nn.functional as F
 
 from course_teacher.exercises import EXERCISES
-from course_teacher.exercises.l09_flash_complete import _blocks_reference, _dq_reference
+from course_teacher.exercises.l09_flash_complete import _blocks_reference, _dq_reference, _function_reference
 from course_teacher.exercises.reference import evaluate as evaluate_hidden
 from course_utils import triton_setup
-from course_utils.exercises import FAILED, PASSED
+from course_utils.exercises import CRASHED, FAILED, PASSED, evaluate
 from cells import run_cell
 
 pytest.importorskip("course_utils.flash_triton", exc_type=triton_setup.TritonMissing)
 
-IDS = ("09.softmax_blocks", "09.backward_dq")
+IDS = ("09.softmax_blocks", "09.backward_dq", "09.flash_function")
 HIDDEN_SEED = 12345
 F32 = {"atol": 1e-5, "rtol": 1e-4}
 
@@ -77,6 +79,26 @@ def test_the_dq_reference_is_autograds_gradient_of_sdpa(hidden):
     assert first[-1] is True and first[0].shape[1] % first[7]  # causal, with a partial last key block
 
 
+@pytest.mark.parametrize("hidden", [False, True])
+def test_the_function_reference_is_sdpas_output_and_autograds_gradients(hidden):
+    for case in _cases("09.flash_function", hidden):
+        q, k, v, d_out, block_q, block_k, causal = case
+        leaves = [t.double().requires_grad_() for t in (q, k, v)]
+        expected = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+        gradients = torch.autograd.grad(expected, leaves, d_out.double())
+        for ours, theirs in zip(_function_reference(*case), (expected.detach(), *gradients)):
+            torch.testing.assert_close(ours.double(), theirs, **F32)
+        if causal:  # as exercises 5 to 7 ask
+            assert q.shape[1] == k.shape[1] and block_q % block_k == 0
+    cases = _cases("09.flash_function", hidden)
+    assert cases[0][-1] is True  # the first case is causal, where every mistake shows
+    assert not cases[0][3].is_contiguous()  # a d_output as autograd may hand it to backward
+    assert cases[0][1].shape[-1] == cases[0][2].shape[-1]  # d = d_v: swapped dK and dV are values, not an error
+    if hidden:  # (the public case is one: each costs three launches in the notebook)
+        assert {case[-1] for case in cases} == {True, False}
+        assert any(k.shape[-1] != v.shape[-1] for _, k, v, *_ in cases)
+
+
 # ----------------------------------------------------------------------------- the lesson's solutions
 
 
@@ -100,7 +122,8 @@ def _run(source):
 
 
 @pytest.mark.parametrize("exercise, function", [("09.softmax_blocks", "softmax_blocks"),
-                                                ("09.backward_dq", "backward_dq")])
+                                                ("09.backward_dq", "backward_dq"),
+                                                ("09.flash_function", "attention_and_gradients")])
 def test_the_lessons_solution_passes_on_the_public_and_hidden_cases(exercise, function):
     verdict = evaluate_hidden(exercise, _run(_solutions())[function], hidden_seed=HIDDEN_SEED)
     assert verdict.status == PASSED, verdict.message
@@ -159,7 +182,8 @@ def test_a_mistake_kernel_is_only_named_where_it_is_the_mistake():
 #: Every exercise of lesson 09 and the name its solution function has in the lesson.
 LESSON_09 = [("09.softmax_kernel", "softmax_rows"), ("09.softmax_blocks", "softmax_blocks"), ("09.matmul_kernel", "matmul"),
              ("09.flash_forward", "flash_forward"), ("09.causal_forward", "causal_forward"),
-             ("09.backward_dkdv", "backward_dkdv"), ("09.backward_dq", "backward_dq")]
+             ("09.backward_dkdv", "backward_dkdv"), ("09.backward_dq", "backward_dq"),
+             ("09.flash_function", "attention_and_gradients")]
 
 
 @pytest.mark.parametrize("exercise, function", LESSON_09, ids=[e for e, _ in LESSON_09])
@@ -174,3 +198,106 @@ def test_every_tensor_the_lessons_solutions_make_is_on_their_inputs_device(exerc
         result = solution(*case)
     for tensor in result if isinstance(result, tuple) else (result,):
         assert tensor.device.type == "cpu", (exercise, tensor.device)
+
+
+#: The Function's mistakes, in the lesson's solution: (mistake, [(a line of the solution, what a learner wrote)])
+FUNCTION_BUGS = [
+    ("DK_DV_SWAPPED", [("return backward_dq(*saved), d_key, d_value,", "return backward_dq(*saved), d_value, d_key,")]),
+    ("CAUSAL_DROPPED_IN_BACKWARD", [("ctx.block_q, ctx.block_k, ctx.causal)", "ctx.block_q, ctx.block_k, False)")]),
+    ("CAUSAL_IGNORED", [("            if causal:\n                output, lse, _ = causal_forward",
+                         "            if False:\n                output, lse, _ = causal_forward"),
+                        ("ctx.block_q, ctx.block_k, ctx.causal)", "ctx.block_q, ctx.block_k, False)")]),
+    ("DQ_MISSING", [("return backward_dq(*saved), d_key, d_value,", "return None, d_key, d_value,")]),
+]
+
+
+def _function_with(edits):
+    source = _solutions()
+    for right, wrong in edits:
+        assert source.count(right) == 1, f"{right!r} is not one line of the solution"
+        source = source.replace(right, wrong)
+    return _run(source)["attention_and_gradients"]
+
+
+@pytest.mark.slow  # (four Functions, each checked on the public cases: a few seconds interpreted)
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("code, edits", FUNCTION_BUGS, ids=[b[0] for b in FUNCTION_BUGS])
+def test_a_function_with_each_known_mistake_is_named(code, edits):
+    verdict = evaluate_hidden("09.flash_function", _function_with(edits))
+    assert verdict.status == FAILED and verdict.code == code, verdict.message
+
+
+@pytest.mark.slow
+def test_one_gradient_too_few_gets_a_crashed_verdict_in_autograds_words():
+    """backward returns one value per argument of forward: one too few (or a tensor for the flag) is an error
+    autograd raises in the check's call, a crashed verdict that quotes it, never a pass."""
+    function = _function_with([("return backward_dq(*saved), d_key, d_value, None, None, None",
+                                "return backward_dq(*saved), d_key, d_value, None, None")])
+    verdict = evaluate("09.flash_function", function)
+    assert verdict.status == CRASHED and "incorrect number of gradients" in verdict.message, verdict.message
+
+
+@pytest.mark.slow
+def test_kernels_that_read_d_output_as_contiguous_rows_fail_on_the_strided_case():
+    """Exercises 6 and 7 hand their kernels contiguous d_outputs; here autograd's may not be: kernels that index
+    it as rows without making it contiguous read it in the wrong order, and the check fails them."""
+    function = _function_with([
+        ("saved = (query, key, value, output, lse, d_output.contiguous(),", "saved = (query, key, value, output, lse, d_output,"),
+    ] + [("output, d_output, lse = output.contiguous(), d_output.contiguous(), lse.contiguous()\n    BH, L_q, d = query.shape\n"
+          "    L_k, d_v = key.shape[1], value.shape[2]\n    d_" + name,
+          "output, lse = output.contiguous(), lse.contiguous()\n    BH, L_q, d = query.shape\n"
+          "    L_k, d_v = key.shape[1], value.shape[2]\n    d_" + name) for name in ("key, d_value", "query = ")])
+    verdict = evaluate("09.flash_function", function)
+    assert verdict.status == FAILED, verdict.message
+
+
+def _plain_function(backward_in_torch):
+    """A right Function whose backward (and, unless `backward_in_torch`, forward too) computes in plain torch."""
+    namespace = _run(_solutions())
+
+    def scores(q, k, causal):
+        s = (q @ k.transpose(1, 2)) / math.sqrt(q.shape[-1])
+        return s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf")) if causal else s
+
+    class Plain(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, block_q, block_k, causal):
+            if backward_in_torch:
+                output, lse, *_ = (namespace["causal_forward"] if causal else namespace["flash_forward"])(
+                    q, k, v, block_q, block_k)
+            else:
+                s = scores(q, k, causal)
+                m = s.amax(-1, keepdim=True)
+                lse = (m + torch.exp(s - m).sum(-1, keepdim=True).log()).squeeze(-1)
+                output = torch.exp(s - lse[..., None]) @ v
+            ctx.save_for_backward(q, k, v, output, lse)
+            ctx.causal = causal
+            return output
+
+        @staticmethod
+        def backward(ctx, d_output):
+            q, k, v, output, lse = ctx.saved_tensors
+            scale = 1 / math.sqrt(q.shape[-1])
+            p = torch.exp(scores(q, k, ctx.causal) - lse[..., None])
+            ds = p * (d_output @ v.transpose(1, 2) - (d_output * output).sum(-1, keepdim=True))
+            return ds @ k * scale, ds.transpose(1, 2) @ q * scale, p.transpose(1, 2) @ d_output, None, None, None
+
+    def attention_and_gradients(query, key, value, d_output, block_q, block_k, causal):
+        leaves = [t.detach().requires_grad_() for t in (query, key, value)]
+        result = Plain.apply(*leaves, block_q, block_k, causal)
+        return (result.detach(), *torch.autograd.grad(result, leaves, d_output))
+
+    return attention_and_gradients
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backward_in_torch", [True, False], ids=["backward", "forward-and-backward"])
+def test_a_right_function_whose_arithmetic_is_plain_torch_is_refused(backward_in_torch):
+    """The kernel rule watches the whole call, autograd's backward included: a Function that leaves its
+    backward (or all of it) to torch fails with the rule's verdict, though its numbers are right."""
+    function = _plain_function(backward_in_torch)
+    numbers = evaluate_hidden(dataclasses.replace(EXERCISES["09.flash_function"], forbidden=(),
+                                                  id="09.flash_function.numbers"), function)
+    assert numbers.status == PASSED, numbers.message  # (under another id no rule applies: the numbers are right)
+    verdict = evaluate("09.flash_function", function)
+    assert verdict.status == FAILED and verdict.code == "TORCH_OUTSIDE_KERNEL", verdict.message

@@ -1,5 +1,6 @@
 """Lesson 09's exercises that complete FlashAttention: a softmax over rows longer than one block (the
-bridge from one program per row to the online softmax) and the dQ kernel of the backward.
+bridge from one program per row to the online softmax), the dQ kernel of the backward, and the
+torch.autograd.Function that ties the learner's kernels together.
 
 As in ``l09_flash_triton``, the learner's function launches a kernel of their own and what it returns is
 compared with references written here in plain torch (float64, then float32): values only, since a
@@ -18,6 +19,15 @@ bfloat16) and a few blocks of 16: a fraction of a second each, interpreted.
   from lse, D = rowsum(dO ∘ O) from the blocks it loads. The split of Triton's fused-attention tutorial. (P recomputed from unscaled
   scores is caught but not named: its weights reach 1e12 and more, where float32's rounding in the kernel
   and float64's here part by more than the tolerance.)
+- 09.flash_function: (query, key, value, d_output, block_q, block_k, causal) -> (output, d_query, d_key,
+  d_value): the learner's torch.autograd.Function over their kernels of exercises 4 to 7, run forward and
+  backward by the given end of the function (autograd.grad inside the call, so the kernel rule watches the
+  backward too: a Function whose backward is plain torch is refused). Values only, as above: the gradients
+  are returned values, compared with sdpa's and named by their mistakes (the Function's own: dK and dV
+  swapped, causal dropped in the backward or never used, no dQ). The first case is causal with d = d_v
+  (swapped dK and dV are values there; where d_v ≠ d autograd refuses them) and a d_output that is not
+  contiguous, as autograd may hand one to backward. Each case runs three kernels: one public case, one
+  partial block (the kernels' own exercises test their loops); the hidden cases add one that is not causal.
 
 The first case of each exercise shows every known mistake but NO_MAX_SHIFT, which only the cases with
 values in the thousands show. Each mistake is emulated block by block as a kernel with that bug computes
@@ -201,11 +211,12 @@ def _dq_case(generator, BH, L_q, L_k, d, d_v, block_q, block_k, causal, spread=1
 
 def _dq_cases(generator):
     g = generator
+    # (few (program, key block) steps each: every one costs the interpreter three tl.dot and the notebook's time)
     return [
-        _dq_case(g, 2, 37, 37, 16, 8, 16, 16, True, spread=2.0),  # first: causal, partial last blocks
-        _dq_case(g, 1, 45, 29, 24, 16, 16, 16, False),  # L_q > L_k, d not a power of two
+        _dq_case(g, 1, 37, 37, 16, 8, 16, 16, True, spread=2.0),  # first: causal, partial last blocks
+        _dq_case(g, 1, 45, 29, 24, 16, 32, 16, False),  # L_q > L_k, d not a power of two
         _dq_case(g, 1, 20, 50, 16, 16, 16, 32, False, spread=2.0),  # L_q < L_k, block_k > block_q
-        _dq_case(g, 2, 48, 48, 16, 16, 32, 16, True),  # block_q = 2 · block_k: two diagonal key blocks
+        _dq_case(g, 2, 32, 32, 16, 16, 32, 16, True),  # block_q = 2 · block_k, two (batch·head)s
     ]
 
 
@@ -314,6 +325,137 @@ register(
                     "zh": "对键块的循环漏掉了不满的最后一块：range(0, L_k // BLOCK_K * BLOCK_K, BLOCK_K) 在它之前就停了，"
                     "所以最后 L_k mod BLOCK_K 个键对 dQ 没有贡献。应遍历 range(0, end, BLOCK_K)，读取时用 "
                     "columns < L_k 作掩码。",
+                },
+            ),
+        ),
+    )
+)
+
+
+# ----------------------------------------------------------------------------- 09.flash_function
+
+
+def _function_case(generator, BH, L_q, L_k, d, d_v, block_q, block_k, causal, *, spread=1.0, strided=False):
+    q, k, v = _qkv(generator, BH, L_q, L_k, d, d_v, spread)
+    d_output = torch.randn(BH, L_q, d_v, generator=generator, dtype=torch.float64)
+    if strided:  # the gradient as autograd may hand it to backward: the same values, not contiguous
+        d_output = d_output.transpose(1, 2).contiguous().transpose(1, 2)
+    f32 = [t.to(torch.float32) for t in (q, k, v, d_output)]  # (.to keeps d_output's strides)
+    return (*f32, block_q, block_k, causal)
+
+
+def _function_cases(generator):
+    g = generator
+    # One case: each runs three kernels, and under the check each launch costs some 0.5 s interpreted, whatever
+    # its size. It is causal, so that every mistake shows; the hidden cases add one that is not (d_v ≠ d).
+    return [_function_case(g, 1, 20, 20, 16, 16, 32, 32, True, spread=2.0, strided=True)]  # d = d_v, one block
+
+
+def _function_hidden(generator):
+    g = generator
+    return [_function_case(g, 1, 24, 24, 16, 16, 16, 16, True, strided=True),
+            _function_case(g, 2, 13, 19, 16, 12, 16, 16, False)]
+
+
+def _gradients(query, key, value, output, lse, d_output, causal):
+    """dQ, dK and dV (float64) from the saved output and lse, P recomputed from lse (masked when `causal`)."""
+    q, k, v, o, do = (t.double() for t in (query, key, value, output, d_output))
+    scale = 1 / math.sqrt(query.shape[-1])
+    p = torch.exp(q @ k.transpose(1, 2) * scale - lse.double()[..., None])
+    if causal:
+        p = p.masked_fill(torch.ones(p.shape[-2:], dtype=torch.bool, device=p.device).triu(1), 0.0)
+    D = (do * o).sum(-1, keepdim=True)
+    ds = p * (do @ v.transpose(1, 2) - D)
+    return ds @ k * scale, ds.transpose(1, 2) @ q * scale, p.transpose(1, 2) @ do
+
+
+def _function(query, key, value, d_output, block_q, block_k, causal, *, forward_causal=None, backward_causal=None,
+              order="right"):
+    """(output, d_query, d_key, d_value) float32, as the learner's Function gives them, with the switches the
+    mistakes flip: which causal flag the forward and the backward use; order "swapped" returns dV for key and
+    dK for value, "no_dq" None for query (autograd.grad makes it zeros)."""
+    with torch.no_grad():
+        forward_causal = causal if forward_causal is None else forward_causal
+        backward_causal = causal if backward_causal is None else backward_causal
+        output, lse = _attention(query.double(), key.double(), value.double(), forward_causal)
+        d_query, d_key, d_value = _gradients(query, key, value, output, lse, d_output, backward_causal)
+        if order == "swapped":
+            if d_key.shape != d_value.shape:  # what autograd raises for a gradient of another shape
+                raise RuntimeError("FlashAttentionBackward returned an invalid gradient at index 1")
+            d_key, d_value = d_value, d_key
+        elif order == "no_dq":
+            d_query = torch.zeros_like(d_query)
+        return tuple(t.to(torch.float32) for t in (output, d_query, d_key, d_value))
+
+
+def _function_reference(query, key, value, d_output, block_q, block_k, causal):
+    return _function(query, key, value, d_output, block_q, block_k, causal)
+
+
+def _function_mistake(**switches):
+    def mistake(query, key, value, d_output, block_q, block_k, causal):
+        return _function(query, key, value, d_output, block_q, block_k, causal, **switches)
+    return mistake
+
+
+register(
+    Exercise(
+        id="09.flash_function",
+        reference=_function_reference,
+        cases=_function_cases,
+        hidden=_function_hidden,
+        forbidden=("F.scaled_dot_product_attention", "torch.softmax", "F.softmax", "Tensor.softmax",
+                   "torch.logsumexp", "Tensor.logsumexp", "torch.matmul", "torch.bmm", "torch.einsum",
+                   "course_utils.flash_triton.flash_attention", "course_utils.flash_triton.flash_forward",
+                   "course_utils.flash_triton.flash_backward", "course_utils.tiled.tiled_attention",
+                   "course_utils.tiled.tiled_backward"),
+        mistakes=(
+            Mistake(
+                "DK_DV_SWAPPED",
+                _function_mistake(order="swapped"),
+                {
+                    "en": "backward returns dV where dK belongs and dK where dV belongs: autograd matches the "
+                    "gradients to forward's arguments by position, whatever their names. Return them in "
+                    "forward's order, (d_query, d_key, d_value, None, None, None). (Where d_v ≠ d, autograd "
+                    "refuses the swapped shapes instead.)",
+                    "zh": "backward 把 dV 放在了 dK 的位置、dK 放在了 dV 的位置：autograd 是按位置把梯度对应到 forward "
+                    "的参数上的，不看名字。应按 forward 参数的顺序返回：(d_query, d_key, d_value, None, None, None)。"
+                    "（d_v ≠ d 时，autograd 会直接拒绝形状不对的梯度。）",
+                },
+            ),
+            Mistake(
+                "CAUSAL_DROPPED_IN_BACKWARD",
+                _function_mistake(backward_causal=False),
+                {
+                    "en": "The output is right, but backward runs the kernels without the causal flag: the weights it "
+                    "recomputes from lse include the keys after each query, which the forward gave weight 0. Keep "
+                    "causal on ctx in forward (ctx.causal = causal) and pass it to both backward kernels.",
+                    "zh": "输出是对的，但 backward 调用核函数时没有带上 causal：它用 lse 重新算出的权重包含了每个查询之后的键，"
+                    "而前向给这些键的权重是 0。要在 forward 里把 causal 存到 ctx 上（ctx.causal = causal），"
+                    "再传给反向的两个核函数。",
+                },
+            ),
+            Mistake(
+                "CAUSAL_IGNORED",
+                _function_mistake(forward_causal=False, backward_causal=False),
+                {
+                    "en": "causal is never used: forward always runs the kernel of exercise 4 and backward the "
+                    "kernels without the mask, so a causal call attends to every key. With causal=True, run "
+                    "causal_forward in forward (its output and lse; loaded is not needed) and pass causal to the "
+                    "backward kernels.",
+                    "zh": "causal 从来没有用上：forward 总是调用练习 4 的核函数，backward 调用核函数时也不加掩码，"
+                    "所以因果的调用也看到了所有的键。causal=True 时，forward 要调用 causal_forward（用它的 output 和 lse；"
+                    "loaded 用不到），并把 causal 传给反向的核函数。",
+                },
+            ),
+            Mistake(
+                "DQ_MISSING",
+                _function_mistake(order="no_dq"),
+                {
+                    "en": "d_query is all zeros: backward returns None for query, and autograd reads None as a "
+                    "gradient of zero. Run the dQ kernel of exercise 7 in backward and return its result first.",
+                    "zh": "d_query 全是 0：backward 对 query 返回了 None，而 autograd 把 None 当作值为 0 的梯度。"
+                    "要在 backward 里调用练习 7 的 dQ 核函数，并把它的结果放在第一个返回。",
                 },
             ),
         ),

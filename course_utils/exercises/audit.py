@@ -190,11 +190,15 @@ def is_triton(frame):
         getattr(loaded, "__file__", None) == frame.f_code.co_filename
 
 
-_codes = [0, {}]  # (how many Triton modules were walked, {id(code): code})
+_codes = [0, {}, -1]  # (how many Triton modules were walked, {id(code): code}, len(sys.modules) then)
 
 
 def _triton_codes():
     """{id: code} of every code object of Triton's loaded modules and the course's triton_* modules."""
+    # asked at every torch operation inside a launch: the modules are listed again only when their count moved
+    # (one module swapped for another at the same count leaves codes out: fewer frames are Triton's, fail closed)
+    if len(sys.modules) == _codes[2]:
+        return _codes[1]
     names = [n for n in list(sys.modules) if n == "triton" or n.startswith("triton.") or n in _TRITON_MODULES]
     if len(names) != _codes[0]:
         found = {}
@@ -203,7 +207,8 @@ def _triton_codes():
             if module is not None:
                 for value in list(vars(module).values()):
                     _walk(value, found, 0)
-        _codes[:] = [len(names), found]
+        _codes[:2] = [len(names), found]
+    _codes[2] = len(sys.modules)
     return _codes[1]
 
 

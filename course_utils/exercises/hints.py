@@ -375,6 +375,19 @@ HINTS = {
                "min(start_q + block_q, L_k) 为止，否则到 L_k：P = exp(q kᵀ · scale − lse)，因果遮住的键和超出 L_k "
                "的位置为 0；dP = d_output vᵀ；dS = P (dP − D)；dQ += dS k。最后把 dQ · scale 写回一次，加掩码。"},
     ),
+    "09.flash_function": (
+        {"en": "What does backward need that only forward has? And autograd matches what backward returns to "
+               "forward's arguments: how many values must it return, in which order?",
+         "zh": "backward 需要哪些只有 forward 才有的东西？另外，autograd 是把 backward 的返回值和 forward 的参数一一对应起来的："
+               "它要返回几个值，按什么顺序？"},
+        {"en": "In forward, run causal_forward or flash_forward by causal; keep query, key, value, output and lse "
+               "with ctx.save_for_backward and the block sizes and causal on ctx. In backward, read them back, make "
+               "d_output contiguous, run backward_dkdv and backward_dq with the same causal, and return one value per "
+               "argument of forward: the three gradients, then None for each number and flag.",
+         "zh": "forward 里按 causal 调用 causal_forward 或 flash_forward；用 ctx.save_for_backward 保存查询、键、值（query、key、value）、"
+               "output 和 lse，把块大小和 causal 存到 ctx 上。backward 里把它们取回，把 d_output 变成连续的，用同一个 causal "
+               "调用 backward_dkdv 和 backward_dq，并为 forward 的每个参数返回一个值：先是三个梯度，再给每个数和标志返回 None。"},
+    ),
 }
 
 #: How many hints of each exercise this kernel has given.

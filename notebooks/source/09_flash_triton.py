@@ -43,14 +43,14 @@
 #    softmax over the key blocks, the log-sum-exp written out, the partial last block masked;
 # 4. make it causal: the blocks above the diagonal never loaded, the diagonal block masked;
 # 5. write the kernel of the backward that computes dK and dV, recomputing the weights from the lse;
-# 6. write the rest of FlashAttention's backward, the dQ kernel, and see the kernels tied together in
-#    a `torch.autograd.Function` whose gradients are PyTorch's;
+# 6. write the rest of FlashAttention's backward, the dQ kernel, and tie your kernels together in a
+#    `torch.autograd.Function` of your own, whose gradients are PyTorch's;
 # 7. see how fast the kernels are on a GPU against PyTorch's own, honestly, what the fast kernels do
 #    that ours do not, and step one program through its key blocks.
 #
-# There are seven exercises, each followed by a check cell.
+# There are eight exercises, each followed by a check cell.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="6d32e9db2b"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="908f775631"
 # # 用 Triton 把 FlashAttention 写成真正的核函数
 #
 # 第 08 课用 Python 循环逐块计算注意力：数值正确，内存为 $O(L \cdot d)$，但在 GPU 上比 `F.scaled_dot_product_attention` 慢了约 60 倍（第 1 节会打印出提交在课程里的 H200 实测数字）。那里的每个分块都是若干个独立的 GPU 核函数，每个都由 Python 启动，每个都从显存（HBM）读入输入、再把结果写回去。本课用 Triton 把同一个算法写成**一个**核函数：负责一块查询的程序，从第一个键到最后一个键，都把自己的分数分块留在芯片上的片上存储（SRAM）里。
@@ -66,10 +66,10 @@
 # 3. 写 FlashAttention 的前向核函数：每块查询一个程序，对各个键块做第 08 课的在线 softmax，写出 log-sum-exp，给不满的最后一块加掩码；
 # 4. 把它改成因果的：对角线上方的块从不读入，对角线块加掩码；
 # 5. 写反向传播中计算 dK 和 dV 的核函数，用 lse 重新算出权重；
-# 6. 写完 FlashAttention 反向传播的其余部分，即 dQ 核函数，再看这些核函数怎样连成一个 `torch.autograd.Function`，它的梯度与 PyTorch 的一致；
+# 6. 写完 FlashAttention 反向传播的其余部分，即 dQ 核函数，再用你自己的 `torch.autograd.Function` 把这些核函数连起来，它的梯度与 PyTorch 的一致；
 # 7. 如实地看看这些核函数在 GPU 上与 PyTorch 自己的相比有多快，快的核函数多做了哪些我们没做的事，再让一个程序一步一步走过它的键块。
 #
-# 本课共有七道练习，每道练习后面都跟着一个检查单元。
+# 本课共有八道练习，每道练习后面都跟着一个检查单元。
 
 # %%
 import math
@@ -853,26 +853,90 @@ from course_utils import check
 check("09.backward_dq", backward_dq)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# The course's kernels pair the forward with the whole backward (D, dK/dV and dQ) in a
-# `torch.autograd.Function`, `flash_triton.flash_attention`: its gradients are PyTorch's.
+# ### Exercise 8: the whole FlashAttention, one `torch.autograd.Function`
+#
+# Your four kernels are FlashAttention; what ties them together is a `torch.autograd.Function`. Autograd
+# calls its `forward` on the way forward and its `backward` on the way back, and what `forward` keeps on
+# `ctx` (tensors through `ctx.save_for_backward`, anything else as an attribute) is all `backward` has.
+# `backward` gets the gradient of the output and returns one value per argument of `forward`, by
+# position: a gradient for each tensor, `None` for each number or flag.
+#
+# Complete `FlashAttention` inside `attention_and_gradients(query, key, value, d_output, block_q, block_k, causal)`:
+# `forward(ctx, query, key, value, block_q, block_k, causal)` runs your kernel of exercise 5
+# (`causal_forward`) when `causal` and that of exercise 4 (`flash_forward`) otherwise, keeps what the
+# backward needs and returns the output $(BH, L_q, d_v)$; `backward(ctx, d_output)` runs your kernels of
+# exercises 6 and 7 with the same `causal`. Autograd may hand `backward` a `d_output` that is not
+# contiguous (the check's first case does): make it contiguous before a kernel reads it as rows. The end of
+# the function, given, runs your Function as autograd does and returns `(output, d_query, d_key, d_value)`.
+# The check compares them with `F.scaled_dot_product_attention`'s output and autograd's gradients of it,
+# causal as in exercises 5 to 7 ($L_q = L_k$, `block_q` a multiple of `block_k`). Every number must come
+# from your kernels: the check refuses what exercises 4 and 6 refuse, and the course's
+# `flash_triton.flash_attention`.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="11afdf0772"
-# 课程自带的核函数把前向和完整的反向传播（D、dK/dV 和 dQ）配成一个 `torch.autograd.Function`，即 `flash_triton.flash_attention`：它的梯度与 PyTorch 的相同。
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="1a390da800"
+# ### 练习 8：完整的 FlashAttention，一个 `torch.autograd.Function`
+#
+# 你写的四个核函数就是 FlashAttention；把它们连在一起的是一个 `torch.autograd.Function`。autograd 在前向时调用它的 `forward`，在反向时调用它的 `backward`；`forward` 存在 `ctx` 上的东西（张量用 `ctx.save_for_backward`，其他的存成属性）就是 `backward` 能拿到的全部。`backward` 接收输出的梯度，并按位置为 `forward` 的每个参数返回一个值：每个张量一个梯度，每个数或标志一个 `None`。
+#
+# 在 `attention_and_gradients(query, key, value, d_output, block_q, block_k, causal)` 里补全 `FlashAttention`：`forward(ctx, query, key, value, block_q, block_k, causal)` 在 `causal` 时调用你在练习 5 写的核函数（`causal_forward`），否则调用练习 4 的（`flash_forward`），保存反向传播需要的东西，返回输出 $(BH, L_q, d_v)$；`backward(ctx, d_output)` 用同一个 `causal` 调用你在练习 6 和 7 写的核函数。autograd 交给 `backward` 的 `d_output` 不一定是连续的（检查的第一个测试用例就不是）：在核函数把它按行读取之前，先把它变成连续的。函数末尾是给定的代码，它像 autograd 那样运行你的 Function，返回 `(output, d_query, d_key, d_value)`。检查会把它们与 `F.scaled_dot_product_attention` 的输出以及 autograd 对它求出的梯度比较；因果的要求与练习 5 到 7 相同（$L_q = L_k$，`block_q` 是 `block_k` 的整数倍）。每个数都必须来自你的核函数：练习 4 和 6 不接受的，检查同样不接受，课程自带的 `flash_triton.flash_attention` 也不接受。
+
+# %% tags=["exercise"] exercise="09.flash_function"
+def attention_and_gradients(query, key, value, d_output, block_q, block_k, causal):
+    # lang: en
+    """Attention's output and its gradients through your kernels, tied together by a torch.autograd.Function.
+
+    query: (BH, L_q, d); key: (BH, L_k, d); value: (BH, L_k, d_v); d_output: (BH, L_q, d_v); float32.
+    block_q, block_k: the kernels' block sizes; causal: is_causal (L_q = L_k).
+    Returns (output, d_query, d_key, d_value): (BH, L_q, d_v), (BH, L_q, d), (BH, L_k, d), (BH, L_k, d_v).
+    """
+    # lang: zh
+    """用 torch.autograd.Function 把你的核函数连起来，算出注意力的输出和它的梯度。
+
+    query：(BH, L_q, d)；key：(BH, L_k, d)；value：(BH, L_k, d_v)；d_output：(BH, L_q, d_v)；float32。
+    block_q、block_k：核函数的块大小；causal：is_causal（L_q = L_k）。
+    返回 (output, d_query, d_key, d_value)：(BH, L_q, d_v)、(BH, L_q, d)、(BH, L_k, d)、(BH, L_k, d_v)。
+    """
+    # lang: end
+
+    class FlashAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, query, key, value, block_q, block_k, causal):
+            ### BEGIN SOLUTION
+            if causal:
+                output, lse, _ = causal_forward(query, key, value, block_q, block_k)
+            else:
+                output, lse = flash_forward(query, key, value, block_q, block_k)
+            ctx.save_for_backward(query, key, value, output, lse)
+            ctx.block_q, ctx.block_k, ctx.causal = block_q, block_k, causal
+            return output
+            ### END SOLUTION
+
+        @staticmethod
+        def backward(ctx, d_output):
+            ### BEGIN SOLUTION
+            query, key, value, output, lse = ctx.saved_tensors
+            saved = (query, key, value, output, lse, d_output.contiguous(), ctx.block_q, ctx.block_k, ctx.causal)
+            d_key, d_value = backward_dkdv(*saved)
+            return backward_dq(*saved), d_key, d_value, None, None, None
+            ### END SOLUTION
+
+    # lang: en
+    # given: autograd runs your Function, forward then backward, with d_output as the output's gradient
+    # (under enable_grad: the gradients are this function's result, even when it is called under no_grad)
+    # lang: zh
+    # 给定的代码：autograd 运行你的 Function，先 forward 后 backward，d_output 是输出的梯度
+    # （放在 enable_grad 里：梯度是这个函数的返回值，即使在 no_grad 下调用它也要算出来）
+    # lang: end
+    with torch.enable_grad():
+        leaves = [tensor.detach().requires_grad_() for tensor in (query, key, value)]
+        result = FlashAttention.apply(*leaves, block_q, block_k, causal)
+        gradients = torch.autograd.grad(result, leaves, d_output, allow_unused=True, materialize_grads=True)
+    return (result.detach(), *gradients)
+
 
 # %%
-g = torch.Generator().manual_seed(0)
-q, k, v = (torch.randn(1, 1, 24, 16, generator=g).to(device).requires_grad_() for _ in range(3))
-out, lse = flash_triton.flash_attention(q, k, v, causal=True, block_q=16, block_k=16)
-d_out = torch.randn(out.shape, generator=g).to(device)
-ours = torch.autograd.grad(out, (q, k, v), d_out)
-theirs = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=True), (q, k, v), d_out)
-# lang: en
-claim("the Triton kernels' dQ, dK and dV equal PyTorch's (causal, L = 24, to 1e-5)",
-      all(torch.allclose(a, b, atol=1e-5, rtol=1e-5) for a, b in zip(ours, theirs)))
-# lang: zh
-claim("Triton 核函数算出的 dQ、dK、dV 与 PyTorch 的相同（因果，L = 24，误差不超过 1e-5）",
-      all(torch.allclose(a, b, atol=1e-5, rtol=1e-5) for a, b in zip(ours, theirs)))
-# lang: end
+from course_utils import check
+check("09.flash_function", attention_and_gradients)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 7. Speed, honestly
@@ -1127,8 +1191,11 @@ program_explorer(block=2, causal=True)
 #   block need a mask (the lesson's solution masks every block it loads, `flash_triton` only those).
 # - The backward recomputes the weights from the lse, with $D = \mathrm{rowsum}(dO \circ O)$: dK and dV
 #   in one kernel, dQ in a second (Triton's tutorial), where FlashAttention-2 adds dQ up with atomics.
+# - A `torch.autograd.Function` ties the kernels together: forward keeps q, k, v, the output and the lse
+#   on `ctx`; backward returns one value per argument of forward, a gradient for each tensor and `None`
+#   for the rest.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="e2b03c9fa3"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="a48b7667cc"
 # ## 小结
 #
 # - Triton 核函数是一个程序的代码；一次启动运行由许多程序组成的网格，每个程序处理自己的那一块。
@@ -1137,3 +1204,4 @@ program_explorer(block=2, causal=True)
 # - FlashAttention 的前向就是第 08 课的在线 softmax，每块查询一个程序，分数分块从不离开芯片；它为反向传播写出 lse，并给不满的最后一块加掩码。
 # - 因果时，对角线上方的块从不读入；只有对角线块和不满的最后一块需要掩码（本课的参考答案给读入的每一块都加掩码，`flash_triton` 只给这些块加）。
 # - 反向传播用 lse 重新算出权重，其中 $D = \mathrm{rowsum}(dO \circ O)$：dK 和 dV 在一个核函数里算，dQ 在另一个核函数里算（Triton 教程的做法），而 FlashAttention-2 用原子加法累加 dQ。
+# - `torch.autograd.Function` 把这些核函数连在一起：forward 把 q、k、v、输出和 lse 存在 `ctx` 上；backward 为 forward 的每个参数返回一个值，每个张量一个梯度，其余的返回 `None`。
