@@ -128,7 +128,7 @@ class Corpus:
             check.fail(function, "text", check.describe(text),
                        {"en": f"characters of the {self.name} corpus only; {first!r} (at index {int(unknown.argmax())}) "
                               f"is not one of its {len(self.vocab)}",
-                        "zh": f"只含 {self.name} 语料中出现过的字符；{first!r}（下标 {int(unknown.argmax())}）"
+                        "zh": f"只含 {self.name} 语料中出现过的字符；{first!r}（索引 {int(unknown.argmax())}）"
                               f"不在它的 {len(self.vocab)} 个字符之中"})
         return torch.from_numpy(where.astype(np.int64))
 
