@@ -487,7 +487,8 @@ def test_the_sandbox_dies_with_the_grader_even_by_sigkill(tmp_path):
     folder = tmp_path / "kernel"
     folder.mkdir()
     grader = subprocess.Popen([sys.executable, "-c", HELPER, str(folder)], stdout=subprocess.PIPE, text=True,
-                              env=dict(os.environ, DETACH=DETACH.format(marker=marker), RUN_S=str(patience.seconds(30))))
+                              env=dict(os.environ, DETACH=DETACH.format(marker=marker),
+                                       RUN_S=str(patience.seconds(30))))
     try:
         bwrap = int(grader.stdout.readline())
         assert _eventually(lambda: _pids(marker)), "the detached process did not start"
