@@ -171,8 +171,9 @@ test: setup
 
 # The inner loop, in under 3 minutes on CI's 2 cores: the build's and the public cases' checks (no
 # execution), then every test that neither trains (`trains`) nor starts a browser, a kernel or the
-# grader, nor fuzzes (`slow`), nor grades on a platform (`platforms`, `make test-platforms`); no
-# nbval. `make test` runs all of it again, and the rest but the platforms'.
+# grader, nor fuzzes, nor repeats a costly check proved in the loop elsewhere (`slow`: e.g. lesson 09's
+# generic exercise tests, Triton's interpreter), nor grades on a platform (`platforms`, `make
+# test-platforms`); no nbval. `make test` runs all of it again, and the rest but the platforms'.
 quick: setup
 	$(PY) -m course_teacher.build --check
 	$(PY) -m course_teacher.publish --check

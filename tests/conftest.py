@@ -22,6 +22,7 @@ runs other kernels; only the paths this CPU has: `make test-paths` lists them)::
 
 import os
 
+import patience
 import pytest
 import torch
 
@@ -79,11 +80,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_configure(config):
+    # The machine's slowness, measured once per session (tests/patience.py): here in the one process
+    # or xdist's controller, which hands its number to the workers (pytest_configure_node).
+    given = getattr(config, "workerinput", {}).get("course_slowness")
+    patience.calibrate(given)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
+def pytest_configure_node(node):
+    node.workerinput["course_slowness"] = patience.calibrated()
+
+
 def pytest_report_header(config):
+    lines = [f"waits stretched by {patience.factor():.1f} (tests/patience.py: the machine's measured slowness)"]
     reason = _gpu_skip_reason()
     if reason and _gpu_selected(config):
-        return f"gpu tests skipped: {reason}"
-    return None
+        lines.append(f"gpu tests skipped: {reason}")
+    return lines
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,7 @@ reference's is, and learner code that patches torch can neither pass a wrong ans
 right one. (tests/test_grading.py attacks the check with hostile learners.)"""
 
 import dataclasses
+import functools
 import io
 import math
 
@@ -13,14 +14,15 @@ import nbformat
 import pytest
 import torch
 
-from course_teacher.exercises import EXERCISES, prepare
-from course_teacher.exercises import evaluate as evaluate_hidden
+from course_teacher.exercises import EXERCISES
 from course_utils import evaluate, i18n
 from course_teacher import build
 from course_utils.exercises import CRASHED, FAILED, NOT_ATTEMPTED, PASSED, check, public
 from course_utils.exercises import rules
 from course_utils.exercises.grading import Raised, changed_arguments, copies, reproduces
 from cells import run_cell
+from prepared import evaluate as evaluate_hidden  # the teacher's verdict, each Reference prepared once
+from prepared import prepared
 
 IDS = sorted(EXERCISES)
 HIDDEN_SEED = 12345  # a teacher's
@@ -40,7 +42,7 @@ def test_every_lesson_so_far_has_at_least_three_exercises_with_three_mistakes_ea
 def test_every_case_is_plain_data_that_crosses_to_a_kernel(exercise):
     """The grader sends the calls, hidden cases included, with torch.save, and the kernel loads them
     with weights_only=True: a case holds tensors, numbers, strings, lists and dicts, no object."""
-    calls = prepare(EXERCISES[exercise], hidden_seed=HIDDEN_SEED).calls
+    calls = prepared(exercise, hidden_seed=HIDDEN_SEED).calls
     buffer = io.BytesIO()
     torch.save(calls, buffer)
     buffer.seek(0)
@@ -91,7 +93,7 @@ def _outcomes(exercise, function):
 @pytest.mark.parametrize("exercise", IDS)
 def test_mistakes_are_told_apart_from_the_reference_and_from_each_other(exercise):
     """Otherwise a check could name the wrong mistake, or call a correct answer a mistake."""
-    known = prepare(EXERCISES[exercise]).mistakes  # their results on the public cases, as the check has them
+    known = prepared(exercise).mistakes  # their results on the public cases, as the check has them
     for made in EXERCISES[exercise].mistakes:
         outcomes, tolerance = _outcomes(exercise, made.fn)
         for other in known:
@@ -102,6 +104,9 @@ def test_mistakes_are_told_apart_from_the_reference_and_from_each_other(exercise
         assert not reproduces(mistake, outcomes, tolerance), f"the reference reads as {mistake.code}"
 
 
+# A second check run for each of the ~400 mistakes (a fifth of `make quick`'s time): `make test` runs it, and
+# the inner loop keeps the first, test_each_known_mistake_fails_and_is_named.
+@pytest.mark.slow
 @pytest.mark.parametrize("exercise, mistake", MISTAKES, ids=[f"{e}-{m.code}" for e, m in MISTAKES])
 def test_a_mistake_is_named_by_its_values_even_when_cut_off_from_the_graph(exercise, mistake):
     """Mistake recognition compares outputs only: the same mistake computed under no_grad is still named."""
@@ -145,6 +150,19 @@ def _solutions(lesson):
     return found
 
 
+def _interpreted_slow(exercise, *values, id=None):
+    """A parameter (`values`, or the exercise alone) of a generic test that runs the lesson's solution: `slow`
+    where that solution is Triton kernels run by Triton's interpreter (lesson 09: 1-3 s a check, half of this
+    module's time in `make quick`). `make test` runs them all; the inner loop proves each generic rule on
+    every other exercise."""
+    marks = [pytest.mark.slow] if exercise in rules.KERNEL_EXERCISES else []
+    return pytest.param(*(values or (exercise,)), marks=marks, id=id)
+
+
+#: The exercises, for the generic tests that run a lesson's solution (lesson 09's `slow`: _interpreted_slow).
+SOLVED = [_interpreted_slow(exercise) for exercise in IDS]
+
+
 #: A right answer to every exercise: the lesson's own solution (the reference where no lesson
 #: notebook exists yet); the generic tests below change it into wrong ones.
 SOLUTIONS = {exercise: EXERCISES[exercise].reference for exercise in IDS}
@@ -163,6 +181,7 @@ def test_the_lessons_own_solutions_pass_their_checks(lesson):
         assert verdict.status == PASSED and "passed" in verdict.message, verdict.message
 
 
+@pytest.mark.slow  # (`make quick` runs `publish --check` itself, before its tests: the same comparison)
 def test_the_public_data_is_what_the_teachers_references_give():
     from course_teacher import publish
     from course_utils.exercises import public
@@ -232,10 +251,10 @@ def _changed_in_place(tensor):
             tensor.add_(1)
 
 
-ARGUMENTS = [(e, p) for e in IDS for p in _tensor_positions(e)]
+ARGUMENTS = [_interpreted_slow(e, e, p, id=f"{e}-{p}") for e in IDS for p in _tensor_positions(e)]
 
 
-@pytest.mark.parametrize("exercise, position", ARGUMENTS, ids=[f"{e}-{p}" for e, p in ARGUMENTS])
+@pytest.mark.parametrize("exercise, position", ARGUMENTS)
 def test_a_right_answer_that_changes_an_argument_in_place_fails_naming_it(exercise, position):
     """An exercise's function never changes its arguments (lesson 00's first exercise and the README
     say so): whichever argument it changes, the check fails as INPUT_MODIFIED and names it."""
@@ -300,7 +319,7 @@ def _differentiable(exercise):
     return any(t.requires_grad and t.grad_fn is not None for t in _reference_outputs(exercise, grad=True))
 
 
-@pytest.mark.parametrize("exercise", IDS)
+@pytest.mark.parametrize("exercise", SOLVED)
 def test_a_wrong_shaped_result_is_reported_as_a_shape_difference(exercise):
     if not _float_output(exercise):
         pytest.skip("no tensor output")
@@ -309,7 +328,7 @@ def test_a_wrong_shaped_result_is_reported_as_a_shape_difference(exercise):
     assert verdict.status == FAILED and "shape" in verdict.message and verdict.code is None
 
 
-@pytest.mark.parametrize("exercise", IDS)
+@pytest.mark.parametrize("exercise", SOLVED)
 def test_a_nan_result_is_reported_as_nan(exercise):
     if not _float_output(exercise):
         pytest.skip("no floating-point tensor output")
@@ -324,7 +343,7 @@ def test_a_wrong_type_is_reported(exercise):
     assert verdict.status == FAILED and "should be" in verdict.message
 
 
-@pytest.mark.parametrize("exercise", IDS)
+@pytest.mark.parametrize("exercise", SOLVED)
 def test_a_result_of_another_dtype_fails_naming_both_dtypes(exercise):
     # dtypes no named mistake returns (float where int64 is expected: tests/test_grading.py)
     other = {torch.float32: torch.float64, torch.float64: torch.float32, torch.bool: torch.uint8,
@@ -342,7 +361,7 @@ def test_a_result_of_another_dtype_fails_naming_both_dtypes(exercise):
 
 
 @pytest.mark.parametrize("how", ["detach", "no_grad"])
-@pytest.mark.parametrize("exercise", IDS)
+@pytest.mark.parametrize("exercise", SOLVED)
 def test_a_result_cut_off_from_the_graph_fails_where_the_exercise_is_differentiable(exercise, how):
     solution = SOLUTIONS[exercise]
 
@@ -398,7 +417,7 @@ def _garbage(t):
     return t + 1 if t.dtype == torch.int64 else t * 0 + 7.0
 
 
-@pytest.mark.parametrize("exercise", IDS)
+@pytest.mark.parametrize("exercise", SOLVED)
 def test_a_function_that_patches_torch_and_returns_garbage_fails(exercise):
     solution, originals = SOLUTIONS[exercise], {}
 
@@ -413,7 +432,7 @@ def test_a_function_that_patches_torch_and_returns_garbage_fails(exercise):
     assert "torch.allclose (replaced)" in verdict.message and "put everything back" in verdict.message
 
 
-@pytest.mark.parametrize("exercise", IDS)
+@pytest.mark.parametrize("exercise", SOLVED)
 def test_a_right_answer_under_a_patched_world_still_passes(exercise):
     solution, originals = SOLUTIONS[exercise], {}
 
@@ -568,6 +587,7 @@ def test_hidden_cases_differ_from_the_public_ones_in_shape_and_from_seed_to_seed
             _same(a, b) for a, b in zip(other, drawn[HIDDEN_SEED])), f"seeds {HIDDEN_SEED} and {seed} draw the same"
 
 
+@functools.cache  # one registry entry per exercise and seed: its Reference is prepared once (tests/prepared.py)
 def _hidden_only(exercise, seed=HIDDEN_SEED):
     """The exercise judged on its hidden cases alone (as the check judges its public ones)."""
     spec = EXERCISES[exercise]
@@ -595,6 +615,6 @@ def test_the_hidden_cases_alone_pass_the_solution_and_catch_every_known_mistake(
         refused = "FORBIDDEN" if spec.forbidden else None
         kernel = exercise in rules.KERNEL_EXERCISES and verdict.code == "TORCH_OUTSIDE_KERNEL"
         assert verdict.status == PASSED or verdict.code == refused or kernel, (seed, verdict.message)
-    alone = _hidden_only(exercise)
+    alone = _hidden_only(exercise, HIDDEN_SEED)
     missed = [m.code for m in spec.mistakes if evaluate_hidden(alone, m.fn).status == PASSED]
     assert missed == [], f"passed on the hidden cases (seed {HIDDEN_SEED}): {missed}"

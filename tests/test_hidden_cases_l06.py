@@ -10,8 +10,7 @@ import pytest
 import test_learner_answers_l04_l06 as answers
 import torch
 from learner_answers import PASSES
-
-from course_teacher.exercises import evaluate
+from prepared import evaluate  # the teacher's verdict, each Reference prepared once per seed (tests/prepared.py)
 
 pytestmark = pytest.mark.slow
 

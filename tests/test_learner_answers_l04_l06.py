@@ -12,8 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from learner_answers import CRASHES, PASSES, Answers, holds, named
+from prepared import evaluate as evaluate_hidden  # the teacher's verdict, each Reference prepared once
 
-from course_teacher.exercises import evaluate as evaluate_hidden
 from course_utils.exercises import EXERCISES, evaluate
 
 HIDDEN_SEED = 12345  # a teacher's

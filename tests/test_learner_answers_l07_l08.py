@@ -1493,7 +1493,7 @@ def test_a_learners_answer_gets_its_verdict(exercise, function, expected):
 @pytest.mark.slow  # (the grader's hidden cases)
 @pytest.mark.parametrize("exercise, function, expected", ANSWERS, ids=ANSWERS.ids)
 def test_the_grader_gives_each_answer_the_same_verdict(exercise, function, expected):
-    from course_teacher.exercises import evaluate as grade
+    from prepared import evaluate as grade  # the teacher's verdict, each Reference prepared once
 
     public, graded = evaluate(exercise, function), grade(exercise, function, hidden_seed=12345)
     assert graded.status == public.status and holds(graded, expected), graded.message
