@@ -61,6 +61,7 @@ LONGEST_FIRST = (
     "test_slides.py", "test_lesson06_warmup.py", "test_learner_answers_l07_l08.py", "test_grade.py", "test_lesson04.py",
     "test_grade_attacks.py", "test_widget_redraw.py", "test_lesson05_facts.py", "test_toy.py", "test_gradebook.py",
     "test_seq2seq.py", "test_decoding.py", "test_student_side.py", "test_lesson01.py", "test_grade_sandbox.py",
+    "test_train_gpt.py",
 )
 
 

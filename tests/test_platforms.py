@@ -118,9 +118,11 @@ def test_an_autograder_holds_the_student_package_the_grader_and_data_nothing_els
                             assert wheel.read(inner) == (ROOT / inner).read_bytes(), f"{inner} is not the course's"
                             shipped.append(inner)
                         else:
-                            # data only: the public cases, and the benchmarks' committed figures the lessons show
+                            # data only: the public cases, the benchmarks' committed figures the lessons show and
+                            # lesson 10's corpora (text, checked by their sha256 when loaded)
                             assert ".dist-info/" in inner or inner.startswith(("course_utils/exercises/public/",
-                                                                               "course_utils/results/")), inner
+                                                                               "course_utils/results/",
+                                                                               "course_utils/corpora/")), inner
             elif name.startswith("key/") and name.endswith(".pt"):
                 assert isinstance(torch.load(io.BytesIO(data), weights_only=True), dict)  # data: no code loads
         assert "course_teacher/grade/key.py" in shipped and "course_utils/exercises/grading.py" in shipped
