@@ -151,12 +151,24 @@ def _solutions():
                 if "exercise" not in cell.metadata.get("tags", []):
                     continue
                 stub_lines = set(stubs[cell.id].source.splitlines())
-                only_here = [
-                    line for line in cell.source.splitlines()
-                    if line not in stub_lines and line.strip() not in (build.BEGIN, build.END)
-                ]
-                found.append((lesson, cell.metadata["exercise"], _code("\n".join(only_here))))
+                blocks, block = [], []  # a cell may hold several solution blocks, each searched alone
+                for line in cell.source.splitlines():
+                    if line not in stub_lines and line.strip() not in (build.BEGIN, build.END):
+                        block.append(line)
+                    elif block:
+                        blocks, block = blocks + [block], []
+                blocks += [block] if block else []
+                code = GAP.join(filter(None, (_code("\n".join(lines)) for lines in blocks)))
+                found.append((lesson, cell.metadata["exercise"], code))
     return found
+
+
+GAP = "\n\n"  # between a cell's solution blocks (_code drops blank lines, so no block holds one)
+
+
+def _searched(code):
+    """The blocks of a solution's code long enough to be searched for."""
+    return [block for block in code.split(GAP) if len(block) >= MIN_SOLUTION_CHARS]
 
 
 def _readable_text(name, data):
@@ -178,10 +190,8 @@ def _leaks(files, solutions):
     texts = {name: "\n" + _readable_text(name, data) + "\n" for name, data in files.items()}
     leaks = []
     for lesson, exercise, code in solutions:
-        if len(code) < MIN_SOLUTION_CHARS:
-            continue
         for name, text in texts.items():
-            if f"\n{code}\n" in text:
+            if any(f"\n{block}\n" in text for block in _searched(code)):
                 leaks.append((name, exercise))
     return leaks
 
@@ -201,10 +211,16 @@ def test_no_exercise_solution_appears_in_the_student_zip(zips):
 
 def test_the_leak_detector_finds_the_solutions_where_they_are(zips):
     # guards the test above against a detector that never matches: every solution is in the solutions zip
-    solutions = [s for s in _solutions() if len(s[2]) >= MIN_SOLUTION_CHARS]
+    solutions = [s for s in _solutions() if _searched(s[2])]
     assert solutions
-    found = {exercise for _, exercise in _leaks(_contents(zips[1]), solutions)}
+    files = _contents(zips[1])
+    found = {exercise for _, exercise in _leaks(files, solutions)}
     assert found == {exercise for _, exercise, _ in solutions}
+    # and every block of each, not only one
+    texts = ["\n" + _readable_text(name, data) + "\n" for name, data in files.items()]
+    missing = [(exercise, block[:40]) for _, exercise, code in solutions for block in _searched(code)
+               if not any(f"\n{block}\n" in text for text in texts)]
+    assert not missing
 
 
 # ----------------------------------------------------------------------------- determinism

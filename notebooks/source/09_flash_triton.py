@@ -870,15 +870,17 @@ check("09.backward_dq", backward_dq)
 # the function, given, runs your Function as autograd does and returns `(output, d_query, d_key, d_value)`.
 # The check compares them with `F.scaled_dot_product_attention`'s output and autograd's gradients of it,
 # causal as in exercises 5 to 7 ($L_q = L_k$, `block_q` a multiple of `block_k`). Every number must come
-# from your kernels: the check refuses what exercises 4 and 6 refuse, and the course's
-# `flash_triton.flash_attention`.
+# from your kernels: the check refuses `F.scaled_dot_product_attention` itself, `torch.softmax`, `F.softmax`,
+# `Tensor.softmax`, `torch.logsumexp`, `Tensor.logsumexp`, `torch.matmul`, `torch.bmm`, `torch.einsum`, and
+# the course's `flash_triton.flash_attention`, `flash_triton.flash_forward`, `flash_triton.flash_backward`,
+# `tiled.tiled_attention` and `tiled.tiled_backward`.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="1a390da800"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="ce8d04e0ad"
 # ### 练习 8：完整的 FlashAttention，一个 `torch.autograd.Function`
 #
 # 你写的四个核函数就是 FlashAttention；把它们连在一起的是一个 `torch.autograd.Function`。autograd 在前向时调用它的 `forward`，在反向时调用它的 `backward`；`forward` 存在 `ctx` 上的东西（张量用 `ctx.save_for_backward`，其他的存成属性）就是 `backward` 能拿到的全部。`backward` 接收输出的梯度，并按位置为 `forward` 的每个参数返回一个值：每个张量一个梯度，每个数或标志一个 `None`。
 #
-# 在 `attention_and_gradients(query, key, value, d_output, block_q, block_k, causal)` 里补全 `FlashAttention`：`forward(ctx, query, key, value, block_q, block_k, causal)` 在 `causal` 时调用你在练习 5 写的核函数（`causal_forward`），否则调用练习 4 的（`flash_forward`），保存反向传播需要的东西，返回输出 $(BH, L_q, d_v)$；`backward(ctx, d_output)` 用同一个 `causal` 调用你在练习 6 和 7 写的核函数。autograd 交给 `backward` 的 `d_output` 不一定是连续的（检查的第一个测试用例就不是）：在核函数把它按行读取之前，先把它变成连续的。函数末尾是给定的代码，它像 autograd 那样运行你的 Function，返回 `(output, d_query, d_key, d_value)`。检查会把它们与 `F.scaled_dot_product_attention` 的输出以及 autograd 对它求出的梯度比较；因果的要求与练习 5 到 7 相同（$L_q = L_k$，`block_q` 是 `block_k` 的整数倍）。每个数都必须来自你的核函数：练习 4 和 6 不接受的，检查同样不接受，课程自带的 `flash_triton.flash_attention` 也不接受。
+# 在 `attention_and_gradients(query, key, value, d_output, block_q, block_k, causal)` 里补全 `FlashAttention`：`forward(ctx, query, key, value, block_q, block_k, causal)` 在 `causal` 时调用你在练习 5 写的核函数（`causal_forward`），否则调用练习 4 的（`flash_forward`），保存反向传播需要的东西，返回输出 $(BH, L_q, d_v)$；`backward(ctx, d_output)` 用同一个 `causal` 调用你在练习 6 和 7 写的核函数。autograd 交给 `backward` 的 `d_output` 不一定是连续的（检查的第一个测试用例就不是）：在核函数把它按行读取之前，先把它变成连续的。函数末尾是给定的代码，它像 autograd 那样运行你的 Function，返回 `(output, d_query, d_key, d_value)`。检查会把它们与 `F.scaled_dot_product_attention` 的输出以及 autograd 对它求出的梯度比较；因果的要求与练习 5 到 7 相同（$L_q = L_k$，`block_q` 是 `block_k` 的整数倍）。每个数都必须来自你的核函数：检查不接受 `F.scaled_dot_product_attention` 本身，也不接受 `torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`、`torch.matmul`、`torch.bmm`、`torch.einsum`，以及课程自带的 `flash_triton.flash_attention`、`flash_triton.flash_forward`、`flash_triton.flash_backward`、`tiled.tiled_attention` 和 `tiled.tiled_backward`。
 
 # %% tags=["exercise"] exercise="09.flash_function"
 def attention_and_gradients(query, key, value, d_output, block_q, block_k, causal):
