@@ -33,7 +33,6 @@ import os
 import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # course_utils without installing it
@@ -52,15 +51,6 @@ MODELS = {
 }
 
 
-def timed(call, device="cpu"):
-    cuda = torch.device(device).type == "cuda"
-    if cuda:
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    result = call()
-    if cuda:
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start, result
 
 
 def measure(device, quick=False):
@@ -83,9 +73,9 @@ def measure(device, quick=False):
             rounds = 1 if quick or n >= 1024 or name != "tiny" else 3
             cached, recomputed = [], []
             for _ in range(rounds):
-                seconds, (tokens, _) = timed(lambda n=n: model.generate(prompt, n, cache=True), device)
+                seconds, (tokens, _) = record.timed(lambda n=n: model.generate(prompt, n, cache=True), device)
                 cached.append(seconds)
-                seconds, (again, _) = timed(lambda n=n: model.generate(prompt, n, cache=False), device)
+                seconds, (again, _) = record.timed(lambda n=n: model.generate(prompt, n, cache=False), device)
                 recomputed.append(seconds)
                 if not torch.equal(tokens, again):
                     raise RuntimeError(f"{name} on {device}: the two chose different tokens at N = {n}")

@@ -32,7 +32,6 @@ Timings are not tests: they vary with the machine and its load; compare the figu
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # course_utils without installing it
@@ -50,15 +49,6 @@ BATCH = 12
 NEW = 256
 
 
-def timed(call, device):
-    cuda = torch.device(device).type == "cuda"
-    if cuda:
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    result = call()
-    if cuda:
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start, result
 
 
 class PlainBlock(nn.Module):
@@ -130,7 +120,7 @@ def training_steps(device, rounds, steps):
         raise RuntimeError(f"the models' first losses differ: {first}")
     for _ in range(rounds):
         for name, run in runs.items():
-            seconds, _ = timed(lambda run=run: [step(*run) for _ in range(steps)], device)
+            seconds, _ = record.timed(lambda run=run: [step(*run) for _ in range(steps)], device)
             times[name].append(seconds / steps)
     return {name: statistics.median(t) for name, t in times.items()}
 
@@ -150,8 +140,10 @@ def generation(device, rounds, sizes):
     for _ in range(rounds):
         for cache in (True, False):
             generator = torch.Generator().manual_seed(2)
-            seconds, (tokens, _) = timed(lambda g=generator, c=cache: model.generate(prompt, NEW, temperature=0.8, top_k=10,
-                                                                                     generator=g, cache=c), device)
+            seconds, (tokens, _) = record.timed(
+                lambda g=generator, c=cache: model.generate(prompt, NEW, temperature=0.8, top_k=10, generator=g,
+                                                            cache=c),
+                device)
             times[cache].append(seconds)
             chosen[cache] = tokens
     if not torch.equal(chosen[True], chosen[False]):

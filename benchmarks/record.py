@@ -17,6 +17,7 @@ import json
 import math
 import os
 import platform
+import time
 from pathlib import Path
 
 import torch
@@ -101,3 +102,15 @@ def machine_line(load=True):
         average = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         line += f", {os.cpu_count()} CPUs, load average {average:.1f} at start"
     return line
+
+
+def timed(call, device="cpu"):
+    """(seconds, result) of ``call()``, the GPU's queue drained before and after on a CUDA device."""
+    cuda = torch.device(device).type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    result = call()
+    if cuda:
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start, result
