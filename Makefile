@@ -137,6 +137,9 @@ update: $(LAB_STAMP)
 PARALLEL := -n $(JOBS) --dist loadfile --no-loadscope-reorder
 # (notebooks: xdist's own order, the notebooks with the most cells first, which is longest first)
 NBVAL := $(PY) -m pytest --nbval --nbval-current-env -n $(JOBS) --dist loadfile
+# (the solutions run with two torch threads each: two notebooks at once would put four busy threads on CI's two
+# cores, and torch's threads wait for each other spinning: measured about six times slower)
+NBVAL_ONE_AT_A_TIME := $(PY) -m pytest --nbval --nbval-current-env
 STUDENT_NOTEBOOKS := notebooks/en notebooks/zh
 # With every core busy, a torch that uses two threads shares a core with another process, and
 # OpenMP threads that spin while they wait for each other then run many times slower. Measured on
@@ -166,7 +169,7 @@ KERNEL_PATHS := default $(if $(call cpu_has,avx2 fma),avx2) \
 test: setup
 	$(PY) -m pytest $(PARALLEL) -m "not platforms" tests
 	ATEN_CPU_CAPABILITY=default $(PY) -m pytest $(PARALLEL) -m trains tests
-	COURSE_THREADS=2 $(NBVAL) notebooks/solutions
+	COURSE_THREADS=2 $(NBVAL_ONE_AT_A_TIME) notebooks/solutions
 	COURSE_THREADS=1 ATEN_CPU_CAPABILITY=default $(NBVAL) $(STUDENT_NOTEBOOKS)
 
 # The inner loop, in under 3 minutes on CI's 2 cores: the build's and the public cases' checks (no
