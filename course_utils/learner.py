@@ -508,13 +508,13 @@ def update_course(work, course=NOTEBOOKS, languages=i18n.LANGUAGES, only=None, n
         _write(target, _dumps(found.notebook))
         lessons[f"{lang}/{name}"] = version_of(theirs)
         _write_marker(work, _section(marker, "homes"), lessons)
-        done.append(Updated(target, old, found.kept, found.lost, found.own, found.edits_kept, found.edits_left))
+        done.append(Updated(target, old, *found[1:]))  # Merged's fields after its notebook, in order
     return done
 
 
 class Updated(NamedTuple):
     """A lesson update_course brought in: its path, the learner's previous copy, and what merge() kept
-    of the learner's (see Merged)."""
+    of the learner's (Merged's fields after its notebook, in the same order)."""
     path: Path
     old: Path
     kept: list
