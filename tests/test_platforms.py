@@ -119,10 +119,12 @@ def test_an_autograder_holds_the_student_package_the_grader_and_data_nothing_els
                             shipped.append(inner)
                         else:
                             # data only: the public cases, the benchmarks' committed figures the lessons show and
-                            # lesson 10's corpora (text, checked by their sha256 when loaded)
+                            # lesson 10's corpora (text, checked by their sha256 when loaded) and trained models
+                            # (tensors, read with weights_only)
                             assert ".dist-info/" in inner or inner.startswith(("course_utils/exercises/public/",
                                                                                "course_utils/results/",
-                                                                               "course_utils/corpora/")), inner
+                                                                               "course_utils/corpora/",
+                                                                               "course_utils/checkpoints/")), inner
             elif name.startswith("key/") and name.endswith(".pt"):
                 assert isinstance(torch.load(io.BytesIO(data), weights_only=True), dict)  # data: no code loads
         assert "course_teacher/grade/key.py" in shipped and "course_utils/exercises/grading.py" in shipped
