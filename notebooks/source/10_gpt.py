@@ -93,7 +93,7 @@ PROMPT = {"shakespeare": "ROMEO:\n", "tang": "春"}[CORPUS]  # 采样从这段�
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="9fa91d3972"
 # ## 1. 从字符到 id，以及要超过的损失
 #
-# 字符级模型把文本看成一串 id：把出现过的字符排好序，编号为 $0 \dots V - 1$。莎士比亚的剧本用到 $V = 65$ 个字符；唐诗用到 $V = 6{,}656$ 个。语料的划分是固定的：前 90 % 用来训练（"train"），其余的用来测量（"val"），切分点落在空行上，这样验证集从一整段台词或一整首诗开始。
+# 字符级模型把文本看成一个 id 序列：把出现过的字符排好序，编号为 $0 \dots V - 1$。莎士比亚的剧本用到 $V = 65$ 个字符；唐诗用到 $V = 6{,}656$ 个。语料的划分是固定的：前 90 % 用来训练（"train"），其余的用来测量（"val"），切分点落在空行上，这样验证集从一整段台词或一整首诗开始。
 
 # %%
 corpus = corpora.load(CORPUS)
@@ -118,7 +118,7 @@ claim("把 id 解码回去，得到的就是原文", corpus.decode(ids) == line)
 # 模型从**窗口**中学习：在随机位置取 $T$ 个连续字符，再取把它右移一个字符的窗口。窗口的位置 $t$ 要预测第 $t + 1$ 个字符：一个 $T$ 个字符的窗口一次就提供 $T$ 个预测，每个预测只看得到它前面的内容（由第 02 课的因果掩码保证）。`corpus.batch` 用给定种子的随机数生成器抽取 $B$ 个窗口：
 
 # %%
-x, y = corpus.batch("train", 4, 16, torch.Generator().manual_seed(0))  # (B, T) = (4, 16) each
+x, y = corpus.batch("train", 4, 16, torch.Generator().manual_seed(0))  # (B, T) = (4, 16)
 for row, following in zip(x[:2], y[:2]):
     print(repr(corpus.decode(row)), "->", repr(corpus.decode(following)))
 # lang: en
@@ -167,7 +167,7 @@ plt.show()
 # does not know. All three are measured on "val".
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="9f805c4ad8"
-# 预测得好不好？**损失**用交叉熵衡量：对每个位置取 $-\ln p(\text{正确的字符})$，再求平均，单位是每字符的奈特（nat）。在任何训练之前，三个模型先定下标尺：
+# 预测得好不好？**损失**用交叉熵衡量：对每个位置取 $-\ln p(\text{正确的字符})$，再求平均，单位是每字符的奈特（nat）。在任何训练之前，先由三个模型给出衡量的尺度：
 #
 # - **均匀分布**，每个字符一样可能：$\ln V$，未经训练的模型就是这个水平；
 # - **一元模型**，每个字符按它在 "train" 中出现的频率预测，不管前面是什么；
@@ -265,9 +265,13 @@ def causal_block(x, block):
     q = mha.q_proj(h).view(B, L, H, E // H).transpose(1, 2)  # (B, H, L, d)
     k = mha.k_proj(h).view(B, L, H, E // H).transpose(1, 2)
     v = mha.v_proj(h).view(B, L, H, E // H).transpose(1, 2)
-    keep = torch.ones(L, L, dtype=torch.bool, device=x.device).tril()  # (L, L): i sees 0 … i
+    # lang: en
+    keep = torch.ones(L, L, dtype=torch.bool, device=x.device).tril()  # (L, L): query i sees keys 0 … i
+    # lang: zh
+    keep = torch.ones(L, L, dtype=torch.bool, device=x.device).tril()  # (L, L)：查询 i 看得到键 0 … i
+    # lang: end
     attended, _ = scaled_dot_product_attention(q, k, v, keep_mask=keep)  # (B, H, L, d)
-    x = x + mha.out_proj(attended.transpose(1, 2).reshape(B, L, E))  # (B, L, E): heads side by side
+    x = x + mha.out_proj(attended.transpose(1, 2).reshape(B, L, E))  # (B, L, E)
     return x + block.feed_forward(block.norm2(x))
     ### END SOLUTION
 
@@ -317,11 +321,19 @@ def lm_loss(logits, tokens, pad_id=None):
     # lang: end
     ### BEGIN SOLUTION
     V = logits.shape[-1]
+    # lang: en
     predictions = logits[:, :-1].reshape(-1, V)  # (B·(T − 1), V): position t predicts t + 1
+    # lang: zh
+    predictions = logits[:, :-1].reshape(-1, V)  # (B·(T − 1), V)：位置 t 预测 t + 1
+    # lang: end
     targets = tokens[:, 1:].reshape(-1)  # (B·(T − 1),)
     if pad_id is None:
         return F.cross_entropy(predictions, targets)
-    return F.cross_entropy(predictions, targets, ignore_index=pad_id)  # the mean over counted targets
+    # lang: en
+    return F.cross_entropy(predictions, targets, ignore_index=pad_id)  # the mean over the counted targets
+    # lang: zh
+    return F.cross_entropy(predictions, targets, ignore_index=pad_id)  # 对计入的目标求平均
+    # lang: end
     ### END SOLUTION
 
 
@@ -368,8 +380,13 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None):
     # lang: end
     ### BEGIN SOLUTION
     if top_k is not None:
+        # lang: en
         kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest of each row
         logits = logits.masked_fill(logits < kth, float("-inf"))  # ties with the k-th stay
+        # lang: zh
+        kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)：每行第 k 大的值
+        logits = logits.masked_fill(logits < kth, float("-inf"))  # 与第 k 大并列的保留
+        # lang: end
     if temperature == 0:
         return logits.argmax(dim=-1)
     probabilities = torch.softmax(logits / temperature, dim=-1)  # (B, V)
@@ -429,7 +446,11 @@ def generate_cached(model, prompt, new_tokens):
     start = gpt.window_start(prompt.shape[1], C, C // 2)
     caches = [KVCache() for _ in model.blocks]
     with torch.no_grad():
+        # lang: en
         logits = model(tokens[:, start:], start=0, caches=caches)[:, -1]  # (B, V): the prefill
+        # lang: zh
+        logits = model(tokens[:, start:], start=0, caches=caches)[:, -1]  # (B, V)：预填充
+        # lang: end
         for i in range(new_tokens):
             following = logits.argmax(dim=-1)  # (B,)
             chosen.append(following)
@@ -438,9 +459,17 @@ def generate_cached(model, prompt, new_tokens):
             tokens = torch.cat([tokens, following[:, None]], dim=1)
             n = tokens.shape[1]
             now = gpt.window_start(n, C, C // 2)
+            # lang: en
             if now == start:  # the same window, one longer: one cached step
+            # lang: zh
+            if now == start:  # 同一个窗口，长了一个字符：缓存走一步
+            # lang: end
                 logits = model(following[:, None], start=n - 1 - start, caches=caches)[:, -1]
+            # lang: en
             else:  # the window jumped: fresh caches, prefilled with its text
+            # lang: zh
+            else:  # 窗口跳了：换新缓存，用窗口里的文字预填充
+            # lang: end
                 start, caches = now, [KVCache() for _ in model.blocks]
                 logits = model(tokens[:, start:], start=0, caches=caches)[:, -1]
     return torch.stack(chosen, dim=1)  # (B, new_tokens)
@@ -475,8 +504,8 @@ live = train_gpt.train(LIVE)
 bigram = corpora.load("shakespeare").baselines()["bigram"]
 final = live.history[-1]["val_loss"]
 # lang: en
-claim(f"after {LIVE.steps} steps the tiny model's val loss, {final:.2f}, is below the bigram's {bigram:.2f} "
-      "by more than 0.05", final < bigram - 0.05)
+claim(f"after {LIVE.steps} steps the tiny model's val loss, {final:.2f}, is more than 0.05 below the bigram's {bigram:.2f}",
+      final < bigram - 0.05)
 # lang: zh
 claim(f"训练 {LIVE.steps} 步之后，小模型的验证损失 {final:.2f} 比二元模型的 {bigram:.2f} 低 0.05 以上",
       final < bigram - 0.05)
@@ -493,9 +522,15 @@ claim(f"训练 {LIVE.steps} 步之后，小模型的验证损失 {final:.2f} 比
 
 # %%
 model, corpus, provenance = pretrained.load(CORPUS)
+# lang: en
 print(f"{provenance['parameters']:,} parameters, {provenance['steps']:,} steps, {provenance['wall_time_s'] / 3600:.1f} h "
       f"on {provenance['device']} ({provenance['threads']} thread(s), world size {provenance['world_size']}), "
       f"torch {provenance['torch']}")
+# lang: zh
+print(f"{provenance['parameters']:,} 个参数，{provenance['steps']:,} 步，在 {provenance['device']} 上训练了 "
+      f"{provenance['wall_time_s'] / 3600:.1f} 小时（{provenance['threads']} 个线程，进程数 {provenance['world_size']}），"
+      f"torch {provenance['torch']}")
+# lang: end
 print(provenance["command"])
 untrained = gpt.make_gpt(corpus.vocab_size, seed=0, **{k: v for k, v in model.config.as_dict().items() if k != "vocab"}).eval()
 with torch.no_grad():
@@ -629,8 +664,13 @@ if gpu:
 # %%
 plays_model, plays, _ = pretrained.load("shakespeare") if CORPUS != "shakespeare" else (model, corpus, provenance)
 tang_model, tang, _ = pretrained.load("tang") if CORPUS != "tang" else (model, corpus, provenance)
-play_line = "But, soft! what light through yonder window breaks?"
-maps = plays_model.attention_maps(plays.encode(play_line)[None])  # (layers, 1, H, L, L)
+# lang: en
+play_line = plays.text[plays.boundary:].split("\n\n")[2].split("\n")[1]  # a line of a speech in val
+# lang: zh
+play_line = plays.text[plays.boundary:].split("\n\n")[2].split("\n")[1]  # 验证集中一段台词里的一行
+# lang: end
+print(play_line)
+maps = plays_model.attention_maps(plays.encode(play_line)[None])  # (L, 1, H, T, T)
 labels = [{"\n": "⏎", " ": "␣"}.get(c, c) for c in play_line]
 fig, axes = plt.subplots(1, 4, figsize=(13, 3.6))
 for head, ax in enumerate(axes):
@@ -653,7 +693,7 @@ plt.show()
 # %%
 poem_text = verse.poems(tang)[0]
 print(poem_text)
-poem_maps = tang_model.attention_maps(tang.encode(poem_text)[None])  # (layers, 1, H, L, L)
+poem_maps = tang_model.attention_maps(tang.encode(poem_text)[None])  # (L, 1, H, T, T)
 poem_labels = [{"\n": "⏎"}.get(c, c) for c in poem_text]
 fig, axes = plt.subplots(1, 4, figsize=(13, 3.6))
 for head, ax in enumerate(axes):
@@ -688,27 +728,32 @@ for poem in verse.poems(tang):
     forms.setdefault(len(poem), [])
     if len(forms[len(poem)]) < 16:
         forms[len(poem)].append(poem)
-chosen = [poem for length in (25, 33, 51, 67) for poem in forms[length]]  # 5- and 7-character, 4 and 8 lines
+# lang: en
+chosen = [poem for length in (25, 33, 51, 67) for poem in forms[length]]  # 5 or 7 characters a line, 4 or 8 lines
+# lang: zh
+chosen = [poem for length in (25, 33, 51, 67) for poem in forms[length]]  # 五言或七言，绝句或律诗
+# lang: end
 measured_heads = verse.parallel_attention(tang_model, tang, chosen)
 sizes = {k: v for k, v in tang_model.config.as_dict().items() if k != "vocab"}
 baseline_heads = verse.parallel_attention(gpt.make_gpt(tang.vocab_size, seed=0, **sizes).eval(), tang, chosen)
-ratio = measured_heads["parallel"] / measured_heads["others"]  # (layers, H)
+ratio = measured_heads["parallel"] / measured_heads["others"]  # (L, H)
 untrained_ratio = baseline_heads["parallel"] / baseline_heads["others"]
-fig, axes = plt.subplots(1, 2, figsize=(10, 2.8))
 # lang: en
-heatmap(ratio, ax=axes[0], title="trained: parallel / other", vmin=0, vmax=max(2.0, ratio.max().item()), annotate=False)
-heatmap(untrained_ratio, ax=axes[1], title="untrained", vmin=0, vmax=max(2.0, ratio.max().item()), annotate=False)
-for ax in axes:
-    ax.set(xlabel="head", ylabel="layer")
+titles, axis_names = ("trained: parallel / other", "untrained"), {"xlabel": "head", "ylabel": "layer"}
 # lang: zh
-heatmap(ratio, ax=axes[0], title="训练后：相对位置 / 其他位置", vmin=0, vmax=max(2.0, ratio.max().item()), annotate=False)
-heatmap(untrained_ratio, ax=axes[1], title="未训练", vmin=0, vmax=max(2.0, ratio.max().item()), annotate=False)
-for ax in axes:
-    ax.set(xlabel="头", ylabel="层")
+titles, axis_names = ("训练后：相对位置 / 其他位置", "未训练"), {"xlabel": "头", "ylabel": "层"}
 # lang: end
+fig, axes = plt.subplots(1, 2, figsize=(10, 2.8))
+for ax, values, title in zip(axes, (ratio, untrained_ratio), titles):
+    heatmap(values, ax=ax, title=title, vmin=0, vmax=max(2.0, ratio.max().item()), annotate=False)
+    ax.set(**axis_names)
 plt.show()
 layer, head = divmod(int(ratio.argmax()), ratio.shape[1])
-print(f"{measured_heads['pairs']:,} pairs; layer {layer}, head {head}: {ratio.max().item():.2f}")
+# lang: en
+print(f"{measured_heads['pairs']:,} pairs; the strongest head: layer {layer}, head {head}, ratio {ratio.max().item():.2f}")
+# lang: zh
+print(f"共 {measured_heads['pairs']:,} 对字符；最强的头：第 {layer} 层的头 {head}，比值 {ratio.max().item():.2f}")
+# lang: end
 # lang: en
 claim(f"the measure rests on {measured_heads['pairs']:,} character pairs, and in the untrained model every head's "
       "ratio is within 0.8 … 1.25 (no head singles out the parallel place before training)",
