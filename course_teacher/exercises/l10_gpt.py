@@ -42,10 +42,10 @@ def _draw(generator, low, high):
     return _sizes(generator, 1, low, high)[0]
 
 
-def _parameters(g, module, dtype=torch.float32):
+def _parameters(g, module, dtype=torch.float32, embedding=1.0, gain=1.0):
     """Parameters for `module`'s structure (in ``named_parameters`` order, flattened): LayerNorm weights
-    near 1, biases and positions near 0, every other matrix N(0, 1/fan_in), so that no layer is the
-    identity, as a trained model's are not."""
+    near 1, biases near 0, positions N(0, 1), the character embedding N(0, embedding²), every other matrix
+    N(0, gain²/fan_in), so that no layer is the identity, as a trained model's are not."""
     drawn = []
     for name, parameter in module.named_parameters():
         shape = parameter.shape
@@ -53,10 +53,12 @@ def _parameters(g, module, dtype=torch.float32):
             values = 1 + 0.2 * randn(g, *shape)
         elif name.endswith("bias"):
             values = 0.2 * randn(g, *shape)
-        elif name.startswith("embed") or name.startswith("positions"):
+        elif name.startswith("embed"):
+            values = embedding * randn(g, *shape)
+        elif name.startswith("positions"):
             values = randn(g, *shape)
         else:
-            values = randn(g, *shape) / math.sqrt(shape[-1])
+            values = gain * randn(g, *shape) / math.sqrt(shape[-1])
         drawn.append(values.reshape(-1))
     return torch.cat(drawn).to(dtype)
 
@@ -72,7 +74,7 @@ def _as_block(block, x):
 
 
 def _block_case(g, B, L, E, H, d_ff, dtype=torch.float32):
-    with torch.device("meta"):
+    with torch.random.fork_rng(devices=[]):  # (its own weights are replaced: the global state kept)
         structure = gpt.Block(E, H, d_ff)
     parameters = _parameters(g, structure, dtype).reshape(H, -1)
     return randn(g, B, L, E).to(dtype), parameters
@@ -146,6 +148,170 @@ def _block_reference(x, block):
     return _causal_block(x, block)
 
 
+def _block_post_norm(x, block):
+    return _causal_block(x, block, post_norm=True)
+
+
+def _block_no_mask(x, block):
+    return _causal_block(x, block, mask="none")
+
+
+def _block_hides_itself(x, block):
+    return _causal_block(x, block, mask="strict")
+
+
+def _block_no_scale(x, block):
+    return _causal_block(x, block, scale="none")
+
+
+def _block_scale_by_width(x, block):
+    return _causal_block(x, block, scale="width")
+
+
+def _block_heads_by_reshape(x, block):
+    return _causal_block(x, block, split="reshape", merge="reshape")
+
+
+def _block_merge_not_transposed(x, block):
+    return _causal_block(x, block, merge="reshape")
+
+
+def _block_residual_from_norm(x, block):
+    return _causal_block(x, block, residual="normed")
+
+
+def _block_norm1_twice(x, block):
+    return _causal_block(x, block, second_norm="norm1")
+
+
+def _block_parallel(x, block):
+    return _causal_block(x, block, parallel=True)
+
+
+def _block_softmax_dim(x, block):
+    return _causal_block(x, block, softmax_dim=-2)
+
+
+_BLOCK_MISTAKES = (
+    Mistake(
+        "POST_NORM",
+        _block_post_norm,
+        {
+            "en": "This is the post-norm block of the 2017 Transformer: x = norm1(x + attention(x)), then "
+            "norm2(x + feed_forward(x)). A GPT normalises before each sub-layer and adds to x as it is: "
+            "h = block.norm1(x), x = x + attention(h), then x + block.feed_forward(block.norm2(x)).",
+            "zh": "这是 2017 年 Transformer 的后归一化块：x = norm1(x + attention(x))，再 norm2(x + feed_forward(x))。"
+            "GPT 在每个子层之前做归一化，并把结果加到原样的 x 上：h = block.norm1(x)，x = x + attention(h)，"
+            "再返回 x + block.feed_forward(block.norm2(x))。",
+        },
+    ),
+    Mistake(
+        "NO_CAUSAL_MASK",
+        _block_no_mask,
+        {
+            "en": "No causal mask: each position also reads the positions after it, the very characters a "
+            "language model must predict. Keep key j for query i only when j ≤ i: "
+            "torch.ones(L, L, dtype=torch.bool).tril() as the keep mask.",
+            "zh": "没有因果掩码：每个位置还读到了它后面的位置，而那正是语言模型要预测的字符。只有 j ≤ i 时查询 i 才保留键 j："
+            "保留掩码用 torch.ones(L, L, dtype=torch.bool).tril()。",
+        },
+    ),
+    Mistake(
+        "CAUSAL_HIDES_ITSELF",
+        _block_hides_itself,
+        {
+            "en": "The causal mask also hides each position's own key (tril(-1), or triu() used as the hidden "
+            "part), so position 0 sees nothing and gets NaN. A position may attend to itself: keep "
+            "tril() (j ≤ i), hide triu(1) (j > i).",
+            "zh": "因果掩码把每个位置自己的键也遮住了（tril(-1)，或把 triu() 当成了要遮住的部分），"
+            "于是位置 0 什么都看不到，得到 NaN。一个位置可以关注它自己：保留 tril()（j ≤ i），遮住 triu(1)（j > i）。",
+        },
+    ),
+    Mistake(
+        "NO_SCALE",
+        _block_no_scale,
+        {
+            "en": "The scores are not divided by √d. Each head's q · k is divided by the square root of the head "
+            "size d = E / H before the softmax.",
+            "zh": "分数没有除以 √d。每个头的 q · k 在 softmax 之前要除以头大小 d = E / H 的平方根。",
+        },
+    ),
+    Mistake(
+        "SCALE_BY_WIDTH",
+        _block_scale_by_width,
+        {
+            "en": "The scores are divided by √E, the model's width, instead of √d, the size of one head "
+            "(d = E / H): each head's dot products have d terms, not E.",
+            "zh": "分数除以的是模型宽度的平方根 √E，而不是单个头大小的平方根 √d（d = E / H）："
+            "每个头的点积只有 d 项，不是 E 项。",
+        },
+    ),
+    Mistake(
+        "HEADS_BY_RESHAPE",
+        _block_heads_by_reshape,
+        {
+            "en": "The heads are split with view(B, H, L, d) straight from (B, L, E): that cuts the positions "
+            "apart, not the features. Split the features: view(B, L, H, d).transpose(1, 2), and merge back with "
+            "transpose(1, 2).reshape(B, L, E).",
+            "zh": "直接把 (B, L, E) view 成了 (B, H, L, d)：这样切开的是位置，而不是特征。应切分特征："
+            "view(B, L, H, d).transpose(1, 2)，合并时再用 transpose(1, 2).reshape(B, L, E)。",
+        },
+    ),
+    Mistake(
+        "MERGE_NOT_TRANSPOSED",
+        _block_merge_not_transposed,
+        {
+            "en": "The heads are split right but merged with reshape(B, L, E) straight from (B, H, L, d), which "
+            "mixes positions and heads. Put the heads back beside each other first: "
+            "out.transpose(1, 2).reshape(B, L, E).",
+            "zh": "头切分得对，但合并时直接把 (B, H, L, d) reshape 成了 (B, L, E)，位置和头混在了一起。"
+            "应先把头放回到相邻的位置：out.transpose(1, 2).reshape(B, L, E)。",
+        },
+    ),
+    Mistake(
+        "RESIDUAL_FROM_NORM",
+        _block_residual_from_norm,
+        {
+            "en": "The residual adds the normalised input: x = norm1(x) + attention(norm1(x)). The residual stream "
+            "carries x itself; only the sub-layer reads the normalised copy: x = x + attention(block.norm1(x)).",
+            "zh": "残差连接加上的是归一化后的输入：x = norm1(x) + attention(norm1(x))。残差流传递的是 x 本身，"
+            "只有子层读归一化后的副本：x = x + attention(block.norm1(x))。",
+        },
+    ),
+    Mistake(
+        "NORM1_TWICE",
+        _block_norm1_twice,
+        {
+            "en": "The feed-forward sub-layer reads block.norm1(x): each sub-layer has its own LayerNorm, with its "
+            "own weights. Use block.norm2 before block.feed_forward.",
+            "zh": "前馈子层读的是 block.norm1(x)：每个子层都有自己的 LayerNorm 和它自己的权重。"
+            "block.feed_forward 之前应使用 block.norm2。",
+        },
+    ),
+    Mistake(
+        "PARALLEL_BLOCK",
+        _block_parallel,
+        {
+            "en": "Attention and the feed-forward network both read the block's input x (x + attention + "
+            "feed_forward(norm2(x)), the parallel block of some later models). In this block they run one after "
+            "the other: the feed-forward network reads x after the attention was added to it.",
+            "zh": "注意力和前馈网络读的都是块的输入 x（x + attention + feed_forward(norm2(x))，即后来某些模型的并行块）。"
+            "本练习的块是先后执行的：前馈网络读的是加上注意力之后的 x。",
+        },
+    ),
+    Mistake(
+        "SOFTMAX_DIM",
+        _block_softmax_dim,
+        {
+            "en": "The softmax runs over the queries (dim=-2), so each key's column sums to 1. Each query's weights "
+            "over the keys must sum to 1: softmax over the last axis, dim=-1, of the (B, H, L, L) scores.",
+            "zh": "softmax 是沿查询这一维（dim=-2）做的，结果是每个键的那一列加起来为 1。应当是每个查询对所有键的权重"
+            "加起来为 1：对形状为 (B, H, L, L) 的分数，沿最后一维 dim=-1 做 softmax。",
+        },
+    ),
+)
+
+
 register(
     Exercise(
         id="10.causal_block",
@@ -155,7 +321,7 @@ register(
         forbidden=("course_utils.gpt.Block.forward", "course_utils.gpt.CausalSelfAttention.forward",
                    "course_utils.gpt.causal_attention", "F.scaled_dot_product_attention",
                    "torch.nn.MultiheadAttention.forward", "course_utils.multihead.FusedMultiheadAttention.forward"),
-        mistakes=(),
+        mistakes=_BLOCK_MISTAKES,
     )
 )
 
@@ -249,13 +415,147 @@ def _loss_reference(logits, tokens, pad_id=None):
     return F.cross_entropy(predictions, targets, ignore_index=-100 if pad_id is None else pad_id)
 
 
+def _loss_no_shift(logits, tokens, pad_id=None):
+    return _lm_loss(logits, tokens, pad_id, shift="none")
+
+
+def _loss_shifted_wrong_way(logits, tokens, pad_id=None):
+    return _lm_loss(logits, tokens, pad_id, shift="left")
+
+
+def _loss_softmax_first(logits, tokens, pad_id=None):
+    return _lm_loss(logits, tokens, pad_id, probabilities="softmax_first")
+
+
+def _loss_logits_as_log_probabilities(logits, tokens, pad_id=None):
+    return _lm_loss(logits, tokens, pad_id, probabilities="logits")
+
+
+def _loss_padding_counted(logits, tokens, pad_id=None):
+    return _lm_loss(logits, tokens, pad_id, ignore_pad=False)
+
+
+def _loss_pad_by_input(logits, tokens, pad_id=None):
+    return _lm_loss(logits, tokens, pad_id, pad_from="inputs")
+
+
+def _loss_sum(logits, tokens, pad_id=None):
+    return _lm_loss(logits, tokens, pad_id, reduction="sum")
+
+
+def _loss_divided_by_all(logits, tokens, pad_id=None):
+    return _lm_loss(logits, tokens, pad_id, reduction="all")
+
+
+def _loss_mean_of_row_means(logits, tokens, pad_id=None):
+    return _lm_loss(logits, tokens, pad_id, reduction="rows")
+
+
+_LOSS_MISTAKES = (
+    Mistake(
+        "NO_SHIFT",
+        _loss_no_shift,
+        {
+            "en": "The targets are not shifted: logits[:, t] is scored on tokens[:, t], the character it has "
+            "already read, so the model would learn to copy. logits[:, t] predicts the next character: score "
+            "logits[:, :-1] on tokens[:, 1:] (T − 1 predictions a row).",
+            "zh": "目标没有错开：logits[:, t] 是拿 tokens[:, t] 来评分的，而这个字符它已经读到了，模型就会学会照抄。"
+            "logits[:, t] 预测的是下一个字符：应拿 logits[:, :-1] 对 tokens[:, 1:] 评分（每行 T − 1 个预测）。",
+        },
+    ),
+    Mistake(
+        "SHIFTED_WRONG_WAY",
+        _loss_shifted_wrong_way,
+        {
+            "en": "The shift goes the wrong way: logits[:, 1:] scored on tokens[:, :-1] asks each position for the "
+            "character before it. Position t has read tokens 0 … t and predicts token t + 1: logits[:, :-1] "
+            "with tokens[:, 1:].",
+            "zh": "错开的方向反了：拿 logits[:, 1:] 对 tokens[:, :-1] 评分，等于让每个位置预测它前面的字符。"
+            "位置 t 读过词元 0 … t，预测的是词元 t + 1：应为 logits[:, :-1] 对 tokens[:, 1:]。",
+        },
+    ),
+    Mistake(
+        "SOFTMAX_FIRST",
+        _loss_softmax_first,
+        {
+            "en": "A softmax was applied before the cross-entropy, which takes a softmax of its own: "
+            "F.cross_entropy expects raw logits. Pass the logits as they are.",
+            "zh": "在交叉熵之前先做了一次 softmax，而交叉熵内部自己还会做一次：F.cross_entropy 要的是原始的 logits。"
+            "直接把 logits 传进去即可。",
+        },
+    ),
+    Mistake(
+        "LOGITS_AS_LOG_PROBABILITIES",
+        _loss_logits_as_log_probabilities,
+        {
+            "en": "The logits are used as if they were log-probabilities (F.nll_loss on raw logits, or −logit "
+            "of the target): they are not normalised. Take log_softmax over the vocabulary first, or use "
+            "F.cross_entropy, which does both.",
+            "zh": "把 logits 当成了对数概率来用（对原始 logits 直接用 F.nll_loss，或取目标的 −logit）：logits 并没有归一化。"
+            "应先在词表这一维上做 log_softmax，或者直接用 F.cross_entropy，它两步都做了。",
+        },
+    ),
+    Mistake(
+        "PADDING_COUNTED",
+        _loss_padding_counted,
+        {
+            "en": "The padded targets are counted: predicting pad_id after the end of a text is no part of the "
+            "language, and the mean must leave it out. Keep only the targets tokens[:, 1:] != pad_id "
+            "(F.cross_entropy(..., ignore_index=pad_id) does it).",
+            "zh": "把填充的目标也算进去了：在文本结束之后预测 pad_id 并不是语言的一部分，求平均时必须排除。"
+            "只保留 tokens[:, 1:] != pad_id 的目标（F.cross_entropy(..., ignore_index=pad_id) 就是这样做的）。",
+        },
+    ),
+    Mistake(
+        "PAD_BY_INPUT",
+        _loss_pad_by_input,
+        {
+            "en": "The positions are left out when their input, tokens[:, :-1], is pad_id, not when their target "
+            "is: the first padded target still counts, and a real character after padding does not. Decide "
+            "by the target: tokens[:, 1:] != pad_id.",
+            "zh": "排除的是输入 tokens[:, :-1] 为 pad_id 的位置，而不是目标为 pad_id 的位置：第一个填充的目标仍被计入，"
+            "填充之后真正的字符反而被排除了。应按目标判断：tokens[:, 1:] != pad_id。",
+        },
+    ),
+    Mistake(
+        "SUM_NOT_MEAN",
+        _loss_sum,
+        {
+            "en": "The losses are summed, not averaged: the loss would grow with the batch and the text length, "
+            "and the learning rate with it. Take the mean over the counted targets.",
+            "zh": "损失是求和而不是求平均：这样损失会随批量和文本长度增大，学习率也得跟着变。应对计入的目标求平均。",
+        },
+    ),
+    Mistake(
+        "DIVIDED_BY_ALL",
+        _loss_divided_by_all,
+        {
+            "en": "The padded targets are zeroed but still counted in the mean: the sum is divided by every "
+            "position, B · (T − 1), instead of by the number of targets that are not pad_id.",
+            "zh": "填充的目标虽然置零了，但求平均时仍然算在个数里：总和除以的是全部位置数 B · (T − 1)，"
+            "而不是不等于 pad_id 的目标个数。",
+        },
+    ),
+    Mistake(
+        "MEAN_OF_ROW_MEANS",
+        _loss_mean_of_row_means,
+        {
+            "en": "Each row's mean is taken first, then the mean of those: a row with few real targets then weighs "
+            "as much as a full one. The loss is the mean over all the counted targets of the batch at once.",
+            "zh": "先对每一行求平均，再对这些平均值求平均：这样真实目标很少的一行和满满的一行权重一样。"
+            "损失应是整个批量中所有计入的目标一起求平均。",
+        },
+    ),
+)
+
+
 register(
     Exercise(
         id="10.lm_loss",
         reference=_loss_reference,
         cases=_loss_cases,
         hidden=_hidden_loss_cases,
-        mistakes=(),
+        mistakes=_LOSS_MISTAKES,
     )
 )
 
@@ -359,6 +659,142 @@ def _sample_reference(logits, temperature=1.0, top_k=None, generator=None):
     return _sample(logits, temperature, top_k, generator)
 
 
+def _sample_global(logits, temperature=1.0, top_k=None, generator=None):
+    return _sample(logits, temperature, top_k, generator, use_generator="global")
+
+
+def _sample_own_generator(logits, temperature=1.0, top_k=None, generator=None):
+    return _sample(logits, temperature, top_k, generator, use_generator="own")
+
+
+def _sample_temperature_multiplied(logits, temperature=1.0, top_k=None, generator=None):
+    return _sample(logits, temperature, top_k, generator, scale="multiply")
+
+
+def _sample_top_k_ignored(logits, temperature=1.0, top_k=None, generator=None):
+    return _sample(logits, temperature, top_k, generator, top="ignored")
+
+
+def _sample_ties_dropped(logits, temperature=1.0, top_k=None, generator=None):
+    return _sample(logits, temperature, top_k, generator, top="indices")
+
+
+def _sample_kth_dropped(logits, temperature=1.0, top_k=None, generator=None):
+    return _sample(logits, temperature, top_k, generator, top="kth_dropped")
+
+
+def _sample_no_greedy(logits, temperature=1.0, top_k=None, generator=None):
+    return _sample(logits, temperature, top_k, generator, greedy_at_zero=False)
+
+
+def _sample_always_greedy(logits, temperature=1.0, top_k=None, generator=None):
+    return _sample(logits, temperature, top_k, generator, always_greedy=True)
+
+
+def _sample_keeps_axis(logits, temperature=1.0, top_k=None, generator=None):
+    return _sample(logits, temperature, top_k, generator, keep_axis=True)
+
+
+_SAMPLE_MISTAKES = (
+    Mistake(
+        "GLOBAL_GENERATOR",
+        _sample_global,
+        {
+            "en": "The draws come from torch's global random generator (torch.multinomial(p, 1) without "
+            "generator=): the same generator given twice does not give the same text, and every other random "
+            "thing in the program moves with it. Pass it: torch.multinomial(p, 1, generator=generator).",
+            "zh": "采样用的是 torch 的全局随机数生成器（torch.multinomial(p, 1) 没有传 generator=）："
+            "两次传入状态相同的生成器，得到的文本却不一定相同，而且程序里其他随机的东西也跟着变了。"
+            "应传入它：torch.multinomial(p, 1, generator=generator)。",
+        },
+    ),
+    Mistake(
+        "OWN_GENERATOR",
+        _sample_own_generator,
+        {
+            "en": "The function makes a generator of its own (torch.Generator().manual_seed(...)) and ignores the "
+            "one it is given, so every call draws the same characters whatever the caller's generator. Draw with "
+            "`generator`, the argument.",
+            "zh": "函数自己新建了一个生成器（torch.Generator().manual_seed(...)），而没有用传进来的那个，"
+            "于是不管调用者给的是什么生成器，每次抽到的字符都一样。应使用参数 `generator` 来采样。",
+        },
+    ),
+    Mistake(
+        "TEMPERATURE_MULTIPLIED",
+        _sample_temperature_multiplied,
+        {
+            "en": "The logits are multiplied by the temperature instead of divided by it, so a temperature below 1 "
+            "flattens the distribution and one above 1 sharpens it, the opposite of what it means. Sample from "
+            "softmax(logits / temperature).",
+            "zh": "logits 乘上了温度，而不是除以温度，于是温度低于 1 时分布反而更平，高于 1 时反而更尖，"
+            "与温度的含义正好相反。应从 softmax(logits / temperature) 中采样。",
+        },
+    ),
+    Mistake(
+        "TOP_K_IGNORED",
+        _sample_top_k_ignored,
+        {
+            "en": "top_k is ignored: characters outside the k largest logits are drawn too. Hide the others before "
+            "the softmax: kth = logits.topk(top_k, dim=-1).values[:, -1:], then "
+            "logits.masked_fill(logits < kth, float(\"-inf\")).",
+            "zh": "忽略了 top_k：最大的 k 个 logits 之外的字符也被抽到了。应在 softmax 之前遮住其余的："
+            "kth = logits.topk(top_k, dim=-1).values[:, -1:]，再 logits.masked_fill(logits < kth, float(\"-inf\"))。",
+        },
+    ),
+    Mistake(
+        "TIES_DROPPED",
+        _sample_ties_dropped,
+        {
+            "en": "Exactly k characters are kept, those whose indices topk returns, so a character whose logit "
+            "ties with the k-th largest is never drawn. The rule keeps every logit ≥ the k-th largest value: "
+            "compare with the value, logits < kth, not with topk's indices.",
+            "zh": "正好保留了 k 个字符，即 topk 返回的那些下标，于是 logit 与第 k 大的值相等的字符永远抽不到。"
+            "规则是保留所有 ≥ 第 k 大值的 logit：应与这个值比较（logits < kth），而不是用 topk 返回的下标。",
+        },
+    ),
+    Mistake(
+        "KTH_DROPPED",
+        _sample_kth_dropped,
+        {
+            "en": "The k-th largest logit itself is hidden (logits <= kth), so only k − 1 characters keep a "
+            "chance, and with top_k = 1 none does. Hide only the smaller ones: logits < kth.",
+            "zh": "第 k 大的那个 logit 本身也被遮住了（logits <= kth），于是只有 k − 1 个字符还有机会被抽到，"
+            "top_k = 1 时一个都没有。只应遮住比它小的：logits < kth。",
+        },
+    ),
+    Mistake(
+        "NO_GREEDY",
+        _sample_no_greedy,
+        {
+            "en": "Temperature 0 is divided by: logits / 0 gives infinities and the softmax NaN. Temperature 0 "
+            "means no sampling at all: return logits.argmax(dim=-1) (after top-k, which changes nothing there).",
+            "zh": "用 0 做了除数：logits / 0 得到无穷大，softmax 就成了 NaN。温度为 0 的意思是根本不采样："
+            "直接返回 logits.argmax(dim=-1)（在 top-k 之后做，对结果没有影响）。",
+        },
+    ),
+    Mistake(
+        "ALWAYS_GREEDY",
+        _sample_always_greedy,
+        {
+            "en": "The most likely character is returned at every temperature: that is temperature 0 only. Above "
+            "0, draw from softmax(logits / temperature) with torch.multinomial(p, 1, generator=generator).",
+            "zh": "无论温度是多少都返回最可能的字符：那只是温度为 0 的情形。温度大于 0 时，"
+            "应使用 torch.multinomial(p, 1, generator=generator) 从 softmax(logits / temperature) 中采样。",
+        },
+    ),
+    Mistake(
+        "KEEPS_SAMPLE_AXIS",
+        _sample_keeps_axis,
+        {
+            "en": "The result has shape (B, 1), as torch.multinomial(p, 1) returns it. The exercise asks for one "
+            "character per row, shape (B,): take drawn[:, 0] (or drawn.squeeze(-1)).",
+            "zh": "结果的形状是 (B, 1)，也就是 torch.multinomial(p, 1) 返回的形状。本练习要的是每行一个字符，"
+            "形状为 (B,)：取 drawn[:, 0]（或 drawn.squeeze(-1)）。",
+        },
+    ),
+)
+
+
 register(
     Exercise(
         id="10.sample_next",
@@ -366,7 +802,7 @@ register(
         cases=_sample_cases,
         hidden=_hidden_sample_cases,
         forbidden=("course_utils.gpt.sample_next",),
-        mistakes=(),
+        mistakes=_SAMPLE_MISTAKES,
     )
 )
 
@@ -382,19 +818,21 @@ def _as_model(model):
 
 
 def _gpt_case(g, B, P, new_tokens, vocab=11, context=8, d_model=16, heads=2, layers=2):
-    """A model whose greedy choices are clear (the two largest logits of every step at least 0.05 apart),
-    a prompt and a number of tokens to generate."""
+    """A model, a prompt and a number of tokens to generate, where greedy generation is a fair test: every
+    step's two largest logits at least 0.002 apart (a thousand times what the order of float32 sums can
+    move), and no row repeating one or two characters (with tied weights and a small model, the input
+    character tends to win: a small embedding and strong blocks make the text depend on the window)."""
     config = gpt.GPTConfig(vocab, context=context, d_model=d_model, heads=heads, layers=layers)
-    with torch.device("meta"):
-        structure = gpt.GPT(config)
+    structure = gpt.make_gpt(vocab, context=context, d_model=d_model, heads=heads, layers=layers)
     while True:
-        data = objects.gpt_data_of(config, _parameters(g, structure))
+        data = objects.gpt_data_of(config, _parameters(g, structure, embedding=0.3, gain=3.0))
         prompt = torch.randint(vocab, (B, P), generator=g)
         model = objects.gpt_model(data)
         with torch.no_grad():
-            _, logits = model.generate(prompt, new_tokens, temperature=0, cache=False)
+            chosen, logits = model.generate(prompt, new_tokens, temperature=0, cache=False)
         top = logits.topk(2, dim=-1).values
-        if float((top[..., 0] - top[..., 1]).min()) > 0.05:
+        varied = all(len(set(row.tolist())) >= min(3, new_tokens) for row in chosen)
+        if float((top[..., 0] - top[..., 1]).min()) > 0.002 and varied:
             return data, prompt, new_tokens
 
 
@@ -473,6 +911,130 @@ def _generate_reference(model, prompt, new_tokens):
     return _generate(model, prompt, new_tokens)
 
 
+def _generate_no_cache(model, prompt, new_tokens):
+    return _generate(model, prompt, new_tokens, cache=False)
+
+
+def _generate_returns_prompt(model, prompt, new_tokens):
+    return _generate(model, prompt, new_tokens, with_prompt=True)
+
+
+def _generate_shared_cache(model, prompt, new_tokens):
+    return _generate(model, prompt, new_tokens, shared_cache=True)
+
+
+def _generate_position_off_by_one(model, prompt, new_tokens):
+    return _generate(model, prompt, new_tokens, position_shift=1)
+
+
+def _generate_stale_cache(model, prompt, new_tokens):
+    return _generate(model, prompt, new_tokens, jump="stale")
+
+
+def _generate_forgets_window(model, prompt, new_tokens):
+    return _generate(model, prompt, new_tokens, jump="last_only")
+
+
+def _generate_first_logits(model, prompt, new_tokens):
+    return _generate(model, prompt, new_tokens, prefill_row=0)
+
+
+def _generate_keeps_too_much(model, prompt, new_tokens):
+    return _generate(model, prompt, new_tokens, keep=_as_model(model).config.context - 1)
+
+
+_GENERATE_MISTAKES = (
+    Mistake(
+        "NO_CACHE",
+        _generate_no_cache,
+        {
+            "en": "The tokens are right, but each step feeds the whole window through the model again, as "
+            "recomputation does: the caches are never used. Prefill the window's text once with "
+            "model(text, start=0, caches=caches), then feed only the new token each step, "
+            "model(token[:, None], start=position, caches=caches).",
+            "zh": "生成的词元是对的，但每一步都把整个窗口重新送进了模型，和完全重新计算一样：缓存根本没有用上。"
+            "应先用 model(text, start=0, caches=caches) 把窗口内的文本预填充一次，之后每步只送入新词元："
+            "model(token[:, None], start=position, caches=caches)。",
+        },
+    ),
+    Mistake(
+        "RETURNS_PROMPT",
+        _generate_returns_prompt,
+        {
+            "en": "The result holds the prompt and the new tokens, (B, P + new_tokens). Return the new tokens "
+            "only, shape (B, new_tokens).",
+            "zh": "返回值里既有提示又有新词元，形状为 (B, P + new_tokens)。只应返回新生成的词元，形状为 (B, new_tokens)。",
+        },
+    ),
+    Mistake(
+        "SHARED_CACHE",
+        _generate_shared_cache,
+        {
+            "en": "Every block gets the same KVCache object ([KVCache()] * layers repeats one object), so the "
+            "blocks' keys and values pile up in one cache. Make one cache per block: "
+            "[KVCache() for _ in model.blocks].",
+            "zh": "所有块用的是同一个 KVCache 对象（[KVCache()] * layers 只是把一个对象重复了几次），"
+            "各块的键和值都堆进了同一个缓存。应为每个块各建一个缓存：[KVCache() for _ in model.blocks]。",
+        },
+    ),
+    Mistake(
+        "POSITION_OFF_BY_ONE",
+        _generate_position_off_by_one,
+        {
+            "en": "The new token is fed one position too far: its position is the number of tokens the caches "
+            "hold before it (the window's length before appending), not after. With learned positions the "
+            "model then reads it with the next position's vector.",
+            "zh": "新词元送入的位置多了一：它的位置是它之前缓存里已有的词元数（追加之前窗口的长度），而不是追加之后的。"
+            "使用可学习位置编码时，模型就会用下一个位置的向量来读它。",
+        },
+    ),
+    Mistake(
+        "STALE_CACHE",
+        _generate_stale_cache,
+        {
+            "en": "When the window jumps, its text is fed into the caches that still hold the old window, so the "
+            "new queries also see keys of positions that are no longer in the window. Start fresh caches at "
+            "each jump, then prefill them with the window's text.",
+            "zh": "窗口跳动时，新窗口的文本被送进了仍存着旧窗口的缓存，于是新的查询还看到了已经不在窗口里的位置的键。"
+            "每次跳动都要新建缓存，再用窗口内的文本预填充。",
+        },
+    ),
+    Mistake(
+        "FORGETS_WINDOW",
+        _generate_forgets_window,
+        {
+            "en": "When the next token no longer fits, the fresh caches are prefilled with the newest token only: "
+            "the model forgets everything before it. Keep the last context // 2 tokens: "
+            "start = gpt.window_start(length, context, context // 2), then prefill tokens[:, start:].",
+            "zh": "下一个词元放不下时，新建的缓存只预填充了最新的那个词元：模型把它之前的一切都忘了。"
+            "应保留最后 context // 2 个词元：start = gpt.window_start(length, context, context // 2)，"
+            "再预填充 tokens[:, start:]。",
+        },
+    ),
+    Mistake(
+        "FIRST_POSITION_LOGITS",
+        _generate_first_logits,
+        {
+            "en": "The first new token is chosen from the prefill's logits at position 0, which predict the "
+            "prompt's second character. The next token is predicted by the last position: logits[:, -1].",
+            "zh": "第一个新词元是根据预填充输出中位置 0 的 logits 选的，而它预测的是提示的第二个字符。"
+            "下一个词元由最后一个位置预测：logits[:, -1]。",
+        },
+    ),
+    Mistake(
+        "KEEPS_TOO_MUCH",
+        _generate_keeps_too_much,
+        {
+            "en": "When the window is full it restarts with the last context − 1 tokens, so it is full again "
+            "after one step and the model re-reads almost the whole window every other step. The rule keeps "
+            "context // 2: gpt.window_start(length, context, context // 2).",
+            "zh": "窗口满了之后从最后 context − 1 个词元重新开始，于是一步之后又满了，模型几乎每隔一步就要重读整个窗口。"
+            "规则是保留 context // 2 个：gpt.window_start(length, context, context // 2)。",
+        },
+    ),
+)
+
+
 register(
     Exercise(
         id="10.generate_cached",
@@ -480,6 +1042,6 @@ register(
         cases=_generate_cases,
         hidden=_hidden_generate_cases,
         forbidden=("course_utils.gpt.GPT.generate",),
-        mistakes=(),
+        mistakes=_GENERATE_MISTAKES,
     )
 )

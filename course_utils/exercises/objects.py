@@ -74,7 +74,7 @@ def block_data(block):
 def block(parameters, d_model):
     """The ``gpt.Block`` whose parameters are views of `parameters` (``block_data``'s layout)."""
     heads, d_ff = block_size(parameters, d_model)
-    with torch.device("meta"):  # the structure only: its tensors are the case's
+    with torch.random.fork_rng(devices=[]):  # the structure only (its tensors are the case's): the global state kept
         made = gpt.Block(d_model, heads, d_ff)
     _attach(made, parameters.reshape(-1))
     return made
@@ -95,7 +95,7 @@ def gpt_data_of(c, flat):
 def gpt_model(data):
     """The ``gpt.GPT`` in eval mode that `data` (``gpt_data``'s) describes, its tensors views of the data's."""
     sizes = {key: int(data[key]) for key in ("context", "d_model", "heads", "layers", "d_ff")}
-    with torch.device("meta"):
+    with torch.random.fork_rng(devices=[]):
         made = gpt.GPT(gpt.GPTConfig(int(data["vocab"]), **sizes))
     _attach(made, data["parameters"])
     return made.eval()
