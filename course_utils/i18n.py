@@ -175,6 +175,15 @@ MESSAGES = {
         "zh": "✘ {exercise}：数值和梯度都对，但在第 {case} 组测试（{args}）中，你的函数构造了一个有 {size:,} 个元素的张量，"
         "而本练习任何时候最多允许 {limit:,} 个（练习说明写了同一时刻能保存什么）。请一块一块地计算，只保留说明允许的部分。",
     },
+    # lesson 10's exercises judged by what their calls did (course_utils/exercises/objects.py)
+    "ex10.fed_too_many": {
+        "en": "the model read {fed} positions in all, and greedy generation with a KV cache needs {needed} here: the "
+        "prompt (or the window's text) once, then one new token a step, and the window's last context // 2 tokens "
+        "again each time the window jumps. Recomputing the window at every step gives the right tokens, slowly",
+        "zh": "模型一共读入了 {fed} 个位置，而这里用 KV 缓存做贪心生成只需要 {needed} 个：提示（或窗口内的文本）读入一次，"
+        "之后每步只读一个新词元，窗口每跳一次再读入窗口最后 context // 2 个词元。每一步都重新计算整个窗口，"
+        "得到的词元虽然对，却很慢",
+    },
     "check.input_modified": {
         "en": "✘ {exercise}: on test case {case} ({args}) your function changed its argument `{name}` in place: "
         "a function must not change what it is given. Work on a copy, e.g. `{copy}`, or use the out-of-place "

@@ -10,6 +10,7 @@ import warnings
 
 import torch
 
+from course_utils.exercises import objects
 from course_utils.exercises.compare import tensors
 from course_utils.exercises.grading import Known, Reference, Case, on_graph, copies, gradients, kind_of, names_of
 
@@ -30,13 +31,13 @@ def prepare(exercise, hidden_seed=None):
         if hidden_seed is not None:
             draw = exercise.hidden or exercise.cases
             args += list(draw(torch.Generator().manual_seed(int(hidden_seed))))
-        cases = [_case(exercise.reference, number, case) for number, case in enumerate(args, start=1)]
+        cases = [_case(exercise.id, exercise.reference, number, case) for number, case in enumerate(args, start=1)]
         for case in cases[published:]:
             case.hidden = True
         if exercise.largest is not None:
             for case in cases:
                 case.largest = int(exercise.largest(*case.args))
-        mistakes = tuple(Known(m.code, dict(m.hint), tuple(_behaviour(m.fn, case) for case in args))
+        mistakes = tuple(Known(m.code, dict(m.hint), tuple(_behaviour(exercise.id, m.fn, case) for case in args))
                          for m in exercise.mistakes)
         count = len(args[0]) if args else 0
         names = names_of(exercise.reference, count) or []
@@ -90,11 +91,11 @@ def _exercise_docstrings(lesson):
     return {cell.metadata["exercise"]: cell.source for cell in render.cells if cell.metadata.get("exercise")}
 
 
-def _case(reference, number, args):
+def _case(exercise, reference, number, args):
     """Run the reference on a case: its result, and its gradients."""
     leaves, fresh = copies(args, grad=True)
     with torch.random.fork_rng(devices=[]):
-        output = reference(*fresh)
+        output = _kept(exercise, reference, args, fresh)
     produced = [t for _, t in tensors(output)]
     attached = [i for i, t in enumerate(produced) if t.is_floating_point() and on_graph(t)]
     generator = torch.Generator().manual_seed(number)  # fixed: the same weights for reference and learner
@@ -103,15 +104,26 @@ def _case(reference, number, args):
     return Case(number, tuple(args), _detached(output), attached, weights, found)
 
 
-def _behaviour(mistake, args):
+def _behaviour(exercise, mistake, args):
     """What a mistake (our code) gives on a case: ("value", result) or ("raised", its error's kind);
     quietly, on copies, leaving the random state alone."""
     try:
         with torch.random.fork_rng(devices=[]), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return ("value", _detached(mistake(*copies(args, grad=False)[1])))
+            return ("value", _detached(_kept(exercise, mistake, args, copies(args, grad=False)[1])))
     except Exception as error:  # noqa: BLE001 (a mistake may raise: that is how it behaves there)
         return ("raised", kind_of(type(error)))
+
+
+def _kept(exercise, function, args, fresh):
+    """What the check compares for `function` on a case (`args`, and `fresh`, the copies it is called
+    on): its result, called as the check calls it (objects.py: some arguments are objects built from
+    the case's data, some exercises are judged by what the calls showed)."""
+    return objects.finish(exercise, args, objects.call(exercise, _plain, function, fresh))
+
+
+def _plain(function, *args):
+    return function(*args)
 
 
 def _detached(value):

@@ -388,6 +388,55 @@ HINTS = {
                "output 和 lse，把块大小和 causal 存到 ctx 上。backward 里把它们取回，把 d_output 变成连续的，用同一个 causal "
                "调用 backward_dkdv 和 backward_dq，并为 forward 的每个参数返回一个值：先是三个梯度，再给每个数和标志返回 None。"},
     ),
+    # lesson 10
+    "10.causal_block": (
+        {"en": "Follow the block in order: which sub-layer reads the normalised x, and what is added to x itself? "
+               "Where do the heads split, and what must the mask let each position see?",
+         "zh": "按块的顺序来：哪个子层读归一化后的 x？加到 x 本身上的又是什么？头在哪里切分？掩码要让每个位置看到什么？"},
+        {"en": "h = block.norm1(x); q, k, v = mha.q_proj(h), ... each .view(B, L, H, d).transpose(1, 2); attention "
+               "with the keep mask torch.ones(L, L, dtype=torch.bool).tril() (lesson 01's scaled_dot_product_attention "
+               "takes it as keep_mask); merge with .transpose(1, 2).reshape(B, L, E); x = x + mha.out_proj(...); "
+               "return x + block.feed_forward(block.norm2(x)).",
+         "zh": "h = block.norm1(x)；q, k, v = mha.q_proj(h) 等，各自 .view(B, L, H, d).transpose(1, 2)；用保留掩码 "
+               "torch.ones(L, L, dtype=torch.bool).tril() 做注意力（第 01 课的 scaled_dot_product_attention 通过 keep_mask "
+               "接收它）；用 .transpose(1, 2).reshape(B, L, E) 合并各头；x = x + mha.out_proj(...)；"
+               "最后返回 x + block.feed_forward(block.norm2(x))。"},
+    ),
+    "10.lm_loss": (
+        {"en": "Which logits predict which token? Line up logits[:, t] with the token it must predict, and decide "
+               "which of those targets count in the mean.",
+         "zh": "哪个位置的 logits 预测哪个词元？把 logits[:, t] 和它要预测的词元对齐，再想清楚哪些目标要计入平均。"},
+        {"en": "predictions = logits[:, :-1].reshape(-1, V), targets = tokens[:, 1:].reshape(-1); "
+               "F.cross_entropy(predictions, targets, ignore_index=pad_id) (with pad_id None, no ignore_index): "
+               "it takes the log-softmax itself and averages over the targets that are not pad_id.",
+         "zh": "predictions = logits[:, :-1].reshape(-1, V)，targets = tokens[:, 1:].reshape(-1)；"
+               "F.cross_entropy(predictions, targets, ignore_index=pad_id)（pad_id 为 None 时不传 ignore_index）："
+               "它自己会做 log-softmax，并对不等于 pad_id 的目标求平均。"},
+    ),
+    "10.sample_next": (
+        {"en": "Three steps: which logits keep a chance, how the temperature reshapes them, and where the randomness "
+               "comes from. What does temperature 0 mean, and why can it not be divided by?",
+         "zh": "分三步：哪些 logits 还有机会，温度怎样改变它们，随机性从哪里来。温度为 0 是什么意思？为什么不能用它做除数？"},
+        {"en": "With top_k: kth = logits.topk(top_k, dim=-1).values[:, -1:], logits = logits.masked_fill(logits < kth, "
+               "float('-inf')). Temperature 0: return logits.argmax(dim=-1). Else p = (logits / temperature).softmax(-1) "
+               "and torch.multinomial(p, 1, generator=generator)[:, 0].",
+         "zh": "有 top_k 时：kth = logits.topk(top_k, dim=-1).values[:, -1:]，logits = logits.masked_fill(logits < kth, "
+               "float('-inf'))。温度为 0：返回 logits.argmax(dim=-1)。否则 p = (logits / temperature).softmax(-1)，"
+               "再 torch.multinomial(p, 1, generator=generator)[:, 0]。"},
+    ),
+    "10.generate_cached": (
+        {"en": "The caches remember the window's keys and values: what must go through the model once, what at each "
+               "step, and what happens when the next token no longer fits in the context?",
+         "zh": "缓存记住了窗口内的键和值：哪些只需送进模型一次？每一步又送什么？下一个词元在上下文里放不下时怎么办？"},
+        {"en": "caches = [KVCache() for _ in model.blocks]; start = gpt.window_start(P, C, C // 2); logits = "
+               "model(prompt[:, start:], start=0, caches=caches)[:, -1]. Each step: token = logits.argmax(-1), append "
+               "it; n = new length; now = gpt.window_start(n, C, C // 2); same window: model(token[:, None], "
+               "start=n - 1 - start, caches=caches); a jump: fresh caches, prefill tokens[:, now:], start = now.",
+         "zh": "caches = [KVCache() for _ in model.blocks]；start = gpt.window_start(P, C, C // 2)；logits = "
+               "model(prompt[:, start:], start=0, caches=caches)[:, -1]。每一步：token = logits.argmax(-1)，把它追加上去；"
+               "n 为新的长度；now = gpt.window_start(n, C, C // 2)；窗口不变时 model(token[:, None], start=n - 1 - start, "
+               "caches=caches)；窗口跳动时新建缓存，预填充 tokens[:, now:]，并令 start = now。"},
+    ),
 }
 
 #: How many hints of each exercise this kernel has given.

@@ -72,6 +72,8 @@ FORBIDDEN_OPERATIONS = {
     "09.backward_dkdv": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
     "09.backward_dq": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
     "09.flash_function": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
+    # lesson 10: the block's attention is the learner's (lesson 01's scaled_dot_product_attention may compute it)
+    "10.causal_block": FUSED_ATTENTION,
 }
 
 # ----------------------------------------------------------------------------- functions that solve an exercise
@@ -105,6 +107,14 @@ SOLVERS = {
         "course_utils.flash_triton.flash_backward", "course_utils.tiled.tiled_backward"),
     "09.flash_function": _ATTENTION + _TRITON_ATTENTION + (
         "course_utils.flash_triton.flash_backward", "course_utils.tiled.tiled_backward"),
+    # lesson 10: the course's GPT already does each exercise's work
+    "10.causal_block": ("course_utils.gpt.Block.forward", "course_utils.gpt.CausalSelfAttention.forward",
+                        "course_utils.gpt.causal_attention", "course_utils.gpt.GPT.forward",
+                        "course_utils.multihead.FusedMultiheadAttention.forward",
+                        "course_utils.multihead.NaiveMultiheadAttention.forward",
+                        "torch.nn.functional.multi_head_attention_forward"),
+    "10.sample_next": ("course_utils.gpt.sample_next", "course_utils.gpt.GPT.generate"),
+    "10.generate_cached": ("course_utils.gpt.GPT.generate",),
 }
 
 # ----------------------------------------------------------------------------- lesson 09: the kernel is the answer
