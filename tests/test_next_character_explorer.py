@@ -12,7 +12,7 @@ from course_utils import gpt, i18n
 from course_utils.corpus import Corpus, load
 from course_utils.validation import ArgumentError
 from course_utils.widgets import next_character_distribution, next_character_explorer, next_character_view
-from course_utils.widgets.next_character import CONTINUATION, DROPPED, KEPT, SHOWN
+from course_utils.widgets.next_character import CONTINUATION, DROPPED, KEPT, SHOWN, fused_attention
 
 # the bars' colours and the drawn text are compared exactly: one thread, the same float path both sides
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -52,7 +52,7 @@ def continuation(summary):
 
 
 def test_the_bars_are_the_distribution_sampling_uses(model, corpus):
-    with torch.no_grad():
+    with torch.no_grad(), fused_attention(model):
         logits = model(corpus.encode(PROMPT)[None])[0, -1]
     for temperature, top_k in ((1.0, None), (0.7, 5), (1.5, 1)):
         order, probability, before_cut, kept = next_character_distribution(model, corpus, PROMPT, temperature, top_k)
@@ -91,9 +91,10 @@ def test_temperature_zero_is_greedy_decoding(model, corpus):
     assert heights[0] == 1.0 and not any(heights[1:])
     assert [face for _, face in bars(figure)] == [colour(KEPT)] + [colour(DROPPED)] * (len(heights) - 1)
     ids = corpus.encode(PROMPT)[None]
-    greedy, _ = model.generate(ids, CONTINUATION, temperature=0, cache=False)  # recomputed, argmax every step
-    with torch.no_grad():
-        assert greedy[0, 0] == model(ids)[0, -1].argmax()
+    with fused_attention(model):  # what the explorer computes with (the model's own choice restored after)
+        greedy, _ = model.generate(ids, CONTINUATION, temperature=0, cache=False)  # recomputed, argmax every step
+        with torch.no_grad():
+            assert greedy[0, 0] == model(ids)[0, -1].argmax()
     assert continuation(summary) == corpus.decode(greedy[0])
     assert summary.split("\n")[1].startswith("temperature 0: nothing is drawn")
 
@@ -110,19 +111,41 @@ def test_the_draw_is_the_seeded_generators_and_reproducible(model, corpus):
     _, again = next_character_view(model, corpus, PROMPT, temperature=1.2, top_k=8, seed=11)
     _, other = next_character_view(model, corpus, PROMPT, temperature=1.2, top_k=8, seed=12)
     assert first == again and continuation(first) != continuation(other)
-    drawn, _ = model.generate(corpus.encode(PROMPT)[None], CONTINUATION, temperature=1.2, top_k=8,
-                              generator=torch.Generator().manual_seed(11))
+    with fused_attention(model):
+        drawn, _ = model.generate(corpus.encode(PROMPT)[None], CONTINUATION, temperature=1.2, top_k=8,
+                                  generator=torch.Generator().manual_seed(11))
     assert continuation(first) == corpus.decode(drawn[0]) and len(drawn[0]) == CONTINUATION
     state = torch.random.get_rng_state()
     next_character_view(model, corpus, PROMPT, temperature=1.0, seed=3)
     assert torch.equal(torch.random.get_rng_state(), state)  # the global generator untouched
 
 
+def test_the_explorer_computes_with_fused_attention_and_gives_the_model_its_own_back(model, corpus):
+    seen = []
+
+    def course_attention(q, k, v, keep_mask):  # the model's own choice: records that it ran
+        seen.append(q.shape)
+        return gpt.causal_attention(q, k, v, "course", need_weights=True)
+
+    model.use_attention(course_attention)
+    try:
+        next_character_view(model, Corpus("custom", TEXT), PROMPT + "f", temperature=0.8, seed=1)
+        assert model.implementation is course_attention and seen == []
+        with fused_attention(model):
+            assert model.implementation == "sdpa"
+            with pytest.raises(RuntimeError), fused_attention(model):
+                raise RuntimeError("a failed redraw")
+            assert model.implementation == "sdpa"
+        assert model.implementation is course_attention
+    finally:
+        model.use_attention("course")
+
+
 def test_a_prompt_longer_than_the_context_is_read_through_its_last_window(model, corpus):
     long_prompt = TEXT[:100]  # the model reads 32 positions
     order, _, _, _ = next_character_distribution(model, corpus, long_prompt)
     last = corpus.encode(long_prompt[-32:])[None]
-    with torch.no_grad():
+    with torch.no_grad(), fused_attention(model):
         assert order[0] == model(last)[0, -1].argmax()
     _, summary = next_character_view(model, corpus, long_prompt, temperature=0)
     assert summary.startswith("prompt: …")
