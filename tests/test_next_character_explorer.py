@@ -3,12 +3,16 @@ next-character distribution and the text it generates. A tiny untrained model is
 checked is what the bars and the text are (the distribution sampling uses, the generator's draws),
 not what a trained model says."""
 
+import io
 import warnings
 
+import numpy as np
 import pytest
 import torch
+from matplotlib.layout_engine import PlaceHolderLayoutEngine
+from PIL import Image
 
-from course_utils import gpt, i18n
+from course_utils import gpt, i18n, viz
 from course_utils.corpus import Corpus, load
 from course_utils.validation import ArgumentError
 from course_utils.widgets import next_character_distribution, next_character_explorer, next_character_view
@@ -83,6 +87,32 @@ def test_a_redraw_changes_the_picture_and_the_text_and_keeps_the_figure(model, c
     assert [face for _, face in bars(box)].count(colour(KEPT)) == 3
     box.controls["top_k"].value = 0  # 0 on the slider: no cut
     assert all(face == colour(KEPT) for _, face in bars(box))
+
+
+def _pixels(png):
+    return np.asarray(Image.open(io.BytesIO(bytes(png))))
+
+
+def test_the_figure_is_laid_out_once_and_an_updated_one_shows_exactly_what_a_new_one_would(model, corpus):
+    box = next_character_explorer(model, corpus, PROMPT, temperature=0.2)  # the most likely bar above 0.5
+    # laid out once (viz.keep_layout): a redraw measures no text again
+    assert isinstance(box.figure.get_layout_engine(), (type(None), PlaceHolderLayoutEngine))
+    for control, value in (("temperature", 1.9), ("top_k", 4), ("seed", 7)):  # bars below 0.2: other y limits
+        box.controls[control].value = value
+    assert box.figure.axes[0].get_ylim() != (0, 1.05)
+    assert len(box.image.value) <= 96 * 1024  # what every redraw sends to the browser (tests/test_widget_redraw.py)
+    fresh, _ = next_character_view(model, corpus, PROMPT, temperature=1.9, top_k=4, seed=7)
+    assert fresh is not box.figure
+    assert np.array_equal(_pixels(box.image.value), _pixels(viz.figure_png(fresh)))
+
+
+def test_a_model_changed_in_place_is_read_again(corpus):
+    model = gpt.make_gpt(corpus.vocab_size, seed=5, context=16, d_model=16, heads=2, layers=1).eval()
+    before = next_character_distribution(model, corpus, "All")[1]
+    with torch.no_grad():
+        model.embed.weight.mul_(10)  # a step of training would change the weights in place too
+    after = next_character_distribution(model, corpus, "All")[1]
+    assert not torch.allclose(before, after)
 
 
 def test_temperature_zero_is_greedy_decoding(model, corpus):
