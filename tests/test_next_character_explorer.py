@@ -97,7 +97,7 @@ def test_the_figure_is_laid_out_once_and_an_updated_one_shows_exactly_what_a_new
     box = next_character_explorer(model, corpus, PROMPT, temperature=0.2)  # the most likely bar above 0.5
     # laid out once (viz.keep_layout): a redraw measures no text again
     assert isinstance(box.figure.get_layout_engine(), (type(None), PlaceHolderLayoutEngine))
-    for control, value in (("temperature", 1.9), ("top_k", 4), ("seed", 7)):  # bars below 0.2: other y limits
+    for control, value in (("temperature", 1.9), ("top_k", 2), ("top_k", 4), ("seed", 7)):  # other y limits, cuts
         box.controls[control].value = value
     assert box.figure.axes[0].get_ylim() != (0, 1.05)
     assert len(box.image.value) <= 96 * 1024  # what every redraw sends to the browser (tests/test_widget_redraw.py)
