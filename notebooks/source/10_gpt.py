@@ -83,15 +83,15 @@ PROMPT = {"shakespeare": "ROMEO:\n", "tang": "春"}[CORPUS]  # 采样从这段�
 # lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ## 1. Characters to ids, and the losses to beat
+# ## 1. Characters, ids and windows
 #
 # A character model sees a text as a sequence of ids: the distinct characters, sorted, numbered
 # $0 \dots V - 1$. Shakespeare's plays use $V = 65$ characters; the Tang poems $V = 6{,}656$. The
 # corpus keeps a fixed split: the first 90 % for training ("train"), the rest for measuring ("val"),
 # cut at a blank line so that validation starts with a whole speech or a whole poem.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="9fa91d3972"
-# ## 1. 从字符到 id，以及要超过的损失
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="2963f8cf77"
+# ## 1. 字符、id 和窗口
 #
 # 字符级模型把文本看成一个 id 序列：把出现过的字符排好序，编号为 $0 \dots V - 1$。莎士比亚的剧本用到 $V = 65$ 个字符；唐诗用到 $V = 6{,}656$ 个。语料的划分是固定的：前 90 % 用来训练（"train"），其余的用来测量（"val"），切分点落在空行上，这样验证集从一整段台词或一整首诗开始。
 
@@ -154,6 +154,8 @@ ax.text(-0.2, 0.4, "目标 y", ha="right", va="center")
 plt.show()
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ## 2. The losses to beat: unigram and bigram
+#
 # How good is a prediction? The **loss** is the cross-entropy: the mean of $-\ln p(\text{the right
 # character})$ over every position, in nats per character. Three models set the scale before any
 # training:
@@ -166,7 +168,9 @@ plt.show()
 # The bigram is the bar: a Transformer that does not beat it has learned nothing a table of pairs
 # does not know. All three are measured on "val".
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="9f805c4ad8"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="c9851820b6"
+# ## 2. 要超过的损失：一元模型和二元模型
+#
 # 预测得好不好？**损失**用交叉熵衡量：对每个位置取 $-\ln p(\text{正确的字符})$，再求平均，单位是每字符的奈特（nat）。在任何训练之前，先由三个模型给出衡量的尺度：
 #
 # - **均匀分布**，每个字符一样可能：$\ln V$，未经训练的模型就是这个水平；
@@ -187,7 +191,7 @@ claim("知道得越多，损失越低：均匀分布 > 一元模型 > 二元模�
 # lang: end
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ## 2. The model, from your parts
+# ## 3. The decoder block
 #
 # The model is GPT-2's shape at a small size (`course_utils.gpt`): each character's embedding plus a
 # learned position embedding, then a stack of **pre-norm decoder blocks**, a last LayerNorm, and a
@@ -200,9 +204,11 @@ claim("知道得越多，损失越低：均匀分布 > 一元模型 > 二元模�
 # and lesson 06's position-wise MLP. A `gpt.Block` holds exactly these weights: `block.norm1`,
 # `block.attention.mha.q_proj / k_proj / v_proj / out_proj` (lesson 04's fused projections, no biases),
 # `block.norm2`, `block.feed_forward`.
+#
+# ![A decoder-only GPT: characters to ids, token and position embeddings, N pre-norm blocks (masked multi-head self-attention and an MLP, each added to the residual stream), a final LayerNorm, the read-out tied to the embedding, the next-character distribution; beside it, generation with one KV cache per block](../../images/10_gpt_en.svg)
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="0e19f9071e"
-# ## 2. 用你自己的零件搭模型
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="8cf58afad1"
+# ## 3. 解码器块
 #
 # 模型是缩小版的 GPT-2（`course_utils.gpt`）：每个字符的嵌入加上可学习的位置嵌入，然后是一摞**前归一化的解码器块**，最后一个 LayerNorm，以及输出 $V$ 个 logits 的读出层（它与嵌入共用一个矩阵）。每个块是
 #
@@ -210,6 +216,8 @@ claim("知道得越多，损失越低：均匀分布 > 一元模型 > 二元模�
 #   x \leftarrow x + \operatorname{FFN}(\operatorname{LN}_2(x)),$$
 #
 # 其中注意力是带掩码的多头自注意力（每个位置只关注自己和它之前的位置），FFN 是第 06 课的逐位置 MLP。一个 `gpt.Block` 恰好存着这些权重：`block.norm1`、`block.attention.mha.q_proj / k_proj / v_proj / out_proj`（第 04 课的融合投影，没有偏置）、`block.norm2`、`block.feed_forward`。
+#
+# ![仅解码器的 GPT：字符变成编号，词元嵌入加位置嵌入，N 个前归一化的块（带掩码的多头自注意力和 MLP，各自的输出加回残差流），最后的层归一化，与嵌入共享权重的读出层，下一个字符的分布；旁边是生成时的情形：每个块一个 KV 缓存](../../images/10_gpt_zh.svg)
 
 # %%
 block = gpt.make_gpt(corpus.vocab_size, seed=0, context=16, d_model=32, heads=4, layers=1).blocks[0]
@@ -280,7 +288,7 @@ def causal_block(x, block):
 check("10.causal_block", causal_block)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ### The language-model loss
+# ## 4. The language-model loss
 #
 # The model returns logits $(B, T, V)$ for tokens $(B, T)$: at each position, a score for every
 # character. Position $t$ predicts token $t + 1$, so the loss pairs `logits[:, t]` with
@@ -290,8 +298,8 @@ check("10.causal_block", causal_block)
 # learns nothing); a softmax before `F.cross_entropy`, which takes logits and applies its own
 # log-softmax; and counting padding, the filler that makes rows of different lengths into one tensor.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="0d3da9c822"
-# ### 语言模型损失
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="59b9ce2479"
+# ## 4. 语言模型损失
 #
 # 模型对词元 $(B, T)$ 返回 logits $(B, T, V)$：每个位置上每个字符一个分数。位置 $t$ 预测第 $t + 1$ 个词元，所以损失把 `logits[:, t]` 和 `tokens[:, t + 1]` 配成一对（$t = 0 \dots T - 2$；最后一个位置在窗口内没有要预测的东西），展平成一行行，再取交叉熵的平均。常见的错误有三个：不移位（每个位置去"预测"它已经读到的字符，损失降到零，模型却什么也没学到）；在 `F.cross_entropy` 之前做 softmax，而它接收的是 logits，自己会做 log-softmax；以及把填充算进去，填充是为了把长短不一的行拼成一个张量而补上的占位符。
 
@@ -341,7 +349,7 @@ def lm_loss(logits, tokens, pad_id=None):
 check("10.lm_loss", lm_loss)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ### Choosing the next character
+# ## 5. Sampling: temperature and top-k
 #
 # The last position's logits give a distribution over the next character. **Greedy** decoding takes
 # the most likely one, and repeats itself soon. **Sampling** draws from the softmax; dividing the
@@ -349,8 +357,8 @@ check("10.lm_loss", lm_loss)
 # **top-k** gives a chance only to the $k$ most likely characters, so that the long tail of unlikely
 # ones never gets drawn. A seeded `torch.Generator` makes the draws repeatable.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="31b8b3f8d8"
-# ### 选下一个字符
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="40f092dc0d"
+# ## 5. 采样：温度和 top-k
 #
 # 最后一个位置的 logits 给出下一个字符的概率分布。**贪心**解码取最可能的那个，很快就会开始重复自己。**采样**则从 softmax 中抽取；先把 logits 除以**温度**，分布会变尖（温度小于 1）或变平（大于 1）；**top-k** 只让最可能的 $k$ 个字符有机会，长长的一串不太可能的字符就永远不会被抽到。用给定种子的 `torch.Generator` 可以让抽取结果可以重现。
 
@@ -398,7 +406,7 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None):
 check("10.sample_next", sample_next)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ### Generating with the KV cache
+# ## 6. Generation with the KV cache
 #
 # Lesson 07's cache carries over to the GPT unchanged: one `KVCache` per block, the prompt **prefilled**
 # once, then one character per step through `model(tokens, start=position, caches=caches)`. One thing
@@ -409,8 +417,8 @@ check("10.sample_next", sample_next)
 # characters. Recomputing the window at every step gives the same characters and costs a whole
 # forward pass per character.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="ba92450901"
-# ### 用 KV 缓存生成
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="790877ce02"
+# ## 6. 用 KV 缓存生成
 #
 # 第 07 课的缓存原样用在 GPT 上：每个块一个 `KVCache`，提示先**预填充**一次，之后每步通过 `model(tokens, start=position, caches=caches)` 送入一个字符。只有一点是新的：模型只认识 `context` 个位置（记作 $C$；它的位置表只有 $C$ 行）。当下一个字符放不下时，生成从最后 $C // 2$ 个字符重新开始：换一组新的缓存，用这些字符预填充一次，然后再每步一个字符，直到又满 $C$ 个。`gpt.window_start(length, C, C // 2)` 给出长度为 `length` 的文本的窗口从哪里开始。每步都重新计算整个窗口，得到的字符相同，但每个字符都要付出一整次前向传播的代价。
 
@@ -480,20 +488,21 @@ def generate_cached(model, prompt, new_tokens):
 check("10.generate_cached", generate_cached)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ## 3. Training, live and for real
+# ## 7. Training, then the trained model
 #
-# `course_utils.train_gpt` trains the model: windows from `corpus.batch`, the loss of section 2, AdamW
+# `course_utils.train_gpt` trains the model: windows from `corpus.batch`, the loss of section 4, AdamW
 # with a warm-up and a cosine decay, the gradient's norm clipped, and the val loss measured every so
 # often on fixed windows. The same script trains the course's real models on a CPU, a GPU or several
 # processes under `torchrun`. Here it trains a tiny model (2 blocks, $E = 64$, context 32) for a few
 # seconds, on Shakespeare in both languages: with 65 characters a step is cheap. The Tang poems'
 # 6,656 characters make every step's read-out a hundred times wider, and the bigram over their pairs
-# a much stronger bar, out of reach in a few seconds; the trained Tang model below clears it.
+# a much stronger bar, out of reach in a few seconds: the course trained its Tang model in the background
+# instead, for much longer.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="32fd3cc018"
-# ## 3. 现场训练，和真正的训练
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="1164361ea3"
+# ## 7. 训练，然后是训练好的模型
 #
-# `course_utils.train_gpt` 负责训练：用 `corpus.batch` 取窗口，用第 2 节的损失，AdamW 加学习率预热和余弦衰减，裁剪梯度范数，每隔一段时间在固定的窗口上测一次验证损失。课程真正的模型也是用同一个脚本训练的，无论是在 CPU、GPU 上，还是在 `torchrun` 下的多个进程里。这里用它把一个很小的模型（2 个块，$E = 64$，上下文长度 32）训练几秒钟，两种语言都用莎士比亚：只有 65 个字符，每一步都很便宜。唐诗有 6,656 个字符，每一步的读出层宽了一百倍，字符对的二元模型也是高得多的门槛，几秒钟内够不着；下面训练好的唐诗模型越过了它。
+# `course_utils.train_gpt` 负责训练：用 `corpus.batch` 取窗口，用第 4 节的损失，AdamW 加学习率预热和余弦衰减，裁剪梯度范数，每隔一段时间在固定的窗口上测一次验证损失。课程真正的模型也是用同一个脚本训练的，无论是在 CPU、GPU 上，还是在 `torchrun` 下的多个进程里。这里用它把一个很小的模型（2 个块，$E = 64$，上下文长度 32）训练几秒钟，两种语言都用莎士比亚：只有 65 个字符，每一步都很便宜。唐诗有 6,656 个字符，每一步的读出层宽了一百倍，字符对的二元模型也是高得多的门槛，几秒钟内够不着：所以课程的唐诗模型是在后台训练的，训练的时间长得多。
 
 # %% tags=["nbval-ignore-output"]
 LIVE = train_gpt.TrainConfig(corpus="shakespeare", context=32, d_model=64, heads=4, layers=2, batch=32, steps=200,
@@ -546,10 +555,10 @@ claim("在验证集的窗口上，训练好的模型的损失低于二元模型�
 # lang: end
 
 # %% [markdown] tags=["lang-en"]
-# Its loss curve, from the provenance's history, against the baselines of section 1:
+# Its loss curve, from the provenance's history, against the baselines of section 2:
 
-# %% [markdown] tags=["lang-zh"] en_hash="13f8f47c69"
-# 它的损失曲线（来自来历中的历史记录），与第 1 节的基线放在一起：
+# %% [markdown] tags=["lang-zh"] en_hash="d8ea7ed039"
+# 它的损失曲线（来自来历中的历史记录），与第 2 节的基线放在一起：
 
 # %%
 steps = [h["step"] for h in provenance["history"]]
@@ -586,7 +595,7 @@ for m in (untrained, model):
     print("-" * 40)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ## 4. The same model, four attentions
+# ## 8. The same model, four attentions
 #
 # What runs between the projections is switchable, `model.use_attention(name)`, with the same weights:
 # `"course"` is lesson 01's attention with lesson 02's mask (the whole $T \times T$ matrix of weights),
@@ -594,8 +603,8 @@ for m in (untrained, model):
 # online softmax, and `"triton"` lesson 09's kernels, compiled on a GPU (on a CPU Triton's interpreter
 # would take minutes, so this cell uses them only where CUDA is present). The outputs must agree.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="937fcc99cd"
-# ## 4. 同一个模型，四种注意力
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="09fb9ab701"
+# ## 8. 同一个模型，四种注意力
 #
 # 投影之间运行的部分可以用 `model.use_attention(name)` 切换，权重不变：`"course"` 是第 01 课的注意力加第 02 课的掩码（完整的 $T \times T$ 权重矩阵），`"sdpa"` 是 PyTorch 融合的 `F.scaled_dot_product_attention`，`"tiled"` 是第 08 课带在线 softmax 的分块，`"triton"` 是第 09 课的核函数，在 GPU 上编译运行（在 CPU 上 Triton 的解释器要跑好几分钟，所以这个单元只在有 CUDA 的地方用它）。输出必须一致。
 
@@ -650,14 +659,14 @@ if gpu:
             print(f"{row['model']:>7}: {row['step_ms']:7.2f} ms")
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ## 5. What the heads learned
+# ## 9. What the heads learned
 #
 # `model.attention_maps(tokens)` returns every head's weights, $(\text{layers}, B, H, L, L)$. First the
 # Shakespeare model on a line of a play: each row is a character (the query), each column a character
 # it may attend to; above the diagonal is the future, masked.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="a7102a8846"
-# ## 5. 各个头学到了什么
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="03f8cf042f"
+# ## 9. 各个头学到了什么
 #
 # `model.attention_maps(tokens)` 返回每个头的权重，形状为 $(\text{层数}, B, H, L, L)$。先看莎士比亚模型在一行剧本上的情形：每一行是一个字符（查询），每一列是它可以关注的一个字符；对角线以上是未来，被掩码遮住。
 
@@ -774,15 +783,15 @@ claim(f"这个测量基于 {measured_heads['pairs']:,} 对字符；未训练模�
 # 对照着看左右两幅图：未训练模型的比值都接近 1，所以左图中哪个头的方格明显突出，它就是单凭这些诗学会了看相对的位置，没有人告诉过它什么是对仗。这样的头能有多强，取决于模型训练了多久；上面一行给出了这个模型中最强的那个头。
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
-# ## 6. Temperature and top-k, explored
+# ## 10. Temperature and top-k, explored
 #
 # The explorer shows the trained model's distribution over the next character after a prompt, how
 # temperature and top-k reshape it, and the text they sample. Move the sliders: at temperature 0 the
 # text is the same every time; high temperatures let unlikely characters through, and top-k shuts the
 # tail out again.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="de1998dda7"
-# ## 6. 探索温度和 top-k
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="58ffba7a3d"
+# ## 10. 探索温度和 top-k
 #
 # 这个探索器显示训练好的模型在一段提示之后对下一个字符的概率分布、温度和 top-k 如何改变它，以及由此采样出的文字。拖动滑块看看：温度为 0 时，每次写出的文字都一样；温度高了，不太可能的字符也会冒出来，top-k 又把长尾挡在外面。
 
@@ -799,18 +808,18 @@ next_character_explorer(model, corpus, PROMPT)
 #   multi-head attention and an MLP with residuals, a read-out tied to the embedding. You wrote its
 #   block, its loss (shifted, padding left out, a mean over targets), its sampling (temperature,
 #   top-k, a seeded generator) and its cached generation, which equals recomputation past the context.
-# - A tiny model beats the bigram in seconds; the course's model, trained by the same script for
-#   hours, ships with the weights in float16 and its provenance.
+# - A tiny model beats the bigram in seconds; the course's model, trained by the same script for much
+#   longer, ships with the weights in float16 and its provenance.
 # - The attention inside is an implementation detail with the same weights: lesson 01's, PyTorch's
 #   fused kernel, lesson 08's tiles and lesson 09's kernels give the same outputs.
 # - Heads can be measured, not only looked at: a couplet's parallelism is a number per head, read
 #   against an untrained baseline.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="7ec2c3005c"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="a6a49ed6bc"
 # ## 小结
 #
 # - 字符级模型读入 id，从窗口中学习：$T$ 个字符，以及右移一位的同样 $T$ 个字符，一次就是 $T$ 个预测。一元模型和二元模型定下门槛；损失是平均交叉熵，单位是每字符奈特。
 # - GPT 就是按顺序排好的课程零件：嵌入和位置、由带掩码的多头注意力和 MLP 加残差组成的前归一化块、与嵌入共用矩阵的读出层。你写出了它的块、它的损失（移位、不计填充、对目标求平均）、它的采样（温度、top-k、给定种子的生成器）和它带缓存的生成（超出上下文长度之后仍与重新计算一致）。
-# - 一个很小的模型几秒钟就能超过二元模型；课程的模型用同一个脚本训练了几个小时，以 float16 权重连同它的来历一起发布。
+# - 一个很小的模型几秒钟就能超过二元模型；课程的模型用同一个脚本训练了长得多的时间，以 float16 权重连同它的来历一起发布。
 # - 里面的注意力只是实现细节，权重不变：第 01 课的、PyTorch 的融合核函数、第 08 课的分块和第 09 课的核函数给出相同的输出。
 # - 注意力头不只能看，还能测：一联诗的对仗可以化为每个头的一个数，与未训练的基线对照着读。
