@@ -16,7 +16,7 @@ from course_utils import i18n, masks
 
 LESSONS = ("00_tensor_shapes", "01_attention_basics", "02_masking", "03_self_cross_attention",
            "04_multihead_attention", "05_probsparse", "06_transformer", "07_inference_attention",
-           "08_flash_attention", "09_flash_triton")
+           "08_flash_attention", "09_flash_triton", "10_gpt")
 
 
 @pytest.fixture(scope="module")
