@@ -269,7 +269,7 @@ def causal_block(x, block):
     ### BEGIN SOLUTION
     B, L, E = x.shape
     H, mha = block.attention.heads, block.attention.mha
-    h = block.norm1(x)
+    h = block.norm1(x)  # (B, L, E)
     q = mha.q_proj(h).view(B, L, H, E // H).transpose(1, 2)  # (B, H, L, d)
     k = mha.k_proj(h).view(B, L, H, E // H).transpose(1, 2)
     v = mha.v_proj(h).view(B, L, H, E // H).transpose(1, 2)
@@ -453,33 +453,32 @@ def generate_cached(model, prompt, new_tokens):
     tokens, chosen = prompt, []
     start = gpt.window_start(prompt.shape[1], C, C // 2)
     caches = [KVCache() for _ in model.blocks]
-    with torch.no_grad():
+    # lang: en
+    logits = model(tokens[:, start:], start=0, caches=caches)[:, -1]  # (B, V): the prefill
+    # lang: zh
+    logits = model(tokens[:, start:], start=0, caches=caches)[:, -1]  # (B, V)：预填充
+    # lang: end
+    for i in range(new_tokens):
+        following = logits.argmax(dim=-1)  # (B,)
+        chosen.append(following)
+        if i == new_tokens - 1:
+            break
+        tokens = torch.cat([tokens, following[:, None]], dim=1)
+        n = tokens.shape[1]
+        now = gpt.window_start(n, C, C // 2)
         # lang: en
-        logits = model(tokens[:, start:], start=0, caches=caches)[:, -1]  # (B, V): the prefill
+        if now == start:  # the same window, one longer: one cached step
         # lang: zh
-        logits = model(tokens[:, start:], start=0, caches=caches)[:, -1]  # (B, V)：预填充
+        if now == start:  # 同一个窗口，长了一个字符：缓存走一步
         # lang: end
-        for i in range(new_tokens):
-            following = logits.argmax(dim=-1)  # (B,)
-            chosen.append(following)
-            if i == new_tokens - 1:
-                break
-            tokens = torch.cat([tokens, following[:, None]], dim=1)
-            n = tokens.shape[1]
-            now = gpt.window_start(n, C, C // 2)
-            # lang: en
-            if now == start:  # the same window, one longer: one cached step
-            # lang: zh
-            if now == start:  # 同一个窗口，长了一个字符：缓存走一步
-            # lang: end
-                logits = model(following[:, None], start=n - 1 - start, caches=caches)[:, -1]
-            # lang: en
-            else:  # the window jumped: fresh caches, prefilled with its text
-            # lang: zh
-            else:  # 窗口跳了：换新缓存，用窗口里的文字预填充
-            # lang: end
-                start, caches = now, [KVCache() for _ in model.blocks]
-                logits = model(tokens[:, start:], start=0, caches=caches)[:, -1]
+            logits = model(following[:, None], start=n - 1 - start, caches=caches)[:, -1]
+        # lang: en
+        else:  # the window jumped: fresh caches, prefilled with its text
+        # lang: zh
+        else:  # 窗口跳了：换新缓存，用窗口里的文字预填充
+        # lang: end
+            start, caches = now, [KVCache() for _ in model.blocks]
+            logits = model(tokens[:, start:], start=0, caches=caches)[:, -1]
     return torch.stack(chosen, dim=1)  # (B, new_tokens)
     ### END SOLUTION
 
