@@ -505,7 +505,7 @@ check("10.generate_cached", generate_cached)
 
 # %% tags=["nbval-ignore-output"]
 LIVE = train_gpt.TrainConfig(corpus="shakespeare", context=32, d_model=64, heads=4, layers=2, batch=32, steps=200,
-                             lr=3e-3, warmup=20, eval_every=100, eval_batches=4, device="cpu")
+                             lr=6e-3, warmup=20, eval_every=100, eval_batches=4, device="cpu")
 live = train_gpt.train(LIVE)
 
 # %%
