@@ -924,7 +924,7 @@ def _generate_shared_cache(model, prompt, new_tokens):
 
 
 def _generate_position_off_by_one(model, prompt, new_tokens):
-    return _generate(model, prompt, new_tokens, position_shift=1)
+    return _generate(model, prompt, new_tokens, position_shift=-1)
 
 
 def _generate_stale_cache(model, prompt, new_tokens):
@@ -981,11 +981,13 @@ _GENERATE_MISTAKES = (
         "POSITION_OFF_BY_ONE",
         _generate_position_off_by_one,
         {
-            "en": "The new token is fed one position too far: its position is the number of tokens the caches "
-            "hold before it (the window's length before appending), not after. With learned positions the "
-            "model then reads it with the next position's vector.",
-            "zh": "新词元送入的位置多了一：它的位置是它之前缓存里已有的词元数（追加之前窗口的长度），而不是追加之后的。"
-            "使用可学习位置编码时，模型就会用下一个位置的向量来读它。",
+            "en": "The new token is fed one position too early, at the position of the token before it: its "
+            "position is the number of tokens the caches hold before it: its index in the text minus the window's "
+            "start, n − 1 − start for the newest of n tokens. With learned positions the model reads it with the wrong position's "
+            "vector.",
+            "zh": "新词元送入的位置早了一位，用的是它前一个词元的位置：它的位置是它之前缓存里已有的词元数，"
+            "即它在文本中的下标减去窗口的起点，n 个词元中最新的那个是 n − 1 − start。使用可学习位置编码时，"
+            "模型就会用错误位置的向量来读它。",
         },
     ),
     Mistake(

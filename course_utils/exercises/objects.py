@@ -104,12 +104,14 @@ def gpt_model(data):
 def _attach(module, flat):
     """Replace every parameter of `module` by a view of the 1-D tensor `flat`, in ``named_parameters``
     order (a tied parameter, listed once, stays tied): plain tensors on the graph of `flat`."""
+    parameters = list(module.parameters())
+    total = sum(p.numel() for p in parameters)
+    if flat.dim() != 1 or flat.numel() != total:
+        raise ValueError(f"{flat.numel()} numbers for a module of {total} parameters")
     views, offset = {}, 0
-    for name, parameter in module.named_parameters():
+    for parameter in parameters:
         views[id(parameter)] = flat[offset: offset + parameter.numel()].view(parameter.shape)
         offset += parameter.numel()
-    if offset != flat.numel():
-        raise ValueError(f"{flat.numel()} numbers for a module of {offset} parameters")
     for owner in module.modules():
         for name, parameter in list(owner.named_parameters(recurse=False)):
             delattr(owner, name)
