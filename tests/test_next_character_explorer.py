@@ -204,9 +204,11 @@ def test_a_character_no_font_draws_is_labelled_by_its_code_point(corpus):
     poet = gpt.make_gpt(rare.vocab_size, seed=0, context=8, d_model=8, heads=2, layers=1).eval()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        box = next_character_explorer(poet, rare, "床前")
+        box = next_character_explorer(poet, rare, "床前\U00025767")
     labels = [label.get_text() for label in box.figure.axes[0].get_xticklabels()]
     assert sorted(labels) == sorted(["床", "前", "明", "月", "光", "，", "↵", "U+25767"])
+    assert "“床前U+25767”" in box.figure.axes[0].get_title()  # the prompt repeated in the title
+    assert "提示" not in box.summary.value and "prompt: 床前\U00025767" in box.summary.value  # the page draws it
 
 
 @pytest.mark.parametrize("call, argument", [
