@@ -241,7 +241,7 @@ def _continuation(model, ids, temperature, top_k, seed):
     """CONTINUATION characters `model` writes after `ids` (P,), with the KV cache (GPT.generate)."""
     prompt = ids[None].to(model.embed.weight.device)  # (1, P)
     generator = torch.Generator().manual_seed(seed) if temperature > 0 else None
-    with fused_attention(model):
+    with torch.inference_mode(), fused_attention(model):  # no autograd bookkeeping at all: a few % of a redraw
         tokens, _ = model.generate(prompt, CONTINUATION, temperature=temperature, top_k=top_k, generator=generator,
                                    cache=True)
     return tokens[0].cpu()  # (CONTINUATION,)
