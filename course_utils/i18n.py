@@ -1012,9 +1012,9 @@ MESSAGES = {
     "next_char.no_cut": {"en": "no top-k cut", "zh": "不做 top-k 截断"},
     "next_char.cut": {"en": "top-k = {k}", "zh": "top-k = {k}"},
     "next_char.summary": {
-        "en": "temperature {temperature:g}, {cut}: {count} of the {vocab:,} characters can be drawn, holding {kept_mass:.1%} "
+        "en": "temperature {temperature:g}, {cut}: {count:,} of the {vocab:,} characters can be drawn, holding {kept_mass:.1%} "
         "of the probability at this temperature; the most likely, “{best}”, is drawn with probability {p:.1%}.",
-        "zh": "温度 {temperature:g}，{cut}：{vocab:,} 个字符中有 {count} 个可被抽中，它们在这个温度下共占 {kept_mass:.1%} "
+        "zh": "温度 {temperature:g}，{cut}：{vocab:,} 个字符中有 {count:,} 个可被抽中，它们在这个温度下共占 {kept_mass:.1%} "
         "的概率；最可能的“{best}”被抽中的概率为 {p:.1%}。",
     },
     "next_char.greedy": {

@@ -79,7 +79,7 @@ def test_the_bars_are_the_distribution_sampling_uses(model, corpus):
 def test_a_redraw_changes_the_picture_and_the_text_and_keeps_the_figure(model, corpus):
     box = next_character_explorer(model, corpus, PROMPT, temperature=1.0)
     figure, picture, heights, text = box.figure, bytes(box.image.value), bars(box), box.summary.value
-    assert picture.startswith(b"\x89PNG")  # what a render without a browser shows too
+    assert picture.startswith(b"\x89PNG")  # drawn on the figure's own Agg canvas: no display needed
     box.controls["temperature"].value = 0.3
     assert box.figure is figure  # updated in place
     assert bytes(box.image.value) != picture and bars(box) != heights and box.summary.value != text
@@ -191,12 +191,14 @@ def test_both_languages_and_every_glyph_of_the_tang_poems(model, corpus):
             box = next_character_explorer(poet, tang, "床前明月光，", temperature=0.9, top_k=20)
             box.controls["temperature"].value = 0.0
         summary = box.summary.value
-        _, english_labels = next_character_view(model, corpus, PROMPT, temperature=0.5, top_k=2)
+        title = box.figure.axes[0].get_title()
+        _, shakespeare_summary = next_character_view(model, corpus, PROMPT, temperature=0.5, top_k=2)
     finally:
         i18n.set_language("en")
     assert "提示：床前明月光，" in summary and "温度 0：不再抽样" in summary and "贪心生成的 80 个字符" in summary
     assert box.controls["top_k"].description == "top-k（0：不截断）" and box.controls["temperature"].description == "温度"
-    assert "top-k = 2" in english_labels and "可被抽中" in english_labels
+    assert title == "“床前明月光，”之后的下一个字符"
+    assert "top-k = 2" in shakespeare_summary and "可被抽中" in shakespeare_summary
 
 
 def test_a_character_no_font_draws_is_labelled_by_its_code_point(corpus):
@@ -204,9 +206,11 @@ def test_a_character_no_font_draws_is_labelled_by_its_code_point(corpus):
     poet = gpt.make_gpt(rare.vocab_size, seed=0, context=8, d_model=8, heads=2, layers=1).eval()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        box = next_character_explorer(poet, rare, "床前")
+        box = next_character_explorer(poet, rare, "床前\U00025767")
     labels = [label.get_text() for label in box.figure.axes[0].get_xticklabels()]
     assert sorted(labels) == sorted(["床", "前", "明", "月", "光", "，", "↵", "U+25767"])
+    assert "“床前U+25767”" in box.figure.axes[0].get_title()  # the prompt repeated in the title
+    assert "提示" not in box.summary.value and "prompt: 床前\U00025767" in box.summary.value  # the page draws it
 
 
 @pytest.mark.parametrize("call, argument", [

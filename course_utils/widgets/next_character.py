@@ -27,7 +27,7 @@ from matplotlib.ticker import FormatStrFormatter
 from .. import validation
 from ..corpus import Corpus
 from ..gpt import GPT
-from ..i18n import message
+from ..i18n import language, message
 from ..viz import keep_layout, new_figure
 from .explorer import explorer, model_state, reusable
 
@@ -67,14 +67,14 @@ def _arguments(function, model, corpus, prompt):
     if not isinstance(prompt, str) or not prompt:
         validation.fail(function, "prompt", validation.describe(prompt),
                         {"en": "a non-empty str, the text the model continues", "zh": "非空的 str，即模型要续写的文本"})
-    ids = corpus.encode(prompt) if set(prompt) <= set(corpus.vocab) else None
-    if ids is None:
-        unknown = next(c for c in prompt if c not in corpus.vocab)
+    known = set(corpus.vocab)
+    unknown = next((c for c in prompt if c not in known), None)
+    if unknown is not None:  # named here as the prompt (Corpus.encode would name its own argument, text)
         validation.fail(function, "prompt", validation.describe(prompt),
                         {"en": f"characters of the {corpus.name} corpus only; {unknown!r} is not one of its "
                                f"{corpus.vocab_size}",
                          "zh": f"只含 {corpus.name} 语料中的字符；{unknown!r} 不在它的 {corpus.vocab_size} 个字符之中"})
-    return ids
+    return corpus.encode(prompt)
 
 
 def _sampling(function, vocab, temperature, top_k, seed):
@@ -98,8 +98,9 @@ def fused_attention(model):
     """`model` computing its attention with PyTorch's fused F.scaled_dot_product_attention ("sdpa")
     inside the block, whatever it used before (restored on exit). The same weights give the same
     function (lesson 10 swaps the implementations and compares them); on a CPU a generated character
-    costs about a third less than with the course's "course" attention, which materialises the weights
-    (the explorer's redraw stays within 0.3 s of one thread's time on a 5 M-parameter model)."""
+    costs about a quarter less than with the course's "course" attention, which materialises the
+    weights, and the explorer's redraw stays within 0.3 s of one thread's time on a 5 M-parameter model
+    (benchmarks/bench_widgets.py measures it)."""
     before = model.implementation
     model.use_attention("sdpa")
     try:
@@ -133,7 +134,8 @@ def _distribution(logits, temperature, top_k):
         kept = before_cut > 0
     else:
         before_cut = torch.softmax(sorted_logits.double() / temperature, dim=0).float()
-        kept = sorted_logits >= sorted_logits[top_k - 1] if top_k is not None else torch.ones_like(sorted_logits, dtype=torch.bool)
+        kept = torch.ones_like(sorted_logits, dtype=torch.bool) if top_k is None else \
+            sorted_logits >= sorted_logits[top_k - 1]  # ties with the k-th kept, as gpt.sample_next keeps them
     probability = torch.where(kept, before_cut, 0.0)
     return order, probability / probability.sum(), before_cut, kept
 
@@ -165,10 +167,15 @@ def _drawable(character, families):
     return any(font.get_char_index(ord(character)) for font in _fonts(families))
 
 
-def _tail(text):
-    """The end of `text` as the title and summary repeat it (at most PROMPT_SHOWN characters, one line)."""
+def _tail(text, drawn=False):
+    """The end of `text` as the summary (or, `drawn`, the figure's title) repeats it: at most PROMPT_SHOWN
+    characters on one line, a newline or a tab as its sign (in the title, a character no font draws too)."""
     cut = text[-PROMPT_SHOWN:]
-    return ("…" if len(text) > PROMPT_SHOWN else "") + "".join(_shown(c) if c in "\n\t" else c for c in cut)
+    if drawn:
+        shown = (c if c == " " else _shown(c) for c in cut)
+    else:
+        shown = (VISIBLE.get(c, c) if c in "\n\t" else c for c in cut)
+    return ("…" if len(text) > PROMPT_SHOWN else "") + "".join(shown)
 
 
 def next_character_view(model, corpus, prompt, temperature=1.0, top_k=None, seed=0, figure=None):
@@ -186,7 +193,7 @@ def next_character_view(model, corpus, prompt, temperature=1.0, top_k=None, seed
     shown = min(SHOWN, len(order))
     labels = [_shown(corpus.vocab[i]) for i in order[:shown].tolist()]
 
-    key = ("next_character", tuple(labels), _tail(prompt), id(corpus))
+    key = ("next_character", tuple(labels), _tail(prompt, drawn=True), language())  # what the layout holds
     figure = reusable(figure, key)
     if figure is None:  # laid out once: the labels are the prompt's characters, the y ticks one format
         figure, axes = new_figure(size=(7.6, 3.1))
@@ -200,7 +207,7 @@ def next_character_view(model, corpus, prompt, temperature=1.0, top_k=None, seed
         ax.set_ylim(0, 1.05)
         ax.yaxis.set_major_formatter(FormatStrFormatter("%.2f"))
         ax.set_ylabel(message("next_char.probability"))
-        ax.set_title(message("next_char.title", tail=_tail(prompt)), fontsize=10)
+        ax.set_title(message("next_char.title", tail=_tail(prompt, drawn=True)), fontsize=10)
         ax.legend(handles=[Patch(color=KEPT, label=message("next_char.kept")),
                            Patch(color=DROPPED, label=message("next_char.dropped"))],
                   loc="upper right", fontsize=8, frameon=False)
@@ -216,13 +223,15 @@ def next_character_view(model, corpus, prompt, temperature=1.0, top_k=None, seed
     text = _continuation(model, ids, temperature, top_k, seed)
     count = int(kept.sum())
     cut = message("next_char.no_cut") if top_k is None else message("next_char.cut", k=top_k)
+    best = corpus.vocab[order[0]]
+    best = VISIBLE.get(best, best)
     lines = [message("next_char.prompt", tail=_tail(prompt))]
     if temperature == 0:
-        lines.append(message("next_char.greedy", best=VISIBLE.get(corpus.vocab[order[0]], corpus.vocab[order[0]])))
+        lines.append(message("next_char.greedy", best=best))
     else:
         lines.append(message("next_char.summary", temperature=temperature, cut=cut, count=count,
-                             vocab=model.config.vocab, best=VISIBLE.get(corpus.vocab[order[0]], corpus.vocab[order[0]]),
-                             p=probability[0].item(), kept_mass=before_cut[kept].sum().item()))
+                             vocab=model.config.vocab, best=best, p=probability[0].item(),
+                             kept_mass=before_cut[kept].sum().item()))
     lines += ["", message("next_char.greedy_text" if temperature == 0 else "next_char.sampled_text",
                           n=CONTINUATION, seed=seed), corpus.decode(text)]
     return figure, "\n".join(lines)
@@ -232,7 +241,7 @@ def _continuation(model, ids, temperature, top_k, seed):
     """CONTINUATION characters `model` writes after `ids` (P,), with the KV cache (GPT.generate)."""
     prompt = ids[None].to(model.embed.weight.device)  # (1, P)
     generator = torch.Generator().manual_seed(seed) if temperature > 0 else None
-    with fused_attention(model):
+    with torch.inference_mode(), fused_attention(model):  # no autograd bookkeeping at all: a few % of a redraw
         tokens, _ = model.generate(prompt, CONTINUATION, temperature=temperature, top_k=top_k, generator=generator,
                                    cache=True)
     return tokens[0].cpu()  # (CONTINUATION,)
