@@ -35,7 +35,7 @@ def _notebook_assignment(name):
 
 
 def _live_config():
-    return eval(_notebook_assignment("LIVE"), {"train_gpt": T})  # noqa: S307  (the lesson's own source)
+    return eval(_notebook_assignment("LIVE"), {"train_gpt": T})  # the lesson's own source
 
 
 # ----------------------------------------------------------------------------- the live run
