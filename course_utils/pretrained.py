@@ -86,7 +86,7 @@ def _read(function, argument, file, name):
         _broken(function, argument, file, {"en": "the file does not exist", "zh": "文件不存在"})
     try:
         # weights_only: a checkpoint is data, never code that runs when it is read
-        saved = torch.load(file, map_location="cpu", weights_only=True)
+        saved = torch.load(file, map_location=lambda storage, _where: storage, weights_only=True)
     except Exception as error:  # noqa: BLE001  (any unreadable file: say which, in the learner's words)
         _broken(function, argument, file, {"en": f"torch.load cannot read it ({type(error).__name__}: {str(error)[:200]})",
                                            "zh": f"torch.load 读不了它（{type(error).__name__}：{str(error)[:200]}）"})
