@@ -67,7 +67,7 @@ from course_utils import check, claim, gpt, measured, pretrained, setup, train_g
 from course_utils import corpus as corpora
 from course_utils.attention import scaled_dot_product_attention
 from course_utils.decoding import KVCache
-from course_utils.viz import head_grid, heatmap
+from course_utils.viz import heatmap
 from course_utils.widgets import next_character_explorer
 
 setup(lang="en")
@@ -699,7 +699,13 @@ plt.show()
 # 再看唐诗模型在一首诗上的情形。一联写成一行 `AAAAA，BBBBB。`：五个（或七个）字，一个逗号，再五个字，一个句号。
 
 # %%
-poem_text = verse.poems(tang)[0]
+counts = torch.bincount(tang.ids, minlength=tang.vocab_size)  # (V,)
+# lang: en
+# the first quatrain of val whose characters are all common (the plot's font lacks a few rare ones)
+# lang: zh
+# 验证集中第一首字都常见的绝句（图里用的字体缺少个别生僻字）
+# lang: end
+poem_text = next(p for p in verse.poems(tang) if len(p) == 25 and bool((counts[tang.encode(p)] >= 50).all()))
 print(poem_text)
 poem_maps = tang_model.attention_maps(tang.encode(poem_text)[None])  # (L, 1, H, T, T)
 poem_labels = [{"\n": "⏎"}.get(c, c) for c in poem_text]
