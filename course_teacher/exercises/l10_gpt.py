@@ -817,11 +817,12 @@ def _as_model(model):
     return objects.gpt_model(model) if isinstance(model, dict) else model
 
 
-def _gpt_case(g, B, P, new_tokens, vocab=11, context=8, d_model=16, heads=2, layers=2):
+def _gpt_case(g, B, P, new_tokens, vocab=11, context=8, d_model=16, heads=2, layers=2, first_differs=False):
     """A model, a prompt and a number of tokens to generate, where greedy generation is a fair test: every
     step's two largest logits at least 0.002 apart (a thousand times what the order of float32 sums can
     move), and no row repeating one or two characters (with tied weights and a small model, the input
-    character tends to win: a small embedding and strong blocks make the text depend on the window)."""
+    character tends to win: a small embedding and strong blocks make the text depend on the window).
+    `first_differs`: the prefill's first and last positions also predict different characters in some row."""
     config = gpt.GPTConfig(vocab, context=context, d_model=d_model, heads=heads, layers=layers)
     structure = gpt.make_gpt(vocab, context=context, d_model=d_model, heads=heads, layers=layers)
     while True:
@@ -832,6 +833,10 @@ def _gpt_case(g, B, P, new_tokens, vocab=11, context=8, d_model=16, heads=2, lay
             chosen, logits = model.generate(prompt, new_tokens, temperature=0, cache=False)
         top = logits.topk(2, dim=-1).values
         varied = all(len(set(row.tolist())) >= min(3, new_tokens) for row in chosen)
+        if first_differs:
+            with torch.no_grad():
+                prefill = model(prompt[:, gpt.window_start(P, context, context // 2):])
+            varied = varied and bool((prefill[:, 0].argmax(-1) != prefill[:, -1].argmax(-1)).any())
         if float((top[..., 0] - top[..., 1]).min()) > 0.002 and varied:
             return data, prompt, new_tokens
 
@@ -842,7 +847,7 @@ def _generate_cases(generator):
     # new token, one layer with context 6 and several jumps, a generation that stays within the context.
     g = generator
     return [
-        _gpt_case(g, 2, 3, 14),
+        _gpt_case(g, 2, 3, 14, first_differs=True),
         _gpt_case(g, 2, 8, 5),
         _gpt_case(g, 1, 12, 6),
         _gpt_case(g, 2, 4, 1),
@@ -853,16 +858,17 @@ def _generate_cases(generator):
 
 def _hidden_generate_cases(generator):
     """The grader's: sizes drawn from its generator; whatever the draws, one generation that runs past
-    the context from a short prompt, and one that stays within it."""
+    the context from a short prompt whose first and last positions predict different characters, and
+    one that stays within the context."""
     g, cases = generator, []
     for number in range(4):
         context = _draw(g, 5, 10)
-        prompt = _draw(g, 1, 3) if number < 2 else _draw(g, 1, 2 * context)
+        prompt = _draw(g, 2 if number == 0 else 1, 3) if number < 2 else _draw(g, 1, 2 * context)
         new = _draw(g, context + 2, 2 * context + 4) if number == 0 else \
             _draw(g, 2, context - prompt) if number == 1 else _draw(g, 1, 2 * context)
         heads = _draw(g, 1, 2)
         cases.append(_gpt_case(g, _draw(g, 1, 2), prompt, new, vocab=_draw(g, 5, 16), context=context,
-                               d_model=8 * heads, heads=heads, layers=_draw(g, 1, 2)))
+                               d_model=8 * heads, heads=heads, layers=_draw(g, 1, 2), first_differs=number == 0))
     return cases
 
 
