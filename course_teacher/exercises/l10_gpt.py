@@ -382,7 +382,6 @@ def _hidden_loss_cases(generator):
 def _lm_loss(logits, tokens, pad_id=None, *, shift="right", probabilities="log_softmax", ignore_pad=True,
              pad_from="targets", reduction="mean"):
     """The loss, written out, with one of the slips its keywords name."""
-    B, T, V = logits.shape
     if shift == "right":
         predictions, targets, inputs = logits[:, :-1], tokens[:, 1:], tokens[:, :-1]  # (B, T − 1, V), (B, T − 1)
     elif shift == "none":

@@ -50,12 +50,11 @@ from dataclasses import dataclass
 import torch
 
 from ..i18n import message, pick
-from . import public
-from .hints import HINTS
+from . import objects, public
 from .compare import difference, gap, tensors
+from .hints import HINTS
 from .rules import AFTER_VALUES, REFUSAL_CODES
 from .sandbox import Sandbox, TimeLimit
-from . import objects
 
 PASSED, FAILED, NOT_ATTEMPTED, CRASHED = "passed", "failed", "not attempted", "crashed"
 

@@ -175,7 +175,7 @@ def finish(exercise, args, kept):
             raise FedTooManyTokens(message("ex10.fed_too_many", fed=_count(fed), needed=needed))
         return tokens
     if exercise == "10.sample_next":
-        logits, temperature, top_k, seed = args
+        logits, temperature, top_k, _ = args
         if temperature == 0:
             return kept[0]
         return _sampling_code(logits, temperature, top_k, kept)
