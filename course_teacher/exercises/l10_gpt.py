@@ -858,13 +858,14 @@ def _generate_cases(generator):
 def _hidden_generate_cases(generator):
     """The grader's: sizes drawn from its generator; whatever the draws, one generation that runs past
     the context from a short prompt whose first and last positions predict different characters, and
-    one that stays within the context."""
+    one that stays within the context, and one of a single new token (the prefill alone: where a
+    recomputation feeds what the cache does, so that NO_CACHE is told by the rest)."""
     g, cases = generator, []
-    for number in range(4):
+    for number in range(5):
         context = _draw(g, 5, 10)
         prompt = _draw(g, 2 if number == 0 else 1, 3) if number < 2 else _draw(g, 1, 2 * context)
         new = _draw(g, context + 2, 2 * context + 4) if number == 0 else \
-            _draw(g, 2, context - prompt) if number == 1 else _draw(g, 1, 2 * context)
+            _draw(g, 2, context - prompt) if number == 1 else 1 if number == 4 else _draw(g, 1, 2 * context)
         heads = _draw(g, 1, 2)
         cases.append(_gpt_case(g, _draw(g, 1, 2), prompt, new, vocab=_draw(g, 5, 16), context=context,
                                d_model=8 * heads, heads=heads, layers=_draw(g, 1, 2), first_differs=number == 0))
