@@ -43,7 +43,7 @@ CODES = {"outside": 1, "distribution": 2, "not_reproducible": 3, "global_generat
 
 # Taken at import: a learner's code that replaces them changes nothing here.
 _get_rng_state, _set_rng_state, _equal = torch.get_rng_state, torch.set_rng_state, torch.equal
-_Generator, _full, _zeros_like = torch.Generator, torch.full, torch.zeros_like
+_Generator, _full = torch.Generator, torch.full
 _bincount, _unique, _softmax = torch.bincount, torch.unique, torch.softmax
 
 
