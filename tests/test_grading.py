@@ -888,3 +888,35 @@ def test_every_check_and_diff_message_has_both_languages_and_formats():
     assert len(ours) > 40 and all(set(v) == {"en", "zh"} and all(v.values()) for v in ours.values())
     for name, _, _ in sandbox._SETTINGS:
         assert f"check.setting.{name}" in ours
+
+
+# ----------------------------------------------------------------------------- garbage collection
+
+def test_no_garbage_collection_runs_while_the_notebooks_check_calls_and_judges():
+    """A learner's object in a reference cycle, whose __del__ fixes a wrong result, must not run between
+    the call and the verdict (a collection would run it out of every watch, with the result in hand):
+    the notebook's check, as the grader's kernel, turns collection off until the verdict is made."""
+    import gc
+
+    from course_utils.exercises import evaluate as notebook_evaluate
+
+    seen = []
+
+    def softmax(x):
+        seen.append(gc.isenabled())
+        out = torch.zeros_like(x)  # wrong, until collected
+
+        class Fixer:
+            def __del__(self):
+                e = (x - x.max(-1, keepdim=True).values).exp()
+                out.copy_(e / e.sum(-1, keepdim=True))
+
+        fixer = Fixer()
+        fixer.cycle = fixer  # freed only by a collection, which the check's own allocations would start
+        return out
+
+    assert gc.isenabled()
+    verdict = notebook_evaluate("01.softmax", softmax)
+    assert gc.isenabled(), "collection must resume after the check"
+    assert seen and not any(seen), seen
+    assert verdict.status == FAILED and "Case 1 " in verdict.message, verdict.message

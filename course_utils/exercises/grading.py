@@ -41,6 +41,7 @@ hints at ``.transpose(-2, -1)`` when a wrong answer used ``x.T`` on more than tw
 
 import contextlib
 import copy
+import gc
 import math
 import os
 import sys
@@ -118,7 +119,23 @@ def evaluate(exercise, function, *, time_limit=None):
     if not callable(function):
         return not_callable(exercise, type(function).__name__)
     reference = public.load(exercise)
-    return judge(reference, collect(reference.calls, function, time_limit))
+    with no_collection():
+        return judge(reference, collect(reference.calls, function, time_limit))
+
+
+@contextlib.contextmanager
+def no_collection():
+    """No garbage collection inside: a learner's object in a reference cycle, whose ``__del__`` would
+    run at a collection between two calls, or while the results are judged or encoded, out of every
+    watch, could otherwise still change a result (the sandbox keeps the rest alive until then:
+    sandbox's kept objects). Collection resumes as it was, after."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def not_callable(exercise, type_name):
