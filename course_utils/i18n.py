@@ -990,6 +990,32 @@ MESSAGES = {
     "l08.widget.done": {"en": "every row is final: the output equals softmax(QKᵀ/√d)V to 1e-6",
                         "zh": "每一行都已完成：输出与 softmax(QKᵀ/√d)V 相差不超过 1e-6"},
     "l08.widget.skipped": {"en": "tiles skipped: {skipped} of {total}", "zh": "跳过的分块：{total} 个中的 {skipped} 个"},
+    # lesson 10: the next-character explorer, temperature and top-k (widgets/next_character.py)
+    "next_char.temperature": {"en": "temperature", "zh": "温度"},
+    "next_char.top_k": {"en": "top-k (0: no cut)", "zh": "top-k（0：不截断）"},
+    "next_char.seed": {"en": "seed", "zh": "随机种子"},
+    "next_char.title": {"en": "the next character after “{tail}”", "zh": "“{tail}”之后的下一个字符"},
+    "next_char.probability": {"en": "probability", "zh": "概率"},
+    "next_char.kept": {"en": "can be drawn: its probability after temperature and top-k",
+                       "zh": "可被抽中：经过温度和 top-k 之后的概率"},
+    "next_char.dropped": {"en": "dropped: its probability before the cut", "zh": "被截掉：截断之前的概率"},
+    "next_char.prompt": {"en": "prompt: {tail}", "zh": "提示：{tail}"},
+    "next_char.no_cut": {"en": "no top-k cut", "zh": "不做 top-k 截断"},
+    "next_char.cut": {"en": "top-k = {k}", "zh": "top-k = {k}"},
+    "next_char.summary": {
+        "en": "temperature {temperature:g}, {cut}: {count:,} of the {vocab:,} characters can be drawn, holding {kept_mass:.1%} "
+        "of the probability at this temperature; the most likely, “{best}”, is drawn with probability {p:.1%}.",
+        "zh": "温度 {temperature:g}，{cut}：{vocab:,} 个字符中有 {count:,} 个可被抽中，它们在这个温度下共占 {kept_mass:.1%} "
+        "的概率；最可能的“{best}”被抽中的概率为 {p:.1%}。",
+    },
+    "next_char.greedy": {
+        "en": "temperature 0: nothing is drawn; every step takes the most likely character (greedy decoding), here “{best}”.",
+        "zh": "温度 0：不再抽样，每一步都取最可能的字符（贪心解码），这里是“{best}”。",
+    },
+    "next_char.sampled_text": {"en": "{n} characters sampled after the prompt with seed {seed} (KV cache):",
+                               "zh": "用随机种子 {seed} 在提示之后采样的 {n} 个字符（KV 缓存）："},
+    "next_char.greedy_text": {"en": "{n} characters written greedily after the prompt (KV cache):",
+                              "zh": "在提示之后贪心生成的 {n} 个字符（KV 缓存）："},
     # the links the build adds to every lesson, and the course home (course_teacher.build)
     # arrows, not emoji, as the verdicts' marks above
     "nav.home": {"en": "← [Course home]({link})", "zh": "← [课程首页]({link})"},
