@@ -1403,3 +1403,645 @@ def causal_forward_plain_torch(query, key, value, block_q, block_k):
     n_qb = -(-L // block_q)
     loaded = torch.tensor([[-(-min((i + 1) * block_q, L) // block_k) for i in range(n_qb)]] * query.shape[0])
     return out, lse, loaded
+
+# ----------------------------------------------------------------------------- 09.backward_dkdv
+
+
+def _blocks_d(query, value):
+    return max(16, triton.next_power_of_2(query.shape[-1])), max(16, triton.next_power_of_2(value.shape[-1]))
+
+
+@answer("09.backward_dkdv", PASSES)
+def dkdv_textbook(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    @triton.jit
+    def kernel(Q, K, V, O, LSE, DO, DK, DV, L_q, L_k, d, d_v, scale, CAUSAL: tl.constexpr,
+               BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+        pid = tl.program_id(0)
+        bh = tl.program_id(1)
+        cols = pid * BLOCK_K + tl.arange(0, BLOCK_K)
+        dd = tl.arange(0, BLOCK_D)
+        dv = tl.arange(0, BLOCK_DV)
+        k = tl.load(K + bh * L_k * d + cols[:, None] * d + dd[None, :], mask=(cols[:, None] < L_k) & (dd[None, :] < d),
+                    other=0.0)
+        v = tl.load(V + bh * L_k * d_v + cols[:, None] * d_v + dv[None, :],
+                    mask=(cols[:, None] < L_k) & (dv[None, :] < d_v), other=0.0)
+        dk = tl.zeros((BLOCK_K, BLOCK_D), tl.float32)
+        dvv = tl.zeros((BLOCK_K, BLOCK_DV), tl.float32)
+        for i in range(0, L_q, BLOCK_Q):
+            rows = i + tl.arange(0, BLOCK_Q)
+            q = tl.load(Q + bh * L_q * d + rows[:, None] * d + dd[None, :],
+                        mask=(rows[:, None] < L_q) & (dd[None, :] < d), other=0.0)
+            do = tl.load(DO + bh * L_q * d_v + rows[:, None] * d_v + dv[None, :],
+                         mask=(rows[:, None] < L_q) & (dv[None, :] < d_v), other=0.0)
+            o = tl.load(O + bh * L_q * d_v + rows[:, None] * d_v + dv[None, :],
+                        mask=(rows[:, None] < L_q) & (dv[None, :] < d_v), other=0.0)
+            m = tl.load(LSE + bh * L_q + rows, mask=rows < L_q, other=0.0)
+            D = tl.sum(do * o, axis=1)
+            s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
+            p = tl.exp(s - m[:, None])
+            keep = (rows[:, None] < L_q) & (cols[None, :] < L_k)
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= rows[:, None])
+            p = tl.where(keep, p, 0.0)
+            dvv += tl.dot(tl.trans(p), do, input_precision="ieee")
+            dp = tl.dot(do, tl.trans(v), input_precision="ieee")
+            ds = p * (dp - D[:, None])
+            dk += tl.dot(tl.trans(ds), q, input_precision="ieee")
+        tl.store(DK + bh * L_k * d + cols[:, None] * d + dd[None, :], dk * scale,
+                 mask=(cols[:, None] < L_k) & (dd[None, :] < d))
+        tl.store(DV + bh * L_k * d_v + cols[:, None] * d_v + dv[None, :], dvv,
+                 mask=(cols[:, None] < L_k) & (dv[None, :] < d_v))
+
+    q, k, v, o, do = (t.contiguous() for t in (query, key, value, output, d_output))
+    lse = lse.contiguous()
+    BH, L_q, d = q.shape
+    L_k, d_v = k.shape[1], v.shape[2]
+    dk = torch.full_like(k, float("nan"))
+    dv = torch.full_like(v, float("nan"))
+    BD, BDV = _blocks_d(q, v)
+    kernel[(triton.cdiv(L_k, block_k), BH)](q, k, v, o, lse, do, dk, dv, L_q, L_k, d, d_v, 1 / math.sqrt(d),
+                                            CAUSAL=causal, BLOCK_Q=block_q, BLOCK_K=block_k, BLOCK_D=BD, BLOCK_DV=BDV)
+    return dk, dv
+
+
+@answer("09.backward_dkdv", PASSES)
+def dkdv_exp2_causal_start(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """exp2 with the lse turned to base 2; causal, the loop starts at the key block's first query."""
+
+    @triton.jit
+    def _bwd_kv(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, do_ptr, dk_ptr, dv_ptr, n_q, n_k, D, DV, sm_scale,
+                IS_CAUSAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr):
+        start_n = tl.program_id(0) * BN
+        off = tl.program_id(1).to(tl.int64)
+        offs_n = start_n + tl.arange(0, BN)
+        offs_d = tl.arange(0, BD)
+        offs_e = tl.arange(0, BDV)
+        kmask = offs_n[:, None] < n_k
+        k = tl.load(k_ptr + off * n_k * D + offs_n[:, None] * D + offs_d[None, :], mask=kmask & (offs_d[None, :] < D),
+                    other=0.0)
+        v = tl.load(v_ptr + off * n_k * DV + offs_n[:, None] * DV + offs_e[None, :], mask=kmask & (offs_e[None, :] < DV),
+                    other=0.0)
+        qk_scale = sm_scale * 1.4426950408889634
+        acc_k = tl.zeros((BN, BD), dtype=tl.float32)
+        acc_v = tl.zeros((BN, BDV), dtype=tl.float32)
+        lo = 0
+        if IS_CAUSAL:
+            lo = start_n  # the queries before the first key of the block see none of it
+        for start_m in range(lo, n_q, BM):
+            offs_m = start_m + tl.arange(0, BM)
+            qm = offs_m[:, None] < n_q
+            q = tl.load(q_ptr + off * n_q * D + offs_m[:, None] * D + offs_d[None, :], mask=qm & (offs_d[None, :] < D),
+                        other=0.0)
+            do = tl.load(do_ptr + off * n_q * DV + offs_m[:, None] * DV + offs_e[None, :],
+                         mask=qm & (offs_e[None, :] < DV), other=0.0)
+            o = tl.load(o_ptr + off * n_q * DV + offs_m[:, None] * DV + offs_e[None, :],
+                        mask=qm & (offs_e[None, :] < DV), other=0.0)
+            lse2 = tl.load(lse_ptr + off * n_q + offs_m, mask=offs_m < n_q, other=float("inf")) * 1.4426950408889634
+            delta = tl.sum(o * do, 1)
+            p = tl.exp2(tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale - lse2[:, None])
+            if IS_CAUSAL:
+                p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
+            acc_v = tl.dot(tl.trans(p), do, acc_v, input_precision="ieee")
+            dp = tl.dot(do, tl.trans(v), input_precision="ieee")
+            ds = p * (dp - delta[:, None]) * sm_scale
+            acc_k = tl.dot(tl.trans(ds), q, acc_k, input_precision="ieee")
+        tl.store(dk_ptr + off * n_k * D + offs_n[:, None] * D + offs_d[None, :], acc_k, mask=kmask & (offs_d[None, :] < D))
+        tl.store(dv_ptr + off * n_k * DV + offs_n[:, None] * DV + offs_e[None, :], acc_v,
+                 mask=kmask & (offs_e[None, :] < DV))
+
+    q, k, v, o, do, lse = (t.contiguous() for t in (query, key, value, output, d_output, lse))
+    BH, n_q, D = q.shape
+    n_k, DV = k.shape[1], v.shape[2]
+    dk = torch.empty_like(k)
+    dv = torch.empty_like(v)
+    BD, BDV = _blocks_d(q, v)
+    _bwd_kv[(triton.cdiv(n_k, block_k), BH)](q, k, v, o, lse, do, dk, dv, n_q, n_k, D, DV, D ** -0.5,
+                                             IS_CAUSAL=bool(causal), BM=block_q, BN=block_k, BD=BD, BDV=BDV)
+    return dk, dv
+
+
+def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *, d_mode=0, ds_flip=False,
+          p_scale=True, dk_scale=1, store_at_q=False, diag=0, lo=0, blocks=None, half=False, scaled_k=False):
+    """The dK/dV kernel with a learner's slip switched on by the keywords.
+
+    d_mode: 0 rowsum(dO∘O), 1 rowsum(dO), 2 the block's total, 3 rowsum over the wrong operand (dO∘dO).
+    dk_scale: 0 none, 1 once, 2 twice. diag (causal): 0 cols <= rows, 1 cols < rows, 2 none.
+    lo (causal): 0 from query 0, 1 from the block after the key block's first query (skips the diagonal).
+    """
+
+    @triton.jit
+    def kernel(Q, K, V, O, LSE, DO, DK, DV, L_q, L_k, d, d_v, scale, n_qblocks, CAUSAL: tl.constexpr,
+               D_MODE: tl.constexpr, DS_FLIP: tl.constexpr, P_SCALE: tl.constexpr, DK_SCALE: tl.constexpr,
+               STORE_AT_Q: tl.constexpr, DIAG: tl.constexpr, LO: tl.constexpr, HALF: tl.constexpr,
+               SCALED_K: tl.constexpr,
+               BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+        pid = tl.program_id(0)
+        bh = tl.program_id(1)
+        cols = pid * BLOCK_K + tl.arange(0, BLOCK_K)
+        dd = tl.arange(0, BLOCK_D)
+        dv = tl.arange(0, BLOCK_DV)
+        k = tl.load(K + bh * L_k * d + cols[:, None] * d + dd[None, :], mask=(cols[:, None] < L_k) & (dd[None, :] < d),
+                    other=0.0)
+        v = tl.load(V + bh * L_k * d_v + cols[:, None] * d_v + dv[None, :],
+                    mask=(cols[:, None] < L_k) & (dv[None, :] < d_v), other=0.0)
+        if SCALED_K:
+            k = k * scale
+        dk = tl.zeros((BLOCK_K, BLOCK_D), tl.float32)
+        dvv = tl.zeros((BLOCK_K, BLOCK_DV), tl.float32)
+        if HALF:
+            dk = dk.to(tl.float16)
+            dvv = dvv.to(tl.float16)
+        start = 0
+        if CAUSAL:
+            if LO == 1:
+                start = (pid * BLOCK_K // BLOCK_Q + 1) * BLOCK_Q
+        for ib in range(start // BLOCK_Q, n_qblocks):
+            rows = ib * BLOCK_Q + tl.arange(0, BLOCK_Q)
+            q = tl.load(Q + bh * L_q * d + rows[:, None] * d + dd[None, :],
+                        mask=(rows[:, None] < L_q) & (dd[None, :] < d), other=0.0)
+            do = tl.load(DO + bh * L_q * d_v + rows[:, None] * d_v + dv[None, :],
+                         mask=(rows[:, None] < L_q) & (dv[None, :] < d_v), other=0.0)
+            o = tl.load(O + bh * L_q * d_v + rows[:, None] * d_v + dv[None, :],
+                        mask=(rows[:, None] < L_q) & (dv[None, :] < d_v), other=0.0)
+            m = tl.load(LSE + bh * L_q + rows, mask=rows < L_q, other=0.0)
+            if D_MODE == 0:
+                Di = tl.sum(do * o, axis=1)
+            elif D_MODE == 1:
+                Di = tl.sum(do, axis=1)
+            elif D_MODE == 2:
+                Di = tl.zeros((BLOCK_Q,), tl.float32) + tl.sum(tl.sum(do * o, axis=1), axis=0)
+            else:
+                Di = tl.sum(do * do, axis=1)
+            s = tl.dot(q, tl.trans(k), input_precision="ieee")
+            if P_SCALE:
+                if not SCALED_K:
+                    s = s * scale
+            p = tl.exp(s - m[:, None])
+            keep = (rows[:, None] < L_q) & (cols[None, :] < L_k)
+            if CAUSAL:
+                if DIAG == 0:
+                    keep = keep & (cols[None, :] <= rows[:, None])
+                elif DIAG == 1:
+                    keep = keep & (cols[None, :] < rows[:, None])
+            p = tl.where(keep, p, 0.0)
+            dp = tl.dot(do, tl.trans(v), input_precision="ieee")
+            if DS_FLIP:
+                ds = p * (Di[:, None] - dp)
+            else:
+                ds = p * (dp - Di[:, None])
+            if HALF:
+                dvv = (dvv + tl.dot(tl.trans(p), do, input_precision="ieee").to(tl.float16)).to(tl.float16)
+                dk = (dk + tl.dot(tl.trans(ds), q, input_precision="ieee").to(tl.float16)).to(tl.float16)
+            else:
+                dvv += tl.dot(tl.trans(p), do, input_precision="ieee")
+                dk += tl.dot(tl.trans(ds), q, input_precision="ieee")
+        dk = dk.to(tl.float32)
+        if DK_SCALE == 1:
+            dk = dk * scale
+        elif DK_SCALE == 2:
+            dk = dk * scale * scale
+        if STORE_AT_Q:
+            out = pid * BLOCK_Q + tl.arange(0, BLOCK_K)
+        else:
+            out = cols
+        tl.store(DK + bh * L_k * d + out[:, None] * d + dd[None, :], dk, mask=(out[:, None] < L_k) & (dd[None, :] < d))
+        tl.store(DV + bh * L_k * d_v + out[:, None] * d_v + dv[None, :], dvv.to(tl.float32),
+                 mask=(out[:, None] < L_k) & (dv[None, :] < d_v))
+
+    q, k, v, o, do, lse = (t.contiguous() for t in (query, key, value, output, d_output, lse))
+    BH, L_q, d = q.shape
+    L_k, d_v = k.shape[1], v.shape[2]
+    dk = torch.full_like(k, float("nan"))
+    dv = torch.full_like(v, float("nan"))
+    BD, BDV = _blocks_d(q, v)
+    n_qblocks = triton.cdiv(L_q, block_q) if blocks is None else blocks(L_q, block_q)
+    kernel[(triton.cdiv(L_k, block_k), BH)](
+        q, k, v, o, lse, do, dk, dv, L_q, L_k, d, d_v, 1 / math.sqrt(d), n_qblocks, CAUSAL=bool(causal), D_MODE=d_mode,
+        DS_FLIP=ds_flip, P_SCALE=p_scale, DK_SCALE=dk_scale, STORE_AT_Q=store_at_q, DIAG=diag, LO=lo, HALF=half,
+        SCALED_K=scaled_k, BLOCK_Q=block_q, BLOCK_K=block_k, BLOCK_D=BD, BLOCK_DV=BDV)
+    return dk, dv
+
+
+@answer("09.backward_dkdv", PASSES)
+def dkdv_scaled_keys(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The keys scaled once when loaded, S = Q (K · scale)ᵀ; dK = dSᵀQ · scale at the end."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, scaled_k=True)
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_d_from_do(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """D is the row sum of dO alone, without the output O."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, d_mode=1)
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_d_block_total(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """D summed over the query rows too: one number for the whole block instead of one per row."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, d_mode=2)
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_d_from_do_squared(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """D is the row sum of dO ∘ dO (the wrong block loaded twice) instead of dO ∘ O."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, d_mode=3)
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_ds_sign_flipped(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """dS = P ∘ (D − dP), its sign flipped."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, ds_flip=True)
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_p_unscaled(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """P recomputed as exp(QKᵀ − lse), without the scale on the scores."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, p_scale=False)
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_dk_unscaled(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """dK = dSᵀQ without the scale."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, dk_scale=0)
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_dk_scaled_twice(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """dK multiplied by the scale twice."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, dk_scale=2)
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_stored_at_query_offset(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """dK and dV are stored at pid · block_q, the query block's offset, instead of pid · block_k."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, store_at_q=True)
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_strict_diagonal(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The causal mask is cols < rows: each key loses its own query."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, diag=1)
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_causal_unmasked(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """causal is ignored: the recomputed P is not masked, so the hidden entries are e^(S − lse), not 0."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, diag=2)
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_skips_diagonal(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """Causal, the loop starts at the query block after the key block's diagonal, missing it."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, lo=1)
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_one_block_short(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The query loop runs L_q // block_q blocks: the partial last query block is left out."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, blocks=lambda L, b: L // b)
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_float16_acc(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """dK and dV accumulated in float16."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, half=True)
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_broadcast_torch(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """No kernel at all: the closed form with broadcast products and sums in torch."""
+    d = query.shape[-1]
+    s = (query[:, :, None, :] * key[:, None, :, :]).sum(-1) / math.sqrt(d)
+    p = torch.exp(s - lse[..., None])
+    if causal:
+        p = p.masked_fill(torch.ones(p.shape[-2:], dtype=torch.bool).triu(1), 0.0)
+    dp = (d_output[:, :, None, :] * value[:, None, :, :]).sum(-1)
+    ds = p * (dp - (d_output * output).sum(-1, keepdim=True))
+    dv = (p[..., None] * d_output[:, :, None, :]).sum(1)
+    dk = (ds[..., None] * query[:, :, None, :]).sum(1) / math.sqrt(d)
+    return dk, dv
+
+
+@answer("09.backward_dkdv", None)
+def dkdv_tiled_backward(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """No kernel at all: lesson 08's tiled.tiled_backward."""
+    _, dk, dv, *_ = tiled.tiled_backward(query, key, value, output, lse, d_output, block_q=block_q, block_k=block_k,
+                                         causal=causal)
+    return dk, dv
+
+# ----------------------------------------------------------------------------- 09.backward_dq
+
+
+@answer("09.backward_dq", PASSES)
+def dq_textbook(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    @triton.jit
+    def kernel(Q, K, V, O, LSE, DO, DQ, L_q, L_k, d, d_v, scale, CAUSAL: tl.constexpr,
+               BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+        pid = tl.program_id(0)
+        bh = tl.program_id(1)
+        rows = pid * BLOCK_Q + tl.arange(0, BLOCK_Q)
+        dd = tl.arange(0, BLOCK_D)
+        dv = tl.arange(0, BLOCK_DV)
+        qmask = (rows[:, None] < L_q) & (dd[None, :] < d)
+        omask = (rows[:, None] < L_q) & (dv[None, :] < d_v)
+        q = tl.load(Q + bh * L_q * d + rows[:, None] * d + dd[None, :], mask=qmask, other=0.0)
+        do = tl.load(DO + bh * L_q * d_v + rows[:, None] * d_v + dv[None, :], mask=omask, other=0.0)
+        o = tl.load(O + bh * L_q * d_v + rows[:, None] * d_v + dv[None, :], mask=omask, other=0.0)
+        m = tl.load(LSE + bh * L_q + rows, mask=rows < L_q, other=0.0)
+        D = tl.sum(do * o, axis=1)
+        dq = tl.zeros((BLOCK_Q, BLOCK_D), tl.float32)
+        hi = L_k
+        if CAUSAL:
+            hi = tl.minimum((pid + 1) * BLOCK_Q, L_k)
+        for j in range(0, hi, BLOCK_K):
+            cols = j + tl.arange(0, BLOCK_K)
+            k = tl.load(K + bh * L_k * d + cols[:, None] * d + dd[None, :], mask=(cols[:, None] < L_k) & (dd[None, :] < d),
+                        other=0.0)
+            v = tl.load(V + bh * L_k * d_v + cols[:, None] * d_v + dv[None, :],
+                        mask=(cols[:, None] < L_k) & (dv[None, :] < d_v), other=0.0)
+            s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
+            keep = cols[None, :] < L_k
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= rows[:, None])
+            p = tl.where(keep, tl.exp(s - m[:, None]), 0.0)
+            dp = tl.dot(do, tl.trans(v), input_precision="ieee")
+            ds = p * (dp - D[:, None])
+            dq += tl.dot(ds, k, input_precision="ieee")
+        tl.store(DQ + bh * L_q * d + rows[:, None] * d + dd[None, :], dq * scale, mask=qmask)
+
+    q, k, v, o, do, lse = (t.contiguous() for t in (query, key, value, output, d_output, lse))
+    BH, L_q, d = q.shape
+    L_k, d_v = k.shape[1], v.shape[2]
+    dq = torch.full_like(q, float("nan"))
+    BD, BDV = _blocks_d(q, v)
+    kernel[(triton.cdiv(L_q, block_q), BH)](q, k, v, o, lse, do, dq, L_q, L_k, d, d_v, 1 / math.sqrt(d),
+                                            CAUSAL=causal, BLOCK_Q=block_q, BLOCK_K=block_k, BLOCK_D=BD, BLOCK_DV=BDV)
+    return dq
+
+
+@answer("09.backward_dq", PASSES)
+def dq_exp2_scaled_per_step(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """exp2 with the lse in base 2, dS scaled at every step, the causal bound split in two loops."""
+
+    @triton.jit
+    def _bwd_q(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, do_ptr, dq_ptr, n_q, n_k, D, DV, sm_scale,
+               IS_CAUSAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr):
+        start_m = tl.program_id(0) * BM
+        off = tl.program_id(1).to(tl.int64)
+        offs_m = start_m + tl.arange(0, BM)
+        offs_d = tl.arange(0, BD)
+        offs_e = tl.arange(0, BDV)
+        row_ok = offs_m[:, None] < n_q
+        q = tl.load(q_ptr + off * n_q * D + offs_m[:, None] * D + offs_d[None, :], mask=row_ok & (offs_d[None, :] < D),
+                    other=0.0)
+        do = tl.load(do_ptr + off * n_q * DV + offs_m[:, None] * DV + offs_e[None, :], mask=row_ok & (offs_e[None, :] < DV),
+                     other=0.0)
+        o = tl.load(o_ptr + off * n_q * DV + offs_m[:, None] * DV + offs_e[None, :], mask=row_ok & (offs_e[None, :] < DV),
+                    other=0.0)
+        delta = tl.sum(do * o, axis=1)
+        lse2 = tl.load(lse_ptr + off * n_q + offs_m, mask=offs_m < n_q, other=0.0) * 1.4426950408889634
+        qk_scale = sm_scale * 1.4426950408889634
+        acc = tl.zeros((BM, BD), dtype=tl.float32)
+        end_full = n_k
+        if IS_CAUSAL:
+            end_full = start_m
+        for start_n in range(0, end_full, BN):  # blocks every query sees (or all of them, not causal)
+            offs_n = start_n + tl.arange(0, BN)
+            k = tl.load(k_ptr + off * n_k * D + offs_n[:, None] * D + offs_d[None, :],
+                        mask=(offs_n[:, None] < n_k) & (offs_d[None, :] < D), other=0.0)
+            v = tl.load(v_ptr + off * n_k * DV + offs_n[:, None] * DV + offs_e[None, :],
+                        mask=(offs_n[:, None] < n_k) & (offs_e[None, :] < DV), other=0.0)
+            p = tl.exp2(tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale - lse2[:, None])
+            p = tl.where(offs_n[None, :] < n_k, p, 0.0)
+            ds = p * (tl.dot(do, tl.trans(v), input_precision="ieee") - delta[:, None]) * sm_scale
+            acc = tl.dot(ds, k, acc, input_precision="ieee")
+        if IS_CAUSAL:
+            for start_n in range(start_m, tl.minimum(start_m + BM, n_k), BN):
+                offs_n = start_n + tl.arange(0, BN)
+                k = tl.load(k_ptr + off * n_k * D + offs_n[:, None] * D + offs_d[None, :],
+                            mask=(offs_n[:, None] < n_k) & (offs_d[None, :] < D), other=0.0)
+                v = tl.load(v_ptr + off * n_k * DV + offs_n[:, None] * DV + offs_e[None, :],
+                            mask=(offs_n[:, None] < n_k) & (offs_e[None, :] < DV), other=0.0)
+                p = tl.exp2(tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale - lse2[:, None])
+                p = tl.where((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < n_k), p, 0.0)
+                ds = p * (tl.dot(do, tl.trans(v), input_precision="ieee") - delta[:, None]) * sm_scale
+                acc = tl.dot(ds, k, acc, input_precision="ieee")
+        tl.store(dq_ptr + off * n_q * D + offs_m[:, None] * D + offs_d[None, :], acc, mask=row_ok & (offs_d[None, :] < D))
+
+    q, k, v, o, do, lse = (t.contiguous() for t in (query, key, value, output, d_output, lse))
+    BH, n_q, D = q.shape
+    n_k, DV = k.shape[1], v.shape[2]
+    dq = torch.full((BH, n_q, D), float("nan"), dtype=torch.float32, device=q.device)
+    BD, BDV = _blocks_d(q, v)
+    _bwd_q[(triton.cdiv(n_q, block_q), BH)](q, k, v, o, lse, do, dq, n_q, n_k, D, DV, D ** -0.5, IS_CAUSAL=bool(causal),
+                                            BM=block_q, BN=block_k, BD=BD, BDV=BDV)
+    return dq
+
+
+def _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, *, d_mode=0, ds_flip=False, p_scale=True,
+        dq_scale=1, diag=0, hi=0, blocks=None, grid_down=False, half=False, lse_at_keys=False, key_mask=1):
+    """The dQ kernel with a learner's slip switched on by the keywords.
+
+    d_mode: 0 rowsum(dO∘O), 1 rowsum(dO), 2 the block's total. dq_scale: 0 none, 1 once, 2 twice.
+    diag (causal): 0 cols <= rows, 1 cols < rows, 2 none. hi (causal): 0 min((pid+1) b_q, L), 2 every key block,
+    3 pid · b_q (stops before the diagonal). key_mask: 1 cols < L_k, 0 none, 2 cols <= L_k.
+    """
+
+    @triton.jit
+    def kernel(Q, K, V, O, LSE, DO, DQ, L_q, L_k, d, d_v, scale, n_kblocks, CAUSAL: tl.constexpr,
+               D_MODE: tl.constexpr, DS_FLIP: tl.constexpr, P_SCALE: tl.constexpr, DQ_SCALE: tl.constexpr,
+               DIAG: tl.constexpr, HI: tl.constexpr, HALF: tl.constexpr, KEY_MASK: tl.constexpr,
+               BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+        pid = tl.program_id(0)
+        bh = tl.program_id(1)
+        rows = pid * BLOCK_Q + tl.arange(0, BLOCK_Q)
+        dd = tl.arange(0, BLOCK_D)
+        dv = tl.arange(0, BLOCK_DV)
+        qmask = (rows[:, None] < L_q) & (dd[None, :] < d)
+        omask = (rows[:, None] < L_q) & (dv[None, :] < d_v)
+        q = tl.load(Q + bh * L_q * d + rows[:, None] * d + dd[None, :], mask=qmask, other=0.0)
+        do = tl.load(DO + bh * L_q * d_v + rows[:, None] * d_v + dv[None, :], mask=omask, other=0.0)
+        o = tl.load(O + bh * L_q * d_v + rows[:, None] * d_v + dv[None, :], mask=omask, other=0.0)
+        m = tl.load(LSE + bh * L_q + rows, mask=rows < L_q, other=0.0)
+        if D_MODE == 0:
+            Di = tl.sum(do * o, axis=1)
+        elif D_MODE == 1:
+            Di = tl.sum(do, axis=1)
+        else:
+            Di = tl.zeros((BLOCK_Q,), tl.float32) + tl.sum(tl.sum(do * o, axis=1), axis=0)
+        dq = tl.zeros((BLOCK_Q, BLOCK_D), tl.float32)
+        if HALF:
+            dq = dq.to(tl.float16)
+        hi = n_kblocks * BLOCK_K
+        if CAUSAL:
+            if HI == 0:
+                hi = tl.minimum((pid + 1) * BLOCK_Q, L_k)
+            elif HI == 3:
+                hi = pid * BLOCK_Q
+        for j in range(0, hi, BLOCK_K):
+            cols = j + tl.arange(0, BLOCK_K)
+            k = tl.load(K + bh * L_k * d + cols[:, None] * d + dd[None, :], mask=(cols[:, None] < L_k) & (dd[None, :] < d),
+                        other=0.0)
+            v = tl.load(V + bh * L_k * d_v + cols[:, None] * d_v + dv[None, :],
+                        mask=(cols[:, None] < L_k) & (dv[None, :] < d_v), other=0.0)
+            s = tl.dot(q, tl.trans(k), input_precision="ieee")
+            if P_SCALE:
+                s = s * scale
+            p = tl.exp(s - m[:, None])
+            if KEY_MASK == 1:
+                keep = cols[None, :] < L_k
+            elif KEY_MASK == 2:
+                keep = cols[None, :] <= L_k
+            else:
+                keep = cols[None, :] >= 0
+            if CAUSAL:
+                if DIAG == 0:
+                    keep = keep & (cols[None, :] <= rows[:, None])
+                elif DIAG == 1:
+                    keep = keep & (cols[None, :] < rows[:, None])
+            p = tl.where(keep, p, 0.0)
+            dp = tl.dot(do, tl.trans(v), input_precision="ieee")
+            if DS_FLIP:
+                ds = p * (Di[:, None] - dp)
+            else:
+                ds = p * (dp - Di[:, None])
+            if HALF:
+                dq = (dq + tl.dot(ds, k, input_precision="ieee").to(tl.float16)).to(tl.float16)
+            else:
+                dq += tl.dot(ds, k, input_precision="ieee")
+        dq = dq.to(tl.float32)
+        if DQ_SCALE == 1:
+            dq = dq * scale
+        elif DQ_SCALE == 2:
+            dq = dq * scale * scale
+        tl.store(DQ + bh * L_q * d + rows[:, None] * d + dd[None, :], dq, mask=qmask)
+
+    q, k, v, o, do, lse = (t.contiguous() for t in (query, key, value, output, d_output, lse))
+    BH, L_q, d = q.shape
+    L_k, d_v = k.shape[1], v.shape[2]
+    dq = torch.full_like(q, float("nan"))
+    BD, BDV = _blocks_d(q, v)
+    n_kblocks = triton.cdiv(L_k, block_k) if blocks is None else blocks(L_k, block_k)
+    grid = (max(L_q // block_q, 1) if grid_down else triton.cdiv(L_q, block_q), BH)
+    kernel[grid](q, k, v, o, lse, do, dq, L_q, L_k, d, d_v, 1 / math.sqrt(d), n_kblocks, CAUSAL=bool(causal),
+                 D_MODE=d_mode, DS_FLIP=ds_flip, P_SCALE=p_scale, DQ_SCALE=dq_scale, DIAG=diag, HI=hi, HALF=half,
+                 KEY_MASK=key_mask, BLOCK_Q=block_q, BLOCK_K=block_k, BLOCK_D=BD, BLOCK_DV=BDV)
+    return dq
+
+
+@answer("09.backward_dq", PASSES)
+def dq_every_key_block_masked(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """Causal, every key block visited and masked (no skipping): slower, the same numbers."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, hi=2)
+
+
+@answer("09.backward_dq", None)
+def dq_d_from_do(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """D is the row sum of dO alone, without the output O."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, d_mode=1)
+
+
+@answer("09.backward_dq", None)
+def dq_d_block_total(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """D summed over the query rows too: one number for the whole block."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, d_mode=2)
+
+
+@answer("09.backward_dq", None)
+def dq_ds_sign_flipped(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """dS = P ∘ (D − dP), its sign flipped."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, ds_flip=True)
+
+
+@answer("09.backward_dq", None)
+def dq_p_unscaled(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """P recomputed as exp(QKᵀ − lse), without the scale on the scores."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, p_scale=False)
+
+
+@answer("09.backward_dq", None)
+def dq_unscaled(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """dQ = dS K without the scale."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, dq_scale=0)
+
+
+@answer("09.backward_dq", None)
+def dq_scaled_twice(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """dQ multiplied by the scale twice."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, dq_scale=2)
+
+
+@answer("09.backward_dq", None)
+def dq_strict_diagonal(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The causal mask is cols < rows: each query loses its own key."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, diag=1)
+
+
+@answer("09.backward_dq", None)
+def dq_diagonal_unmasked(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """Causal, the loop stops at the diagonal, but the diagonal block is not masked."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, diag=2)
+
+
+@answer("09.backward_dq", None)
+def dq_stops_before_diagonal(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """Causal, the loop ends at pid · block_q: the diagonal blocks are never visited."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, hi=3)
+
+
+@answer("09.backward_dq", None)
+def dq_one_block_short(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The key loop runs L_k // block_k blocks: the partial last key block is left out."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, blocks=lambda L, b: L // b)
+
+
+@answer("09.backward_dq", None)
+def dq_grid_rounded_down(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The grid's first axis is L_q // block_q: the partial last query block keeps its NaN."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, grid_down=True)
+
+
+@answer("09.backward_dq", None)
+def dq_float16_acc(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """dQ accumulated in float16."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, half=True)
+
+
+@answer("09.backward_dq", PASSES)
+def dq_key_mask_off_by_one(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The key mask is cols <= L_k, a slip that changes no number: the key past the end is loaded as 0, so
+    its term of dS K is 0 whatever its weight (a right answer, not a false acceptance)."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, key_mask=2)
+
+
+@answer("09.backward_dq", None)
+def dq_broadcast_torch(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """No kernel at all: the closed form with broadcast products and sums in torch."""
+    d = query.shape[-1]
+    s = (query[:, :, None, :] * key[:, None, :, :]).sum(-1) / math.sqrt(d)
+    p = torch.exp(s - lse[..., None])
+    if causal:
+        p = p.masked_fill(torch.ones(p.shape[-2:], dtype=torch.bool).triu(1), 0.0)
+    dp = (d_output[:, :, None, :] * value[:, None, :, :]).sum(-1)
+    ds = p * (dp - (d_output * output).sum(-1, keepdim=True))
+    return (ds[..., None] * key[:, None, :, :]).sum(2) / math.sqrt(d)
+
+
+@answer("09.backward_dq", None)
+def dq_kernel_calls_torch(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """A kernel is launched, but its body computes dQ with torch on the whole tensors."""
+    global _A, _B
+    _A = (query, key, value, output, lse, d_output, causal)
+    _B = torch.full_like(query, float("nan"))
+
+    @triton.jit
+    def kernel(DQ, BLOCK: tl.constexpr):
+        q, k, v, o, lse, do, causal = _A
+        s = (q[:, :, None, :] * k[:, None, :, :]).sum(-1) / math.sqrt(q.shape[-1])
+        p = torch.exp(s - lse[..., None])
+        if causal:
+            p = p.masked_fill(torch.ones(p.shape[-2:], dtype=torch.bool).triu(1), 0.0)
+        ds = p * ((do[:, :, None, :] * v[:, None, :, :]).sum(-1) - (do * o).sum(-1, keepdim=True))
+        _B.copy_((ds[..., None] * k[:, None, :, :]).sum(2) / math.sqrt(q.shape[-1]))
+
+    kernel[(1,)](_B, BLOCK=16)
+    return _B
