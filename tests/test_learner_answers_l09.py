@@ -1521,7 +1521,8 @@ def dkdv_exp2_causal_start(query, key, value, output, lse, d_output, block_q, bl
 
 
 def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *, d_mode=0, ds_flip=False,
-          p_scale=True, dk_scale=1, store_at_q=False, diag=0, lo=0, blocks=None, half=False, scaled_k=False):
+          p_scale=True, dk_scale=1, store_at_q=False, diag=0, lo=0, blocks=None, half=False, scaled_k=False,
+          contiguous=True):
     """The dK/dV kernel with a learner's slip switched on by the keywords.
 
     d_mode: 0 rowsum(dO∘O), 1 rowsum(dO), 2 the block's total, 3 rowsum over the wrong operand (dO∘dO).
@@ -1609,6 +1610,8 @@ def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *,
                  mask=(out[:, None] < L_k) & (dv[None, :] < d_v))
 
     q, k, v, o, do, lse = (t.contiguous() for t in (query, key, value, output, d_output, lse))
+    if not contiguous:
+        do = d_output  # read as rows whatever its strides
     BH, L_q, d = q.shape
     L_k, d_v = k.shape[1], v.shape[2]
     dk = torch.full_like(k, float("nan"))
@@ -1838,7 +1841,7 @@ def dq_exp2_scaled_per_step(query, key, value, output, lse, d_output, block_q, b
 
 
 def _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, *, d_mode=0, ds_flip=False, p_scale=True,
-        dq_scale=1, diag=0, hi=0, blocks=None, grid_down=False, half=False, lse_at_keys=False, key_mask=1):
+        dq_scale=1, diag=0, hi=0, blocks=None, grid_down=False, half=False, key_mask=1, contiguous=True):
     """The dQ kernel with a learner's slip switched on by the keywords.
 
     d_mode: 0 rowsum(dO∘O), 1 rowsum(dO), 2 the block's total. dq_scale: 0 none, 1 once, 2 twice.
@@ -1916,6 +1919,8 @@ def _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, *, d
         tl.store(DQ + bh * L_q * d + rows[:, None] * d + dd[None, :], dq, mask=qmask)
 
     q, k, v, o, do, lse = (t.contiguous() for t in (query, key, value, output, d_output, lse))
+    if not contiguous:
+        do = d_output  # read as rows whatever its strides
     BH, L_q, d = q.shape
     L_k, d_v = k.shape[1], v.shape[2]
     dq = torch.full_like(q, float("nan"))
@@ -2045,3 +2050,509 @@ def dq_kernel_calls_torch(query, key, value, output, lse, d_output, block_q, blo
 
     kernel[(1,)](_B, BLOCK=16)
     return _B
+
+# ----------------------------------------------------------------------------- 09.flash_function
+
+
+def _given_end(FlashAttention, query, key, value, d_output, block_q, block_k, causal):
+    """The end of attention_and_gradients, given by the notebook."""
+    with torch.enable_grad():
+        leaves = [tensor.detach().requires_grad_() for tensor in (query, key, value)]
+        result = FlashAttention.apply(*leaves, block_q, block_k, causal)
+        gradients = torch.autograd.grad(result, leaves, d_output, allow_unused=True, materialize_grads=True)
+    return (result.detach(), *gradients)
+
+
+@answer("09.flash_function", PASSES)
+def function_saves_output_and_lse(query, key, value, d_output, block_q, block_k, causal):
+    class FlashAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, query, key, value, block_q, block_k, causal):
+            if causal:
+                output, lse, _ = causal_forward_masks_every_block(query, key, value, block_q, block_k)
+            else:
+                output, lse = flash_forward_textbook(query, key, value, block_q, block_k)
+            ctx.save_for_backward(query, key, value, output, lse)
+            ctx.block_q, ctx.block_k, ctx.causal = block_q, block_k, causal
+            return output
+
+        @staticmethod
+        def backward(ctx, d_output):
+            query, key, value, output, lse = ctx.saved_tensors
+            d_output = d_output.contiguous()
+            args = (query, key, value, output, lse, d_output, ctx.block_q, ctx.block_k, ctx.causal)
+            d_key, d_value = dkdv_textbook(*args)
+            return dq_textbook(*args), d_key, d_value, None, None, None
+
+    return _given_end(FlashAttention, query, key, value, d_output, block_q, block_k, causal)
+
+
+@answer("09.flash_function", PASSES)
+def function_recomputes_in_backward(query, key, value, d_output, block_q, block_k, causal):
+    """Only q, k, v saved; the backward runs the forward kernel again for the output and the lse."""
+
+    class FlashAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, bq, bk, is_causal):
+            ctx.save_for_backward(q, k, v)
+            ctx.settings = (bq, bk, is_causal)
+            if is_causal:
+                return causal_forward_two_loops(q, k, v, bq, bk)[0]
+            return flash_forward_exp2(q, k, v, bq, bk)[0]
+
+        @staticmethod
+        def backward(ctx, grad):
+            q, k, v = ctx.saved_tensors
+            bq, bk, is_causal = ctx.settings
+            o, lse = (causal_forward_two_loops(q, k, v, bq, bk)[:2] if is_causal
+                      else flash_forward_exp2(q, k, v, bq, bk))
+            grad = grad.contiguous()
+            dq = dq_exp2_scaled_per_step(q, k, v, o, lse, grad, bq, bk, is_causal)
+            dk, dv = dkdv_exp2_causal_start(q, k, v, o, lse, grad, bq, bk, is_causal)
+            return dq, dk, dv, None, None, None
+
+    return _given_end(FlashAttention, query, key, value, d_output, block_q, block_k, causal)
+
+
+@answer("09.flash_function", PASSES)
+def function_by_the_helpers(query, key, value, d_output, block_q, block_k, causal):
+    """Forward and backward through the same kernels as the other answers' slips, with none switched on."""
+
+    class FlashAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, query, key, value, block_q, block_k, causal):
+            output, lse, *_ = _forward(query, key, value, block_q, block_k, causal=causal, count=causal)
+            ctx.save_for_backward(query, key, value, output, lse)
+            ctx.config = {"block_q": block_q, "block_k": block_k, "causal": causal}
+            return output
+
+        @staticmethod
+        def backward(ctx, d_output):
+            saved = ctx.saved_tensors
+            d_output = d_output.contiguous()
+            dk, dv = _dkdv(*saved, d_output, **ctx.config)
+            dq = _dq(*saved, d_output, **ctx.config)
+            return dq, dk, dv, None, None, None
+
+    return _given_end(FlashAttention, query, key, value, d_output, block_q, block_k, causal)
+
+
+def _function(query, key, value, d_output, block_q, block_k, causal, *, contiguous=True, order="qkv",
+              forward_causal=True, backward_causal=True, dq_causal=True, n_grads=6, save_unnormalised=False):
+    """The Function of the answer above with a learner's slip switched on by the keywords."""
+
+    class FlashAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, query, key, value, block_q, block_k, causal):
+            if causal and forward_causal:
+                output, lse, _ = _forward(query, key, value, block_q, block_k, causal=True, count=True)
+            else:
+                output, lse = _forward(query, key, value, block_q, block_k)
+            ctx.save_for_backward(query, key, value, output, lse)
+            ctx.config = (block_q, block_k, causal)
+            return output
+
+        @staticmethod
+        def backward(ctx, d_output):
+            query, key, value, output, lse = ctx.saved_tensors
+            block_q, block_k, causal = ctx.config
+            if contiguous:
+                d_output = d_output.contiguous()
+            c = causal and backward_causal
+            dk, dv = _dkdv(query, key, value, output, lse, d_output, block_q, block_k, c, contiguous=contiguous)
+            dq = _dq(query, key, value, output, lse, d_output, block_q, block_k, c and dq_causal,
+                     contiguous=contiguous)
+            grads = {"q": dq, "k": dk, "v": dv}
+            return (*(grads[name] for name in order), None, None, None)[:n_grads]
+
+    return _given_end(FlashAttention, query, key, value, d_output, block_q, block_k, causal)
+
+
+@answer("09.flash_function", None)
+def function_d_output_not_contiguous(query, key, value, d_output, block_q, block_k, causal):
+    """d_output is handed to the kernels as autograd gives it, not made contiguous: the kernels read it as rows."""
+    return _function(query, key, value, d_output, block_q, block_k, causal, contiguous=False)
+
+
+@answer("09.flash_function", None)
+def function_gradients_out_of_order(query, key, value, d_output, block_q, block_k, causal):
+    """backward returns (dK, dQ, dV): the first two swapped."""
+    return _function(query, key, value, d_output, block_q, block_k, causal, order="kqv")
+
+
+@answer("09.flash_function", None)
+def function_dk_dv_swapped(query, key, value, d_output, block_q, block_k, causal):
+    """backward returns (dQ, dV, dK)."""
+    return _function(query, key, value, d_output, block_q, block_k, causal, order="qvk")
+
+
+@answer("09.flash_function", None)
+def function_three_gradients(query, key, value, d_output, block_q, block_k, causal):
+    """backward returns the three gradients only, no None for block_q, block_k and causal."""
+    return _function(query, key, value, d_output, block_q, block_k, causal, n_grads=3)
+
+
+@answer("09.flash_function", None)
+def function_forward_ignores_causal(query, key, value, d_output, block_q, block_k, causal):
+    """forward always runs the non-causal kernel of exercise 4."""
+    return _function(query, key, value, d_output, block_q, block_k, causal, forward_causal=False)
+
+
+@answer("09.flash_function", None)
+def function_backward_ignores_causal(query, key, value, d_output, block_q, block_k, causal):
+    """backward runs the dK/dV and dQ kernels with causal=False whatever forward did."""
+    return _function(query, key, value, d_output, block_q, block_k, causal, backward_causal=False)
+
+
+@answer("09.flash_function", None)
+def function_dq_not_causal(query, key, value, d_output, block_q, block_k, causal):
+    """backward passes causal to the dK/dV kernel but forgets it for the dQ kernel."""
+    return _function(query, key, value, d_output, block_q, block_k, causal, dq_causal=False)
+
+
+@answer("09.flash_function", None)
+def function_forward_returns_tuple(query, key, value, d_output, block_q, block_k, causal):
+    """forward returns (output, lse), the kernel's pair, instead of the output alone."""
+
+    class FlashAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, query, key, value, block_q, block_k, causal):
+            output, lse, *_ = _forward(query, key, value, block_q, block_k, causal=causal, count=causal)
+            ctx.save_for_backward(query, key, value, output, lse)
+            ctx.config = (block_q, block_k, causal)
+            return output, lse
+
+        @staticmethod
+        def backward(ctx, d_output, d_lse):
+            query, key, value, output, lse = ctx.saved_tensors
+            d_output = d_output.contiguous()
+            dk, dv = _dkdv(query, key, value, output, lse, d_output, *ctx.config)
+            return _dq(query, key, value, output, lse, d_output, *ctx.config), dk, dv, None, None, None
+
+    return _given_end(FlashAttention, query, key, value, d_output, block_q, block_k, causal)
+
+
+@answer("09.flash_function", None)
+def function_plain_torch(query, key, value, d_output, block_q, block_k, causal):
+    """No kernel at all: the Function's forward and backward written with broadcast products in torch."""
+
+    class FlashAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, block_q, block_k, causal):
+            s = (q[:, :, None, :] * k[:, None, :, :]).sum(-1) / math.sqrt(q.shape[-1])
+            if causal:
+                s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+            p = _softmax(s)
+            ctx.save_for_backward(q, k, v, p)
+            return (p[..., None] * v[:, None, :, :]).sum(-2)
+
+        @staticmethod
+        def backward(ctx, do):
+            q, k, v, p = ctx.saved_tensors
+            scale = 1 / math.sqrt(q.shape[-1])
+            dp = (do[:, :, None, :] * v[:, None, :, :]).sum(-1)
+            ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+            dq = (ds[..., None] * k[:, None, :, :]).sum(2) * scale
+            dk = (ds[..., None] * q[:, :, None, :]).sum(1) * scale
+            dv = (p[..., None] * do[:, :, None, :]).sum(1)
+            return dq, dk, dv, None, None, None
+
+    return _given_end(FlashAttention, query, key, value, d_output, block_q, block_k, causal)
+
+
+@answer("09.flash_function", None)
+def function_torch_autograd(query, key, value, d_output, block_q, block_k, causal):
+    """No Function at all: autograd through a hand-written attention in torch."""
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() for t in (query, key, value)]
+        q, k, v = leaves
+        s = (q[:, :, None, :] * k[:, None, :, :]).sum(-1) / math.sqrt(q.shape[-1])
+        if causal:
+            s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+        out = (_softmax(s)[..., None] * v[:, None, :, :]).sum(-2)
+        grads = torch.autograd.grad(out, leaves, d_output)
+    return (out.detach(), *grads)
+
+
+@answer("09.flash_function", None)
+def function_sdpa_and_autograd(query, key, value, d_output, block_q, block_k, causal):
+    """No kernel at all: F.scaled_dot_product_attention, differentiated by autograd."""
+    import torch.nn.functional as F
+
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() for t in (query, key, value)]
+        out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+        grads = torch.autograd.grad(out, leaves, d_output)
+    return (out.detach(), *grads)
+
+
+@answer("09.flash_function", None)
+def function_lesson08_tiles(query, key, value, d_output, block_q, block_k, causal):
+    """No kernel at all: lesson 08's tiled.flash_attention (its own Function) does the work."""
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() for t in (query, key, value)]
+        out, _ = tiled.flash_attention(*leaves, block_q=block_q, block_k=block_k, causal=causal)
+        grads = torch.autograd.grad(out, leaves, d_output)
+    return (out.detach(), *grads)
+
+# ----------------------------------------------------------------------------- 08.tiled_backward
+
+
+@answer("08.tiled_backward", PASSES)
+def tiled_backward_keys_outside(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    L_q, L_k, d = query.shape[1], key.shape[1], query.shape[2]
+    scale = 1 / math.sqrt(d)
+    D = (d_output * output).sum(-1)
+    dq, dk, dv = torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value)
+    tiles = 0
+    for j0 in range(0, L_k, block_k):
+        j1 = min(j0 + block_k, L_k)
+        for i0 in range(0, L_q, block_q):
+            i1 = min(i0 + block_q, L_q)
+            if causal and j0 > i1 - 1:  # every key of the tile after every query of it
+                continue
+            s = query[:, i0:i1] @ key[:, j0:j1].transpose(1, 2) * scale
+            p = torch.exp(s - lse[:, i0:i1, None])
+            if causal and j1 - 1 > i0:
+                rows = torch.arange(i0, i1)[:, None]
+                cols = torch.arange(j0, j1)[None, :]
+                p = p.masked_fill(cols > rows, 0.0)
+            tiles += 1
+            dv[:, j0:j1] += p.transpose(1, 2) @ d_output[:, i0:i1]
+            ds = p * (d_output[:, i0:i1] @ value[:, j0:j1].transpose(1, 2) - D[:, i0:i1, None])
+            dq[:, i0:i1] += ds @ key[:, j0:j1] * scale
+            dk[:, j0:j1] += ds.transpose(1, 2) @ query[:, i0:i1] * scale
+    return dq, dk, dv, tiles
+
+
+@answer("08.tiled_backward", PASSES)
+def tiled_backward_queries_outside_where(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """Query blocks outside; the mask built with torch.where on global positions for every causal tile."""
+    B, L_q, d = query.shape
+    L_k = key.shape[1]
+    dq = torch.zeros_like(query)
+    dk = torch.zeros_like(key)
+    dv = torch.zeros_like(value)
+    delta = torch.einsum("bic,bic->bi", d_output, output)
+    count = 0
+    for qs in range(0, L_q, block_q):
+        qe = min(qs + block_q, L_q)
+        for ks in range(0, L_k, block_k):
+            ke = min(ks + block_k, L_k)
+            if causal and ks >= qe:
+                break  # every later key block is hidden too
+            count += 1
+            p = torch.exp(torch.einsum("bid,bjd->bij", query[:, qs:qe], key[:, ks:ke]) / math.sqrt(d)
+                          - lse[:, qs:qe].unsqueeze(-1))
+            if causal:
+                visible = torch.arange(ks, ke).unsqueeze(0) <= torch.arange(qs, qe).unsqueeze(1)
+                p = torch.where(visible, p, torch.zeros((), dtype=p.dtype))
+            dp = torch.einsum("bic,bjc->bij", d_output[:, qs:qe], value[:, ks:ke])
+            ds = p * (dp - delta[:, qs:qe].unsqueeze(-1))
+            dv[:, ks:ke] += torch.einsum("bij,bic->bjc", p, d_output[:, qs:qe])
+            dq[:, qs:qe] += torch.einsum("bij,bjd->bid", ds, key[:, ks:ke]) / math.sqrt(d)
+            dk[:, ks:ke] += torch.einsum("bij,bid->bjd", ds, query[:, qs:qe]) / math.sqrt(d)
+    return dq, dk, dv, count
+
+
+@answer("08.tiled_backward", PASSES)
+def tiled_backward_scaled_queries_float64(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The queries scaled once; the tiles computed in float64 and added back in the inputs' dtype."""
+    L_q, L_k, d = query.shape[1], key.shape[1], query.shape[2]
+    scale = d ** -0.5
+    qs = query.double() * scale
+    D = (d_output.double() * output.double()).sum(-1, keepdim=True)
+    grads = [torch.zeros(t.shape, dtype=torch.float64) for t in (query, key, value)]
+    n = 0
+    for a in range(0, L_q, block_q):
+        b = min(a + block_q, L_q)
+        for c in range(0, L_k, block_k):
+            e = min(c + block_k, L_k)
+            if causal and c > b - 1:
+                continue
+            n += 1
+            s = qs[:, a:b] @ key[:, c:e].double().mT
+            if causal:
+                s = s.masked_fill(torch.ones(b - a, e - c, dtype=torch.bool).triu(a - c + 1), float("-inf"))
+            p = torch.exp(s - lse[:, a:b, None].double())
+            ds = p * (d_output[:, a:b].double() @ value[:, c:e].double().mT - D[:, a:b])
+            grads[0][:, a:b] += ds @ key[:, c:e].double() * scale
+            grads[1][:, c:e] += ds.mT @ qs[:, a:b]
+            grads[2][:, c:e] += p.mT @ d_output[:, a:b].double()
+    return (*(g.to(t.dtype) for g, t in zip(grads, (query, key, value))), n)
+
+
+def _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, *, d_mode=0, ds_flip=False,
+           p_scale=True, dq_scale=1, dk_scale=1, strict=False, skip="end", diag="global", blocks=None,
+           count="tiles", dtype=None, whole_rows=False, tile_softmax=False):
+    """Key blocks outside, query blocks inside, with a learner's slip switched on by the keywords."""
+    B, L_q, d = query.shape
+    L_k = key.shape[1]
+    scale = 1 / math.sqrt(d)
+    if d_mode == 0:
+        D = (d_output * output).sum(-1)
+    elif d_mode == 1:
+        D = d_output.sum(-1)
+    elif d_mode == 2:
+        D = (d_output * output).sum((0, -1)).expand(B, L_q)
+    dq, dk, dv = (torch.zeros(t.shape, dtype=dtype or t.dtype) for t in (query, key, value))
+    tiles = 0
+    n_q = -(-L_q // block_q) if blocks is None else blocks(L_q, block_q)
+    for j0 in range(0, L_k, block_k):
+        j1 = min(j0 + block_k, L_k)
+        if whole_rows:
+            j0, j1 = 0, L_k
+        for ib in range(n_q):
+            i0, i1 = ib * block_q, min(ib * block_q + block_q, L_q)
+            if causal:
+                if skip == "end" and j0 > i1 - 1:
+                    continue
+                if skip == "start" and j0 > i0:
+                    continue
+            tiles += 1
+            s = query[:, i0:i1] @ key[:, j0:j1].mT
+            if p_scale:
+                s = s * scale
+            if tile_softmax:
+                p = torch.exp(s - s.amax(-1, keepdim=True))
+            else:
+                p = torch.exp(s - lse[:, i0:i1, None])
+            if causal:
+                if diag == "global":
+                    rows, cols = torch.arange(i0, i1)[:, None], torch.arange(j0, j1)[None, :]
+                elif diag == "local":
+                    rows, cols = torch.arange(i1 - i0)[:, None], torch.arange(j1 - j0)[None, :]
+                if diag == "same_index":
+                    if j0 // block_k == ib:
+                        p = p.masked_fill(torch.arange(j0, j1)[None, :] > torch.arange(i0, i1)[:, None], 0.0)
+                elif diag != "none":
+                    p = p.masked_fill(cols >= rows if strict else cols > rows, 0.0)
+            dp = d_output[:, i0:i1] @ value[:, j0:j1].mT
+            Di = (p * dp).sum(-1) if d_mode == 3 else D[:, i0:i1]
+            ds = p * (Di[..., None] - dp) if ds_flip else p * (dp - Di[..., None])
+            dv[:, j0:j1] += p.mT @ d_output[:, i0:i1]
+            dq[:, i0:i1] += ds @ key[:, j0:j1] * scale ** dq_scale
+            dk[:, j0:j1] += ds.mT @ query[:, i0:i1] * scale ** dk_scale
+        if whole_rows:
+            break
+    if count == "plus_one":
+        tiles += 1
+    elif count == "tensor":
+        tiles = torch.tensor(tiles)
+    return dq, dk, dv, tiles
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_d_from_do(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """D is the row sum of dO alone, without O."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, d_mode=1)
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_d_over_batch(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """D summed over the batch axis too, (dO ∘ O).sum((0, -1)): the same D for every batch element."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, d_mode=2)
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_d_per_tile(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """D taken as rowsum(P ∘ dP) of each tile alone, not of the whole row."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, d_mode=3)
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_ds_sign(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """dS = P ∘ (D − dP), its sign flipped."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, ds_flip=True)
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_p_unscaled(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """P recomputed from the unscaled scores, exp(QKᵀ − lse)."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, p_scale=False)
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_dq_dk_unscaled(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """dQ and dK without the scale."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, dq_scale=0, dk_scale=0)
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_dq_scaled_twice(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """dQ multiplied by the scale twice (dK right)."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, dq_scale=2)
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_strict_diagonal(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The causal mask hides cols >= rows: a query loses its own key."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, strict=True)
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_skips_from_block_start(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """A tile is skipped when its first key is after the block's first query (not its last): diagonal tiles lost."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, skip="start")
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_local_mask(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The diagonal mask is built from positions inside the tile, not global positions."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, diag="local")
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_mask_same_index(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """Only the tile whose key-block index equals its query-block index is masked (wrong when b_q ≠ b_k)."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, diag="same_index")
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_one_block_short(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The query loop runs L_q // block_q blocks: the partial last block is left out."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, blocks=lambda L, b: L // b)
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_count_plus_one(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The tile count returned is one more than the tiles computed."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, count="plus_one")
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_count_tensor(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The tile count is returned as a 0-d tensor, not a Python int."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, count="tensor")
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_float32_grads(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The gradients are allocated with torch.zeros(shape), float32 whatever the inputs' dtype."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, dtype=torch.float32)
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_whole_rows(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """Each query block's scores are built against all the keys at once, (b_q, L_k) instead of a tile."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, whole_rows=True)
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_tile_softmax(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """P recomputed from the tile's own max, exp(S − max of the tile), instead of the lse."""
+    return _tiled(query, key, value, output, lse, d_output, block_q, block_k, causal, tile_softmax=True)
+
+
+@answer("08.tiled_backward", None)
+def tiled_backward_autograd(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """No tiles: autograd through the attention written out, and the tiles counted by arithmetic."""
+    with torch.enable_grad():
+        q, k, v = (t.detach().requires_grad_() for t in (query, key, value))
+        s = q @ k.mT / math.sqrt(q.shape[-1])
+        if causal:
+            s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+        out = torch.exp(s - s.amax(-1, keepdim=True))
+        out = (out / out.sum(-1, keepdim=True)) @ v
+        grads = torch.autograd.grad(out, (q, k, v), d_output)
+    return (*grads, -(-query.shape[1] // block_q) * -(-key.shape[1] // block_k))
