@@ -426,6 +426,13 @@ def softmax_blocks_one_block_short(x, block):
 
 @answer("09.softmax_blocks", None)
 @slow
+def softmax_blocks_minus_one_block(x, block):
+    """The loops run cdiv(n, block) − 1 blocks (range(0, n − block, block)): the last block is never read nor written."""
+    return _softmax_blocks(x, block, blocks=lambda n, b: triton.cdiv(n, b) - 1)
+
+
+@answer("09.softmax_blocks", None)
+@slow
 def softmax_blocks_float16_sum(x, block):
     """The running sum is kept in float16."""
     return _softmax_blocks(x, block, half=True)
@@ -647,11 +654,11 @@ def _matmul(a, b, block_m, block_n, block_k, *, grid=None, k_steps=None, half=Fa
     return c
 
 
-@answer("09.matmul_kernel", None)
+@answer("09.matmul_kernel", "GRID_ROUNDED_DOWN")
 @slow
 def matmul_grid_rounded_down(a, b, block_m, block_n, block_k):
     """The grid is (M // block_m, N // block_n), rounded down: the ragged edge tiles are never computed."""
-    return _matmul(a, b, block_m, block_n, block_k, grid=lambda M, N, bm, bn: (max(M // bm, 1), max(N // bn, 1)))
+    return _matmul(a, b, block_m, block_n, block_k, grid=lambda M, N, bm, bn: (M // bm, N // bn))
 
 
 @answer("09.matmul_kernel", "LAST_INNER_BLOCK_MISSING")
@@ -1005,7 +1012,7 @@ def _forward(query, key, value, block_q, block_k, *, causal=False, m0=float("-in
     lse = torch.full((BH, L_q), float("nan"), device=q.device)
     n_q = triton.cdiv(L_q, block_q)
     loaded = torch.full((BH, n_q), -1, dtype=torch.int64, device=q.device)
-    grid = (max(L_q // block_q, 1) if grid_down else n_q, BH)
+    grid = (L_q // block_q if grid_down else n_q, BH)
     n_blocks = triton.cdiv(L_k, block_k) if blocks is None else blocks(L_k, block_k)
     if scale is None:
         scale = 1.0 / math.sqrt(d)
@@ -1073,7 +1080,14 @@ def flash_forward_one_block_short(query, key, value, block_q, block_k):
     return _forward(query, key, value, block_q, block_k, blocks=lambda L, b: L // b)
 
 
-@answer("09.flash_forward", None)
+@answer("09.flash_forward", "KEY_LOOP_ONE_SHORT")
+@slow
+def flash_forward_loop_minus_one_block(query, key, value, block_q, block_k):
+    """The key loop is range(0, L_k - block_k, block_k): one block short (none at all when L_k is one block)."""
+    return _forward(query, key, value, block_q, block_k, blocks=lambda L, b: triton.cdiv(L, b) - 1)
+
+
+@answer("09.flash_forward", "GRID_ROUNDED_DOWN")
 @slow
 def flash_forward_grid_rounded_down(query, key, value, block_q, block_k):
     """The grid's first axis is L_q // block_q: the partial last query block is never computed."""
@@ -1582,10 +1596,11 @@ def dkdv_exp2_causal_start(query, key, value, output, lse, d_output, block_q, bl
 
 def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *, d_mode=0, ds_flip=False,
           p_scale=True, dk_scale=1, store_at_q=False, diag=0, lo=0, blocks=None, half=False, scaled_k=False,
-          contiguous=True):
+          contiguous=True, padded_scale=False):
     """The dK/dV kernel with a learner's slip switched on by the keywords.
 
-    d_mode: 0 rowsum(dO∘O), 1 rowsum(dO), 2 the block's total, 3 rowsum over the wrong operand (dO∘dO).
+    d_mode: 0 rowsum(dO∘O), 1 rowsum(dO), 2 the block's total, 3 rowsum over the wrong operand (dO∘dO),
+    4 summed over the rows (axis 0) instead of the features.
     dk_scale: 0 none, 1 once, 2 twice. diag (causal): 0 cols <= rows, 1 cols < rows, 2 none.
     lo (causal): 0 from query 0, 1 from the block after the key block's first query (skips the diagonal).
     """
@@ -1631,8 +1646,10 @@ def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *,
                 Di = tl.sum(do, axis=1)
             elif D_MODE == 2:
                 Di = tl.zeros((BLOCK_Q,), tl.float32) + tl.sum(tl.sum(do * o, axis=1), axis=0)
-            else:
+            elif D_MODE == 3:
                 Di = tl.sum(do * do, axis=1)
+            else:
+                Di = tl.sum(do * o, axis=0)  # over the rows: one number per feature
             s = tl.dot(q, tl.trans(k), input_precision="ieee")
             if P_SCALE:
                 if not SCALED_K:
@@ -1679,7 +1696,7 @@ def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *,
     BD, BDV = _blocks_d(q, v)
     n_qblocks = triton.cdiv(L_q, block_q) if blocks is None else blocks(L_q, block_q)
     kernel[(triton.cdiv(L_k, block_k), BH)](
-        q, k, v, o, lse, do, dk, dv, L_q, L_k, d, d_v, 1 / math.sqrt(d), n_qblocks, CAUSAL=bool(causal), D_MODE=d_mode,
+        q, k, v, o, lse, do, dk, dv, L_q, L_k, d, d_v, 1 / math.sqrt(BD if padded_scale else d), n_qblocks, CAUSAL=bool(causal), D_MODE=d_mode,
         DS_FLIP=ds_flip, P_SCALE=p_scale, DK_SCALE=dk_scale, STORE_AT_Q=store_at_q, DIAG=diag, LO=lo, HALF=half,
         SCALED_K=scaled_k, BLOCK_Q=block_q, BLOCK_K=block_k, BLOCK_D=BD, BLOCK_DV=BDV)
     return dk, dv
@@ -1711,6 +1728,73 @@ def dkdv_d_block_total(query, key, value, output, lse, d_output, block_q, block_
 def dkdv_d_from_do_squared(query, key, value, output, lse, d_output, block_q, block_k, causal):
     """D is the row sum of dO ∘ dO (the wrong block loaded twice) instead of dO ∘ O."""
     return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, d_mode=3)
+
+
+@answer("09.backward_dkdv", CRASHES)
+@slow
+def dkdv_d_over_rows(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """D = tl.sum(dO ∘ O, axis=0): summed over the block's rows (one number per feature), not its features."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, d_mode=4)
+
+
+@answer("09.backward_dkdv", None)
+@slow
+def dkdv_scale_padded_d(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The scale is 1/√BLOCK_D, the padded head size, in P and in dK."""
+    return _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, padded_scale=True)
+
+
+@answer("09.backward_dkdv", "COMPILER_REFUSED")
+@slow
+def dkdv_continue(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """Causal, the query blocks wholly before the key block are passed over with `continue`."""
+
+    @triton.jit
+    def kernel(Q, K, V, O, LSE, DO, DK, DV, L_q, L_k, d, d_v, scale, CAUSAL: tl.constexpr,
+               BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+        pid = tl.program_id(0)
+        bh = tl.program_id(1)
+        cols = pid * BLOCK_K + tl.arange(0, BLOCK_K)
+        dd = tl.arange(0, BLOCK_D)
+        dv = tl.arange(0, BLOCK_DV)
+        k = tl.load(K + bh * L_k * d + cols[:, None] * d + dd[None, :], mask=(cols[:, None] < L_k) & (dd[None, :] < d),
+                    other=0.0)
+        v = tl.load(V + bh * L_k * d_v + cols[:, None] * d_v + dv[None, :],
+                    mask=(cols[:, None] < L_k) & (dv[None, :] < d_v), other=0.0)
+        dk = tl.zeros((BLOCK_K, BLOCK_D), tl.float32)
+        dvv = tl.zeros((BLOCK_K, BLOCK_DV), tl.float32)
+        for i in range(0, L_q, BLOCK_Q):
+            if CAUSAL and i + BLOCK_Q <= pid * BLOCK_K:
+                continue
+            rows = i + tl.arange(0, BLOCK_Q)
+            q = tl.load(Q + bh * L_q * d + rows[:, None] * d + dd[None, :],
+                        mask=(rows[:, None] < L_q) & (dd[None, :] < d), other=0.0)
+            do = tl.load(DO + bh * L_q * d_v + rows[:, None] * d_v + dv[None, :],
+                         mask=(rows[:, None] < L_q) & (dv[None, :] < d_v), other=0.0)
+            o = tl.load(O + bh * L_q * d_v + rows[:, None] * d_v + dv[None, :],
+                        mask=(rows[:, None] < L_q) & (dv[None, :] < d_v), other=0.0)
+            m = tl.load(LSE + bh * L_q + rows, mask=rows < L_q, other=0.0)
+            s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
+            keep = rows[:, None] < L_q
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= rows[:, None])
+            p = tl.where(keep, tl.exp(s - m[:, None]), 0.0)
+            dvv += tl.dot(tl.trans(p), do, input_precision="ieee")
+            ds = p * (tl.dot(do, tl.trans(v), input_precision="ieee") - tl.sum(do * o, axis=1)[:, None])
+            dk += tl.dot(tl.trans(ds), q, input_precision="ieee")
+        tl.store(DK + bh * L_k * d + cols[:, None] * d + dd[None, :], dk * scale,
+                 mask=(cols[:, None] < L_k) & (dd[None, :] < d))
+        tl.store(DV + bh * L_k * d_v + cols[:, None] * d_v + dv[None, :], dvv,
+                 mask=(cols[:, None] < L_k) & (dv[None, :] < d_v))
+
+    q, k, v, o, do, lse = (t.contiguous() for t in (query, key, value, output, d_output, lse))
+    BH, L_q, d = q.shape
+    L_k, d_v = k.shape[1], v.shape[2]
+    dk, dv = torch.full_like(k, float("nan")), torch.full_like(v, float("nan"))
+    BD, BDV = _blocks_d(q, v)
+    kernel[(triton.cdiv(L_k, block_k), BH)](q, k, v, o, lse, do, dk, dv, L_q, L_k, d, d_v, 1 / math.sqrt(d),
+                                            CAUSAL=causal, BLOCK_Q=block_q, BLOCK_K=block_k, BLOCK_D=BD, BLOCK_DV=BDV)
+    return dk, dv
 
 
 @answer("09.backward_dkdv", "DS_SIGN_FLIPPED")
@@ -1917,10 +2001,11 @@ def dq_exp2_scaled_per_step(query, key, value, output, lse, d_output, block_q, b
 
 
 def _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, *, d_mode=0, ds_flip=False, p_scale=True,
-        dq_scale=1, diag=0, hi=0, blocks=None, grid_down=False, half=False, key_mask=1, contiguous=True):
+        dq_scale=1, diag=0, hi=0, blocks=None, grid_down=False, half=False, key_mask=1, contiguous=True,
+        padded_scale=False):
     """The dQ kernel with a learner's slip switched on by the keywords.
 
-    d_mode: 0 rowsum(dO∘O), 1 rowsum(dO), 2 the block's total. dq_scale: 0 none, 1 once, 2 twice.
+    d_mode: 0 rowsum(dO∘O), 1 rowsum(dO), 2 the block's total, 4 summed over the rows (axis 0). dq_scale: 0 none, 1 once, 2 twice.
     diag (causal): 0 cols <= rows, 1 cols < rows, 2 none. hi (causal): 0 min((pid+1) b_q, L), 2 every key block,
     3 pid · b_q (stops before the diagonal). key_mask: 1 cols < L_k, 0 none, 2 cols <= L_k.
     """
@@ -1945,8 +2030,10 @@ def _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, *, d
             Di = tl.sum(do * o, axis=1)
         elif D_MODE == 1:
             Di = tl.sum(do, axis=1)
-        else:
+        elif D_MODE == 2:
             Di = tl.zeros((BLOCK_Q,), tl.float32) + tl.sum(tl.sum(do * o, axis=1), axis=0)
+        else:
+            Di = tl.sum(do * o, axis=0)  # over the rows: one number per feature
         dq = tl.zeros((BLOCK_Q, BLOCK_D), tl.float32)
         if HALF:
             dq = dq.to(tl.float16)
@@ -2002,8 +2089,9 @@ def _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, *, d
     dq = torch.full_like(q, float("nan"))
     BD, BDV = _blocks_d(q, v)
     n_kblocks = triton.cdiv(L_k, block_k) if blocks is None else blocks(L_k, block_k)
-    grid = (max(L_q // block_q, 1) if grid_down else triton.cdiv(L_q, block_q), BH)
-    kernel[grid](q, k, v, o, lse, do, dq, L_q, L_k, d, d_v, 1 / math.sqrt(d), n_kblocks, CAUSAL=bool(causal),
+    grid = (L_q // block_q if grid_down else triton.cdiv(L_q, block_q), BH)
+    kernel[grid](q, k, v, o, lse, do, dq, L_q, L_k, d, d_v, 1 / math.sqrt(BD if padded_scale else d), n_kblocks,
+                 CAUSAL=bool(causal),
                  D_MODE=d_mode, DS_FLIP=ds_flip, P_SCALE=p_scale, DQ_SCALE=dq_scale, DIAG=diag, HI=hi, HALF=half,
                  KEY_MASK=key_mask, BLOCK_Q=block_q, BLOCK_K=block_k, BLOCK_D=BD, BLOCK_DV=BDV)
     return dq
@@ -2028,6 +2116,80 @@ def dq_d_from_do(query, key, value, output, lse, d_output, block_q, block_k, cau
 def dq_d_block_total(query, key, value, output, lse, d_output, block_q, block_k, causal):
     """D summed over the query rows too: one number for the whole block."""
     return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, d_mode=2)
+
+
+@answer("09.backward_dq", CRASHES)
+@slow
+def dq_d_over_rows(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """D = tl.sum(dO ∘ O, axis=0): summed over the block's rows (one number per feature), not its features."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, d_mode=4)
+
+
+@answer("09.backward_dq", None)
+@slow
+def dq_scale_padded_d(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The scale is 1/√BLOCK_D, the padded head size, in P and in dQ."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, padded_scale=True)
+
+
+@answer("09.backward_dq", None)
+@slow
+def dq_loop_minus_one_block(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The key loop is range(0, L_k - block_k, block_k) when not causal: one block short."""
+    return _dq(query, key, value, output, lse, d_output, block_q, block_k, causal,
+               blocks=lambda L, b: triton.cdiv(L, b) - 1)
+
+
+@answer("09.backward_dq", PASSES)
+@slow
+def dq_early_return(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """An early `return` for a program whose rows all lie past L_q (none does): right, and Triton's front end
+    accepts a `return` under an `if` outside any loop."""
+
+    @triton.jit
+    def kernel(Q, K, V, O, LSE, DO, DQ, L_q, L_k, d, d_v, scale, CAUSAL: tl.constexpr,
+               BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+        pid = tl.program_id(0)
+        bh = tl.program_id(1)
+        if pid * BLOCK_Q >= L_q:
+            return
+        rows = pid * BLOCK_Q + tl.arange(0, BLOCK_Q)
+        dd = tl.arange(0, BLOCK_D)
+        dv = tl.arange(0, BLOCK_DV)
+        qmask = (rows[:, None] < L_q) & (dd[None, :] < d)
+        omask = (rows[:, None] < L_q) & (dv[None, :] < d_v)
+        q = tl.load(Q + bh * L_q * d + rows[:, None] * d + dd[None, :], mask=qmask, other=0.0)
+        do = tl.load(DO + bh * L_q * d_v + rows[:, None] * d_v + dv[None, :], mask=omask, other=0.0)
+        o = tl.load(O + bh * L_q * d_v + rows[:, None] * d_v + dv[None, :], mask=omask, other=0.0)
+        m = tl.load(LSE + bh * L_q + rows, mask=rows < L_q, other=0.0)
+        D = tl.sum(do * o, axis=1)
+        dq = tl.zeros((BLOCK_Q, BLOCK_D), tl.float32)
+        hi = L_k
+        if CAUSAL:
+            hi = tl.minimum((pid + 1) * BLOCK_Q, L_k)
+        for j in range(0, hi, BLOCK_K):
+            cols = j + tl.arange(0, BLOCK_K)
+            k = tl.load(K + bh * L_k * d + cols[:, None] * d + dd[None, :], mask=(cols[:, None] < L_k) & (dd[None, :] < d),
+                        other=0.0)
+            v = tl.load(V + bh * L_k * d_v + cols[:, None] * d_v + dv[None, :],
+                        mask=(cols[:, None] < L_k) & (dv[None, :] < d_v), other=0.0)
+            s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
+            keep = cols[None, :] < L_k
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= rows[:, None])
+            p = tl.where(keep, tl.exp(s - m[:, None]), 0.0)
+            ds = p * (tl.dot(do, tl.trans(v), input_precision="ieee") - D[:, None])
+            dq += tl.dot(ds, k, input_precision="ieee")
+        tl.store(DQ + bh * L_q * d + rows[:, None] * d + dd[None, :], dq * scale, mask=qmask)
+
+    q, k, v, o, do, lse = (t.contiguous() for t in (query, key, value, output, d_output, lse))
+    BH, L_q, d = q.shape
+    L_k, d_v = k.shape[1], v.shape[2]
+    dq = torch.full_like(q, float("nan"))
+    BD, BDV = _blocks_d(q, v)
+    kernel[(triton.cdiv(L_q, block_q), BH)](q, k, v, o, lse, do, dq, L_q, L_k, d, d_v, 1 / math.sqrt(d),
+                                            CAUSAL=causal, BLOCK_Q=block_q, BLOCK_K=block_k, BLOCK_D=BD, BLOCK_DV=BDV)
+    return dq
 
 
 @answer("09.backward_dq", None)
