@@ -3,7 +3,7 @@
 Grading is three steps, so that the notebook's check and the teacher's grader (course_teacher.grade)
 share them:
 
-1. A ``Reference``: what the exercise expects on each case, as data: the result (and, where the
+1. A ``Reference`` (expected.py): what the exercise expects on each case, as data: the result (and, where the
    exercise is differentiable, the gradients of a fixed random weighted sum of it with respect to
    every floating-point input), and what each known mistake returns or raises there. The notebook's
    check reads the public cases' Reference from the package (``public.load``: data written by the
@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import torch
 
 from ..i18n import message, pick
+from ..learner import record
 from . import public
 from .hints import HINTS
 from .compare import difference, gap, tensors
@@ -103,8 +104,6 @@ def _record(verdict):
     """Keep the verdict as its exercise's latest in the learner's work folder (course_utils.learner):
     nothing is written outside one, and nothing here can change the verdict or fail the check."""
     try:
-        from ..learner import record
-
         record(verdict)
     except Exception:  # noqa: BLE001 - the learner's progress file is a convenience, the verdict is printed
         pass
@@ -127,59 +126,6 @@ def not_callable(exercise, type_name):
 
 
 # ----------------------------------------------------------------------------- 1. the reference
-
-@dataclass
-class Case:
-    number: int
-    args: tuple  # the case's arguments; every call gets copies
-    expected: object  # the reference's result, detached
-    attached: list  # which of its tensors (in compare.tensors order) are on the graph
-    weights: list  # a fixed random weight for each of those
-    gradients: dict  # argument position -> the reference's gradient of the weighted sum
-    names: list = None  # the arguments' names (set by the judge: the learner's, else the reference's)
-    largest: int = None  # the most elements any tensor the function makes may hold (None: no limit)
-    label: str = ""  # "query (3, 5, 8), key (3, 7, 8), value (3, 7, 6)" (set by the judge)
-    hidden: bool = False  # one of the grader's hidden cases: no verdict shows its inputs or results
-
-
-@dataclass(frozen=True)
-class Known:
-    """A known mistake, as data: its stable code, its hint in both languages, and what it gives on
-    each case: ``("value", result)`` or ``("raised", "builtins.RuntimeError")``."""
-
-    code: str
-    hint: dict
-    results: tuple
-
-
-@dataclass
-class Reference:
-    """What an exercise expects on its cases, as data (see the module docstring)."""
-
-    exercise: str
-    cases: list  # of Case
-    tolerance: tuple  # (atol, rtol)
-    mistakes: tuple  # of Known
-    forbidden: tuple
-    names: list  # the reference's argument names (when the learner's cannot be read)
-    points: int = 1
-    returns: tuple = ()  # the names of the values a tuple result holds (the exercise's docstring's)
-
-    @property
-    def calls(self):
-        """What the learner's function is called on, as plain data (tensors, numbers, lists):
-        the cases' arguments, whether gradients are compared, and for each case the positions of
-        the reference's attached outputs and their weights; the forbidden names."""
-        return {
-            "args": [case.args for case in self.cases],
-            "differentiable": any(case.attached for case in self.cases),
-            "attached": [list(case.attached) for case in self.cases],
-            "weights": [list(case.weights) for case in self.cases],
-            "forbidden": list(self.forbidden),
-            "largest": [case.largest for case in self.cases],
-            "exercise": self.exercise,
-        }
-
 
 # ----------------------------------------------------------------------------- 2. the learner's calls
 
