@@ -58,7 +58,7 @@ from nbclient import NotebookClient
 from . import bilingual_code, diagrams, learner_text, links, publish
 from . import glossary as gloss
 from .exercises import EXERCISES
-from course_utils.i18n import text as catalogue
+from .messages import text as catalogue
 from course_utils.learner import PROGRESS_TAG
 # The lessons' table and the rendering live below the build (links, the answer keys and the exercises'
 # references read them too); the build's readers find them here as before.

@@ -14,7 +14,7 @@ import nbformat
 
 from . import bilingual_code, links, sources
 from . import glossary as gloss
-from course_utils.i18n import text as catalogue
+from .messages import text as catalogue
 from .sources import tags
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"

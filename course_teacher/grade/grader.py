@@ -36,9 +36,9 @@ from pathlib import Path
 
 from course_utils import i18n
 from course_utils.exercises import CRASHED, FAILED, PASSED, grading, sandbox, wire
-from course_utils.i18n import message
 
 from . import cgroups, copies
+from .messages import message
 from . import key as answer_key
 from . import policy, runner, scan
 from . import submission as reading
