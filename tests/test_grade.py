@@ -440,7 +440,7 @@ def test_every_grade_message_has_both_languages_and_formats():
 
     ours = {k: v for k, v in MESSAGES.items() if k.startswith("grade.")}
     assert len(ours) > 20 and all(set(v) == {"en", "zh"} and all(v.values()) for v in ours.values())
-    for key in {key for key, _ in grader._VERDICTS.values()}:
+    for key in {key for key, _ in grader.VERDICTS.values()}:
         assert key in ours
 
 

@@ -12,7 +12,7 @@ from course_utils.validation import ArgumentError
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
-    monkeypatch.setattr(hints, "_given", {})
+    monkeypatch.setattr(hints, "HINTS_GIVEN", {})
 
 
 def test_every_exercise_has_a_nudge_and_an_idea_in_both_languages():

@@ -65,7 +65,7 @@ _mul, _sum, _grad = torch.mul, torch.sum, torch.autograd.grad
 _equal, _eq, _isnan, _all, _view = torch.equal, torch.eq, torch.isnan, torch.all, torch.Tensor.view
 _is_grad_enabled, _set_grad_enabled = torch.is_grad_enabled, torch._C._set_grad_enabled
 # nbgrader's autograding and validation set it for the kernel; read at import too, before a learner's cell can unset it
-_UNDER_NBGRADER = bool(os.environ.get("NBGRADER_EXECUTION"))
+UNDER_NBGRADER = bool(os.environ.get("NBGRADER_EXECUTION"))
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def check(exercise, function):
     nbgrader's test: a verdict other than passed raises AssertionError with its message (the cell
     scores 0), and what the check would write to stderr (a warning of the learner's code) goes to
     stdout, as nbgrader scores 0 a cell with any stderr output."""
-    if not (_UNDER_NBGRADER or os.environ.get("NBGRADER_EXECUTION")):
+    if not (UNDER_NBGRADER or os.environ.get("NBGRADER_EXECUTION")):
         verdict = evaluate(exercise, function)
         offer = verdict.status in (FAILED, CRASHED) and exercise in HINTS  # the hints a learner may ask for
         print(verdict.message + ("\n" + message("check.hint_offer", exercise=exercise) if offer else ""))
@@ -335,7 +335,7 @@ def _judge_all(reference, outcomes):
     # and a function that saw a hidden case could spell its inputs in them.
     hidden = any(case.hidden for case in cases)
     names = outcomes.names if _good_names(outcomes.names, count) and not hidden else \
-        _fallback_names(reference.names, count)
+        fallback_names(reference.names, count)
     for case in cases:
         case.names = names
         case.label = message("check.hidden_case") if case.hidden else _label(names, case.args)
@@ -562,7 +562,7 @@ def reproduces(mistake, outcomes, tolerance):
 
 # ----------------------------------------------------------------------------- naming things
 
-def _fallback_names(names, count):
+def fallback_names(names, count):
     """The reference's argument names, else "argument 1", ..."""
     if type(names) is list and len(names) >= count:
         return list(names[:count])
