@@ -72,7 +72,8 @@ def test_padding_mask_edited_trivially_is_a_copy_naming_it(answers, edit):
 
 def test_the_review_names_the_copy_in_both_languages():
     for lang in ("en", "zh"):
-        text = messages.text(lang, "grade.copy", exercise="00.padding_mask", cell=3, source="`course_utils.masks.padding_mask`")
+        text = messages.text(lang, "grade.copy", exercise="00.padding_mask", cell=3,
+                             source="`course_utils.masks.padding_mask`")
         assert "course_utils.masks.padding_mask" in text and "00.padding_mask" in text
 
 

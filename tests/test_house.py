@@ -150,7 +150,8 @@ def test_no_import_circles():
 
 def test_the_import_graph_sees_what_it_must():
     """The scan itself: function-level and relative imports are edges, and a made-up circle is found."""
-    tree = ast.parse("from . import links\ndef f():\n    from .exercises import EXERCISES\n    import course_utils.i18n\n")
+    tree = ast.parse("from . import links\n"
+                     "def f():\n    from .exercises import EXERCISES\n    import course_utils.i18n\n")
     assert imports("course_teacher.build", tree) == [
         ("course_teacher", ["links"], 1), ("course_teacher.exercises", ["EXERCISES"], 3), ("course_utils.i18n", [], 4)]
     graph = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1, "b": 1, "d": 1}, "d": {}, "e": {"d": 1}}
