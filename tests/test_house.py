@@ -15,6 +15,7 @@ counting them would make every ``from . import sibling`` a circle through the pa
 """
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -54,6 +55,12 @@ def _modules(roots):
 COURSE = _modules(PACKAGES)
 
 
+@functools.cache
+def parsed(path):
+    """The syntax tree of the file at `path` (each file read once per run)."""
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
 def _base(module, node):
     """The absolute module an ``ImportFrom`` reads from, resolving ``from . import x`` against `module`."""
     if not node.level:
@@ -80,7 +87,7 @@ def import_graph():
     graph = {}
     for module, path in COURSE.items():
         edges = graph.setdefault(module, {})
-        for base, names, line in imports(module, ast.parse(path.read_text(), str(path))):
+        for base, names, line in imports(module, parsed(path)):
             targets = [f"{base}.{name}" if f"{base}.{name}" in COURSE else base for name in names] or [base]
             for target in targets:
                 if target in COURSE and target != module:
@@ -168,7 +175,7 @@ def _private_names():
     private = {}
     for module, path in EVERYTHING.items():
         names = set()
-        for node in ast.parse(path.read_text(), str(path)).body:
+        for node in parsed(path).body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names.add(node.name)
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -219,6 +226,7 @@ def _dotted(node, bound):
     return ".".join([bound[node.id]] + chain[::-1])
 
 
+@functools.cache
 def private_uses():
     """[(reader's path, line, "module._name")] of every private name of a course module (or of a test's or a
     benchmark's helper) used outside it: imported by name, read as an attribute, or reached by a string a call is
@@ -232,7 +240,7 @@ def private_uses():
 
     found = []
     for module, path in EVERYTHING.items():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parsed(path)
         where = str(path.relative_to(ROOT))
         bound = _bound_modules(module, tree)
         for node in ast.walk(tree):
@@ -251,7 +259,7 @@ def private_uses():
                     uses = [tuple(first.value.rsplit(".", 1))]
             found += [(where, node.lineno, f"{owner}.{name}") for owner, name in uses
                       if owner and owner != module and isinstance(name, str) and is_private(owner, name)]
-    return sorted(set(found))
+    return tuple(sorted(set(found)))
 
 
 def test_no_private_name_used_outside_its_module():
