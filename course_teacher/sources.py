@@ -1,10 +1,11 @@
 """The course's lessons: where their sources are and where each one renders to.
 
-What every tool that reads the lessons needs and nothing more (the build, the links, the answer keys, the
-slides), so that none of them imports the build to find them. ``notebooks/source/NN_slug.py`` is lesson NN's
-one source (course_teacher.build renders it); its four notebooks are ``notebooks/{en,zh}/NN_slug.ipynb`` and
-``notebooks/solutions/{en,zh}/NN_slug.ipynb``. The readers here look the folders up when called: a test that
-builds a throwaway course moves them (``monkeypatch.setattr(sources, "SOURCES", ...)``).
+What every tool that reads the lessons needs and nothing more (the build, the rendering, the links, the answer
+keys, the exercises' references), so that none of them imports the build to find them.
+``notebooks/source/NN_slug.py`` is lesson NN's one source (course_teacher.build renders it); its four notebooks
+are ``notebooks/{en,zh}/NN_slug.ipynb`` and ``notebooks/solutions/{en,zh}/NN_slug.ipynb``. The readers here look
+the folders up when called: a test that builds a throwaway course moves them
+(``monkeypatch.setattr(sources, "SOURCES", ...)``).
 """
 
 from pathlib import Path
