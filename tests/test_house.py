@@ -171,7 +171,8 @@ EVERYTHING = _modules(READERS)
 
 
 def _private_names():
-    """{module: its private top-level names}: functions, classes and assigned names starting with one "_"."""
+    """{module: its private top-level names}: functions, classes, assigned and imported names starting with one
+    "_"."""
     private = {}
     for module, path in EVERYTHING.items():
         names = set()
@@ -181,6 +182,8 @@ def _private_names():
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                     names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+            elif isinstance(node, ast.ImportFrom):  # a private name another module's import binds here
+                names |= {alias.asname or alias.name for alias in node.names}
         private[module] = {name for name in names if name.startswith("_") and not name.endswith("__")}
     return private
 

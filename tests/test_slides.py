@@ -135,7 +135,7 @@ def _unavailable(message):
 @pytest.fixture(scope="module")
 def decks(tmp_path_factory):
     """Every lesson's decks in both languages, in a temporary folder."""
-    if slides._missing_packages():
+    if slides.missing_packages():
         npm = shutil.which("npm")
         if npm is None:
             _unavailable("the slides need reveal.js and MathJax from npm, and npm is not installed")
