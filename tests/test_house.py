@@ -4,10 +4,11 @@
    ones inside functions too: an import moved into a function to dodge a circle still says that the two
    modules need each other, which is the sign that one of them holds two things (DESIGN.md, "Style to
    follow"). A circle is listed module by module.
-2. No private name used outside its module: ``module._name`` or ``from module import _name`` of a name that
-   another module of the course defines with a leading underscore, in the packages, the benchmarks and the
-   tests. Dunders are public by Python's own convention. What a test must truly reach inside is in
-   ``REACHES_INSIDE``, each with the reason.
+2. No private name used outside its module: ``module._name``, ``from module import _name`` or a string a call
+   is given (``monkeypatch.setattr(module, "_name", ...)``) of a name that another module defines, assigns or
+   imports with a leading underscore (a module of the course, or a helper beside the tests or the benchmarks),
+   in the packages, the benchmarks and the tests. Dunders are public by Python's own convention. What a test
+   must truly reach inside is in ``REACHES_INSIDE``, each with the reason.
 
 An edge goes to the module an import names (``from a.b import c`` names ``a.b.c`` when that is a module, else
 ``a.b``), not to the packages above it that Python runs first: those always run before their submodules, so
