@@ -1,4 +1,4 @@
-"""How long every explorer of lessons 00–08 takes to redraw when one of its controls moves, on one
+"""How long every explorer of lessons 00–08 and 10 takes to redraw when one of its controls moves, on one
 CPU thread.
 
     .venv/bin/python benchmarks/bench_widgets.py            (or: make bench)
@@ -36,7 +36,7 @@ import torch
 
 torch.set_num_threads(1)
 
-from course_utils import seq2seq, toy, widgets
+from course_utils import corpus, gpt, seq2seq, toy, widgets
 from course_utils.viz import use_course_style
 
 #: The bar: seconds a redraw may take on one thread.
@@ -54,6 +54,13 @@ def explorers():
     two values each control moves between."""
     def reverse_models():
         return toy.train("reverse", seed=0).model, toy.train("double", seed=0).model
+
+    def shakespeare_gpt():
+        """A GPT of the shipped model's size (6 layers, E = 256, 8 heads, context 128: 4.8 M parameters),
+        untrained: what a redraw costs does not depend on the weights."""
+        text = corpus.load("shakespeare")
+        model = gpt.make_gpt(text.vocab_size, seed=0, layers=6, d_model=256, heads=8, context=128).eval()
+        return model, text, text.text[:120]
 
     return [
         ("permute (00)", lambda: (widgets.permute_explorer(),
@@ -78,6 +85,8 @@ def explorers():
                                 {"tokens": [6, 20], "variant": ["GQA", "MHA"], "window": [0, 4]})),
         ("tiles (08)", lambda: (widgets.tiles_explorer(block=2, causal=False),
                                 {"step": [3, 9], "block": [2, 4], "causal": [False, True]})),
+        ("next character (10)", lambda: (widgets.next_character_explorer(*shakespeare_gpt()),
+                                         {"temperature": [0.8, 1.2], "top_k": [0, 10], "seed": [0, 1]})),
     ]
 
 

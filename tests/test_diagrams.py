@@ -56,7 +56,7 @@ def test_write_all_writes_exactly_the_expected_files(drawn):
                                "06_encoder_layer_en.svg", "06_encoder_layer_zh.svg",
                                "06_encoder_decoder_en.svg", "06_encoder_decoder_zh.svg",
                                "07_kv_cache_en.svg", "07_kv_cache_zh.svg", "08_tiling_en.svg", "08_tiling_zh.svg",
-                               "09_programs_en.svg", "09_programs_zh.svg"])
+                               "09_programs_en.svg", "09_programs_zh.svg", "10_gpt_en.svg", "10_gpt_zh.svg"])
 
 
 def test_drawing_again_gives_the_same_bytes_and_leaves_a_right_file_alone(drawn):
@@ -123,7 +123,12 @@ def test_the_chinese_labels_use_the_glossarys_terms():
     for term in ("编码器层", "解码器层", "词元", "嵌入", "位置编码", "自注意力", "因果", "交叉注意力", "前馈网络",
                  "层归一化", "memory（编码器输出）", "填充掩码", "目标掩码", "线性层"):
         assert term in encoder_decoder, term
-    for table in (diagrams.SDPA, diagrams.SOURCES, diagrams.PROBSPARSE, diagrams.ENCODER_LAYER, diagrams.ENCODER_DECODER):
+    decoder_only = " ".join(label["zh"] for label in diagrams.DECODER_ONLY.values())
+    for term in ("词元嵌入", "位置嵌入", "前归一化", "层归一化", "带掩码的多头自注意力", "因果", "残差流", "读出层",
+                 "权重共享", "KV 缓存", "预填充", "采样", "温度", "贪心解码", "上下文窗口"):
+        assert term in decoder_only, term
+    for table in (diagrams.SDPA, diagrams.SOURCES, diagrams.PROBSPARSE, diagrams.ENCODER_LAYER, diagrams.ENCODER_DECODER,
+                  diagrams.DECODER_ONLY):
         for key, label in table.items():
             assert set(label) == {"en", "zh"} and label["en"] != label["zh"], key
             assert not re.search(r"[\u4e00-\u9fff][,;:()]|[,;:()][\u4e00-\u9fff]", label["zh"]), label["zh"]

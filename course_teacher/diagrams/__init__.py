@@ -14,7 +14,8 @@ label never gets written.
 
 Layout of the package: ``sheet`` holds the drawing primitives (colours, ``Sheet``: boxes, text
 lines, arrows, legend, laid out in inches); each diagram is one module named after its lesson
-(``l01_sdpa``, ``l03_qkv_sources``, ``l05_probsparse``, ``l06_encoder_layer``, ``l06_encoder_decoder``)
+(``l01_sdpa``, ``l03_qkv_sources``, ``l05_probsparse``, ``l06_encoder_layer``, ``l06_encoder_decoder``, ...,
+``l10_gpt``)
 holding its labels in both languages (a table such as ``SDPA``) and the function that draws it in
 one language (``sdpa(lang) -> Figure``);
 this file registers them and writes the files. To add a diagram: a new module, an entry in ``DIAGRAMS``, then `make notebooks`.
@@ -37,10 +38,11 @@ from .l06_encoder_layer import ENCODER_LAYER, encoder_layer
 from .l07_kv_cache import KV_CACHE, kv_cache
 from .l08_tiling import TILING, tiling
 from .l09_programs import PROGRAMS, programs
+from .l10_gpt import DECODER_ONLY, decoder_only
 from .sheet import label
 
-__all__ = ["DIAGRAMS", "ENCODER_DECODER", "ENCODER_LAYER", "KV_CACHE", "LANGUAGES", "PROBSPARSE", "PROGRAMS", "SDPA",
-           "SOURCES", "TILING", "drawing_settings", "file_name", "markdown_link", "svg", "write_all"]
+__all__ = ["DECODER_ONLY", "DIAGRAMS", "ENCODER_DECODER", "ENCODER_LAYER", "KV_CACHE", "LANGUAGES", "PROBSPARSE",
+           "PROGRAMS", "SDPA", "SOURCES", "TILING", "drawing_settings", "file_name", "markdown_link", "svg", "write_all"]
 
 LANGUAGES = ("en", "zh")
 
@@ -98,6 +100,13 @@ DIAGRAMS = {
                                     "Triton 核函数的网格：每个查询块一个程序；GPU 主存（HBM）里的 Q、K、V 和 O 都分成块；"
                                     "程序 2 把自己的查询块读入片上存储（SRAM）一次，让键块和值块一块一块地流过，"
                                     "同时保留运行最大值、累计和与累加器，最后把输出块和 log-sum-exp 各写回一次")),
+    "10_gpt": (decoder_only, label("A decoder-only GPT: characters to ids, token and position embeddings, N pre-norm "
+                                   "blocks (masked multi-head self-attention and an MLP, each added to the residual "
+                                   "stream), a final LayerNorm, the read-out tied to the embedding, the next-character "
+                                   "distribution; beside it, generation with one KV cache per block",
+                                   "仅解码器的 GPT：字符变成编号，词元嵌入加位置嵌入，N 个前归一化的块（带掩码的多头自注意力和 "
+                                   "MLP，各自的输出加回残差流），最后的层归一化，与嵌入共享权重的读出层，下一个字符的分布；"
+                                   "旁边是生成时的情形：每个块一个 KV 缓存")),
 }
 
 

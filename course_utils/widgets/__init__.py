@@ -9,13 +9,15 @@ One module per topic; everything is importable from ``course_utils.widgets`` its
 ``explorer`` (the common frame), ``shapes`` (lesson 00), ``attention`` (lessons 01–02),
 ``models`` (lessons 03–04, trained toy models), ``probsparse`` (lesson 05, the shape walkthrough),
 ``seq2seq`` (lesson 06, the trained encoder–decoder's decoding), ``decoding`` (lesson 07, the KV
-cache of MHA, GQA and MQA, with a sliding window), ``tiled`` (lesson 08, a tiled forward step by step).
+cache of MHA, GQA and MQA, with a sliding window), ``tiled`` (lesson 08, a tiled forward step by step),
+``next_character`` (lesson 10, temperature and top-k against a trained GPT's next character).
 """
 
 from .attention import D_K_CHOICES, MASK_MAX_LEN, mask_explorer, mask_view, scaling_explorer, scaling_view
 from .decoding import cache_explorer, cache_view
 from .explorer import explorer
 from .models import EXAMPLES, attention_maps_explorer, attention_maps_view, heads_explorer, heads_view
+from .next_character import next_character_distribution, next_character_explorer, next_character_view
 from .probsparse import LENGTHS, walkthrough_explorer, walkthrough_table, walkthrough_view
 from .seq2seq import DECODING_EXAMPLES, decoding_explorer, decoding_view
 from .shapes import (
@@ -51,6 +53,9 @@ __all__ = [
     "heads_view",
     "mask_explorer",
     "mask_view",
+    "next_character_distribution",
+    "next_character_explorer",
+    "next_character_view",
     "permute_explorer",
     "permute_view",
     "scaling_explorer",
