@@ -138,10 +138,14 @@ def _solutions(lesson):
     """{exercise id: the function the lesson source's solution cell defines}."""
     namespace = {}
     exec("import math\nimport torch\nimport torch.nn.functional as F\n", namespace)  # what lessons import
+    if lesson == "10":  # its solutions use what its setup cell imports
+        exec("from course_utils import gpt\nfrom course_utils.attention import scaled_dot_product_attention\n"
+             "from course_utils.decoding import KVCache\n", namespace)
     if lesson == "09":  # its kernels use triton and tl, imported through the switch to the interpreter
         exec("from course_utils.triton_setup import load\nload()\nimport triton\nimport triton.language as tl\n", namespace)
     found = {}
-    for cell in jupytext.read(build.lessons()[lesson]).cells:
+    # the English render with solutions: a cell's two languages (`# lang:` blocks) as a notebook holds one
+    for cell in build.render(jupytext.read(build.lessons()[lesson]), "en", solutions=True).cells:
         if "exercise" in build.tags(cell):
             before = set(namespace)
             run_cell(cell.source, namespace)
