@@ -4,6 +4,7 @@ parameter's too); other right ways to write each function pass, public and hidde
 statistical judgement of a sampler holds with a wide margin; the package's answers are forbidden;
 the objects a case stands for are built from plain data (course_utils/exercises/objects.py)."""
 
+import functools
 import math
 import types
 
@@ -25,11 +26,13 @@ IDS = ("10.causal_block", "10.lm_loss", "10.sample_next", "10.generate_cached")
 SEEDS = (12345, 0, 7)  # a teacher's seed, the public seed, another
 
 
+@functools.cache  # (drawing a generation's cases runs the model: once per test process; the tests only read them)
 def _cases(exercise):
     spec = EXERCISES[exercise]
     return spec.cases(torch.Generator().manual_seed(spec.seed))
 
 
+@functools.cache
 def _hidden(exercise, seed):
     return EXERCISES[exercise].hidden(torch.Generator().manual_seed(seed))
 
@@ -477,6 +480,7 @@ def _generate_by_caches_length(model, prompt, new_tokens):
     return torch.cat(rows, dim=0)
 
 
+@pytest.mark.slow
 def test_another_right_generation_passes_public_and_hidden():
     _passes_everywhere("10.generate_cached", _generate_by_caches_length)
 
@@ -514,7 +518,8 @@ def test_the_generation_cases_run_past_the_context_and_stay_within_it():
 # ----------------------------------------------------------------------------- every exercise
 
 
-@pytest.mark.parametrize("exercise", IDS)
+@pytest.mark.parametrize("exercise", [pytest.param(e, marks=[pytest.mark.slow] if e == "10.generate_cached" else [])
+                                      for e in IDS])
 def test_the_mistakes_are_told_apart_as_the_check_sees_them(exercise):
     """tests/test_exercises.py tells mistakes apart by calling them on a case's data directly; lesson 10's
     check calls them on objects and judges some by what the calls did: here, through the check's own path."""

@@ -610,12 +610,14 @@ def _sample_cases(generator):
 
 def _hidden_sample_cases(generator):
     """The grader's: sizes, temperatures, top_k and seeds drawn from its generator; whatever the draws,
-    a tie at the k-th largest logit, a temperature below 1 and one above, two rows, and temperature 0."""
+    a tie at the k-th largest logit (k ≤ 4, the tied pair likely enough that dropping one shows), a
+    temperature below 1 and one above, two rows, and temperature 0."""
     g = generator
-    V = _draw(g, 5, 12)
-    k = _draw(g, 2, V - 2)
-    row = _distinct_row(g, V, k)
-    row[row.sort(descending=True).indices[k]] = row.sort(descending=True).values[k - 1]  # a tie at the k-th
+    V = _draw(g, 6, 12)
+    k = _draw(g, 2, 4)
+    above = 0.2 + 0.6 * torch.rand(k - 1, generator=g)  # the k − 1 largest, a little above the tied pair at 0
+    below = -1.5 - torch.rand(V - k - 1, generator=g)  # the rest, well below it
+    row = torch.cat([above, torch.zeros(2), below])[torch.randperm(V, generator=g)]
     seeds = _sizes(g, 4, 0, 10**6)
     low, high = 0.3 + 0.5 * float(torch.rand(1, generator=g)), 1.3 + float(torch.rand(1, generator=g))
     return [
