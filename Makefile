@@ -25,7 +25,7 @@ TORCH_TAG := $(subst =,_,$(subst $(space),_,$(TORCH)))
 LAB_STAMP := $(VENV)/.lab-$(TORCH_TAG)
 STAMP := $(VENV)/.installed-$(TORCH_TAG)
 
-.PHONY: setup lab triton update lock test quick test-paths test-gpu test-platforms bench notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
+.PHONY: setup lab triton update lock test quick test-paths test-gpu test-platforms bench bench-browser notebooks check readme release grade guide gradescope classroom50 hub-links slides handout clean
 
 setup: $(STAMP)
 
@@ -156,9 +156,11 @@ cpu_has = $(shell flags=" $$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -
 KERNEL_PATHS := default $(if $(call cpu_has,avx2 fma),avx2) \
 	$(if $(call cpu_has,avx512f avx512bw avx512vl avx512dq),avx512)
 
-# 1. Unit, exercise, build and browser tests, on the CPU's native kernels.
-# 2. The tests marked `trains` (they train models or state facts from sampling) again on the
-#    portable kernels.
+# 1. Unit, exercise, build and browser tests, on the CPU's native kernels, less those marked `trains`.
+# 2. The tests marked `trains` (they train models or state facts from sampling, on many seeds) on the
+#    portable kernels. Their facts meet a second kernel path in step 3, where the solutions, which
+#    train and state them, run on the native kernels; `make test-paths` runs the tests themselves
+#    on every path the CPU has. (Running them in step 1 as well took about 3 of make test's minutes.)
 # 3. nbval over every committed notebook: the solutions on the native kernels with two torch
 #    threads (the build wrote their outputs with one, so this also proves that printed outputs do
 #    not depend on the number of threads), the student notebooks (what a learner runs) on the
@@ -167,7 +169,7 @@ KERNEL_PATHS := default $(if $(call cpu_has,avx2 fma),avx2) \
 # No sanitize file: the notebooks print nothing that varies between runs or machines, and nbval
 # should catch it if one does.
 test: setup
-	$(PY) -m pytest $(PARALLEL) -m "not platforms" tests
+	$(PY) -m pytest $(PARALLEL) -m "not platforms and not trains" tests
 	ATEN_CPU_CAPABILITY=default $(PY) -m pytest $(PARALLEL) -m trains tests
 	COURSE_THREADS=2 $(NBVAL_ONE_AT_A_TIME) notebooks/solutions
 	COURSE_THREADS=1 ATEN_CPU_CAPABILITY=default $(NBVAL) $(STUDENT_NOTEBOOKS)
@@ -228,6 +230,11 @@ notebooks: setup
 # bench_flash_triton: a CUDA GPU only, lesson 09's kernels compiled by Triton: on a CPU it says in one
 # line that it has nothing to measure, as Triton's interpreter runs NumPy there.)
 DEVICE ?= all
+# How long an explorer's redraw takes as a learner sees it, in JupyterLab in Chromium: the browser
+# test of every lesson with the redraws timed (test-artifacts/*-redraws.json; printed, never asserted).
+bench-browser: setup
+	COURSE_TIME_REDRAWS=1 $(PY) -m pytest -n 1 -s tests/test_browser.py -k test_lesson_in_jupyterlab
+
 bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_multihead.py --device $(DEVICE)
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_probsparse.py --device $(DEVICE)

@@ -23,7 +23,8 @@ from . import glossary as gloss
 #: The packages whose string literals a learner may read, under the repository's root: the course's
 #: package, and of the teacher's what reaches a learner (a check's mistakes, a grade's feedback, the
 #: slides and their notes). The build's and the glossary's own Chinese is for maintainers.
-PACKAGES = ("course_utils", "course_teacher/exercises", "course_teacher/grade", "course_teacher/slides")
+PACKAGES = ("course_utils", "course_teacher/exercises", "course_teacher/grade", "course_teacher/slides",
+            "course_teacher/messages.py")
 READMES = ("README.md", "README.student.md")
 
 
@@ -100,7 +101,7 @@ def texts(root, lessons, tags, read, terms):
             else:
                 found += [(where, text) for text in _chinese_literals(bilingual_code.localize(cell.source, "zh"))]
     for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
+        for path in [root / package] if package.endswith(".py") else sorted((root / package).rglob("*.py")):
             name = path.relative_to(root).as_posix()
             found += [(f"{name}:{line}", text) for line, text in _module_strings(path)]
     for name in READMES:

@@ -21,7 +21,7 @@ opens the main branch, for the teacher.
 
 The repository's public address is set in one place: pyproject.toml, ``[project.urls] Repository``
 (a GitHub address). A fork sets its own there and runs ``make readme``. The lessons come from the
-sources (``build.lessons()``), each link text from the first heading of the notebook it opens; so a
+sources (``sources.lessons()``), each link text from the first heading of the notebook it opens; so a
 new lesson, or a renamed one, means running ``make readme`` again (tests/test_links.py fails until then).
 
 A link opens JupyterLab on mybinder.org at one notebook:
@@ -48,14 +48,14 @@ import tomllib
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-from . import build
+from . import sources
 
 BINDER = "https://mybinder.org/v2/gh"
 BADGE = "https://mybinder.org/badge_logo.svg"
 COLAB = "https://colab.research.google.com/github"
 #: Colab's badge on the web: the README's (GitHub shows it; a page read online).
 COLAB_BADGE_WEB = "https://colab.research.google.com/assets/colab-badge.svg"
-#: The badge at the top of every lesson (build.colab_link), inside the notebook itself: a lesson is
+#: The badge at the top of every lesson (render.colab_link), inside the notebook itself: a lesson is
 #: read offline in JupyterLab, where a remote image is a broken one. (JupyterLab's sanitizer keeps a
 #: data: image; its links are checked, not its images' sources.)
 COLAB_BADGE = "data:image/svg+xml;base64," + base64.b64encode(
@@ -72,15 +72,15 @@ BRANCH = "main"
 STUDENT_BRANCH = "student"
 #: What a student repository or branch must never hold (release.student_files() leaves them out).
 TEACHERS_PATHS = ("notebooks/solutions/", "notebooks/source/", "course_teacher/")
-README = build.ROOT / "README.md"
+README = sources.ROOT / "README.md"
 START, END = "<!-- binder:start -->", "<!-- binder:end -->"
 LANGUAGE_NAMES = {"en": "English", "zh": "中文"}
 
 
 def _project():
-    """pyproject.toml's [project] table: the course's (build.ROOT's), or, in a course folder without one
+    """pyproject.toml's [project] table: the course's (sources.ROOT's), or, in a course folder without one
     (a test's), the one of the repository this module comes from."""
-    file = build.ROOT / "pyproject.toml"
+    file = sources.ROOT / "pyproject.toml"
     if not file.is_file():
         file = Path(__file__).resolve().parent.parent / "pyproject.toml"
     return tomllib.loads(file.read_text(encoding="utf-8"))["project"]
@@ -220,7 +220,7 @@ def hub_table(hub, repo, branch=BRANCH):
     rows = {}
     for lesson, lang, notebook in notebooks():
         rows.setdefault(lesson, {})[lang] = f"[{title(notebook)}]({hub_url(hub, repo, notebook, branch)})"
-    languages = build.LANGUAGES
+    languages = sources.LANGUAGES
     return "\n".join([
         "| # | " + " | ".join(LANGUAGE_NAMES[lang] for lang in languages) + " |",
         "| --- |" + " --- |" * len(languages),
@@ -231,16 +231,16 @@ def hub_table(hub, repo, branch=BRANCH):
 def notebooks():
     """[(lesson, lang, path relative to the repository)] of every student notebook, lesson by lesson."""
     return [
-        (lesson, lang, path.relative_to(build.ROOT).as_posix())
-        for lesson, source in build.lessons().items()
-        for lang, solutions, path in build.targets(source)
+        (lesson, lang, path.relative_to(sources.ROOT).as_posix())
+        for lesson, source in sources.lessons().items()
+        for lang, solutions, path in sources.targets(source)
         if not solutions
     ]
 
 
 def title(notebook):
     """A notebook's title: its first heading, without a leading lesson number ("00 · ")."""
-    path = build.ROOT / notebook
+    path = sources.ROOT / notebook
     if not path.exists():
         raise SystemExit(f"links: {notebook} does not exist: render it first with `make notebooks`")
     for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
@@ -258,7 +258,7 @@ def section():
         label = (f"[![Binder]({BADGE}) {title(notebook)}]({binder_url(notebook)}) "
                  f"[![Open in Colab]({COLAB_BADGE_WEB})]({colab_url(notebook)})")
         rows.setdefault(lesson, {})[lang] = label
-    languages = build.LANGUAGES
+    languages = sources.LANGUAGES
     table = [
         "| # | " + " | ".join(LANGUAGE_NAMES[lang] for lang in languages) + " |",
         "| --- |" + " --- |" * len(languages),

@@ -16,17 +16,23 @@ to within float rounding (another CPU computes the last bits differently).
 
 import argparse
 import ast
+import inspect
 import io
 import os
 import sys
 from pathlib import Path
 
+import jupytext
 import torch
 
+import course_utils
 from course_utils.exercises import public
 
+from . import sources
 from .exercises import DEFAULT_HIDDEN_SEED, EXERCISES, prepare
+from .grade import copies
 from .grade import key as answer_key
+from .render import render
 
 
 def _data(exercise):
@@ -110,12 +116,10 @@ def write_key(folder, seed, lessons=None):
     """Write the answer key of `lessons` (default: every lesson) into `folder`, its hidden cases
     drawn from `seed`: the references' results as data and each lesson's plan, read from the
     course's student render of each language. The paths written."""
-    from . import build  # the sources, rendered as the learner gets them
-
-    chosen = [lesson for lesson in build.lessons() if lessons is None or lesson in lessons]
-    plans = {lesson: {lang: lesson_plan(lesson, lang) for lang in build.LANGUAGES} for lesson in chosen}
+    chosen = [lesson for lesson in sources.lessons() if lessons is None or lesson in lessons]
+    plans = {lesson: {lang: lesson_plan(lesson, lang) for lang in sources.LANGUAGES} for lesson in chosen}
     references = {e["id"]: prepare(EXERCISES[e["id"]], seed) for lesson in chosen
-                  for e in plans[lesson][build.LANGUAGES[0]]["exercises"]}
+                  for e in plans[lesson][sources.LANGUAGES[0]]["exercises"]}
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
@@ -132,12 +136,6 @@ def course_fingerprints():
     reference and the functions of its module it calls ("reference 00.padding_mask"). Not the solution
     notebooks' answers (nor a reference written as one of them is): they are the lessons' worked
     solutions, which a teacher hands out when the work is in, and which grade full marks."""
-    import inspect
-
-    import course_utils
-
-    from .grade import copies
-
     found = {}
     package = Path(course_utils.__file__).parent
     for path in sorted(package.rglob("*.py")):
@@ -154,13 +152,9 @@ def course_fingerprints():
                 print_ = copies.fingerprint(function)
                 if print_:
                     found.setdefault(print_, f"reference {exercise}")
-    import jupytext
-
-    from . import build
-
-    for source in build.lessons().values():  # a reference written as the solution is: the solution's
-        render = build.render(jupytext.read(source), build.LANGUAGES[0], solutions=True)
-        for cell in render.cells:
+    for source in sources.lessons().values():  # a reference written as the solution is: the solution's
+        rendered = render(jupytext.read(source), sources.LANGUAGES[0], solutions=True)
+        for cell in rendered.cells:
             if cell.cell_type == "code" and cell.metadata.get("exercise"):
                 for print_ in copies.fingerprints(cell.source, ""):
                     found.pop(print_, None)
@@ -171,12 +165,8 @@ def lesson_plan(lesson, lang):
     """{"exercises": [...], "cells": [...]} of `lesson` in `lang`, from the course's student render:
     the exercises in the order their cells come (each function's name as its check cell passes it,
     else as its exercise cell defines it), and the text of every code cell."""
-    import jupytext
-
-    from . import build
-
-    render = build.render(jupytext.read(build.lessons(lesson)[lesson]), lang, solutions=False)
-    cells = [cell for cell in render.cells if cell.cell_type == "code"]
+    rendered = render(jupytext.read(sources.lessons(lesson)[lesson]), lang, solutions=False)
+    cells = [cell for cell in rendered.cells if cell.cell_type == "code"]
     order = list(dict.fromkeys(c.metadata["exercise"] for c in cells if c.metadata.get("exercise") in EXERCISES))
     order += [e for e in EXERCISES if e.startswith(f"{lesson}.") and e not in order]
     checked = {}

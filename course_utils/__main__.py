@@ -5,6 +5,6 @@ learner itself, and running an imported module again as a script makes Python wa
 
 import sys
 
-from .learner import main
+from .commands import main
 
 sys.exit(main())

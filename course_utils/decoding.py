@@ -707,7 +707,7 @@ class CachedReverser:
         function = "CachedReverser.decode"
         model._source(function, source, seq2seq.MAX_LENGTH + 1)
         B, L_s = source.shape
-        steps = seq2seq._steps(function, max_steps, L_s + 1)  # 1 … 10: the positions the model has
+        steps = seq2seq.decoding_steps(function, max_steps, L_s + 1)  # 1 … 10: the positions the model has
         memory = model._encode(source)  # the encoder runs once, as in greedy_decode
         memory_keep = (source != seq2seq.PAD)[:, None, None, :]  # (B, 1, 1, L_s)
         cross = []  # per layer: the memory's keys and values, (B, H, L_s, d), computed once

@@ -19,7 +19,7 @@ The kernels, in the order the lesson writes them:
 - ``flash_backward``: FlashAttention-2's backward. D = rowsum(dO ∘ O) once per row (minus the
   gradient of lse when one flows), then one program per key block accumulating dK and dV over the query
   blocks, and one program per query block accumulating dQ over the key blocks; both recompute the
-  weights P = exp(S − lse) from the saved lse instead of storing them.
+  weights P = exp(S − lse) from the saved lse instead of storing them (``_recomputed_weights``, one helper).
 - ``flash_attention``: the two paired in a ``torch.autograd.Function`` (``TritonAttention``).
 
 Causal means F.scaled_dot_product_attention's ``is_causal``: aligned at the top left, query i sees
@@ -43,6 +43,9 @@ import triton.language as tl  # noqa: E402
 
 LOG2E = 1.4426950408889634  # log₂ e: exp(x) = exp2(x · log₂ e)
 LN2 = 0.6931471805599453  # ln 2: log x = log2(x) · ln 2
+# The same two inside the kernels, which read a global only when it is a tl.constexpr (the floats above stay
+# plain numbers for the code around them: torch multiplies a tensor by a float, not by a constexpr).
+_LOG2E, _LN2 = tl.constexpr(LOG2E), tl.constexpr(LN2)
 
 #: The dtypes the kernels take on a GPU; on a CPU (the interpreter) float32 only.
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -137,13 +140,26 @@ def _forward_kernel(Q, K, V, O, LSE, L_q, L_k, d, d_v, qk_scale,
                                   stride_kl, stride_vl, qk_scale, BLOCK_K, True, CAUSAL, PRECISION)
     empty = ell == 0.0  # no visible key (none here with causal from the top left; kept for safety)
     out = acc / tl.where(empty, 1.0, ell)[:, None]
-    lse = tl.where(empty, float("-inf"), (m + tl.log2(tl.where(empty, 1.0, ell))) * 0.6931471805599453)
+    lse = tl.where(empty, float("-inf"), (m + tl.log2(tl.where(empty, 1.0, ell))) * _LN2)  # natural log
     tl.store(O + bh * stride_ob + rows[:, None] * stride_ol + dims_v[None, :], out.to(O.dtype.element_ty),
              mask=(rows[:, None] < L_q) & (dims_v[None, :] < d_v))
     tl.store(LSE + bh * L_q + rows, lse, mask=rows < L_q)
 
 
 # ----------------------------------------------------------------------------- the backward
+
+
+@triton.jit
+def _recomputed_weights(q, k, lse, rows, columns, L_q, L_k, qk_scale, CAUSAL: tl.constexpr,
+                        PRECISION: tl.constexpr):
+    """The weights P = exp(S − lse) of one (query block, key block) tile, recomputed from the saved lse instead
+    of stored (both backward kernels need them): in base 2, 0 where a query may not see a key."""
+    s = tl.dot(q, tl.trans(k), input_precision=PRECISION)  # (BLOCK_Q, BLOCK_K)
+    p = tl.exp2(s * qk_scale - lse[:, None] * _LOG2E)
+    keep = (rows[:, None] < L_q) & (columns[None, :] < L_k)
+    if CAUSAL:
+        keep = keep & (columns[None, :] <= rows[:, None])
+    return tl.where(keep, p, 0.0)
 
 
 @triton.jit
@@ -183,7 +199,7 @@ def _dkdv_kernel(Q, K, V, DO, LSE, D, DK, DV, L_q, L_k, d, d_v, scale,
                 mask=in_keys & (dims_v[None, :] < d_v), other=0.0)
     dk = tl.zeros((BLOCK_K, BLOCK_D), tl.float32)
     dv = tl.zeros((BLOCK_K, BLOCK_DV), tl.float32)
-    qk_scale = scale * 1.4426950408889634
+    qk_scale = scale * _LOG2E
     # causal: queries before this key block never see it; start at the query block holding key start_k
     start = (start_k // BLOCK_Q) * BLOCK_Q if CAUSAL else 0
     for start_q in range(start, L_q, BLOCK_Q):
@@ -194,12 +210,7 @@ def _dkdv_kernel(Q, K, V, DO, LSE, D, DK, DV, L_q, L_k, d, d_v, scale,
                      other=0.0)
         lse = tl.load(LSE + rows, mask=rows < L_q, other=0.0)
         delta = tl.load(D + rows, mask=rows < L_q, other=0.0)
-        s = tl.dot(q, tl.trans(k), input_precision=PRECISION)  # (BLOCK_Q, BLOCK_K)
-        p = tl.exp2(s * qk_scale - lse[:, None] * 1.4426950408889634)  # the weights, recomputed from lse
-        keep = in_rows & (columns[None, :] < L_k)
-        if CAUSAL:
-            keep = keep & (columns[None, :] <= rows[:, None])
-        p = tl.where(keep, p, 0.0)
+        p = _recomputed_weights(q, k, lse, rows, columns, L_q, L_k, qk_scale, CAUSAL, PRECISION)  # (BLOCK_Q, BLOCK_K)
         dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PRECISION)  # dV = Pᵀ dO
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # dP = dO Vᵀ
         ds = p * (dp - delta[:, None])  # dS = P ∘ (dP − D), the softmax's backward
@@ -230,7 +241,7 @@ def _dq_kernel(Q, K, V, DO, LSE, D, DQ, L_q, L_k, d, d_v, scale,
     lse = tl.load(LSE + bh * L_q + rows, mask=rows < L_q, other=0.0)
     delta = tl.load(D + bh * L_q + rows, mask=rows < L_q, other=0.0)
     dq = tl.zeros((BLOCK_Q, BLOCK_D), tl.float32)
-    qk_scale = scale * 1.4426950408889634
+    qk_scale = scale * _LOG2E
     end = tl.minimum(start_q + BLOCK_Q, L_k) if CAUSAL else L_k  # causal: no block above the diagonal
     for start_k in range(0, end, BLOCK_K):
         columns = start_k + tl.arange(0, BLOCK_K)
@@ -238,12 +249,7 @@ def _dq_kernel(Q, K, V, DO, LSE, D, DQ, L_q, L_k, d, d_v, scale,
         k = tl.load(K + columns[:, None] * stride_kl + dims[None, :], mask=in_keys & (dims[None, :] < d), other=0.0)
         v = tl.load(V + columns[:, None] * stride_vl + dims_v[None, :], mask=in_keys & (dims_v[None, :] < d_v),
                     other=0.0)
-        s = tl.dot(q, tl.trans(k), input_precision=PRECISION)
-        p = tl.exp2(s * qk_scale - lse[:, None] * 1.4426950408889634)
-        keep = in_rows & (columns[None, :] < L_k)
-        if CAUSAL:
-            keep = keep & (columns[None, :] <= rows[:, None])
-        p = tl.where(keep, p, 0.0)
+        p = _recomputed_weights(q, k, lse, rows, columns, L_q, L_k, qk_scale, CAUSAL, PRECISION)
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)  # dQ = dS K (· scale below)
@@ -262,7 +268,8 @@ def _rewrite_now(*kernels):
             rewrite()
 
 
-_rewrite_now(_softmax_kernel, _forward_blocks, _forward_kernel, _preprocess_kernel, _dkdv_kernel, _dq_kernel)
+_rewrite_now(_softmax_kernel, _forward_blocks, _forward_kernel, _recomputed_weights, _preprocess_kernel, _dkdv_kernel,
+             _dq_kernel)
 
 
 # ----------------------------------------------------------------------------- launching

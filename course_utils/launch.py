@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from . import i18n, learner
+from . import atomic_files, i18n, learner
 
 DEFAULT_PORT, DEFAULT_IP = 8888, "localhost"
 #: The folder of each language's JupyterLab layout, in the work folder.
@@ -140,7 +140,7 @@ def trim_workspace(work, lang):
             browser["path"] = lang  # a folder of the repository's JupyterLab (before): the learner's copies
         new = json.dumps(workspace, indent=1, ensure_ascii=False) + "\n"
         if json.loads(new) != json.loads(text):
-            learner._write(path, new)
+            atomic_files.write(path, new)
             written.append(path)
     return written
 

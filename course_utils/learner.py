@@ -52,20 +52,17 @@ changes nothing where an attempt is recorded); any other verdict is the exercise
 latest pass is kept beside it, so a failure after a pass shows as a failure that passed before.
 """
 
-import argparse
 import hashlib
 import html
 import json
 import os
-import shutil
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import NamedTuple
 
-from . import i18n
+from . import atomic_files, i18n
 from . import validation as check
+from .exercises.public import EXERCISES  # (the ids alone: the progress table lists every exercise)
 from .live_progress import live_html, trust
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,31 +86,8 @@ LEFT = "text-align: left; vertical-align: top"
 BEFORE_UPDATE = "{stem}.before-update-{time}.ipynb"
 
 
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
-
-
 def _digest(data):
     return hashlib.sha256(data if isinstance(data, bytes) else data.encode()).hexdigest()
-
-
-def _write(path, data):
-    """Write `data` (str or bytes) to `path` through a file beside it, moved over it: a process
-    stopped mid-write leaves the old file whole."""
-    path = Path(path)
-    try:
-        mode = path.stat().st_mode & 0o7777  # a file rewritten keeps its permissions
-    except OSError:
-        mode = 0o666 & ~_UMASK  # a new one gets what open() would give it (mkstemp's are private)
-    handle, partial = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".partial", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.chmod(partial, mode)
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
 
 
 # ----------------------------------------------------------------------------- notebooks as data
@@ -232,7 +206,7 @@ def _write_marker(work, homes, lessons):
                        f"{PROGRESS}, each exercise's verdicts. `lessons` records the course's version "
                        "of each lesson you copied (`python -m course_utils update` reads it).",
               "homes": homes, "lessons": lessons}
-    _write(Path(work) / MARKER, json.dumps(marker, indent=1, sort_keys=True) + "\n")
+    atomic_files.write(Path(work) / MARKER, json.dumps(marker, indent=1, sort_keys=True) + "\n")
 
 
 # ----------------------------------------------------------------------------- the copies
@@ -267,7 +241,7 @@ def copy_course(work, course=NOTEBOOKS, languages=i18n.LANGUAGES):
                 notebook = _read_notebook(source)
                 if notebook is not None:
                     lessons[key] = version_of(notebook)
-            _write(target, data)
+            atomic_files.write(target, data)
             written.append(target)
     _write_marker(work, homes, lessons)
     return written
@@ -504,8 +478,8 @@ def update_course(work, course=NOTEBOOKS, languages=i18n.LANGUAGES, only=None, n
             found = merge(mine or {"cells": []}, theirs, None, None)
         old = target.with_name(BEFORE_UPDATE.format(stem=target.stem, time=stamp))
         # the learner's copy first, whole, beside the lesson; then the new lesson over it; then the record
-        _write(old, target.read_bytes())
-        _write(target, _dumps(found.notebook))
+        atomic_files.write(old, target.read_bytes())
+        atomic_files.write(target, _dumps(found.notebook))
         lessons[f"{lang}/{name}"] = version_of(theirs)
         _write_marker(work, _section(marker, "homes"), lessons)
         done.append(Updated(target, old, *found[1:]))  # Merged's fields after its notebook, in order
@@ -541,7 +515,7 @@ def sync_assets(work, root=ROOT):
             if target.is_file() and target.read_bytes() == data:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            _write(target, data)
+            atomic_files.write(target, data)
             written.append(target)
     return written
 
@@ -630,7 +604,7 @@ def record(verdict, start=None, lang=None):
             "lang": lang or i18n.language(),
         })
         text = json.dumps({"format": FORMAT, "exercises": dict(sorted(exercises.items()))}, indent=1, ensure_ascii=False)
-        _write(work / PROGRESS, text + "\n")
+        atomic_files.write(work / PROGRESS, text + "\n")
     except OSError:
         return None
     try:
@@ -641,12 +615,6 @@ def record(verdict, start=None, lang=None):
 
 
 # ----------------------------------------------------------------------------- the table
-
-def _exercises():
-    from .exercises import EXERCISES
-
-    return EXERCISES
-
 
 def state_text(entry, lang):
     """An exercise's latest check, as the table shows it ("✘ not yet (NO_SCALE); ✔ passed before, on 2025-03-01")."""
@@ -696,7 +664,7 @@ def progress_text(start=None, lang=None):
     lang = lang or i18n.language()
     work = work_folder(start)
     recorded = load(work) if work is not None else {}
-    exercises = _exercises()
+    exercises = EXERCISES
     if not any(name in recorded for name in exercises):
         return i18n.text(lang, "progress.none"), None
     rows = progress_rows(exercises, recorded, lang)
@@ -792,7 +760,7 @@ def refresh_homes(work, languages=i18n.LANGUAGES, sign=True):
         if _joined(cell.get("outputs")) == outputs:
             continue
         cell["outputs"], cell["execution_count"] = outputs, None
-        _write(path, _dumps(notebook))
+        atomic_files.write(path, _dumps(notebook))
         if sign:
             trust(path)
         written.append(path)
@@ -800,13 +768,6 @@ def refresh_homes(work, languages=i18n.LANGUAGES, sign=True):
 
 
 # ----------------------------------------------------------------------------- the commands
-
-def _language(given):
-    """The command's language: `given`, else the locale's (a zh_* LANG is Chinese, as in the Makefile)."""
-    if given:
-        return given
-    return "zh" if os.environ.get("LANG", "").startswith("zh") else "en"
-
 
 def prepare(work, lang, course=NOTEBOOKS, root=ROOT, announce=True):
     """What every launch does first: copy what the learner lacks, the lessons' diagrams and glossary,
@@ -851,40 +812,3 @@ def update(work, lang, course=NOTEBOOKS, only=None):
         print(i18n.text(lang, "learner.up_to_date"))
     refresh_homes(work)
     return done
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m course_utils", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    language = dict(choices=i18n.LANGUAGES, help="the language to speak in (default: the locale's, as `make lab`)")
-    copy = commands.add_parser("copy", help="copy the course's notebooks into a work folder (never overwriting "
-                                            "the learner's) and refresh the homes' progress")
-    copy.add_argument("work", help="the work folder, e.g. work")
-    copy.add_argument("--lang", **language)
-    renew = commands.add_parser("update", help="bring in the lessons the course changed since you copied them, "
-                                               "keeping every exercise you changed (your old copy kept beside)")
-    renew.add_argument("work", help="the work folder, e.g. work")
-    renew.add_argument("--lang", **language)
-    renew.add_argument("--only", action="append", metavar="NN", help="just lesson NN (e.g. 01; may be repeated)")
-    from . import launch
-
-    lab = launch.add_command(commands)
-    for command in (copy, renew, lab):  # another course folder than this one's notebooks/ (the tests')
-        command.add_argument("--course", type=Path, default=NOTEBOOKS, help=argparse.SUPPRESS)
-    args, extra = parser.parse_known_args(argv)
-    extra = extra[1:] if extra[:1] == ["--"] else extra
-    if extra and args.command != "lab":
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    args.jupyter = extra
-    lang = _language(args.lang)
-    if args.command == "copy":
-        prepare(Path(args.work), lang, args.course)
-    elif args.command == "update":
-        update(Path(args.work), lang, args.course, only=args.only)
-    else:
-        return launch.main(args, lang)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -71,7 +71,7 @@ def _device(model):
     return model.embed.weight.device
 
 
-def _steps(function, max_steps, default):
+def decoding_steps(function, max_steps, default):
     """A number of decoding steps: None (`default`), or an int from 1 to MAX_LENGTH + 2, the
     positions the model has a sinusoidal row for (step t feeds a token at position t)."""
     if max_steps is None:
@@ -316,7 +316,7 @@ def greedy_decode(model, source, max_steps=None):
     _reverser(function, model)
     model._source(function, source, MAX_LENGTH + 1)  # L_s + 1 steps must fit the position table
     B, L_s = source.shape
-    steps = _steps(function, max_steps, L_s + 1)
+    steps = decoding_steps(function, max_steps, L_s + 1)
     memory = model._encode(source)
     out = torch.full((B, 1), BOS, device=source.device)
     done = torch.zeros(B, dtype=torch.bool, device=source.device)

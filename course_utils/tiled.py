@@ -228,7 +228,7 @@ def _position_kind(i0, i1, j0, j1, low, high):
     return FULL if low <= least and most <= high else PARTIAL
 
 
-def _position_keep(i0, i1, j0, j1, low, high, device):
+def position_keep(i0, i1, j0, j1, low, high, device):
     """(i1 − i0, j1 − j0) bool: True where key j is within the allowed offsets of query i. The mask
     depends only on the tile's shape and on j0 − i0: every diagonal tile of equal blocks shares one
     (cached, and never written to)."""
@@ -309,8 +309,8 @@ def _tile_kind(i0, i1, j0, j1, low, high, keep_mask, device):
     if kind == SKIP or (kind == FULL and keep_mask is None):
         return kind, None
     if keep_mask is None:
-        return kind, None if device is None else _position_keep(i0, i1, j0, j1, low, high, device)
-    keep = None if kind == FULL else _position_keep(i0, i1, j0, j1, low, high, keep_mask.device)
+        return kind, None if device is None else position_keep(i0, i1, j0, j1, low, high, device)
+    keep = None if kind == FULL else position_keep(i0, i1, j0, j1, low, high, keep_mask.device)
     tile = keep_mask[..., i0:i1, j0:j1]
     keep = tile if keep is None else tile & keep
     if not keep.any():

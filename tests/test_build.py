@@ -7,7 +7,7 @@ import shutil
 import nbformat
 import pytest
 
-from course_teacher import build
+from course_teacher import build, sources
 
 SOURCE = '''# ---
 # jupyter:
@@ -56,9 +56,10 @@ def course(tmp_path, monkeypatch):
     """A throwaway course with one lesson, 99, rendered (not executed) to its four notebooks."""
     (tmp_path / "notebooks" / "source").mkdir(parents=True)
     shutil.copy(build.SOURCES / "glossary.toml", tmp_path / "notebooks" / "source" / "glossary.toml")
-    monkeypatch.setattr(build, "ROOT", tmp_path)
-    monkeypatch.setattr(build, "NOTEBOOKS", tmp_path / "notebooks")
-    monkeypatch.setattr(build, "SOURCES", tmp_path / "notebooks" / "source")
+    for module in (build, sources):  # the build's paths, and the lessons' table below it
+        monkeypatch.setattr(module, "ROOT", tmp_path)
+        monkeypatch.setattr(module, "NOTEBOOKS", tmp_path / "notebooks")
+        monkeypatch.setattr(module, "SOURCES", tmp_path / "notebooks" / "source")
     guide = tmp_path / "guide" / "en.md"  # where the home takes each lesson's time
     guide.parent.mkdir()
     guide.write_text("## The course at a glance\n\n| lesson | in class | at home | exercises |\n| --- | --- | --- | --- |\n"

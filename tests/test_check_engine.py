@@ -149,7 +149,7 @@ def test_the_stub_speaks_the_notebooks_language_and_reads_as_not_attempted(lang,
     ### BEGIN SOLUTION
     return scores
     ### END SOLUTION'''
-    stub = build._stub(cell, "01.softmax", lang)
+    stub = build.stub(cell, "01.softmax", lang)
     assert f'raise NotImplementedError("{text}")' in stub and "return scores" not in stub
     namespace = {}
     exec(stub, namespace)

@@ -59,7 +59,7 @@ def test_a_pasted_course_function_is_a_copy_naming_its_source(answers, exercise)
     function = getattr(importlib.import_module(module), name)
     spec = _exercise(answers, exercise)
     cell = submission.Cell(3, _disguised(function, spec.function))
-    assert grader._copied(cell, spec, answers) == PACKAGE[exercise]
+    assert grader.copied_from(cell, spec, answers) == PACKAGE[exercise]
 
 
 @pytest.mark.parametrize("exercise", ["03.alignment", "05.top_u_attention", "06.post_norm_decoder", "08.tiled_forward"])
@@ -71,7 +71,7 @@ def test_a_pasted_reference_is_a_copy(answers, exercise):
     named = [n for n, f in functions.items() if f"reference {exercise}" == answers.copies.get(copies.fingerprint(f))]
     assert named, f"no function of {module.__name__} is fingerprinted as {exercise}'s reference"
     cell = submission.Cell(3, _disguised(getattr(module, named[0]), spec.function))
-    assert grader._copied(cell, spec, answers) == f"reference {exercise}"
+    assert grader.copied_from(cell, spec, answers) == f"reference {exercise}"
 
 
 def test_the_solution_notebooks_are_no_copies(answers):

@@ -11,8 +11,8 @@ import textwrap
 import pytest
 from submissions import render
 
-from course_teacher.grade import copies, grader
-from course_utils import i18n, masks
+from course_teacher.grade import copies, grader, messages
+from course_utils import masks
 
 LESSONS = ("00_tensor_shapes", "01_attention_basics", "02_masking", "03_self_cross_attention",
            "04_multihead_attention", "05_probsparse", "06_transformer", "07_inference_attention",
@@ -72,7 +72,8 @@ def test_padding_mask_edited_trivially_is_a_copy_naming_it(answers, edit):
 
 def test_the_review_names_the_copy_in_both_languages():
     for lang in ("en", "zh"):
-        text = i18n.text(lang, "grade.copy", exercise="00.padding_mask", cell=3, source="`course_utils.masks.padding_mask`")
+        text = messages.text(lang, "grade.copy", exercise="00.padding_mask", cell=3,
+                             source="`course_utils.masks.padding_mask`")
         assert "course_utils.masks.padding_mask" in text and "00.padding_mask" in text
 
 

@@ -11,9 +11,13 @@ import torch
 import torch.nn.functional as F
 
 from course_teacher.exercises import EXERCISES
-from course_teacher.exercises.l05_probsparse import _causal_reference, _measure_reference, _top_u_reference
 from course_utils import probsparse
 from course_utils.exercises import FAILED, PASSED, evaluate
+
+# the references (and hidden cases) under test, as the registry holds them
+_causal_reference = EXERCISES["05.causal_prob_sparse"].reference
+_measure_reference = EXERCISES["05.sampled_measure"].reference
+_top_u_reference = EXERCISES["05.top_u_attention"].reference
 
 
 def _cases(exercise):

@@ -13,17 +13,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_teacher.exercises import EXERCISES
-from course_teacher.exercises.l06_transformer import (
-    DECODER_WEIGHTS,
-    LONG,
-    _decoder_reference,
-    _decoder_sublayers,
-    _rotation_reference,
-    _sinusoidal_reference,
-)
+from course_teacher.exercises.l06_transformer import DECODER_WEIGHTS, LONG, decoder_sublayers
 from course_utils import transformer
 from course_utils.exercises import FAILED, PASSED, evaluate
 from course_utils.i18n import message
+
+# the references (and hidden cases) under test, as the registry holds them
+_decoder_reference = EXERCISES["06.post_norm_decoder"].reference
+_rotation_reference = EXERCISES["06.offset_rotation"].reference
+_sinusoidal_reference = EXERCISES["06.sinusoidal_encoding"].reference
 
 
 def _cases(exercise):
@@ -402,7 +400,7 @@ def test_an_in_place_residual_fails_as_input_modified():
     """The classic `x += …` of a residual returns the right values but changes the caller's x: the
     check names it (INPUT_MODIFIED, the argument x), which it can because no case's x is zero."""
     def in_place(x, memory, tgt_key_padding_mask, memory_key_padding_mask, *weights_and_heads):
-        norm1, norm2, norm3, self_attention, cross_attention, feed_forward = _decoder_sublayers(*weights_and_heads)
+        norm1, norm2, norm3, self_attention, cross_attention, feed_forward = decoder_sublayers(*weights_and_heads)
         x += self_attention(x, tgt_key_padding_mask, causal=True)  # edits the argument
         x = norm1(x)
         x = norm2(x + cross_attention(x, memory, memory_key_padding_mask))

@@ -9,9 +9,13 @@ import torch
 import torch.nn.functional as F
 
 from course_teacher.exercises import EXERCISES
-from course_teacher.exercises.l07_decoding import _gqa_reference, _rope_reference, _step_reference
 from course_utils import decoding
 from course_utils.exercises import FAILED, PASSED, evaluate
+
+# the references (and hidden cases) under test, as the registry holds them
+_gqa_reference = EXERCISES["07.gqa_attention"].reference
+_rope_reference = EXERCISES["07.apply_rope"].reference
+_step_reference = EXERCISES["07.cached_attention_step"].reference
 
 IDS = ("07.gqa_attention", "07.apply_rope", "07.cached_attention_step")
 

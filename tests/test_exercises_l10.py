@@ -4,32 +4,35 @@ parameter's too); other right ways to write each function pass, public and hidde
 statistical judgement of a sampler holds with a wide margin; the package's answers are forbidden;
 the objects a case stands for are built from plain data (course_utils/exercises/objects.py)."""
 
+import functools
 import math
 import types
 
 import pytest
 import torch
 import torch.nn.functional as F
+from prepared import evaluate as evaluate_hidden
+from prepared import prepared
 
 from course_teacher.exercises import EXERCISES
 from course_teacher.exercises import l10_gpt as l10
 from course_utils import gpt
 from course_utils.attention import scaled_dot_product_attention
 from course_utils.decoding import KVCache
-from course_utils.masks import causal_mask
 from course_utils.exercises import CRASHED, FAILED, PASSED, evaluate, grading, objects
-from prepared import evaluate as evaluate_hidden
-from prepared import prepared
+from course_utils.masks import causal_mask
 
 IDS = ("10.causal_block", "10.lm_loss", "10.sample_next", "10.generate_cached")
 SEEDS = (12345, 0, 7)  # a teacher's seed, the public seed, another
 
 
+@functools.cache  # (drawing a generation's cases runs the model: once per test process; the tests only read them)
 def _cases(exercise):
     spec = EXERCISES[exercise]
     return spec.cases(torch.Generator().manual_seed(spec.seed))
 
 
+@functools.cache
 def _hidden(exercise, seed):
     return EXERCISES[exercise].hidden(torch.Generator().manual_seed(seed))
 
@@ -117,7 +120,7 @@ def test_the_block_reference_is_the_packages_block_values_and_gradients_of_x_and
 
 def _block_per_head(x, block, second_norm=None):
     """Another right way: one head at a time, with its slices of the projections' weights."""
-    B, L, E = x.shape
+    _, L, E = x.shape
     m, H = block.attention.mha, block.attention.heads
     d = E // H
     h = block.norm1(x)
@@ -443,7 +446,7 @@ def test_the_generation_reference_is_the_packages_recomputation_and_feeds_what_t
     cases = _cases("10.generate_cached") if which == "public" else _hidden("10.generate_cached", which)
     for data, prompt, new_tokens in cases:
         model = objects.gpt_model(data)
-        ours = _fed(model, lambda: l10._generate_reference(model, prompt, new_tokens))
+        ours = _fed(model, lambda model=model, prompt=prompt, new=new_tokens: l10._generate_reference(model, prompt, new))
         assert ours / prompt.shape[0] == objects.fed_needed(prompt.shape[1], new_tokens, int(data["context"]))
         expected = model.generate(prompt, new_tokens, temperature=0, cache=False)[0]
         assert torch.equal(l10._generate_reference(model, prompt, new_tokens), expected)
@@ -477,6 +480,7 @@ def _generate_by_caches_length(model, prompt, new_tokens):
     return torch.cat(rows, dim=0)
 
 
+@pytest.mark.slow
 def test_another_right_generation_passes_public_and_hidden():
     _passes_everywhere("10.generate_cached", _generate_by_caches_length)
 
@@ -497,8 +501,10 @@ def test_recomputing_every_step_in_other_words_is_named_no_cache():
 
 def test_the_packages_generation_is_forbidden_cached_or_not():
     for cache in (True, False):
-        verdict = evaluate("10.generate_cached", lambda model, prompt, new_tokens:
-                           model.generate(prompt, new_tokens, temperature=0, cache=cache)[0])
+        def packaged(model, prompt, new_tokens, cache=cache):
+            return model.generate(prompt, new_tokens, temperature=0, cache=cache)[0]
+
+        verdict = evaluate("10.generate_cached", packaged)
         assert verdict.status == FAILED and verdict.code == "FORBIDDEN", verdict.message
 
 
@@ -512,7 +518,8 @@ def test_the_generation_cases_run_past_the_context_and_stay_within_it():
 # ----------------------------------------------------------------------------- every exercise
 
 
-@pytest.mark.parametrize("exercise", IDS)
+@pytest.mark.parametrize("exercise", [pytest.param(e, marks=[pytest.mark.slow] if e == "10.generate_cached" else [])
+                                      for e in IDS])
 def test_the_mistakes_are_told_apart_as_the_check_sees_them(exercise):
     """tests/test_exercises.py tells mistakes apart by calling them on a case's data directly; lesson 10's
     check calls them on objects and judges some by what the calls did: here, through the check's own path."""

@@ -16,7 +16,7 @@ from urllib.parse import unquote
 import nbformat
 import pytest
 
-from course_teacher import build, glossary, learner_text, release
+from course_teacher import build, glossary, learner_text, release, sources
 from course_utils import learner
 
 LANGUAGES = build.LANGUAGES
@@ -321,6 +321,7 @@ def test_the_page_groups_the_entries_by_lesson_and_links_their_sections():
 def test_the_check_fails_when_a_page_is_stale(tmp_path, monkeypatch):
     for name, path in [(name, getattr(build, name).relative_to(build.ROOT)) for name in ("ROOT", "NOTEBOOKS", "SOURCES")]:
         monkeypatch.setattr(build, name, tmp_path / path)
+        monkeypatch.setattr(sources, name, tmp_path / path)  # the lessons' table below the build
     build.SOURCES.mkdir(parents=True)
     (build.SOURCES / glossary.SOURCE).write_text('[[term]]\nen = "exercise"\nzh = "练习"\nchecked = true\n', encoding="utf-8")
     assert {p.name for p in build.write_glossary()} == {"GLOSSARY.md", "glossary.md"}
@@ -333,6 +334,7 @@ def test_the_check_fails_when_a_page_is_stale(tmp_path, monkeypatch):
 def test_a_definition_keeps_the_translation_rule_of_the_checked_terms(tmp_path, monkeypatch):
     for name, path in [(name, getattr(build, name).relative_to(build.ROOT)) for name in ("ROOT", "NOTEBOOKS", "SOURCES")]:
         monkeypatch.setattr(build, name, tmp_path / path)
+        monkeypatch.setattr(sources, name, tmp_path / path)  # the lessons' table below the build
     build.SOURCES.mkdir(parents=True)
     (build.SOURCES / glossary.SOURCE).write_text(
         '[[term]]\nen = "tensor"\nzh = "张量"\nchecked = true\n\n[[term]]\nen = "view"\nzh = "视图"\nlesson = "00"\n'
@@ -362,8 +364,8 @@ def test_a_word_marked_as_not_the_term_is_not_linked_and_the_render_keeps_only_t
 
 def test_a_marked_word_asks_for_no_translation_of_a_checked_term():
     checked = [("attention", "注意力")]
-    assert build._glossary_problems("01", "cell", "the attention", "这里", checked)  # the rule holds
-    assert not build._glossary_problems("01", "cell", "the [attention]{.not-term} span of a child", "孩子的专注时间", checked)
+    assert build.glossary_problems("01", "cell", "the attention", "这里", checked)  # the rule holds
+    assert not build.glossary_problems("01", "cell", "the [attention]{.not-term} span of a child", "孩子的专注时间", checked)
 
 
 # ----------------------------------------------------------------------------- the avoid list, wherever a learner reads Chinese

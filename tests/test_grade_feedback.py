@@ -12,7 +12,7 @@ import torch
 
 from course_teacher.exercises import reference
 from course_teacher.exercises.registry import EXERCISES
-from course_teacher.grade import grader, policy
+from course_teacher.grade import grader, messages, policy
 from course_utils import i18n
 from course_utils.exercises import grading, wire
 
@@ -61,7 +61,7 @@ def test_a_leaking_function_gets_its_verdict_without_the_names_it_chose(lang):
     with _speaking(lang):
         received.changed = grader.grader_words(received.changed)
         verdict = grading.judge(prepared, received)
-        generic = i18n.message("grade.changed_attribute")
+        generic = messages.message("grade.changed_attribute")
     assert "leak_" not in verdict.message and generic in verdict.message, verdict.message
     honest = grading.judge(prepared, grading.collect(prepared.calls, _honest_softmax))
     assert honest.status == grading.PASSED and generic not in honest.message

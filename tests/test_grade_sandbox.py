@@ -574,8 +574,8 @@ def test_a_kernel_that_dies_costs_its_exercise_and_the_next_get_a_fresh_kernel(t
 def test_a_python_under_tmp_is_bound_onto_the_sandboxs_own_tmp_not_hidden_by_it(monkeypatch):
     """A clone in /tmp has its venv there: the sandbox's /tmp (a capped memory file system) must be
     mounted before the Python folders are bound, or it hides them (bwrap: execvp ... No such file)."""
-    monkeypatch.setattr(sandbox, "_python_folders", lambda: ["/tmp/clone/.venv", "/usr/lib/python3.11"])
-    options = sandbox._file_system(connection_fd=9)
+    monkeypatch.setattr(sandbox, "python_folders", lambda: ["/tmp/clone/.venv", "/usr/lib/python3.11"])
+    options = sandbox.file_system(connection_fd=9)
     pairs = list(zip(options, options[1:]))
     tmp_mount = pairs.index(("--tmpfs", "/tmp"))
     venv_bind = options.index("/tmp/clone/.venv")

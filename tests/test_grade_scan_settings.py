@@ -5,7 +5,7 @@ that makes numpy read memory at an address. Each attack goes to review; beside e
 same thing stays clear. Nothing runs: the scan reads text."""
 
 import pytest
-from test_scan import L02, Lesson, _constructs
+from test_scan import L02, Lesson, constructs_of
 
 from course_teacher.grade import rcparams, scan
 
@@ -63,7 +63,7 @@ def test_a_setting_that_names_code_goes_to_review(source, construct):
     lesson = Lesson(L02).before("02.decoder_mask", source)
     findings = lesson.scan()
     number = lesson.number("02.decoder_mask") - 1
-    assert (number, construct) in _constructs(findings), findings.review
+    assert (number, construct) in constructs_of(findings), findings.review
     assert findings.verdict("02.decoder_mask") == scan.Verdict(scan.REVIEW, findings.review)
 
 
@@ -108,7 +108,7 @@ GRADERS_NAMES_HONEST = [
 def test_a_name_the_grader_uses_or_a_file_writer_goes_to_review(source, construct):
     lesson = Lesson(L02).before("02.decoder_mask", source)
     findings = lesson.scan()
-    assert (lesson.number("02.decoder_mask") - 1, construct) in _constructs(findings), findings.review
+    assert (lesson.number("02.decoder_mask") - 1, construct) in constructs_of(findings), findings.review
 
 
 @pytest.mark.parametrize("source", GRADERS_NAMES_HONEST)

@@ -29,7 +29,7 @@ from course_teacher.exercises import EXERCISES, TRANSPOSES, Exercise, evaluate, 
 from course_utils import i18n
 from course_utils.attention import scaled_dot_product_attention as imported_early  # as a learner might
 from course_utils.exercises import CRASHED, FAILED, PASSED, check, public, sandbox
-from course_utils.exercises.grading import _fallback_names, names_of
+from course_utils.exercises.grading import fallback_names, names_of
 
 # ----------------------------------------------------------------------------- right answers
 
@@ -540,7 +540,7 @@ LOOPS = [_loops, _swallows_exceptions, _returns_after_the_alarm, _swallows_base_
 
 @pytest.mark.parametrize("function", LOOPS, ids=[f.__name__.strip("_") for f in LOOPS])
 def test_a_function_that_never_ends_gets_a_time_limit_verdict(function):
-    """However its handlers catch the time limit (see sandbox._Timer), within a fraction of a second
+    """However its handlers catch the time limit (see sandbox.CallTimer), within a fraction of a second
     of it (the recursive one unwinds about a thousand frames, each raising anew)."""
     handler, started = signal.getsignal(signal.SIGALRM), time.monotonic()
     verdict = evaluate("01.softmax", function, time_limit=0.2)
@@ -597,8 +597,8 @@ def test_a_right_answers_check_pays_nothing_for_the_time_limit(monkeypatch):
     """Until the time is up no handler runs and no tracer is set: a right answer runs as fast as
     without the limit."""
     fired, traced = [], []
-    original = sandbox._Timer._fire
-    monkeypatch.setattr(sandbox._Timer, "_fire", lambda self, *args: fired.append(1) or original(self, *args))
+    original = sandbox.CallTimer._fire
+    monkeypatch.setattr(sandbox.CallTimer, "_fire", lambda self, *args: fired.append(1) or original(self, *args))
 
     def right(x, w_q, w_k, w_v):  # (an exercise that forbids no Python function, whose calls a tracer watches)
         traced.append((sys.gettrace(), sys.getprofile()))
@@ -853,8 +853,8 @@ def test_a_failure_names_the_cases_arguments_and_their_shapes():
 def test_argument_names_come_from_the_learner_then_the_reference_then_positions():
     assert names_of(lambda scores: 0, 1) == ["scores"]
     assert names_of(lambda *args: 0, 1) is None and names_of(max, 1) is None
-    assert _fallback_names(["s"], 1) == ["s"]
-    assert _fallback_names([], 2) == ["argument 1", "argument 2"]
+    assert fallback_names(["s"], 1) == ["s"]
+    assert fallback_names([], 2) == ["argument 1", "argument 2"]
 
 
 def test_boolean_results_are_shown_as_true_and_false():
@@ -886,5 +886,37 @@ def test_every_check_and_diff_message_has_both_languages_and_formats():
 
     ours = {k: v for k, v in MESSAGES.items() if k.startswith(("check.", "diff."))}
     assert len(ours) > 40 and all(set(v) == {"en", "zh"} and all(v.values()) for v in ours.values())
-    for name, _, _ in sandbox._SETTINGS:
+    for name, _, _ in sandbox.TORCH_SETTINGS:
         assert f"check.setting.{name}" in ours
+
+
+# ----------------------------------------------------------------------------- garbage collection
+
+def test_no_garbage_collection_runs_while_the_notebooks_check_calls_and_judges():
+    """A learner's object in a reference cycle, whose __del__ fixes a wrong result, must not run between
+    the call and the verdict (a collection would run it out of every watch, with the result in hand):
+    the notebook's check, as the grader's kernel, turns collection off until the verdict is made."""
+    import gc
+
+    from course_utils.exercises import evaluate as notebook_evaluate
+
+    seen = []
+
+    def softmax(x):
+        seen.append(gc.isenabled())
+        out = torch.zeros_like(x)  # wrong, until collected
+
+        class Fixer:
+            def __del__(self):
+                e = (x - x.max(-1, keepdim=True).values).exp()
+                out.copy_(e / e.sum(-1, keepdim=True))
+
+        fixer = Fixer()
+        fixer.cycle = fixer  # freed only by a collection, which the check's own allocations would start
+        return out
+
+    assert gc.isenabled()
+    verdict = notebook_evaluate("01.softmax", softmax)
+    assert gc.isenabled(), "collection must resume after the check"
+    assert seen and not any(seen), seen
+    assert verdict.status == FAILED and "Case 1 " in verdict.message, verdict.message

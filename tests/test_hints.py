@@ -12,7 +12,7 @@ from course_utils.validation import ArgumentError
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
-    monkeypatch.setattr(hints, "_given", {})
+    monkeypatch.setattr(hints, "HINTS_GIVEN", {})
 
 
 def test_every_exercise_has_a_nudge_and_an_idea_in_both_languages():
@@ -33,7 +33,7 @@ def test_the_hints_keep_the_glossarys_terms_and_give_no_solution_line_away():
                     for line in build.solution_lines(cell) if len(line.strip()) >= 8}
     for exercise, stages in hints.HINTS.items():
         for number, stage in enumerate(stages, 1):
-            problems = build._glossary_problems("hints", f"{exercise} hint {number}", stage["en"], stage["zh"], terms)
+            problems = build.glossary_problems("hints", f"{exercise} hint {number}", stage["en"], stage["zh"], terms)
             assert not problems, [str(p) for p in problems]
             leaked = [s for s in secrets if s in stage["en"] or s in stage["zh"]]
             assert not leaked, (exercise, number, leaked)

@@ -9,10 +9,16 @@ import tokenize
 
 import pytest
 
-from course_teacher import bilingual_code, build
+from course_teacher import bilingual_code, build, messages
 from course_teacher.exercises import EXERCISES
+from course_teacher.grade import messages as grade_messages
 from course_utils import i18n
 from course_utils.exercises.grading import evaluate
+
+#: Every table of messages: the learner's package's, the build's and the grader's (course_teacher/messages.py).
+TABLES = {"course_utils.i18n": i18n.MESSAGES, "course_teacher.messages": messages.MESSAGES,
+          "course_teacher.grade.messages": grade_messages.MESSAGES}
+ALL_MESSAGES = {key: value for table in TABLES.values() for key, value in table.items()}
 
 
 def _fields(text):
@@ -20,10 +26,23 @@ def _fields(text):
                   if name is not None)
 
 
-@pytest.mark.parametrize("key", sorted(key for key, value in i18n.MESSAGES.items() if set(value) == set(i18n.LANGUAGES)))
+@pytest.mark.parametrize("key", sorted(key for key, value in ALL_MESSAGES.items() if set(value) == set(i18n.LANGUAGES)))
 def test_each_message_formats_the_same_fields_alike_in_both_languages(key):
-    english, chinese = i18n.MESSAGES[key]["en"], i18n.MESSAGES[key]["zh"]
+    english, chinese = ALL_MESSAGES[key]["en"], ALL_MESSAGES[key]["zh"]
     assert _fields(english) == _fields(chinese), key
+
+
+def test_a_key_is_in_one_table_and_each_side_reads_its_own_and_the_learners():
+    """The teacher's lookups read every table below them, and no key is in two (which one would win?)."""
+    keys = [key for table in TABLES.values() for key in table]
+    assert len(keys) == len(set(keys)), sorted(key for key in set(keys) if keys.count(key) > 1)
+    assert all(set(value) == set(i18n.LANGUAGES) for value in ALL_MESSAGES.values())
+    assert messages.text("zh", "nav.home", link="x") == "← [课程首页](x)"  # the build's own
+    assert messages.text("en", "grade.title", notebook="n") == grade_messages.text("en", "grade.title", notebook="n")
+    learners = i18n.text("en", "check.hint_offer", exercise="01.x")
+    assert messages.text("en", "check.hint_offer", exercise="01.x") == learners
+    with pytest.raises(KeyError):
+        grade_messages.text("en", "nav.home", link="x")  # the grader's side does not read the build's
 
 
 def test_a_chinese_diagnosis_says_the_mistake_first_and_names_its_code_last():

@@ -223,7 +223,7 @@ def test_under_nbgrader_a_failed_check_raises_its_verdict(monkeypatch, capsys, w
         monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     else:  # a learner's cell that unsets the variable changes nothing
         monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-        monkeypatch.setattr(grading, "_UNDER_NBGRADER", True)
+        monkeypatch.setattr(grading, "UNDER_NBGRADER", True)
     with pytest.raises(AssertionError) as raised:
         grading.check("00.padding_mask", _padding_mask(right=False))
     assert str(raised.value) == grading.evaluate("00.padding_mask", _padding_mask(right=False)).message
@@ -244,7 +244,7 @@ def test_under_nbgrader_a_passed_check_prints_its_verdict_and_nothing_on_stderr(
 
 def test_outside_nbgrader_check_prints_and_never_raises(monkeypatch, capsys):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    monkeypatch.setattr(grading, "_UNDER_NBGRADER", False)
+    monkeypatch.setattr(grading, "UNDER_NBGRADER", False)
     grading.check("00.padding_mask", _padding_mask(right=False, warn=True))
     out, err = capsys.readouterr()
     verdict = grading.evaluate("00.padding_mask", _padding_mask(right=False)).message

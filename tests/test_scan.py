@@ -103,7 +103,7 @@ def _names(findings, exercise):
     return [(hit.cell, hit.name) for hit in findings.forbidden.get(exercise, ())]
 
 
-def _constructs(findings):
+def constructs_of(findings):
     return [(hit.cell, hit.name) for hit in findings.review]
 
 
@@ -445,7 +445,7 @@ def test_two_cells_of_the_same_text_are_each_named():
 def test_a_cell_nested_too_deeply_to_read_is_for_review():
     deep = "x = " + " + ".join(["1"] * (scan.MAX_DEPTH + 10))  # parses, but nests once per term
     lesson = Lesson(L02).before("02.causal_mask", deep, "y = " + " + ".join(["1"] * 40))
-    assert _constructs(lesson.scan()) == [(lesson.number("02.causal_mask") - 2, "nesting")]
+    assert constructs_of(lesson.scan()) == [(lesson.number("02.causal_mask") - 2, "nesting")]
 
 
 def test_a_cell_that_does_not_parse_is_skipped():
@@ -572,8 +572,8 @@ def test_code_the_scan_cannot_read_is_for_the_teachers_review(source, construct)
     findings = lesson.scan()
     number = lesson.number("02.decoder_mask") - 1
     # the named construct, and perhaps the allow-list's names for the same code (``import os``)
-    assert (number, construct) in _constructs(findings), findings.review
-    assert {cell for cell, _ in _constructs(findings)} == {number}
+    assert (number, construct) in constructs_of(findings), findings.review
+    assert {cell for cell, _ in constructs_of(findings)} == {number}
     assert findings.review[0].line == lesson.cells[[c.index for c in lesson.cells].index(number - 1)].where[1]
     for exercise in ("02.causal_mask", "02.decoder_mask", "02.masked_softmax"):  # every exercise of the notebook
         assert findings.verdict(exercise) == scan.Verdict(scan.REVIEW, findings.review)
@@ -655,8 +655,8 @@ def test_a_cell_written_to_make_reading_it_slow_is_reviewed_in_time():
     started = time.perf_counter()
     lesson.scan({"02.causal_mask": CAUSAL})
     assert time.perf_counter() - started < 5
-    statements = [scan._tree("x = 1").body[0]] * 10
-    analysis = scan._Analysis(statements, scan._Objects())
+    statements = [scan.read_tree("x = 1").body[0]] * 10
+    analysis = scan.Analysis(statements, scan.Objects())
     assert analysis.visits <= 40 and analysis.budget >= scan.VISITS_BASE
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(scan, "VISITS_BASE", 0)
@@ -672,7 +672,7 @@ def test_a_forbidden_reference_outranks_the_review_for_its_exercise():
     findings = lesson.scan({"02.causal_mask": CAUSAL})
     assert findings.verdict("02.causal_mask").mistake == scan.FORBIDDEN
     assert findings.verdict("02.decoder_mask").mistake == scan.REVIEW
-    assert _constructs(findings) == [(lesson.number("02.causal_mask") - 1, "exec")]
+    assert constructs_of(findings) == [(lesson.number("02.causal_mask") - 1, "exec")]
 
 
 def test_targets_give_each_exercise_its_cell_and_the_keys_forbidden_names(tmp_path):

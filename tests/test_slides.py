@@ -135,7 +135,7 @@ def _unavailable(message):
 @pytest.fixture(scope="module")
 def decks(tmp_path_factory):
     """Every lesson's decks in both languages, in a temporary folder."""
-    if slides._missing_packages():
+    if slides.missing_packages():
         npm = shutil.which("npm")
         if npm is None:
             _unavailable("the slides need reveal.js and MathJax from npm, and npm is not installed")
@@ -238,11 +238,11 @@ def test_setup_cell_skipped_details_subslides_and_notes():
 def test_long_output_trimmed_with_marker(lang):
     wide_and_long = "\n".join(f"{i:3d} " + "x" * 300 for i in range(80))
     for size, smallest in (("normal", 12), ("hall", HALL_PX)):
-        markup, height, trimmed = outputs._fit_text_output(wide_and_long, 400, lang, slides.SIZES[size])
+        markup, height, trimmed = outputs.fit_text_output(wide_and_long, 400, lang, slides.SIZES[size])
         assert trimmed and height <= 400
         assert "…" in markup and markup.count("\n") < 30
         assert int(re.search(r"font-size:(\d+)px", markup).group(1)) >= smallest
-        short = outputs._fit_text_output("tensor([1., 2.])", 400, lang, slides.SIZES[size])
+        short = outputs.fit_text_output("tensor([1., 2.])", 400, lang, slides.SIZES[size])
         assert not short[2] and "…" not in short[0]
 
 

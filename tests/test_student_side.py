@@ -65,7 +65,7 @@ ACTS_ON_THE_WORLD = {
     "course_teacher.grade.launch._become",  # changes this process's user
     "course_teacher.grade.launch._first_to_go",
     "course_teacher.grade.sandbox.release",  # closes a file descriptor (a tensor is an index)
-    "course_teacher.grade.sandbox._data_fd",  # opens a pipe
+    "course_teacher.grade.sandbox.data_fd",  # opens a pipe
     "course_teacher.grade.runner.kill_all",
     "course_teacher.platforms.autograder.install",  # makes a virtual environment
     "course_teacher.platforms.autograder.gradescope",  # grades, writes the platforms' results

@@ -29,7 +29,7 @@ and hold no public case (each has sizes of its own).
 The decoder layer's sub-layers cannot be passed to the learner's function as modules (a case is
 plain data: the grader sends it to the notebook's kernel as tensors, numbers and lists), so the
 function takes the layer's weight tensors, as ``nn.TransformerDecoderLayer(..., bias=False)``
-stores them, and the exercise cell gives the six sub-layers built from them (``_decoder_sublayers``
+stores them, and the exercise cell gives the six sub-layers built from them (``decoder_sublayers``
 here is the same code). The learner writes the wiring: the norm order, the residuals, which input
 and which mask each attention gets. Every weight is an argument of its own, so the check compares
 the gradients with respect to each of them as well as to x and memory.
@@ -521,7 +521,7 @@ register(
 #     x = norm3(x + feed_forward(x))
 
 
-def _decoder_sublayers(norm1_weight, self_in_proj_weight, self_out_proj_weight, norm2_weight, cross_in_proj_weight,
+def decoder_sublayers(norm1_weight, self_in_proj_weight, self_out_proj_weight, norm2_weight, cross_in_proj_weight,
                        cross_out_proj_weight, norm3_weight, linear1_weight, linear2_weight, num_heads):
     """(norm1, norm2, norm3, self_attention, cross_attention, feed_forward): the sub-layers the
     exercise cell gives, the same code; each keeps the (B, L, E) layout."""
@@ -678,7 +678,7 @@ def _hidden_decoder_cases(generator):
 def _decoder_reference(x, memory, tgt_key_padding_mask, memory_key_padding_mask, norm1_weight, self_in_proj_weight,
                        self_out_proj_weight, norm2_weight, cross_in_proj_weight, cross_out_proj_weight, norm3_weight,
                        linear1_weight, linear2_weight, num_heads):
-    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = _decoder_sublayers(
+    norm1, norm2, norm3, self_attention, cross_attention, feed_forward = decoder_sublayers(
         norm1_weight, self_in_proj_weight, self_out_proj_weight, norm2_weight, cross_in_proj_weight,
         cross_out_proj_weight, norm3_weight, linear1_weight, linear2_weight, num_heads)
     x = norm1(x + self_attention(x, tgt_key_padding_mask, causal=True))  # each norm after its residual add
@@ -691,7 +691,7 @@ def _decoder_mistake(wiring):
     sub-layers (norm1, norm2, norm3, self_attention, cross_attention, feed_forward)."""
 
     def mistake(x, memory, tgt_key_padding_mask, memory_key_padding_mask, *weights_and_heads):
-        return wiring(x, memory, tgt_key_padding_mask, memory_key_padding_mask, _decoder_sublayers(*weights_and_heads))
+        return wiring(x, memory, tgt_key_padding_mask, memory_key_padding_mask, decoder_sublayers(*weights_and_heads))
 
     mistake.__name__ = wiring.__name__
     return mistake

@@ -382,7 +382,6 @@ def _hidden_loss_cases(generator):
 def _lm_loss(logits, tokens, pad_id=None, *, shift="right", probabilities="log_softmax", ignore_pad=True,
              pad_from="targets", reduction="mean"):
     """The loss, written out, with one of the slips its keywords name."""
-    B, T, V = logits.shape
     if shift == "right":
         predictions, targets, inputs = logits[:, :-1], tokens[:, 1:], tokens[:, :-1]  # (B, T − 1, V), (B, T − 1)
     elif shift == "none":
@@ -611,12 +610,14 @@ def _sample_cases(generator):
 
 def _hidden_sample_cases(generator):
     """The grader's: sizes, temperatures, top_k and seeds drawn from its generator; whatever the draws,
-    a tie at the k-th largest logit, a temperature below 1 and one above, two rows, and temperature 0."""
+    a tie at the k-th largest logit (k ≤ 4, the tied pair likely enough that dropping one shows), a
+    temperature below 1 and one above, two rows, and temperature 0."""
     g = generator
-    V = _draw(g, 5, 12)
-    k = _draw(g, 2, V - 2)
-    row = _distinct_row(g, V, k)
-    row[row.sort(descending=True).indices[k]] = row.sort(descending=True).values[k - 1]  # a tie at the k-th
+    V = _draw(g, 6, 12)
+    k = _draw(g, 2, 4)
+    above = 0.2 + 0.6 * torch.rand(k - 1, generator=g)  # the k − 1 largest, a little above the tied pair at 0
+    below = -1.5 - torch.rand(V - k - 1, generator=g)  # the rest, well below it
+    row = torch.cat([above, torch.zeros(2), below])[torch.randperm(V, generator=g)]
     seeds = _sizes(g, 4, 0, 10**6)
     low, high = 0.3 + 0.5 * float(torch.rand(1, generator=g)), 1.3 + float(torch.rand(1, generator=g))
     return [
@@ -817,11 +818,12 @@ def _as_model(model):
     return objects.gpt_model(model) if isinstance(model, dict) else model
 
 
-def _gpt_case(g, B, P, new_tokens, vocab=11, context=8, d_model=16, heads=2, layers=2):
+def _gpt_case(g, B, P, new_tokens, vocab=11, context=8, d_model=16, heads=2, layers=2, first_differs=False):
     """A model, a prompt and a number of tokens to generate, where greedy generation is a fair test: every
     step's two largest logits at least 0.002 apart (a thousand times what the order of float32 sums can
     move), and no row repeating one or two characters (with tied weights and a small model, the input
-    character tends to win: a small embedding and strong blocks make the text depend on the window)."""
+    character tends to win: a small embedding and strong blocks make the text depend on the window).
+    `first_differs`: the prefill's first and last positions also predict different characters in some row."""
     config = gpt.GPTConfig(vocab, context=context, d_model=d_model, heads=heads, layers=layers)
     structure = gpt.make_gpt(vocab, context=context, d_model=d_model, heads=heads, layers=layers)
     while True:
@@ -832,6 +834,10 @@ def _gpt_case(g, B, P, new_tokens, vocab=11, context=8, d_model=16, heads=2, lay
             chosen, logits = model.generate(prompt, new_tokens, temperature=0, cache=False)
         top = logits.topk(2, dim=-1).values
         varied = all(len(set(row.tolist())) >= min(3, new_tokens) for row in chosen)
+        if first_differs:
+            with torch.no_grad():
+                prefill = model(prompt[:, gpt.window_start(P, context, context // 2):])
+            varied = varied and bool((prefill[:, 0].argmax(-1) != prefill[:, -1].argmax(-1)).any())
         if float((top[..., 0] - top[..., 1]).min()) > 0.002 and varied:
             return data, prompt, new_tokens
 
@@ -842,7 +848,7 @@ def _generate_cases(generator):
     # new token, one layer with context 6 and several jumps, a generation that stays within the context.
     g = generator
     return [
-        _gpt_case(g, 2, 3, 14),
+        _gpt_case(g, 2, 3, 14, first_differs=True),
         _gpt_case(g, 2, 8, 5),
         _gpt_case(g, 1, 12, 6),
         _gpt_case(g, 2, 4, 1),
@@ -853,16 +859,18 @@ def _generate_cases(generator):
 
 def _hidden_generate_cases(generator):
     """The grader's: sizes drawn from its generator; whatever the draws, one generation that runs past
-    the context from a short prompt, and one that stays within it."""
+    the context from a short prompt whose first and last positions predict different characters, and
+    one that stays within the context, and one of a single new token (the prefill alone: where a
+    recomputation feeds what the cache does, so that NO_CACHE is told by the rest)."""
     g, cases = generator, []
-    for number in range(4):
+    for number in range(5):
         context = _draw(g, 5, 10)
-        prompt = _draw(g, 1, 3) if number < 2 else _draw(g, 1, 2 * context)
+        prompt = _draw(g, 2 if number == 0 else 1, 3) if number < 2 else _draw(g, 1, 2 * context)
         new = _draw(g, context + 2, 2 * context + 4) if number == 0 else \
-            _draw(g, 2, context - prompt) if number == 1 else _draw(g, 1, 2 * context)
+            _draw(g, 2, context - prompt) if number == 1 else 1 if number == 4 else _draw(g, 1, 2 * context)
         heads = _draw(g, 1, 2)
         cases.append(_gpt_case(g, _draw(g, 1, 2), prompt, new, vocab=_draw(g, 5, 16), context=context,
-                               d_model=8 * heads, heads=heads, layers=_draw(g, 1, 2)))
+                               d_model=8 * heads, heads=heads, layers=_draw(g, 1, 2), first_differs=number == 0))
     return cases
 
 

@@ -8,20 +8,25 @@ computes the whole in its own process, before any learner code runs anywhere.
 import functools
 import warnings
 
+import jupytext
 import torch
 
-from course_utils.exercises import objects
+from course_utils.exercises import grading, objects
 from course_utils.exercises.compare import tensors
-from course_utils.exercises.grading import Known, Reference, Case, on_graph, copies, gradients, kind_of, names_of
+from course_utils.exercises.expected import Case, Known, Reference
+from course_utils.exercises.grading import copies, gradients, kind_of, names_of, on_graph
 
+from .. import sources
 from ..grade.key import DEFAULT_SEED
+from ..render import render
+from .registry import EXERCISES
 
 #: The hidden cases' seed when the teacher gives none (public: see the grader's key.py).
 DEFAULT_HIDDEN_SEED = DEFAULT_SEED
 
 
 def prepare(exercise, hidden_seed=None):
-    """The grading.Reference of `exercise` (a registry.Exercise): its public cases, then, when
+    """The Reference (course_utils.exercises.expected) of `exercise` (a registry.Exercise): its public cases, then, when
     `hidden_seed` is given, its hidden cases drawn from it."""
     grad_mode = torch.is_grad_enabled()
     torch.set_grad_enabled(True)
@@ -79,16 +84,12 @@ def returned(exercise):
 @functools.cache
 def _exercise_docstrings(lesson):
     """{exercise id: its cell's text} of a lesson's English student render (the stub and its docstring)."""
-    import jupytext
-
-    from .. import build
-
     try:
-        source = build.lessons(lesson)[lesson]
+        source = sources.lessons(lesson)[lesson]
     except (KeyError, SystemExit):
         return {}
-    render = build.render(jupytext.read(source), "en", solutions=False)
-    return {cell.metadata["exercise"]: cell.source for cell in render.cells if cell.metadata.get("exercise")}
+    rendered = render(jupytext.read(source), "en", solutions=False)
+    return {cell.metadata["exercise"]: cell.source for cell in rendered.cells if cell.metadata.get("exercise")}
 
 
 def _case(exercise, reference, number, args):
@@ -138,10 +139,6 @@ def evaluate(exercise, function, *, hidden_seed=None, time_limit=None):
     """The grading.Verdict for `function` on `exercise` (an id or a registry.Exercise), judged in this
     process against the teacher's references: the public cases, and hidden ones when `hidden_seed`
     is given. What the grader decides, without a kernel (tests, and a teacher trying an answer)."""
-    from course_utils.exercises import grading
-
-    from .registry import EXERCISES
-
     spec = EXERCISES[exercise] if isinstance(exercise, str) else exercise
     reference = prepare(spec, hidden_seed)
     return grading.judge(reference, grading.collect(reference.calls, function, time_limit))

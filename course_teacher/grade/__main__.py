@@ -1,4 +1,4 @@
-"""``python -m course_utils.grade SUBMISSIONS``: see course_utils/grade/__init__.py."""
+"""``python -m course_teacher.grade SUBMISSIONS``: see course_teacher/grade/__init__.py."""
 
 import sys
 

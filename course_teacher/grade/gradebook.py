@@ -48,7 +48,9 @@ import threading
 from pathlib import Path
 
 from course_utils.exercises import PASSED
-from course_utils.i18n import LANGUAGES, MESSAGES
+from course_utils.i18n import LANGUAGES
+
+from .messages import entry
 
 CSV_COLUMNS = ("student", "lesson", "exercise", "status", "mistake", "points", "max_points", "submission", "review")
 RESULT_SCHEMA = "classroom50/result/v1"
@@ -202,7 +204,7 @@ def block(value):
 
 
 def _message(key, lang, **fields):
-    texts = MESSAGES[key]
+    texts = entry(key)
     return texts[lang if lang in LANGUAGES else "en"].format(**fields)
 
 

@@ -36,9 +36,9 @@ from pathlib import Path
 
 from course_utils import i18n
 from course_utils.exercises import CRASHED, FAILED, PASSED, grading, sandbox, wire
-from course_utils.i18n import message
 
 from . import cgroups, copies
+from .messages import message
 from . import key as answer_key
 from . import policy, runner, scan
 from . import submission as reading
@@ -306,7 +306,7 @@ def _grade(graded, found, options, answers, folder, stopping):
             if cell is None:
                 verdicts[exercise.id] = ("MISSING_CELL", {"name": exercise.function})
                 continue
-            source = _copied(cell, exercise, answers)
+            source = copied_from(cell, exercise, answers)
             if source:
                 verdicts[exercise.id] = ("COPY", {"source": source, "cell": cell.where[0]})
                 graded.review.append(f"{exercise.function}: {source} (cell {cell.where[0]})")
@@ -347,7 +347,7 @@ def _grade(graded, found, options, answers, folder, stopping):
     graded.strained |= any(row.code in STRAINED for row in graded.rows)
 
 
-def _copied(cell, exercise, answers):
+def copied_from(cell, exercise, answers):
     """What the learner's function is a copy of (copies.py: the course's own code), or None."""
     tree = reading.parse(cell.source)
     if not isinstance(tree, ast.AST):
@@ -439,7 +439,7 @@ def _cell_verdict(reply, options):
 
 
 # (message key, status) of the grader's own verdicts
-_VERDICTS = {
+VERDICTS = {
     "MISSING_CELL": ("grade.missing_cell", FAILED), "RENAMED": ("grade.renamed", FAILED),
     "DELETED": ("grade.deleted", FAILED), "MISSING_FUNCTION": ("grade.missing_function", FAILED),
     "SYNTAX_ERROR": ("grade.syntax_error", CRASHED), "CELL_ERROR": ("grade.cell_failed", CRASHED),
@@ -475,7 +475,7 @@ def _row(exercise, outcome):
     kind, fields = outcome
     if kind == "COPY":
         fields = dict(fields, source=_copy_source(fields["source"]))
-    key, status = _VERDICTS[kind]
+    key, status = VERDICTS[kind]
     return Row(exercise.id, status, _CODES.get(kind, kind), message(key, exercise=exercise.id, **fields), 0,
                exercise.points)
 

@@ -209,7 +209,7 @@ class Kernel:
         user = [] if self.uid is None else ["--user", str(self.uid)]
         argv = [sys.executable, "-I", sandbox.INSIDE_LAUNCH, *user, *limits]
         environment = kernel_environment(sandbox.HOME, sandbox.PATH)
-        source, (report, written) = sandbox._data_fd(connection), os.pipe()
+        source, (report, written) = sandbox.data_fd(connection), os.pipe()
         try:
             process = subprocess.Popen(sandbox.command(environment, argv, self.uid, source, written), env={},
                                        pass_fds=(source, written), **quiet)

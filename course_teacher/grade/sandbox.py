@@ -105,14 +105,14 @@ def command(environment, argv, uid, connection_fd, info_fd):
         line += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
     else:  # root keeps only what launch.py needs to drop to uid (bwrap starts root with all)
         line += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    line += _file_system(connection_fd)
+    line += file_system(connection_fd)
     line += ["--clearenv"]
     for name, value in environment.items():
         line += ["--setenv", name, value]
     return line + ["--info-fd", str(info_fd), "--chdir", CWD, "--", *argv]
 
 
-def _file_system(connection_fd):
+def file_system(connection_fd):
     """bwrap's options for the sandbox's files (see the module's docstring)."""
     binds, symlinks = [], []
     for path in SYSTEM:
@@ -120,7 +120,7 @@ def _file_system(connection_fd):
             symlinks.append((os.readlink(path), path))
         elif os.path.exists(path):
             binds.append((path, path))
-    for path in _python_folders():
+    for path in python_folders():
         if not any(_within(path, bound) for bound, _ in binds):
             binds.append((path, path))
     # /tmp's own file system first: a Python or venv that lives under /tmp (a clone in /tmp/...) is
@@ -151,7 +151,7 @@ def outside(pid):
     return Path(f"/proc/{pid}/root{WORK}")
 
 
-def _python_folders():
+def python_folders():
     """The Python installation, the venv and the student's package, each under its own name and
     its real path (a symlinked installation is reached by both)."""
     package = importlib.util.find_spec("course_utils").origin  # its __init__.py; found, not imported
@@ -181,7 +181,7 @@ def available():
         return False, f"no uid for the sandbox: {error}"
     drop = [] if user is None else ["--user", str(user)]
     argv = [sys.executable, "-I", INSIDE_LAUNCH, *drop, "0", "0", "--", sys.executable, "-I", "-c", "pass"]
-    connection, info = _data_fd(b"{}"), os.pipe()
+    connection, info = data_fd(b"{}"), os.pipe()
     try:
         done = subprocess.run(command({"PATH": PATH}, argv, user, connection, info[1]), check=False, env={},
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -198,7 +198,7 @@ def available():
     return True, ""
 
 
-def _data_fd(data):
+def data_fd(data):
     """A file descriptor to read `data` from (bwrap's --file copies it into the sandbox): a pipe,
     written and closed on the writing side (the data is small)."""
     read, write = os.pipe()

@@ -46,9 +46,10 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils import i18n
 from course_utils.exercises.public import EXERCISES
 from course_utils.i18n import LANGUAGES
+
+from . import messages
 
 LESSON_FILE = re.compile(r"^(\d\d)_")
 MAX_MB = 20
@@ -65,7 +66,7 @@ def reason(problem, lang, kind=None):
     """The fixed sentence saying why a file is not read as a notebook: `problem` is a
     Submission.problem code, `kind` ("link" or "special") tells a link from other special files."""
     key = "grade.reason.link" if problem == "NOT_REGULAR" and kind == "link" else PROBLEMS[problem]
-    return i18n.text(lang if lang in LANGUAGES else "en", key, limit=MAX_MB)
+    return messages.text(lang if lang in LANGUAGES else "en", key, limit=MAX_MB)
 
 
 @dataclass
@@ -314,13 +315,13 @@ def _settle_lesson(submission):
         wrong_name = name is not None and name != cells
         wrong_assignment = assignment is not None and assignment != cells
         if wrong_name and wrong_assignment:
-            submission.mismatch = i18n.text(lang, "grade.mismatch.both", **fields)
+            submission.mismatch = messages.text(lang, "grade.mismatch.both", **fields)
         elif wrong_name:
-            submission.mismatch = i18n.text(lang, "grade.mismatch.name", **fields)
+            submission.mismatch = messages.text(lang, "grade.mismatch.name", **fields)
         elif wrong_assignment:
-            submission.mismatch = i18n.text(lang, "grade.mismatch.assignment", **fields)
+            submission.mismatch = messages.text(lang, "grade.mismatch.assignment", **fields)
     elif name and assignment and name != assignment:
-        submission.mismatch = i18n.text(lang, "grade.mismatch.name_assignment", **fields)
+        submission.mismatch = messages.text(lang, "grade.mismatch.name_assignment", **fields)
 
 
 def _lesson_from_name(name):

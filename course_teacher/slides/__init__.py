@@ -58,7 +58,7 @@ from jinja2 import DictLoader
 from nbconvert import SlidesExporter
 
 from ..build import NOTEBOOKS, ROOT, lessons
-from .assets import ASSET_FILES, NODE_MODULES, SLIDES, _missing_packages, copy_assets
+from .assets import ASSET_FILES, NODE_MODULES, SLIDES, missing_packages, copy_assets
 from .layout import count_slides, slide_notebook
 from .sizes import SETUP_RE, SIZES, SLIDE_HEIGHT, SLIDE_WIDTH, WIDGET_STATE, WIDGET_VIEW
 from .template import LECTURER_COPY, THEMES, template
@@ -78,7 +78,7 @@ __all__ = [
     "THEMES",
     "WIDGET_STATE",
     "WIDGET_VIEW",
-    "_missing_packages",
+    "missing_packages",
     "build",
     "build_deck",
     "build_decks",

@@ -24,13 +24,13 @@ ASSET_FILES = {
 ASSET_EXCLUDE = ("extensions/a11y",)
 
 
-def _missing_packages():
+def missing_packages():
     return [name for name in ASSET_FILES if not (NODE_MODULES / name / "package.json").exists()]
 
 
 def copy_assets(assets):
     """Copy the browser libraries from slides/node_modules/ into `assets` (slides/decks/assets/)."""
-    missing = _missing_packages()
+    missing = missing_packages()
     if missing:
         raise SystemExit(
             f"slides: {', '.join(missing)} not installed in {NODE_MODULES.relative_to(ROOT)}: "

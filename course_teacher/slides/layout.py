@@ -18,7 +18,7 @@ import nbformat
 from ..build import NAV_TAG, ROOT
 from ..glossary import plain
 from .notes import LABELS, minutes, note_markdown
-from .outputs import _code_height, _fit_text_output, _split_code, widget_parts, widget_picture
+from .outputs import code_height, fit_text_output, split_code, widget_parts, widget_picture
 from .sizes import (
     BUDGET,
     CONTENT_WIDTH,
@@ -32,14 +32,14 @@ from .sizes import (
     SETUP_RE,
     WIDGET_STATE,
     WIDGET_VIEW,
-    _fit,
-    _heading_height,
-    _image_size,
-    _list_height,
-    _math_height,
-    _math_width,
-    _table_height,
-    _text_lines,
+    fit_box,
+    heading_height,
+    image_size,
+    list_height,
+    math_height,
+    math_width,
+    table_height,
+    text_lines,
     list_items,
     markdown_blocks,
     table_rows,
@@ -88,8 +88,8 @@ def _image_markup(path_name, alt, room):
     path = ROOT / "images" / path_name
     data = path.read_bytes()
     mime = "image/svg+xml" if path.suffix == ".svg" else "image/png"
-    width, height = _image_size(data, mime)
-    shown_w, shown_h, _ = _fit(width, height, room - 12, 3.0)
+    width, height = image_size(data, mime)
+    shown_w, shown_h, _ = fit_box(width, height, room - 12, 3.0)
     encoded = base64.b64encode(data).decode()
     markup = (
         f'<div class="course-figure"><img alt="{html.escape(alt)}" src="data:{mime};base64,{encoded}" '
@@ -113,7 +113,7 @@ class Packer:
 
     def heading_room(self):
         """The room a new continuation page offers: the budget less its heading."""
-        return BUDGET - _heading_height(self._continued_title(), 3, self.sizes)
+        return BUDGET - heading_height(self._continued_title(), 3, self.sizes)
 
     def _continued_title(self):
         continued = LABELS[self.lang]["continued"]
@@ -121,7 +121,7 @@ class Packer:
 
     def new_page(self):
         title = self._continued_title()
-        heading = (_markdown_cell(f"### {title}", tags=("course-continued",)), _heading_height(title, 3, self.sizes))
+        heading = (_markdown_cell(f"### {title}", tags=("course-continued",)), heading_height(title, 3, self.sizes))
         self.pages.append(Page("subslide", heading))
 
     def ensure(self, height):
@@ -153,7 +153,7 @@ class Packer:
         self.page.pictures += 1
 
     def heading(self, block):
-        height = _heading_height(block.text, block.level, self.sizes)
+        height = heading_height(block.text, block.level, self.sizes)
         self.page.cells.append(_markdown_cell("#" * block.level + " " + block.text))
         self.page.height += height
 
@@ -167,31 +167,31 @@ class Packer:
             return
         source, tags, sizes = block.text, (), self.sizes
         if block.kind == "math":
-            height = _math_height(block.text, sizes)
-            width = _math_width(block.text, sizes)
+            height = math_height(block.text, sizes)
+            width = math_width(block.text, sizes)
             if width > CONTENT_WIDTH * 0.95:  # a wide formula: a smaller font, or one line per formula
                 scale = max(0.6, CONTENT_WIDTH * 0.95 / width)
                 tags = (f"course-math-{int(scale * 10)}",)
                 height *= scale
-        elif block.kind == "list" and _list_height(block.text, sizes) > self.page.room:
-            self._pieces(list_items(block.text), lambda text: _list_height(text, sizes), lambda items: "\n".join(items))
+        elif block.kind == "list" and list_height(block.text, sizes) > self.page.room:
+            self._pieces(list_items(block.text), lambda text: list_height(text, sizes), lambda items: "\n".join(items))
             return
-        elif block.kind == "table" and _table_height(block.text, sizes) > self.page.room:
+        elif block.kind == "table" and table_height(block.text, sizes) > self.page.room:
             header, rows = table_rows(block.text)
             self._pieces(
                 rows,
-                lambda text: _table_height("\n".join(header + [text]), sizes),
+                lambda text: table_height("\n".join(header + [text]), sizes),
                 lambda rows: "\n".join(header + rows),
             )
             return
         elif block.kind == "list":
-            height = _list_height(block.text, sizes)
+            height = list_height(block.text, sizes)
         elif block.kind == "table":
-            height = _table_height(block.text, sizes)
+            height = table_height(block.text, sizes)
         elif block.kind == "fence":
-            height = _code_height(block.text, sizes.code[0])
+            height = code_height(block.text, sizes.code[0])
         else:
-            height = _text_lines(re.sub(r"<[^>]+>", "", block.text), sizes.text) * sizes.text * LINE + 20
+            height = text_lines(re.sub(r"<[^>]+>", "", block.text), sizes.text) * sizes.text * LINE + 20
         self.ensure(height)
         self.place(_markdown_cell(source, tags), height)
 
@@ -229,16 +229,16 @@ class Packer:
         sub-slide of its own (at 16 px). The hall has one size, 24 px, for all three."""
         code = self.sizes.code
         shared, split = code[:-1] or code, code[min(1, len(code) - 1)]
-        fitting = [px for px in shared if _code_height(source, px) <= self.page.room]
+        fitting = [px for px in shared if code_height(source, px) <= self.page.room]
         if not fitting and self.page.visible:
             self.new_page()
-            fitting = [px for px in code if _code_height(source, px) <= self.page.room]
+            fitting = [px for px in code if code_height(source, px) <= self.page.room]
         elif not fitting:
-            fitting = [px for px in code if _code_height(source, px) <= self.page.room]
+            fitting = [px for px in code if code_height(source, px) <= self.page.room]
         if fitting:
             pieces = [(source, fitting[0])]
         else:  # too long for any slide: pieces, each a code block of its own on a sub-slide
-            pieces = [(piece, split) for piece in _split_code(source, split, self.heading_room())]
+            pieces = [(piece, split) for piece in split_code(source, split, self.heading_room())]
         for index, (piece, size) in enumerate(pieces):
             if index:
                 self.new_page()
@@ -248,7 +248,7 @@ class Packer:
             new.metadata["slideshow"] = {"slide_type": "-"}
             new.metadata.pop("transient", None)
             new.metadata["tags"] = [f"course-code-{size}"]
-            self.place(new, _code_height(piece, size))
+            self.place(new, code_height(piece, size))
             self.page.code_lines += piece.count("\n") + 1
 
     def _output(self, output, state):
@@ -265,13 +265,13 @@ class Packer:
                 raw = data[mime] if isinstance(data[mime], str) else "".join(data[mime])
                 if mime == "image/png":
                     payload = raw.replace("\n", "")
-                    width, height = _image_size(base64.b64decode(payload), mime)
+                    width, height = image_size(base64.b64decode(payload), mime)
                 else:
                     payload = base64.b64encode(raw.encode()).decode()
-                    width, height = _image_size(raw.encode(), mime)
+                    width, height = image_size(raw.encode(), mime)
 
                 def make(room, payload=payload, mime=mime, width=width, height=height):
-                    shown_w, shown_h, scale = _fit(width, height, room - 8, PICTURE_SCALE[1])
+                    shown_w, shown_h, scale = fit_box(width, height, room - 8, PICTURE_SCALE[1])
                     markup = (
                         f'<img class="course-picture" src="data:{mime};base64,{payload}" '
                         f'style="width:{shown_w}px;height:{shown_h}px">'
@@ -297,12 +297,12 @@ class Packer:
         """Place a printed output: on this page if it fits whole, else on a page of its own, cut to fit."""
         if not text.strip():
             return
-        markup, height, trimmed = _fit_text_output(text, self.page.room, self.lang, self.sizes)
+        markup, height, trimmed = fit_text_output(text, self.page.room, self.lang, self.sizes)
         if (trimmed or height > self.page.room) and self.page.visible:
-            alone = _fit_text_output(text, self.heading_room(), self.lang, self.sizes)
+            alone = fit_text_output(text, self.heading_room(), self.lang, self.sizes)
             if height > self.page.room or alone[1] > height or not alone[2]:  # too tall here, or more shows alone
                 self.new_page()
-                markup, height, trimmed = _fit_text_output(text, self.page.room, self.lang, self.sizes)
+                markup, height, trimmed = fit_text_output(text, self.page.room, self.lang, self.sizes)
         self.place(_output_cell(markup), height)
         self.page.outputs += 1
 
@@ -388,7 +388,7 @@ def slide_notebook(notebook, lang=None, sizes=NORMAL, notes=True):
                 if block.kind == "heading" and not packer.page.cells:
                     packer.heading(block)
                 elif block.kind == "heading":
-                    packer.ensure(_heading_height(block.text, block.level, sizes) + 80)
+                    packer.ensure(heading_height(block.text, block.level, sizes) + 80)
                     packer.heading(block)
                 else:
                     packer.markdown(block)

@@ -15,24 +15,24 @@ from .sizes import (
     LINE,
     MONO_EM,
     PICTURE_SCALE,
-    _columns,
-    _fit,
-    _image_size,
+    text_columns,
+    fit_box,
+    image_size,
 )
 
 
-def _code_height(source, px):
+def code_height(source, px):
     columns = (CONTENT_WIDTH - 24) / (MONO_EM * px)
-    lines = sum(max(1, math.ceil(_columns(line) / columns)) for line in source.split("\n"))
+    lines = sum(max(1, math.ceil(text_columns(line) / columns)) for line in source.split("\n"))
     return lines * px * LINE + BLOCK_PAD
 
 
-def _split_code(source, px, room):
+def split_code(source, px, room):
     """Split code into pieces that fit `room` px at font `px`, preferably at blank lines."""
     lines, pieces, start = source.split("\n"), [], 0
     while start < len(lines):
         end = start + 1
-        while end < len(lines) and _code_height("\n".join(lines[start : end + 1]), px) <= room:
+        while end < len(lines) and code_height("\n".join(lines[start : end + 1]), px) <= room:
             end += 1
         if end < len(lines):  # break at the last blank line in the piece's second half
             blanks = [j for j in range(start + 1, end) if not lines[j].strip() and j - start >= (end - start) // 2]
@@ -43,12 +43,12 @@ def _split_code(source, px, room):
     return [piece for piece in pieces if piece.strip()]
 
 
-def _fit_text_output(text, room, lang, sizes):
+def fit_text_output(text, room, lang, sizes):
     """(html, height, trimmed) of a printed output: a font of `sizes.output` small enough for its
     widest line (cut with "…" beyond the smallest), and lines beyond what `room` holds replaced by
     a "…" line."""
     lines = text.rstrip("\n").split("\n")
-    widest = max((_columns(line) for line in lines), default=1)
+    widest = max((text_columns(line) for line in lines), default=1)
     usable = (CONTENT_WIDTH - 40) * 0.92  # 8% for characters a fallback font draws wider
     px = max(sizes.output_min, min(sizes.output[0], math.floor(usable / (MONO_EM * max(widest, 1)))))
     trimmed = False
@@ -56,7 +56,7 @@ def _fit_text_output(text, room, lang, sizes):
     if widest > columns:
         cut = []
         for line in lines:
-            if _columns(line) > columns:
+            if text_columns(line) > columns:
                 keep, count = "", 0.0
                 for ch in line:
                     count += 1.7 if unicodedata.east_asian_width(ch) in "WF" else 1
@@ -131,9 +131,9 @@ def widget_picture(parts, room, sizes):
     height += sizes.widget * 10 / 3 * len(parts["html"])
     scale = 1.0
     for mime, data in parts["pictures"]:
-        width, tall = _image_size(base64.b64decode(data), mime)
+        width, tall = image_size(base64.b64decode(data), mime)
         room_each = (room - height - 10) / max(1, len(parts["pictures"]))
-        shown_w, shown_h, scale = _fit(width, tall, room_each, PICTURE_SCALE[1])
+        shown_w, shown_h, scale = fit_box(width, tall, room_each, PICTURE_SCALE[1])
         markup.append(
             f'<img class="course-picture" src="data:{mime};base64,{data}" style="width:{shown_w}px;height:{shown_h}px">'
         )

@@ -67,7 +67,7 @@ HAN_RE = re.compile(r"[\u4e00-\u9fff]")
 MATH_INLINE_RE = re.compile(r"\$[^$]+\$")
 
 
-def _columns(text):
+def text_columns(text):
     """Monospace columns `text` takes: East Asian wide characters count as about two."""
     return sum(1.7 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
@@ -82,7 +82,7 @@ def _text_width(text, px):
     return (wide * 1.0 + (len(text) - wide) * 0.53) * px
 
 
-def _text_lines(text, px, width=CONTENT_WIDTH):
+def text_lines(text, px, width=CONTENT_WIDTH):
     return sum(max(1, math.ceil(_text_width(line, px) / width)) for line in text.split("\n") if line.strip())
 
 
@@ -171,18 +171,18 @@ def markdown_blocks(source):
     return blocks
 
 
-def _heading_height(text, level, sizes):
+def heading_height(text, level, sizes):
     px = sizes.heading_px(level)
-    return _text_lines(text, px) * px * 1.2 + 0.6 * px
+    return text_lines(text, px) * px * 1.2 + 0.6 * px
 
 
-def _math_height(tex, sizes):
+def math_height(tex, sizes):
     rows = tex.count("\\\\") + 1
     tall = any(word in tex for word in ("\\frac", "\\sum", "\\Big", "\\big", "\\sqrt", "\\prod", "\\begin"))
     return rows * sizes.text * (3 if tall else 2) + 12
 
 
-def _math_width(tex, sizes):
+def math_width(tex, sizes):
     """A rough width in px of display math at the text size (command names render short)."""
     body = re.sub(r"\\(mathrm|text|operatorname)\{([^}]*)\}", r"\2", tex.strip("$ \n"))
     body = re.sub(r"\\(qquad)", "MMMM", body)
@@ -204,9 +204,9 @@ def list_items(text):
     return items
 
 
-def _list_height(text, sizes):
+def list_height(text, sizes):
     items = list_items(text)
-    lines = sum(_text_lines(re.sub(r"\n\s+", " ", item), sizes.list, CONTENT_WIDTH - 80) + 0.15 for item in items)
+    lines = sum(text_lines(re.sub(r"\n\s+", " ", item), sizes.list, CONTENT_WIDTH - 80) + 0.15 for item in items)
     return lines * sizes.list * 1.35 + 16
 
 
@@ -226,12 +226,12 @@ def _row_height(row, sizes):
     return lines * sizes.table * 1.3 + 18 + tall
 
 
-def _table_height(text, sizes):
+def table_height(text, sizes):
     header, rows = table_rows(text)
     return sum(_row_height(row, sizes) for row in header[:1] + rows) + 16
 
 
-def _image_size(data, mime):
+def image_size(data, mime):
     """(width, height) in px of a PNG or SVG (bytes)."""
     if mime == "image/png" and data[:8] == b"\x89PNG\r\n\x1a\n":
         return struct.unpack(">II", data[16:24])
@@ -244,6 +244,6 @@ def _image_size(data, mime):
     return 800, 450
 
 
-def _fit(width, height, max_height, max_scale, max_width=CONTENT_WIDTH):
+def fit_box(width, height, max_height, max_scale, max_width=CONTENT_WIDTH):
     scale = min(max_width / width, max_height / height, max_scale)
     return round(width * scale), round(height * scale), scale

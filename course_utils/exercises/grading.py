@@ -3,7 +3,7 @@
 Grading is three steps, so that the notebook's check and the teacher's grader (course_teacher.grade)
 share them:
 
-1. A ``Reference``: what the exercise expects on each case, as data: the result (and, where the
+1. A ``Reference`` (expected.py): what the exercise expects on each case, as data: the result (and, where the
    exercise is differentiable, the gradients of a fixed random weighted sum of it with respect to
    every floating-point input), and what each known mistake returns or raises there. The notebook's
    check reads the public cases' Reference from the package (``public.load``: data written by the
@@ -41,6 +41,7 @@ hints at ``.transpose(-2, -1)`` when a wrong answer used ``x.T`` on more than tw
 
 import contextlib
 import copy
+import gc
 import math
 import os
 import sys
@@ -50,12 +51,12 @@ from dataclasses import dataclass
 import torch
 
 from ..i18n import message, pick
-from . import public
+from ..learner import record
+from . import objects, public
 from .hints import HINTS
 from .compare import difference, gap, tensors
 from .rules import AFTER_VALUES, REFUSAL_CODES
 from .sandbox import Sandbox, TimeLimit
-from . import objects
 
 PASSED, FAILED, NOT_ATTEMPTED, CRASHED = "passed", "failed", "not attempted", "crashed"
 
@@ -65,7 +66,7 @@ _mul, _sum, _grad = torch.mul, torch.sum, torch.autograd.grad
 _equal, _eq, _isnan, _all, _view = torch.equal, torch.eq, torch.isnan, torch.all, torch.Tensor.view
 _is_grad_enabled, _set_grad_enabled = torch.is_grad_enabled, torch._C._set_grad_enabled
 # nbgrader's autograding and validation set it for the kernel; read at import too, before a learner's cell can unset it
-_UNDER_NBGRADER = bool(os.environ.get("NBGRADER_EXECUTION"))
+UNDER_NBGRADER = bool(os.environ.get("NBGRADER_EXECUTION"))
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def check(exercise, function):
     nbgrader's test: a verdict other than passed raises AssertionError with its message (the cell
     scores 0), and what the check would write to stderr (a warning of the learner's code) goes to
     stdout, as nbgrader scores 0 a cell with any stderr output."""
-    if not (_UNDER_NBGRADER or os.environ.get("NBGRADER_EXECUTION")):
+    if not (UNDER_NBGRADER or os.environ.get("NBGRADER_EXECUTION")):
         verdict = evaluate(exercise, function)
         offer = verdict.status in (FAILED, CRASHED) and exercise in HINTS  # the hints a learner may ask for
         print(verdict.message + ("\n" + message("check.hint_offer", exercise=exercise) if offer else ""))
@@ -104,8 +105,6 @@ def _record(verdict):
     """Keep the verdict as its exercise's latest in the learner's work folder (course_utils.learner):
     nothing is written outside one, and nothing here can change the verdict or fail the check."""
     try:
-        from ..learner import record
-
         record(verdict)
     except Exception:  # noqa: BLE001 - the learner's progress file is a convenience, the verdict is printed
         pass
@@ -119,7 +118,23 @@ def evaluate(exercise, function, *, time_limit=None):
     if not callable(function):
         return not_callable(exercise, type(function).__name__)
     reference = public.load(exercise)
-    return judge(reference, collect(reference.calls, function, time_limit))
+    with no_collection():
+        return judge(reference, collect(reference.calls, function, time_limit))
+
+
+@contextlib.contextmanager
+def no_collection():
+    """No garbage collection inside: a learner's object in a reference cycle, whose ``__del__`` would
+    run at a collection between two calls, or while the results are judged or encoded, out of every
+    watch, could otherwise still change a result (the sandbox keeps the rest alive until then:
+    sandbox's kept objects). Collection resumes as it was, after."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def not_callable(exercise, type_name):
@@ -128,59 +143,6 @@ def not_callable(exercise, type_name):
 
 
 # ----------------------------------------------------------------------------- 1. the reference
-
-@dataclass
-class Case:
-    number: int
-    args: tuple  # the case's arguments; every call gets copies
-    expected: object  # the reference's result, detached
-    attached: list  # which of its tensors (in compare.tensors order) are on the graph
-    weights: list  # a fixed random weight for each of those
-    gradients: dict  # argument position -> the reference's gradient of the weighted sum
-    names: list = None  # the arguments' names (set by the judge: the learner's, else the reference's)
-    largest: int = None  # the most elements any tensor the function makes may hold (None: no limit)
-    label: str = ""  # "query (3, 5, 8), key (3, 7, 8), value (3, 7, 6)" (set by the judge)
-    hidden: bool = False  # one of the grader's hidden cases: no verdict shows its inputs or results
-
-
-@dataclass(frozen=True)
-class Known:
-    """A known mistake, as data: its stable code, its hint in both languages, and what it gives on
-    each case: ``("value", result)`` or ``("raised", "builtins.RuntimeError")``."""
-
-    code: str
-    hint: dict
-    results: tuple
-
-
-@dataclass
-class Reference:
-    """What an exercise expects on its cases, as data (see the module docstring)."""
-
-    exercise: str
-    cases: list  # of Case
-    tolerance: tuple  # (atol, rtol)
-    mistakes: tuple  # of Known
-    forbidden: tuple
-    names: list  # the reference's argument names (when the learner's cannot be read)
-    points: int = 1
-    returns: tuple = ()  # the names of the values a tuple result holds (the exercise's docstring's)
-
-    @property
-    def calls(self):
-        """What the learner's function is called on, as plain data (tensors, numbers, lists):
-        the cases' arguments, whether gradients are compared, and for each case the positions of
-        the reference's attached outputs and their weights; the forbidden names."""
-        return {
-            "args": [case.args for case in self.cases],
-            "differentiable": any(case.attached for case in self.cases),
-            "attached": [list(case.attached) for case in self.cases],
-            "weights": [list(case.weights) for case in self.cases],
-            "forbidden": list(self.forbidden),
-            "largest": [case.largest for case in self.cases],
-            "exercise": self.exercise,
-        }
-
 
 # ----------------------------------------------------------------------------- 2. the learner's calls
 
@@ -390,7 +352,7 @@ def _judge_all(reference, outcomes):
     # and a function that saw a hidden case could spell its inputs in them.
     hidden = any(case.hidden for case in cases)
     names = outcomes.names if _good_names(outcomes.names, count) and not hidden else \
-        _fallback_names(reference.names, count)
+        fallback_names(reference.names, count)
     for case in cases:
         case.names = names
         case.label = message("check.hidden_case") if case.hidden else _label(names, case.args)
@@ -631,7 +593,7 @@ def reproduces(mistake, outcomes, tolerance):
 
 # ----------------------------------------------------------------------------- naming things
 
-def _fallback_names(names, count):
+def fallback_names(names, count):
     """The reference's argument names, else "argument 1", ..."""
     if type(names) is list and len(names) >= count:
         return list(names[:count])

@@ -440,7 +440,7 @@ HINTS = {
 }
 
 #: How many hints of each exercise this kernel has given.
-_given = {}
+HINTS_GIVEN = {}
 
 
 def hint(exercise, stage=None):
@@ -450,8 +450,8 @@ def hint(exercise, stage=None):
     if stage is not None and (isinstance(stage, bool) or stage not in (1, 2)):
         validation.fail("hint", "stage", validation.describe(stage), {"en": "1, 2 or None", "zh": "1、2 或 None"})
     lang = i18n.language()
-    number = stage or min(_given.get(exercise, 0) + 1, len(HINTS[exercise]))
-    _given[exercise] = max(_given.get(exercise, 0), number)
+    number = stage or min(HINTS_GIVEN.get(exercise, 0) + 1, len(HINTS[exercise]))
+    HINTS_GIVEN[exercise] = max(HINTS_GIVEN.get(exercise, 0), number)
     lines = [i18n.text(lang, "hint.text", exercise=exercise, number=number, total=len(HINTS[exercise]),
                        text=HINTS[exercise][number - 1][lang])]
     lines.append(i18n.text(lang, "hint.next" if number < len(HINTS[exercise]) else "hint.last", exercise=exercise))

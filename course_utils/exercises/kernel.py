@@ -11,7 +11,6 @@ Everything here runs beside the learner's code, which may have replaced any of i
 treats what comes back as a claim to check, never as a verdict (see course_teacher/grade/__init__.py).
 """
 
-import gc
 
 import torch
 
@@ -33,15 +32,6 @@ def collect(namespace, name, calls_path, answer_path):
     elif not callable(function):
         answer = {"format": wire.FORMAT, "not_callable": wire.type_name(function)}
     else:
-        # No garbage collection until the answer is written: a learner's object in a reference cycle, whose
-        # __del__ would run at a collection between two calls or while the answer is encoded, out of every
-        # watch, could still change a result (the sandbox keeps the rest alive until then: sandbox._kept).
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            outcomes = grading.collect(calls, function, calls["time_limit"], eager=True)
-            answer = wire.encode(outcomes)
-        finally:
-            if collecting:
-                gc.enable()
+        with grading.no_collection():  # until the answer is written
+            answer = wire.encode(grading.collect(calls, function, calls["time_limit"], eager=True))
     wire.save(answer, answer_path)

@@ -43,7 +43,7 @@ CODES = {"outside": 1, "distribution": 2, "not_reproducible": 3, "global_generat
 
 # Taken at import: a learner's code that replaces them changes nothing here.
 _get_rng_state, _set_rng_state, _equal = torch.get_rng_state, torch.set_rng_state, torch.equal
-_Generator, _full, _zeros_like = torch.Generator, torch.full, torch.zeros_like
+_Generator, _full = torch.Generator, torch.full
 _bincount, _unique, _softmax = torch.bincount, torch.unique, torch.softmax
 
 
@@ -74,7 +74,8 @@ def block_data(block):
 def block(parameters, d_model):
     """The ``gpt.Block`` whose parameters are views of `parameters` (``block_data``'s layout)."""
     heads, d_ff = block_size(parameters, d_model)
-    with torch.random.fork_rng(devices=[]):  # the structure only (its tensors are the case's): the global state kept
+    # the structure only (its tensors are the case's), made where the data is, the global random state kept
+    with torch.random.fork_rng(devices=[]), torch.device(parameters.device):
         made = gpt.Block(d_model, heads, d_ff)
     _attach(made, parameters.reshape(-1))
     return made
@@ -95,7 +96,7 @@ def gpt_data_of(c, flat):
 def gpt_model(data):
     """The ``gpt.GPT`` in eval mode that `data` (``gpt_data``'s) describes, its tensors views of the data's."""
     sizes = {key: int(data[key]) for key in ("context", "d_model", "heads", "layers", "d_ff")}
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), torch.device(data["parameters"].device):
         made = gpt.GPT(gpt.GPTConfig(int(data["vocab"]), **sizes))
     _attach(made, data["parameters"])
     return made.eval()
@@ -174,7 +175,7 @@ def finish(exercise, args, kept):
             raise FedTooManyTokens(message("ex10.fed_too_many", fed=_count(fed), needed=needed))
         return tokens
     if exercise == "10.sample_next":
-        logits, temperature, top_k, seed = args
+        logits, temperature, top_k, _ = args
         if temperature == 0:
             return kept[0]
         return _sampling_code(logits, temperature, top_k, kept)
@@ -215,9 +216,9 @@ def probabilities(logits, temperature, top_k):
     return _softmax(scaled, dim=-1)
 
 
-def _is_draws(value, batch):
-    return type(value) is torch.Tensor and value.dtype == torch.int64 and tuple(value.shape) == (batch,) \
-        and value.device.type == "cpu"
+def _is_draws(value, logits):
+    return type(value) is torch.Tensor and value.dtype == torch.int64 and tuple(value.shape) == logits.shape[:1] \
+        and value.device == logits.device
 
 
 def _sampling_code(logits, temperature, top_k, kept):
@@ -226,7 +227,7 @@ def _sampling_code(logits, temperature, top_k, kept):
     first, again, other, changed = kept
     B, V = logits.shape
     for draws in (first, again, other):
-        if not _is_draws(draws, B):
+        if not _is_draws(draws, logits):
             return draws
     may = allowed(logits, top_k)
     code = 0
@@ -241,7 +242,7 @@ def _sampling_code(logits, temperature, top_k, kept):
         code = CODES["global_generator"]
     if not code and int(may.sum(dim=-1).max()) > 1 and _equal(first, other):
         code = CODES["ignores_generator"]
-    return _full((), code, dtype=torch.int64).expand(B)
+    return _full((), code, dtype=torch.int64, device=logits.device).expand(B)
 
 
 def _matches(logits, temperature, top_k, draws):

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import torch
 
+from .expected import Case, Known, Reference
+
 FOLDER = Path(__file__).with_name("public")
 FORMAT = "course_utils.exercises.public/1"
 #: The exercise ids in the order the lessons teach them, one a line (written with the files).
@@ -30,10 +32,8 @@ def path(exercise):
 
 
 def load(exercise, file=None):
-    """The grading.Reference of `exercise`'s public cases (or of the cases in `file`, a file of the
+    """The Reference (expected.py) of `exercise`'s public cases (or of the cases in `file`, a file of the
     same format: a grader's answer key, course_teacher/grade/key.py)."""
-    from .grading import Known, Reference, Case
-
     file = path(exercise) if file is None else file
     data = torch.load(file, weights_only=True)
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("exercise") != exercise:
@@ -48,7 +48,7 @@ def load(exercise, file=None):
 
 
 def encode(reference):
-    """`reference` (a grading.Reference) as the data ``load`` reads back."""
+    """`reference` (an expected.Reference) as the data ``load`` reads back."""
     return {
         "format": FORMAT,
         "exercise": reference.exercise,

@@ -13,7 +13,7 @@ puts that snapshot back and remembers what differed:
   threads, the print options; torch's random generator; sys.stdout, sys.stderr and the tracer.
 
 Each call also gets a time limit (``TimeLimit``, raised into the function after ``seconds``: see
-``_Timer`` for how it holds against code that catches it), a shared budget of printed characters,
+``CallTimer`` for how it holds against code that catches it), a shared budget of printed characters,
 and, where an exercise forbids some functions, watchers that record every call to them. Warnings
 are recorded: ``x.T`` on a tensor with more than two axes is worth a hint (Triton's own are dropped).
 
@@ -80,7 +80,7 @@ _IGNORED = {"__warningregistry__", "_"}  # names Python itself writes into modul
 class TimeLimit(BaseException):
     """Raised into a learner's function that runs past its time limit. It derives from
     BaseException, so an ``except Exception:`` in the learner's code does not swallow it.
-    (No ``__init__`` of its own: ``_Timer`` raises the class, which Python instantiates in C.)"""
+    (No ``__init__`` of its own: ``CallTimer`` raises the class, which Python instantiates in C.)"""
 
 
 @functools.cache
@@ -184,20 +184,20 @@ class _Output(io.TextIOBase):
 
 class _StillLate:
     """``with _STILL_LATE: raise TimeLimit`` marks SIGALRM as pending again on its way in, with no
-    Python code run in between, so the raise reaches the learner's code first (see _Timer). Both
+    Python code run in between, so the raise reaches the learner's code first (see CallTimer). Both
     methods are C functions: Python checks for pending signals between bytecodes of Python code
     (at a loop's jump back, a function's entry, after a call), and a Python method here would let
     the pending signal re-enter the handler before it raised. ``__exit__`` returns "" (false): the
     error goes on."""
 
     __enter__ = staticmethod(functools.partial(_thread.interrupt_main, getattr(signal, "SIGALRM", None)))
-    __exit__ = staticmethod("".format)  # (Windows has no SIGALRM: there _Timer never arms, and this never runs)
+    __exit__ = staticmethod("".format)  # (Windows has no SIGALRM: there CallTimer never arms, and this never runs)
 
 
 _STILL_LATE = _StillLate()
 
 
-class _Timer:
+class CallTimer:
     """The time limit of one call: SIGALRM after `seconds` (where the platform has it and we run in
     the main thread, as a notebook does; elsewhere calls run without a limit).
 
@@ -302,7 +302,7 @@ def _set_tracer(saved):
 
 
 # (name for the verdict, getter, setter); restored in this order (the device before the mode stack).
-_SETTINGS = (
+TORCH_SETTINGS = (
     ("default_dtype", torch.get_default_dtype, torch.set_default_dtype),
     ("inference_mode", torch.is_inference_mode_enabled, _set_inference_mode),  # sets grad mode too, so first
     ("grad_mode", torch.is_grad_enabled, torch._C._set_grad_enabled),
@@ -367,7 +367,7 @@ def snapshot():
             for key, f in entries.items() if type(f) is types.FunctionType
         ]]
     functions = [(f, f.__code__, f.__defaults__, f.__kwdefaults__) for f, _, _ in _functions[1]]
-    settings = [(name, getter()) for name, getter, _ in _SETTINGS]
+    settings = [(name, getter()) for name, getter, _ in TORCH_SETTINGS]
     return namespaces, modules, functions, settings
 
 
@@ -398,7 +398,7 @@ def restore(saved):
             _try(setattr, f, "__code__", code)
             _try(setattr, f, "__defaults__", defaults)
             _try(setattr, f, "__kwdefaults__", kwdefaults)
-    for (name, value), (_, getter, setter) in zip(settings, _SETTINGS):
+    for (name, value), (_, getter, setter) in zip(settings, TORCH_SETTINGS):
         if not _same(_try(getter), value):
             changed.append(("setting", name))
             _try(setter, value)
@@ -547,7 +547,7 @@ class Sandbox:
             if self._operations or ledger else None
         tracer = _tracer(watcher, self._solvers, self.refused, engine=not watch)
         guard = audit.Guard(self.refused, _CALL_CODE)
-        timer = _Timer(self.seconds)
+        timer = CallTimer(self.seconds)
         with warnings.catch_warnings(record=True) as caught:
             warnings.filterwarnings("always", message=_T_WARNING)
             try:

@@ -27,7 +27,7 @@ import torch
 
 from . import rules
 from .grading import on_graph, Raised
-from .sandbox import _SETTINGS, solver_functions
+from .sandbox import TORCH_SETTINGS, solver_functions
 
 FORMAT = "course_utils.grade/3"  # /2: the arguments each call changed; /3: what the run-time rules refused
 MAX_ELEMENTS = 1_000_000  # a returned tensor larger than this travels as its shape and dtype only
@@ -42,7 +42,7 @@ _DTYPES = {str(d): d for d in (
 )}
 _SCALARS = (bool, int, float, str, type(None))
 _KINDS = ("replaced", "added", "deleted")
-_SETTING_NAMES = {name for name, _, _ in _SETTINGS}
+_SETTING_NAMES = {name for name, _, _ in TORCH_SETTINGS}
 
 
 class WireError(Exception):

@@ -8,7 +8,7 @@ from matplotlib.axes import Axes
 from .. import validation
 from ..decoding import PUBLISHED, Shape, cache_bytes
 from ..i18n import message
-from .figures import _axes
+from .figures import axes_for
 
 #: One colour per kind of attention: MHA, GQA, MQA.
 KIND_COLOURS = {"MHA": "#d9822b", "GQA": "#2b7bba", "MQA": "#3d8b37"}
@@ -36,7 +36,7 @@ def _ax(function, ax):
     if ax is not None and not isinstance(ax, Axes):
         validation.fail(function, "ax", validation.describe(ax), {"en": "None or a matplotlib Axes",
                                                                    "zh": "None 或 matplotlib 的 Axes"})
-    return _axes(ax)
+    return axes_for(ax)
 
 
 def cache_bytes_bars(shapes=PUBLISHED, ax=None, title=None):

@@ -56,7 +56,7 @@ def use_course_style():
     )
 
 
-def _axes(ax, size=None):
+def axes_for(ax, size=None):
     """`ax`, or the axes of a new pyplot figure (shown when the cell ends) when it is None."""
     if ax is not None:
         return ax
@@ -107,7 +107,7 @@ def heatmap(weights, ax=None, queries=None, keys=None, title=None, annotate=None
     if annotate is not None:
         check.flag("heatmap", "annotate", annotate)
     weights = _matrix(weights, "heatmap")
-    ax = _axes(ax)
+    ax = axes_for(ax)
     n_q, n_k = weights.shape
     image = ax.imshow(weights, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xlabel(message("plot.key"))

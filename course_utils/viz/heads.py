@@ -9,7 +9,7 @@ from matplotlib.axes import Axes
 from .. import validation as check
 from ..i18n import message
 from .figures import array_of, heatmap
-from .probsparse import _byte_tick
+from .probsparse import byte_tick
 
 # ---- lesson 04: one map per head, and cost curves
 
@@ -89,7 +89,7 @@ def cost_lines(ax, xs, series, xlabel, ylabel, title=None, logy=True, in_bytes=F
         else:
             subs = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if spread < 30 else (1.0, 2.0, 5.0) if spread < 1000 else (1.0,)
             ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
-        ax.yaxis.set_major_formatter(ticker.FuncFormatter(_byte_tick if in_bytes else _plain_number))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(byte_tick if in_bytes else _plain_number))
     ax.minorticks_off()
     ax.tick_params(labelsize=10)
     ax.set_xlabel(xlabel)

@@ -7,7 +7,7 @@ from matplotlib.patches import Rectangle
 
 from .. import validation as check
 from ..i18n import message
-from .figures import _axes, array_of
+from .figures import axes_for, array_of
 
 # ---- lesson 02: mask pictures, and which head of which item gets which mask
 
@@ -16,7 +16,7 @@ def mask_picture(keep, ax=None, title=None):
     """Draw an (L_q, L_k) keep mask: one row per query, one column per key; kept cells light,
     hidden cells dark. A row that is dark all along is a fully masked row."""
     keep = (array_of("mask_picture", "keep", keep, 2, "(L_q, L_k)") != 0).astype(float)  # True (or ≠ 0): kept
-    ax = _axes(ax)
+    ax = axes_for(ax)
     n_q, n_k = keep.shape
     colours = matplotlib.colors.ListedColormap(["#3b3b4f", "#f4e6a6"])  # hidden, keep
     ax.imshow(keep, cmap=colours, vmin=0, vmax=1, aspect="auto")
@@ -72,7 +72,7 @@ def head_batch_picture(batch, heads, mask_order="batch", ax=None, qkv_order="hea
     the two items differ."""
     _slots_of("head_batch_picture", batch, heads, mask_order, qkv_order, most=MAX_PICTURED_SLOTS)
     slots = head_slots(batch, heads, mask_order, qkv_order)
-    ax = _axes(ax, (6.5, 0.45 * len(slots) + 1.0))
+    ax = axes_for(ax, (6.5, 0.45 * len(slots) + 1.0))
     colours = matplotlib.colormaps["Pastel1"]
     for n, (head, item, mask_item) in enumerate(slots):
         y = -n - 1

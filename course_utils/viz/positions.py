@@ -8,7 +8,7 @@ import torch
 
 from .. import validation as check
 from ..i18n import message
-from .figures import _axes
+from .figures import axes_for
 
 #: The colours of the two norm orders, wherever they are drawn side by side.
 POST_COLOUR, PRE_COLOUR = "#c0392b", "#2b7bba"
@@ -43,7 +43,7 @@ def encoding_heatmap(table, ax=None, title=None):
     its size. Returns ax."""
     values = _table("encoding_heatmap", table)
     length, width = values.shape
-    ax = _axes(ax, (5.0, 4.0))
+    ax = axes_for(ax, (5.0, 4.0))
     image = ax.imshow(values, cmap="RdBu_r", vmin=-1.0, vmax=1.0, aspect="auto", interpolation="nearest")
     ax.set_xlabel(message("viz.positions.feature"))
     ax.set_ylabel(message("viz.positions.position"))
@@ -60,7 +60,7 @@ def encoding_curves(table, features, ax=None, title=None):
     values = _table("encoding_curves", table)
     length, width = values.shape
     columns = _ints("encoding_curves", "features", features, 0, width)
-    ax = _axes(ax, (6.0, 3.2))
+    ax = axes_for(ax, (6.0, 3.2))
     positions = np.arange(length)
     for j in columns:
         kind = message("viz.positions.sine" if j % 2 == 0 else "viz.positions.cosine")
@@ -86,7 +86,7 @@ def offset_dot_products(table, starts, max_offset, ax=None, title=None):
                    {"en": f"an int from 1 to {length - 1} (the table has {length} positions)",
                     "zh": f"1 到 {length - 1} 之间的整数（表中有 {length} 个位置）"})
     first = _ints("offset_dot_products", "starts", starts, 0, length - max_offset)
-    ax = _axes(ax, (6.0, 3.2))
+    ax = axes_for(ax, (6.0, 3.2))
     offsets = np.arange(max_offset + 1)
     for n, p in enumerate(first):
         dots = values[p + offsets] @ values[p]  # (max_offset + 1,): PE[p + k] · PE[p]
@@ -132,7 +132,7 @@ def gradient_by_layer(post, pre, ax=None, title=None):
         check.fail("gradient_by_layer", "pre", check.describe(pre_given),
                    {"en": f"as many sizes as post ({len(post)}): the same number of layers",
                     "zh": f"与 post 一样多的数（{len(post)} 个）：层数相同"})
-    ax = _axes(ax, (6.0, 3.4))
+    ax = axes_for(ax, (6.0, 3.4))
     layers = np.arange(len(post))
     ax.plot(layers, pre / pre[-1], marker="o", markersize=3, color=PRE_COLOUR, label=message("viz.positions.pre"))
     ax.plot(layers, post / post[-1], marker="o", markersize=3, color=POST_COLOUR, label=message("viz.positions.post"))

@@ -2,6 +2,7 @@
 effective weights with the chosen queries marked, and the bytes of each step of the walkthrough."""
 
 import math
+import numbers
 
 import torch
 from matplotlib.axes import Axes
@@ -11,7 +12,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from .. import validation
 from ..i18n import message
 from ..probsparse import Trace
-from .figures import _axes, heatmap
+from .figures import axes_for, heatmap
 
 #: The colours of the two implementations in the walkthrough's bar chart, and of chosen queries.
 PLAIN_COLOUR, FAST_COLOUR, CHOSEN_COLOUR = "#d9822b", "#2b7bba", "#c0392b"
@@ -35,8 +36,11 @@ def format_bytes(count):
             return f"{count:.1f} {unit}"
 
 
-def _byte_tick(value, _position=None):
+def byte_tick(value, _position=None):
     """A tick label on a byte axis: "1 B", "10 kB", "100 MB", "1 GB" (no decimals on round values)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        value = float(value)  # matplotlib gives NumPy's floats
+    validation.number("byte_tick", "value", value)
     if value < 1000:
         return f"{value:g} B"
     for unit in _UNITS:
@@ -79,7 +83,7 @@ def weight_rows(weights, measures, ax=None, labels=None):
     if labels is not None and (not isinstance(labels, (list, tuple)) or len(labels) != rows):
         validation.fail("weight_rows", "labels", validation.describe(labels),
                         {"en": f"None or one label per row ({rows})", "zh": f"None，或每行一个标签（共 {rows} 个）"})
-    ax = _axes(_ax("weight_rows", ax), (6.5, 1.1 * rows + 0.8))
+    ax = axes_for(_ax("weight_rows", ax), (6.5, 1.1 * rows + 0.8))
     gap = 1.45  # a row's bars reach 1 at most; the rest is room for its label
     for r in range(rows):
         base = (rows - 1 - r) * gap
@@ -111,7 +115,7 @@ def chosen_weights(weights, selected, ax=None, title=None):
     if title is not None and not isinstance(title, str):
         validation.fail("chosen_weights", "title", validation.describe(title), {"en": "None or a string", "zh": "None 或字符串"})
     chosen = {int(i) for i in selected.flatten().tolist()}
-    ax = _axes(_ax("chosen_weights", ax), (6.4, 6.0))
+    ax = axes_for(_ax("chosen_weights", ax), (6.4, 6.0))
     heatmap(weights, ax=ax, title=title, annotate=False, vmax=None)
     # 10-point labels: every key up to 16 keys, then every other (or fewer); every query up to 32
     step = 1 if n_k <= 16 else 2 if n_k <= 32 else max(1, n_k // 12)
@@ -141,7 +145,7 @@ def walkthrough_bars(plain, fast, ax=None, title=None):
     names = [step.name for step in plain]
     names += [step.name for step in fast if step.name not in names]
     found = {"plain": {s.name: s for s in plain}, "fast": {s.name: s for s in fast}}
-    ax = _axes(ax, (7.5, 0.45 * len(names) + 1.4))
+    ax = axes_for(ax, (7.5, 0.45 * len(names) + 1.4))
     height = 0.4
     drawn = []
     for offset, version, colour in ((-height / 2, "plain", PLAIN_COLOUR), (height / 2, "fast", FAST_COLOUR)):
@@ -171,7 +175,7 @@ def walkthrough_bars(plain, fast, ax=None, title=None):
     first = 3 * math.floor(math.log10(low) / 3) if step == 3 else math.floor(math.log10(low))
     ticks = [10.0**e for e in range(first, math.ceil(math.log10(high)) + 1, step) if 10.0**e >= low]
     ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_major_formatter(FuncFormatter(_byte_tick))
+    ax.xaxis.set_major_formatter(FuncFormatter(byte_tick))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.tick_params(axis="x", labelsize=10)
     ax.set_yticks(range(len(names)), names, fontsize=10)

@@ -6,7 +6,7 @@ from matplotlib.patches import Rectangle
 
 from .. import validation as check
 from ..i18n import message
-from .figures import _axes
+from .figures import axes_for
 
 # ---- pictures of memory layout, broadcasting and heads (lesson 00)
 
@@ -32,7 +32,7 @@ def memory_order(tensor, ax=None, title=None):
                    {"en": f"a small tensor: at most {MAX_CELLS} memory cells to draw, one box each",
                     "zh": f"小张量：要画的内存单元不超过 {MAX_CELLS} 个，每个一格"})
     tensor = tensor.detach().cpu()
-    ax = _axes(ax, (8.0, 2.2))
+    ax = axes_for(ax, (8.0, 2.2))
     # the whole storage as a flat tensor, and the storage offset of each element in index order
     cells = tensor.untyped_storage().nbytes() // tensor.element_size()
     memory = tensor.as_strided((cells,), (1,), 0)
@@ -104,7 +104,7 @@ def broadcast_picture(shape_a, shape_b, ax=None, names=("a", "b"), axis_names=No
     check.shape_tuple("broadcast_picture", "shape_b", shape_b)
     axes = broadcast_axes(shape_a, shape_b)
     n = len(axes)
-    ax = _axes(ax, (1.2 * n + 2.0, 2.2))
+    ax = axes_for(ax, (1.2 * n + 2.0, 2.2))
     plain, stretched, clash, result = "#e4e4e4", "#bcd7f2", "#f2a7a7", "#c5e8bc"
     for column, (size_a, size_b, size_out, status) in enumerate(axes):
         for row, size, mine in ((2, size_a, "stretch_a"), (1, size_b, "stretch_b")):
@@ -142,7 +142,7 @@ def split_heads_picture(length, heads, head_dim, ax=None):
         check.fail("split_heads_picture", "length", check.describe(length),
                    {"en": f"sizes with at most {MAX_BOXES} features to draw (length · heads · head_dim)",
                     "zh": f"length · heads · head_dim 不超过 {MAX_BOXES}：每个特征画一格"})
-    ax = _axes(ax, (8.0, 0.5 * length + 1.2))
+    ax = axes_for(ax, (8.0, 0.5 * length + 1.2))
     width = heads * head_dim
     colours = matplotlib.colormaps["Pastel1"]
 

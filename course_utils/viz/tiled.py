@@ -6,7 +6,7 @@ from matplotlib.patches import Patch, Rectangle
 from .. import validation as check
 from ..i18n import message
 from ..tiled import FULL, PARTIAL, SKIP
-from .figures import _axes, array_of
+from .figures import axes_for, array_of
 
 #: The most tiles a grid draws, one square each.
 MAX_TILES = 4096
@@ -28,7 +28,7 @@ def tile_grid(kinds, ax=None, title=None, done=None, current=None, legend=True):
         check.fail("tile_grid", "kinds", check.describe(given),
                    {"en": f"at most {MAX_TILES} tiles, each SKIP, PARTIAL or FULL (what tiled.tile_kinds returns)",
                     "zh": f"不超过 {MAX_TILES} 个分块，每个为 SKIP、PARTIAL 或 FULL（即 tiled.tile_kinds 的返回值）"})
-    ax = _axes(ax, (4.0, 4.0))
+    ax = axes_for(ax, (4.0, 4.0))
     n_q, n_k = kinds.shape
     order = [(i, j) for i in range(n_q) for j in range(n_k) if kinds[i, j] != SKIP]
     finished = set(order if done is None else order[:done])

@@ -13,7 +13,7 @@ import torch
 
 from .. import validation
 from ..i18n import message
-from ..tiled import FULL, SKIP, SoftmaxState, _position_keep, empty_state, finish, tile_kinds, update
+from ..tiled import FULL, SKIP, SoftmaxState, position_keep, empty_state, finish, tile_kinds, update
 from ..viz import new_figure
 from ..viz.figures import LayoutPerKey, texts_key
 from ..viz.tiled import tile_grid
@@ -61,7 +61,7 @@ def _steps(block, causal):
             j1 = min(j0 + block, L)
             scores = q[i0:i1] @ k[j0:j1].T
             if causal:
-                scores = scores.masked_fill(~_position_keep(i0, i1, j0, j1, -float("inf"), 0, "cpu"), float("-inf"))
+                scores = scores.masked_fill(~position_keep(i0, i1, j0, j1, -float("inf"), 0, "cpu"), float("-inf"))
             states = dict(states)
             states[i] = update(states[i], scores, v[j0:j1])
             steps.append(((i, j), kind, states))
