@@ -749,7 +749,7 @@ _SAMPLE_MISTAKES = (
             "en": "Exactly k characters are kept, those whose indices topk returns, so a character whose logit "
             "ties with the k-th largest is never drawn. The rule keeps every logit ≥ the k-th largest value: "
             "compare with the value, logits < kth, not with topk's indices.",
-            "zh": "正好保留了 k 个字符，即 topk 返回的那些下标，于是 logit 与第 k 大的值相等的字符永远抽不到。"
+            "zh": "正好保留了 k 个字符，即 topk 返回的那些索引，于是 logit 与第 k 大的值相等的字符永远抽不到。"
             "规则是保留所有 ≥ 第 k 大值的 logit：应与这个值比较（logits < kth），而不是用 topk 返回的下标。",
         },
     ),
