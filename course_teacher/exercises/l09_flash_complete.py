@@ -461,3 +461,171 @@ register(
         ),
     )
 )
+
+
+# ----------------------------------------------------------------------------- 09.flash_forward_half
+
+#: Half-precision inputs: float16 (5 bits of exponent, 10 of mantissa: largest 65,504) and bfloat16 (float32's
+#: 8 bits of exponent, 7 of mantissa). The forward of exercise 4 on them: dot products, m, ℓ and the output's
+#: accumulator in float32, the output in the inputs' dtype, lse in float32.
+HALVES = (torch.float16, torch.bfloat16)
+#: bfloat16 column values whose sum over 1,024 keys, accumulated 16 keys at a time in bfloat16, ends 4 % to
+#: 6 % off (one rounding per block, always the same way: a constant's block sum sits off bfloat16's grid by
+#: the same amount at every step); found by simulating that accumulation for every value 1 + i/64.
+_LOST_BITS_VALUES = (1.0625, 1.109375, 1.125, 1.375, 1.625, 1.734375, 1.75, 1.765625)
+
+
+def _half_case(generator, BH, L_q, L_k, d, d_v, block_q, block_k, dtype, *, spread=1.0):
+    q, k, v = _qkv(generator, BH, L_q, L_k, d, d_v, spread)
+    return q.to(dtype), k.to(dtype), v.to(dtype), block_q, block_k
+
+
+def _past_float16s_range(generator, L_k=1024, d=16, d_v=16):
+    """float16, one long row per query whose values lie near 200 and whose weights are all near 1 (scores
+    within about ±0.1): the output is near 200, but Σ p·v passes 65,504, float16's largest number, after some
+    330 keys. A float32 accumulator holds it; a float16 one becomes inf."""
+    q = torch.randn(1, 16, d, generator=generator, dtype=torch.float64) * 0.1
+    k = torch.randn(1, L_k, d, generator=generator, dtype=torch.float64)
+    v = 200 + 20 * torch.randn(1, L_k, d_v, generator=generator, dtype=torch.float64)
+    return q.to(torch.float16), k.to(torch.float16), v.to(torch.float16), 16, 64
+
+
+def _bits_lost_in_bfloat16(generator, L_k=1024, d=16):
+    """bfloat16, every key the same (every score of a row equal, every weight 1/L_k: the output is the mean
+    of the values) and each value column a constant of _LOST_BITS_VALUES: 64 steps of 16 keys, where a
+    bfloat16 accumulator rounds each step's sum off the same way and ends 4 % to 6 % away."""
+    q = torch.randn(1, 16, d, generator=generator, dtype=torch.float64)
+    k = torch.randn(1, 1, d, generator=generator, dtype=torch.float64).expand(1, L_k, d).contiguous()
+    v = torch.tensor(_LOST_BITS_VALUES, dtype=torch.float64).expand(1, L_k, -1).contiguous()
+    return q.to(torch.bfloat16), k.to(torch.bfloat16), v.to(torch.bfloat16), 16, 16
+
+
+def _half_cases(generator):
+    g = generator
+    return [
+        _past_float16s_range(g),  # first: float16, a long row past 65,504: every mistake shows
+        _bits_lost_in_bfloat16(g),  # bfloat16, a long row whose sum loses bits
+        _half_case(g, 1, 37, 45, 16, 8, 16, 16, torch.float16, spread=2.0),  # ragged on both sides
+        _half_case(g, 2, 40, 21, 24, 16, 32, 16, torch.bfloat16, spread=2.0),  # L_q > L_k, d not a power of two
+    ]
+
+
+def _half_hidden(generator):
+    g = generator
+    return [_past_float16s_range(g), _bits_lost_in_bfloat16(g),
+            _half_case(g, 1, 29, 53, 16, 12, 16, 16, torch.bfloat16, spread=2.0),
+            _half_case(g, 2, 20, 33, 20, 16, 16, 32, torch.float16)]
+
+
+def _half_reference(query, key, value, block_q, block_k):
+    with torch.no_grad():  # float64 from the half inputs (exact), then the output rounded once to their dtype
+        output, lse = _attention(query.double(), key.double(), value.double(), False)
+        return output.to(query.dtype), lse.to(torch.float32)
+
+
+def _half_accumulated(query, key, value, block_q, block_k):
+    """The output's accumulator held in the inputs' dtype: rounded to it after every key block, as
+    acc = (acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)).to(v.dtype) does (the rest as the kernel: float32)."""
+    with torch.no_grad():
+        BH, L_q, d = query.shape
+        L_k, dtype = key.shape[1], query.dtype
+        q, k, v = query.double(), key.double(), value.double()
+        scale = torch.tensor(1 / math.sqrt(d), dtype=torch.float32)
+        outputs, lses = [], []
+        for start_q in range(0, L_q, block_q):
+            rows = slice(start_q, min(start_q + block_q, L_q))
+            m = torch.full((BH, rows.stop - rows.start), NEG_INF, device=query.device)
+            ell = torch.zeros_like(m)
+            acc = torch.zeros(BH, rows.stop - rows.start, v.shape[-1], dtype=dtype, device=query.device)
+            for start_k in range(0, L_k, block_k):
+                columns = slice(start_k, min(start_k + block_k, L_k))
+                s = (q[:, rows] @ k[:, columns].transpose(1, 2)).float() * scale  # exact products, float32
+                m_new = torch.maximum(m, s.amax(-1))
+                alpha, p = torch.exp(m - m_new), torch.exp(s - m_new[..., None])
+                ell = ell * alpha + p.sum(-1)
+                pv = (p.to(dtype).double() @ v[:, columns]).float()
+                acc = (acc.float() * alpha[..., None] + pv).to(dtype)
+                m = m_new
+            outputs.append((acc.float() / ell[..., None]).to(dtype))
+            lses.append(m + torch.log(ell))
+        return torch.cat(outputs, dim=1), torch.cat(lses, dim=1)
+
+
+def _half_output_float32(query, key, value, block_q, block_k):
+    with torch.no_grad():
+        output, lse = _attention(query.double(), key.double(), value.double(), False)
+        return output.to(torch.float32), lse.to(torch.float32)
+
+
+def _half_lse_half(query, key, value, block_q, block_k):
+    with torch.no_grad():
+        output, lse = _attention(query.double(), key.double(), value.double(), False)
+        return output.to(query.dtype), lse.to(query.dtype)
+
+
+#: The tolerance (atol, rtol) of the half-precision forward: one rounding of the output to bfloat16 is up to
+#: 2⁻⁹ of it (float16: 2⁻¹¹), and P rounded to the inputs' dtype for P·V adds about as much. Measured: the
+#: lesson's kernel against F.scaled_dot_product_attention in float64 on the same inputs, 6 seeds × 4 shapes,
+#: is at most 9.8e-4 (float16) and 7.8e-3 (bfloat16) off in the output, 3.8e-6 in lse; with rtol = one
+#: bfloat16 step (2⁻⁷ ≈ 7.8e-3) the rest needs atol 2.2e-3. Both doubled, about; every named mistake is
+#: off by 1.5 % or more (inf, or a dtype).
+HALF_ATOL, HALF_RTOL = 5e-3, 1e-2
+
+register(
+    Exercise(
+        id="09.flash_forward_half",
+        atol=HALF_ATOL,
+        rtol=HALF_RTOL,
+        reference=_half_reference,
+        cases=_half_cases,
+        hidden=_half_hidden,
+        forbidden=("F.scaled_dot_product_attention", "torch.softmax", "F.softmax", "Tensor.softmax",
+                   "torch.logsumexp", "Tensor.logsumexp", "torch.matmul", "torch.bmm", "torch.einsum",
+                   "course_utils.flash_triton.flash_forward", "course_utils.flash_triton.flash_attention",
+                   "course_utils.tiled.tiled_attention", "course_utils.tiled.flash_attention",
+                   "course_utils.tiled.materialised_attention"),
+        mistakes=(
+            Mistake(
+                "ACCUMULATOR_HALF",
+                _half_accumulated,
+                {
+                    "en": "The output's accumulator is held in the inputs' dtype: rounded to float16 or bfloat16 "
+                    "after every key block, it loses what a long row adds. float16's largest number is 65,504 "
+                    "(a sum of values near 200 over 1,024 keys becomes inf) and bfloat16 keeps 8 significant bits "
+                    "(a sum of 64 block sums ends 4 % off). Keep acc, m and ℓ in float32, acc = tl.zeros((BLOCK_Q, "
+                    "BLOCK_DV), tl.float32), and round once, when you store the output.",
+                    "zh": "输出的累加器用了输入的数据类型：每个键块之后都被舍入到 float16 或 bfloat16，长的一行加进来的东西就丢了。"
+                    "float16 能表示的最大数是 65,504（1,024 个接近 200 的值加起来就成了 inf），bfloat16 只保留 8 位有效数字"
+                    "（64 个块的和加起来差了 4 %）。acc、m 和 ℓ 都要用 float32，acc = tl.zeros((BLOCK_Q, BLOCK_DV), "
+                    "tl.float32)，只在写回输出时舍入一次。",
+                },
+            ),
+            Mistake(
+                "OUTPUT_FLOAT32",
+                _half_output_float32,
+                {
+                    "en": "The values are right, but the output is float32: it is returned in the inputs' dtype "
+                    "(float16 or bfloat16), which is what the next layer expects and half the memory. Allocate it "
+                    "with dtype=query.dtype; tl.store converts the float32 accumulator, or write "
+                    "(acc / ell[:, None]).to(O.dtype.element_ty).",
+                    "zh": "数值是对的，但输出是 float32：它应当用输入的数据类型（float16 或 bfloat16）返回，下一层要的就是它，"
+                    "内存也只要一半。分配时写 dtype=query.dtype；tl.store 会转换 float32 的累加器，"
+                    "也可以写 (acc / ell[:, None]).to(O.dtype.element_ty)。",
+                },
+            ),
+            Mistake(
+                "LSE_HALF",
+                _half_lse_half,
+                {
+                    "en": "The output is right, but lse is in the inputs' dtype: it stays float32. The backward "
+                    "recomputes every weight as exp(s − lse), so an lse rounded to float16 (about 4e-3 near 8) or "
+                    "bfloat16 (3e-2) moves every weight of the row by that fraction. Allocate it with "
+                    "dtype=torch.float32.",
+                    "zh": "输出是对的，但 lse 用了输入的数据类型：它应当保持 float32。反向传播用 exp(s − lse) 重新算出每一个权重，"
+                    "所以舍入到 float16（在 8 附近约 4e-3）或 bfloat16（3e-2）的 lse 会让这一行的每个权重都偏离这么多。"
+                    "分配时写 dtype=torch.float32。",
+                },
+            ),
+        ),
+    )
+)

@@ -941,6 +941,113 @@ from course_utils import check
 check("09.flash_function", attention_and_gradients)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ### Exercise 9: half precision, float32 sums
+#
+# A GPU's tensor cores multiply float16 and bfloat16, which is why every fast attention takes them: half
+# the memory traffic, and products several times faster than float32's. What they cannot do is *sum* in
+# half precision. float16 keeps 11 significant bits and stops at 65,504; bfloat16 keeps 8 (with float32's
+# range). A long row's sums (ℓ, and the output's accumulator, a sum of up to $L_k$ weighted values) lose
+# those bits or overflow, so every FlashAttention loads half inputs, multiplies them with `tl.dot` into a
+# **float32** result, keeps m, ℓ and the accumulator in float32, and rounds once, when it stores the output
+# in the inputs' dtype. lse stays float32: the backward recomputes each weight as $\exp(s - \text{lse})$.
+#
+# Write `flash_forward_half(query, key, value, block_q, block_k)`: exercise 4's forward for query, key and
+# value in float16 or bfloat16 (all three the same), returning `(output, lse)`: output in the inputs' dtype,
+# lse float32 (allocate both with `torch.full(..., float("nan"), dtype=...)`). Load the blocks in their own
+# dtype and give `tl.dot` half blocks (no `input_precision`: it concerns float32 only), `p.to(v.dtype)`
+# for P·V. The check allows $5\times10^{-3} + 10^{-2}\,|x|$ around float64's answer $x$: measured, the
+# lesson's kernel is within $9.8\times10^{-4}$ (float16) and $7.8\times10^{-3}$ (bfloat16) of
+# `F.scaled_dot_product_attention` in float64 on the same inputs, one rounding of the output. Its cases
+# hold a float16 row whose sum passes 65,504 and a bfloat16 row whose sum loses bits. It refuses what
+# exercise 4 refuses. (Casting P to half before its row sum moves ℓ by at most $2^{-11}$ (float16) or
+# $2^{-9}$ (bfloat16): inside that tolerance, so no check can see it.)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="0000000000"
+# ### 练习 9：半精度输入，float32 求和
+#
+# GPU 的张量核心做的是 float16 和 bfloat16 的乘法，所以快的注意力实现都用它们：内存读写减半，乘法比 float32 快好几倍。
+# 但它们不能用半精度*求和*。float16 只有 11 位有效数字，最大只能表示 65,504；bfloat16 只有 8 位（取值范围和 float32 相同）。
+# 长的一行要求的和（ℓ，以及输出的累加器，它是最多 $L_k$ 个加权值的和）会丢掉这些位，或者溢出。所以每个 FlashAttention
+# 都以半精度读入输入，用 `tl.dot` 相乘得到 **float32** 的结果，m、ℓ 和累加器都保持 float32，只在按输入的数据类型写回输出时
+# 舍入一次。lse 保持 float32：反向传播要用 $\exp(s - \text{lse})$ 重新算出每一个权重。
+#
+# 写出 `flash_forward_half(query, key, value, block_q, block_k)`：练习 4 的前向，query、key 和 value 是 float16 或
+# bfloat16（三者相同），返回 `(output, lse)`：output 用输入的数据类型，lse 用 float32（两者都用
+# `torch.full(..., float("nan"), dtype=...)` 分配）。按各自的数据类型读入各块，交给 `tl.dot` 的是半精度的块（不写
+# `input_precision`：它只对 float32 起作用），P·V 用 `p.to(v.dtype)`。检查允许的误差是 float64 结果 $x$ 周围
+# $5\times10^{-3} + 10^{-2}\,|x|$：实测本课的核函数与同样输入上 float64 的 `F.scaled_dot_product_attention` 相差不超过
+# $9.8\times10^{-4}$（float16）和 $7.8\times10^{-3}$（bfloat16），也就是输出的一次舍入。测试用例里有一行 float16 的和超过了
+# 65,504，还有一行 bfloat16 的和丢了位。检查不接受练习 4 不接受的那些函数。（在行求和之前就把 P 转成半精度，ℓ 最多变化
+# $2^{-11}$（float16）或 $2^{-9}$（bfloat16）：落在这个误差范围之内，任何检查都看不出来。）
+
+# %% tags=["exercise"] exercise="09.flash_forward_half"
+def flash_forward_half(query, key, value, block_q, block_k):
+    # lang: en
+    """FlashAttention's forward on float16 or bfloat16 inputs, with float32 sums.
+
+    query: (BH, L_q, d); key: (BH, L_k, d); value: (BH, L_k, d_v); all float16 or all bfloat16.
+    block_q, block_k: queries per program, keys per step (powers of two >= 16).
+    Returns (output, lse): output (BH, L_q, d_v) in the inputs' dtype; lse (BH, L_q) float32.
+    """
+    # lang: zh
+    """输入为 float16 或 bfloat16 的 FlashAttention 前向，用 float32 求和。
+
+    query：(BH, L_q, d)；key：(BH, L_k, d)；value：(BH, L_k, d_v)；都是 float16 或都是 bfloat16。
+    block_q、block_k：每个程序的查询数、每一步的键数（不小于 16 的 2 的幂）。
+    返回 (output, lse)：output (BH, L_q, d_v)，数据类型与输入相同；lse (BH, L_q)，float32。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    @triton.jit
+    def half_kernel(Q, K, V, O, LSE, L_q, L_k, d, d_v, scale,
+                    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+        start_q = tl.program_id(0) * BLOCK_Q
+        bh = tl.program_id(1).to(tl.int64)
+        rows = start_q + tl.arange(0, BLOCK_Q)
+        dims = tl.arange(0, BLOCK_D)
+        dims_v = tl.arange(0, BLOCK_DV)
+        q = tl.load(Q + bh * L_q * d + rows[:, None] * d + dims[None, :],  # half, as stored
+                    mask=(rows[:, None] < L_q) & (dims[None, :] < d), other=0.0)
+        m = tl.full((BLOCK_Q,), float("-inf"), tl.float32)
+        ell = tl.zeros((BLOCK_Q,), tl.float32)
+        acc = tl.zeros((BLOCK_Q, BLOCK_DV), tl.float32)  # the long sums: float32
+        for start_k in range(0, L_k, BLOCK_K):
+            columns = start_k + tl.arange(0, BLOCK_K)
+            k = tl.load(K + bh * L_k * d + columns[:, None] * d + dims[None, :],
+                        mask=(columns[:, None] < L_k) & (dims[None, :] < d), other=0.0)
+            v = tl.load(V + bh * L_k * d_v + columns[:, None] * d_v + dims_v[None, :],
+                        mask=(columns[:, None] < L_k) & (dims_v[None, :] < d_v), other=0.0)
+            s = tl.dot(q, tl.trans(k)) * scale  # half × half, summed in float32
+            s = tl.where(columns[None, :] < L_k, s, float("-inf"))
+            m_new = tl.maximum(m, tl.max(s, axis=1))
+            alpha = tl.exp(m - m_new)
+            p = tl.exp(s - m_new[:, None])
+            ell = ell * alpha + tl.sum(p, axis=1)  # P summed in float32, before any rounding
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)  # P rounded for the product only
+            m = m_new
+        tl.store(O + bh * L_q * d_v + rows[:, None] * d_v + dims_v[None, :],
+                 (acc / ell[:, None]).to(O.dtype.element_ty),  # one rounding, at the end
+                 mask=(rows[:, None] < L_q) & (dims_v[None, :] < d_v))
+        tl.store(LSE + bh * L_q + rows, m + tl.log(ell), mask=rows < L_q)
+
+    query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
+    BH, L_q, d = query.shape
+    L_k, d_v = key.shape[1], value.shape[2]
+    output = torch.full((BH, L_q, d_v), float("nan"), dtype=query.dtype, device=query.device)
+    lse = torch.full((BH, L_q), float("nan"), dtype=torch.float32, device=query.device)
+    grid = (triton.cdiv(L_q, block_q), BH)
+    half_kernel[grid](query, key, value, output, lse, L_q, L_k, d, d_v, 1 / math.sqrt(d),
+                      BLOCK_Q=block_q, BLOCK_K=block_k, BLOCK_D=max(16, triton.next_power_of_2(d)),
+                      BLOCK_DV=max(16, triton.next_power_of_2(d_v)))
+    return output, lse
+    ### END SOLUTION
+
+
+# %%
+from course_utils import check
+check("09.flash_forward_half", flash_forward_half)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 7. Speed, honestly
 #
 # On a CPU the interpreter runs NumPy one program at a time: it checks kernels, it does not measure
