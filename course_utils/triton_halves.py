@@ -9,7 +9,7 @@ GPU gives nonsense on a CPU, and lesson 09's float16/bfloat16 exercise could not
 
 ``install()`` (called by ``triton_setup.load()`` with the interpreter) puts a widening step in front of those
 operations: a bfloat16 operand is widened to float32 (exact: bfloat16 is float32's first 16 bits), the
-operation runs in float32, and a bfloat16 result is rounded back to nearest-even, by torch's own conversion.
+operation runs in float32, and a bfloat16 result is rounded back to the nearest (ties to even).
 That is what a GPU does: its tensor cores multiply bfloat16 exactly and accumulate in float32 (or round to
 bfloat16 when the accumulator is bfloat16), and its element-wise bfloat16 arithmetic rounds each result.
 A reduction's order differs from a GPU's tree (the sum is exact to float32 and rounded once), so a kernel
@@ -22,7 +22,6 @@ Pinned like ``triton_bounds``: a Triton whose interpreter lacks one of the metho
 """
 
 import numpy as np
-import torch
 
 from .triton_bounds import TritonChanged
 
@@ -37,9 +36,13 @@ def widen(bits):
 
 
 def narrow(values):
-    """float32 (or float64) numbers -> bfloat16 bits as uint16, rounded to the nearest (ties to even)."""
-    array = np.ascontiguousarray(values, dtype=np.float32)
-    return torch.from_numpy(array.copy()).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    """float32 (or float64) numbers -> bfloat16 bits as uint16, rounded to the nearest, ties to even (a GPU's
+    cvt.rn.bf16.f32). In NumPy, not torch: it runs inside a launch, where the kernel rule refuses torch."""
+    array = np.asarray(values, dtype=np.float32)
+    bits = array.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    quiet_nan = ((bits >> 16) | 0x0040).astype(np.uint16)  # a NaN stays a NaN, its sign kept
+    return np.where(np.isnan(array), quiet_nan, rounded)
 
 
 def install():
