@@ -44,13 +44,14 @@
 # 4. make it causal: the blocks above the diagonal never loaded, the diagonal block masked;
 # 5. write the kernel of the backward that computes dK and dV, recomputing the weights from the lse;
 # 6. write the rest of FlashAttention's backward, the dQ kernel, and tie your kernels together in a
-#    `torch.autograd.Function` of your own, whose gradients are PyTorch's;
+#    `torch.autograd.Function` of your own, whose gradients are PyTorch's; then run the forward on float16
+#    and bfloat16 inputs, with float32 sums;
 # 7. see how fast the kernels are on a GPU against PyTorch's own, honestly, what the fast kernels do
 #    that ours do not, and step one program through its key blocks.
 #
-# There are eight exercises, each followed by a check cell.
+# There are nine exercises, each followed by a check cell.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="908f775631"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="46d5cfe572"
 # # 用 Triton 把 FlashAttention 写成真正的核函数
 #
 # 第 08 课用 Python 循环逐块计算注意力：数值正确，内存为 $O(L \cdot d)$，但在 GPU 上比 `F.scaled_dot_product_attention` 慢了约 60 倍（第 1 节会打印出提交在课程里的 H200 实测数字）。那里的每个分块都是若干个独立的 GPU 核函数，每个都由 Python 启动，每个都从显存（HBM）读入输入、再把结果写回去。本课用 Triton 把同一个算法写成**一个**核函数：负责一块查询的程序，从第一个键到最后一个键，都把自己的分数分块留在芯片上的片上存储（SRAM）里。
@@ -66,10 +67,10 @@
 # 3. 写 FlashAttention 的前向核函数：每块查询一个程序，对各个键块做第 08 课的在线 softmax，写出 log-sum-exp，给不满的最后一块加掩码；
 # 4. 把它改成因果的：对角线上方的块从不读入，对角线块加掩码；
 # 5. 写反向传播中计算 dK 和 dV 的核函数，用 lse 重新算出权重；
-# 6. 写完 FlashAttention 反向传播的其余部分，即 dQ 核函数，再用你自己的 `torch.autograd.Function` 把这些核函数连起来，它的梯度与 PyTorch 的一致；
+# 6. 写完 FlashAttention 反向传播的其余部分，即 dQ 核函数，再用你自己的 `torch.autograd.Function` 把这些核函数连起来，它的梯度与 PyTorch 的一致；然后让前向以 float16 和 bfloat16 为输入运行，用 float32 求和；
 # 7. 如实地看看这些核函数在 GPU 上与 PyTorch 自己的相比有多快，快的核函数多做了哪些我们没做的事，再让一个程序一步一步走过它的键块。
 #
-# 本课共有八道练习，每道练习后面都跟着一个检查单元。
+# 本课共有九道练习，每道练习后面都跟着一个检查单元。
 
 # %%
 import math
@@ -961,8 +962,12 @@ check("09.flash_function", attention_and_gradients)
 # hold a float16 row whose sum passes 65,504 and a bfloat16 row whose sum loses bits. It refuses what
 # exercise 4 refuses. (Casting P to half before its row sum moves ℓ by at most $2^{-11}$ (float16) or
 # $2^{-9}$ (bfloat16): inside that tolerance, so no check can see it.)
+#
+# On a CPU, Triton's interpreter holds a bfloat16 block as the raw bits of its numbers, which NumPy cannot
+# compute with (it has no bfloat16); the course widens them to float32 for each operation and rounds the
+# result back to the nearest, as a GPU does, so the same kernel gives a GPU's numbers here.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="0000000000"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="20204273b2"
 # ### 练习 9：半精度输入，float32 求和
 #
 # GPU 的张量核心做的是 float16 和 bfloat16 的乘法，所以快的注意力实现都用它们：内存读写减半，乘法比 float32 快好几倍。
@@ -979,6 +984,10 @@ check("09.flash_function", attention_and_gradients)
 # $9.8\times10^{-4}$（float16）和 $7.8\times10^{-3}$（bfloat16），也就是输出的一次舍入。测试用例里有一行 float16 的和超过了
 # 65,504，还有一行 bfloat16 的和丢了位。检查不接受练习 4 不接受的那些函数。（在行求和之前就把 P 转成半精度，ℓ 最多变化
 # $2^{-11}$（float16）或 $2^{-9}$（bfloat16）：落在这个误差范围之内，任何检查都看不出来。）
+#
+# 在 CPU 上，Triton 的解释器把 bfloat16 的块存成其中每个数的原始比特，NumPy 没法拿它们计算（NumPy 没有 bfloat16）；
+# 课程在每次运算时把它们扩展成 float32，再把结果舍入回最接近的 bfloat16，和 GPU 的做法一样，所以同一个核函数在这里
+# 得到的就是 GPU 上的数值。
 
 # %% tags=["exercise"] exercise="09.flash_forward_half"
 def flash_forward_half(query, key, value, block_q, block_k):
