@@ -15,13 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from course_teacher.exercises import EXERCISES
-from course_teacher.exercises.l09_flash_complete import (
-    HALF_ATOL,
-    HALF_RTOL,
-    HALVES,
-    _half_accumulated,
-    _half_reference,
-)
+from course_teacher.exercises.l09_flash_complete import HALF_ATOL, HALF_RTOL, HALVES
 from course_teacher.exercises.reference import evaluate as evaluate_hidden
 from course_utils import triton_setup
 from course_utils.exercises import FAILED, PASSED
@@ -31,6 +25,9 @@ pytest.importorskip("course_utils.flash_triton", exc_type=triton_setup.TritonMis
 
 EXERCISE = "09.flash_forward_half"
 HIDDEN_SEED = 12345
+SPEC = EXERCISES[EXERCISE]
+_half_reference = SPEC.reference
+_half_accumulated = next(mistake.fn for mistake in SPEC.mistakes if mistake.code == "ACCUMULATOR_HALF")
 
 
 def _cases(hidden=False):

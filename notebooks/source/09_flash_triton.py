@@ -976,8 +976,8 @@ check("09.flash_function", attention_and_gradients)
 # 都以半精度读入输入，用 `tl.dot` 相乘得到 **float32** 的结果，m、ℓ 和累加器都保持 float32，只在按输入的数据类型写回输出时
 # 舍入一次。lse 保持 float32：反向传播要用 $\exp(s - \text{lse})$ 重新算出每一个权重。
 #
-# 写出 `flash_forward_half(query, key, value, block_q, block_k)`：练习 4 的前向，query、key 和 value 是 float16 或
-# bfloat16（三者相同），返回 `(output, lse)`：output 用输入的数据类型，lse 用 float32（两者都用
+# 写出 `flash_forward_half(query, key, value, block_q, block_k)`：练习 4 的前向，查询、键和值（query、key、value）是 float16
+# 或 bfloat16（三者相同），返回 `(output, lse)`：output 用输入的数据类型，lse 用 float32（两者都用
 # `torch.full(..., float("nan"), dtype=...)` 分配）。按各自的数据类型读入各块，交给 `tl.dot` 的是半精度的块（不写
 # `input_precision`：它只对 float32 起作用），P·V 用 `p.to(v.dtype)`。检查允许的误差是 float64 结果 $x$ 周围
 # $5\times10^{-3} + 10^{-2}\,|x|$：实测本课的核函数与同样输入上 float64 的 `F.scaled_dot_product_attention` 相差不超过
@@ -1015,27 +1015,27 @@ def flash_forward_half(query, key, value, block_q, block_k):
         rows = start_q + tl.arange(0, BLOCK_Q)
         dims = tl.arange(0, BLOCK_D)
         dims_v = tl.arange(0, BLOCK_DV)
-        q = tl.load(Q + bh * L_q * d + rows[:, None] * d + dims[None, :],  # half, as stored
+        q = tl.load(Q + bh * L_q * d + rows[:, None] * d + dims[None, :],
                     mask=(rows[:, None] < L_q) & (dims[None, :] < d), other=0.0)
         m = tl.full((BLOCK_Q,), float("-inf"), tl.float32)
         ell = tl.zeros((BLOCK_Q,), tl.float32)
-        acc = tl.zeros((BLOCK_Q, BLOCK_DV), tl.float32)  # the long sums: float32
+        acc = tl.zeros((BLOCK_Q, BLOCK_DV), tl.float32)
         for start_k in range(0, L_k, BLOCK_K):
             columns = start_k + tl.arange(0, BLOCK_K)
             k = tl.load(K + bh * L_k * d + columns[:, None] * d + dims[None, :],
                         mask=(columns[:, None] < L_k) & (dims[None, :] < d), other=0.0)
             v = tl.load(V + bh * L_k * d_v + columns[:, None] * d_v + dims_v[None, :],
                         mask=(columns[:, None] < L_k) & (dims_v[None, :] < d_v), other=0.0)
-            s = tl.dot(q, tl.trans(k)) * scale  # half × half, summed in float32
+            s = tl.dot(q, tl.trans(k)) * scale
             s = tl.where(columns[None, :] < L_k, s, float("-inf"))
             m_new = tl.maximum(m, tl.max(s, axis=1))
             alpha = tl.exp(m - m_new)
             p = tl.exp(s - m_new[:, None])
-            ell = ell * alpha + tl.sum(p, axis=1)  # P summed in float32, before any rounding
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)  # P rounded for the product only
+            ell = ell * alpha + tl.sum(p, axis=1)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m = m_new
         tl.store(O + bh * L_q * d_v + rows[:, None] * d_v + dims_v[None, :],
-                 (acc / ell[:, None]).to(O.dtype.element_ty),  # one rounding, at the end
+                 (acc / ell[:, None]).to(O.dtype.element_ty),
                  mask=(rows[:, None] < L_q) & (dims_v[None, :] < d_v))
         tl.store(LSE + bh * L_q + rows, m + tl.log(ell), mask=rows < L_q)
 
