@@ -63,20 +63,20 @@ def test_the_cases_hold_both_dtypes_ragged_blocks_and_the_two_long_rows_the_text
     weights = torch.exp(q @ k.transpose(1, 2) / math.sqrt(q.shape[-1]))
     weights = weights / weights.amax(-1, keepdim=True)  # p = exp(s − m), as the kernel's accumulator holds them
     assert ((weights @ v) > 65504).all()  # every row's Σ p·v passes float16's largest number
-    lost = [case for case in cases if case[0].dtype == torch.bfloat16 and case[1].shape[1] >= 1024]
+    lost = [case for case in cases if case[0].dtype == torch.bfloat16 and case[1].shape[1] >= 512]
     assert lost, "a bfloat16 row long enough to lose bits"
 
 
 @pytest.mark.parametrize("hidden", [False, True])
 def test_an_accumulator_in_the_inputs_dtype_is_off_by_far_more_than_the_tolerance_on_both_long_rows(hidden):
-    """The emulation of ACCUMULATOR_HALF: inf on the float16 row, 4 % or more off on the bfloat16 one."""
+    """The emulation of ACCUMULATOR_HALF: inf on the float16 rows, twice the tolerance off on the bfloat16 one."""
     first, second = _cases(hidden)[:2]
     wrong, _ = _half_accumulated(*first)
     assert wrong.isinf().all()
     wrong, _ = _half_accumulated(*second)
     right, _ = _half_reference(*second)
-    relative = ((wrong.double() - right.double()).abs() / right.double().abs()).amin()
-    assert relative > 0.04 > 2 * (HALF_ATOL + HALF_RTOL), relative
+    gap = (wrong.double() - right.double()).abs()
+    assert (gap > 2 * (HALF_ATOL + HALF_RTOL * right.double().abs())).all(), gap.amin()
 
 
 # ----------------------------------------------------------------------------- kernels, right and wrong
