@@ -69,14 +69,14 @@ def test_the_cases_hold_both_dtypes_ragged_blocks_and_the_two_long_rows_the_text
 
 @pytest.mark.parametrize("hidden", [False, True])
 def test_an_accumulator_in_the_inputs_dtype_is_off_by_far_more_than_the_tolerance_on_both_long_rows(hidden):
-    """The emulation of ACCUMULATOR_HALF: inf on the float16 rows, twice the tolerance off on the bfloat16 one."""
+    """The emulation of ACCUMULATOR_HALF: inf on the float16 rows, 1.5 times the tolerance or more off on the bfloat16 one."""
     first, second = _cases(hidden)[:2]
     wrong, _ = _half_accumulated(*first)
     assert wrong.isinf().all()
     wrong, _ = _half_accumulated(*second)
     right, _ = _half_reference(*second)
     gap = (wrong.double() - right.double()).abs()
-    assert (gap > 2 * (HALF_ATOL + HALF_RTOL * right.double().abs())).all(), gap.amin()
+    assert (gap > 1.5 * (HALF_ATOL + HALF_RTOL * right.double().abs())).all(), gap.amin()
 
 
 # ----------------------------------------------------------------------------- kernels, right and wrong

@@ -568,7 +568,7 @@ def _half_lse_half(query, key, value, block_q, block_k):
 #: lesson's kernel against F.scaled_dot_product_attention in float64 on the same inputs, 6 seeds × 4 shapes,
 #: is at most 9.8e-4 (float16) and 7.8e-3 (bfloat16) off in the output, 3.8e-6 in lse; with rtol = one
 #: bfloat16 step (2⁻⁷ ≈ 7.8e-3) the rest needs atol 2.2e-3. Both doubled, about; every named mistake is
-#: off by twice the tolerance or more (inf, 2.5 %, or a dtype).
+#: off by 1.5 times the tolerance or more (inf, 2.5 %, or a dtype).
 HALF_ATOL, HALF_RTOL = 5e-3, 1e-2
 
 register(
