@@ -39,6 +39,7 @@ import math
 
 import torch
 
+from .l09_flash_triton import delta_wrong_axis
 from .registry import Exercise, Mistake, register
 
 NEG_INF = float("-inf")
@@ -225,7 +226,7 @@ def _dq_hidden(generator):
     return [_dq_case(g, 1, 33, 33, 16, 12, 16, 16, True), _dq_case(g, 2, 27, 40, 20, 16, 16, 16, False)]
 
 
-def _seen(L_q, L_k, block_q, block_k, causal, whole_blocks_only=False, device=None):
+def _seen(L_q, L_k, block_q, block_k, causal, whole_blocks_only=False, device=None, short=False):
     """(L_q, L_k) bool: the (query, key) pairs a dQ program meets. It loops over the key blocks up to
     its diagonal (causal: min(start_q + block_q, L_k)) or all of them; with whole_blocks_only, up to
     the last whole block before that end (a loop that leaves the partial block out)."""
@@ -233,23 +234,32 @@ def _seen(L_q, L_k, block_q, block_k, causal, whole_blocks_only=False, device=No
     end = torch.clamp(starts + block_q, max=L_k) if causal else torch.full((L_q,), L_k, device=device)
     if whole_blocks_only:
         end = end // block_k * block_k
+    if short:  # range(0, end − BLOCK_K, BLOCK_K): the blocks that start before end − BLOCK_K
+        end = torch.clamp(torch.ceil((end - block_k).clamp(min=0) / block_k) * block_k, min=0).to(end.dtype)
     return torch.arange(L_k, device=device)[None, :] < end[:, None]
 
 
 def _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, *, delta="right", times_p=True,
-        scale_dq=True, masked=True, whole_blocks_only=False):
-    """dQ from the saved output and lse (float64), with the switches the mistakes flip."""
+        scale_dq=True, masked=True, whole_blocks_only=False, sign=1.0, key_loop_short=False, rows_run=None):
+    """dQ from the saved output and lse (float64), with the switches the mistakes flip: delta "right", "none",
+    "d_output" (dO alone) or "axis0" (summed over the block's rows); sign −1 flips dS; key_loop_short: the key
+    loop ends one block early; rows_run: the query rows some program ran (the others keep their NaN)."""
     q, k, v, o, do = (t.double() for t in (query, key, value, output, d_output))
     scale = 1 / math.sqrt(query.shape[-1])
     s = q @ k.transpose(1, 2) * scale
     p = torch.exp(s - lse.double()[..., None])  # the weights, recomputed from lse
-    seen = _seen(query.shape[1], key.shape[1], block_q, block_k, causal, whole_blocks_only, device=p.device)
+    seen = _seen(query.shape[1], key.shape[1], block_q, block_k, causal, whole_blocks_only, device=p.device,
+                 short=key_loop_short)
     keep = seen & ~torch.ones(p.shape[-2:], dtype=torch.bool, device=p.device).triu(1) if causal and masked else seen
     p = p.masked_fill(~keep, 0.0)
     dp = do @ v.transpose(1, 2)
-    D = (do * o).sum(-1) if delta == "right" else torch.zeros_like(lse.double())
-    ds = p * (dp - D[..., None]) if times_p else (dp - D[..., None]).masked_fill(~seen, 0.0)
-    return (ds @ k * (scale if scale_dq else 1.0)).to(query.dtype)
+    D = delta_wrong_axis(d_output, output, block_q) if delta == "axis0" else \
+        {"right": (do * o).sum(-1), "none": torch.zeros_like(lse.double()), "d_output": do.sum(-1)}[delta]
+    ds = sign * (p * (dp - D[..., None]) if times_p else (dp - D[..., None]).masked_fill(~seen, 0.0))
+    d_query = (ds @ k * (scale if scale_dq else 1.0)).to(query.dtype)
+    if rows_run is not None:
+        d_query[:, rows_run:] = float("nan")
+    return d_query
 
 
 def _dq_reference(query, key, value, output, lse, d_output, block_q, block_k, causal):
@@ -325,6 +335,62 @@ register(
                     "zh": "对键块的循环漏掉了不满的最后一块：range(0, L_k // BLOCK_K * BLOCK_K, BLOCK_K) 在它之前就停了，"
                     "所以最后 L_k mod BLOCK_K 个键对 dQ 没有贡献。应遍历 range(0, end, BLOCK_K)，读取时用 "
                     "columns < L_k 作掩码。",
+                },
+            ),
+            Mistake(
+                "D_FROM_D_OUTPUT",
+                _dq_mistake(delta="d_output"),
+                {
+                    "en": "D is computed from dO alone, tl.sum(do, axis=1): D = rowsum(dO ∘ O), the output's gradient "
+                    "times the output, row by row: delta = tl.sum(do * o, axis=1).",
+                    "zh": "D 只用 dO 算了，tl.sum(do, axis=1)：D = rowsum(dO ∘ O)，是输出的梯度乘以输出本身，逐行求和："
+                    "delta = tl.sum(do * o, axis=1)。",
+                },
+            ),
+            Mistake(
+                "D_WRONG_AXIS",
+                _dq_mistake(delta="axis0"),
+                {
+                    "en": "D is summed over the wrong axis: tl.sum(do * o, axis=0) adds up the block's rows, one number "
+                    "per feature, and delta[:, None] then reads them as one per query. D is one number per query "
+                    "row, summed over the features: delta = tl.sum(do * o, axis=1). (Where the feature block is not "
+                    "BLOCK_Q long, Triton refuses the shapes instead.)",
+                    "zh": "D 沿错误的轴求和了：tl.sum(do * o, axis=0) 把块里的各行加起来，每个特征得到一个数，"
+                    "而 delta[:, None] 又把它们当成每个查询一个数来读。D 是每个查询行一个数，沿特征求和："
+                    "delta = tl.sum(do * o, axis=1)。（特征块的长度不等于 BLOCK_Q 时，Triton 会直接拒绝这样的形状。）",
+                },
+            ),
+            Mistake(
+                "DS_SIGN_FLIPPED",
+                _dq_mistake(sign=-1.0),
+                {
+                    "en": "dQ has the wrong sign: dS = P ∘ (dP − D), D subtracted from dP, not dP from D: "
+                    "ds = p * (dp - delta[:, None]).",
+                    "zh": "dQ 的符号反了：dS = P ∘ (dP − D)，是从 dP 里减去 D，而不是从 D 里减去 dP："
+                    "ds = p * (dp - delta[:, None])。",
+                },
+            ),
+            Mistake(
+                "KEY_LOOP_ONE_SHORT",
+                _dq_mistake(key_loop_short=True),
+                {
+                    "en": "The key loop is one block short: range(0, end − BLOCK_K, BLOCK_K) never reaches the last key "
+                    "block a program should visit (causal: its diagonal block, so the first query block gets no "
+                    "gradient at all). Loop over range(0, end, BLOCK_K).",
+                    "zh": "键的循环少走了一块：range(0, end − BLOCK_K, BLOCK_K) 永远到不了程序应访问的最后一个键块"
+                    "（因果时就是它的对角线块，于是第一个查询块完全得不到梯度）。应遍历 range(0, end, BLOCK_K)。",
+                },
+            ),
+            Mistake(
+                "GRID_ROUNDED_DOWN",
+                lambda q, k, v, o, lse, do, bq, bk, causal: _dq(q, k, v, o, lse, do, bq, bk, causal,
+                                                               rows_run=q.shape[1] // bq * bq),
+                {
+                    "en": "The grid was rounded down, L_q // BLOCK_Q programs per batch·head: the partial last block "
+                    "of queries gets no program, and its rows of dQ keep their NaN. Round up: triton.cdiv(L_q, "
+                    "BLOCK_Q).",
+                    "zh": "网格向下取整了，每个 batch·head 只有 L_q // BLOCK_Q 个程序：不满的最后一块查询没有程序负责，"
+                    "dQ 的这些行一直是 NaN。应向上取整：triton.cdiv(L_q, BLOCK_Q)。",
                 },
             ),
         ),

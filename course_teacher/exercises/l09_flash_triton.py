@@ -796,33 +796,62 @@ def _backward_hidden(generator):
     return [_backward_case(g, 1, 33, 33, 16, 12, 16, 16, True), _backward_case(g, 2, 27, 40, 20, 16, 16, 16, False)]
 
 
-def _visited(L_q, L_k, block_q, block_k, causal, device=None):
+def _visited(L_q, L_k, block_q, block_k, causal, device=None, rows_end=None):
     """(L_q, L_k) bool: the (query, key) pairs a dK/dV program meets at all. Causal, the program of a key
-    block starts at the query block that holds its first key; every pair otherwise."""
+    block starts at the query block that holds its first key; every pair otherwise. rows_end: where the query
+    loop stops (a loop one block short: the query blocks from there on are never visited)."""
+    rows = torch.arange(L_q, device=device)[:, None]
     if not causal:
-        return torch.ones(L_q, L_k, dtype=torch.bool, device=device)
-    first_row = (torch.arange(L_k, device=device) // block_k * block_k) // block_q * block_q  # (L_k,)
-    return torch.arange(L_q, device=device)[:, None] >= first_row[None, :]
+        visited = torch.ones(L_q, L_k, dtype=torch.bool, device=device)
+    else:
+        first_row = (torch.arange(L_k, device=device) // block_k * block_k) // block_q * block_q  # (L_k,)
+        visited = rows >= first_row[None, :]
+    return visited if rows_end is None else visited & (rows < rows_end)
+
+
+def delta_wrong_axis(d_output, output, block_q):
+    """(BH, L_q) float64: D summed over the query rows of each block instead of the features,
+    tl.sum(do * o, axis=0), then read as one number per row, delta[:, None]: row start_q + i gets the sum
+    of column i over its block (0 past d_v). Only where the padded feature block is BLOCK_Q long do the
+    shapes agree; elsewhere Triton refuses the broadcast (the mistakes raise as it does)."""
+    BH, L_q, d_v = output.shape
+    if max(16, 1 << (d_v - 1).bit_length()) != block_q:
+        from triton.runtime.errors import InterpreterError  # the error a kernel with this mistake raises here
+
+        raise InterpreterError("ValueError('Cannot make_shape_compatible: incompatible dimensions')")
+    product = d_output.double() * output.double()
+    D = torch.zeros(BH, L_q, dtype=torch.float64, device=output.device)
+    for start in range(0, L_q, block_q):
+        sums = product[:, start:start + block_q].sum(1)  # (BH, d_v): one per feature
+        rows = min(block_q, L_q - start, d_v)
+        D[:, start:start + rows] = sums[:, :rows]
+    return D
 
 
 def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *, delta="right", times_p=True,
-          scale_dk=True, masked=True, sign=1.0):
+          scale_dk=True, masked=True, sign=1.0, query_loop_short=False):
     """dK and dV from the saved output and lse (float64), with the switches the mistakes flip.
 
     masked: True (columns <= rows), False, or "strict" (columns < rows); sign: −1 flips dS;
-    delta: "right", "none", "squares" (dO ∘ dO), "d_output" (dO alone)."""
+    delta: "right", "none", "squares" (dO ∘ dO), "d_output" (dO alone), "axis0" (summed over the block's rows);
+    query_loop_short: the loop over the query blocks ends one block early, range(start, L_q − BLOCK_Q, BLOCK_Q)."""
     q, k, v, o, do = (t.double() for t in (query, key, value, output, d_output))
     scale = 1 / math.sqrt(query.shape[-1])
     s = q @ k.transpose(1, 2) * scale
     p = torch.exp(s - lse.double()[..., None])
-    visited = _visited(query.shape[1], key.shape[1], block_q, block_k, causal, query.device)
+    L_q = query.shape[1]
+    rows_end = len(range(0, L_q - block_q, block_q)) * block_q if query_loop_short else None
+    visited = _visited(L_q, key.shape[1], block_q, block_k, causal, query.device, rows_end)
     if causal:
         later = torch.ones(p.shape[-2:], dtype=torch.bool, device=p.device).triu(0 if masked == "strict" else 1)
         keep = visited & ~later if masked else visited
         p = p.masked_fill(~keep, 0.0)
+    else:
+        p = p.masked_fill(~visited, 0.0)  # (all visited, but for a query loop one block short)
     d_value = p.transpose(1, 2) @ do
     dp = do @ v.transpose(1, 2)
-    D = {"right": (do * o).sum(-1), "none": torch.zeros_like(lse.double()), "squares": (do * do).sum(-1),
+    D = delta_wrong_axis(d_output, output, block_q) if delta == "axis0" else \
+        {"right": (do * o).sum(-1), "none": torch.zeros_like(lse.double()), "squares": (do * do).sum(-1),
          "d_output": do.sum(-1)}[delta]
     ds = sign * (p * (dp - D[..., None]) if times_p else (dp - D[..., None]).masked_fill(~visited, 0.0))
     d_key = ds.transpose(1, 2) @ q * (scale if scale_dk else 1.0)
@@ -920,6 +949,32 @@ register(
                     "D: ds = p * (dp - D[:, None]).",
                     "zh": "dK 的符号反了（dV 是对的）：dS = P ∘ (dP − D)，是从 dP 里减去 D，而不是从 D 里减去 dP："
                     "ds = p * (dp - D[:, None])。",
+                },
+            ),
+            Mistake(
+                "D_WRONG_AXIS",
+                _backward(delta="axis0"),
+                {
+                    "en": "D is summed over the wrong axis: tl.sum(do * o, axis=0) adds up the block's rows, one number "
+                    "per feature, and delta[:, None] then reads them as one per query. D is one number per query "
+                    "row, summed over the features: delta = tl.sum(do * o, axis=1). (Where the feature block is not "
+                    "BLOCK_Q long, Triton refuses the shapes instead.)",
+                    "zh": "D 沿错误的轴求和了：tl.sum(do * o, axis=0) 把块里的各行加起来，每个特征得到一个数，"
+                    "而 delta[:, None] 又把它们当成每个查询一个数来读。D 是每个查询行一个数，沿特征求和："
+                    "delta = tl.sum(do * o, axis=1)。（特征块的长度不等于 BLOCK_Q 时，Triton 会直接拒绝这样的形状。）",
+                },
+            ),
+            Mistake(
+                "QUERY_LOOP_ONE_SHORT",
+                _backward(query_loop_short=True),
+                {
+                    "en": "The loop over the query blocks is one block short: range(start, L_q − BLOCK_Q, BLOCK_Q) "
+                    "never reaches the last query block, so its queries add nothing to any dK or dV (with one block "
+                    "of queries the loop runs not at all). Loop over range(start, L_q, BLOCK_Q) and mask the last "
+                    "block's rows.",
+                    "zh": "对查询块的循环少走了一块：range(start, L_q − BLOCK_Q, BLOCK_Q) 永远到不了最后一个查询块，"
+                    "所以这一块的查询对 dK 和 dV 都没有贡献（查询只有一块时，循环一次都不执行）。应遍历 "
+                    "range(start, L_q, BLOCK_Q)，并给最后一块的行加掩码。",
                 },
             ),
             Mistake(
