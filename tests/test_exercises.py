@@ -347,7 +347,7 @@ def test_a_wrong_type_is_reported(exercise):
 def test_a_result_of_another_dtype_fails_naming_both_dtypes(exercise):
     # dtypes no named mistake returns (float where int64 is expected: tests/test_grading.py)
     other = {torch.float32: torch.float64, torch.float64: torch.float32, torch.bool: torch.uint8,
-             torch.int64: torch.int32}
+             torch.int64: torch.int32, torch.float16: torch.float64, torch.bfloat16: torch.float64}
     expected = _reference_outputs(exercise)[0].dtype
     solution = SOLUTIONS[exercise]
 
