@@ -18,7 +18,8 @@ bfloat16) and a few blocks of 16: a fraction of a second each, interpreted.
   program per query block looping over the key blocks it sees (causal: up to its diagonal), P recomputed
   from lse, D = rowsum(dO ∘ O) from the blocks it loads. The split of Triton's fused-attention tutorial. (P recomputed from unscaled
   scores is caught but not named: its weights reach 1e12 and more, where float32's rounding in the kernel
-  and float64's here part by more than the tolerance.)
+  and float64's here part by more than the tolerance. D_WRONG_AXIS is named where the shapes let it run, as
+  in 09.backward_dkdv.)
 - 09.flash_function: (query, key, value, d_output, block_q, block_k, causal) -> (output, d_query, d_key,
   d_value): the learner's torch.autograd.Function over their kernels of exercises 4 to 7, run forward and
   backward by the given end of the function (autograd.grad inside the call, so the kernel rule watches the
@@ -28,6 +29,13 @@ bfloat16) and a few blocks of 16: a fraction of a second each, interpreted.
   (swapped dK and dV are values there; where d_v ≠ d autograd refuses them) and a d_output that is not
   contiguous, as autograd may hand one to backward. Each case runs three kernels: one public case, one
   partial block (the kernels' own exercises test their loops); the hidden cases add one that is not causal.
+- 09.flash_forward_half: exercise 4's (query, key, value, block_q, block_k) -> (output, lse) on float16 or
+  bfloat16 inputs: output in their dtype, lse float32, every sum in float32. The reference is float64 rounded
+  once; the tolerance (HALF_ATOL, HALF_RTOL) is measured, one rounding of the output to bfloat16. Cases: a
+  float16 row whose Σ p·v passes 65,504 and a bfloat16 row whose block sums lose bits (an accumulator in the
+  inputs' dtype fails there: ACCUMULATOR_HALF), ragged blocks in both dtypes. bfloat16 runs in the interpreter
+  through ``course_utils.triton_halves``. P cast to the half dtype before its row sum is within the
+  tolerance: no case can fail it (the lesson's text says so).
 
 The first case of each exercise shows every known mistake but NO_MAX_SHIFT, which only the cases with
 values in the thousands show. Each mistake is emulated block by block as a kernel with that bug computes

@@ -30,7 +30,10 @@ with scores past 88, or with every score far below −87, show them), SCALE_PADD
 power of two) and COUNT_NOT_CLIPPED (a last query block whose loop would run a whole key block past L).
 Two mistakes are caught but left unnamed, since no emulation reproduces a real kernel's numbers within the
 tolerance: P rounded to float16 before P·V (a rounding boundary moves with float32's last bit) and the
-backward's P from unscaled scores (exp of arguments past 40 in float32). The mistakes are the kernels' own,
+backward's P from unscaled scores (exp of arguments past 40 in float32). D_WRONG_AXIS (D summed over the
+block's rows) gives numbers only where the padded feature block is BLOCK_Q long; elsewhere the interpreter
+refuses the broadcast, and the emulation raises its InterpreterError (compiled on a GPU the error is the
+compiler's: caught there, not named). The mistakes are the kernels' own,
 emulated here block by block: a mistake is
 named only when the learner's kernel gives its numbers on every case, so each emulation follows what a
 kernel with that bug computes (padding loaded as 0, the key blocks a causal program visits), and each was
