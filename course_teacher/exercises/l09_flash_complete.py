@@ -47,7 +47,7 @@ import math
 
 import torch
 
-from .l09_flash_triton import delta_wrong_axis
+from .l09_flash_triton import delta_per_block, delta_wrong_axis, padded_scale
 from .registry import Exercise, Mistake, register
 
 NEG_INF = float("-inf")
@@ -234,12 +234,15 @@ def _dq_hidden(generator):
     return [_dq_case(g, 1, 33, 33, 16, 12, 16, 16, True), _dq_case(g, 2, 27, 40, 20, 16, 16, 16, False)]
 
 
-def _seen(L_q, L_k, block_q, block_k, causal, whole_blocks_only=False, device=None, short=False):
+def _seen(L_q, L_k, block_q, block_k, causal, whole_blocks_only=False, device=None, short=False,
+          before_diagonal=False):
     """(L_q, L_k) bool: the (query, key) pairs a dQ program meets. It loops over the key blocks up to
     its diagonal (causal: min(start_q + block_q, L_k)) or all of them; with whole_blocks_only, up to
     the last whole block before that end (a loop that leaves the partial block out)."""
     starts = torch.arange(L_q, device=device) // block_q * block_q  # each query's block start
     end = torch.clamp(starts + block_q, max=L_k) if causal else torch.full((L_q,), L_k, device=device)
+    if causal and before_diagonal:  # range(0, start_q, BLOCK_K): the diagonal block never loaded
+        end = starts
     if whole_blocks_only:
         end = end // block_k * block_k
     if short:  # range(0, end − BLOCK_K, BLOCK_K): the blocks that start before end − BLOCK_K
@@ -248,23 +251,28 @@ def _seen(L_q, L_k, block_q, block_k, causal, whole_blocks_only=False, device=No
 
 
 def _dq(query, key, value, output, lse, d_output, block_q, block_k, causal, *, delta="right", times_p=True,
-        scale_dq=True, masked=True, whole_blocks_only=False, sign=1.0, key_loop_short=False, rows_run=None):
+        scale_dq=1, masked=True, whole_blocks_only=False, sign=1.0, key_loop_short=False, rows_run=None,
+        padded=False, before_diagonal=False):
     """dQ from the saved output and lse (float64), with the switches the mistakes flip: delta "right", "none",
-    "d_output" (dO alone) or "axis0" (summed over the block's rows); sign −1 flips dS; key_loop_short: the key
-    loop ends one block early; rows_run: the query rows some program ran (the others keep their NaN)."""
+    "d_output" (dO alone), "axis0" (summed over the block's rows) or "block" (over its rows and features); sign
+    −1 flips dS; scale_dq: how many times dQ is scaled (0, 1, 2); masked: True, False or "strict" (columns <
+    rows); key_loop_short: the key loop ends one block early; rows_run: the query rows some program ran (the
+    others keep their NaN); padded: the scale 1/√BLOCK_D; before_diagonal (causal): the loop ends at start_q."""
     q, k, v, o, do = (t.double() for t in (query, key, value, output, d_output))
-    scale = 1 / math.sqrt(query.shape[-1])
+    scale = padded_scale(query.shape[-1]) if padded else 1 / math.sqrt(query.shape[-1])
     s = q @ k.transpose(1, 2) * scale
     p = torch.exp(s - lse.double()[..., None])  # the weights, recomputed from lse
     seen = _seen(query.shape[1], key.shape[1], block_q, block_k, causal, whole_blocks_only, device=p.device,
-                 short=key_loop_short)
-    keep = seen & ~torch.ones(p.shape[-2:], dtype=torch.bool, device=p.device).triu(1) if causal and masked else seen
+                 short=key_loop_short, before_diagonal=before_diagonal)
+    later = torch.ones(p.shape[-2:], dtype=torch.bool, device=p.device).triu(0 if masked == "strict" else 1)
+    keep = seen & ~later if causal and masked else seen
     p = p.masked_fill(~keep, 0.0)
     dp = do @ v.transpose(1, 2)
     D = delta_wrong_axis(d_output, output, block_q) if delta == "axis0" else \
+        delta_per_block(d_output, output, block_q) if delta == "block" else \
         {"right": (do * o).sum(-1), "none": torch.zeros_like(lse.double()), "d_output": do.sum(-1)}[delta]
     ds = sign * (p * (dp - D[..., None]) if times_p else (dp - D[..., None]).masked_fill(~seen, 0.0))
-    d_query = (ds @ k * (scale if scale_dq else 1.0)).to(query.dtype)
+    d_query = (ds @ k * scale ** scale_dq).to(query.dtype)
     if rows_run is not None:
         d_query[:, rows_run:] = float("nan")
     return d_query
@@ -315,7 +323,7 @@ register(
             ),
             Mistake(
                 "DQ_UNSCALED",
-                _dq_mistake(scale_dq=False),
+                _dq_mistake(scale_dq=0),
                 {
                     "en": "dQ misses the scale: S = Q Kᵀ · scale, so dQ = dS K · scale. Multiply once, when you "
                     "store it.",
@@ -376,6 +384,58 @@ register(
                     "ds = p * (dp - delta[:, None]).",
                     "zh": "dQ 的符号反了：dS = P ∘ (dP − D)，是从 dP 里减去 D，而不是从 D 里减去 dP："
                     "ds = p * (dp - delta[:, None])。",
+                },
+            ),
+            Mistake(
+                "D_PER_BLOCK",
+                _dq_mistake(delta="block"),
+                {
+                    "en": "D is summed over the whole query block, rows and features, one number for every row: "
+                    "D is one number per query row, delta = tl.sum(do * o, axis=1), summed over the features only.",
+                    "zh": "D 对整个查询块求了和，行和特征都加了进去，每一行用的都是同一个数：D 是每个查询行一个数，"
+                    "只沿特征求和：delta = tl.sum(do * o, axis=1)。",
+                },
+            ),
+            Mistake(
+                "DQ_SCALED_TWICE",
+                _dq_mistake(scale_dq=2),
+                {
+                    "en": "dQ is scaled twice, dS K · scale²: S = Q Kᵀ · scale, so dQ = dS K · scale, once.",
+                    "zh": "dQ 被缩放了两次，成了 dS K · scale²：S = Q Kᵀ · scale，所以 dQ = dS K · scale，只乘一次。",
+                },
+            ),
+            Mistake(
+                "SCALE_PADDED_D",
+                _dq_mistake(padded=True),
+                {
+                    "en": "The scale is 1/√BLOCK_D, the head size rounded up to the block's power of two, not 1/√d of "
+                    "the real head: P is recomputed from the wrong scores and dQ scaled by the wrong factor. Pass "
+                    "1 / math.sqrt(d) from the function.",
+                    "zh": "缩放用了 1/√BLOCK_D，即向上取到块的 2 的幂的头维度，而不是真实头维度的 1/√d：P 是用错误的分数重新算的，"
+                    "dQ 也乘错了因子。应由函数传入 1 / math.sqrt(d)。",
+                },
+            ),
+            Mistake(
+                "DIAGONAL_EXCLUDED",
+                _dq_mistake(masked="strict"),
+                {
+                    "en": "The causal mask is columns < rows: the recomputed P drops each query's weight on itself, "
+                    "which the forward kept. Keep the keys up to and including the query: columns[None, :] <= "
+                    "rows[:, None].",
+                    "zh": "因果掩码写成了 columns < rows：重新算出的 P 去掉了每个查询对它自己的权重，而前向是保留了的。"
+                    "应保留直到查询本身（含）的键：columns[None, :] <= rows[:, None]。",
+                },
+            ),
+            Mistake(
+                "DIAGONAL_SKIPPED",
+                _dq_mistake(before_diagonal=True),
+                {
+                    "en": "With causal=True the key loop stops before the diagonal block: range(0, start_q, BLOCK_K) "
+                    "loads only the keys wholly before the program's first query, so each query misses the keys of "
+                    "its own block (itself included). End at tl.minimum(start_q + BLOCK_Q, L_k) and mask that block.",
+                    "zh": "causal=True 时，键的循环在对角线块之前就停了：range(0, start_q, BLOCK_K) 只读入完全位于本程序第一个查询"
+                    "之前的键，于是每个查询都漏掉了自己所在块里的键（包括它自己）。应结束于 tl.minimum(start_q + BLOCK_Q, L_k)，"
+                    "并给那一块加掩码。",
                 },
             ),
             Mistake(

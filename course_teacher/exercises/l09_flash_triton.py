@@ -799,17 +799,31 @@ def _backward_hidden(generator):
     return [_backward_case(g, 1, 33, 33, 16, 12, 16, 16, True), _backward_case(g, 2, 27, 40, 20, 16, 16, 16, False)]
 
 
-def _visited(L_q, L_k, block_q, block_k, causal, device=None, rows_end=None):
+def _visited(L_q, L_k, block_q, block_k, causal, device=None, rows_end=None, skip_diagonal=False):
     """(L_q, L_k) bool: the (query, key) pairs a dK/dV program meets at all. Causal, the program of a key
-    block starts at the query block that holds its first key; every pair otherwise. rows_end: where the query
-    loop stops (a loop one block short: the query blocks from there on are never visited)."""
+    block starts at the query block that holds its first key (skip_diagonal: at the block after it); every
+    pair otherwise. rows_end: where the query loop stops (the query blocks from there on are never visited)."""
     rows = torch.arange(L_q, device=device)[:, None]
     if not causal:
         visited = torch.ones(L_q, L_k, dtype=torch.bool, device=device)
     else:
         first_row = (torch.arange(L_k, device=device) // block_k * block_k) // block_q * block_q  # (L_k,)
-        visited = rows >= first_row[None, :]
+        visited = rows >= first_row[None, :] + (block_q if skip_diagonal else 0)
     return visited if rows_end is None else visited & (rows < rows_end)
+
+
+def delta_per_block(d_output, output, block_q):
+    """(BH, L_q) float64: D summed over the query rows of each block too, one number per block
+    (tl.sum(tl.sum(do * o, axis=1), axis=0)), each row of the block given that total."""
+    D = (d_output.double() * output.double()).sum(-1)
+    for start in range(0, D.shape[1], block_q):
+        D[:, start:start + block_q] = D[:, start:start + block_q].sum(1, keepdim=True)
+    return D
+
+
+def padded_scale(d):
+    """1/√BLOCK_D: the scale of a head size rounded up to the block's power of two (≥ 16), a mistake."""
+    return 1 / math.sqrt(max(16, _next_power_of_2(d)))
 
 
 def delta_wrong_axis(d_output, output, block_q):
@@ -832,19 +846,25 @@ def delta_wrong_axis(d_output, output, block_q):
 
 
 def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *, delta="right", times_p=True,
-          scale_dk=True, masked=True, sign=1.0, query_loop_short=False):
+          scale_dk=1, masked=True, sign=1.0, query_loop_short=False, whole_query_blocks=False, padded=False,
+          skip_diagonal=False, store_at_query_offset=False, keys_run=None):
     """dK and dV from the saved output and lse (float64), with the switches the mistakes flip.
 
     masked: True (columns <= rows), False, or "strict" (columns < rows); sign: −1 flips dS;
-    delta: "right", "none", "squares" (dO ∘ dO), "d_output" (dO alone), "axis0" (summed over the block's rows);
-    query_loop_short: the loop over the query blocks ends one block early, range(start, L_q − BLOCK_Q, BLOCK_Q)."""
+    delta: "right", "none", "squares" (dO ∘ dO), "d_output" (dO alone), "axis0" (summed over the block's rows),
+    "block" (summed over the block's rows and features); scale_dk: how many times dK is scaled (0, 1, 2);
+    query_loop_short: the query loop ends one block early, range(start, L_q − BLOCK_Q, BLOCK_Q);
+    whole_query_blocks: it runs L_q // BLOCK_Q blocks; padded: the scale is 1/√BLOCK_D; skip_diagonal (causal):
+    the loop starts one query block after the key block's first query; store_at_query_offset: program i stores
+    its rows at i · BLOCK_Q instead of i · BLOCK_K; keys_run: the key rows some program ran (a grid rounded down)."""
     q, k, v, o, do = (t.double() for t in (query, key, value, output, d_output))
-    scale = 1 / math.sqrt(query.shape[-1])
+    scale = padded_scale(query.shape[-1]) if padded else 1 / math.sqrt(query.shape[-1])
     s = q @ k.transpose(1, 2) * scale
     p = torch.exp(s - lse.double()[..., None])
     L_q = query.shape[1]
-    rows_end = len(range(0, L_q - block_q, block_q)) * block_q if query_loop_short else None
-    visited = _visited(L_q, key.shape[1], block_q, block_k, causal, query.device, rows_end)
+    rows_end = len(range(0, L_q - block_q, block_q)) * block_q if query_loop_short else \
+        L_q // block_q * block_q if whole_query_blocks else None
+    visited = _visited(L_q, key.shape[1], block_q, block_k, causal, query.device, rows_end, skip_diagonal)
     if causal:
         later = torch.ones(p.shape[-2:], dtype=torch.bool, device=p.device).triu(0 if masked == "strict" else 1)
         keep = visited & ~later if masked else visited
@@ -854,11 +874,30 @@ def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *,
     d_value = p.transpose(1, 2) @ do
     dp = do @ v.transpose(1, 2)
     D = delta_wrong_axis(d_output, output, block_q) if delta == "axis0" else \
+        delta_per_block(d_output, output, block_q) if delta == "block" else \
         {"right": (do * o).sum(-1), "none": torch.zeros_like(lse.double()), "squares": (do * do).sum(-1),
          "d_output": do.sum(-1)}[delta]
     ds = sign * (p * (dp - D[..., None]) if times_p else (dp - D[..., None]).masked_fill(~visited, 0.0))
-    d_key = ds.transpose(1, 2) @ q * (scale if scale_dk else 1.0)
+    d_key = ds.transpose(1, 2) @ q * scale ** scale_dk
+    if store_at_query_offset:
+        d_key, d_value = (_stored_at_query_offset(t, block_q, block_k) for t in (d_key, d_value))
+    if keys_run is not None:  # the key rows no program ran keep the NaN they were allocated with
+        d_key[:, keys_run:], d_value[:, keys_run:] = float("nan"), float("nan")
     return d_key.to(key.dtype), d_value.to(value.dtype)
+
+
+def _stored_at_query_offset(rows, block_q, block_k):
+    """What a dK/dV kernel stores when program i writes its BLOCK_K rows at i · BLOCK_Q (masked < L_k): the
+    rows no program reaches keep the NaN they were allocated with; where two programs' rows overlap, the
+    later program's (the interpreter runs them in order). A program's rows past L_k hold 0 (no key there)."""
+    BH, L_k, width = rows.shape
+    padded = torch.cat([rows, rows.new_zeros(BH, block_k, width)], dim=1)
+    stored = torch.full_like(rows, float("nan"))
+    for program in range(-(-L_k // block_k)):
+        at = program * block_q
+        count = max(0, min(block_k, L_k - at))
+        stored[:, at:at + count] = padded[:, program * block_k:program * block_k + count]
+    return stored
 
 
 def _backward_reference(query, key, value, output, lse, d_output, block_q, block_k, causal):
@@ -917,7 +956,7 @@ register(
             ),
             Mistake(
                 "DK_UNSCALED",
-                _backward(scale_dk=False),
+                _backward(scale_dk=0),
                 {
                     "en": "dK misses the scale: S = q kᵀ · scale, so dK = dSᵀ Q · scale (dV is right).",
                     "zh": "dK 少乘了缩放：S = q kᵀ · scale，所以 dK = dSᵀ Q · scale（dV 是对的）。",
@@ -978,6 +1017,94 @@ register(
                     "zh": "对查询块的循环少走了一块：range(start, L_q − BLOCK_Q, BLOCK_Q) 永远到不了最后一个查询块，"
                     "所以这一块的查询对 dK 和 dV 都没有贡献（查询只有一块时，循环一次都不执行）。应遍历 "
                     "range(start, L_q, BLOCK_Q)，并给最后一块的行加掩码。",
+                },
+            ),
+            Mistake(
+                "D_PER_BLOCK",
+                _backward(delta="block"),
+                {
+                    "en": "D is summed over the whole query block, rows and features, one number for every row: "
+                    "D is one number per query row, delta = tl.sum(do * o, axis=1), summed over the features only.",
+                    "zh": "D 对整个查询块求了和，行和特征都加了进去，每一行用的都是同一个数：D 是每个查询行一个数，"
+                    "只沿特征求和：delta = tl.sum(do * o, axis=1)。",
+                },
+            ),
+            Mistake(
+                "DK_SCALED_TWICE",
+                _backward(scale_dk=2),
+                {
+                    "en": "dK is scaled twice, dSᵀ Q · scale²: S = Q Kᵀ · scale, so dK = dSᵀ Q · scale, once (dV is "
+                    "right).",
+                    "zh": "dK 被缩放了两次，成了 dSᵀ Q · scale²：S = Q Kᵀ · scale，所以 dK = dSᵀ Q · scale，只乘一次"
+                    "（dV 是对的）。",
+                },
+            ),
+            Mistake(
+                "SCALE_PADDED_D",
+                _backward(padded=True),
+                {
+                    "en": "The scale is 1/√BLOCK_D, the head size rounded up to the block's power of two, not 1/√d of "
+                    "the real head: P is recomputed from the wrong scores and dK scaled by the wrong factor. Pass "
+                    "1 / math.sqrt(d) from the function.",
+                    "zh": "缩放用了 1/√BLOCK_D，即向上取到块的 2 的幂的头维度，而不是真实头维度的 1/√d：P 是用错误的分数重新算的，"
+                    "dK 也乘错了因子。应由函数传入 1 / math.sqrt(d)。",
+                },
+            ),
+            Mistake(
+                "CAUSAL_IGNORED",
+                lambda q, k, v, o, lse, do, bq, bk, causal: _dkdv(q, k, v, o, lse, do, bq, bk, False),
+                {
+                    "en": "With causal=True the kernel visits every query block and never masks: the recomputed P "
+                    "gives the keys after each query the weight the forward never gave them. Start the loop at the "
+                    "query block that holds the key block's first key and keep columns[None, :] <= rows[:, None].",
+                    "zh": "causal=True 时，核函数访问了所有查询块，而且从不加掩码：重新算出的 P 给了每个查询之后的键权重，"
+                    "而前向从来没有给过。循环应从包含键块第一个键的那个查询块开始，并保留 columns[None, :] <= rows[:, None]。",
+                },
+            ),
+            Mistake(
+                "DIAGONAL_SKIPPED",
+                _backward(skip_diagonal=True),
+                {
+                    "en": "With causal=True the query loop starts one block too late, after the query block that holds "
+                    "the key block's first key: the queries on the diagonal, which see these keys, add nothing. "
+                    "Start at (start_k // BLOCK_Q) * BLOCK_Q and mask that block.",
+                    "zh": "causal=True 时，查询的循环晚开始了一块，从包含键块第一个键的查询块之后才开始：对角线上那些能看到这些键的查询"
+                    "没有贡献。应从 (start_k // BLOCK_Q) * BLOCK_Q 开始，并给这一块加掩码。",
+                },
+            ),
+            Mistake(
+                "LAST_QUERY_BLOCK_MISSING",
+                _backward(whole_query_blocks=True),
+                {
+                    "en": "The query loop leaves out the partial last block: L_q // BLOCK_Q blocks, rounded down, so "
+                    "the last L_q mod BLOCK_Q queries add nothing to dK and dV. Loop over triton.cdiv(L_q, BLOCK_Q) "
+                    "blocks (range(start, L_q, BLOCK_Q)) and mask the last one's rows.",
+                    "zh": "查询的循环漏掉了不满的最后一块：L_q // BLOCK_Q 是向下取整的块数，于是最后 L_q mod BLOCK_Q 个查询对 dK 和 "
+                    "dV 没有贡献。应遍历 triton.cdiv(L_q, BLOCK_Q) 个块（range(start, L_q, BLOCK_Q)），并给最后一块的行加掩码。",
+                },
+            ),
+            Mistake(
+                "GRID_ROUNDED_DOWN",
+                lambda q, k, v, o, lse, do, bq, bk, causal: _dkdv(q, k, v, o, lse, do, bq, bk, causal,
+                                                                 keys_run=k.shape[1] // bk * bk),
+                {
+                    "en": "The grid was rounded down, L_k // BLOCK_K programs per batch·head: the partial last block "
+                    "of keys gets no program, and its rows of dK and dV keep their NaN. Round up: triton.cdiv(L_k, "
+                    "BLOCK_K).",
+                    "zh": "网格向下取整了，每个 batch·head 只有 L_k // BLOCK_K 个程序：不满的最后一块键没有程序负责，"
+                    "dK 和 dV 的这些行一直是 NaN。应向上取整：triton.cdiv(L_k, BLOCK_K)。",
+                },
+            ),
+            Mistake(
+                "STORED_AT_QUERY_OFFSET",
+                _backward(store_at_query_offset=True),
+                {
+                    "en": "dK and dV are stored at the query block's offset, program_id(0) · BLOCK_Q: a program owns the "
+                    "BLOCK_K keys from program_id(0) · BLOCK_K, and stores its rows there, columns = start_k + "
+                    "tl.arange(0, BLOCK_K). Where BLOCK_Q ≠ BLOCK_K the rows land elsewhere (or nowhere: NaN).",
+                    "zh": "dK 和 dV 存到了查询块的偏移 program_id(0) · BLOCK_Q 处：一个程序负责的是从 program_id(0) · BLOCK_K "
+                    "开始的 BLOCK_K 个键，也应存到那里，columns = start_k + tl.arange(0, BLOCK_K)。BLOCK_Q ≠ BLOCK_K 时，"
+                    "这些行会落到别处（或者哪里都没写：NaN）。",
                 },
             ),
             Mistake(

@@ -672,7 +672,8 @@ check("09.causal_forward", causal_forward)
 # and lse $(BH, L_q)$, and d_output $(BH, L_q, d_v)$: launch one program per key block (a kernel
 # defined inside the function) that loops over the query blocks, computes $D$ from the blocks of dO and
 # O it loads, recomputes $P$ from lse (masked when `causal`, where $L_q = L_k$) and accumulates dK and dV. Return `(d_key, d_value)`, the
-# gradients of $\sum \text{output} \circ \text{d\_output}$ with respect to key and value, float32. The
+# gradients of $\sum \text{output} \circ \text{d\_output}$ with respect to key and value, float32,
+# allocated with `torch.full(..., float("nan"))` so that a row your kernel never stores shows. The
 # check compares their numbers with PyTorch's gradients. It refuses `torch.autograd.grad`,
 # `Tensor.backward`, `torch.matmul`, `torch.bmm`, `torch.einsum`, and the course's
 # `flash_triton.flash_backward` and `tiled.tiled_backward`.
@@ -682,7 +683,7 @@ check("09.causal_forward", causal_forward)
 # %% [markdown] tags=["lang-zh"] en_hash="01bd398c7e"
 # ### 练习 6：dK/dV 核函数
 #
-# 写出 `backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal)`，其中 query 为 $(BH, L_q, d)$，key 为 $(BH, L_k, d)$，value 为 $(BH, L_k, d_v)$，output $(BH, L_q, d_v)$ 和 lse $(BH, L_q)$ 是前向的结果，d_output 为 $(BH, L_q, d_v)$，都是 float32：为每个键块启动一个程序（核函数定义在函数内部），遍历各个查询块，用读入的 dO 和 O 的块算出 $D$，用 lse 重新算出 $P$（`causal` 时加掩码，此时 $L_q = L_k$），累加 dK 和 dV。返回 `(d_key, d_value)`，即 $\sum \text{output} \circ \text{d\_output}$ 对 key 和 value 的梯度，float32。检查会把它们与 PyTorch 算出的梯度比较（数值）。检查不接受 `torch.autograd.grad`、`Tensor.backward`、`torch.matmul`、`torch.bmm`、`torch.einsum`，也不接受课程自带的 `flash_triton.flash_backward` 和 `tiled.tiled_backward`。
+# 写出 `backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal)`，其中 query 为 $(BH, L_q, d)$，key 为 $(BH, L_k, d)$，value 为 $(BH, L_k, d_v)$，output $(BH, L_q, d_v)$ 和 lse $(BH, L_q)$ 是前向的结果，d_output 为 $(BH, L_q, d_v)$，都是 float32：为每个键块启动一个程序（核函数定义在函数内部），遍历各个查询块，用读入的 dO 和 O 的块算出 $D$，用 lse 重新算出 $P$（`causal` 时加掩码，此时 $L_q = L_k$），累加 dK 和 dV。返回 `(d_key, d_value)`，即 $\sum \text{output} \circ \text{d\_output}$ 对 key 和 value 的梯度，float32，用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的行会显现出来。检查会把它们与 PyTorch 算出的梯度比较（数值）。检查不接受 `torch.autograd.grad`、`Tensor.backward`、`torch.matmul`、`torch.bmm`、`torch.einsum`，也不接受课程自带的 `flash_triton.flash_backward` 和 `tiled.tiled_backward`。
 #
 # 与练习 3 一样，float32 的 `tl.dot` 要写 `input_precision="ieee"`，并在输入所在的设备上分配张量。
 
@@ -746,7 +747,7 @@ def backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, ca
     output, d_output, lse = output.contiguous(), d_output.contiguous(), lse.contiguous()
     BH, L_q, d = query.shape
     L_k, d_v = key.shape[1], value.shape[2]
-    d_key, d_value = torch.empty_like(key), torch.empty_like(value)
+    d_key, d_value = torch.full_like(key, float("nan")), torch.full_like(value, float("nan"))
     dkdv_kernel[(triton.cdiv(L_k, block_k), BH)](query, key, value, output, d_output, lse, d_key, d_value,
                                                  L_q, L_k, d, d_v, 1 / math.sqrt(d), CAUSAL=causal,
                                                  BLOCK_Q=block_q, BLOCK_K=block_k,
