@@ -99,22 +99,31 @@ def _padded(x, block, value):
     return torch.nn.functional.pad(x.double(), (0, -n % block), value=value)
 
 
-def _blocks_online(x, block, *, rescale=True, pad=NEG_INF, whole_blocks_only=False):
+def _blocks_online(x, block, *, rescale=True, pad=NEG_INF, whole_blocks_only=False, m_start=NEG_INF,
+                   one_block_short=False):
     """What a two-pass kernel computes (float64): the running max and sum over the blocks, then
-    exp(x − m) / ℓ written block by block; the switches are the mistakes."""
+    exp(x − m) / ℓ written block by block; the switches are the mistakes (rescale "inverted": ℓ times
+    exp(m_new − m); m_start 0: the running max from 0, its exps in float32 as the kernel's, where a row far
+    below zero sums to 0; one_block_short: both loops run cdiv(n, BLOCK) − 1 blocks)."""
     R, n = x.shape
     end = n // block * block if whole_blocks_only else n  # range(0, n // BLOCK * BLOCK, BLOCK): the last left out
+    if one_block_short:
+        end = (-(-n // block) - 1) * block
     padded = _padded(x[:, :end], block, pad)
-    m = torch.full((R,), NEG_INF, dtype=torch.float64, device=x.device)
+    m = torch.full((R,), m_start, dtype=torch.float64, device=x.device)
     ell = torch.zeros(R, dtype=torch.float64, device=x.device)
+    exp = (lambda t: torch.exp(t.float()).double()) if m_start != NEG_INF else torch.exp
     for start in range(0, padded.shape[1], block):
         xb = padded[:, start:start + block]
         m_new = torch.maximum(m, xb.amax(-1))
         safe = torch.where(m_new == NEG_INF, torch.zeros_like(m_new), m_new)
-        ell = (ell * torch.exp(m - safe) if rescale else ell) + torch.exp(xb - safe[:, None]).sum(-1)
+        if rescale == "inverted":  # exp(m_new − m): inf at the first block, where m is −∞ and ℓ is 0
+            ell = ell * torch.exp(m_new - m) + torch.exp(xb - m_new[:, None]).sum(-1)
+        else:
+            ell = (ell * exp(m - safe) if rescale else ell) + exp(xb - safe[:, None]).sum(-1)
         m = m_new
     out = torch.full((R, n), float("nan"), dtype=torch.float64, device=x.device)  # as allocated: the text says NaN
-    out[:, :end] = torch.exp(x[:, :end].double() - m[:, None]) / ell[:, None]
+    out[:, :end] = exp(x[:, :end].double() - m[:, None]) / ell[:, None]
     return out.to(torch.float32)
 
 
@@ -170,6 +179,41 @@ register(
                     "zh": "循环在不满的最后一块之前就停了：range(0, n // BLOCK * BLOCK, BLOCK) 漏掉了最后 n mod BLOCK 列，"
                     "它们既没有加进和里，也从来没有写出（一直是 NaN）。应遍历 range(0, n, BLOCK)，"
                     "读和写都用 columns < n 作掩码。",
+                },
+            ),
+            Mistake(
+                "M_FROM_ZERO",
+                lambda x, block: _blocks_online(x, block, m_start=0.0),
+                {
+                    "en": "The running max starts at 0 instead of −∞: right while some value of a row is above about "
+                    "−87, but a row whose values all lie far below that sums exp(x − 0), which underflows float32 to "
+                    "0: ℓ = 0 and the weights 0 / 0 = NaN. Start it at −∞, m = float('-inf') (tl.full((), "
+                    "float('-inf'), tl.float32)): the first block's max then takes its place.",
+                    "zh": "运行最大值从 0 而不是 −∞ 开始：只要一行里有值高于大约 −87 就没问题，但如果一行的值全都远低于它，"
+                    "求的就是 exp(x − 0)，在 float32 中下溢为 0：ℓ = 0，权重成了 0 / 0 = NaN。应从 −∞ 开始，"
+                    "m = float('-inf')（tl.full((), float('-inf'), tl.float32)）：第一个块的最大值自然会取代它。",
+                },
+            ),
+            Mistake(
+                "RESCALE_INVERTED",
+                lambda x, block: _blocks_online(x, block, rescale="inverted"),
+                {
+                    "en": "The running sum is rescaled the wrong way up, ℓ · exp(m_new − m): when the max grows, what ℓ "
+                    "summed as exp(x − m_old) must shrink, ℓ · exp(m_old − m_new) (at the first block m_old = −∞ "
+                    "makes yours inf · 0 = NaN).",
+                    "zh": "累计和的缩放因子上下颠倒了，写成了 ℓ · exp(m_new − m)：最大值变大时，ℓ 里按 exp(x − m_old) 加起来的部分"
+                    "应该缩小，即 ℓ · exp(m_old − m_new)（在第一块，m_old = −∞ 让你的写法得到 inf · 0 = NaN）。",
+                },
+            ),
+            Mistake(
+                "LOOP_ONE_SHORT",
+                lambda x, block: _blocks_online(x, block, one_block_short=True),
+                {
+                    "en": "Both loops are one block short: cdiv(n, BLOCK) − 1 blocks, range(0, n − BLOCK, BLOCK), never "
+                    "reach the last block, whose columns are missing from the sum and never written (NaN). Loop over "
+                    "range(0, n, BLOCK) and mask the last block.",
+                    "zh": "两个循环都少走了一块：cdiv(n, BLOCK) − 1 个块，即 range(0, n − BLOCK, BLOCK)，永远到不了最后一块，"
+                    "它的列既没有加进和里，也从来没有写出（NaN）。应遍历 range(0, n, BLOCK)，并给最后一块加掩码。",
                 },
             ),
             Mistake(
@@ -491,28 +535,40 @@ def _function_hidden(generator):
             _function_case(g, 2, 13, 19, 16, 12, 16, 16, False)]
 
 
-def _gradients(query, key, value, output, lse, d_output, causal):
-    """dQ, dK and dV (float64) from the saved output and lse, P recomputed from lse (masked when `causal`)."""
+def _gradients(query, key, value, output, lse, d_output, causal, dq_causal=None):
+    """dQ, dK and dV (float64) from the saved output and lse, P recomputed from lse (masked when `causal`;
+    dQ's by `dq_causal` when given)."""
     q, k, v, o, do = (t.double() for t in (query, key, value, output, d_output))
     scale = 1 / math.sqrt(query.shape[-1])
-    p = torch.exp(q @ k.transpose(1, 2) * scale - lse.double()[..., None])
-    if causal:
-        p = p.masked_fill(torch.ones(p.shape[-2:], dtype=torch.bool, device=p.device).triu(1), 0.0)
+    unmasked = torch.exp(q @ k.transpose(1, 2) * scale - lse.double()[..., None])
+    later = torch.ones(unmasked.shape[-2:], dtype=torch.bool, device=unmasked.device).triu(1)
+    p = unmasked.masked_fill(later, 0.0) if causal else unmasked
+    dq_causal = causal if dq_causal is None else dq_causal
+    p_dq = unmasked.masked_fill(later, 0.0) if dq_causal else unmasked
     D = (do * o).sum(-1, keepdim=True)
-    ds = p * (do @ v.transpose(1, 2) - D)
-    return ds @ k * scale, ds.transpose(1, 2) @ q * scale, p.transpose(1, 2) @ do
+    dp = do @ v.transpose(1, 2)
+    ds, ds_dq = p * (dp - D), p_dq * (dp - D)
+    return ds_dq @ k * scale, ds.transpose(1, 2) @ q * scale, p.transpose(1, 2) @ do
 
 
 def _function(query, key, value, d_output, block_q, block_k, causal, *, forward_causal=None, backward_causal=None,
-              order="right"):
+              order="right", dq_causal=None, rows_read=False):
     """(output, d_query, d_key, d_value) float32, as the learner's Function gives them, with the switches the
-    mistakes flip: which causal flag the forward and the backward use; order "swapped" returns dV for key and
-    dK for value, "no_dq" None for query (autograd.grad makes it zeros)."""
+    mistakes flip: which causal flag the forward and the backward use (dq_causal: the dQ kernel's alone); order
+    "swapped" returns dV for key and dK for value, "kqv" (dK, dQ, dV), "no_dq" None for query (autograd.grad
+    makes it zeros); rows_read: the kernels read d_output as contiguous rows whatever its strides."""
     with torch.no_grad():
         forward_causal = causal if forward_causal is None else forward_causal
         backward_causal = causal if backward_causal is None else backward_causal
         output, lse = _attention(query.double(), key.double(), value.double(), forward_causal)
-        d_query, d_key, d_value = _gradients(query, key, value, output, lse, d_output, backward_causal)
+        if rows_read:  # its storage read as if it were (BH, L_q, d_v) row by row
+            BH, L_q, d_v = d_output.shape
+            d_output = d_output.as_strided((BH, L_q, d_v), (L_q * d_v, d_v, 1))
+        d_query, d_key, d_value = _gradients(query, key, value, output, lse, d_output, backward_causal, dq_causal)
+        if order == "kqv":
+            if d_key.shape != d_query.shape:
+                raise RuntimeError("FlashAttentionBackward returned an invalid gradient at index 0")
+            d_query, d_key = d_key, d_query
         if order == "swapped":
             if d_key.shape != d_value.shape:  # what autograd raises for a gradient of another shape
                 raise RuntimeError("FlashAttentionBackward returned an invalid gradient at index 1")
@@ -580,6 +636,51 @@ register(
                     "zh": "causal 从来没有用上：forward 总是调用练习 4 的核函数，backward 调用核函数时也不加掩码，"
                     "所以因果的调用也看到了所有的键。causal=True 时，forward 要调用 causal_forward（用它的 output 和 lse；"
                     "loaded 用不到），并把 causal 传给反向的核函数。",
+                },
+            ),
+            Mistake(
+                "CAUSAL_IGNORED_IN_FORWARD",
+                _function_mistake(forward_causal=False),
+                {
+                    "en": "forward ignores causal: it always runs the kernel of exercise 4, so a causal call's output "
+                    "attends to every key (backward, with causal, then recomputes its weights from that lse). With "
+                    "causal=True run causal_forward in forward (its output and lse).",
+                    "zh": "forward 忽略了 causal：它总是调用练习 4 的核函数，于是因果调用的输出看到了所有的键"
+                    "（而 backward 带着 causal，用这个 lse 重新算权重）。causal=True 时，forward 要调用 causal_forward"
+                    "（用它的 output 和 lse）。",
+                },
+            ),
+            Mistake(
+                "CAUSAL_DROPPED_IN_DQ",
+                _function_mistake(dq_causal=False),
+                {
+                    "en": "d_key and d_value are right, but the dQ kernel runs without causal: the weights it recomputes "
+                    "include the keys after each query. Pass causal to backward_dq as to backward_dkdv.",
+                    "zh": "d_key 和 d_value 是对的，但 dQ 核函数调用时没有带上 causal：它重新算出的权重包含了每个查询之后的键。"
+                    "要像传给 backward_dkdv 那样，把 causal 也传给 backward_dq。",
+                },
+            ),
+            Mistake(
+                "GRADIENTS_OUT_OF_ORDER",
+                _function_mistake(order="kqv"),
+                {
+                    "en": "backward returns the gradients out of order, (dK, dQ, dV): autograd matches them to forward's "
+                    "arguments by position, so query gets dK and key gets dQ. Return (d_query, d_key, d_value, None, "
+                    "None, None).",
+                    "zh": "backward 返回梯度的顺序不对，写成了 (dK, dQ, dV)：autograd 按位置把它们对应到 forward 的参数上，"
+                    "于是 query 得到了 dK，key 得到了 dQ。应返回 (d_query, d_key, d_value, None, None, None)。",
+                },
+            ),
+            Mistake(
+                "D_OUTPUT_NOT_CONTIGUOUS",
+                _function_mistake(rows_read=True),
+                {
+                    "en": "backward hands d_output to the kernels as autograd gave it, not contiguous, and the kernels "
+                    "read it as rows of d_v numbers (offsets row · d_v + column): they read other numbers. Make it "
+                    "contiguous first, d_output = d_output.contiguous() (or pass its strides to the kernels).",
+                    "zh": "backward 把 autograd 给的 d_output 原样交给了核函数，它并不连续，而核函数按每行 d_v 个数来读"
+                    "（偏移 row · d_v + column）：读到的是别的数。先把它变成连续的，d_output = d_output.contiguous()"
+                    "（或者把它的步长传给核函数）。",
                 },
             ),
             Mistake(

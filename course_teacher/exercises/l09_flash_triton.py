@@ -116,6 +116,11 @@ def _softmax_sum_not_shifted(x):
     return shifted / torch.exp(x).sum(-1, keepdim=True)
 
 
+def _softmax_divided_by_max(x):
+    e = torch.exp(x.double() - x.double().amax(-1, keepdim=True))
+    return (e / e.amax(-1, keepdim=True)).to(torch.float32)  # the max of e is 1: e itself
+
+
 register(
     Exercise(
         id="09.softmax_kernel",
@@ -147,6 +152,16 @@ register(
                     "zh": "n 之后的列被当成 0 读了进来（tl.load 的 other=0.0）：块的长度是 2 的幂，所以长 37 的一行按 64 读入，"
                     "补上的 27 个 0 各自给和加了 exp(0 − max)。应把它们读成 −∞："
                     "tl.load(..., mask=columns < n, other=float('-inf'))，因为 exp(−∞) = 0。",
+                },
+            ),
+            Mistake(
+                "DIVIDED_BY_MAX",
+                _softmax_divided_by_max,
+                {
+                    "en": "The weights are divided by their max, not their sum: e / tl.max(e, axis=0) is e itself (its "
+                    "max is exp(0) = 1), so a row sums to more than 1. Divide by tl.sum(e, axis=0).",
+                    "zh": "权重除以的是它们的最大值而不是和：e / tl.max(e, axis=0) 就是 e 本身（它的最大值是 exp(0) = 1），"
+                    "所以一行加起来大于 1。应除以 tl.sum(e, axis=0)。",
                 },
             ),
             Mistake(
@@ -388,7 +403,7 @@ def _blocks(query, key, value, block_q, block_k, *, causal=False, rescale_acc=Tr
             acc = (acc * alpha[..., None] if rescale_acc else acc) + p @ vb
             m = m_new
         outputs.append(acc / ell[..., None])  # 0 / 0 = NaN where a row saw nothing (no guard: none is needed)
-        lse = (m if lse_max else 0.0) + torch.log(ell)
+        lse = m if lse_max == "only" else (m if lse_max else 0.0) + torch.log(ell)
         lses.append(lse if lse_written else torch.full_like(lse, float("nan")))  # as allocated: the text says NaN
     output = torch.cat(outputs, dim=1).to(query.dtype)
     lse = torch.cat(lses, dim=1).to(torch.float32)
@@ -514,6 +529,16 @@ register(
                     "(in base 2 with the scale folded in: (m₂ + log2(ell)) · ln 2). The output is right.",
                     "zh": "lse 写成了 log(ell)，少了最大值：ell = Σ exp(s − m)，所以 log Σ exp(s) = m + log(ell)"
                     "（如果用以 2 为底、把缩放并进去的写法：(m₂ + log2(ell)) · ln 2）。输出是对的。",
+                },
+            ),
+            Mistake(
+                "LSE_IS_MAX",
+                _forward(lse_max="only"),
+                {
+                    "en": "lse is the running max m alone, without log(ell): ell = Σ exp(s − m), so log Σ exp(s) = m + "
+                    "log(ell). The output is right.",
+                    "zh": "lse 只写了运行最大值 m，少了 log(ell)：ell = Σ exp(s − m)，所以 log Σ exp(s) = m + log(ell)。"
+                    "输出是对的。",
                 },
             ),
             Mistake(
@@ -649,7 +674,7 @@ def _causal_cases(generator):
     g = generator
     return [
         (*_qkv(g, 1, 45, 45, 16, 8, spread=2.0), 16, 16),  # first: 3 query blocks, the last ragged
-        (*_qkv(g, 1, 16, 16, 16, 16), 16, 16),  # one block: only the diagonal
+        (*_far_below(g, 1, 16, 16, 16, 16), 16, 16),  # one block, only the diagonal, every score near −144
         (*_qkv(g, 1, 40, 40, 24, 16), 32, 16),  # block_q = 2 · block_k: two diagonal key blocks; unclipped,
         # the last query block's loop would load the block at 48, wholly past L
         (*_qkv(g, 2, 17, 17, 16, 20, spread=3.0), 16, 16),  # a last block of one query, two (batch·head)s
@@ -658,7 +683,8 @@ def _causal_cases(generator):
 
 def _causal_hidden(generator):
     g = generator
-    return [(*_qkv(g, 1, 53, 53, 16, 12, spread=2.0), 16, 16), (*_qkv(g, 2, 40, 40, 20, 16), 32, 16)]
+    return [(*_qkv(g, 1, 53, 53, 16, 12, spread=2.0), 16, 16), (*_qkv(g, 2, 40, 40, 20, 16), 32, 16),
+            (*_far_below(g, 1, 20, 20, 16, 8, level=8.0), 16, 16)]
 
 
 def _loaded(BH, L, block_q, block_k, end_at=None, device=None):
@@ -733,6 +759,19 @@ register(
                     "to and including the query: columns[None, :] <= rows[:, None].",
                     "zh": "对角线掩码写成了 columns < rows：查询看不到自己，第一个查询更是一个键也看不到（它的最大值一直是 −∞，"
                     "exp(−∞ − (−∞)) 是 NaN）。因果注意力保留的是直到查询本身（含）的键：columns[None, :] <= rows[:, None]。",
+                },
+            ),
+            Mistake(
+                "M_FROM_ZERO",
+                lambda q, k, v, bq, bk: _blocks(q, k, v, bq, bk, causal=True, count=True, m_start=0.0),
+                {
+                    "en": "The running max starts at 0 instead of −∞: right while some score of a row is above about "
+                    "−87, but a row whose scores all lie far below that sums exp(s − 0), which underflows float32 to "
+                    "0: ell = 0, the output 0 / 0 = NaN and lse = −∞. Start it at −∞, m = tl.full((BLOCK_Q,), "
+                    "float('-inf'), tl.float32).",
+                    "zh": "运行最大值从 0 而不是 −∞ 开始：只要一行里有分数高于大约 −87 就没问题，但如果一行的分数全都远低于它，"
+                    "求的就是 exp(s − 0)，在 float32 中下溢为 0：ell = 0，输出是 0 / 0 = NaN，lse = −∞。应从 −∞ 开始，"
+                    "m = tl.full((BLOCK_Q,), float('-inf'), tl.float32)。",
                 },
             ),
             Mistake(
