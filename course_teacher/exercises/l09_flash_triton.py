@@ -27,7 +27,9 @@ one; tl.dot needs 16 on a GPU); the lengths of the data are not.
 
 The first case of each exercise shows every known mistake but NO_MAX_SHIFT and M_FROM_ZERO (only the cases
 with scores past 88, or with every score far below −87, show them), SCALE_PADDED_D (a head size that is not a
-power of two) and COUNT_NOT_CLIPPED (a last query block whose loop would run a whole key block past L).
+power of two), COUNT_NOT_CLIPPED (a last query block whose loop would run a whole key block past L), and in
+the backward STORED_AT_QUERY_OFFSET (block_q ≠ block_k) and LAST_QUERY_BLOCK_MISSING against
+QUERY_LOOP_ONE_SHORT (L_q a whole number of blocks).
 Two mistakes are caught but left unnamed, since no emulation reproduces a real kernel's numbers within the
 tolerance: P rounded to float16 before P·V (a rounding boundary moves with float32's last bit) and the
 backward's P from unscaled scores (exp of arguments past 40 in float32). D_WRONG_AXIS (D summed over the
