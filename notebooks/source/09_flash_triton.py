@@ -680,7 +680,7 @@ check("09.causal_forward", causal_forward)
 #
 # As in exercise 3, write float32 `tl.dot`s with `input_precision="ieee"` and allocate on the inputs' device.
 
-# %% [markdown] tags=["lang-zh"] en_hash="01bd398c7e"
+# %% [markdown] tags=["lang-zh"] en_hash="c4116dcda8"
 # ### 练习 6：dK/dV 核函数
 #
 # 写出 `backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal)`，其中 query 为 $(BH, L_q, d)$，key 为 $(BH, L_k, d)$，value 为 $(BH, L_k, d_v)$，output $(BH, L_q, d_v)$ 和 lse $(BH, L_q)$ 是前向的结果，d_output 为 $(BH, L_q, d_v)$，都是 float32：为每个键块启动一个程序（核函数定义在函数内部），遍历各个查询块，用读入的 dO 和 O 的块算出 $D$，用 lse 重新算出 $P$（`causal` 时加掩码，此时 $L_q = L_k$），累加 dK 和 dV。返回 `(d_key, d_value)`，即 $\sum \text{output} \circ \text{d\_output}$ 对 key 和 value 的梯度，float32，用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的行会显现出来。检查会把它们与 PyTorch 算出的梯度比较（数值）。检查不接受 `torch.autograd.grad`、`Tensor.backward`、`torch.matmul`、`torch.bmm`、`torch.einsum`，也不接受课程自带的 `flash_triton.flash_backward` 和 `tiled.tiled_backward`。
