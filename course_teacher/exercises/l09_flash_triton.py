@@ -1042,7 +1042,7 @@ register(
                     "per feature, and delta[:, None] then reads them as one per query. D is one number per query "
                     "row, summed over the features: delta = tl.sum(do * o, axis=1). (Where the feature block is not "
                     "BLOCK_Q long, Triton refuses the shapes instead.)",
-                    "zh": "D 沿错误的轴求和了：tl.sum(do * o, axis=0) 把块里的各行加起来，每个特征得到一个数，"
+                    "zh": "D 沿错误的维度求和了：tl.sum(do * o, axis=0) 把块里的各行加起来，每个特征得到一个数，"
                     "而 delta[:, None] 又把它们当成每个查询一个数来读。D 是每个查询行一个数，沿特征求和："
                     "delta = tl.sum(do * o, axis=1)。（特征块的长度不等于 BLOCK_Q 时，Triton 会直接拒绝这样的形状。）",
                 },
