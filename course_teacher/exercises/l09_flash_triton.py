@@ -123,6 +123,13 @@ def _softmax_divided_by_max(x):
     return (e / e.amax(-1, keepdim=True)).to(torch.float32)  # the max of e is 1: e itself
 
 
+def _softmax_grid_one_short(x):
+    """A grid of R − 1 programs (at least one): the last row is never written and keeps its NaN."""
+    out = _softmax_reference(x)
+    out[max(x.shape[0] - 1, 1):] = float("nan")
+    return out
+
+
 register(
     Exercise(
         id="09.softmax_kernel",
@@ -154,6 +161,15 @@ register(
                     "zh": "n 之后的列被当成 0 读了进来（tl.load 的 other=0.0）：块的长度是 2 的幂，所以长 37 的一行按 64 读入，"
                     "补上的 27 个 0 各自给和加了 exp(0 − max)。应把它们读成 −∞："
                     "tl.load(..., mask=columns < n, other=float('-inf'))，因为 exp(−∞) = 0。",
+                },
+            ),
+            Mistake(
+                "GRID_ONE_SHORT",
+                _softmax_grid_one_short,
+                {
+                    "en": "The grid has one program too few, (R − 1,): the last row is never written and keeps its NaN. "
+                    "One program per row: grid = (R,).",
+                    "zh": "网格少了一个程序，写成了 (R − 1,)：最后一行从来没有写出，一直是 NaN。每行一个程序：grid = (R,)。",
                 },
             ),
             Mistake(

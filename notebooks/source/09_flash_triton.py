@@ -186,16 +186,16 @@ if tiles:
 #
 # Write `softmax_rows(x)` for a float32 tensor x of shape $(R, n)$: define a Triton kernel inside the
 # function (decorated with `triton.jit`) that one program per row runs, with `BLOCK = triton.next_power_of_2(n)`
-# columns loaded at once, and return the softmax of every row over its last axis, $(R, n)$ float32.
-# The check runs your kernel through Triton's interpreter on cases with rows in the thousands and far
+# columns loaded at once, and return the softmax of every row over its last axis, $(R, n)$ float32,
+# allocated with `torch.full(..., float("nan"))` so that a row your kernel never stores shows. The check runs your kernel through Triton's interpreter on cases with rows in the thousands and far
 # below zero, with $n$ a power of two and not, and with −∞ entries (weight 0). It compares the numbers only (a
 # kernel's output is not on autograd's graph). It refuses `torch.softmax`, `F.softmax`,
 # `Tensor.softmax` and the course's `flash_triton.softmax_rows` and `masks.masked_softmax`.
 
-# %% [markdown] tags=["lang-zh"] en_hash="ee4467ac5f"
+# %% [markdown] tags=["lang-zh"] en_hash="e0614b3a11"
 # ### 练习 1：softmax 核函数
 #
-# 写出 `softmax_rows(x)`，x 是形状为 $(R, n)$ 的 float32 张量：在函数内部定义一个 Triton 核函数（用 `triton.jit` 装饰），每行由一个程序运行，一次读入 `BLOCK = triton.next_power_of_2(n)` 列，返回每一行沿最后一维的 softmax，形状 $(R, n)$，float32。检查会用 Triton 的解释器运行你的核函数，测试用例里有数值上千的行和远小于 0 的行，$n$ 有 2 的幂也有不是的，还有 −∞ 元素（权重为 0）。检查只比较数值（核函数的输出不在 autograd 的计算图上）。检查不接受 `torch.softmax`、`F.softmax`、`Tensor.softmax`，也不接受课程自带的 `flash_triton.softmax_rows` 和 `masks.masked_softmax`。
+# 写出 `softmax_rows(x)`，x 是形状为 $(R, n)$ 的 float32 张量：在函数内部定义一个 Triton 核函数（用 `triton.jit` 装饰），每行由一个程序运行，一次读入 `BLOCK = triton.next_power_of_2(n)` 列，返回每一行沿最后一维的 softmax，形状 $(R, n)$，float32，用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的行会显现出来。检查会用 Triton 的解释器运行你的核函数，测试用例里有数值上千的行和远小于 0 的行，$n$ 有 2 的幂也有不是的，还有 −∞ 元素（权重为 0）。检查只比较数值（核函数的输出不在 autograd 的计算图上）。检查不接受 `torch.softmax`、`F.softmax`、`Tensor.softmax`，也不接受课程自带的 `flash_triton.softmax_rows` 和 `masks.masked_softmax`。
 
 # %% tags=["exercise"] exercise="09.softmax_kernel"
 def softmax_rows(x):
@@ -222,7 +222,7 @@ def softmax_rows(x):
 
     x = x.contiguous()
     R, n = x.shape
-    y = torch.empty_like(x)
+    y = torch.full_like(x, float("nan"))
     softmax_kernel[(R,)](x, y, n, BLOCK=triton.next_power_of_2(n))
     return y
     ### END SOLUTION
