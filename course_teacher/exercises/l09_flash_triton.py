@@ -123,6 +123,16 @@ def _softmax_divided_by_max(x):
     return (e / e.amax(-1, keepdim=True)).to(torch.float32)  # the max of e is 1: e itself
 
 
+def _softmax_block_is_n(x):
+    """BLOCK = n: right where n is a power of two; elsewhere tl.arange refuses it, and the interpreter raises."""
+    n = x.shape[-1]
+    if n & (n - 1):
+        from triton.runtime.errors import InterpreterError  # the error a kernel with this mistake raises here
+
+        raise InterpreterError("ValueError(\"arange's range must be a power of 2\")")
+    return _softmax_reference(x)
+
+
 def _softmax_grid_one_short(x):
     """A grid of R − 1 programs (at least one): the last row is never written and keeps its NaN."""
     out = _softmax_reference(x)
@@ -161,6 +171,17 @@ register(
                     "zh": "n 之后的列被当成 0 读了进来（tl.load 的 other=0.0）：块的长度是 2 的幂，所以长 37 的一行按 64 读入，"
                     "补上的 27 个 0 各自给和加了 exp(0 − max)。应把它们读成 −∞："
                     "tl.load(..., mask=columns < n, other=float('-inf'))，因为 exp(−∞) = 0。",
+                },
+            ),
+            Mistake(
+                "BLOCK_NOT_POWER_OF_2",
+                _softmax_block_is_n,
+                {
+                    "en": "BLOCK = n: tl.arange(0, BLOCK) needs a power of two, so every row whose length is not one is "
+                    "refused. Load BLOCK = triton.next_power_of_2(n) columns and mask the ones ≥ n, "
+                    "mask=columns < n, other=float('-inf').",
+                    "zh": "写成了 BLOCK = n：tl.arange(0, BLOCK) 要求 2 的幂，所以长度不是 2 的幂的行都会被拒绝。应读入 "
+                    "BLOCK = triton.next_power_of_2(n) 列，并把 ≥ n 的列遮住：mask=columns < n, other=float('-inf')。",
                 },
             ),
             Mistake(
