@@ -400,7 +400,7 @@ HINTS = {
                "rounds once) and lse with dtype=torch.float32.",
          "zh": "练习 4 的核函数，q、k、v 按各自的数据类型读入：s = tl.dot(q, tl.trans(k)) * scale 是 float32；m、ell 和 "
                "acc = tl.zeros((BLOCK_Q, BLOCK_DV), tl.float32) 都保持 float32；acc = acc · alpha[:, None] + "
-               "tl.dot(p.to(v.dtype), v)。输出按 dtype=query.dtype 分配（写回时只舍入一次），lse 按 dtype=torch.float32 分配。"},
+               "tl.dot(p.to(v.dtype), v)。输出按查询的数据类型分配，dtype=query.dtype（写回时只舍入一次），lse 按 dtype=torch.float32 分配。"},
     ),
 }
 
