@@ -118,8 +118,9 @@ def test_a_mistake_is_named_by_its_values_even_when_cut_off_from_the_graph(exerc
     assert evaluate(exercise, detached).code == mistake.code
 
 
-#: Mistakes that raise whatever the input, so no case can show their output.
-RAISE_BY_NATURE = {("00.merge_heads", "VIEW_NOT_CONTIGUOUS")}
+#: Mistakes that raise whatever the input, so no case can show their output; and BLOCK = n, which raises where
+#: n is not a power of two, as the first case's n must be (to show the padding's mistakes).
+RAISE_BY_NATURE = {("00.merge_heads", "VIEW_NOT_CONTIGUOUS"), ("09.softmax_kernel", "BLOCK_NOT_POWER_OF_2")}
 
 
 @pytest.mark.parametrize("exercise", IDS)
