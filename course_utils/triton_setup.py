@@ -27,7 +27,7 @@ import sys
 
 import torch
 
-from . import triton_bounds, triton_compile, triton_launches
+from . import triton_bounds, triton_compile, triton_halves, triton_launches
 from .i18n import pick
 
 #: The float32 precision of ``tl.dot`` where a kernel does not choose one. On a GPU Triton's default is TF32
@@ -96,6 +96,7 @@ def load():
     triton_launches.install()
     if interpret:
         triton_bounds.install()
+        triton_halves.install()  # bfloat16 computed as a GPU computes it, not as integers
         _without_overflow_asserts()
 
 

@@ -118,8 +118,9 @@ def test_a_mistake_is_named_by_its_values_even_when_cut_off_from_the_graph(exerc
     assert evaluate(exercise, detached).code == mistake.code
 
 
-#: Mistakes that raise whatever the input, so no case can show their output.
-RAISE_BY_NATURE = {("00.merge_heads", "VIEW_NOT_CONTIGUOUS")}
+#: Mistakes that raise whatever the input, so no case can show their output; and BLOCK = n, which raises where
+#: n is not a power of two, as the first case's n must be (to show the padding's mistakes).
+RAISE_BY_NATURE = {("00.merge_heads", "VIEW_NOT_CONTIGUOUS"), ("09.softmax_kernel", "BLOCK_NOT_POWER_OF_2")}
 
 
 @pytest.mark.parametrize("exercise", IDS)
@@ -353,7 +354,7 @@ def test_a_wrong_type_is_reported(exercise):
 def test_a_result_of_another_dtype_fails_naming_both_dtypes(exercise):
     # dtypes no named mistake returns (float where int64 is expected: tests/test_grading.py)
     other = {torch.float32: torch.float64, torch.float64: torch.float32, torch.bool: torch.uint8,
-             torch.int64: torch.int32}
+             torch.int64: torch.int32, torch.float16: torch.float64, torch.bfloat16: torch.float64}
     expected = _reference_outputs(exercise)[0].dtype
     solution = SOLUTIONS[exercise]
 

@@ -293,6 +293,10 @@ BUGS = [
     ("09.backward_dkdv", "backward_dkdv", "DIAGONAL_EXCLUDED",
      "                keep = keep & (columns[None, :] <= rows[:, None])\n",
      "                keep = keep & (columns[None, :] < rows[:, None])\n"),
+    ("09.backward_dkdv", "backward_dkdv", "D_WRONG_AXIS", "delta = tl.sum(do * o, axis=1)",
+     "delta = tl.sum(do * o, axis=0)"),
+    ("09.backward_dkdv", "backward_dkdv", "QUERY_LOOP_ONE_SHORT", "for start_q in range(start, L_q, BLOCK_Q):",
+     "for start_q in range(start, L_q - BLOCK_Q, BLOCK_Q):"),
 ]
 
 

@@ -27,10 +27,15 @@ one; tl.dot needs 16 on a GPU); the lengths of the data are not.
 
 The first case of each exercise shows every known mistake but NO_MAX_SHIFT and M_FROM_ZERO (only the cases
 with scores past 88, or with every score far below −87, show them), SCALE_PADDED_D (a head size that is not a
-power of two) and COUNT_NOT_CLIPPED (a last query block whose loop would run a whole key block past L).
+power of two), COUNT_NOT_CLIPPED (a last query block whose loop would run a whole key block past L), and in
+the backward STORED_AT_QUERY_OFFSET (block_q ≠ block_k) and LAST_QUERY_BLOCK_MISSING against
+QUERY_LOOP_ONE_SHORT (L_q a whole number of blocks).
 Two mistakes are caught but left unnamed, since no emulation reproduces a real kernel's numbers within the
 tolerance: P rounded to float16 before P·V (a rounding boundary moves with float32's last bit) and the
-backward's P from unscaled scores (exp of arguments past 40 in float32). The mistakes are the kernels' own,
+backward's P from unscaled scores (exp of arguments past 40 in float32). D_WRONG_AXIS (D summed over the
+block's rows) gives numbers only where the padded feature block is BLOCK_Q long; elsewhere the interpreter
+refuses the broadcast, and the emulation raises its InterpreterError (compiled on a GPU the error is the
+compiler's: caught there, not named). The mistakes are the kernels' own,
 emulated here block by block: a mistake is
 named only when the learner's kernel gives its numbers on every case, so each emulation follows what a
 kernel with that bug computes (padding loaded as 0, the key blocks a causal program visits), and each was
@@ -113,6 +118,28 @@ def _softmax_sum_not_shifted(x):
     return shifted / torch.exp(x).sum(-1, keepdim=True)
 
 
+def _softmax_divided_by_max(x):
+    e = torch.exp(x.double() - x.double().amax(-1, keepdim=True))
+    return (e / e.amax(-1, keepdim=True)).to(torch.float32)  # the max of e is 1: e itself
+
+
+def _softmax_block_is_n(x):
+    """BLOCK = n: right where n is a power of two; elsewhere tl.arange refuses it, and the interpreter raises."""
+    n = x.shape[-1]
+    if n & (n - 1):
+        from triton.runtime.errors import InterpreterError  # the error a kernel with this mistake raises here
+
+        raise InterpreterError("ValueError(\"arange's range must be a power of 2\")")
+    return _softmax_reference(x)
+
+
+def _softmax_grid_one_short(x):
+    """A grid of R − 1 programs (at least one): the last row is never written and keeps its NaN."""
+    out = _softmax_reference(x)
+    out[max(x.shape[0] - 1, 1):] = float("nan")
+    return out
+
+
 register(
     Exercise(
         id="09.softmax_kernel",
@@ -144,6 +171,36 @@ register(
                     "zh": "n 之后的列被当成 0 读了进来（tl.load 的 other=0.0）：块的长度是 2 的幂，所以长 37 的一行按 64 读入，"
                     "补上的 27 个 0 各自给和加了 exp(0 − max)。应把它们读成 −∞："
                     "tl.load(..., mask=columns < n, other=float('-inf'))，因为 exp(−∞) = 0。",
+                },
+            ),
+            Mistake(
+                "BLOCK_NOT_POWER_OF_2",
+                _softmax_block_is_n,
+                {
+                    "en": "BLOCK = n: tl.arange(0, BLOCK) needs a power of two, so every row whose length is not one is "
+                    "refused. Load BLOCK = triton.next_power_of_2(n) columns and mask the ones ≥ n, "
+                    "mask=columns < n, other=float('-inf').",
+                    "zh": "写成了 BLOCK = n：tl.arange(0, BLOCK) 要求 2 的幂，所以长度不是 2 的幂的行都会被拒绝。应读入 "
+                    "BLOCK = triton.next_power_of_2(n) 列，并把 ≥ n 的列遮住：mask=columns < n, other=float('-inf')。",
+                },
+            ),
+            Mistake(
+                "GRID_ONE_SHORT",
+                _softmax_grid_one_short,
+                {
+                    "en": "The grid has one program too few, (R − 1,): the last row is never written and keeps its NaN. "
+                    "One program per row: grid = (R,).",
+                    "zh": "网格少了一个程序，写成了 (R − 1,)：最后一行从来没有写出，一直是 NaN。每行一个程序：grid = (R,)。",
+                },
+            ),
+            Mistake(
+                "DIVIDED_BY_MAX",
+                _softmax_divided_by_max,
+                {
+                    "en": "The weights are divided by their max, not their sum: e / tl.max(e, axis=0) is e itself (its "
+                    "max is exp(0) = 1), so a row sums to more than 1. Divide by tl.sum(e, axis=0).",
+                    "zh": "权重除以的是它们的最大值而不是和：e / tl.max(e, axis=0) 就是 e 本身（它的最大值是 exp(0) = 1），"
+                    "所以一行加起来大于 1。应除以 tl.sum(e, axis=0)。",
                 },
             ),
             Mistake(
@@ -385,7 +442,7 @@ def _blocks(query, key, value, block_q, block_k, *, causal=False, rescale_acc=Tr
             acc = (acc * alpha[..., None] if rescale_acc else acc) + p @ vb
             m = m_new
         outputs.append(acc / ell[..., None])  # 0 / 0 = NaN where a row saw nothing (no guard: none is needed)
-        lse = (m if lse_max else 0.0) + torch.log(ell)
+        lse = m if lse_max == "only" else (m if lse_max else 0.0) + torch.log(ell)
         lses.append(lse if lse_written else torch.full_like(lse, float("nan")))  # as allocated: the text says NaN
     output = torch.cat(outputs, dim=1).to(query.dtype)
     lse = torch.cat(lses, dim=1).to(torch.float32)
@@ -511,6 +568,16 @@ register(
                     "(in base 2 with the scale folded in: (m₂ + log2(ell)) · ln 2). The output is right.",
                     "zh": "lse 写成了 log(ell)，少了最大值：ell = Σ exp(s − m)，所以 log Σ exp(s) = m + log(ell)"
                     "（如果用以 2 为底、把缩放并进去的写法：(m₂ + log2(ell)) · ln 2）。输出是对的。",
+                },
+            ),
+            Mistake(
+                "LSE_IS_MAX",
+                _forward(lse_max="only"),
+                {
+                    "en": "lse is the running max m alone, without log(ell): ell = Σ exp(s − m), so log Σ exp(s) = m + "
+                    "log(ell). The output is right.",
+                    "zh": "lse 只写了运行最大值 m，少了 log(ell)：ell = Σ exp(s − m)，所以 log Σ exp(s) = m + log(ell)。"
+                    "输出是对的。",
                 },
             ),
             Mistake(
@@ -646,7 +713,7 @@ def _causal_cases(generator):
     g = generator
     return [
         (*_qkv(g, 1, 45, 45, 16, 8, spread=2.0), 16, 16),  # first: 3 query blocks, the last ragged
-        (*_qkv(g, 1, 16, 16, 16, 16), 16, 16),  # one block: only the diagonal
+        (*_far_below(g, 1, 16, 16, 16, 16), 16, 16),  # one block, only the diagonal, every score near −144
         (*_qkv(g, 1, 40, 40, 24, 16), 32, 16),  # block_q = 2 · block_k: two diagonal key blocks; unclipped,
         # the last query block's loop would load the block at 48, wholly past L
         (*_qkv(g, 2, 17, 17, 16, 20, spread=3.0), 16, 16),  # a last block of one query, two (batch·head)s
@@ -655,7 +722,8 @@ def _causal_cases(generator):
 
 def _causal_hidden(generator):
     g = generator
-    return [(*_qkv(g, 1, 53, 53, 16, 12, spread=2.0), 16, 16), (*_qkv(g, 2, 40, 40, 20, 16), 32, 16)]
+    return [(*_qkv(g, 1, 53, 53, 16, 12, spread=2.0), 16, 16), (*_qkv(g, 2, 40, 40, 20, 16), 32, 16),
+            (*_far_below(g, 1, 20, 20, 16, 8, level=8.0), 16, 16)]
 
 
 def _loaded(BH, L, block_q, block_k, end_at=None, device=None):
@@ -733,6 +801,19 @@ register(
                 },
             ),
             Mistake(
+                "M_FROM_ZERO",
+                lambda q, k, v, bq, bk: _blocks(q, k, v, bq, bk, causal=True, count=True, m_start=0.0),
+                {
+                    "en": "The running max starts at 0 instead of −∞: right while some score of a row is above about "
+                    "−87, but a row whose scores all lie far below that sums exp(s − 0), which underflows float32 to "
+                    "0: ell = 0, the output 0 / 0 = NaN and lse = −∞. Start it at −∞, m = tl.full((BLOCK_Q,), "
+                    "float('-inf'), tl.float32).",
+                    "zh": "运行最大值从 0 而不是 −∞ 开始：只要一行里有分数高于大约 −87 就没问题，但如果一行的分数全都远低于它，"
+                    "求的就是 exp(s − 0)，在 float32 中下溢为 0：ell = 0，输出是 0 / 0 = NaN，lse = −∞。应从 −∞ 开始，"
+                    "m = tl.full((BLOCK_Q,), float('-inf'), tl.float32)。",
+                },
+            ),
+            Mistake(
                 "COUNT_OFF_BY_ONE",
                 lambda q, k, v, bq, bk: _blocks(q, k, v, bq, bk, causal=True, count=True, count_extra=1),
                 {
@@ -796,37 +877,105 @@ def _backward_hidden(generator):
     return [_backward_case(g, 1, 33, 33, 16, 12, 16, 16, True), _backward_case(g, 2, 27, 40, 20, 16, 16, 16, False)]
 
 
-def _visited(L_q, L_k, block_q, block_k, causal, device=None):
+def _visited(L_q, L_k, block_q, block_k, causal, device=None, rows_end=None, skip_diagonal=False):
     """(L_q, L_k) bool: the (query, key) pairs a dK/dV program meets at all. Causal, the program of a key
-    block starts at the query block that holds its first key; every pair otherwise."""
+    block starts at the query block that holds its first key (skip_diagonal: at the block after it); every
+    pair otherwise. rows_end: where the query loop stops (the query blocks from there on are never visited)."""
+    rows = torch.arange(L_q, device=device)[:, None]
     if not causal:
-        return torch.ones(L_q, L_k, dtype=torch.bool, device=device)
-    first_row = (torch.arange(L_k, device=device) // block_k * block_k) // block_q * block_q  # (L_k,)
-    return torch.arange(L_q, device=device)[:, None] >= first_row[None, :]
+        visited = torch.ones(L_q, L_k, dtype=torch.bool, device=device)
+    else:
+        first_row = (torch.arange(L_k, device=device) // block_k * block_k) // block_q * block_q  # (L_k,)
+        visited = rows >= first_row[None, :] + (block_q if skip_diagonal else 0)
+    return visited if rows_end is None else visited & (rows < rows_end)
+
+
+def delta_per_block(d_output, output, block_q):
+    """(BH, L_q) float64: D summed over the query rows of each block too, one number per block
+    (tl.sum(tl.sum(do * o, axis=1), axis=0)), each row of the block given that total."""
+    D = (d_output.double() * output.double()).sum(-1)
+    for start in range(0, D.shape[1], block_q):
+        D[:, start:start + block_q] = D[:, start:start + block_q].sum(1, keepdim=True)
+    return D
+
+
+def padded_scale(d):
+    """1/√BLOCK_D: the scale of a head size rounded up to the block's power of two (≥ 16), a mistake."""
+    return 1 / math.sqrt(max(16, _next_power_of_2(d)))
+
+
+def delta_wrong_axis(d_output, output, block_q):
+    """(BH, L_q) float64: D summed over the query rows of each block instead of the features,
+    tl.sum(do * o, axis=0), then read as one number per row, delta[:, None]: row start_q + i gets the sum
+    of column i over its block (0 past d_v). Only where the padded feature block is BLOCK_Q long do the
+    shapes agree; elsewhere Triton refuses the broadcast (the mistakes raise as it does)."""
+    BH, L_q, d_v = output.shape
+    if max(16, 1 << (d_v - 1).bit_length()) != block_q:
+        from triton.runtime.errors import InterpreterError  # the error a kernel with this mistake raises here
+
+        raise InterpreterError("ValueError('Cannot make_shape_compatible: incompatible dimensions')")
+    product = d_output.double() * output.double()
+    D = torch.zeros(BH, L_q, dtype=torch.float64, device=output.device)
+    for start in range(0, L_q, block_q):
+        sums = product[:, start:start + block_q].sum(1)  # (BH, d_v): one per feature
+        rows = min(block_q, L_q - start, d_v)
+        D[:, start:start + rows] = sums[:, :rows]
+    return D
 
 
 def _dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal, *, delta="right", times_p=True,
-          scale_dk=True, masked=True, sign=1.0):
+          scale_dk=1, masked=True, sign=1.0, query_loop_short=False, whole_query_blocks=False, padded=False,
+          skip_diagonal=False, store_at_query_offset=False, keys_run=None):
     """dK and dV from the saved output and lse (float64), with the switches the mistakes flip.
 
     masked: True (columns <= rows), False, or "strict" (columns < rows); sign: −1 flips dS;
-    delta: "right", "none", "squares" (dO ∘ dO), "d_output" (dO alone)."""
+    delta: "right", "none", "squares" (dO ∘ dO), "d_output" (dO alone), "axis0" (summed over the block's rows),
+    "block" (summed over the block's rows and features); scale_dk: how many times dK is scaled (0, 1, 2);
+    query_loop_short: the query loop ends one block early, range(start, L_q − BLOCK_Q, BLOCK_Q);
+    whole_query_blocks: it runs L_q // BLOCK_Q blocks; padded: the scale is 1/√BLOCK_D; skip_diagonal (causal):
+    the loop starts one query block after the key block's first query; store_at_query_offset: program i stores
+    its rows at i · BLOCK_Q instead of i · BLOCK_K; keys_run: the key rows some program ran (a grid rounded down)."""
     q, k, v, o, do = (t.double() for t in (query, key, value, output, d_output))
-    scale = 1 / math.sqrt(query.shape[-1])
+    scale = padded_scale(query.shape[-1]) if padded else 1 / math.sqrt(query.shape[-1])
     s = q @ k.transpose(1, 2) * scale
     p = torch.exp(s - lse.double()[..., None])
-    visited = _visited(query.shape[1], key.shape[1], block_q, block_k, causal, query.device)
+    L_q = query.shape[1]
+    rows_end = len(range(0, L_q - block_q, block_q)) * block_q if query_loop_short else \
+        L_q // block_q * block_q if whole_query_blocks else None
+    visited = _visited(L_q, key.shape[1], block_q, block_k, causal, query.device, rows_end, skip_diagonal)
     if causal:
         later = torch.ones(p.shape[-2:], dtype=torch.bool, device=p.device).triu(0 if masked == "strict" else 1)
         keep = visited & ~later if masked else visited
         p = p.masked_fill(~keep, 0.0)
+    else:
+        p = p.masked_fill(~visited, 0.0)  # (all visited, but for a query loop one block short)
     d_value = p.transpose(1, 2) @ do
     dp = do @ v.transpose(1, 2)
-    D = {"right": (do * o).sum(-1), "none": torch.zeros_like(lse.double()), "squares": (do * do).sum(-1),
+    D = delta_wrong_axis(d_output, output, block_q) if delta == "axis0" else \
+        delta_per_block(d_output, output, block_q) if delta == "block" else \
+        {"right": (do * o).sum(-1), "none": torch.zeros_like(lse.double()), "squares": (do * do).sum(-1),
          "d_output": do.sum(-1)}[delta]
     ds = sign * (p * (dp - D[..., None]) if times_p else (dp - D[..., None]).masked_fill(~visited, 0.0))
-    d_key = ds.transpose(1, 2) @ q * (scale if scale_dk else 1.0)
+    d_key = ds.transpose(1, 2) @ q * scale ** scale_dk
+    if store_at_query_offset:
+        d_key, d_value = (_stored_at_query_offset(t, block_q, block_k) for t in (d_key, d_value))
+    if keys_run is not None:  # the key rows no program ran keep the NaN they were allocated with
+        d_key[:, keys_run:], d_value[:, keys_run:] = float("nan"), float("nan")
     return d_key.to(key.dtype), d_value.to(value.dtype)
+
+
+def _stored_at_query_offset(rows, block_q, block_k):
+    """What a dK/dV kernel stores when program i writes its BLOCK_K rows at i · BLOCK_Q (masked < L_k): the
+    rows no program reaches keep the NaN they were allocated with; where two programs' rows overlap, the
+    later program's (the interpreter runs them in order). A program's rows past L_k hold 0 (no key there)."""
+    BH, L_k, width = rows.shape
+    padded = torch.cat([rows, rows.new_zeros(BH, block_k, width)], dim=1)
+    stored = torch.full_like(rows, float("nan"))
+    for program in range(-(-L_k // block_k)):
+        at = program * block_q
+        count = max(0, min(block_k, L_k - at))
+        stored[:, at:at + count] = padded[:, program * block_k:program * block_k + count]
+    return stored
 
 
 def _backward_reference(query, key, value, output, lse, d_output, block_q, block_k, causal):
@@ -885,7 +1034,7 @@ register(
             ),
             Mistake(
                 "DK_UNSCALED",
-                _backward(scale_dk=False),
+                _backward(scale_dk=0),
                 {
                     "en": "dK misses the scale: S = q kᵀ · scale, so dK = dSᵀ Q · scale (dV is right).",
                     "zh": "dK 少乘了缩放：S = q kᵀ · scale，所以 dK = dSᵀ Q · scale（dV 是对的）。",
@@ -920,6 +1069,120 @@ register(
                     "D: ds = p * (dp - D[:, None]).",
                     "zh": "dK 的符号反了（dV 是对的）：dS = P ∘ (dP − D)，是从 dP 里减去 D，而不是从 D 里减去 dP："
                     "ds = p * (dp - D[:, None])。",
+                },
+            ),
+            Mistake(
+                "D_WRONG_AXIS",
+                _backward(delta="axis0"),
+                {
+                    "en": "D is summed over the wrong axis: tl.sum(do * o, axis=0) adds up the block's rows, one number "
+                    "per feature, and delta[:, None] then reads them as one per query. D is one number per query "
+                    "row, summed over the features: delta = tl.sum(do * o, axis=1). (Where the feature block is not "
+                    "BLOCK_Q long, Triton refuses the shapes instead.)",
+                    "zh": "D 沿错误的维度求和了：tl.sum(do * o, axis=0) 把块里的各行加起来，每个特征得到一个数，"
+                    "而 delta[:, None] 又把它们当成每个查询一个数来读。D 是每个查询行一个数，沿特征求和："
+                    "delta = tl.sum(do * o, axis=1)。（特征块的长度不等于 BLOCK_Q 时，Triton 会直接拒绝这样的形状。）",
+                },
+            ),
+            Mistake(
+                "QUERY_LOOP_ONE_SHORT",
+                _backward(query_loop_short=True),
+                {
+                    "en": "The loop over the query blocks is one block short: range(start, L_q − BLOCK_Q, BLOCK_Q) "
+                    "never reaches the last query block, so its queries add nothing to any dK or dV (with one block "
+                    "of queries the loop runs not at all). Loop over range(start, L_q, BLOCK_Q) and mask the last "
+                    "block's rows.",
+                    "zh": "对查询块的循环少走了一块：range(start, L_q − BLOCK_Q, BLOCK_Q) 永远到不了最后一个查询块，"
+                    "所以这一块的查询对 dK 和 dV 都没有贡献（查询只有一块时，循环一次都不执行）。应遍历 "
+                    "range(start, L_q, BLOCK_Q)，并给最后一块的行加掩码。",
+                },
+            ),
+            Mistake(
+                "D_PER_BLOCK",
+                _backward(delta="block"),
+                {
+                    "en": "D is summed over the whole query block, rows and features, one number for every row: "
+                    "D is one number per query row, delta = tl.sum(do * o, axis=1), summed over the features only.",
+                    "zh": "D 对整个查询块求了和，行和特征都加了进去，每一行用的都是同一个数：D 是每个查询行一个数，"
+                    "只沿特征求和：delta = tl.sum(do * o, axis=1)。",
+                },
+            ),
+            Mistake(
+                "DK_SCALED_TWICE",
+                _backward(scale_dk=2),
+                {
+                    "en": "dK is scaled twice, dSᵀ Q · scale²: S = Q Kᵀ · scale, so dK = dSᵀ Q · scale, once (dV is "
+                    "right).",
+                    "zh": "dK 被缩放了两次，成了 dSᵀ Q · scale²：S = Q Kᵀ · scale，所以 dK = dSᵀ Q · scale，只乘一次"
+                    "（dV 是对的）。",
+                },
+            ),
+            Mistake(
+                "SCALE_PADDED_D",
+                _backward(padded=True),
+                {
+                    "en": "The scale is 1/√BLOCK_D, the head size rounded up to the block's power of two, not 1/√d of "
+                    "the real head: P is recomputed from the wrong scores and dK scaled by the wrong factor. Pass "
+                    "1 / math.sqrt(d) from the function.",
+                    "zh": "缩放用了 1/√BLOCK_D，即向上取到块的 2 的幂的头维度，而不是真实头维度的 1/√d：P 是用错误的分数重新算的，"
+                    "dK 也乘错了因子。应由函数传入 1 / math.sqrt(d)。",
+                },
+            ),
+            Mistake(
+                "CAUSAL_IGNORED",
+                lambda q, k, v, o, lse, do, bq, bk, causal: _dkdv(q, k, v, o, lse, do, bq, bk, False),
+                {
+                    "en": "With causal=True the kernel visits every query block and never masks: the recomputed P "
+                    "gives the keys after each query the weight the forward never gave them. Start the loop at the "
+                    "query block that holds the key block's first key and keep columns[None, :] <= rows[:, None].",
+                    "zh": "causal=True 时，核函数访问了所有查询块，而且从不加掩码：重新算出的 P 给了每个查询之后的键权重，"
+                    "而前向从来没有给过。循环应从包含键块第一个键的那个查询块开始，并保留 columns[None, :] <= rows[:, None]。",
+                },
+            ),
+            Mistake(
+                "DIAGONAL_SKIPPED",
+                _backward(skip_diagonal=True),
+                {
+                    "en": "With causal=True the query loop starts one block too late, after the query block that holds "
+                    "the key block's first key: the queries on the diagonal, which see these keys, add nothing. "
+                    "Start at (start_k // BLOCK_Q) * BLOCK_Q and mask that block.",
+                    "zh": "causal=True 时，查询的循环晚开始了一块，从包含键块第一个键的查询块之后才开始：对角线上那些能看到这些键的查询"
+                    "没有贡献。应从 (start_k // BLOCK_Q) * BLOCK_Q 开始，并给这一块加掩码。",
+                },
+            ),
+            Mistake(
+                "LAST_QUERY_BLOCK_MISSING",
+                _backward(whole_query_blocks=True),
+                {
+                    "en": "The query loop leaves out the partial last block: L_q // BLOCK_Q blocks, rounded down, so "
+                    "the last L_q mod BLOCK_Q queries add nothing to dK and dV. Loop over triton.cdiv(L_q, BLOCK_Q) "
+                    "blocks (range(start, L_q, BLOCK_Q)) and mask the last one's rows.",
+                    "zh": "查询的循环漏掉了不满的最后一块：L_q // BLOCK_Q 是向下取整的块数，于是最后 L_q mod BLOCK_Q 个查询对 dK 和 "
+                    "dV 没有贡献。应遍历 triton.cdiv(L_q, BLOCK_Q) 个块（range(start, L_q, BLOCK_Q)），并给最后一块的行加掩码。",
+                },
+            ),
+            Mistake(
+                "GRID_ROUNDED_DOWN",
+                lambda q, k, v, o, lse, do, bq, bk, causal: _dkdv(q, k, v, o, lse, do, bq, bk, causal,
+                                                                 keys_run=k.shape[1] // bk * bk),
+                {
+                    "en": "The grid was rounded down, L_k // BLOCK_K programs per batch·head: the partial last block "
+                    "of keys gets no program, and its rows of dK and dV keep their NaN. Round up: triton.cdiv(L_k, "
+                    "BLOCK_K).",
+                    "zh": "网格向下取整了，每个 batch·head 只有 L_k // BLOCK_K 个程序：不满的最后一块键没有程序负责，"
+                    "dK 和 dV 的这些行一直是 NaN。应向上取整：triton.cdiv(L_k, BLOCK_K)。",
+                },
+            ),
+            Mistake(
+                "STORED_AT_QUERY_OFFSET",
+                _backward(store_at_query_offset=True),
+                {
+                    "en": "dK and dV are stored at the query block's offset, program_id(0) · BLOCK_Q: a program owns the "
+                    "BLOCK_K keys from program_id(0) · BLOCK_K, and stores its rows there, columns = start_k + "
+                    "tl.arange(0, BLOCK_K). Where BLOCK_Q ≠ BLOCK_K the rows land elsewhere (or nowhere: NaN).",
+                    "zh": "dK 和 dV 存到了查询块的偏移 program_id(0) · BLOCK_Q 处：一个程序负责的是从 program_id(0) · BLOCK_K "
+                    "开始的 BLOCK_K 个键，也应存到那里，columns = start_k + tl.arange(0, BLOCK_K)。BLOCK_Q ≠ BLOCK_K 时，"
+                    "这些行会落到别处（或者哪里都没写：NaN）。",
                 },
             ),
             Mistake(

@@ -388,6 +388,19 @@ HINTS = {
                "output 和 lse，把块大小和 causal 存到 ctx 上。backward 里把它们取回，把 d_output 变成连续的，用同一个 causal "
                "调用 backward_dkdv 和 backward_dq，并为 forward 的每个参数返回一个值：先是三个梯度，再给每个数和标志返回 None。"},
     ),
+    "09.flash_forward_half": (
+        {"en": "The inputs are float16 or bfloat16, and tl.dot multiplies them exactly. Which numbers of the "
+               "kernel are sums over a whole row, and how many bits does each half dtype keep (or how large a number "
+               "can float16 hold)?",
+         "zh": "输入是 float16 或 bfloat16，tl.dot 对它们的乘法是精确的。核函数里哪些数是对整整一行求的和？"
+               "每种半精度类型能保留几位（float16 最大又能表示多大的数）？"},
+        {"en": "Exercise 4's kernel with q, k and v loaded in their own dtype: tl.dot of two half blocks gives "
+               "float32 scores; m, ell and the accumulator are made float32 (tl.zeros(..., tl.float32)) and stay so; "
+               "P is rounded to v's dtype only for its product with v. Allocate the output with dtype=query.dtype "
+               "(the store rounds once) and lse with dtype=torch.float32.",
+         "zh": "练习 4 的核函数，q、k、v 按各自的数据类型读入：两个半精度块的 tl.dot 得到 float32 的分数；m、ell 和累加器"
+               "都建成 float32（tl.zeros(..., tl.float32)）并一直保持；P 只在与 v 相乘时舍入到 v 的数据类型。"
+               "输出按查询的数据类型分配，dtype=query.dtype（写回时只舍入一次），lse 按 dtype=torch.float32 分配。"},
     # lesson 10
     "10.causal_block": (
         {"en": "Follow the block in order: which sub-layer reads the normalised x, and what is added to x itself? "

@@ -72,6 +72,7 @@ FORBIDDEN_OPERATIONS = {
     "09.backward_dkdv": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
     "09.backward_dq": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
     "09.flash_function": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
+    "09.flash_forward_half": SOFTMAX + LOGSUMEXP + FUSED_ATTENTION,
     # lesson 10: the block's attention is the learner's (lesson 01's scaled_dot_product_attention may compute it)
     "10.causal_block": FUSED_ATTENTION,
 }
@@ -107,6 +108,7 @@ SOLVERS = {
         "course_utils.flash_triton.flash_backward", "course_utils.tiled.tiled_backward"),
     "09.flash_function": _ATTENTION + _TRITON_ATTENTION + (
         "course_utils.flash_triton.flash_backward", "course_utils.tiled.tiled_backward"),
+    "09.flash_forward_half": _ATTENTION + _TRITON_ATTENTION,
     # lesson 10: the course's GPT already does each exercise's work
     "10.causal_block": ("course_utils.gpt.Block.forward", "course_utils.gpt.CausalSelfAttention.forward",
                         "course_utils.gpt.causal_attention", "course_utils.gpt.GPT.forward",
@@ -121,7 +123,8 @@ SOLVERS = {
 
 #: Lesson 09's exercises (a new one is added here, and its text says that the kernel computes the answer).
 KERNEL_EXERCISES = ("09.softmax_kernel", "09.softmax_blocks", "09.matmul_kernel", "09.flash_forward",
-                    "09.causal_forward", "09.backward_dkdv", "09.backward_dq", "09.flash_function")
+                    "09.causal_forward", "09.backward_dkdv", "09.backward_dq", "09.flash_function",
+                    "09.flash_forward_half")
 
 #: What torch may do outside a launch in a kernel exercise: allocate, view, copy, convert, read metadata.
 KERNEL_ALLOWED = frozenset((

@@ -44,13 +44,14 @@
 # 4. make it causal: the blocks above the diagonal never loaded, the diagonal block masked;
 # 5. write the kernel of the backward that computes dK and dV, recomputing the weights from the lse;
 # 6. write the rest of FlashAttention's backward, the dQ kernel, and tie your kernels together in a
-#    `torch.autograd.Function` of your own, whose gradients are PyTorch's;
+#    `torch.autograd.Function` of your own, whose gradients are PyTorch's; then run the forward on float16
+#    and bfloat16 inputs, with float32 sums;
 # 7. see how fast the kernels are on a GPU against PyTorch's own, honestly, what the fast kernels do
 #    that ours do not, and step one program through its key blocks.
 #
-# There are eight exercises, each followed by a check cell.
+# There are nine exercises, each followed by a check cell.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="908f775631"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="46d5cfe572"
 # # 用 Triton 把 FlashAttention 写成真正的核函数
 #
 # 第 08 课用 Python 循环逐块计算注意力：数值正确，内存为 $O(L \cdot d)$，但在 GPU 上比 `F.scaled_dot_product_attention` 慢了约 60 倍（第 1 节会打印出提交在课程里的 H200 实测数字）。那里的每个分块都是若干个独立的 GPU 核函数，每个都由 Python 启动，每个都从显存（HBM）读入输入、再把结果写回去。本课用 Triton 把同一个算法写成**一个**核函数：负责一块查询的程序，从第一个键到最后一个键，都把自己的分数分块留在芯片上的片上存储（SRAM）里。
@@ -66,10 +67,10 @@
 # 3. 写 FlashAttention 的前向核函数：每块查询一个程序，对各个键块做第 08 课的在线 softmax，写出 log-sum-exp，给不满的最后一块加掩码；
 # 4. 把它改成因果的：对角线上方的块从不读入，对角线块加掩码；
 # 5. 写反向传播中计算 dK 和 dV 的核函数，用 lse 重新算出权重；
-# 6. 写完 FlashAttention 反向传播的其余部分，即 dQ 核函数，再用你自己的 `torch.autograd.Function` 把这些核函数连起来，它的梯度与 PyTorch 的一致；
+# 6. 写完 FlashAttention 反向传播的其余部分，即 dQ 核函数，再用你自己的 `torch.autograd.Function` 把这些核函数连起来，它的梯度与 PyTorch 的一致；然后让前向以 float16 和 bfloat16 为输入运行，用 float32 求和；
 # 7. 如实地看看这些核函数在 GPU 上与 PyTorch 自己的相比有多快，快的核函数多做了哪些我们没做的事，再让一个程序一步一步走过它的键块。
 #
-# 本课共有八道练习，每道练习后面都跟着一个检查单元。
+# 本课共有九道练习，每道练习后面都跟着一个检查单元。
 
 # %%
 import math
@@ -185,16 +186,16 @@ if tiles:
 #
 # Write `softmax_rows(x)` for a float32 tensor x of shape $(R, n)$: define a Triton kernel inside the
 # function (decorated with `triton.jit`) that one program per row runs, with `BLOCK = triton.next_power_of_2(n)`
-# columns loaded at once, and return the softmax of every row over its last axis, $(R, n)$ float32.
-# The check runs your kernel through Triton's interpreter on cases with rows in the thousands and far
+# columns loaded at once, and return the softmax of every row over its last axis, $(R, n)$ float32,
+# allocated with `torch.full(..., float("nan"))` so that a row your kernel never stores shows. The check runs your kernel through Triton's interpreter on cases with rows in the thousands and far
 # below zero, with $n$ a power of two and not, and with −∞ entries (weight 0). It compares the numbers only (a
 # kernel's output is not on autograd's graph). It refuses `torch.softmax`, `F.softmax`,
 # `Tensor.softmax` and the course's `flash_triton.softmax_rows` and `masks.masked_softmax`.
 
-# %% [markdown] tags=["lang-zh"] en_hash="ee4467ac5f"
+# %% [markdown] tags=["lang-zh"] en_hash="e0614b3a11"
 # ### 练习 1：softmax 核函数
 #
-# 写出 `softmax_rows(x)`，x 是形状为 $(R, n)$ 的 float32 张量：在函数内部定义一个 Triton 核函数（用 `triton.jit` 装饰），每行由一个程序运行，一次读入 `BLOCK = triton.next_power_of_2(n)` 列，返回每一行沿最后一维的 softmax，形状 $(R, n)$，float32。检查会用 Triton 的解释器运行你的核函数，测试用例里有数值上千的行和远小于 0 的行，$n$ 有 2 的幂也有不是的，还有 −∞ 元素（权重为 0）。检查只比较数值（核函数的输出不在 autograd 的计算图上）。检查不接受 `torch.softmax`、`F.softmax`、`Tensor.softmax`，也不接受课程自带的 `flash_triton.softmax_rows` 和 `masks.masked_softmax`。
+# 写出 `softmax_rows(x)`，x 是形状为 $(R, n)$ 的 float32 张量：在函数内部定义一个 Triton 核函数（用 `triton.jit` 装饰），每行由一个程序运行，一次读入 `BLOCK = triton.next_power_of_2(n)` 列，返回每一行沿最后一维的 softmax，形状 $(R, n)$，float32，用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的行会显现出来。检查会用 Triton 的解释器运行你的核函数，测试用例里有数值上千的行和远小于 0 的行，$n$ 有 2 的幂也有不是的，还有 −∞ 元素（权重为 0）。检查只比较数值（核函数的输出不在 autograd 的计算图上）。检查不接受 `torch.softmax`、`F.softmax`、`Tensor.softmax`，也不接受课程自带的 `flash_triton.softmax_rows` 和 `masks.masked_softmax`。
 
 # %% tags=["exercise"] exercise="09.softmax_kernel"
 def softmax_rows(x):
@@ -221,7 +222,7 @@ def softmax_rows(x):
 
     x = x.contiguous()
     R, n = x.shape
-    y = torch.empty_like(x)
+    y = torch.full_like(x, float("nan"))
     softmax_kernel[(R,)](x, y, n, BLOCK=triton.next_power_of_2(n))
     return y
     ### END SOLUTION
@@ -671,17 +672,18 @@ check("09.causal_forward", causal_forward)
 # and lse $(BH, L_q)$, and d_output $(BH, L_q, d_v)$: launch one program per key block (a kernel
 # defined inside the function) that loops over the query blocks, computes $D$ from the blocks of dO and
 # O it loads, recomputes $P$ from lse (masked when `causal`, where $L_q = L_k$) and accumulates dK and dV. Return `(d_key, d_value)`, the
-# gradients of $\sum \text{output} \circ \text{d\_output}$ with respect to key and value, float32. The
+# gradients of $\sum \text{output} \circ \text{d\_output}$ with respect to key and value, float32,
+# allocated with `torch.full(..., float("nan"))` so that a row your kernel never stores shows. The
 # check compares their numbers with PyTorch's gradients. It refuses `torch.autograd.grad`,
 # `Tensor.backward`, `torch.matmul`, `torch.bmm`, `torch.einsum`, and the course's
 # `flash_triton.flash_backward` and `tiled.tiled_backward`.
 #
 # As in exercise 3, write float32 `tl.dot`s with `input_precision="ieee"` and allocate on the inputs' device.
 
-# %% [markdown] tags=["lang-zh"] en_hash="01bd398c7e"
+# %% [markdown] tags=["lang-zh"] en_hash="c4116dcda8"
 # ### 练习 6：dK/dV 核函数
 #
-# 写出 `backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal)`，其中 query 为 $(BH, L_q, d)$，key 为 $(BH, L_k, d)$，value 为 $(BH, L_k, d_v)$，output $(BH, L_q, d_v)$ 和 lse $(BH, L_q)$ 是前向的结果，d_output 为 $(BH, L_q, d_v)$，都是 float32：为每个键块启动一个程序（核函数定义在函数内部），遍历各个查询块，用读入的 dO 和 O 的块算出 $D$，用 lse 重新算出 $P$（`causal` 时加掩码，此时 $L_q = L_k$），累加 dK 和 dV。返回 `(d_key, d_value)`，即 $\sum \text{output} \circ \text{d\_output}$ 对 key 和 value 的梯度，float32。检查会把它们与 PyTorch 算出的梯度比较（数值）。检查不接受 `torch.autograd.grad`、`Tensor.backward`、`torch.matmul`、`torch.bmm`、`torch.einsum`，也不接受课程自带的 `flash_triton.flash_backward` 和 `tiled.tiled_backward`。
+# 写出 `backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, causal)`，其中 query 为 $(BH, L_q, d)$，key 为 $(BH, L_k, d)$，value 为 $(BH, L_k, d_v)$，output $(BH, L_q, d_v)$ 和 lse $(BH, L_q)$ 是前向的结果，d_output 为 $(BH, L_q, d_v)$，都是 float32：为每个键块启动一个程序（核函数定义在函数内部），遍历各个查询块，用读入的 dO 和 O 的块算出 $D$，用 lse 重新算出 $P$（`causal` 时加掩码，此时 $L_q = L_k$），累加 dK 和 dV。返回 `(d_key, d_value)`，即 $\sum \text{output} \circ \text{d\_output}$ 对 key 和 value 的梯度，float32，用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的行会显现出来。检查会把它们与 PyTorch 算出的梯度比较（数值）。检查不接受 `torch.autograd.grad`、`Tensor.backward`、`torch.matmul`、`torch.bmm`、`torch.einsum`，也不接受课程自带的 `flash_triton.flash_backward` 和 `tiled.tiled_backward`。
 #
 # 与练习 3 一样，float32 的 `tl.dot` 要写 `input_precision="ieee"`，并在输入所在的设备上分配张量。
 
@@ -745,7 +747,7 @@ def backward_dkdv(query, key, value, output, lse, d_output, block_q, block_k, ca
     output, d_output, lse = output.contiguous(), d_output.contiguous(), lse.contiguous()
     BH, L_q, d = query.shape
     L_k, d_v = key.shape[1], value.shape[2]
-    d_key, d_value = torch.empty_like(key), torch.empty_like(value)
+    d_key, d_value = torch.full_like(key, float("nan")), torch.full_like(value, float("nan"))
     dkdv_kernel[(triton.cdiv(L_k, block_k), BH)](query, key, value, output, d_output, lse, d_key, d_value,
                                                  L_q, L_k, d, d_v, 1 / math.sqrt(d), CAUSAL=causal,
                                                  BLOCK_Q=block_q, BLOCK_K=block_k,
@@ -939,6 +941,121 @@ def attention_and_gradients(query, key, value, d_output, block_q, block_k, causa
 # %%
 from course_utils import check
 check("09.flash_function", attention_and_gradients)
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
+# ### Exercise 9: half precision, float32 sums
+#
+# A GPU's tensor cores multiply float16 and bfloat16, which is why every fast attention takes them: half
+# the memory traffic, and products several times faster than float32's. What they cannot do is *sum* in
+# half precision. float16 keeps 11 significant bits and stops at 65,504; bfloat16 keeps 8 (with float32's
+# range). A long row's sums (ℓ, and the output's accumulator, a sum of up to $L_k$ weighted values) lose
+# those bits or overflow, so every FlashAttention loads half inputs, multiplies them with `tl.dot` into a
+# **float32** result, keeps m, ℓ and the accumulator in float32, and rounds once, when it stores the output
+# in the inputs' dtype. lse stays float32: the backward recomputes each weight as $\exp(s - \text{lse})$.
+#
+# Write `flash_forward_half(query, key, value, block_q, block_k)`: exercise 4's forward for query, key and
+# value in float16 or bfloat16 (all three the same), returning `(output, lse)`: output in the inputs' dtype,
+# lse float32 (allocate both with `torch.full(..., float("nan"), dtype=...)`). Load the blocks in their own
+# dtype and give `tl.dot` half blocks (no `input_precision`: it concerns float32 only), `p.to(v.dtype)`
+# for P·V. The check allows $5\times10^{-3} + 10^{-2}\,|x|$ around float64's answer $x$: measured, the
+# lesson's kernel is within $9.8\times10^{-4}$ (float16) and $7.8\times10^{-3}$ (bfloat16) of
+# `F.scaled_dot_product_attention` in float64 on the same inputs, one rounding of the output. Its cases
+# hold a float16 row whose sum passes 65,504 and a bfloat16 row whose sum loses bits. It refuses what
+# exercise 4 refuses. (Casting P to half before its row sum moves ℓ by at most $2^{-11}$ (float16) or
+# $2^{-9}$ (bfloat16): inside that tolerance, so no check can see it.)
+#
+# On a CPU, Triton's interpreter holds a bfloat16 block as the raw bits of its numbers, which NumPy cannot
+# compute with (it has no bfloat16); the course widens them to float32 for each operation and rounds the
+# result back to the nearest, as a GPU does, so the same kernel gives a GPU's numbers here.
+
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="20204273b2"
+# ### 练习 9：半精度输入，float32 求和
+#
+# GPU 的张量核心做的是 float16 和 bfloat16 的乘法，所以快的注意力实现都用它们：内存读写减半，乘法比 float32 快好几倍。
+# 但它们不能用半精度*求和*。float16 只有 11 位有效数字，最大只能表示 65,504；bfloat16 只有 8 位（取值范围和 float32 相同）。
+# 长的一行要求的和（ℓ，以及输出的累加器，它是最多 $L_k$ 个加权值的和）会丢掉这些位，或者溢出。所以每个 FlashAttention
+# 都以半精度读入输入，用 `tl.dot` 相乘得到 **float32** 的结果，m、ℓ 和累加器都保持 float32，只在按输入的数据类型写回输出时
+# 舍入一次。lse 保持 float32：反向传播要用 $\exp(s - \text{lse})$ 重新算出每一个权重。
+#
+# 写出 `flash_forward_half(query, key, value, block_q, block_k)`：练习 4 的前向，查询、键和值（query、key、value）是 float16
+# 或 bfloat16（三者相同），返回 `(output, lse)`：output 用输入的数据类型，lse 用 float32（两者都用
+# `torch.full(..., float("nan"), dtype=...)` 分配）。按各自的数据类型读入各块，交给 `tl.dot` 的是半精度的块（不写
+# `input_precision`：它只对 float32 起作用），P·V 用 `p.to(v.dtype)`。检查允许的误差是 float64 结果 $x$ 周围
+# $5\times10^{-3} + 10^{-2}\,|x|$：实测本课的核函数与同样输入上 float64 的 `F.scaled_dot_product_attention` 相差不超过
+# $9.8\times10^{-4}$（float16）和 $7.8\times10^{-3}$（bfloat16），也就是输出的一次舍入。测试用例里有一行 float16 的和超过了
+# 65,504，还有一行 bfloat16 的和丢了位。检查不接受练习 4 不接受的那些函数。（在行求和之前就把 P 转成半精度，ℓ 最多变化
+# $2^{-11}$（float16）或 $2^{-9}$（bfloat16）：落在这个误差范围之内，任何检查都看不出来。）
+#
+# 在 CPU 上，Triton 的解释器把 bfloat16 的块存成其中每个数的原始比特，NumPy 没法拿它们计算（NumPy 没有 bfloat16）；
+# 课程在每次运算时把它们扩展成 float32，再把结果舍入回最接近的 bfloat16，和 GPU 的做法一样，所以同一个核函数在这里
+# 得到的就是 GPU 上的数值。
+
+# %% tags=["exercise"] exercise="09.flash_forward_half"
+def flash_forward_half(query, key, value, block_q, block_k):
+    # lang: en
+    """FlashAttention's forward on float16 or bfloat16 inputs, with float32 sums.
+
+    query: (BH, L_q, d); key: (BH, L_k, d); value: (BH, L_k, d_v); all float16 or all bfloat16.
+    block_q, block_k: queries per program, keys per step (powers of two >= 16).
+    Returns (output, lse): output (BH, L_q, d_v) in the inputs' dtype; lse (BH, L_q) float32.
+    """
+    # lang: zh
+    """输入为 float16 或 bfloat16 的 FlashAttention 前向，用 float32 求和。
+
+    query：(BH, L_q, d)；key：(BH, L_k, d)；value：(BH, L_k, d_v)；都是 float16 或都是 bfloat16。
+    block_q、block_k：每个程序的查询数、每一步的键数（不小于 16 的 2 的幂）。
+    返回 (output, lse)：output (BH, L_q, d_v)，数据类型与输入相同；lse (BH, L_q)，float32。
+    """
+    # lang: end
+    ### BEGIN SOLUTION
+    @triton.jit
+    def half_kernel(Q, K, V, O, LSE, L_q, L_k, d, d_v, scale,
+                    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+        start_q = tl.program_id(0) * BLOCK_Q
+        bh = tl.program_id(1).to(tl.int64)
+        rows = start_q + tl.arange(0, BLOCK_Q)
+        dims = tl.arange(0, BLOCK_D)
+        dims_v = tl.arange(0, BLOCK_DV)
+        q = tl.load(Q + bh * L_q * d + rows[:, None] * d + dims[None, :],
+                    mask=(rows[:, None] < L_q) & (dims[None, :] < d), other=0.0)
+        m = tl.full((BLOCK_Q,), float("-inf"), tl.float32)
+        ell = tl.zeros((BLOCK_Q,), tl.float32)
+        acc = tl.zeros((BLOCK_Q, BLOCK_DV), tl.float32)
+        for start_k in range(0, L_k, BLOCK_K):
+            columns = start_k + tl.arange(0, BLOCK_K)
+            k = tl.load(K + bh * L_k * d + columns[:, None] * d + dims[None, :],
+                        mask=(columns[:, None] < L_k) & (dims[None, :] < d), other=0.0)
+            v = tl.load(V + bh * L_k * d_v + columns[:, None] * d_v + dims_v[None, :],
+                        mask=(columns[:, None] < L_k) & (dims_v[None, :] < d_v), other=0.0)
+            s = tl.dot(q, tl.trans(k)) * scale
+            s = tl.where(columns[None, :] < L_k, s, float("-inf"))
+            m_new = tl.maximum(m, tl.max(s, axis=1))
+            alpha = tl.exp(m - m_new)
+            p = tl.exp(s - m_new[:, None])
+            ell = ell * alpha + tl.sum(p, axis=1)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m = m_new
+        tl.store(O + bh * L_q * d_v + rows[:, None] * d_v + dims_v[None, :],
+                 (acc / ell[:, None]).to(O.dtype.element_ty),
+                 mask=(rows[:, None] < L_q) & (dims_v[None, :] < d_v))
+        tl.store(LSE + bh * L_q + rows, m + tl.log(ell), mask=rows < L_q)
+
+    query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
+    BH, L_q, d = query.shape
+    L_k, d_v = key.shape[1], value.shape[2]
+    output = torch.full((BH, L_q, d_v), float("nan"), dtype=query.dtype, device=query.device)
+    lse = torch.full((BH, L_q), float("nan"), dtype=torch.float32, device=query.device)
+    grid = (triton.cdiv(L_q, block_q), BH)
+    half_kernel[grid](query, key, value, output, lse, L_q, L_k, d, d_v, 1 / math.sqrt(d),
+                      BLOCK_Q=block_q, BLOCK_K=block_k, BLOCK_D=max(16, triton.next_power_of_2(d)),
+                      BLOCK_DV=max(16, triton.next_power_of_2(d_v)))
+    return output, lse
+    ### END SOLUTION
+
+
+# %%
+from course_utils import check
+check("09.flash_forward_half", flash_forward_half)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
 # ## 7. Speed, honestly
