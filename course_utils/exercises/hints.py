@@ -401,6 +401,7 @@ HINTS = {
          "zh": "练习 4 的核函数，q、k、v 按各自的数据类型读入：两个半精度块的 tl.dot 得到 float32 的分数；m、ell 和累加器"
                "都建成 float32（tl.zeros(..., tl.float32)）并一直保持；P 只在与 v 相乘时舍入到 v 的数据类型。"
                "输出按查询的数据类型分配，dtype=query.dtype（写回时只舍入一次），lse 按 dtype=torch.float32 分配。"},
+    ),
     # lesson 10
     "10.causal_block": (
         {"en": "Follow the block in order: which sub-layer reads the normalised x, and what is added to x itself? "
