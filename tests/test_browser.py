@@ -61,7 +61,7 @@ NOTEBOOKS = [
                           ("03_self_cross_attention", ("zh",)), ("04_multihead_attention", ("en",)),
                           ("05_probsparse", ("zh",)), ("06_transformer", ("en",)),
                           ("07_inference_attention", ("zh",)), ("08_flash_attention", ("en",)),
-                          ("09_flash_triton", ("en", "zh")))
+                          ("09_flash_triton", ("zh",)), ("10_gpt", ("en", "zh")))
     for lang in langs
 ]
 

@@ -15,12 +15,23 @@ from prepared import evaluate as evaluate_hidden
 from prepared import prepared
 
 from course_teacher.exercises import EXERCISES
-from course_teacher.exercises import l10_gpt as l10
 from course_utils import gpt
 from course_utils.attention import scaled_dot_product_attention
 from course_utils.decoding import KVCache
 from course_utils.exercises import CRASHED, FAILED, PASSED, evaluate, grading, objects
 from course_utils.masks import causal_mask
+
+
+def _mistake(exercise, code):
+    """The function of `exercise`'s known mistake `code`, from the registry (the module's names are its own)."""
+    return next(m.fn for m in EXERCISES[exercise].mistakes if m.code == code)
+
+
+BLOCK_REFERENCE = EXERCISES["10.causal_block"].reference
+LOSS_REFERENCE = EXERCISES["10.lm_loss"].reference
+SAMPLE_REFERENCE = EXERCISES["10.sample_next"].reference
+GENERATE_REFERENCE = EXERCISES["10.generate_cached"].reference
+SAMPLE_KTH_DROPPED = _mistake("10.sample_next", "KTH_DROPPED")
 
 IDS = ("10.causal_block", "10.lm_loss", "10.sample_next", "10.generate_cached")
 SEEDS = (12345, 0, 7)  # a teacher's seed, the public seed, another
@@ -109,7 +120,7 @@ def test_the_block_reference_is_the_packages_block_values_and_gradients_of_x_and
     x, data = _cases("10.causal_block")[number]
     x, data = x.clone().requires_grad_(), data.clone().requires_grad_()
     block = objects.block(data, x.shape[-1])
-    ours = l10._block_reference(x, block)
+    ours = BLOCK_REFERENCE(x, block)
     theirs = block(x, torch.arange(x.shape[1]))[0]
     torch.testing.assert_close(ours, theirs)
     weights = torch.randn_like(ours)
@@ -247,7 +258,7 @@ def test_the_block_cases_hold_one_head_one_position_and_float64():
 def test_the_loss_reference_is_the_mean_cross_entropy_of_the_next_token_over_the_real_targets(number):
     logits, tokens, pad_id = _cases("10.lm_loss")[number]
     logits = logits.clone().requires_grad_()
-    ours = l10._loss_reference(logits, tokens, pad_id)
+    ours = LOSS_REFERENCE(logits, tokens, pad_id)
     targets = tokens[:, 1:]
     keep = torch.ones_like(targets, dtype=torch.bool) if pad_id is None else targets != pad_id
     each = -logits[:, :-1].log_softmax(-1).gather(-1, targets[..., None])[..., 0]  # (B, T − 1)
@@ -300,7 +311,7 @@ def test_the_sampling_reference_draws_what_the_package_draws_from_the_same_gener
     for logits, temperature, top_k, seed in _cases("10.sample_next"):
         generator = None if seed is None else torch.Generator().manual_seed(seed)
         again = None if seed is None else torch.Generator().manual_seed(seed)
-        assert torch.equal(l10._sample_reference(logits, temperature, top_k, generator),
+        assert torch.equal(SAMPLE_REFERENCE(logits, temperature, top_k, generator),
                            gpt.sample_next(logits, temperature, top_k, again))
 
 
@@ -372,13 +383,14 @@ def test_right_samplers_stay_far_inside_the_margin_and_distribution_mistakes_far
     sampler comes within 1.5 standard deviations of objects.MARGIN, and each mistake the check names by
     its distribution is at least twice the margin away on some case of every set."""
     sets = [_cases("10.sample_next")] + [_hidden("10.sample_next", seed) for seed in SEEDS]
-    for function in RIGHT_SAMPLERS + [l10._sample_reference]:
+    for function in RIGHT_SAMPLERS + [SAMPLE_REFERENCE]:
         for cases in sets:
             assert _worst_deviation(function, cases) < objects.MARGIN - 1.5, function.__name__
-    for mistake in (l10._sample_temperature_multiplied, l10._sample_ties_dropped, l10._sample_kth_dropped,
-                    l10._sample_always_greedy):
+    for mistake in (_mistake("10.sample_next", "TEMPERATURE_MULTIPLIED"), _mistake("10.sample_next", "TIES_DROPPED"),
+                    SAMPLE_KTH_DROPPED,
+                    _mistake("10.sample_next", "ALWAYS_GREEDY")):
         for cases in sets:
-            usable = [case for case in cases if not (mistake is l10._sample_kth_dropped and case[2] == 1)]
+            usable = [case for case in cases if not (mistake is SAMPLE_KTH_DROPPED and case[2] == 1)]
             assert _worst_deviation(mistake, usable) > 2 * objects.MARGIN, mistake.__name__
 
 
@@ -446,10 +458,10 @@ def test_the_generation_reference_is_the_packages_recomputation_and_feeds_what_t
     cases = _cases("10.generate_cached") if which == "public" else _hidden("10.generate_cached", which)
     for data, prompt, new_tokens in cases:
         model = objects.gpt_model(data)
-        ours = _fed(model, lambda model=model, prompt=prompt, new=new_tokens: l10._generate_reference(model, prompt, new))
+        ours = _fed(model, lambda model=model, prompt=prompt, new=new_tokens: GENERATE_REFERENCE(model, prompt, new))
         assert ours / prompt.shape[0] == objects.fed_needed(prompt.shape[1], new_tokens, int(data["context"]))
         expected = model.generate(prompt, new_tokens, temperature=0, cache=False)[0]
-        assert torch.equal(l10._generate_reference(model, prompt, new_tokens), expected)
+        assert torch.equal(GENERATE_REFERENCE(model, prompt, new_tokens), expected)
 
 
 def _generate_by_caches_length(model, prompt, new_tokens):

@@ -800,7 +800,7 @@ claim(f"这个测量基于 {measured_heads['pairs']:,} 对字符；未训练模�
 #
 # 这个探索器显示训练好的模型在一段提示之后对下一个字符的概率分布、温度和 top-k 如何改变它，以及由此采样出的文字。拖动滑块看看：温度为 0 时，每次写出的文字都一样；温度高了，不太可能的字符也会冒出来，top-k 又把长尾挡在外面。
 
-# %%
+# %% tags=["nbval-ignore-output"]
 next_character_explorer(model, corpus, PROMPT)
 
 # %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-en"]
