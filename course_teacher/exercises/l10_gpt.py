@@ -750,7 +750,7 @@ _SAMPLE_MISTAKES = (
             "ties with the k-th largest is never drawn. The rule keeps every logit ≥ the k-th largest value: "
             "compare with the value, logits < kth, not with topk's indices.",
             "zh": "正好保留了 k 个字符，即 topk 返回的那些索引，于是 logit 与第 k 大的值相等的字符永远抽不到。"
-            "规则是保留所有 ≥ 第 k 大值的 logit：应与这个值比较（logits < kth），而不是用 topk 返回的下标。",
+            "规则是保留所有 ≥ 第 k 大值的 logit：应与这个值比较（logits < kth），而不是用 topk 返回的索引。",
         },
     ),
     Mistake(
@@ -994,7 +994,7 @@ _GENERATE_MISTAKES = (
             "start, n − 1 − start for the newest of n tokens. With learned positions the model reads it with the wrong position's "
             "vector.",
             "zh": "新词元送入的位置早了一位，用的是它前一个词元的位置：它的位置是它之前缓存里已有的词元数，"
-            "即它在文本中的下标减去窗口的起点，n 个词元中最新的那个是 n − 1 − start。使用可学习位置编码时，"
+            "即它在文本中的索引减去窗口的起点，n 个词元中最新的那个是 n − 1 − start。使用可学习位置编码时，"
             "模型就会用错误位置的向量来读它。",
         },
     ),

@@ -410,11 +410,11 @@ HINTS = {
         {"en": "h = block.norm1(x); q, k, v = mha.q_proj(h), ... each .view(B, L, H, d).transpose(1, 2); attention "
                "with the keep mask torch.ones(L, L, dtype=torch.bool).tril() (lesson 01's scaled_dot_product_attention "
                "takes it as keep_mask); merge with .transpose(1, 2).reshape(B, L, E); x = x + mha.out_proj(...); "
-               "return x + block.feed_forward(block.norm2(x)).",
+               "then the second residual: the feed-forward network of block.norm2 of that x, added to it.",
          "zh": "h = block.norm1(x)；q, k, v = mha.q_proj(h) 等，各自 .view(B, L, H, d).transpose(1, 2)；用保留掩码 "
                "torch.ones(L, L, dtype=torch.bool).tril() 做注意力（第 01 课的 scaled_dot_product_attention 通过 keep_mask "
-               "接收它）；用 .transpose(1, 2).reshape(B, L, E) 合并各头；x = x + mha.out_proj(...)；"
-               "最后返回 x + block.feed_forward(block.norm2(x))。"},
+               "接收它）；转置回来再合并各头：.transpose(1, 2).reshape(B, L, E)；x = x + mha.out_proj(...)；"
+               "最后是第二个残差：把 block.norm2 作用于这个 x 后送进前馈网络，再加回 x。"},
     ),
     "10.lm_loss": (
         {"en": "Which logits predict which token? Line up logits[:, t] with the token it must predict, and decide "
@@ -425,31 +425,32 @@ HINTS = {
                "it takes the log-softmax itself and averages over the targets that are not pad_id.",
          "zh": "predictions = logits[:, :-1].reshape(-1, V)，targets = tokens[:, 1:].reshape(-1)；"
                "F.cross_entropy(predictions, targets, ignore_index=pad_id)（pad_id 为 None 时不传 ignore_index）："
-               "它自己会做 log-softmax，并对不等于 pad_id 的目标求平均。"},
+               "它自己会做 log-softmax，并对不等于 pad_id 的目标词元求平均。"},
     ),
     "10.sample_next": (
         {"en": "Three steps: which logits keep a chance, how the temperature reshapes them, and where the randomness "
                "comes from. What does temperature 0 mean, and why can it not be divided by?",
          "zh": "分三步：哪些 logits 还有机会，温度怎样改变它们，随机性从哪里来。温度为 0 是什么意思？为什么不能用它做除数？"},
         {"en": "With top_k: kth = logits.topk(top_k, dim=-1).values[:, -1:], logits = logits.masked_fill(logits < kth, "
-               "float('-inf')). Temperature 0: return logits.argmax(dim=-1). Else p = (logits / temperature).softmax(-1) "
+               "float('-inf')). Temperature 0: the argmax of the logits along the last axis. Else p = (logits / temperature).softmax(-1) "
                "and torch.multinomial(p, 1, generator=generator)[:, 0].",
-         "zh": "有 top_k 时：kth = logits.topk(top_k, dim=-1).values[:, -1:]，logits = logits.masked_fill(logits < kth, "
-               "float('-inf'))。温度为 0：返回 logits.argmax(dim=-1)。否则 p = (logits / temperature).softmax(-1)，"
+         "zh": "有 top_k 时，用掩码把小于第 k 大值的 logit 填成 -inf：kth = logits.topk(top_k, dim=-1).values[:, -1:]，logits = logits.masked_fill(logits < kth, "
+               "float('-inf'))。温度为 0：取 logits 沿最后一维的 argmax。否则 p = (logits / temperature).softmax(-1)，"
                "再 torch.multinomial(p, 1, generator=generator)[:, 0]。"},
     ),
     "10.generate_cached": (
         {"en": "The caches remember the window's keys and values: what must go through the model once, what at each "
                "step, and what happens when the next token no longer fits in the context?",
          "zh": "缓存记住了窗口内的键和值：哪些只需送进模型一次？每一步又送什么？下一个词元在上下文里放不下时怎么办？"},
-        {"en": "caches = [KVCache() for _ in model.blocks]; start = gpt.window_start(P, C, C // 2); logits = "
-               "model(prompt[:, start:], start=0, caches=caches)[:, -1]. Each step: token = logits.argmax(-1), append "
-               "it; n = new length; now = gpt.window_start(n, C, C // 2); same window: model(token[:, None], "
-               "start=n - 1 - start, caches=caches); a jump: fresh caches, prefill tokens[:, now:], start = now.",
-         "zh": "caches = [KVCache() for _ in model.blocks]；start = gpt.window_start(P, C, C // 2)；logits = "
-               "model(prompt[:, start:], start=0, caches=caches)[:, -1]。每一步：token = logits.argmax(-1)，把它追加上去；"
-               "n 为新的长度；now = gpt.window_start(n, C, C // 2)；窗口不变时 model(token[:, None], start=n - 1 - start, "
-               "caches=caches)；窗口跳动时新建缓存，预填充 tokens[:, now:]，并令 start = now。"},
+        {"en": "One KVCache per block. Prefill: the prompt's window (from gpt.window_start(P, C, C // 2)) goes through "
+               "model(..., start=0, caches=...) once, and its last logits give the first token. Each step: append the "
+               "argmax; if gpt.window_start of the new length is the window's start still, feed that one token at its "
+               "position inside the window (its index minus the window's start); if it moved, make fresh caches and "
+               "prefill the new window's tokens.",
+         "zh": "每个块一个 KVCache。预填充：提示的窗口（起点由 gpt.window_start(P, C, C // 2) 给出）经 "
+               "model(..., start=0, caches=...) 送进模型一次，它最后一个位置的 logits 给出第一个词元。之后每一步："
+               "把 argmax 得到的词元追加到文本后面；如果新长度下 gpt.window_start 的结果仍是窗口原来的起点，就只把这一个"
+               "词元按它在窗口中的位置（它的索引减去窗口起点）送进模型；如果起点变了，就新建缓存，把新窗口里的词元预填充进去。"},
     ),
 }
 
