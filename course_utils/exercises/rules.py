@@ -115,7 +115,7 @@ SOLVERS = {
                         "course_utils.multihead.FusedMultiheadAttention.forward",
                         "course_utils.multihead.NaiveMultiheadAttention.forward",
                         "torch.nn.functional.multi_head_attention_forward"),
-    "10.sample_next": ("course_utils.gpt.sample_next", "course_utils.gpt.GPT.generate"),
+    "10.sample_next": ("course_utils.gpt.sample_next", "course_utils.gpt._draw", "course_utils.gpt.GPT.generate"),
     "10.generate_cached": ("course_utils.gpt.GPT.generate",),
 }
 

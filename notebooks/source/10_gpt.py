@@ -242,11 +242,11 @@ print(block.attention.heads, tuple(block.attention.mha.q_proj.weight.shape), tup
 #
 # The check compares it with `block(x, torch.arange(L))[0]`, the values and the gradients with respect
 # to x and every parameter. It refuses what would do the work for you: `Block.forward`,
-# `CausalSelfAttention.forward`, `gpt.causal_attention`, `F.scaled_dot_product_attention` and the
-# forward of `nn.MultiheadAttention` or lesson 04's `FusedMultiheadAttention` (the projections' own
-# `nn.Linear` calls are fine).
+# `CausalSelfAttention.forward`, `gpt.causal_attention`, PyTorch's fused
+# `torch.nn.functional.scaled_dot_product_attention`, `nn.MultiheadAttention.forward` and lesson 04's
+# `FusedMultiheadAttention.forward` (the projections' own `nn.Linear` calls are fine).
 
-# %% [markdown] tags=["lang-zh"] en_hash="18c19f2b43"
+# %% [markdown] tags=["lang-zh"] en_hash="58f401c0fd"
 # ### 练习 1：因果解码器块
 #
 # 写出 `causal_block(x, block)`：x 是形状为 $(B, L, E)$ 的浮点张量，`block` 是使用可学习位置嵌入的 `gpt.Block`。用这个块自己的权重依次计算：
@@ -257,7 +257,7 @@ print(block.attention.heads, tuple(block.attention.mha.q_proj.weight.shape), tup
 # 4. 把各个头合并回 $(B, L, E)$，经过 `block.attention.mha.out_proj`，加到 x 上；
 # 5. 返回 `x + block.feed_forward(block.norm2(x))`，形状 $(B, L, E)$。
 #
-# 检查会把它与 `block(x, torch.arange(L))[0]` 对照：比较数值，以及对 x 和每个参数的梯度。能替你完成这项工作的都不接受：`Block.forward`、`CausalSelfAttention.forward`、`gpt.causal_attention`、`F.scaled_dot_product_attention`，以及 `nn.MultiheadAttention` 和第 04 课 `FusedMultiheadAttention` 的前向（投影本身的 `nn.Linear` 调用可以用）。
+# 检查会把它与 `block(x, torch.arange(L))[0]` 对照：比较数值，以及对 x 和每个参数的梯度。能替你完成这项工作的都不接受：`Block.forward`、`CausalSelfAttention.forward`、`gpt.causal_attention`、PyTorch 的融合注意力 `torch.nn.functional.scaled_dot_product_attention`、`nn.MultiheadAttention.forward` 以及第 04 课的 `FusedMultiheadAttention.forward`（投影本身的 `nn.Linear` 调用可以用）。
 
 # %% tags=["exercise"] exercise="10.causal_block"
 def causal_block(x, block):
@@ -372,12 +372,13 @@ check("10.lm_loss", lm_loss)
 # too), using `generator` and never the global random state. The check judges what your function
 # does, not how it draws: draws only from the allowed characters, their frequencies over many draws
 # within a margin of the distribution, the same draws from the same generator state, the global
-# random state untouched, and temperature 0 exact.
+# random state untouched, and temperature 0 exact. It refuses the course's own sampler,
+# `gpt.sample_next` (and `gpt._draw`, which it calls).
 
-# %% [markdown] tags=["lang-zh"] en_hash="12154cd50b"
+# %% [markdown] tags=["lang-zh"] en_hash="0077839b50"
 # ### 练习 3：带温度和 top-k 的采样
 #
-# 写出 `sample_next(logits, temperature=1.0, top_k=None, generator=None)`：logits 是形状为 $(B, V)$ 的浮点张量；每行返回一个字符，形状 $(B,)$，int64。`temperature=0` 时返回每行的 argmax（有并列时按 `torch.argmax` 的选择）。否则从 `softmax(logits / temperature)` 中抽取；给了 `top_k` 时只在最大的 `top_k` 个 logits 中抽取（等于第 $k$ 大的 logit 也都保留），只用 `generator`，绝不动全局随机状态。检查看的是你的函数做了什么，而不是它怎么抽：只抽到允许的字符；多次抽取的频率与分布的差距在容差之内；同一个生成器状态给出同样的结果；全局随机状态不变；温度为 0 时完全准确。
+# 写出 `sample_next(logits, temperature=1.0, top_k=None, generator=None)`：logits 是形状为 $(B, V)$ 的浮点张量；每行返回一个字符，形状 $(B,)$，int64。`temperature=0` 时返回每行的 argmax（有并列时按 `torch.argmax` 的选择）。否则从 `softmax(logits / temperature)` 中抽取；给了 `top_k` 时只在最大的 `top_k` 个 logits 中抽取（等于第 $k$ 大的 logit 也都保留），只用 `generator`，绝不动全局随机状态。检查看的是你的函数做了什么，而不是它怎么抽：只抽到允许的字符；多次抽取的频率与分布的差距在容差之内；同一个生成器状态给出同样的结果；全局随机状态不变；温度为 0 时完全准确。课程自带的采样函数 `gpt.sample_next`（以及它调用的 `gpt._draw`）检查都不接受。
 
 # %% tags=["exercise"] exercise="10.sample_next"
 def sample_next(logits, temperature=1.0, top_k=None, generator=None):
