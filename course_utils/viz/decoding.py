@@ -9,17 +9,10 @@ from .. import validation
 from ..decoding import PUBLISHED, Shape, cache_bytes
 from ..i18n import message
 from .figures import axes_for
+from .probsparse import byte_tick  # lesson 05's byte axis, written once
 
 #: One colour per kind of attention: MHA, GQA, MQA.
 KIND_COLOURS = {"MHA": "#d9822b", "GQA": "#2b7bba", "MQA": "#3d8b37"}
-
-
-def _byte_tick(value, _position=None):
-    """A tick on a byte axis, powers of 1000 as in ``viz.format_bytes``: "10 kB", "1 GB"."""
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{value:g} {unit}"
-        value /= 1000
 
 
 def kind(shape):
@@ -51,7 +44,7 @@ def cache_bytes_bars(shapes=PUBLISHED, ax=None, title=None):
     rows = np.arange(len(shapes))[::-1]
     ax.barh(rows, per_token, color=[KIND_COLOURS[kind(s)] for s in shapes])
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_byte_tick))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(byte_tick))
     ax.set_yticks(rows, [s.name for s in shapes])
     for row, s, size in zip(rows, shapes, per_token):
         ax.text(size * 1.15, row, f"{kind(s)}  H = {s.heads}, H_kv = {s.kv_heads}", va="center", fontsize=10)
@@ -81,7 +74,7 @@ def cache_growth(tokens, shapes=PUBLISHED, ax=None, title=None):
     shown = tokens[::2] if len(tokens) > 6 else tokens
     ax.set_xticks(shown, [f"{t:,}" for t in shown])
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_byte_tick))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(byte_tick))
     ax.set_xlabel(message("l07.plot.tokens"))
     ax.set_ylabel(message("l07.plot.cache_bytes"))
     ax.tick_params(labelsize=10)
