@@ -182,6 +182,8 @@ def _extra_cases():
         "transformer.DecoderLayer.forward(L_t = 0)": (
             transformer.DecoderLayer(4, 2, 8), (q[:, :0], k), {}),
         "toy.alignment_margin(weights)": (toy.alignment_margin, (torch.rand(8, 8, generator=g), "reverse"), {}),
+        "seq2seq.decoding_steps": (seq2seq.decoding_steps, ("decode", 3, 5), {}),
+        "tiled.position_keep": (tiled.position_keep, (0, 2, 0, 3, -1, 0), {"device": "cpu"}),
         "seq2seq.offset_profile(reach past the source)": (
             seq2seq.offset_profile, (torch.rand(2, 2, 3, 3, generator=g),
                                      seq2seq.make_batch(torch.tensor([1, 2]), torch.full((2, 2), 4))), {"reach": 5}),

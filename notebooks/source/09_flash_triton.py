@@ -961,14 +961,17 @@ check("09.flash_function", attention_and_gradients)
 # lesson's kernel is within $9.8\times10^{-4}$ (float16) and $7.8\times10^{-3}$ (bfloat16) of
 # `F.scaled_dot_product_attention` in float64 on the same inputs, one rounding of the output. Its cases
 # hold a float16 row whose sum passes 65,504 and a bfloat16 row whose sum loses bits. It refuses what
-# exercise 4 refuses. (Casting P to half before its row sum moves ℓ by at most $2^{-11}$ (float16) or
+# exercise 4 refuses: `F.scaled_dot_product_attention`, `torch.softmax`, `F.softmax`, `Tensor.softmax`,
+# `torch.logsumexp`, `Tensor.logsumexp`, `torch.matmul`, `torch.bmm`, `torch.einsum`, and the course's
+# `flash_triton.flash_forward`, `flash_triton.flash_attention`, `tiled.tiled_attention`,
+# `tiled.flash_attention` and `tiled.materialised_attention`. (Casting P to half before its row sum moves ℓ by at most $2^{-11}$ (float16) or
 # $2^{-9}$ (bfloat16): inside that tolerance, so no check can see it.)
 #
 # On a CPU, Triton's interpreter holds a bfloat16 block as the raw bits of its numbers, which NumPy cannot
 # compute with (it has no bfloat16); the course widens them to float32 for each operation and rounds the
 # result back to the nearest, as a GPU does, so the same kernel gives a GPU's numbers here.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="20204273b2"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="fb6d0a7fe5"
 # ### 练习 9：半精度输入，float32 求和
 #
 # GPU 的张量核心做的是 float16 和 bfloat16 的乘法，所以快的注意力实现都用它们：内存读写减半，乘法比 float32 快好几倍。
@@ -983,7 +986,7 @@ check("09.flash_function", attention_and_gradients)
 # `input_precision`：它只对 float32 起作用），P·V 用 `p.to(v.dtype)`。检查允许的误差是 float64 结果 $x$ 周围
 # $5\times10^{-3} + 10^{-2}\,|x|$：实测本课的核函数与同样输入上 float64 的 `F.scaled_dot_product_attention` 相差不超过
 # $9.8\times10^{-4}$（float16）和 $7.8\times10^{-3}$（bfloat16），也就是输出的一次舍入。测试用例里有一行 float16 的和超过了
-# 65,504，还有一行 bfloat16 的和丢了位。检查不接受练习 4 不接受的那些函数。（在行求和之前就把 P 转成半精度，ℓ 最多变化
+# 65,504，还有一行 bfloat16 的和丢了位。检查不接受练习 4 不接受的那些函数：`F.scaled_dot_product_attention`、`torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`、`torch.matmul`、`torch.bmm`、`torch.einsum`，以及课程自带的 `flash_triton.flash_forward`、`flash_triton.flash_attention`、`tiled.tiled_attention`、`tiled.flash_attention` 和 `tiled.materialised_attention`。（在行求和之前就把 P 转成半精度，ℓ 最多变化
 # $2^{-11}$（float16）或 $2^{-9}$（bfloat16）：落在这个误差范围之内，任何检查都看不出来。）
 #
 # 在 CPU 上，Triton 的解释器把 bfloat16 的块存成其中每个数的原始比特，NumPy 没法拿它们计算（NumPy 没有 bfloat16）；

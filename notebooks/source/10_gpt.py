@@ -622,6 +622,8 @@ claim("'course', 'sdpa' and 'tiled' give the same logits (within 1e-4)",
 claim("'course'、'sdpa' 和 'tiled' 给出的 logits 相同（误差不超过 1e-4）",
       all(torch.allclose(outputs["course"], o, rtol=0, atol=1e-4) for o in outputs.values()))
 # lang: end
+
+# %% tags=["nbval-ignore-output"]
 if torch.cuda.is_available():
     on_gpu = copy.deepcopy(model).cuda()
     with torch.no_grad():
