@@ -35,6 +35,7 @@ is a whole prefill, no faster than recomputing); the default ``context // 2`` ke
 O(context) at the price of a shorter memory just after each jump.
 """
 
+import contextvars
 import math
 from dataclasses import asdict, dataclass
 
@@ -56,6 +57,10 @@ POSITIONS = ("learned", "rope")
 # ----------------------------------------------------------------------------- the model's sizes
 
 
+#: The function GPTConfig's checks name in their errors: make_gpt's own name while it builds one.
+_CONFIG_CALLER = contextvars.ContextVar("config_caller", default="GPTConfig")
+
+
 @dataclass(frozen=True)
 class GPTConfig:
     """A GPT's sizes: ``vocab`` characters, ``context`` positions it reads at most, ``d_model`` = E
@@ -73,7 +78,7 @@ class GPTConfig:
     attention: str = "course"
 
     def __post_init__(self):
-        function = "GPTConfig"
+        function = _CONFIG_CALLER.get()
         for argument in ("vocab", "context", "d_model", "heads", "layers"):
             check.positive_int(function, argument, getattr(self, argument))
         if self.d_ff is None:
@@ -114,6 +119,24 @@ def causal_attention(q, k, v, implementation="course", need_weights=False):
 
     Returns ``(output (B, H, L_q, d), weights (B, H, L_q, L_k) or None)``: weights only from "course"
     or a function, and only with `need_weights`."""
+    function = "causal_attention"
+    implementation = _implementation(function, "implementation", implementation)
+    check.flag(function, "need_weights", need_weights)
+    for argument, value in (("q", q), ("k", k), ("v", v)):
+        check.tensor(function, argument, value, min_ndim=4, layout="(B, H, L, d)")
+        if value.ndim != 4:
+            check.fail(function, argument, check.describe(value),
+                       {"en": "a floating-point tensor of shape (B, H, L, d)", "zh": "形状为 (B, H, L, d) 的浮点张量"})
+    check.attention_inputs(function, q, k, v, names=("q", "k", "v"))
+    if not q.shape[-2] or q.shape[-2] > k.shape[-2]:
+        check.fail(function, "q", check.describe(q),
+                   {"en": f"1 … L_k = {k.shape[-2]} queries (the last positions of the keys)",
+                    "zh": f"1 … L_k = {k.shape[-2]} 个查询（键的最后几个位置）"})
+    return _attend(q, k, v, implementation, need_weights)
+
+
+def _attend(q, k, v, implementation, need_weights):
+    """causal_attention without its checks (the model's layers call it once per layer and character)."""
     L_q, L_k = q.shape[-2], k.shape[-2]
     square = L_q == L_k  # the alignment is_causal means; a single query (the last) sees every key anyway
     if callable(implementation):
@@ -172,7 +195,7 @@ class CausalSelfAttention(nn.Module):
             q, k = apply_rope(q, positions), apply_rope(k, positions)
         if cache is not None:
             k, v, _ = cache.update(k, v)  # (B, H, T + L, d): every key the new queries may see
-        out, weights = causal_attention(q, k, v, implementation, need_weights)  # (B, H, L, d)
+        out, weights = _attend(q, k, v, implementation, need_weights)  # (B, H, L, d)
         return m.out_proj(out.transpose(1, 2).reshape(B, L, E)), weights  # (B, L, E): the heads side by side again
 
 
@@ -309,7 +332,7 @@ class GPT(nn.Module):
         check.positive_int(function, "new_tokens", new_tokens)
         check.flag(function, "cache", cache)
         keep = max(1, C // 2) if keep is None else check.whole_number(function, "keep", keep, 1, C)
-        _sampling(function, temperature, top_k, generator, self.config.vocab)
+        check_sampling(function, temperature, top_k, generator, self.config.vocab)
         def last_logits(text, position, caches):  # (B, V): the logits after `text` at `position` on
             return self._run(function, text, position, caches, False, checked=False, last=True)[0][:, -1]
 
@@ -352,8 +375,21 @@ def window_start(length, context, keep):
     return length - keep - (length - context - 1) % (context - keep + 1)
 
 
-def _sampling(function, temperature, top_k, generator, vocab=None):
+#: The positive temperatures sampling takes: past them logits / temperature leave float32 (inf, then
+#: NaN probabilities) or every character is equally likely to the last digit. 0 is the argmax.
+TEMPERATURES = (1e-6, 100.0)
+
+
+def check_sampling(function, temperature, top_k, generator, vocab=None):
+    """The checks of ``sample_next``'s `temperature`, `top_k` and `generator` (top_k ≤ `vocab` when
+    given), said as `function`'s: for the functions that sample with them (``GPT.generate``,
+    ``verse.sample_poems``)."""
     check.number(function, "temperature", temperature, non_negative=True)
+    low, high = TEMPERATURES
+    if temperature and not low <= temperature <= high:
+        check.fail(function, "temperature", check.describe(temperature),
+                   {"en": f"0 (always the most likely character) or a number from {low:g} to {high:g}",
+                    "zh": f"0（总取最可能的字符）或 {low:g} 到 {high:g} 之间的数"})
     if top_k is not None:
         check.positive_int(function, "top_k", top_k)
         if vocab is not None and top_k > vocab:
@@ -381,7 +417,12 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None):
     if logits.ndim != 2 or not logits.shape[1]:
         check.fail(function, "logits", check.describe(logits),
                    {"en": "a floating-point tensor of shape (B, V), V ≥ 1", "zh": "形状为 (B, V)（V ≥ 1）的浮点张量"})
-    _sampling(function, temperature, top_k, generator, logits.shape[1])
+    check.has_values(function, "logits", logits)
+    if torch.isnan(logits).any():
+        check.fail(function, "logits", check.describe(logits),
+                   {"en": "logits without NaN (a NaN gives no probabilities to draw from)",
+                    "zh": "不含 NaN 的 logits（有 NaN 就没有可供抽样的概率）"})
+    check_sampling(function, temperature, top_k, generator, logits.shape[1])
     return _draw(logits, temperature, top_k, generator)
 
 
@@ -402,12 +443,16 @@ def lm_loss(logits, targets):
     every position a prediction (flattened to B·T rows; the softmax is inside F.cross_entropy)."""
     function = "lm_loss"
     check.tensor(function, "logits", logits, min_ndim=3, layout="(B, T, V)")
+    check.has_values(function, "logits", logits)
+    if not logits.shape[-1]:
+        check.fail(function, "logits", check.describe(logits),
+                   {"en": "a floating-point tensor of shape (B, T, V), V ≥ 1", "zh": "形状为 (B, T, V)（V ≥ 1）的浮点张量"})
     check.tokens(function, "targets", targets, logits.shape[-1], ndim=2, layout="(B, T)")
     if logits.ndim != 3 or tuple(logits.shape[:2]) != tuple(targets.shape):
         check.fail(function, "logits", check.describe(logits),
                    {"en": f"shape (B, T, V) with (B, T) = {tuple(targets.shape)}, targets' shape",
                     "zh": f"形状 (B, T, V)，其中 (B, T) = {tuple(targets.shape)}，与 targets 一致"})
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten().long())  # int32 ids too, as the model takes
 
 
 def parameter_count(model):
@@ -420,7 +465,11 @@ def make_gpt(vocab, seed=0, **sizes):
     """A new GPT with ``GPTConfig(vocab, **sizes)``, its weights drawn from `seed` (the global random
     state untouched), on the CPU, in training mode."""
     check.seed("make_gpt", "seed", seed)
-    config = GPTConfig(vocab, **sizes)
+    named = _CONFIG_CALLER.set("make_gpt")  # a size it refuses is said as make_gpt's, the function called
+    try:
+        config = GPTConfig(vocab, **sizes)
+    finally:
+        _CONFIG_CALLER.reset(named)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return GPT(config)

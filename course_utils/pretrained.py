@@ -89,7 +89,7 @@ def _read(function, argument, file, name):
         saved = torch.load(file, map_location=lambda storage, _where: storage, weights_only=True)
     except Exception as error:  # noqa: BLE001  (any unreadable file: say which, in the learner's words)
         _broken(function, argument, file, {"en": f"torch.load cannot read it ({type(error).__name__}: {str(error)[:200]})",
-                                           "zh": f"torch.load 读不了它（{type(error).__name__}：{str(error)[:200]}）"})
+                                           "zh": f"torch.load 读不了它（{type(error).__name__}）"})  # torch's text is English
     if not isinstance(saved, dict) or saved.get("format") != FORMAT or not all(key in saved for key in KEYS):
         _broken(function, argument, file,
                 {"en": f"it is not a shipped model of format {FORMAT!r} (a train_gpt checkpoint is turned into one by "

@@ -235,27 +235,28 @@ def keep_mask(function, value, shape, layout, reference, source):
     return mask_on_device_of(function, "keep_mask", value, reference, source)
 
 
-def attention_inputs(function, query, key, value, query_dtype=None):
+def attention_inputs(function, query, key, value, query_dtype=None, names=("query", "key", "value")):
     """Check the three tensors of a blocked attention call (lesson 08's tiles, lesson 09's kernels):
     (..., L_q, d), (..., L_k, d) and (..., L_k, d_v), the same leading (batch, head) axes, key and value
     of query's dtype and device, query with values. `query_dtype(function, "query", query)`, when
     given, judges query's dtype first, so that a dtype the function refuses is said of query rather
-    than as key's mismatch with it."""
-    tensor(function, "query", query, min_ndim=2, layout="(..., L_q, d)")
-    tensor(function, "key", key, min_ndim=2, layout="(..., L_k, d)")
-    tensor(function, "value", value, min_ndim=2, layout="(..., L_k, d_v)")
+    than as key's mismatch with it. `names`: the three arguments' names in the caller's signature."""
+    q_name, k_name, v_name = names
+    tensor(function, q_name, query, min_ndim=2, layout="(..., L_q, d)")
+    tensor(function, k_name, key, min_ndim=2, layout="(..., L_k, d)")
+    tensor(function, v_name, value, min_ndim=2, layout="(..., L_k, d_v)")
     if query_dtype is not None:
-        query_dtype(function, "query", query)
-    for argument, other in (("key", key), ("value", value)):
-        alike(function, argument, other, query, "query")
-    has_values(function, "query", query)
-    same_size(function, "key", key, -1, query.shape[-1], {"en": "query's d", "zh": "query 的 d"})
-    same_size(function, "value", value, -2, key.shape[-2], {"en": "key's L_k", "zh": "key 的 L_k"})
-    for argument, other in (("key", key), ("value", value)):
+        query_dtype(function, q_name, query)
+    for argument, other in ((k_name, key), (v_name, value)):
+        alike(function, argument, other, query, q_name)
+    has_values(function, q_name, query)
+    same_size(function, k_name, key, -1, query.shape[-1], {"en": f"{q_name}'s d", "zh": f"{q_name} 的 d"})
+    same_size(function, v_name, value, -2, key.shape[-2], {"en": f"{k_name}'s L_k", "zh": f"{k_name} 的 L_k"})
+    for argument, other in ((k_name, key), (v_name, value)):
         if other.shape[:-2] != query.shape[:-2]:
             fail(function, argument, describe(other),
-                 {"en": f"the leading (batch, head) axes of query, {tuple(query.shape[:-2])}",
-                  "zh": f"与 query 相同的前导（批量、头）维度 {tuple(query.shape[:-2])}"})
+                 {"en": f"the leading (batch, head) axes of {q_name}, {tuple(query.shape[:-2])}",
+                  "zh": f"与 {q_name} 相同的前导（批量、头）维度 {tuple(query.shape[:-2])}"})
 
 
 def _memory():

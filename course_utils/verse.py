@@ -31,6 +31,7 @@ import torch
 
 from . import gpt
 from . import validation as check
+from .corpus import Corpus
 
 #: What a poem's end looks like in the corpus, and so what a sampled poem is started after.
 POEM_END = "。\n\n"
@@ -65,12 +66,21 @@ def sample_poems(model, corpus, count=200, *, temperature=1.0, top_k=None, seed=
     ``LONGEST + 1`` characters is returned as sampled (``form`` refuses it). Drawn in one batch from a
     ``torch.Generator`` seeded with `seed`, on the model's device, with ``GPT.generate``'s cache."""
     function = "sample_poems"
+    check.module(function, "model", model, gpt.GPT)
+    _corpus(function, corpus)
     check.positive_int(function, "count", count)
+    check.fits_in_memory(function, "count", count, count * (len(POEM_END) + LONGEST + 2), 8)
     missing = [c for c in POEM_END if c not in corpus.vocab]
     if missing:
         check.fail(function, "corpus", f"a corpus without {missing!r}",
                    {"en": "the Tang corpus (corpus.load('tang')), whose poems end with '。' and a blank line",
                     "zh": "唐诗语料（corpus.load('tang')）：诗以“。”和一个空行结尾"})
+    if model.config.vocab != corpus.vocab_size:
+        check.fail(function, "model", {"en": f"a GPT of {model.config.vocab} characters",
+                                        "zh": f"{model.config.vocab} 个字符的 GPT"},
+                   {"en": f"a GPT trained on the corpus, {corpus.vocab_size} characters",
+                    "zh": f"在该语料上训练的 GPT（{corpus.vocab_size} 个字符）"})
+    gpt.check_sampling(function, temperature, top_k, None if temperature == 0 else torch.Generator(), model.config.vocab)
     device = next(model.parameters()).device
     prompt = corpus.encode(POEM_END).to(device).expand(count, -1).contiguous()  # (count, 3)
     generator = torch.Generator(device=device).manual_seed(check.seed(function, "seed", seed))
@@ -85,7 +95,7 @@ def sample_poems(model, corpus, count=200, *, temperature=1.0, top_k=None, seed=
 
 def well_formed_share(poems):
     """The share of `poems` (a list of str) that ``form`` accepts, from 0 to 1."""
-    if not isinstance(poems, (list, tuple)) or not poems:
+    if not isinstance(poems, (list, tuple)) or not poems or not all(isinstance(poem, str) for poem in poems):
         check.fail("well_formed_share", "poems", check.describe(poems),
                    {"en": "a non-empty list of poems (str)", "zh": "非空的诗列表（str）"})
     return sum(form(poem) is not None for poem in poems) / len(poems)
@@ -99,6 +109,7 @@ LINE_LENGTHS = (5, 7)
 
 def poems(corpus, split="val"):
     """The poems of `split` of the Tang corpus: the texts between blank lines, in order."""
+    _corpus("poems", corpus)
     check.one_of("poems", "split", split, ("train", "val"))
     text = corpus.text[corpus.boundary:] if split == "val" else corpus.text[:corpus.boundary]
     return [poem for poem in text.split("\n\n") if poem.strip()]
@@ -126,8 +137,15 @@ def parallel_attention(model, corpus, texts):
     `texts` (poems of at most the model's context; longer ones are left out)."""
     function = "parallel_attention"
     check.module(function, "model", model, gpt.GPT)
+    _corpus(function, corpus)
     if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
         check.fail(function, "texts", check.describe(texts), {"en": "a list of poems (str)", "zh": "由诗（str）组成的列表"})
+    unknown = sorted({c for poem in texts for c in poem if c not in corpus.vocab})
+    if unknown:
+        check.fail(function, "texts", {"en": f"poems with characters outside the corpus, {''.join(unknown[:5])!r}",
+                                        "zh": f"含语料之外字符 {''.join(unknown[:5])!r} 的诗"},
+                   {"en": f"poems written in the {corpus.name} corpus's characters",
+                    "zh": f"只用 {corpus.name} 语料中字符写的诗"})
     by_length = {}
     for poem in texts:
         if 1 < len(poem) <= model.config.context and couplets(poem):
@@ -150,3 +168,9 @@ def parallel_attention(model, corpus, texts):
                           "model's context",
                     "zh": "至少含有一行“A，B。”形式的对句（每边 5 或 7 个字）、且不超过模型上下文长度的诗"})
     return {"parallel": parallel / pairs, "others": others / pairs, "pairs": pairs}
+
+
+def _corpus(function, corpus):
+    if not isinstance(corpus, Corpus):
+        check.fail(function, "corpus", check.describe(corpus),
+                   {"en": "a corpus, e.g. corpus.load('tang')", "zh": "语料，例如 corpus.load('tang')"})

@@ -40,7 +40,7 @@ ROOT = HERE.parent.parent
 CALL_LIMIT = 15
 
 GROUPS = ("masks", "attention", "layers", "toy", "optim", "multihead", "transformer", "seq2seq", "decoding", "tiled",
-          "probsparse", "surface")
+          "probsparse", "gpt", "surface")
 #: The address space the calls run in (the issue's independent tester used 4 GiB): a size guard
 #: compares with what is left of it, so a call asking for more is refused the same way on every
 #: machine, and one that slips past a guard fails to allocate instead of paging for minutes.
@@ -117,7 +117,7 @@ NUMBERS = (("0", 0.0), ("-1", -1.0), ("nan", float("nan")), ("inf", float("inf")
 LONG_BY_REQUEST = {
     "toy.examples": {"count"}, "toy.train": {"steps"}, "toy.train_neighbours": {"steps"},
     "multihead.milliseconds": {"repeat", "warmup"}, "seq2seq.train": {"steps"},
-    "decoding.TinyDecoder.generate": {"new_tokens"},
+    "decoding.TinyDecoder.generate": {"new_tokens"}, "gpt.GPT.generate": {"new_tokens"},
 }
 
 
@@ -635,6 +635,90 @@ def _tiled(c):
             "keep_mask": _tensor_variants(keep), "scale": NUMBERS})
     c.fuzz("tiled.sdpa_backend", tiled.sdpa_backend, {"query": q, "key": k, "value": k},
            {"query": _tensor_variants(q), "key": _tensor_variants(k), "value": _tensor_variants(k)})
+
+
+def _gpt(c):
+    """Lesson 10: the GPT, its corpus, sampling, the shipped models and the verse measure."""
+    import torch
+
+    from course_utils import corpus, gpt, pretrained, verse
+
+    g = torch.Generator().manual_seed(0)
+    c.fuzz("gpt.GPTConfig", gpt.GPTConfig, {"vocab": 7, "context": 8, "d_model": 8, "heads": 2, "layers": 1},
+           {"vocab": _ints(), "context": _ints(), "d_model": _ints(), "heads": _ints(), "layers": _ints(),
+            "d_ff": _ints(), "positions": WORDS, "attention": WORDS})
+    c.fuzz("gpt.make_gpt", gpt.make_gpt, {"vocab": 7, "seed": 0, "context": 8, "d_model": 8, "heads": 2, "layers": 1},
+           {"vocab": _ints(), "seed": _ints()})
+    sizes = {"vocab": 7, "context": 8, "d_model": 8, "heads": 2, "layers": 1}
+
+    def model():
+        return gpt.make_gpt(**sizes)
+
+    tokens = torch.randint(7, (2, 5), generator=g)
+    c.fuzz("gpt.GPT.forward", _call_method(model, "forward"), {"tokens": tokens},
+           {"tokens": _tensor_variants(tokens) + [("too_long", torch.zeros(2, 9, dtype=torch.long)),
+                                                  ("out_of_vocab", torch.full((2, 5), 7))],
+            "start": _ints()})
+    c.fuzz("gpt.GPT.attention_maps", _call_method(model, "attention_maps"), {"tokens": tokens},
+           {"tokens": _tensor_variants(tokens)})
+    c.vary("gpt.GPT.use_attention", _call_method(model, "use_attention"), {"implementation": "sdpa"},
+           "implementation", WORDS)
+    generator = torch.Generator().manual_seed(1)
+    c.fuzz("gpt.GPT.generate", _call_method(model, "generate"),
+           {"prompt": tokens, "new_tokens": 3, "temperature": 0.8, "top_k": 3, "generator": generator},
+           {"prompt": _tensor_variants(tokens), "new_tokens": _ints(), "temperature": NUMBERS, "top_k": _ints(),
+            "generator": [("None", None), ("str", "x"), ("meta", torch.empty(2, device="meta"))], "cache": FLAGS,
+            "keep": _ints()})
+    q = torch.randn(2, 2, 5, 4, generator=g)
+    c.fuzz("gpt.causal_attention", gpt.causal_attention, {"q": q, "k": q, "v": q},
+           {"q": _tensor_variants(q), "k": _tensor_variants(q), "v": _tensor_variants(q), "implementation": WORDS,
+            "need_weights": FLAGS})
+    logits = torch.randn(2, 7, generator=g)
+    c.fuzz("gpt.sample_next", gpt.sample_next, {"logits": logits, "temperature": 0.8, "top_k": 3,
+                                                "generator": torch.Generator().manual_seed(2)},
+           {"logits": _tensor_variants(logits), "temperature": NUMBERS, "top_k": _ints()})
+    logits3, targets = torch.randn(2, 5, 7, generator=g), torch.randint(7, (2, 5), generator=g)
+    c.fuzz("gpt.lm_loss", gpt.lm_loss, {"logits": logits3, "targets": targets},
+           {"logits": _tensor_variants(logits3), "targets": _tensor_variants(targets) + [
+               ("out_of_vocab", torch.full((2, 5), 7)), ("negative", torch.full((2, 5), -2))]})
+    c.fuzz("gpt.window_start", gpt.window_start, {"length": 10, "context": 8, "keep": 4},
+           {"length": _ints(), "context": _ints(), "keep": _ints()})
+    c.vary("gpt.parameter_count", gpt.parameter_count, {"model": model()}, "model",
+           [("None", None), ("str", "x"), ("linear", torch.nn.Linear(2, 2))])
+    c.vary("corpus.load", corpus.load, {"name": "shakespeare"}, "name", WORDS)
+    c.vary("corpus.uniform_loss", corpus.uniform_loss, {"vocab_size": 65}, "vocab_size", _ints())
+    shakespeare = corpus.load("shakespeare")
+    c.vary("corpus.Corpus.encode", shakespeare.encode, {"text": "To be"}, "text",
+           [("None", None), ("int", 3), ("unknown", "To be 龍"), ("empty", ""), ("list", ["T", "o"])])
+    ids = shakespeare.encode("To be")
+    c.vary("corpus.Corpus.decode", shakespeare.decode, {"ids": ids}, "ids",
+           _tensor_variants(ids) + [("out_of_vocab", torch.tensor([65])), ("negative", torch.tensor([-1]))])
+    c.vary("corpus.Corpus.split", shakespeare.split, {"name": "val"}, "name", WORDS)
+    c.fuzz("corpus.Corpus.batch", shakespeare.batch,
+           {"split": "train", "batch": 2, "context": 8, "generator": torch.Generator().manual_seed(3)},
+           {"split": WORDS, "batch": _ints(), "context": _ints(),
+            "generator": [("None", None), ("str", "x"), ("int", 3)]})
+    poem = "白日依山尽，黄河入海流。\n欲穷千里目，更上一层楼。"
+    c.vary("verse.form", verse.form, {"poem": poem}, "poem", WORDS + (("list", [poem]), ("bytes", poem.encode())))
+    c.vary("verse.couplets", verse.couplets, {"poem": poem}, "poem", WORDS)
+    c.vary("verse.well_formed_share", verse.well_formed_share, {"poems": [poem]}, "poems",
+           WORDS + (("empty", []), ("ints", [1, 2]), ("str", poem)))
+    c.vary("pretrained.path", pretrained.path, {"name": "tang"}, "name", WORDS)
+    c.fuzz("pretrained.load_file", pretrained.load_file, {"file": str(pretrained.path("shakespeare"))},
+           {"file": [("None", None), ("int", 3), ("missing", "/nonexistent/model.pt"), ("folder", "/"),
+                     ("not_a_checkpoint", str(ROOT / "README.md"))],
+            "device": [("str", "x"), ("int", -1), ("meta", "meta")]})
+    tang = corpus.load("tang")
+    tiny = gpt.make_gpt(tang.vocab_size, context=64, d_model=8, heads=2, layers=1)
+    c.fuzz("verse.sample_poems", verse.sample_poems, {"model": tiny, "corpus": tang, "count": 2},
+           {"model": [("None", None), ("str", "x"), ("linear", torch.nn.Linear(2, 2))],
+            "corpus": [("None", None), ("str", "tang"), ("shakespeare", shakespeare)],
+            "count": _ints(), "temperature": NUMBERS, "top_k": _ints(), "seed": _ints()})
+    c.fuzz("verse.poems", verse.poems, {"corpus": tang, "split": "val"},
+           {"corpus": [("None", None), ("str", "tang")], "split": WORDS})
+    c.fuzz("verse.parallel_attention", verse.parallel_attention, {"model": tiny, "corpus": tang, "texts": [poem]},
+           {"model": [("None", None), ("str", "x")], "corpus": [("None", None), ("str", "tang")],
+            "texts": WORDS + (("ints", [1]), ("unknown", ["龘龘龘龘龘，龘龘龘龘龘。"]))})
 
 
 def _probsparse(c):

@@ -322,7 +322,8 @@ register(
         # "attention is the exercise" and forbids every attention with it (policy.COMPUTES), lesson 01's too,
         # which this exercise hands the learner as their own part
         forbidden=("course_utils.gpt.Block.forward", "course_utils.gpt.CausalSelfAttention.forward",
-                   "course_utils.gpt.causal_attention", "torch.nn.functional.scaled_dot_product_attention",
+                   "course_utils.gpt.causal_attention", "course_utils.gpt._attend",
+                   "torch.nn.functional.scaled_dot_product_attention",
                    "torch.nn.MultiheadAttention.forward", "course_utils.multihead.FusedMultiheadAttention.forward"),
         mistakes=_BLOCK_MISTAKES,
     )

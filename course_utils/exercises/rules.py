@@ -111,7 +111,7 @@ SOLVERS = {
     "09.flash_forward_half": _ATTENTION + _TRITON_ATTENTION,
     # lesson 10: the course's GPT already does each exercise's work
     "10.causal_block": ("course_utils.gpt.Block.forward", "course_utils.gpt.CausalSelfAttention.forward",
-                        "course_utils.gpt.causal_attention", "course_utils.gpt.GPT.forward",
+                        "course_utils.gpt.causal_attention", "course_utils.gpt._attend", "course_utils.gpt.GPT.forward",
                         "course_utils.multihead.FusedMultiheadAttention.forward",
                         "course_utils.multihead.NaiveMultiheadAttention.forward",
                         "torch.nn.functional.multi_head_attention_forward"),
