@@ -173,11 +173,23 @@ def _implementation(function, argument, value):
 # ----------------------------------------------------------------------------- the block
 
 
+def _block_sizes(function, d_model, heads, rope):
+    """A layer's sizes said as its own (the parts inside would name theirs: embed_dim, num_heads)."""
+    check.positive_int(function, "d_model", d_model)
+    check.positive_int(function, "heads", heads)
+    check.flag(function, "rope", rope)
+    if d_model % heads or (rope and d_model // heads % 2):
+        check.fail(function, "heads", check.describe(heads),
+                   {"en": f"a divisor of d_model = {d_model}" + (", leaving an even head size" if rope else ""),
+                    "zh": f"d_model = {d_model} 的约数" + ("，且每个头的大小为偶数" if rope else "")})
+
+
 class CausalSelfAttention(nn.Module):
     """Masked multi-head self-attention: lesson 04's fused projections (``self.mha``, no biases),
     lesson 07's rotations when ``rope``, and the causal attention of ``implementation``."""
 
     def __init__(self, d_model, heads, rope=False):
+        _block_sizes("CausalSelfAttention", d_model, heads, rope)
         super().__init__()
         self.mha = FusedMultiheadAttention(d_model, heads, bias=False)  # q_proj, k_proj, v_proj, out_proj
         self.heads, self.rope = heads, rope
@@ -203,6 +215,8 @@ class Block(nn.Module):
     """A pre-norm decoder block: x + attention(LayerNorm(x)), then x + FeedForward(LayerNorm(x))."""
 
     def __init__(self, d_model, heads, d_ff, rope=False):
+        _block_sizes("Block", d_model, heads, rope)
+        check.positive_int("Block", "d_ff", d_ff)
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model)
         self.attention = CausalSelfAttention(d_model, heads, rope)

@@ -124,6 +124,10 @@ def learning_rate(step, config):
     """The rate at `step` (0-based): linear warm-up to ``lr`` over ``warmup`` steps, then a cosine
     down to ``min_lr`` at ``steps`` (nanoGPT's schedule): a function of the step alone, so a resumed
     run continues it exactly."""
+    check.whole_number("learning_rate", "step", step)
+    if not isinstance(config, TrainConfig):
+        check.fail("learning_rate", "config", check.describe(config),
+                   {"en": "a TrainConfig, e.g. TrainConfig()", "zh": "TrainConfig，例如 TrainConfig()"})
     if step < config.warmup:
         return config.lr * (step + 1) / config.warmup
     progress = (step - config.warmup) / max(1, config.steps - config.warmup)
@@ -267,6 +271,11 @@ def _autocast(device, precision):
 
 def evaluate(model, corpus, split, batch, context, batches, device, precision="float32"):
     """The mean LM loss over `batches` fixed windows of `split` (drawn from EVAL_SEED: the same each time)."""
+    check.module("evaluate", "model", model, gpt.GPT)
+    if not isinstance(corpus, corpora.Corpus):
+        check.fail("evaluate", "corpus", check.describe(corpus),
+                   {"en": "a corpus, e.g. corpus.load('shakespeare')", "zh": "语料，例如 corpus.load('shakespeare')"})
+    check.positive_int("evaluate", "batches", batches)
     was_training = model.training
     model.eval()
     generator = torch.Generator().manual_seed(EVAL_SEED)

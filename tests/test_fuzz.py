@@ -761,10 +761,11 @@ def _probsparse(c):
 #: The modules the "surface" group reads every public callable of (issue 41: 249 unclear errors there,
 #: mostly AttributeError, and measured's StatisticsError, format-spec errors and CUDA assertions);
 #: "viz" and "widgets" stand for each of their modules. flash_program is lesson 09's, fuzzed with it.
-SURFACE = ("measured", "learner", "claims", "session", "validation", "masks", "viz", "widgets")
+SURFACE = ("measured", "learner", "claims", "session", "validation", "masks", "viz", "widgets", "gpt", "verse", "pretrained",
+           "corpus", "train_gpt")
 #: Callables the surface group leaves out (the command line, which reads sys.argv and exits, is
 #: course_utils.commands now, outside SURFACE).
-NOT_SURFACE = {"widgets.flash_program"}
+NOT_SURFACE = {"widgets.flash_program", "train_gpt.main"}  # (train_gpt.main: the training command, argv)
 
 
 def _surface_functions():
