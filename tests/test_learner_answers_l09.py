@@ -483,8 +483,7 @@ def softmax_blocks_break(x, block):
     return y
 
 
-@answer("09.softmax_blocks", PASSES)
-@accepted
+@answer("09.softmax_blocks", "BLOCK_IGNORED")
 def softmax_blocks_whole_row(x, block):
     """The block argument is ignored: the whole row is loaded as one block of next_power_of_2(n)."""
     return softmax_rows_max_shift(x)
