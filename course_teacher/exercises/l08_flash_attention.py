@@ -805,7 +805,8 @@ def _backward_reference(query, key, value, output, lse, d_output, block_q, block
     "same_index" (the global mask, only on the tile whose key-block number is the query block's).
     weights: "lse" (exp(S − lse)), "tile_max" (exp(S − the tile's row max)), "tile_max_unmasked" (the same
     max taken over the hidden scores too, the hidden weights zeroed after exp), "raw" (exp(S)), "tile_softmax"
-    (softmax within the tile).
+    (softmax within the tile), "lse_key_rows" (the lse of the key block's positions, lse[:, j0:j1]),
+    "lse_along_keys" (the query block's lse with its new axis in the middle, subtracted along the keys).
     weights_scaled: False recomputes P from the unscaled scores (dQ and dK still scaled); sign: −1 flips dS;
     D_over: "features" (D_i = Σ_c dO_ic O_ic), "block" (one number per query block, summed over its rows too),
     "d_output" (Σ_c dO_ic, without O) or "batch" (summed over the batch too: one D per position for every
@@ -858,6 +859,10 @@ def _backward_reference(query, key, value, output, lse, d_output, block_q, block
                     p = p.masked_fill(hidden, 0.0) if hidden is not None else p
                 elif weights == "lse":
                     p = torch.exp(s - lse[:, i0:i1, None])
+                elif weights == "lse_key_rows":  # (runs only where the key block is as long as the query block)
+                    p = torch.exp(s - lse[:, j0:j1, None])
+                elif weights == "lse_along_keys":  # its new axis in the middle: runs only on square tiles
+                    p = torch.exp(s - lse[:, i0:i1][:, None, :])
                 elif weights == "tile_max":
                     p = torch.exp(s - s.amax(-1, keepdim=True))
                 elif weights == "raw":
@@ -957,6 +962,30 @@ register(
                     "zh": "权重按前向计算中分块的方式重新算成了 exp(S − 本分块这一行的最大值)：这还不是 softmax，"
                     "它还缺前向计算在最后一个分块之后所做的重新缩放和除以 ℓ。保存下来的 lse 已经包含了这两者："
                     "P = exp(S − lse) 就是 softmax 本身，逐块可算，不需要运行最大值，也不需要求和。",
+                },
+            ),
+            Mistake(
+                "LSE_OF_KEY_ROWS",
+                _backward_mistake(weights="lse_key_rows"),
+                {
+                    "en": "The weights were recomputed with the lse of the key block's positions, lse[:, j0:j1]: the "
+                    "lse belongs to the queries, one per row of scores. P = exp(S − lse[:, i0:i1, None]), the query "
+                    "block's lse along a new last axis.",
+                    "zh": "重新计算权重时用了键块那些位置的 lse，即 lse[:, j0:j1]：lse 属于查询，分数的每一行一个。"
+                    "应为 P = exp(S − lse[:, i0:i1, None])：查询块的 lse，并在最后加一个新维度。",
+                },
+            ),
+            Mistake(
+                "LSE_ALONG_KEYS",
+                _backward_mistake(weights="lse_along_keys"),
+                {
+                    "en": "The query block's lse got its new axis in the wrong place, lse[:, i0:i1][:, None, :] (or "
+                    ".unsqueeze(1)): it lines up with the keys, so column i of the scores loses query i's lse (it only "
+                    "runs when the tile is square). The lse belongs to the rows: the new axis goes last, "
+                    "P = exp(S − lse[:, i0:i1, None]) (or .unsqueeze(-1)).",
+                    "zh": "查询块的 lse 新加的维度放错了位置，写成了 lse[:, i0:i1][:, None, :]（或 .unsqueeze(1)）："
+                    "它与键对齐了，于是分数的第 i 列减去的是查询 i 的 lse（只有分块是正方形时才能运行）。lse 属于行："
+                    "新维度要放在最后，P = exp(S − lse[:, i0:i1, None])（或 .unsqueeze(-1)）。",
                 },
             ),
             Mistake(
