@@ -12,11 +12,12 @@ between the interpreter and that C module, so that every address a launch touche
   (an ``as_strided`` view cannot widen it), read with ``torch.Tensor``'s own methods (a subclass that
   overrides ``data_ptr`` cannot move it);
 - each load, store and atomic operation then checks every address its mask leaves on: the whole
-  element must lie inside one recorded extent (and, while a recording listens, says how many elements of
-  one row of each tensor it touched: what a check that bounds a block's width reads), else ``OutOfBounds`` (an IndexError) names the program,
+  element must lie inside one recorded extent, else ``OutOfBounds`` (an IndexError) names the program,
   the operation, the tensor the address is nearest to and the element offset, in the notebook's
   language; the memory is not touched. Outside a launch, nothing is allowed. The launch raises the
-  ``OutOfBounds`` itself (Triton would wrap it in an InterpreterError showing its repr).
+  ``OutOfBounds`` itself (Triton would wrap it in an InterpreterError showing its repr);
+- while a recording listens (``listening``), each access that passes says which tensors it touched and how many
+  elements of one row of each (its width): what a check that bounds a block's width reads.
 
 The checks run in the course's process, beside the learner's code: the state lives in closures that
 no public name reaches, ``install()`` (called by ``triton_setup.load()``, the only way the course

@@ -1133,9 +1133,9 @@ register(
                 "D_FROM_D_OUTPUT",
                 _backward_mistake(D_over="d_output"),
                 {
-                    "en": "D was taken from d_output alone, dO.sum(-1): D_i = Σ_k P_ik dP_ik = Σ_c dO_ic O_ic needs the "
-                    "output too, D = (d_output * output).sum(-1), once, before the loop. (dV is right: it does not go "
-                    "through the softmax.)",
+                    "en": "D was taken from d_output alone, dO.sum(-1): D_i = Σ_k P_ik dP_ik = Σ_c dO_ic O_ic needs "
+                    "the output too, D = (d_output * output).sum(-1), once, before the loop. (dV is right: it does "
+                    "not go through the softmax.)",
                     "zh": "D 只用 d_output 算了，即 dO.sum(-1)：D_i = Σ_k P_ik dP_ik = Σ_c dO_ic O_ic，还需要输出，"
                     "应为 D = (d_output * output).sum(-1)，在循环开始前算一次。（dV 是对的：它不经过 softmax。）",
                 },
