@@ -168,6 +168,15 @@ MESSAGES = {
         "zh": "✘ {exercise}：数值正确，但你的函数返回的某个张量不是它启动的核函数写入的：请先分配输出（torch.empty），"
         "让核函数把结果存进去，再返回它。",
     },
+    "check.refused.BLOCK_IGNORED": {
+        "en": "✘ {exercise}: the values are right, but a kernel your function launched loaded more than `block` "
+        "columns of one row of x at once: the block you were given was ignored (a block of next_power_of_2(n) holds "
+        "the whole row, which no program's registers hold once a row is 100,000 long). Walk the row in blocks of "
+        "`block` columns: BLOCK = block, `columns = start + tl.arange(0, BLOCK)` in a loop over the starts.",
+        "zh": "✘ {exercise}：数值正确，但你的函数启动的核函数一次读取了 x 的一行里多于 `block` 列：给你的块大小被忽略了"
+        "（next_power_of_2(n) 大小的块装下了整行，而一行长到 100,000 时，没有哪个程序的寄存器装得下）。"
+        "请按每块 `block` 列走过这一行：BLOCK = block，在对起点的循环里用 `columns = start + tl.arange(0, BLOCK)`。",
+    },
     "check.too_large": {
         "en": "✘ {exercise}: the values and gradients are right, but on test case {case} ({args}) your function made "
         "a tensor of {size:,} elements, and this exercise allows at most {limit:,} at a time (the exercise's text "

@@ -15,7 +15,9 @@ between the interpreter and that C module, so that every address a launch touche
   element must lie inside one recorded extent, else ``OutOfBounds`` (an IndexError) names the program,
   the operation, the tensor the address is nearest to and the element offset, in the notebook's
   language; the memory is not touched. Outside a launch, nothing is allowed. The launch raises the
-  ``OutOfBounds`` itself (Triton would wrap it in an InterpreterError showing its repr).
+  ``OutOfBounds`` itself (Triton would wrap it in an InterpreterError showing its repr);
+- while a recording listens (``listening``), each access that passes says which tensors it touched and how many
+  elements of one row of each (its width): what a check that bounds a block's width reads.
 
 The checks run in the course's process, beside the learner's code: the state lives in closures that
 no public name reaches, ``install()`` (called by ``triton_setup.load()``, the only way the course
@@ -101,15 +103,16 @@ def differences(interpreter):
     return found
 
 
-# Who hears of each tensor an access touched: callables (kind, argument name), kind "load", "store" or "atomic".
-# Empty unless course_utils.triton_launches is recording, so the checks cost nothing more meanwhile.
+# Who hears of each tensor an access touched: callables (kind, argument name, width), kind "load", "store" or
+# "atomic". Empty unless course_utils.triton_launches is recording, so the checks cost nothing more meanwhile.
 _listeners = []
 
 
 @contextlib.contextmanager
 def listening(listener):
-    """While active, ``listener(kind, name)`` is told, for every load, store and atomic operation that passes the
-    checks, the argument name of each tensor it touched (kind "load", "store" or "atomic")."""
+    """While active, ``listener(kind, name, width)`` is told, for every load, store and atomic operation that passes
+    the checks, the argument name of each tensor it touched (kind "load", "store" or "atomic") and its width: the
+    most elements of one row of that tensor (one index of every axis but the last) the operation touched at once."""
     _listeners.append(listener)
     try:
         yield
@@ -122,7 +125,9 @@ class OutOfBounds(IndexError):
 
 
 def _extent(tensor):
-    """(first byte, end byte) of what a tensor's elements span, clipped to its storage; None when empty."""
+    """(first byte, end byte, element 0's byte, element size, row layout) of what a tensor's elements span, clipped
+    to its storage; None when empty. The row layout, (stride, size) of the last axis, is None for a tensor of one
+    row (fewer than two axes)."""
     tensor = torch.Tensor.as_subclass(tensor, torch.Tensor) if type(tensor) is not torch.Tensor else tensor
     if torch.Tensor.numel(tensor) == 0:
         return None
@@ -132,7 +137,23 @@ def _extent(tensor):
     high = sum(max(0, (n - 1) * s) for n, s in zip(tensor.shape, torch.Tensor.stride(tensor)))
     storage = torch.Tensor.untyped_storage(tensor)
     first, end = storage.data_ptr(), storage.data_ptr() + storage.nbytes()
-    return max(start + low * item, first), min(start + (high + 1) * item, end), start, item
+    shape, strides = tuple(tensor.shape), torch.Tensor.stride(tensor)
+    rows = (strides[-1], shape[-1]) if len(shape) >= 2 else None
+    return max(start + low * item, first), min(start + (high + 1) * item, end), start, item, rows
+
+
+def _row_width(offsets, rows):
+    """The most distinct elements of one row (every axis fixed but the last) among element `offsets` of a tensor
+    with that row layout (``_extent``'s)."""
+    offsets = np.unique(offsets)
+    if rows is None or offsets.size <= 1:
+        return int(offsets.size)
+    stride, size = rows
+    if stride <= 0:  # the columns of a row alias one element (stride 0), or run backwards: each offset its own
+        return 1 if stride == 0 else int(offsets.size)
+    along = (offsets // stride) % size  # the index along the last axis (a dense layout, any order of axes)
+    _, counts = np.unique(offsets - along * stride, return_counts=True)  # grouped by where their row starts
+    return int(counts.max())
 
 
 def _tensors(executor, args, kwargs):
@@ -187,15 +208,15 @@ def install():
         extents = launches[-1] if launches else []
         inside = np.zeros(addresses.shape, dtype=bool)
         touched = []
-        for name, (first, end, _, _) in extents:
+        for name, (first, end, start, item, rows) in extents:
             hit = (addresses >= first) & (addresses + itemsize <= end)
             inside |= hit
             if _listeners and hit.any():
-                touched.append(name)
+                touched.append((name, _row_width((addresses[hit] - start) // item, rows)))
         if inside.all():
             for listener in list(_listeners):
-                for name in touched:
-                    listener(kind, name)
+                for name, width in touched:
+                    listener(kind, name, width)
             return
         address = int(addresses[~inside][0])
         builder = interpreter.interpreter_builder
@@ -205,7 +226,7 @@ def install():
         fields = {"program": program, "verb": verb, "verb_zh": verb_zh}
         if not extents:
             raise OutOfBounds(pick(_NOWHERE).format(**fields))
-        name, (first, end, start, item) = min(
+        name, (first, end, start, item, _) = min(
             extents, key=lambda e: 0 if e[1][0] <= address < e[1][1] else min(abs(address - e[1][0]),
                                                                                abs(address - e[1][1])))
         size = (end - start) // item

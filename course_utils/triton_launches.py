@@ -44,6 +44,8 @@ class Launch:
     tensors: the torch.Tensor arguments in order (inside tuples too); ``names[i]`` is tensors[i]'s parameter.
     read, written: indices into ``tensors`` of those the kernel loaded from / stored to (an atomic counts as
         both); None when the kernel was compiled (a GPU does not say).
+    widest: {index into ``tensors``: the most elements of one row (its last axis) a single load took from it}; None
+        when the kernel was compiled.
     """
 
     kernel: object
@@ -56,6 +58,7 @@ class Launch:
     arguments: tuple = dataclasses.field(default=((), {}), repr=False)  # (args, kwargs) as launched
 
     compiled: bool = dataclasses.field(default=False, repr=False)  # a GPU's compiler took it: the launch ran compiled
+    widest: dict | None = dataclasses.field(default=None, repr=False)
 
     def refused(self):
         """The GPU compiler front end's refusal of this kernel with these arguments, in the learner's language;
@@ -143,13 +146,16 @@ def _wrap(raw, interpreted):
         launch = Launch(kernel=self, name=getattr(self, "__name__", type(self).__name__),
                         grid=_grid(self, grid, args, kwargs), tensors=[t for _, t in found],
                         read=set() if interpreted else None, written=set() if interpreted else None,
-                        names=[n for n, _ in found], arguments=(args, dict(kwargs)))
+                        names=[n for n, _ in found], arguments=(args, dict(kwargs)),
+                        widest={} if interpreted else None)
         for launches in stacks:
             launches.append(launch)
         index = {name: i for i, (name, _) in enumerate(found)}
 
-        def heard(kind, name):
+        def heard(kind, name, width):
             if name in index:
+                if kind == "load":
+                    launch.widest[index[name]] = max(launch.widest.get(index[name], 0), width)
                 if kind in ("load", "atomic"):
                     launch.read.add(index[name])
                 if kind in ("store", "atomic"):

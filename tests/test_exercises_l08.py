@@ -412,3 +412,66 @@ def test_the_backward_cases_vary_every_argument_and_the_hidden_ones_their_shapes
         q, k, v, output, lse = case[:5]
         torch.testing.assert_close(output, tiled.tiled_attention(q, k, v, causal=case[8])[0], **_tolerance(q))
         torch.testing.assert_close(lse, tiled.tiled_attention(q, k, v, causal=case[8])[1], **_tolerance(q))
+
+
+def _queries_outside(query, key, value, output, lse, d_output, block_q, block_k, causal, *, slip=None):
+    """A backward with the query blocks outside and the key blocks inside (the other order from the catalogue's
+    functions), P zeroed at the hidden entries after exp, with one learner's slip switched on by `slip`."""
+    B, L_q, d = query.shape
+    L_k = key.shape[1]
+    scale = d ** -0.5
+    D = {"d_from_d_output": lambda: d_output.sum(-1),
+         "d_over_batch": lambda: (d_output * output).sum((0, 2))[None].expand(B, -1)}.get(
+        slip, lambda: (d_output * output).sum(-1))()
+    zeros = (lambda t: torch.zeros(t.shape)) if slip == "float32" else torch.zeros_like
+    dq, dk, dv = zeros(query), zeros(key), zeros(value)
+    tiles = 1 if slip == "count_from_one" else 0
+    query_end = L_q // block_q * block_q if slip == "query_tail" else L_q
+    for i0 in range(0, query_end, block_q):
+        i1 = min(i0 + block_q, L_q)
+        for j0 in range(0, L_k, block_k):
+            j1 = min(j0 + block_k, L_k)
+            if causal and (j0 > i0 if slip == "skip_by_first_query" else j0 >= i1):
+                continue
+            tiles += 1
+            s = query[:, i0:i1] @ key[:, j0:j1].mT * scale
+            if slip == "tile_max":
+                p = torch.exp(s - s.amax(-1, keepdim=True))
+            elif slip == "lse_key_rows":
+                p = torch.exp(s - lse[:, j0:j1].unsqueeze(-1))
+            elif slip == "lse_along_keys":
+                p = torch.exp(s - lse[:, i0:i1].unsqueeze(1))
+            else:
+                p = torch.exp(s - lse[:, i0:i1, None])
+            if causal:
+                rows, cols = torch.arange(i0, i1)[:, None], torch.arange(j0, j1)[None, :]
+                if slip == "local":
+                    rows, cols = rows - i0, cols - j0
+                hidden = cols >= rows if slip == "strict" else cols > rows
+                if slip != "same_index" or j0 // block_k == i0 // block_q:
+                    p = p.masked_fill(hidden, 0.0)
+            dp = d_output[:, i0:i1] @ value[:, j0:j1].mT
+            ds = p * (dp - D[:, i0:i1, None])
+            dv[:, j0:j1] += p.mT @ d_output[:, i0:i1]
+            dq[:, i0:i1] += ds @ key[:, j0:j1] * scale * (scale if slip in ("dq_twice", "both_twice") else 1.0)
+            dk[:, j0:j1] += ds.mT @ query[:, i0:i1] * scale * (scale if slip == "both_twice" else 1.0)
+    return dq, dk, dv, tiles
+
+
+#: each slip a learner makes in the backward, and the mistake its verdict names
+SLIPS = {"d_from_d_output": "D_FROM_D_OUTPUT", "d_over_batch": "D_OVER_BATCH", "tile_max": "P_TILE_MAX_UNMASKED",
+         "dq_twice": "DQ_SCALED_TWICE", "both_twice": "GRAD_SCALED_TWICE", "strict": "CAUSAL_HIDES_ITSELF",
+         "skip_by_first_query": "SKIP_BY_FIRST_QUERY", "local": "LOCAL_MASK_EVERY_TILE",
+         "same_index": "MASK_BY_BLOCK_INDEX", "query_tail": "QUERY_TAIL_DROPPED", "count_from_one": "TILES_OFF_BY_ONE",
+         "float32": "GRADIENTS_FLOAT32", "lse_key_rows": "LSE_OF_KEY_ROWS", "lse_along_keys": "LSE_ALONG_KEYS"}
+
+
+def test_the_other_loop_order_without_a_slip_passes():
+    assert evaluate("08.tiled_backward", _queries_outside).status == PASSED
+
+
+@pytest.mark.parametrize("slip", sorted(SLIPS))
+def test_a_slip_in_the_other_loop_order_is_named(slip):
+    """The catalogue names a mistake by what it does, not by the loop it was written in."""
+    verdict = evaluate("08.tiled_backward", lambda *case: _queries_outside(*case, slip=slip))
+    assert verdict.status == FAILED and verdict.code == SLIPS[slip], (verdict.code, verdict.message)

@@ -27,13 +27,17 @@ and gradients). A state of a piece of a row is (m, ell, acc): its largest score,
   backward: D = Σ dO ∘ O per row, then key blocks outside, P = exp(S − lse) per tile. Cases: causal
   (L_q = L_k, top-left) and not, block_q ≠ block_k both ways, tails on both sides, L_q ≠ L_k, one
   tile, blocks of 1, d_v ≠ d, float64, scores past 88, and long keys for the size limit (as
-  08.tiled_forward's); hidden cases of other shapes (``_backward_hidden``).
+  08.tiled_forward's); hidden cases of other shapes (``_backward_hidden``). Its mistakes are the ones the
+  maths invites (D, P, the scale, the transposes, the sums, the causal skip and mask, the count, the
+  dtype), each a function a learner could have written: an independent set of learners' answers
+  (tests/test_learner_answers_l09.py) has its verdicts named by them.
 
 The first case of each exercise is one where every known mistake runs and shows (but NO_MAX_SHIFT
 and MAX_STARTS_AT_ZERO of 08.tiled_forward, which only the cases with scores past 88 and below −130
 show; and 08.tiled_backward's, whose first case has square tiles so that P @ dO runs: on it
-TILE_LOCAL_MASK, BLOCK_INDEX_SKIP and SQUARE_TILES give the right numbers, the next case, with
-block_q ≠ block_k, shows them). No tensor a case
+TILE_LOCAL_MASK, BLOCK_INDEX_SKIP, SKIP_BY_FIRST_QUERY, MASK_BY_BLOCK_INDEX and SQUARE_TILES give the right
+numbers, the next case, with block_q ≠ block_k, shows them; QUERY_TAIL_DROPPED shows where block_q does
+not divide L_q, GRADIENTS_FLOAT32 on the float64 case). No tensor a case
 passes is all zeros or all −∞, so a check that compares inputs before and after sees an in-place
 edit of any of them.
 """
@@ -791,13 +795,23 @@ def _backward_reference(query, key, value, output, lse, d_output, block_q, block
                         D_per_tile=False, weights="lse", scaled=True, dq_scaled=True, dk_scaled=True,
                         dv_transposed=True, dk_transposed=True, sum_k=True, sum_v=True, sum_q=True,
                         skip="positions", mask="positions",
-                        square=False, as_tensor=False, exact=True, weights_scaled=True, sign=1.0, D_over="features"):
+                        square=False, as_tensor=False, exact=True, weights_scaled=True, sign=1.0, D_over="features",
+                        dq_twice=False, dk_twice=False, query_tail=True, extra_tiles=0):
     """FlashAttention-2's backward (key blocks outside, query blocks inside), with the switches the
     mistakes below flip. skip: "positions" (j0 > i1 − 1), "never", "blocks" (j > i); mask:
-    "positions", "none", "local" (tril of the tile). weights: "lse" (exp(S − lse)), "tile_max"
-    (exp(S − the tile's row max)), "raw" (exp(S)), "tile_softmax" (softmax within the tile).
+    "positions", "none", "local" (tril of the tile), and the learners' slips: skip "first_query" (j0 > i0: the
+    diagonal tiles whose keys start after the block's first query lost), mask "strict" (j ≥ i hidden: a query
+    loses its own key), "local_all" (the tile's own row and column numbers, on every tile computed),
+    "same_index" (the global mask, only on the tile whose key-block number is the query block's).
+    weights: "lse" (exp(S − lse)), "tile_max" (exp(S − the tile's row max)), "tile_max_unmasked" (the same
+    max taken over the hidden scores too, the hidden weights zeroed after exp), "raw" (exp(S)), "tile_softmax"
+    (softmax within the tile), "lse_key_rows" (the lse of the key block's positions, lse[:, j0:j1]),
+    "lse_along_keys" (the query block's lse with its new axis in the middle, subtracted along the keys).
     weights_scaled: False recomputes P from the unscaled scores (dQ and dK still scaled); sign: −1 flips dS;
-    D_over: "features" (D_i = Σ_c dO_ic O_ic) or "block" (one number per query block, summed over its rows too).
+    D_over: "features" (D_i = Σ_c dO_ic O_ic), "block" (one number per query block, summed over its rows too),
+    "d_output" (Σ_c dO_ic, without O) or "batch" (summed over the batch too: one D per position for every
+    batch element). dq_twice / dk_twice: the scale applied twice; query_tail: False leaves out the partial
+    last query block (L_q // block_q blocks); extra_tiles: added to the count.
 
     exact: computed in float64 and rounded to the case's dtype at the end (the reference: the
     gradients are sums of terms of both signs, and the expected values should carry no float32
@@ -819,21 +833,36 @@ def _backward_reference(query, key, value, output, lse, d_output, block_q, block
             j1 = min(j0 + block_k, L_k)
             k, v = key[:, j0:j1], value[:, j0:j1]
             d_k, d_v = torch.zeros_like(k), torch.zeros_like(v)
-            for i0 in range(0, L_q, block_q):
+            for i0 in range(0, L_q if query_tail else L_q // block_q * block_q, block_q):
                 i1 = min(i0 + block_q, L_q)
-                if causal and (skip == "positions" and j0 > i1 - 1 or skip == "blocks" and j0 // block_k > i0 // block_q):
+                if causal and (skip == "positions" and j0 > i1 - 1 or skip == "blocks" and j0 // block_k > i0 // block_q
+                               or skip == "first_query" and j0 > i0):
                     continue
                 tiles += 1
                 q = query[:, i0:i1] * scale  # (B, b_q, d)
                 s = (q if weights_scaled else query[:, i0:i1]) @ k.transpose(1, 2)  # (B, b_q, b_k)
-                if causal and mask == "positions":
-                    rows, columns = (torch.arange(*ends, device=query.device) for ends in ((i0, i1), (j0, j1)))
-                    s = s.masked_fill(columns[None, :] > rows[:, None], NEG_INF)  # made where the inputs are
+                unmasked = s
+                rows, columns = (torch.arange(*ends, device=query.device) for ends in ((i0, i1), (j0, j1)))
+                hidden = None  # the entries the mask hides (made where the inputs are)
+                if causal and (mask == "positions" or mask == "same_index" and j0 // block_k == i0 // block_q):
+                    hidden = columns[None, :] > rows[:, None]
+                elif causal and mask == "strict":
+                    hidden = columns[None, :] >= rows[:, None]
+                elif causal and mask == "local_all":
+                    hidden = (columns - j0)[None, :] > (rows - i0)[:, None]
                 elif causal and mask == "local" and j1 - 1 > i0:
-                    s = s.masked_fill(torch.ones(i1 - i0, j1 - j0, dtype=torch.bool, device=query.device).triu(1),
-                                      NEG_INF)
-                if weights == "lse":
+                    hidden = torch.ones(i1 - i0, j1 - j0, dtype=torch.bool, device=query.device).triu(1)
+                if hidden is not None:
+                    s = s.masked_fill(hidden, NEG_INF)
+                if weights == "tile_max_unmasked":
+                    p = torch.exp(unmasked - unmasked.amax(-1, keepdim=True))
+                    p = p.masked_fill(hidden, 0.0) if hidden is not None else p
+                elif weights == "lse":
                     p = torch.exp(s - lse[:, i0:i1, None])
+                elif weights == "lse_key_rows":  # (runs only where the key block is as long as the query block)
+                    p = torch.exp(s - lse[:, j0:j1, None])
+                elif weights == "lse_along_keys":  # its new axis in the middle: runs only on square tiles
+                    p = torch.exp(s - lse[:, i0:i1][:, None, :])
                 elif weights == "tile_max":
                     p = torch.exp(s - s.amax(-1, keepdim=True))
                 elif weights == "raw":
@@ -848,18 +877,37 @@ def _backward_reference(query, key, value, output, lse, d_output, block_q, block
                 row = (p * d_p).sum(-1) if D_per_tile else D[:, i0:i1]
                 if D_over == "block":
                     row = (d_o * output[:, i0:i1]).sum(1).sum(-1)[:, None].expand(-1, i1 - i0)  # (B, b_q)
+                elif D_over == "d_output":
+                    row = d_o.sum(-1)
+                elif D_over == "batch":
+                    row = (d_output * output).sum((0, -1))[i0:i1].expand(B, -1)
                 d_s = sign * (p * (d_p - row[..., None]) if use_D else p * d_p)
-                part_q = d_s @ k * (scale if dq_scaled else 1.0)
+                part_q = d_s @ k * (scale if dq_scaled else 1.0) * (scale if dq_twice else 1.0)
                 d_query[:, i0:i1] = d_query[:, i0:i1] + part_q if sum_q else part_q
                 part_k = (d_s.transpose(1, 2) @ q if dk_transposed else d_s @ q) * (1.0 if dk_scaled else 1 / scale)
+                part_k = part_k * scale if dk_twice else part_k
                 d_k = d_k + part_k if sum_k else part_k
             d_key[:, j0:j1], d_value[:, j0:j1] = d_k, d_v
         grads = (t.to(dtype) for t in (d_query, d_key, d_value))
+        tiles += extra_tiles
         return (*grads, torch.tensor(tiles) if as_tensor else tiles)
 
 
 def _backward_mistake(**switches):
     return lambda *case: _backward_reference(*case, exact=False, **switches)
+
+
+def _backward_whole_rows(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """Each query block's scores taken against every key at once, (b_q, L_k): right gradients, one "tile" per
+    query block counted."""
+    *grads, _ = _backward_reference(query, key, value, output, lse, d_output, block_q, block_k, causal, exact=False)
+    return (*grads, -(-query.shape[1] // block_q))
+
+
+def _backward_float32(query, key, value, output, lse, d_output, block_q, block_k, causal):
+    """The gradients allocated as torch.zeros(shape): float32 whatever the inputs' dtype."""
+    *grads, tiles = _backward_reference(query, key, value, output, lse, d_output, block_q, block_k, causal, exact=False)
+    return (*(g.to(torch.float32) for g in grads), tiles)
 
 
 register(
@@ -914,6 +962,43 @@ register(
                     "zh": "权重按前向计算中分块的方式重新算成了 exp(S − 本分块这一行的最大值)：这还不是 softmax，"
                     "它还缺前向计算在最后一个分块之后所做的重新缩放和除以 ℓ。保存下来的 lse 已经包含了这两者："
                     "P = exp(S − lse) 就是 softmax 本身，逐块可算，不需要运行最大值，也不需要求和。",
+                },
+            ),
+            Mistake(
+                "LSE_OF_KEY_ROWS",
+                _backward_mistake(weights="lse_key_rows"),
+                {
+                    "en": "The weights were recomputed with the lse of the key block's positions, lse[:, j0:j1]: the "
+                    "lse belongs to the queries, one per row of scores. P = exp(S − lse[:, i0:i1, None]), the query "
+                    "block's lse along a new last axis.",
+                    "zh": "重新计算权重时用了键块那些位置的 lse，即 lse[:, j0:j1]：lse 属于查询，分数的每一行一个。"
+                    "应为 P = exp(S − lse[:, i0:i1, None])：查询块的 lse，并在最后加一个新维度。",
+                },
+            ),
+            Mistake(
+                "LSE_ALONG_KEYS",
+                _backward_mistake(weights="lse_along_keys"),
+                {
+                    "en": "The query block's lse got its new axis in the wrong place, lse[:, i0:i1][:, None, :] (or "
+                    ".unsqueeze(1)): it lines up with the keys, so column i of the scores loses query i's lse (it only "
+                    "runs when the tile is square). The lse belongs to the rows: the new axis goes last, "
+                    "P = exp(S − lse[:, i0:i1, None]) (or .unsqueeze(-1)).",
+                    "zh": "查询块的 lse 新加的维度放错了位置，写成了 lse[:, i0:i1][:, None, :]（或 .unsqueeze(1)）："
+                    "它与键对齐了，于是分数的第 i 列减去的是查询 i 的 lse（只有分块是正方形时才能运行）。lse 属于行："
+                    "新维度要放在最后，P = exp(S − lse[:, i0:i1, None])（或 .unsqueeze(-1)）。",
+                },
+            ),
+            Mistake(
+                "P_TILE_MAX_UNMASKED",
+                _backward_mistake(weights="tile_max_unmasked"),
+                {
+                    "en": "The weights were recomputed as in the forward's tile, exp(S − the tile's row max), the max "
+                    "even taken before the causal mask hid the later keys. These are not the softmax: the saved lse "
+                    "already holds the row's max and sum, and P = exp(S − lse), with the hidden scores set to −∞ "
+                    "first, is the softmax itself, tile by tile.",
+                    "zh": "权重按前向计算中分块的方式重新算成了 exp(S − 本分块这一行的最大值)，而且这个最大值是在因果掩码"
+                    "遮住后面的键之前取的。这不是 softmax：保存下来的 lse 已经包含了这一行的最大值和总和，"
+                    "先把被遮住的分数设为 −∞，再算 P = exp(S − lse)，逐块得到的就是 softmax 本身。",
                 },
             ),
             Mistake(
@@ -1045,6 +1130,28 @@ register(
                 },
             ),
             Mistake(
+                "D_FROM_D_OUTPUT",
+                _backward_mistake(D_over="d_output"),
+                {
+                    "en": "D was taken from d_output alone, dO.sum(-1): D_i = Σ_k P_ik dP_ik = Σ_c dO_ic O_ic needs "
+                    "the output too, D = (d_output * output).sum(-1), once, before the loop. (dV is right: it does "
+                    "not go through the softmax.)",
+                    "zh": "D 只用 d_output 算了，即 dO.sum(-1)：D_i = Σ_k P_ik dP_ik = Σ_c dO_ic O_ic，还需要输出，"
+                    "应为 D = (d_output * output).sum(-1)，在循环开始前算一次。（dV 是对的：它不经过 softmax。）",
+                },
+            ),
+            Mistake(
+                "D_OVER_BATCH",
+                _backward_mistake(D_over="batch"),
+                {
+                    "en": "D was summed over the batch axis too, (d_output * output).sum((0, -1)): every batch element "
+                    "got the same D. D is one number per query of each batch element, summed over the features "
+                    "alone: (d_output * output).sum(-1), of shape (B, L_q).",
+                    "zh": "D 还对批次维求了和，(d_output * output).sum((0, -1))：批次里的每个样本都得到了同一个 D。"
+                    "D 是每个样本的每个查询一个数，只对特征求和：(d_output * output).sum(-1)，形状为 (B, L_q)。",
+                },
+            ),
+            Mistake(
                 "GRAD_NOT_SCALED",
                 _backward_mistake(dq_scaled=False, dk_scaled=False),
                 {
@@ -1072,6 +1179,28 @@ register(
                     "keys once makes dQ = dS @ K_j / √d right by itself, but dK still needs its own 1/√d.",
                     "zh": "dK 大了 √d 倍（dQ 是对的）：S = Q Kᵀ / √d，所以 dK = dSᵀ @ Q / √d。把键先缩放一次，"
                     "dQ = dS @ K_j / √d 自然就对了，但 dK 仍然要乘上它自己的 1/√d。",
+                },
+            ),
+            Mistake(
+                "DQ_SCALED_TWICE",
+                _backward_mistake(dq_twice=True),
+                {
+                    "en": "dQ is √d times too small (dK is right): the scale was applied twice, dS @ K / √d / √d, "
+                    "often once through keys or queries scaled in advance and once more by hand. The chain rule "
+                    "brings one 1/√d: dQ = dS @ K / √d.",
+                    "zh": "dQ 小了 √d 倍（dK 是对的）：缩放乘了两次，dS @ K / √d / √d，常见的情形是先缩放了键或查询，"
+                    "又手动再乘了一次。链式法则只带来一个 1/√d：dQ = dS @ K / √d。",
+                },
+            ),
+            Mistake(
+                "GRAD_SCALED_TWICE",
+                _backward_mistake(dq_twice=True, dk_twice=True),
+                {
+                    "en": "dQ and dK are √d times too small (dV is right): the scale was applied twice to both, "
+                    "for instance to queries scaled in advance and then to the products again. The chain rule "
+                    "brings one 1/√d to each: dQ = dS @ K / √d, dK = dSᵀ @ Q / √d.",
+                    "zh": "dQ 和 dK 都小了 √d 倍（dV 是对的）：两者都乘了两次缩放，比如查询已经预先缩放过，乘积又再乘了一次。"
+                    "链式法则只给每个带来一个 1/√d：dQ = dS @ K / √d，dK = dSᵀ @ Q / √d。",
                 },
             ),
             Mistake(
@@ -1112,6 +1241,17 @@ register(
                 },
             ),
             Mistake(
+                "CAUSAL_HIDES_ITSELF",
+                _backward_mistake(mask="strict"),
+                {
+                    "en": "The mask also hides each query's own key (it hides j ≥ i, keeping j < i), so P_ii = 0 and "
+                    "query 0 gets no gradient at all. The forward let a position attend to itself: hide key j from "
+                    "query i only where j > i.",
+                    "zh": "掩码把每个查询自己的键也遮住了（遮住了 j ≥ i，只保留 j < i），于是 P_ii = 0，查询 0 完全得不到梯度。"
+                    "前向计算允许一个位置关注它自己：只有 j > i 时才对查询 i 遮住键 j。",
+                },
+            ),
+            Mistake(
                 "TILE_LOCAL_MASK",
                 _backward_mistake(mask="local"),
                 {
@@ -1123,6 +1263,32 @@ register(
                 },
             ),
             Mistake(
+                "LOCAL_MASK_EVERY_TILE",
+                _backward_mistake(mask="local_all"),
+                {
+                    "en": "Every tile was masked with the tile's own row and column numbers (c > r hidden): the tiles "
+                    "below the diagonal, whose keys all come before their queries, lost their upper triangle, and a "
+                    "tile cut by the diagonal away from its corner was cut in the wrong place. Compare global "
+                    "positions: key j0 + c is visible from query i0 + r when j0 + c ≤ i0 + r.",
+                    "zh": "每个分块都用分块自己的行号和列号加了掩码（遮住 c > r）：对角线下方的分块，其键全都在查询之前，"
+                    "却被遮掉了上三角；对角线没有从角上穿过的分块，也切错了位置。应比较全局位置："
+                    "当 j0 + c ≤ i0 + r 时，查询 i0 + r 能看到键 j0 + c。",
+                },
+            ),
+            Mistake(
+                "QUERY_TAIL_DROPPED",
+                _backward_mistake(query_tail=False),
+                {
+                    "en": "The last queries are never reached when block_q does not divide L_q: the loop over query "
+                    "blocks stops at L_q // block_q full blocks, so their dQ stays 0 and their parts of dK and dV "
+                    "are missing. Loop over the starts range(0, L_q, block_q) and cut the last block short: "
+                    "query[:, i0:min(i0 + block_q, L_q)].",
+                    "zh": "当 block_q 不能整除 L_q 时，最后几个查询从未被处理：查询块的循环只走了 L_q // block_q 个完整的块，"
+                    "于是它们的 dQ 一直是 0，dK 和 dV 里也少了它们的那一份。应按起点 range(0, L_q, block_q) 循环，"
+                    "并让最后一块短一些：query[:, i0:min(i0 + block_q, L_q)]。",
+                },
+            ),
+            Mistake(
                 "BLOCK_INDEX_SKIP",
                 _backward_mistake(skip="blocks"),
                 {
@@ -1130,6 +1296,31 @@ register(
                     "Skip by positions: a tile is hidden when its first key comes after its last query, j0 > i1 − 1.",
                     "zh": "按块编号 j > i 跳过了分块：只有 block_q = block_k 时这条规则才对。应按位置跳过："
                     "当分块的第一个键位于它最后一个查询之后，即 j0 > i1 − 1 时，这个分块整块不可见。",
+                },
+            ),
+            Mistake(
+                "SKIP_BY_FIRST_QUERY",
+                _backward_mistake(skip="first_query"),
+                {
+                    "en": "A tile was skipped when its first key comes after the block's first query, j0 > i0: the "
+                    "diagonal crosses such a tile, and its later queries see some of its keys, whose parts are lost. "
+                    "A tile is hidden entirely only when its first key comes after its last query, j0 > i1 − 1.",
+                    "zh": "只要分块的第一个键位于查询块的第一个查询之后（j0 > i0），就跳过了这个分块：对角线穿过这样的分块，"
+                    "块里靠后的查询能看到它的一部分键，这些部分就丢了。只有当分块的第一个键位于它最后一个查询之后，"
+                    "即 j0 > i1 − 1 时，它才整块不可见。",
+                },
+            ),
+            Mistake(
+                "MASK_BY_BLOCK_INDEX",
+                _backward_mistake(mask="same_index"),
+                {
+                    "en": "Only the tile whose key-block number equals its query-block number was masked: the diagonal "
+                    "tile only when block_q = block_k. With other blocks the diagonal cuts through other tiles too, "
+                    "and their later keys are seen. Mask every tile the diagonal cuts through (j1 − 1 > i0), by "
+                    "global positions, or simply every tile you compute.",
+                    "zh": "只给键块编号等于查询块编号的那个分块加了掩码：只有 block_q = block_k 时它才是对角线上的分块。"
+                    "块大小不同时，对角线还会穿过别的分块，它们里面靠后的键就被看到了。要按全局位置给被对角线穿过的每个分块"
+                    "（j1 − 1 > i0）加掩码，或者干脆给你计算的每个分块都加。",
                 },
             ),
             Mistake(
@@ -1151,6 +1342,38 @@ register(
                     "int: count with tiles += 1 on an int, or convert at the end with int(...).",
                     "zh": "梯度都是对的，但分块数返回成了张量。应返回 Python 的 int：用一个 int 做 tiles += 1 计数，"
                     "或者最后用 int(...) 转换。",
+                },
+            ),
+            Mistake(
+                "TILES_OFF_BY_ONE",
+                _backward_mistake(extra_tiles=1),
+                {
+                    "en": "The gradients are right, but the count is one more than the tiles computed: start it at 0 "
+                    "and add 1 for each tile you compute, after the skip (not once more at the end, nor from 1).",
+                    "zh": "梯度是对的，但计数比实际计算的分块多了一个：计数从 0 开始，在跳过的判断之后，每计算一个分块加 1"
+                    "（不要在最后再加一次，也不要从 1 开始）。",
+                },
+            ),
+            Mistake(
+                "WHOLE_KEY_ROWS",
+                _backward_whole_rows,
+                {
+                    "en": "The gradients are right, but the count is the number of query blocks: each query block's "
+                    "scores were taken against all the keys at once, a (b_q, L_k) block rather than a tile. Cut the "
+                    "keys into blocks of block_k too, compute one (b_q, b_k) tile at a time, and count the tiles.",
+                    "zh": "梯度是对的，但计数等于查询块的个数：每个查询块的分数是一次对所有键算的，是 (b_q, L_k) 的块而不是分块。"
+                    "键也要按 block_k 切块，一次只算一个 (b_q, b_k) 分块，并数分块的个数。",
+                },
+            ),
+            Mistake(
+                "GRADIENTS_FLOAT32",
+                _backward_float32,
+                {
+                    "en": "The gradients come back in float32 whatever the inputs' dtype: torch.zeros(shape) makes "
+                    "float32. Allocate them like the tensors they are the gradients of, torch.zeros_like(query) "
+                    "(and key, value), so that a float64 input gets float64 gradients.",
+                    "zh": "不管输入是什么 dtype，梯度都以 float32 返回：torch.zeros(shape) 构造的是 float32。应按它们对应的张量来分配，"
+                    "torch.zeros_like(query)（key、value 同理），这样 float64 的输入得到的梯度也是 float64。",
                 },
             ),
         ),

@@ -13,7 +13,9 @@ course; elsewhere no launch is seen, and the check fails closed). Its refusals, 
   a copy of either or a launch's output): a result computed elsewhere (NumPy) and copied in;
 - COMPILER_REFUSED: a launched kernel is one the GPU compiler's front end refuses (``break`` ...);
 - INPUT_NOT_READ / OUTPUT_NOT_WRITTEN: an input tensor no launch read (through copies and views), a
-  returned tensor no launch wrote (read once the values are right).
+  returned tensor no launch wrote (read once the values are right);
+- BLOCK_IGNORED: where the exercise bounds a load's width (rules.LOAD_WIDTH), a launch loaded more elements of
+  one row of that input (through copies and views) at once than the bound: the block argument was ignored.
 
 Tensors are followed by their storages' addresses: a view shares its base's, a copy's address gets its
 sources' as its origins.
@@ -57,8 +59,9 @@ def _launches_module():
 class Ledger:
     """The aten operations and launches of one call (see the module docstring)."""
 
-    def __init__(self, found, args):
+    def __init__(self, found, args, exercise=None):
         self.found = found
+        self.width = _width_rule(exercise, args)  # (the input's address, the most of a row one load may take)
         self.inputs = [t for t in _tensors(args, []) if _address(t) is not None]
         self.origins = {}  # address -> set of addresses it was copied or made from (itself for inputs)
         for tensor in self.inputs:
@@ -118,6 +121,9 @@ class Ledger:
                     read |= reach
                 if launch.written is None or index in launch.written:
                     written.add(address)
+                if self.width and launch.widest and self.width[0] in reach and \
+                        launch.widest.get(index, 0) > self.width[1]:
+                    self.refuse("BLOCK_IGNORED", "")
             refusal = _refusal(launch)
             if refusal:
                 self.refuse("COMPILER_REFUSED", "")  # (a kernel's name is the learner's: it could spell a hidden input)
@@ -133,6 +139,17 @@ class Ledger:
                 break
 
     compiler_text = None  # the front end's refusal, in the learner's language (the notebook's verdict quotes it)
+
+
+def _width_rule(exercise, args):
+    """(address of the input whose rows are walked, the bound on one load's width), or None."""
+    rule = rules.load_width(exercise)
+    if rule is None or len(args) <= max(rule):
+        return None
+    source, bound = args[rule[0]], args[rule[1]]
+    if not isinstance(source, torch.Tensor) or type(bound) is not int or _address(source) is None:
+        return None
+    return _address(source), bound
 
 
 def _refusal(launch):

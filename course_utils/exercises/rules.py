@@ -126,6 +126,12 @@ KERNEL_EXERCISES = ("09.softmax_kernel", "09.softmax_blocks", "09.matmul_kernel"
                     "09.causal_forward", "09.backward_dkdv", "09.backward_dq", "09.flash_function",
                     "09.flash_forward_half")
 
+#: Exercise -> (the argument whose rows the kernels walk, the argument that bounds how much of a row one load may
+#: take): a kernel that loads more of one row at once ignored the block it was given (BLOCK_IGNORED), however right
+#: its values. Measured by the interpreter's bounds layer on every load (course_utils.triton_bounds); a GPU's
+#: compiled launch does not say, and is not judged on it.
+LOAD_WIDTH = {"09.softmax_blocks": (0, 1)}
+
 #: What torch may do outside a launch in a kernel exercise: allocate, view, copy, convert, read metadata.
 KERNEL_ALLOWED = frozenset((
     # allocation
@@ -189,11 +195,11 @@ BENIGN_THREADS = frozenset(("tqdm._monitor.TMonitor",))
 REFUSAL_CODES = ("EVALUATOR", "PROCESS", "NATIVE", "SOCKET", "THREAD", "IMPORT", "UNWATCHED", "LEFT_RUNNING",
                  "OPERATION", "SOLVER",
                  "TORCH_OUTSIDE_KERNEL", "TORCH_IN_KERNEL", "FOREIGN_DATA", "NO_LAUNCH", "COMPILER_REFUSED",
-                 "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN")
+                 "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN", "BLOCK_IGNORED")
 #: Those the judge reads only once the values are right: a wrong answer's own mistake is named first (a plain
 #: torch answer with a known mistake learns its mistake; once right, it learns that the kernel must compute it).
 AFTER_VALUES = ("NO_LAUNCH", "TORCH_IN_KERNEL", "TORCH_OUTSIDE_KERNEL", "FOREIGN_DATA", "COMPILER_REFUSED",
-                "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN")
+                "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN", "BLOCK_IGNORED")
 
 
 def forbidden_operations(exercise):
@@ -204,6 +210,11 @@ def forbidden_operations(exercise):
 def solvers(exercise):
     """The full names of the functions that compute `exercise`'s answer (besides its forbidden names)."""
     return SOLVERS.get(exercise, ())
+
+
+def load_width(exercise):
+    """(position of the argument whose rows are walked, position of the bound on one load's width) or None."""
+    return LOAD_WIDTH.get(exercise)
 
 
 def is_kernel(exercise):

@@ -542,7 +542,7 @@ class Sandbox:
         self._left_running()
         targets, measure = (self._targets, self.measure) if watch else (self._gradient_targets, False)
         watcher = _Watch(targets, self.forbidden_calls, measure) if targets or measure else None
-        ledger = kernels.Ledger(self.refused, args) if watch and self.kernel else None
+        ledger = kernels.Ledger(self.refused, args, self.exercise) if watch and self.kernel else None
         observer = observe.Observer(self.refused, self._operations, ledger) \
             if self._operations or ledger else None
         tracer = _tracer(watcher, self._solvers, self.refused, engine=not watch)

@@ -260,14 +260,15 @@ check("09.softmax_kernel", softmax_rows)
 # $(R, n)$ float32, allocated with `torch.full(..., float("nan"))` so that a column your kernel never
 # writes shows. The check runs your kernel through Triton's interpreter on rows whose max comes in a
 # late block, rows in the thousands and far below zero, $n$ a multiple of the block and not, and −∞
-# entries; it compares the numbers only. It refuses `torch.softmax`, `F.softmax`, `Tensor.softmax`,
-# `torch.logsumexp`, `Tensor.logsumexp` and the course's `flash_triton.softmax_rows`,
-# `masks.masked_softmax` and `tiled.online_softmax`.
+# entries; it compares the numbers, and it refuses a kernel that loads more than `block` columns of a
+# row at once (a whole row as one block ignores `block`, however right its numbers). It refuses
+# `torch.softmax`, `F.softmax`, `Tensor.softmax`, `torch.logsumexp`, `Tensor.logsumexp` and the
+# course's `flash_triton.softmax_rows`, `masks.masked_softmax` and `tiled.online_softmax`.
 
-# %% [markdown] tags=["lang-zh"] en_hash="342fc34e2e"
+# %% [markdown] tags=["lang-zh"] en_hash="502dd72de4"
 # ### 练习 2：长行的 softmax
 #
-# 写出 `softmax_blocks(x, block)`，x 是形状为 $(R, n)$ 的 float32 张量，`block` 是小于 $n$、不小于 16 的 2 的幂：在函数内部定义一个核函数（用 `triton.jit` 装饰），每行一个程序，按每块 `block` 列把这一行走两遍：第一遍维护运行最大值和累计和，第二遍写出权重。返回每一行沿最后一维的 softmax，形状 $(R, n)$，float32，用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的列会显现出来。检查会用 Triton 的解释器运行你的核函数，测试用例里有最大值出现在靠后的块里的行、数值上千的行和远小于 0 的行，$n$ 有是块大小整数倍的也有不是的，还有 −∞ 元素；检查只比较数值。检查不接受 `torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`，也不接受课程自带的 `flash_triton.softmax_rows`、`masks.masked_softmax` 和 `tiled.online_softmax`。
+# 写出 `softmax_blocks(x, block)`，x 是形状为 $(R, n)$ 的 float32 张量，`block` 是小于 $n$、不小于 16 的 2 的幂：在函数内部定义一个核函数（用 `triton.jit` 装饰），每行一个程序，按每块 `block` 列把这一行走两遍：第一遍维护运行最大值和累计和，第二遍写出权重。返回每一行沿最后一维的 softmax，形状 $(R, n)$，float32，用 `torch.full(..., float("nan"))` 分配，这样核函数漏写的列会显现出来。检查会用 Triton 的解释器运行你的核函数，测试用例里有最大值出现在靠后的块里的行、数值上千的行和远小于 0 的行，$n$ 有是块大小整数倍的也有不是的，还有 −∞ 元素；检查比较数值，并且不接受一次读取一行中多于 `block` 列的核函数（把整行当作一个块读入就忽略了 `block`，哪怕数值全对）。检查也不接受 `torch.softmax`、`F.softmax`、`Tensor.softmax`、`torch.logsumexp`、`Tensor.logsumexp`，也不接受课程自带的 `flash_triton.softmax_rows`、`masks.masked_softmax` 和 `tiled.online_softmax`。
 
 # %% tags=["exercise"] exercise="09.softmax_blocks"
 def softmax_blocks(x, block):
