@@ -268,14 +268,14 @@ def render_home(lang):
         what = teaches.get(lesson, {}).get(lang, "")
         time_needed = duration(lang, sum(times[lesson])) if lesson in times else "?"  # (check_home says so)
         rows.append(f"| {lesson} | [{title}]({notebook_name(path, lang)}) | {what} | {time_needed} |")
-    intro = catalogue(lang, "home.title") + "\n\n" + catalogue(lang, "home.intro")
+    intro = catalogue(lang, "home.title") + "\n\n" + catalogue(lang, "home.intro", glossary=GLOSSARIES[lang])
     code = f'from course_utils import progress, setup\n\nsetup(lang="{lang}")\nprogress()'
     cells = [
         nbformat.v4.new_markdown_cell(intro),
         nbformat.v4.new_markdown_cell("\n".join(rows) + "\n\n" + colab_links(lang)),
         nbformat.v4.new_markdown_cell(catalogue(lang, "home.progress")),
         nbformat.v4.new_code_cell(code, metadata={"tags": [PROGRESS_TAG]}),
-        nbformat.v4.new_markdown_cell(catalogue(lang, "home.help")),
+        nbformat.v4.new_markdown_cell(catalogue(lang, "home.help", glossary=GLOSSARIES[lang])),
     ]
     for number, cell in enumerate(cells):
         cell.id = f"home-{number:03d}"
