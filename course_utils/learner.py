@@ -231,7 +231,7 @@ def copy_course(work, course=NOTEBOOKS, languages=i18n.LANGUAGES):
     for lang in languages:
         (work / lang).mkdir(exist_ok=True)
         renamed = _old_names(work, course, lang, lessons)
-        _drop_old_home(work, course, lang)
+        _drop_old_home(work, course, lang, lessons)
         for source in sorted((Path(course) / lang).glob("*.ipynb")):
             target, key = work / lang / source.name, f"{lang}/{source.name}"
             if source.name in renamed:
@@ -288,13 +288,15 @@ def renamed_lessons(work, course=NOTEBOOKS, languages=i18n.LANGUAGES):
     return [(lang, new, old) for lang in languages for new, old in sorted(_old_names(work, course, lang, lessons).items())]
 
 
-def _drop_old_home(work, course, lang):
+def _drop_old_home(work, course, lang, lessons):
     """Remove from work/`lang`/ a copy of the home under another language's home name (the Chinese home
-    was index.ipynb before): a home holds nothing of the learner's, and two would read alike."""
+    was index.ipynb before), and any record of it (`lessons`): a home holds nothing of the learner's, and
+    two would read alike."""
     for name in set(HOMES.values()) - {HOMES[lang]}:
         old = Path(work) / lang / name
         if old.is_file() and not (Path(course) / lang / name).exists():
             old.unlink()
+            lessons.pop(f"{lang}/{name}", None)
 
 
 def _adopt(lessons, key, target, source):
