@@ -792,13 +792,20 @@ def fresh_lab(tmp_path_factory):
         yield lab
 
 
-def _open_from_browser(page, folder, name):
-    """Open `folder`/`name` (relative to the lab's root) as a learner does: the file browser's home, the
-    folder, then a double click on the file; wait for its tab to be the current one."""
+def _browse(page, folder):
+    """The file browser (shown, if the side bar hides it) in `folder`, a folder at the lab's root."""
+    if not page.locator(".jp-FileBrowser").is_visible():
+        page.locator('.jp-SideBar .lm-TabBar-tab[data-id="filebrowser"]').click()
     page.locator(".jp-FileBrowser .jp-BreadCrumbs-home").click()
-    page.locator(".jp-FileBrowser .jp-DirListing-item", has_text=re.compile(rf"^\s*{re.escape(folder)}\s*$")).first.dblclick()
+    page.locator(".jp-FileBrowser .jp-DirListing-itemText").get_by_text(folder, exact=True).dblclick()
     page.locator(".jp-FileBrowser .jp-BreadCrumbs", has_text=folder).wait_for(state="visible")
-    page.locator(f'.jp-FileBrowser .jp-DirListing-item[title^="Name: {name}"]').first.dblclick()
+
+
+def _open_from_browser(page, folder, name):
+    """Open `folder`/`name` (relative to the lab's root) as a learner does, with a double click in the file
+    browser; wait for its tab to be the current one."""
+    _browse(page, folder)
+    page.locator(".jp-FileBrowser .jp-DirListing-itemText").get_by_text(name, exact=True).dblclick()
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel",
                  has_text=name).wait_for(state="visible")
 
@@ -826,12 +833,10 @@ def test_the_tabs_tell_the_two_languages_apart(fresh_lab, chromium):
         page.screenshot(path=ARTIFACTS / "browser-tabs.png")
         listed = {}
         for folder in ("en", "zh"):
-            page.locator(".jp-FileBrowser .jp-BreadCrumbs-home").click()
-            page.locator(".jp-FileBrowser .jp-DirListing-item",
-                         has_text=re.compile(rf"^\s*{folder}\s*$")).first.dblclick()
-            page.locator(f'.jp-FileBrowser .jp-DirListing-item[title^="Name: {opened[2 if folder == "zh" else 3][1]}"]'
-                         ).first.wait_for(state="visible")
-            listed[folder] = set(page.locator(".jp-FileBrowser .jp-DirListing-itemText").all_inner_texts())
+            _browse(page, folder)
+            lesson = opened[2 if folder == "zh" else 3][1]
+            page.locator(".jp-FileBrowser .jp-DirListing-itemText").get_by_text(lesson, exact=True).wait_for()
+            listed[folder] = {text.strip() for text in page.locator(".jp-FileBrowser .jp-DirListing-itemText").all_inner_texts()}
     finally:
         context.close()
     assert sorted(labels) == sorted(name for _folder, name in opened), labels
