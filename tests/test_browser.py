@@ -32,6 +32,7 @@ from urllib.parse import quote
 
 import patience
 import pytest
+from course_utils import file_names
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
@@ -57,7 +58,7 @@ CHROMIUM_ARGS = [
 # between them and the newest lesson opens both: each notebook takes 20-35 s here, and all twelve
 # took 5.5 min, most of `make test`'s margin under its 15-minute budget.
 NOTEBOOKS = [
-    f"notebooks/{lang}/{lesson}.ipynb"
+    f"notebooks/{lang}/{file_names.lesson_notebook(lesson, lang)}"  # (each language's name: 01_注意力基础.ipynb)
     for lesson, langs in (("01_attention_basics", ("zh",)), ("02_masking", ("en",)),
                           ("03_self_cross_attention", ("zh",)), ("04_multihead_attention", ("en",)),
                           ("05_probsparse", ("zh",)), ("06_transformer", ("en",)),
@@ -481,7 +482,7 @@ def run_notebook_in_browser(jupyterlab, chromium, notebook, artifact_stem):
     nb = Notebook(page, path)
     started = time.monotonic()
     try:
-        page.goto(f"{base}/lab/tree/{notebook}?token={token}&reset")
+        page.goto(f"{base}/lab/tree/{quote(notebook)}?token={token}&reset")
         page.locator(".jp-NotebookPanel .jp-Notebook").wait_for(state="visible")
 
         # Wait for the kernel. The toolbar says "idle" for a moment before the kernel even starts,
