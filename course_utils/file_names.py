@@ -70,7 +70,8 @@ def lesson_notebook(stem, lang):
     number = stem[:2]
     if number not in ZH_LESSONS:
         check.fail("lesson_notebook", "stem", repr(stem),
-                   {"en": f"a lesson with a Chinese name in course_utils.file_names.ZH_LESSONS (it has none for {number})",
+                   {"en": f"a lesson with a Chinese name in course_utils.file_names.ZH_LESSONS "
+                          f"(it has none for {number})",
                     "zh": f"在 course_utils.file_names.ZH_LESSONS 中有中文名的课（其中没有第 {number} 课）"})
     return f"{number}_{ZH_LESSONS[number]}.ipynb"
 

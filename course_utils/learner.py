@@ -36,7 +36,8 @@ and ``update`` brings them in (``merge``): each exercise cell the learner change
 its exercise id, wherever the new version puts it); each cell the learner added is kept after the cell
 it followed (found by exercise id, text or id); a course cell the learner changed keeps the change
 where the course left it as it was; every other cell is the course's new one; the update says what it
-kept and where, and the learner's previous copy is kept in a folder of its own, ``before-update/<date>_<time>_NN_name.ipynb``.
+kept and where, and the learner's previous copy is kept in a folder of its own,
+``before-update/<date>_<time>_NN_name.ipynb``.
 A lesson the course renamed (the Chinese copies had the English names before) is a changed lesson: ``copy``
 does not copy it again beside the learner's old-named copy, and ``update`` merges that copy into the lesson under
 its new name (matched by its number, ``renamed_lessons``), the old file kept in ``before-update/``.
@@ -77,7 +78,8 @@ MARKER, PROGRESS = ".course-work", "progress.json"
 HOMES = file_names.HOMES
 #: What the work folder holds of the course itself, for the lessons' links (see the module's docstring):
 #: {its path in the work folder: its path in the course}.
-ASSETS = {"images": "images", **{f"{lang}/{name}": f"notebooks/{lang}/{name}" for lang, name in file_names.GLOSSARIES.items()}}
+ASSETS = {"images": "images",
+          **{f"{lang}/{name}": f"notebooks/{lang}/{name}" for lang, name in file_names.GLOSSARIES.items()}}
 FORMAT = 2
 #: The statuses a verdict can have (course_utils.exercises.grading), in the progress file's words.
 STATUSES = ("passed", "failed", "not attempted", "crashed")
@@ -267,7 +269,8 @@ def _old_names(work, course, lang, lessons):
     for name in names:
         if file_names.lesson_number(name):
             lessons_here.setdefault(file_names.lesson_number(name), name)
-    elsewhere = {path.name for other in i18n.LANGUAGES if other != lang for path in (Path(course) / other).glob("*.ipynb")}
+    elsewhere = {path.name for other in i18n.LANGUAGES if other != lang
+                 for path in (Path(course) / other).glob("*.ipynb")}
     found = {}
     for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")) if folder.is_dir() else []:
         new = lessons_here.get(file_names.lesson_number(path.name))
@@ -285,7 +288,8 @@ def renamed_lessons(work, course=NOTEBOOKS, languages=i18n.LANGUAGES):
     _folder("renamed_lessons", "course", course)
     _languages("renamed_lessons", languages)
     lessons = _section(_read_marker(work), "lessons")
-    return [(lang, new, old) for lang in languages for new, old in sorted(_old_names(work, course, lang, lessons).items())]
+    return [(lang, new, old) for lang in languages
+            for new, old in sorted(_old_names(work, course, lang, lessons).items())]
 
 
 def _drop_old_home(work, course, lang, lessons):
