@@ -100,7 +100,7 @@ $(LAB_OVERRIDES): | $(LAB_STAMP)
 # later copied when missing, a copy the learner has never overwritten (course_utils/learner.py). The
 # checks record each exercise's verdicts in $(WORK)/progress.json, which the home shows as it is when
 # JupyterLab starts. JupyterLab is rooted at $(WORK)/ (the solutions are not in its file browser), with
-# a copy of images/ there and of each language's glossary.md in $(WORK)/en and zh, for the lessons'
+# a copy of images/ there and of each language's glossary (glossary.md, 术语表.md) in $(WORK)/en and zh, for the lessons'
 # links; it opens the home of the learner's language and reopens the home and the last lesson only
 # (a kernel each), each language with its own layout in $(WORK)/.workspaces/en or zh
 # (course_utils/launch.py).
@@ -108,7 +108,7 @@ $(LAB_OVERRIDES): | $(LAB_STAMP)
 # (a remote machine), `PORT=8890` on another port. Once JupyterLab has started, `make lab` says the one
 # address to open (with the token) and, last, which lessons the course changed since they were copied;
 # `make update` brings the new version in, keeping every exercise the learner changed and every cell they
-# added (after the cell it followed), saying what it kept and where, the old copy beside (`ONLY=01`: one lesson).
+# added (after the cell it followed), saying what it kept and where, the old copy in before-update/ (`ONLY=01`: one lesson).
 WORK := work
 IP ?= localhost
 NO_BROWSER ?=

@@ -22,7 +22,7 @@ solution replaced by a stub) and notebooks/solutions/{en,zh}/.
 
 The glossary (course_teacher.glossary) has one source too, notebooks/source/glossary.toml. The build
 writes from it the translation table GLOSSARY.md and the learner's glossary, one page per language
-beside the lessons (notebooks/{en,zh}/glossary.md), and every render links the first use of each
+beside the lessons (notebooks/en/glossary.md, notebooks/zh/术语表.md), and every render links the first use of each
 defined term in the lesson's markdown to its entry, and anchors the sections the entries link.
 ``--check`` also reads every Chinese text a learner reads, the lessons' and the package's, the
 READMEs' and the glossary's own, against the glossary's avoid list and its terms
@@ -62,8 +62,9 @@ from .messages import text as catalogue
 from course_utils.learner import PROGRESS_TAG
 # The lessons' table and the rendering live below the build (links, the answer keys and the exercises'
 # references read them too); the build's readers find them here as before.
-from .sources import LANGUAGES, NOTEBOOKS, ROOT, SOURCES, lessons, tags, targets
-from .render import (BEGIN, CHECK_CALL, CHECK_POINTS, END, HOME, IMAGES_LINK, NAV_TAG, SETUP_CALL, colab_link,
+from .sources import (GLOSSARIES, HOMES, LANGUAGES, NOTEBOOKS, ROOT, SOURCES, lessons, notebook_name, student_notebook,
+                      tags, targets)
+from .render import (BEGIN, CHECK_CALL, CHECK_POINTS, END, IMAGES_LINK, NAV_TAG, SETUP_CALL, colab_link,
                      glossary_link, glossary_source, grade_id, lesson_title, navigation, render, solution_lines, stub)
 
 #: Where the home takes each lesson's time from: the teacher's guide's table "The course at a
@@ -209,7 +210,7 @@ def colab_links(lang):
     links stay those of the lessons beside it)."""
     found = []
     for lesson, path in lessons().items():
-        notebook = (NOTEBOOKS / lang / path.with_suffix(".ipynb").name).relative_to(ROOT).as_posix()
+        notebook = student_notebook(path, lang).relative_to(ROOT).as_posix()
         found.append(f'<a href="{links.colab_url(notebook)}">{lesson}</a>')
     return catalogue(lang, "colab.home", links=" · ".join(found))
 
@@ -254,7 +255,7 @@ def lesson_times():
 
 
 def render_home(lang):
-    """The course home in `lang` (notebooks/{lang}/index.ipynb): every lesson with its title (its
+    """The course home in `lang` (notebooks/{lang}/<HOMES[lang]>): every lesson with its title (its
     source's heading), what it teaches (the README's course map), the time it takes and a link; the
     learner's progress (a cell calling progress(), tagged PROGRESS_TAG, whose committed output is
     "nothing checked yet": `make lab` rewrites it in the learner's copy from their progress file)."""
@@ -266,15 +267,15 @@ def render_home(lang):
         title = lesson_title(source, lang, lesson)
         what = teaches.get(lesson, {}).get(lang, "")
         time_needed = duration(lang, sum(times[lesson])) if lesson in times else "?"  # (check_home says so)
-        rows.append(f"| {lesson} | [{title}]({path.with_suffix('.ipynb').name}) | {what} | {time_needed} |")
-    intro = catalogue(lang, "home.title") + "\n\n" + catalogue(lang, "home.intro")
+        rows.append(f"| {lesson} | [{title}]({notebook_name(path, lang)}) | {what} | {time_needed} |")
+    intro = catalogue(lang, "home.title") + "\n\n" + catalogue(lang, "home.intro", glossary=GLOSSARIES[lang])
     code = f'from course_utils import progress, setup\n\nsetup(lang="{lang}")\nprogress()'
     cells = [
         nbformat.v4.new_markdown_cell(intro),
         nbformat.v4.new_markdown_cell("\n".join(rows) + "\n\n" + colab_links(lang)),
         nbformat.v4.new_markdown_cell(catalogue(lang, "home.progress")),
         nbformat.v4.new_code_cell(code, metadata={"tags": [PROGRESS_TAG]}),
-        nbformat.v4.new_markdown_cell(catalogue(lang, "home.help")),
+        nbformat.v4.new_markdown_cell(catalogue(lang, "home.help", glossary=GLOSSARIES[lang])),
     ]
     for number, cell in enumerate(cells):
         cell.id = f"home-{number:03d}"
@@ -288,7 +289,7 @@ def render_home(lang):
 
 def homes():
     """[(lang, path of the course home)]."""
-    return [(lang, NOTEBOOKS / lang / HOME) for lang in LANGUAGES]
+    return [(lang, NOTEBOOKS / lang / HOMES[lang]) for lang in LANGUAGES]
 
 
 def check_home():
@@ -315,19 +316,19 @@ def check_home():
 
 def glossary_pages():
     """[(lang, path of the learner's glossary in that language)]: beside the student notebooks, so
-    that a lesson links it as `glossary.md` wherever the lessons are (the repository, Binder, the
+    that a lesson links it by its name alone (`glossary.md`, `术语表.md`) wherever the lessons are (the repository, Binder, the
     student zip, the learner's work folder) and the page links the lessons beside it."""
-    return [(lang, NOTEBOOKS / lang / gloss.PAGE) for lang in LANGUAGES]
+    return [(lang, NOTEBOOKS / lang / GLOSSARIES[lang]) for lang in LANGUAGES]
 
 
-def lesson_outlines():
-    """{lesson: {"notebook": its file name, "title": {lang: its title}, "outline": its sections}}, in
-    the course's order: what the glossary's pages need of the lessons (glossary.outline)."""
+def lesson_outlines(lang):
+    """{lesson: {"notebook": its file name in `lang`, "title": {lang: its title}, "outline": its sections}},
+    in the course's order: what the glossary's pages need of the lessons (glossary.outline)."""
     found = {}
     for lesson, path in lessons().items():
         source = jupytext.read(path)
         found[lesson] = {
-            "notebook": path.with_suffix(".ipynb").name,
+            "notebook": notebook_name(path, lang),
             "title": {lang: lesson_title(source, lang, lesson) for lang in LANGUAGES},
             "outline": gloss.outline(source.cells, tags),
         }
@@ -338,9 +339,8 @@ def glossary_files():
     """{path: text} of what the build writes from the glossary's source: the translation table
     GLOSSARY.md and the learner's glossary in each language."""
     terms, avoid = glossary_source()
-    outlines = lesson_outlines()
     files = {ROOT / "GLOSSARY.md": gloss.table(terms, avoid)}
-    files.update({path: gloss.page(terms, lang, outlines) for lang, path in glossary_pages()})
+    files.update({path: gloss.page(terms, lang, lesson_outlines(lang)) for lang, path in glossary_pages()})
     return files
 
 
@@ -361,7 +361,7 @@ def check_glossary():
     written file that is not what the source gives now."""
     terms, _avoid = glossary_source()
     where = str((SOURCES / gloss.SOURCE).relative_to(ROOT))
-    outlines = {lesson: info["outline"] for lesson, info in lesson_outlines().items()}
+    outlines = {lesson: info["outline"] for lesson, info in lesson_outlines(LANGUAGES[0]).items()}
     problems = [Problem("glossary", where, text) for text in gloss.problems(terms, outlines)]
     checked = [(term.en, term.zh) for term in terms if term.checked]
     for term in gloss.defined(terms):

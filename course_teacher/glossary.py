@@ -32,7 +32,7 @@ when they are stale, and on a term whose lesson or section does not exist):
 - GLOSSARY.md, the translation table, for translators and maintainers: every term in both
   languages. A row marked checked is a rule: an English markdown cell that uses the English term
   (outside code and math) must be followed by a Chinese cell that uses the Chinese term.
-- notebooks/en/glossary.md and notebooks/zh/glossary.md (``PAGE``), the learner's glossary, one
+- notebooks/en/glossary.md and notebooks/zh/术语表.md (``PAGES``), the learner's glossary, one
   per language beside the lessons it links: every defined term, lesson by lesson, with its
   definition, its name in the other language and a link to the section that teaches it.
 - The links in the lessons. In each rendered lesson the first use of each defined term in its
@@ -54,8 +54,10 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 
-#: The source's name in notebooks/source/, and the learner's page's beside the lessons.
-SOURCE, PAGE = "glossary.toml", "glossary.md"
+from course_utils.file_names import GLOSSARIES
+
+#: The source's name in notebooks/source/, and the learner's page's beside the lessons, in each language.
+SOURCE, PAGES = "glossary.toml", GLOSSARIES
 LANGUAGES = ("en", "zh")
 #: The keys a [[term]] table may have, and an [[avoid]] table.
 TERM_KEYS = {"en", "zh", "checked", "key", "title", "definition", "lesson", "section", "forms", "not_words", "unlinked"}
@@ -64,7 +66,8 @@ AVOID_OPTIONAL_KEYS = {"words", "not_words"}
 #: An anchor this module writes, and a link to a glossary page's entry.
 ANCHOR = '<a id="{key}"></a>'
 ANCHOR_RE = re.compile(r'<a id="([A-Za-z0-9_-]+)"></a>')
-GLOSSARY_LINK_RE = re.compile(r"\[([^\]]*)\]\((?:\.\./\.\./(?:en|zh)/)?" + re.escape(PAGE) + r"#[a-z0-9-]+\)")
+GLOSSARY_LINK_RE = re.compile(r"\[([^\]]*)\]\((?:\.\./\.\./(?:en|zh)/)?(?:" + "|".join(map(re.escape, PAGES.values()))
+                              + r")#[a-z0-9-]+\)")
 #: Where the word "checked" goes in the translation table.
 CHECKED = "checked"
 
@@ -493,12 +496,12 @@ One English–Chinese term list for the whole course. Both languages of every le
 words. Rows marked **checked** are enforced by `python -m course_teacher.build --check`: when an
 English markdown cell uses the term (outside `code` and $math$), its Chinese cell must use the
 Chinese term. A learner reads the glossary of their language instead, which defines each term and
-links the lesson that teaches it: [English](notebooks/en/glossary.md), [中文](notebooks/zh/glossary.md).
+links the lesson that teaches it: [English](notebooks/en/{en}), [中文](notebooks/zh/{zh}).
 
 全课程统一的中英术语表。每一课的两种语言都使用这里的译名。标为 **checked** 的术语由
 `python -m course_teacher.build --check` 检查：英文 Markdown 单元（`代码`与 $公式$ 之外）用到该术语时，
 紧随其后的中文单元必须使用对应的中文译名。学习者读的是自己语言的术语表，其中给出每个术语的定义，
-并链接到讲解它的那一课：[English](notebooks/en/glossary.md)、[中文](notebooks/zh/glossary.md)。"""
+并链接到讲解它的那一课：[English](notebooks/en/{en})、[中文](notebooks/zh/{zh})。""".format(**PAGES)
 
 AVOID_INTRO = """\
 Each of these has a term above; the other word for the same thing would make a learner wonder
@@ -524,7 +527,7 @@ PAGE_TEXT = {
         "title": "# Glossary",
         "intro": "The terms the course teaches, lesson by lesson: what each one means, its Chinese name, and the "
         "section that teaches it. A lesson links a term here the first time it uses it.\n\n"
-        "The same glossary in Chinese: [术语表](../zh/glossary.md).",
+        f"The same glossary in Chinese: [术语表](../zh/{PAGES['zh']}).",
         "other": "中文",
         "taught": "Taught in",
         "line": "**{other}** {name} · **{taught}** {link}",
@@ -535,7 +538,7 @@ PAGE_TEXT = {
         "title": "# 术语表",
         "intro": "本课程讲到的术语，按课排列：每个术语的含义、英文名称，以及讲解它的小节。"
         "课程中每个术语第一次出现时，都链接到这里。\n\n"
-        "英文版术语表：[Glossary](../en/glossary.md)。",
+        f"英文版术语表：[Glossary](../en/{PAGES['en']})。",
         "other": "英文",
         "taught": "讲解",
         "line": "**{other}**：{name}　**{taught}**：{link}",

@@ -199,7 +199,9 @@ def teachers_files(repo, branch):
         if clone.returncode:
             raise SystemExit(f"links: could not read the branch {branch!r} of --repo {repo!r} (git says: "
                              f"{clone.stderr.strip()[-300:]}); the hub clones it, so it must be reachable")
-        tree = subprocess.run(["git", "-C", folder, "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True,
+        # (core.quotepath off: the Chinese notebooks' paths as they are, not quoted in octal escapes)
+        tree = subprocess.run(["git", "-C", folder, "-c", "core.quotepath=off", "ls-tree", "-r", "--name-only", "HEAD"],
+                              capture_output=True,
                               text=True, timeout=120, check=True).stdout.splitlines()
     return [path for path in tree if path.startswith(TEACHERS_PATHS)]
 

@@ -24,11 +24,11 @@ MESSAGES = {
         "en": "A course on attention mechanisms in PyTorch, written to run on a laptop's CPU. "
         "Take the lessons in order: each builds on the ones before, and each ends with a link to the next. "
         "The times are the ones the teachers' guide plans for each lesson: working through the notebook, then "
-        "finishing its exercises. Every term the course teaches is defined in the [glossary](glossary.md), which a "
+        "finishing its exercises. Every term the course teaches is defined in the [glossary]({glossary}), which a "
         "lesson links the first time it uses the term.",
         "zh": "一门讲解 PyTorch 中注意力机制的课程，在笔记本电脑的 CPU 上就能运行。请按顺序学习：每一课都以前面各课为基础，"
         "课末都有通往下一课的链接。所需时间取自教师指南对每一课的安排：通读并运行笔记本，再做完其中的练习。"
-        "课程讲到的每个术语都在[术语表](glossary.md)里有定义；每一课第一次用到某个术语时，都会链接到那里。",
+        "课程讲到的每个术语都在[术语表]({glossary})里有定义；每一课第一次用到某个术语时，都会链接到那里。",
     },
     "home.columns": {"en": "#|Lesson|What it teaches|Time", "zh": "#|课|内容|时间"},
     "home.minutes": {"en": "about {minutes} min", "zh": "约 {minutes} 分钟"},
@@ -44,12 +44,12 @@ MESSAGES = {
         "无论在哪一课运行了检查单元，下表都会随之更新，即使本页一直开着。在任何一课里调用 `progress()` 也能看到同一张表。",
     },
     "home.help": {
-        "en": "## Help\n\n- A term you do not know? The [glossary](glossary.md) says what it means and which lesson "
+        "en": "## Help\n\n- A term you do not know? The [glossary]({glossary}) says what it means and which lesson "
         "teaches it.\n"
         "- Stuck on an exercise? Read the check's message to the end, then the lesson's text just above the exercise; "
         "`hint(\"01.scaled_dot\")` (after `from course_utils import hint`) gives an exercise's two hints, one at a time.\n"
         "- A notebook in a strange state? Kernel › Restart Kernel and Run All Cells.",
-        "zh": "## 帮助\n\n- 遇到不认识的术语？[术语表](glossary.md)会告诉你它的含义，以及哪一课讲到它。\n"
+        "zh": "## 帮助\n\n- 遇到不认识的术语？[术语表]({glossary})会告诉你它的含义，以及哪一课讲到它。\n"
         "- 练习做不出来？先把检查给出的信息读完，再读练习上方的正文；运行 `from course_utils import hint` 之后，"
         "`hint(\"01.scaled_dot\")` 会给出这道练习的两条提示，一次一条。\n"
         "- 笔记本状态乱了？选择 内核 › 重启内核并运行所有单元格。",

@@ -28,9 +28,9 @@ STUB_COMMENT = {"en": "# YOUR CODE HERE", "zh": "# 在这里写你的代码"}
 #: What the stub's NotImplementedError says, in the notebook's language (the check reads any
 #: NotImplementedError on every case as "not attempted", whatever it says).
 STUB_ERROR = {"en": "exercise {exercise}", "zh": "练习 {exercise}"}
-#: The course home, one per language beside the student notebooks (notebooks/{en,zh}/index.ipynb),
-#: and the tag of the cells that link a lesson to the home and to the next lesson.
-HOME, NAV_TAG = "index.ipynb", "course-nav"
+#: The tag of the cells that link a lesson to the course home (one per language beside the student
+#: notebooks, sources.HOMES: notebooks/en/index.ipynb, notebooks/zh/首页.ipynb) and to the next lesson.
+NAV_TAG = "course-nav"
 #: nbgrader's cell metadata (its schema 3) and what each check is worth
 NBGRADER_SCHEMA, CHECK_POINTS = 3, 1
 #: a cell that checks an exercise: check("01.scaled_dot", ...)
@@ -102,8 +102,9 @@ def nbgrader_metadata(cell, exercises):
 
 def glossary_link(lang, solutions):
     """How a render in `lang` links the learner's glossary: the page beside the student notebooks
-    (notebooks/{lang}/glossary.md), from the solutions one folder deeper."""
-    return f"../../{lang}/{gloss.PAGE}" if solutions else gloss.PAGE
+    (notebooks/{lang}/<its name>, sources.GLOSSARIES), from the solutions one folder deeper."""
+    page = sources.GLOSSARIES[lang]
+    return f"../../{lang}/{page}" if solutions else page
 
 
 def render(source, lang, solutions, lesson=None, terms=None):
@@ -171,8 +172,9 @@ def navigation(lesson, lang, solutions):
     next lesson and the home (the last lesson: the home). Relative links, so they work in
     JupyterLab, on Binder and in the learner's copies (work/en/ beside work/en/index.ipynb). The
     solutions link the next solution and the student home (../../en/index.ipynb); the slides keep
-    the next lesson's link only (slides/layout.py), and skip the first cell."""
-    home = f"../../{lang}/{HOME}" if solutions else HOME
+    the next lesson's link only (slides/layout.py), and skip the first cell. Each language links
+    its own names (sources.notebook_name, sources.HOMES)."""
+    home = f"../../{lang}/{sources.HOMES[lang]}" if solutions else sources.HOMES[lang]
     found = sources.lessons()
     numbers = list(found)
     later = numbers[numbers.index(lesson) + 1:] if lesson in numbers else []
@@ -181,7 +183,7 @@ def navigation(lesson, lang, solutions):
         return top, _nav_cell(catalogue(lang, "nav.last", link=home), "-")
     following = found[later[0]]
     title = f"{later[0]} · {lesson_title(jupytext.read(following), lang, later[0])}"
-    text = catalogue(lang, "nav.next", title=title, link=following.with_suffix(".ipynb").name)
+    text = catalogue(lang, "nav.next", title=title, link=sources.notebook_name(following, lang))
     return top, _nav_cell(text + "\n\n" + catalogue(lang, "nav.home", link=home), "-")
 
 
@@ -189,7 +191,7 @@ def colab_link(lesson, lang, solutions=False):
     """The badge that opens lesson `lesson`'s notebook in `lang` (its solutions with `solutions`) in
     Google Colab (course_teacher.links: from the repository's address, as the Binder links are). In
     HTML, Colab's own form of its badge: the Markdown links of a cell stay the course's own."""
-    notebook = sources.lessons()[lesson].with_suffix(".ipynb").name
+    notebook = sources.notebook_name(sources.lessons()[lesson], lang)
     path = sources.NOTEBOOKS / ("solutions" if solutions else "") / lang / notebook
     return catalogue(lang, "colab.open", badge=links.COLAB_BADGE, link=links.colab_url(path.relative_to(sources.ROOT).as_posix()))
 

@@ -734,15 +734,22 @@ MESSAGES = {
     "learner.copied": {"en": "{path}: copied from the course", "zh": "{path}：已从课程复制"},
     "learner.changed": {
         "en": "The course has a newer version of {lessons}. `make update` (or `python -m course_utils update {work}`) "
-        "brings it in and keeps every exercise you changed; your copy as it is now is kept beside it.",
+        "brings it in and keeps every exercise you changed; your copy as it is now is kept in the folder before-update/.",
         "zh": "课程中 {lessons} 有了新版本。运行 `make update`（或 `python -m course_utils update {work}`）即可换成新版，"
-        "你改过的每道练习都会保留；你现在的副本也会原样保存在旁边。",
+        "你改过的每道练习都会保留；你现在的副本也会原样保存在 before-update/ 文件夹里。",
     },
     "learner.updated": {
         "en": "{path}: now the course's new version; your answers kept: {kept}; your previous copy: {old}",
         "zh": "{path}：已换成课程的新版本；保留了你的答案：{kept}；你之前的副本：{old}",
     },
     "learner.kept_none": {"en": "none (you had changed no exercise)", "zh": "无（你还没有改过任何练习）"},
+    # a lesson whose file the course renamed (the Chinese copies got Chinese names; course_utils.file_names)
+    "learner.renamed": {
+        "en": "{old}: the course now calls this lesson {path}; your answers and your own cells move there "
+        "(the file under the old name is kept in before-update/).",
+        "zh": "{old}：课程现在把这一课命名为 {path}；你的答案和你添加的单元格都会移到新文件中"
+        "（旧名字的文件保存在 before-update/ 文件夹里）。",
+    },
     "learner.lost": {
         "en": "  The new version has no exercise {exercise}: your answer to it is in {old}.",
         "zh": "  新版本中没有练习 {exercise}：你对它的答案保存在 {old} 中。",

@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from . import atomic_files, i18n, learner
 
@@ -51,7 +51,7 @@ def command(work, lang, port=DEFAULT_PORT, ip=DEFAULT_IP, browser=True, extra=()
         f"--ServerApp.ip={ip}", f"--ServerApp.port={port}",
         f"--ServerApp.root_dir={work}",
         f"--LabApp.workspaces_dir={workspaces(work, lang)}",
-        f"--LabApp.default_url=/lab/tree/{lang}/{learner.HOME}",
+        f"--LabApp.default_url=/lab/tree/{quote(lang)}/{quote(learner.HOMES[lang])}",
         *([] if browser else ["--no-browser"]),
         *extra,
     ]  # fmt: skip
@@ -91,8 +91,8 @@ def _located(path, work):
 def keep(open_paths, current, work, lang):
     """Which of the notebooks open (`open_paths`, relative to the work folder) to reopen: the home,
     and the lesson worked in last: the current tab when it is a lesson, else the open lesson saved last."""
-    home = f"{lang}/{learner.HOME}"
-    lessons = [p for p in open_paths if p != home and Path(p).name != learner.HOME]
+    home = f"{lang}/{learner.HOMES[lang]}"
+    lessons = [p for p in open_paths if p != home and Path(p).name not in learner.HOMES.values()]
     last = None
     if current in lessons:
         last = current

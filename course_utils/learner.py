@@ -11,8 +11,10 @@ JupyterLab's autosave never edits the course's notebooks and a ``git pull`` neve
       .course-work      says that this folder is a learner's (checks record their verdicts only here),
                         and what was copied: each lesson's course version and its exercise stubs
       progress.json     each exercise's verdicts (written by check(), read by progress())
-      en/  zh/          the learner's copies of notebooks/en/ and notebooks/zh/, and in each
-                        glossary.md, a copy of the course's glossary in that language (below)
+      en/  zh/          the learner's copies of notebooks/en/ and notebooks/zh/ (each language's files
+                        have names of their own, course_utils.file_names), and in each the glossary,
+                        a copy of the course's in that language (below)
+        before-update/  the learner's previous copies of the lessons an update replaced, the date first
       images/           a copy of the course's diagrams, which the lessons link (below)
       .workspaces/      JupyterLab's layout, one per language (course_utils.launch)
 
@@ -25,7 +27,7 @@ glossary beside it, ``glossary.md#term``, and the glossary links the lessons bes
 the course's changed: it holds nothing of the learner's).
 
 ``copy`` copies what the learner lacks: everything on the first launch, a lesson the course gained
-since. It never overwrites a lesson the learner has. The course home (``index.ipynb``) holds nothing
+since. It never overwrites a lesson the learner has. The course home (``index.ipynb``, ``首页.ipynb``) holds nothing
 of the learner's: it is replaced when the course's home changed since it was copied, and its progress
 cell's output is rewritten from progress.json (``refresh_homes``) at each launch and by each check that
 records a verdict, so the home opens showing the progress as it is, and an open home follows it
@@ -34,7 +36,11 @@ and ``update`` brings them in (``merge``): each exercise cell the learner change
 its exercise id, wherever the new version puts it); each cell the learner added is kept after the cell
 it followed (found by exercise id, text or id); a course cell the learner changed keeps the change
 where the course left it as it was; every other cell is the course's new one; the update says what it
-kept and where, and the learner's previous copy is kept beside it, ``NN_name.before-update-<time>.ipynb``.
+kept and where, and the learner's previous copy is kept in a folder of its own,
+``before-update/<date>_<time>_NN_name.ipynb``.
+A lesson the course renamed (the Chinese copies had the English names before) is a changed lesson: ``copy``
+does not copy it again beside the learner's old-named copy, and ``update`` merges that copy into the lesson under
+its new name (matched by its number, ``renamed_lessons``), the old file kept in ``before-update/``.
 Which cells are the course's is what the copy recorded (each cell's id and a digest of its text). Every file is
 written beside its place and moved over it, the old copy first: an update stopped at any point
 leaves each notebook whole, the learner's answers in one of them at least.
@@ -60,17 +66,20 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from . import atomic_files, i18n
+from . import atomic_files, file_names, i18n
 from . import validation as check
 from .exercises.public import EXERCISES  # (the ids alone: the progress table lists every exercise)
 from .live_progress import live_html, trust
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-MARKER, PROGRESS, HOME = ".course-work", "progress.json", "index.ipynb"
+MARKER, PROGRESS = ".course-work", "progress.json"
+#: Each language's course home (course_utils.file_names).
+HOMES = file_names.HOMES
 #: What the work folder holds of the course itself, for the lessons' links (see the module's docstring):
 #: {its path in the work folder: its path in the course}.
-ASSETS = {"images": "images", **{f"{lang}/glossary.md": f"notebooks/{lang}/glossary.md" for lang in i18n.LANGUAGES}}
+ASSETS = {"images": "images",
+          **{f"{lang}/{name}": f"notebooks/{lang}/{name}" for lang, name in file_names.GLOSSARIES.items()}}
 FORMAT = 2
 #: The statuses a verdict can have (course_utils.exercises.grading), in the progress file's words.
 STATUSES = ("passed", "failed", "not attempted", "crashed")
@@ -82,8 +91,6 @@ PROGRESS_TAG = "course-progress"
 #: The style of the progress table's cells: JupyterLab aligns a table's cells to the right, which
 #: scatters ids and words of different lengths, and a lesson beside its exercises to their middle.
 LEFT = "text-align: left; vertical-align: top"
-#: How the learner's previous copy of an updated lesson is named, beside the new one.
-BEFORE_UPDATE = "{stem}.before-update-{time}.ipynb"
 
 
 def _digest(data):
@@ -225,10 +232,14 @@ def copy_course(work, course=NOTEBOOKS, languages=i18n.LANGUAGES):
     written = []
     for lang in languages:
         (work / lang).mkdir(exist_ok=True)
+        renamed = _old_names(work, course, lang, lessons)
+        _drop_old_home(work, course, lang, lessons)
         for source in sorted((Path(course) / lang).glob("*.ipynb")):
             target, key = work / lang / source.name, f"{lang}/{source.name}"
+            if source.name in renamed:
+                continue  # the learner's copy under its old name: `update` brings it in under the new one
             data = source.read_bytes()
-            if source.name == HOME:
+            if source.name == HOMES[lang]:
                 digest = _digest(data)
                 if target.exists() and homes.get(lang) == digest:
                     continue
@@ -245,6 +256,51 @@ def copy_course(work, course=NOTEBOOKS, languages=i18n.LANGUAGES):
             written.append(target)
     _write_marker(work, homes, lessons)
     return written
+
+
+def _old_names(work, course, lang, lessons):
+    """{the course's name of a lesson: the name of the learner's copy of it under an old name} in `lang`: a
+    lesson notebook of work/`lang`/ with the number of a course lesson the learner has no copy of under its
+    name now, which is either recorded as copied (`lessons`, the marker's) or named as that language's
+    copies were before (the Chinese copies had the names of the English ones). A notebook of the learner's
+    own (``01_my_notes.ipynb``) is neither."""
+    folder, lessons_here = Path(work) / lang, {}
+    names = {path.name for path in (Path(course) / lang).glob("*.ipynb")}
+    for name in names:
+        if file_names.lesson_number(name):
+            lessons_here.setdefault(file_names.lesson_number(name), name)
+    elsewhere = {path.name for other in i18n.LANGUAGES if other != lang
+                 for path in (Path(course) / other).glob("*.ipynb")}
+    found = {}
+    for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")) if folder.is_dir() else []:
+        new = lessons_here.get(file_names.lesson_number(path.name))
+        if new is None or path.name in names or (folder / new).exists():
+            continue
+        if f"{lang}/{path.name}" in lessons or path.name in elsewhere:
+            found.setdefault(new, path.name)
+    return found
+
+
+def renamed_lessons(work, course=NOTEBOOKS, languages=i18n.LANGUAGES):
+    """[(lang, the course's name of a lesson, the name of the learner's copy)] of the lessons the learner
+    has under an old name (_old_names): what `update` moves to the new name."""
+    _folder("renamed_lessons", "work", work)
+    _folder("renamed_lessons", "course", course)
+    _languages("renamed_lessons", languages)
+    lessons = _section(_read_marker(work), "lessons")
+    return [(lang, new, old) for lang in languages
+            for new, old in sorted(_old_names(work, course, lang, lessons).items())]
+
+
+def _drop_old_home(work, course, lang, lessons):
+    """Remove from work/`lang`/ a copy of the home under another language's home name (the Chinese home
+    was index.ipynb before), and any record of it (`lessons`): a home holds nothing of the learner's, and
+    two would read alike."""
+    for name in set(HOMES.values()) - {HOMES[lang]}:
+        old = Path(work) / lang / name
+        if old.is_file() and not (Path(course) / lang / name).exists():
+            old.unlink()
+            lessons.pop(f"{lang}/{name}", None)
 
 
 def _adopt(lessons, key, target, source):
@@ -273,9 +329,13 @@ def changed_lessons(work, course=NOTEBOOKS, languages=i18n.LANGUAGES):
     lessons = _section(_read_marker(work), "lessons")
     changed = []
     for lang in languages:
+        renamed = _old_names(work, course, lang, lessons)
         for source in sorted((Path(course) / lang).glob("*.ipynb")):
             target = work / lang / source.name
-            if source.name == HOME or not target.exists():
+            if source.name in renamed:
+                changed.append((lang, source.name))  # under its new name: `update` moves the learner's copy
+                continue
+            if source.name == HOMES[lang] or not target.exists():
                 continue
             theirs = _read_notebook(source)
             if theirs is None:
@@ -458,31 +518,39 @@ def update_course(work, course=NOTEBOOKS, languages=i18n.LANGUAGES, only=None, n
     if now is not None:
         check.number("update_course", "now", now, non_negative=True)
     work = Path(work)
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    now = time.time() if now is None else now  # one time for every copy this update keeps
+    renamed = {(lang, new): old for lang, new, old in renamed_lessons(work, course, languages)}
     done = []
     for lang, name in changed_lessons(work, course, languages):
         if only and name[:2] not in only:
             continue
+        old_name = renamed.get((lang, name))
         target, source = work / lang / name, Path(course) / lang / name
-        mine, theirs = _read_notebook(target), _read_notebook(source)
+        mine_path = work / lang / (old_name or name)  # the learner's copy: under its old name, if renamed
+        mine, theirs = _read_notebook(mine_path), _read_notebook(source)
         if theirs is None:
             continue
         marker = _read_marker(work)
         lessons = _section(marker, "lessons")
-        recorded = lessons.get(f"{lang}/{name}")
+        recorded = lessons.get(f"{lang}/{old_name or name}")
         copied = recorded.get("exercises") if isinstance(recorded, dict) else None
         cells = recorded.get("cells") if isinstance(recorded, dict) else None
         try:
             found = merge(mine or {"cells": []}, theirs, copied if isinstance(copied, dict) else None, cells)
         except check.ArgumentError:  # a record damaged by hand: merged as a copy from before the record
             found = merge(mine or {"cells": []}, theirs, None, None)
-        old = target.with_name(BEFORE_UPDATE.format(stem=target.stem, time=stamp))
-        # the learner's copy first, whole, beside the lesson; then the new lesson over it; then the record
-        atomic_files.write(old, target.read_bytes())
+        old = work / lang / file_names.before_update(mine_path.name, now)
+        # the learner's copy first, whole, in before-update/; then the new lesson over it (a renamed lesson:
+        # then the old name gone); then the record
+        old.parent.mkdir(exist_ok=True)
+        atomic_files.write(old, mine_path.read_bytes())
         atomic_files.write(target, _dumps(found.notebook))
+        if old_name:
+            mine_path.unlink()
+            lessons.pop(f"{lang}/{old_name}", None)
         lessons[f"{lang}/{name}"] = version_of(theirs)
         _write_marker(work, _section(marker, "homes"), lessons)
-        done.append(Updated(target, old, *found[1:]))  # Merged's fields after its notebook, in order
+        done.append(Updated(target, old, *found[1:], renamed_from=mine_path if old_name else None))
     return done
 
 
@@ -496,6 +564,8 @@ class Updated(NamedTuple):
     own: list = []
     edits_kept: list = []
     edits_left: list = []
+    #: the learner's copy's path under its old name, where the lesson was renamed (else None)
+    renamed_from: Path = None
 
 
 def sync_assets(work, root=ROOT):
@@ -517,6 +587,10 @@ def sync_assets(work, root=ROOT):
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_files.write(target, data)
             written.append(target)
+    for lang, name in ((lang, name) for lang in i18n.LANGUAGES for name in set(file_names.GLOSSARIES.values())):
+        old = work / lang / name  # another language's glossary name: this one's before it had its own
+        if f"{lang}/{name}" not in ASSETS and old.is_file() and not (Path(root) / "notebooks" / lang / name).exists():
+            old.unlink()
     return written
 
 
@@ -747,7 +821,7 @@ def refresh_homes(work, languages=i18n.LANGUAGES, sign=True):
         check.fail("refresh_homes", "sign", check.describe(sign), {"en": "True or False", "zh": "True 或 False"})
     written = []
     for lang in languages:
-        path = Path(work) / lang / HOME
+        path = Path(work) / lang / HOMES[lang]
         notebook = _read_notebook(path)
         if notebook is None:
             continue
@@ -756,7 +830,7 @@ def refresh_homes(work, languages=i18n.LANGUAGES, sign=True):
                     next((c for c in cells if "progress()" in _source(c)), None))
         if cell is None:
             continue
-        outputs = progress_outputs(path.parent, lang, home=f"{lang}/{HOME}")
+        outputs = progress_outputs(path.parent, lang, home=f"{lang}/{HOMES[lang]}")
         if _joined(cell.get("outputs")) == outputs:
             continue
         cell["outputs"], cell["execution_count"] = outputs, None
@@ -779,7 +853,7 @@ def prepare(work, lang, course=NOTEBOOKS, root=ROOT, announce=True):
         print(i18n.text(lang, "learner.copied", path=path))
     sync_assets(work, root)
     refresh_homes(work)
-    for lang_home in (Path(work) / name / HOME for name in i18n.LANGUAGES):
+    for lang_home in (Path(work) / name / HOMES[name] for name in i18n.LANGUAGES):
         if lang_home.is_file():  # signed with this user's key, whoever wrote it last (`make update`, a check)
             trust(lang_home)
     changed = changed_lessons(work, course)
@@ -796,9 +870,12 @@ def update(work, lang, course=NOTEBOOKS, only=None):
     done = update_course(work, course, only=only)
     for lesson in done:
         kept_text = ", ".join(lesson.kept) if lesson.kept else i18n.text(lang, "learner.kept_none")
-        print(i18n.text(lang, "learner.updated", path=lesson.path, kept=kept_text, old=lesson.old.name))
+        old_copy = lesson.old.relative_to(lesson.path.parent).as_posix()  # before-update/<date>_<time>_<name>
+        if lesson.renamed_from is not None:
+            print(i18n.text(lang, "learner.renamed", old=lesson.renamed_from, path=lesson.path.name))
+        print(i18n.text(lang, "learner.updated", path=lesson.path, kept=kept_text, old=old_copy))
         for exercise in lesson.lost:
-            print(i18n.text(lang, "learner.lost", exercise=exercise, old=lesson.old.name))
+            print(i18n.text(lang, "learner.lost", exercise=exercise, old=old_copy))
         for own in lesson.own:
             if own["after"] is None:
                 print(i18n.text(lang, "learner.own_top", cell=own["cell"], number=own["number"]))
@@ -807,7 +884,7 @@ def update(work, lang, course=NOTEBOOKS, only=None):
         for cell in lesson.edits_kept:
             print(i18n.text(lang, "learner.edit_kept", cell=cell))
         for cell in lesson.edits_left:
-            print(i18n.text(lang, "learner.edit_left", cell=cell, old=lesson.old.name))
+            print(i18n.text(lang, "learner.edit_left", cell=cell, old=old_copy))
     if not done:
         print(i18n.text(lang, "learner.up_to_date"))
     refresh_homes(work)

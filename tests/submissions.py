@@ -7,13 +7,16 @@ from pathlib import Path
 
 import nbformat
 
+from course_utils import file_names
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def render(name, lang, solutions=False):
-    """A committed render: notebooks/<lang>/<name>, or the solutions' (name: 00_tensor_shapes.ipynb)."""
+    """A committed render: notebooks/<lang>/<the lesson's name there>, or the solutions' (name: the English one,
+    00_tensor_shapes.ipynb; in Chinese the lesson is 00_张量形状入门.ipynb, course_utils.file_names)."""
     folder = ROOT / "notebooks" / ("solutions" if solutions else "") / lang
-    return nbformat.read(str(folder / name), as_version=4)
+    return nbformat.read(str(folder / file_names.lesson_notebook(Path(name).stem, lang)), as_version=4)
 
 
 def exercise_cell(notebook, exercise):

@@ -28,9 +28,11 @@ import urllib.error
 import urllib.request
 import warnings
 from pathlib import Path
+from urllib.parse import quote
 
 import patience
 import pytest
+from course_utils import file_names
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
@@ -56,7 +58,7 @@ CHROMIUM_ARGS = [
 # between them and the newest lesson opens both: each notebook takes 20-35 s here, and all twelve
 # took 5.5 min, most of `make test`'s margin under its 15-minute budget.
 NOTEBOOKS = [
-    f"notebooks/{lang}/{lesson}.ipynb"
+    f"notebooks/{lang}/{file_names.lesson_notebook(lesson, lang)}"  # (each language's name: 01_注意力基础.ipynb)
     for lesson, langs in (("01_attention_basics", ("zh",)), ("02_masking", ("en",)),
                           ("03_self_cross_attention", ("zh",)), ("04_multihead_attention", ("en",)),
                           ("05_probsparse", ("zh",)), ("06_transformer", ("en",)),
@@ -178,6 +180,8 @@ def jupyterlab(tmp_path_factory):
     runtime, settings and workspace folders; yields (base URL, token)."""
     _require_chromium()  # no browser: do not start a server for nothing
     home = tmp_path_factory.mktemp("jupyter")
+    from course_utils.file_names import HOMES
+
     settings = home / "settings"
     # every cell rendered, not just those in view: the test reads the lesson's cells whole
     lab_settings = {**LAB_SETTINGS, "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"}}
@@ -344,7 +348,7 @@ REDRAW_READ_JS = """() => {
             frames: frames.map(([t, direction, bytes]) => [Math.round(t - input), direction, bytes])};
 }"""
 #: Lessons whose explorer's first dropdown is timed too (besides the first slider): lesson name -> control.
-DROPDOWNS_TIMED = {"07_inference_attention": "window dropdown"}
+DROPDOWNS_TIMED = {"07": "window dropdown"}  # (by lesson number: each language names its notebook its own way)
 #: Redraws timed per control in the browser (the median is reported; each takes about 0.5 s here).
 REDRAWS_TIMED = 3
 
@@ -478,7 +482,7 @@ def run_notebook_in_browser(jupyterlab, chromium, notebook, artifact_stem):
     nb = Notebook(page, path)
     started = time.monotonic()
     try:
-        page.goto(f"{base}/lab/tree/{notebook}?token={token}&reset")
+        page.goto(f"{base}/lab/tree/{quote(notebook)}?token={token}&reset")
         page.locator(".jp-NotebookPanel .jp-Notebook").wait_for(state="visible")
 
         # Wait for the kernel. The toolbar says "idle" for a moment before the kernel even starts,
@@ -560,9 +564,9 @@ def run_notebook_in_browser(jupyterlab, chromium, notebook, artifact_stem):
             timing = time.monotonic()
             kernel = _kernel_process(kernel_id)
             redraws = [_time_redraws(nb, output, _slider_moves(output), "first slider", kernel)]
-            if Path(notebook).stem in DROPDOWNS_TIMED:
+            if Path(notebook).stem[:2] in DROPDOWNS_TIMED:
                 redraws.append(_time_redraws(nb, output, _dropdown_moves(output),
-                                             DROPDOWNS_TIMED[Path(notebook).stem], kernel))
+                                             DROPDOWNS_TIMED[Path(notebook).stem[:2]], kernel))
             (ARTIFACTS / f"{artifact_stem}-redraws.json").write_text(json.dumps(redraws, indent=1))
             for row in redraws:
                 print(f"{notebook}: redraw ({row['control']}) {row['seconds']:.3f} s in the browser "
@@ -620,12 +624,12 @@ def learner_lab(tmp_path_factory):
     older, work, home = root / "course", root / "work", root / "jupyter"
     for lang in ("en", "zh"):
         shutil.copytree(ROOT / "notebooks" / lang, older / lang)
-        nbformat.write(_older(nbformat.read(older / lang / LESSON_00, as_version=4)), older / lang / LESSON_00)
+        nbformat.write(_older(nbformat.read(older / lang / _name("00", lang), as_version=4)), older / lang / _name("00", lang))
     learner.copy_course(work, older)
     solutions = nbformat.read(ROOT / "notebooks" / "solutions" / "en" / LESSON_00, as_version=4)
     solved = next(c for c in solutions.cells if c.metadata.get("exercise") == "00.padding_mask")
     for lang in ("en", "zh"):
-        path = work / lang / LESSON_00
+        path = work / lang / _name("00", lang)
         notebook = nbformat.read(path, as_version=4)
         if lang == "en":
             next(c for c in notebook.cells if c.metadata.get("exercise") == "00.padding_mask").source = solved.source
@@ -637,6 +641,15 @@ def learner_lab(tmp_path_factory):
     updated = subprocess.run([sys.executable, "-m", "course_utils", "update", str(work), "--lang", "en"],
                              cwd=root, capture_output=True, text=True, timeout=patience.seconds(120))
     assert updated.returncode == 0 and "00.padding_mask" in updated.stdout, updated.stdout + updated.stderr
+    with _course_lab(root, work, home, "browser-learner-jupyterlab.log") as (base, token):
+        yield base, token, work
+
+
+@contextlib.contextmanager
+def _course_lab(root, work, home, log_name):
+    """The course's JupyterLab on `work` as `make lab LANG=zh NO_BROWSER=1` serves it (`python -m
+    course_utils lab`, rooted at the work folder), its Jupyter folders in `home`: (base URL, token)."""
+    from course_utils.file_names import HOMES
 
     settings = home / "settings"
     # every cell rendered, not just those in view: the test reads the lesson's cells whole
@@ -650,7 +663,7 @@ def learner_lab(tmp_path_factory):
                JUPYTERLAB_SETTINGS_DIR=str(settings),
                PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     port = _free_port()
-    base, log_path = f"http://127.0.0.1:{port}", ARTIFACTS / "browser-learner-jupyterlab.log"
+    base, log_path = f"http://127.0.0.1:{port}", ARTIFACTS / log_name
     ARTIFACTS.mkdir(exist_ok=True)
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
@@ -662,18 +675,26 @@ def learner_lab(tmp_path_factory):
     try:
         deadline = time.monotonic() + patience.seconds(SERVER_START_S)
         while token is None:  # the address with its token, as `make lab NO_BROWSER=1` prints it
-            found = re.search(rf"{re.escape(base)}/lab/tree/zh/index\.ipynb\?token=(\w+)", log_path.read_text())
+            found = re.search(rf"{re.escape(base)}/lab/tree/zh/{re.escape(quote(HOMES['zh']))}\?token=(\w+)",
+                              log_path.read_text(encoding="utf-8"))
             token = found and found.group(1)
             if process.poll() is not None or (token is None and time.monotonic() > deadline):
                 pytest.fail(f"the course's JupyterLab did not start:\n{log_path.read_text()[-3000:]}")
             time.sleep(0.2)
-        yield base, token, work
+        yield base, token
     finally:
         _stop_server(process, base, token or "")
 
 
+def _name(lesson, lang):
+    """Lesson `lesson`'s notebook's file name in `lang` (01_注意力基础.ipynb in Chinese)."""
+    from course_teacher import build
+
+    return build.notebook_name(build.lessons()[lesson], lang)
+
+
 def _open(page, base, token, notebook):
-    page.goto(f"{base}/lab/tree/{notebook}?token={token}&reset")
+    page.goto(f"{base}/lab/tree/{quote(notebook)}?token={token}&reset")
     page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").wait_for(state="visible")
 
 
@@ -704,11 +725,11 @@ def test_the_learners_lab_shows_live_progress_a_pass_kept_across_languages_and_a
         assert first.locator("td").nth(1).inner_text() == i18n.text("zh", "progress.lesson_count", passed=1, total=in_00)
         assert i18n.text("zh", "progress.summary", passed=1, total=len(_exercise_ids())) in page.inner_text("body")
         # JupyterLab renders markdown cells one by one: wait for the last lesson's link rather than for any link
-        stems = [source.stem for source in build.lessons().values()]
-        page.locator(f'.jp-RenderedMarkdown a[href*="/{stems[-1]}.ipynb"]').first.wait_for(state="attached")
+        names = [quote(build.notebook_name(source, "zh")) for source in build.lessons().values()]  # the zh home's
+        page.locator(f'.jp-RenderedMarkdown a[href*="/{names[-1]}"]').first.wait_for(state="attached")
         hrefs = page.eval_on_selector_all(".jp-RenderedMarkdown a", "links => links.map(a => a.getAttribute('href'))")
-        for stem in stems:
-            assert any(f"/{stem}.ipynb" in str(h) for h in hrefs), (stem, hrefs)
+        for name in names:
+            assert any(f"/{name}" in str(h) for h in hrefs), (name, hrefs)
         page.screenshot(path=ARTIFACTS / "browser-home-zh.png")
         table.screenshot(path=ARTIFACTS / "browser-home-progress-zh.png")
         # ids and words left-aligned, no tick where nothing passed (lesson 01's count)
@@ -729,7 +750,7 @@ def test_the_learners_lab_shows_live_progress_a_pass_kept_across_languages_and_a
         assert "00.padding_mask" in table.inner_text()  # the rest as it was
 
         # the lessons' ../../images/ links, above JupyterLab's root, are served from the work folder's copy
-        _open(page, base, token, "zh/01_attention_basics.ipynb")
+        _open(page, base, token, f"zh/{_name('01', 'zh')}")
         # a diagram of images/ (a lesson's first picture is its Open in Colab badge, from the network)
         image = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown img[src*="images/"]').first
         image.scroll_into_view_if_needed()
@@ -752,7 +773,78 @@ def test_the_learners_lab_shows_live_progress_a_pass_kept_across_languages_and_a
                      has_text="01_attention_basics.ipynb").wait_for(state="visible")
     finally:
         context.close()
-    assert len(list((work / "en").glob("00_tensor_shapes.before-update-*.ipynb"))) == 1
+    assert len(list((work / "en" / "before-update").glob(f"*_{LESSON_00}"))) == 1
+
+
+# The labels of the main area's tabs, in order.
+TAB_LABELS_JS = """() => [...document.querySelectorAll('.lm-DockPanel-tabBar .lm-TabBar-tab .lm-TabBar-tabLabel')]
+    .map(label => label.textContent)"""
+
+
+@pytest.fixture(scope="module")
+def fresh_lab(tmp_path_factory):
+    """The course's JupyterLab on a learner's first launch (`make lab LANG=zh NO_BROWSER=1`): (base URL, token)."""
+    from course_utils import learner
+
+    _require_chromium()
+    root = tmp_path_factory.mktemp("fresh")
+    learner.copy_course(root / "work")
+    with _course_lab(root, root / "work", root / "jupyter", "browser-tabs-jupyterlab.log") as lab:
+        yield lab
+
+
+def _browse(page, folder):
+    """The file browser (shown, if the side bar hides it) in `folder`, a folder at the lab's root."""
+    if not page.locator(".jp-FileBrowser").is_visible():
+        page.locator('.jp-SideBar .lm-TabBar-tab[data-id="filebrowser"]').click()
+    page.locator(".jp-FileBrowser .jp-BreadCrumbs-home").click()
+    page.locator(".jp-FileBrowser .jp-DirListing-itemText").get_by_text(folder, exact=True).dblclick()
+    page.locator(".jp-FileBrowser .jp-BreadCrumbs", has_text=folder).wait_for(state="visible")
+
+
+def _open_from_browser(page, folder, name):
+    """Open `folder`/`name` (relative to the lab's root) as a learner does, with a double click in the file
+    browser; wait for its tab to be the current one."""
+    _browse(page, folder)
+    page.locator(".jp-FileBrowser .jp-DirListing-itemText").get_by_text(name, exact=True).dblclick()
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel",
+                 has_text=name).wait_for(state="visible")
+
+
+def test_the_tabs_tell_the_two_languages_apart(fresh_lab, chromium):
+    """Issue 40: both languages' copies had the same names, so two tabs read `index.ipynb` and two
+    `09_flash_trit…`. With the English and the Chinese homes and lesson 01 in each language open, the four
+    tabs read four names, each different from the other language's within its first 12 characters (a tab
+    shows about 15), and the file browser lists no name in both language folders."""
+    from course_utils import file_names
+
+    base, token = fresh_lab
+    context = chromium.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN")
+    context.set_default_timeout(patience.seconds(UI_TIMEOUT_MS))
+    page = context.new_page()
+    opened = [("zh", file_names.HOMES["zh"]), ("en", file_names.HOMES["en"]), ("zh", _name("01", "zh")),
+              ("en", _name("01", "en"))]
+    try:
+        page.goto(f"{base}/?token={token}")  # where `make lab` opens: the Chinese home
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel",
+                     has_text=file_names.HOMES["zh"]).wait_for(state="visible")
+        for folder, name in opened[1:]:
+            _open_from_browser(page, folder, name)
+        labels = page.evaluate(TAB_LABELS_JS)
+        page.screenshot(path=ARTIFACTS / "browser-tabs.png")
+        listed = {}
+        for folder in ("en", "zh"):
+            _browse(page, folder)
+            lesson = opened[2 if folder == "zh" else 3][1]
+            page.locator(".jp-FileBrowser .jp-DirListing-itemText").get_by_text(lesson, exact=True).wait_for()
+            listed[folder] = {text.strip() for text in page.locator(".jp-FileBrowser .jp-DirListing-itemText").all_inner_texts()}
+    finally:
+        context.close()
+    assert sorted(labels) == sorted(name for _folder, name in opened), labels
+    for en in (name for folder, name in opened if folder == "en"):
+        for zh in (name for folder, name in opened if folder == "zh"):
+            assert en[:12] != zh[:12], (en, zh)
+    assert len(listed["en"]) > 10 and len(listed["zh"]) > 10 and not listed["en"] & listed["zh"], listed
 
 
 # Whether the element of a link's fragment is in view in the main area's current tab (JupyterLab keeps
@@ -792,17 +884,17 @@ def test_a_terms_link_opens_its_glossary_entry_and_the_entry_the_section_that_te
 
     base, token, _work = learner_lab
     term = next(t for t in build.glossary_source()[0] if t.defined and t.key == "sparsity-measure")
-    notebook = build.lessons()[term.lesson].with_suffix(".ipynb").name
+    notebook, page_name = build.notebook_name(build.lessons()[term.lesson], "zh"), glossary.PAGES["zh"]
     context = chromium.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN")
     context.set_default_timeout(patience.seconds(UI_TIMEOUT_MS))
     page = context.new_page()
     try:
         _open(page, base, token, f"zh/{notebook}")
-        link = page.locator(f'.jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown a[href*="/{glossary.PAGE}"]'
+        link = page.locator(f'.jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown a[href*="/{quote(page_name)}"]'
                             f'[href$="#{term.key}"]')
-        _follow(page, link, glossary.PAGE, term.key)
+        _follow(page, link, page_name, term.key)
         section = glossary.slug(term.section)
-        back = page.locator(f'.jp-MainAreaWidget:not(.lm-mod-hidden) .jp-RenderedMarkdown a[href*="/{notebook}"]'
+        back = page.locator(f'.jp-MainAreaWidget:not(.lm-mod-hidden) .jp-RenderedMarkdown a[href*="/{quote(notebook)}"]'
                             f'[href$="#{section}"]').first
         _follow(page, back, notebook, section)
         page.screenshot(path=ARTIFACTS / "browser-glossary-zh.png")

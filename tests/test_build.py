@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 from course_teacher import build, sources
+from course_utils import file_names
 
 SOURCE = '''# ---
 # jupyter:
@@ -56,6 +57,8 @@ def course(tmp_path, monkeypatch):
     """A throwaway course with one lesson, 99, rendered (not executed) to its four notebooks."""
     (tmp_path / "notebooks" / "source").mkdir(parents=True)
     shutil.copy(build.SOURCES / "glossary.toml", tmp_path / "notebooks" / "source" / "glossary.toml")
+    monkeypatch.setitem(file_names.ZH_LESSONS, "99", "演示")  # the table of names has the course's lessons only
+    monkeypatch.setitem(file_names.ZH_LESSONS, "98", "第一课")
     for module in (build, sources):  # the build's paths, and the lessons' table below it
         monkeypatch.setattr(module, "ROOT", tmp_path)
         monkeypatch.setattr(module, "NOTEBOOKS", tmp_path / "notebooks")
@@ -311,7 +314,7 @@ def _links(text):
 def test_every_lesson_links_the_home_first_and_the_next_lesson_last(lang, solutions):
     found = build.lessons()
     numbers = list(found)
-    home = f"../../{lang}/index.ipynb" if solutions else "index.ipynb"
+    home = f"../../{lang}/{build.HOMES[lang]}" if solutions else build.HOMES[lang]
     for lesson, path in found.items():
         notebook = build.render(build.jupytext.read(path), lang, solutions, lesson)
         first, last = notebook.cells[0], notebook.cells[-1]
@@ -320,7 +323,7 @@ def test_every_lesson_links_the_home_first_and_the_next_lesson_last(lang, soluti
         assert first.metadata["slideshow"] == {"slide_type": "skip"}  # the decks have no home
         following = numbers[numbers.index(lesson) + 1:]
         if following:
-            nxt = found[following[0]].with_suffix(".ipynb").name
+            nxt = build.notebook_name(found[following[0]], lang)  # the next lesson's name in this language
             assert _links(last.source) == [nxt, home], (lesson, last.source)
             title = build.lesson_title(build.jupytext.read(found[following[0]]), lang, following[0])
             assert f"[{following[0]} · {title}]({nxt})" in last.source
@@ -328,14 +331,14 @@ def test_every_lesson_links_the_home_first_and_the_next_lesson_last(lang, soluti
             assert _links(last.source) == [home]
         # the rest is the lesson: the links are added cells, never typed into a source
         assert not any(build.NAV_TAG in c.metadata.get("tags", []) for c in notebook.cells[1:-1])
-        assert not re.search(r"\]\((index|\d\d_\w+)\.ipynb\)", path.read_text(encoding="utf-8"))
+        assert not re.search(r"\]\((index|首页|\d\d_\w+)\.ipynb\)", path.read_text(encoding="utf-8"))
 
 
 def test_the_one_lesson_of_a_course_links_home_at_its_end(course):
     source = build.jupytext.read(course)
     for lang in build.LANGUAGES:
-        last = build.render(source, lang, False, "99").cells[-1]
-        assert _links(last.source) == ["index.ipynb"] and build.catalogue(lang, "nav.last", link="index.ipynb") in last.source
+        last, home = build.render(source, lang, False, "99").cells[-1], build.HOMES[lang]
+        assert _links(last.source) == [home] and build.catalogue(lang, "nav.last", link=home) in last.source
     for lang, solutions, target in build.targets(course):  # renders without their links: check says so
         build.write(build.render(source, lang, solutions), target)
     assert any("differs from a fresh render" in p for p in problems(course))
@@ -357,13 +360,13 @@ def test_the_home_lists_every_lesson_and_check_catches_a_stale_one(course):
     (build.ROOT / "README.md").write_text(README_MAP)
     assert build.course_map() == {"99": {"en": "tensors, briefly", "zh": "简述张量"}}
     assert [str(p) for p in build.check_home()] == [
-        f"lesson home, notebooks/{lang}/index.ipynb: not rendered: run `make notebooks`" for lang in build.LANGUAGES]
+        f"lesson home, notebooks/{lang}/{build.HOMES[lang]}: not rendered: run `make notebooks`" for lang in build.LANGUAGES]
     for lang, path in build.homes():
         build.write(build.render_home(lang), path)
     assert build.check_home() == []
     en, zh = (nbformat.read(path, as_version=4) for _, path in build.homes())
     assert "| 99 | [A tensor lesson](99_demo.ipynb) | tensors, briefly | <span style=white-space:nowrap>about 10 min</span> |" in en.cells[1].source
-    assert "| 99 | [一节关于张量的课](99_demo.ipynb) | 简述张量 | <span style=white-space:nowrap>约 10 分钟</span> |" in zh.cells[1].source
+    assert "| 99 | [一节关于张量的课](99_演示.ipynb) | 简述张量 | <span style=white-space:nowrap>约 10 分钟</span> |" in zh.cells[1].source
     assert 'setup(lang="zh")' in zh.cells[3].source and "progress()" in zh.cells[3].source
     # the README's course map changes: the homes are stale
     (build.ROOT / "README.md").write_text(README_MAP.replace("tensors, briefly", "tensors, at length"))

@@ -93,7 +93,7 @@ def test_only_the_lessons_notebooks_are_taken_from_each_repository(steps, tmp_pa
     done = _bash(script, environment, tmp_path)
     assert done.returncode == 0, done.stderr
     taken = sorted(p.relative_to(tmp_path / "submissions").as_posix() for p in (tmp_path / "submissions").rglob("*"))
-    assert taken == ["ada", "ada/03_self_cross_attention.ipynb", "bo", "bo/03_self_cross_attention.ipynb", "cy"]
+    assert taken == ["ada", "ada/03_自注意力与交叉注意力.ipynb", "bo", "bo/03_自注意力与交叉注意力.ipynb", "cy"]  # the zh name
     assert "could not read ghost/gone" in done.stdout and "cy/empty has no notebooks/zh/03_*.ipynb" in done.stdout
     assert not (tmp_path / "work").exists()
     bad = tmp_path / "teacher" / "roster.txt"
@@ -107,7 +107,7 @@ def _fake_git():
 for last; do :; done
 case "$*" in *github.com/ghost/*) exit 128 ;; *github.com/cy/*) mkdir -p "$last"; exit 0 ;; esac
 mkdir -p "$last/notebooks/zh" "$last/notebooks/en"
-echo '{}' > "$last/notebooks/zh/03_self_cross_attention.ipynb"
+echo '{}' > "$last/notebooks/zh/03_自注意力与交叉注意力.ipynb"
 echo '{}' > "$last/notebooks/zh/02_masking.ipynb"
 echo '{}' > "$last/notebooks/en/03_self_cross_attention.ipynb"
 echo 'import os' > "$last/notebooks/zh/03_evil.py"

@@ -67,7 +67,7 @@ def test_every_glossary_link_opens_a_file_and_an_anchor_that_exist(lang):
             assert target.is_file(), f"{path.relative_to(build.ROOT)} links {file}, which does not exist"
             if fragment:
                 assert fragment in _anchors(target), f"{path.relative_to(build.ROOT)} links {file}#{fragment}: no such anchor"
-            checked += target.name == glossary.PAGE or path.name == glossary.PAGE
+            checked += target.name == glossary.PAGES[lang] or path.name == glossary.PAGES[lang]
     assert checked > 300, f"only {checked} links to or from the {lang} glossary"
 
 
@@ -82,7 +82,7 @@ def test_every_lesson_links_the_glossary_of_its_language_once_per_term(lang):
             keys = []
             for text in _markdown(path):
                 for words, target, key in re.findall(r"\[([^\]]*)\]\(([^)#]*)#([a-z0-9-]+)\)", text):
-                    if target.endswith(glossary.PAGE):
+                    if target.endswith(glossary.PAGES[lang]):
                         assert target == build.glossary_link(lang, solutions), (path, target)
                         assert linker.term_of(words.strip("*")) is terms[key], (path, words, key)
                         keys.append(key)
@@ -90,7 +90,7 @@ def test_every_lesson_links_the_glossary_of_its_language_once_per_term(lang):
             assert len(keys) == len(set(keys)), f"{path.relative_to(build.ROOT)} links a term twice"
     for _lang, home in build.homes():
         if _lang == lang:
-            assert ("glossary.md", "") in _links(home), "the home does not link the glossary beside it"
+            assert (glossary.PAGES[lang], "") in _links(home), "the home does not link the glossary beside it"
 
 
 def test_each_entry_links_the_section_that_teaches_it_in_its_own_language():
@@ -99,10 +99,10 @@ def test_each_entry_links_the_section_that_teaches_it_in_its_own_language():
         for term in glossary.defined(build.glossary_source()[0]):
             entry = text.split(f'<a id="{term.key}"></a>', 1)[1].split("\n### ", 1)[0]
             assert term.definition[lang] in entry and term.title["en" if lang == "zh" else "zh"] in entry
-            notebook = build.lessons()[term.lesson].with_suffix(".ipynb").name
+            notebook = build.notebook_name(build.lessons()[term.lesson], lang)
             assert f"]({notebook}" in entry, (lang, term.key)
         other = "zh" if lang == "en" else "en"
-        assert f"(../{other}/{glossary.PAGE})" in text
+        assert f"(../{other}/{glossary.PAGES[other]})" in text
 
 
 def _lab_path(folder, link):
@@ -123,7 +123,7 @@ def test_in_the_learners_work_folder_every_link_opens_what_it_names(tmp_path):
     learner.sync_assets(work)
     checked = 0
     for lang in LANGUAGES:
-        for path in sorted((work / lang).glob("*.ipynb")) + [work / lang / glossary.PAGE]:
+        for path in sorted((work / lang).glob("*.ipynb")) + [work / lang / glossary.PAGES[lang]]:
             for file, fragment in _links(path) + [(t, "") for t in re.findall(r"\]\((\.\./\.\./images/[^)]+)\)",
                                                                             "\n".join(_markdown(path)))]:
                 target = work / _lab_path(lang, file)
@@ -300,7 +300,7 @@ def test_a_render_links_its_own_glossary_and_the_slides_drop_the_links():
     ])
     student = build.render(source, "zh", False, terms=_terms())
     solution = build.render(source, "en", True, terms=_terms())
-    assert student.cells[0].source.endswith("[查询](glossary.md#query)")
+    assert student.cells[0].source.endswith("[查询](术语表.md#query)")
     assert solution.cells[0].source.endswith("the [query](../../en/glossary.md#query)")
     assert glossary.plain(solution.cells[0].source) == "# Lesson\n\n## 1. Queries\n\nthe query"
 
@@ -324,7 +324,7 @@ def test_the_check_fails_when_a_page_is_stale(tmp_path, monkeypatch):
         monkeypatch.setattr(sources, name, tmp_path / path)  # the lessons' table below the build
     build.SOURCES.mkdir(parents=True)
     (build.SOURCES / glossary.SOURCE).write_text('[[term]]\nen = "exercise"\nzh = "练习"\nchecked = true\n', encoding="utf-8")
-    assert {p.name for p in build.write_glossary()} == {"GLOSSARY.md", "glossary.md"}
+    assert {p.name for p in build.write_glossary()} == {"GLOSSARY.md", *glossary.PAGES.values()}
     assert build.check_glossary() == []
     (build.SOURCES / glossary.SOURCE).write_text('[[term]]\nen = "exercise"\nzh = "习题"\nchecked = true\n', encoding="utf-8")
     assert ["GLOSSARY.md: differs" in str(p) for p in build.check_glossary()] == [True]  # no entry changed
@@ -359,7 +359,7 @@ def test_a_word_marked_as_not_the_term_is_not_linked_and_the_render_keeps_only_t
         nbformat.v4.new_markdown_cell("# 课\n\n输出[值]{.not-term}和值", metadata={"tags": ["lang-zh"]}),
     ])
     assert build.render(source, "en", False, terms=terms).cells[0].source.endswith("the values and the [value](glossary.md#value)")
-    assert build.render(source, "zh", False, terms=terms).cells[0].source.endswith("输出值和[值](glossary.md#value)")
+    assert build.render(source, "zh", False, terms=terms).cells[0].source.endswith("输出值和[值](术语表.md#value)")
 
 
 def test_a_marked_word_asks_for_no_translation_of_a_checked_term():

@@ -426,7 +426,7 @@ def test_student_ids_come_from_the_first_folder_or_the_file_name(tmp_path):
 
 def test_the_language_comes_from_setup_then_the_cells_tags_then_the_folder(tmp_path):
     english = render(LESSON_00, "en")
-    assert submission.read(ROOT / "notebooks/zh" / LESSON_00, "k", "s").lang == "zh"
+    assert submission.read(ROOT / "notebooks/zh" / "00_张量形状入门.ipynb", "k", "s").lang == "zh"
     assert submission.read(ROOT / "notebooks/en" / LESSON_00, "k", "s").lang == "en"
     for cell in english.cells:
         cell.source = cell.source.replace('setup(lang="en")', "setup()")

@@ -464,10 +464,11 @@ def repository():
 def find(roots=None, home=None, proc=True):
     found = {"solutions": [], "notebooks": [], "history": [], "graders": []}
     roots = list(roots) if roots else default_roots()
-    for lang in ("en", "zh"):
-        path = os.path.join(repository(), "notebooks", "solutions", lang, "00_tensor_shapes.ipynb")
-        if os.path.isfile(path):
-            found["solutions"].append(path)
+    for lang in ("en", "zh"):  # (each language names its notebooks its own way: 00_*)
+        folder = os.path.join(repository(), "notebooks", "solutions", lang)
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            if name.startswith("00_") and name.endswith(".ipynb"):
+                found["solutions"].append(os.path.join(folder, name))
     for pid in os.listdir("/proc") if proc else ():
         if not pid.isdigit():
             continue

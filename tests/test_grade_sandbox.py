@@ -531,7 +531,10 @@ def _unscanned(monkeypatch, tmp_path, lang, cell, exercise=None):
     from course_teacher.grade import grader, scan
 
     monkeypatch.setattr(scan, "scan", lambda *args, **kwargs: scan.Findings())
-    notebook = nbformat.read(ROOT / "notebooks" / "solutions" / lang / "00_tensor_shapes.ipynb", as_version=4)
+    from course_utils import file_names  # (the lesson's name in `lang`)
+
+    notebook = nbformat.read(ROOT / "notebooks" / "solutions" / lang / file_names.lesson_notebook("00_tensor_shapes", lang),
+                             as_version=4)
     if exercise:
         next(c for c in notebook.cells if c.metadata.get("exercise") == exercise).source = cell
     else:

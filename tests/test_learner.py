@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import nbformat
@@ -17,7 +18,7 @@ import nbformat
 import pytest
 
 from course_teacher.grade import runner
-from course_utils import atomic_files, i18n, launch, learner, live_progress
+from course_utils import atomic_files, file_names, i18n, launch, learner, live_progress
 from course_teacher import build
 from course_utils.exercises import EXERCISES, grading
 
@@ -241,7 +242,7 @@ def course(tmp_path, names=("00_a.ipynb", "01_b.ipynb")):
     folder = tmp_path / "course"
     for lang in ("en", "zh"):
         (folder / lang).mkdir(parents=True, exist_ok=True)
-        for name in (*names, learner.HOME):
+        for name in (*names, learner.HOMES[lang]):
             (folder / lang / name).write_text(f"course {lang} {name}")
     return folder
 
@@ -250,7 +251,7 @@ def test_the_first_launch_copies_every_notebook(tmp_path):
     source = course(tmp_path)
     written = learner.copy_course(tmp_path / "work", source)
     assert sorted(p.relative_to(tmp_path / "work").as_posix() for p in written) == sorted(
-        f"{lang}/{name}" for lang in ("en", "zh") for name in ("00_a.ipynb", "01_b.ipynb", learner.HOME))
+        f"{lang}/{name}" for lang in ("en", "zh") for name in ("00_a.ipynb", "01_b.ipynb", learner.HOMES[lang]))
     assert (tmp_path / "work" / "zh" / "01_b.ipynb").read_text() == "course zh 01_b.ipynb"
     assert learner.work_folder(tmp_path / "work" / "en") == tmp_path / "work"
 
@@ -274,11 +275,12 @@ def test_the_home_follows_the_course(tmp_path):
     source = course(tmp_path)
     work = tmp_path / "work"
     learner.copy_course(work, source)
-    (work / "en" / learner.HOME).write_text("home, with the progress cell run")
+    home = learner.HOMES["en"]
+    (work / "en" / home).write_text("home, with the progress cell run")
     assert learner.copy_course(work, source) == []
-    (source / "en" / learner.HOME).write_text("course en home, with lesson 02")
-    assert learner.copy_course(work, source) == [work / "en" / learner.HOME]
-    assert (work / "en" / learner.HOME).read_text() == "course en home, with lesson 02"
+    (source / "en" / home).write_text("course en home, with lesson 02")
+    assert learner.copy_course(work, source) == [work / "en" / home]
+    assert (work / "en" / home).read_text() == "course en home, with lesson 02"
 
 
 def test_make_lab_copies_the_course_and_shows_the_progress_on_the_home(tmp_path):
@@ -297,7 +299,7 @@ def test_make_lab_copies_the_course_and_shows_the_progress_on_the_home(tmp_path)
     for lang in build.LANGUAGES:
         assert sorted(p.name for p in (work / lang).glob("*.ipynb")) == sorted(
             p.name for p in (build.NOTEBOOKS / lang).glob("*.ipynb"))
-        home = nbformat.read(work / lang / learner.HOME, as_version=4)
+        home = nbformat.read(work / lang / learner.HOMES[lang], as_version=4)
         cell = next(c for c in home.cells if learner.PROGRESS_TAG in c.metadata.get("tags", []))
         (output,) = cell.outputs
         assert output.output_type == "display_data", output
@@ -312,7 +314,7 @@ def test_make_lab_copies_the_course_and_shows_the_progress_on_the_home(tmp_path)
 
 
 def progress_output(work, lang):
-    home = nbformat.read(work / lang / learner.HOME, as_version=4)
+    home = nbformat.read(work / lang / learner.HOMES[lang], as_version=4)
     nbformat.validate(home)
     (output,) = next(c for c in home.cells if learner.PROGRESS_TAG in c.metadata.get("tags", [])).outputs
     return home, output
@@ -329,7 +331,7 @@ def test_the_homes_progress_is_rewritten_by_every_check_and_signed_so_that_it_fo
     work = tmp_path / "work"
     learner.copy_course(work)
     written = learner.refresh_homes(work)  # nothing checked yet: "nothing yet", in its live box
-    assert written == [work / lang / learner.HOME for lang in build.LANGUAGES] and learner.refresh_homes(work) == []
+    assert written == [work / lang / learner.HOMES[lang] for lang in build.LANGUAGES] and learner.refresh_homes(work) == []
     _, output = progress_output(work, "en")
     assert html.escape(i18n.text("en", "progress.none")) in output.data["text/html"]
     learner.record(verdict(SECOND, grading.FAILED, "NO_SCALE"), work / "zh", lang="zh")
@@ -338,14 +340,14 @@ def test_the_homes_progress_is_rewritten_by_every_check_and_signed_so_that_it_fo
         home, output = progress_output(work, lang)
         text, table = learner.progress_text(work / lang, lang)
         assert output.data == {"text/plain": text,
-                               "text/html": live_progress.live_html(table, f"{lang}/index.ipynb", learner.PROGRESS_TAG)}
-        assert output.data["text/html"].startswith(f'<div data-course-progress="{lang}/index.ipynb">{table}</div><script>')
+                               "text/html": live_progress.live_html(table, f"{lang}/{learner.HOMES[lang]}", learner.PROGRESS_TAG)}
+        assert output.data["text/html"].startswith(f'<div data-course-progress="{lang}/{learner.HOMES[lang]}">{table}</div><script>')
         assert NotebookNotary(data_dir=str(jupyter_data)).check_signature(home), lang
     assert learner.copy_course(work) == []  # a refreshed home is not a changed course home
     # the signature is the learner's key's: another Jupyter (another key) does not trust it
     (tmp_path / "elsewhere").mkdir()
     assert not NotebookNotary(data_dir=str(tmp_path / "elsewhere")).check_signature(
-        nbformat.read(work / "en" / learner.HOME, as_version=4))
+        nbformat.read(work / "en" / learner.HOMES["en"], as_version=4))
 
 
 def test_a_check_in_a_lesson_shows_on_the_home_without_running_it(tmp_path, monkeypatch, capsys):
@@ -408,13 +410,16 @@ VERSION_2 = lesson(cell("markdown", "# A lesson, revised"), cell("markdown", "Be
                    cell("code", 'check("01.alpha", alpha, cases=3)'),
                    cell("code", stub("gamma"), "01.gamma"), cell("code", 'check("01.gamma", gamma)'))
 ANSWER = "def alpha(x):\n    return 2 * x"
+#: The Chinese home as JupyterLab's addresses spell it (percent-encoded).
+HOME_ZH_NAME = file_names.HOMES["zh"]
+HOME_ZH = urllib.parse.quote(HOME_ZH_NAME)
 
 
 def write_course(folder, notebook):
     for lang in ("en", "zh"):
         (folder / lang).mkdir(parents=True, exist_ok=True)
         (folder / lang / "01_a.ipynb").write_text(json.dumps(notebook))
-        (folder / lang / learner.HOME).write_text(json.dumps(lesson(cell("markdown", f"home {lang}"))))
+        (folder / lang / learner.HOMES[lang]).write_text(json.dumps(lesson(cell("markdown", f"home {lang}"))))
     return folder
 
 
@@ -455,7 +460,8 @@ def test_an_update_keeps_the_answers_by_exercise_id_whose_cells_moved_and_change
     done = learner.update_course(work, course, now=1_700_000_000)
     (path, old, kept, lost, own, *_), (zh_path, _, zh_kept, _, zh_own, *_) = done
     assert (path, kept, lost, zh_path, zh_kept) == (work / "en" / "01_a.ipynb", ["01.alpha"], [], work / "zh" / "01_a.ipynb", [])
-    assert old.parent == path.parent and old.name.startswith("01_a.before-update-") and old.read_bytes() == before
+    assert old == path.parent / file_names.before_update("01_a.ipynb", 1_700_000_000) and old.read_bytes() == before
+    assert old.parent.name == "before-update" and old.name.endswith("_01_a.ipynb")  # the date first, in a folder
     expected = [(c["cell_type"], _text(c)) for c in VERSION_2["cells"]]
     expected[4] = ("code", ANSWER)  # alpha's cell, where the new version has it; beta: the new stub
     # the learner's scratch cell followed beta's check: it follows it still, wherever the new version has it
@@ -546,7 +552,7 @@ def test_an_update_keeps_the_cells_the_learner_added_after_the_cell_they_followe
                         ("learner.own_kept", dict(cell="My note: alpha doubles.", number=10,
                                                   after='check("01.alpha", alpha)')),
                         ("learner.edit_kept", dict(cell="x = torch.ones(3) * 2")),
-                        ("learner.edit_left", dict(cell='check("01.beta", beta)  # twice', old=done.old.name))]:
+                        ("learner.edit_left", dict(cell='check("01.beta", beta)  # twice', old=f"before-update/{done.old.name}"))]:
         assert i18n.text("en", key, **fields) in said, (key, said)
     assert ("code", 'check("01.beta", beta)  # twice') in sources(done.old)
     # the next version: the learner's cells and change are theirs still
@@ -582,8 +588,8 @@ def test_an_exercise_the_new_version_lacks_is_named_and_stays_in_the_old_copy(tm
     write_course(course, lesson(*[c for c in VERSION_2["cells"] if "alpha" not in _text(c)]))
     learner.update(work, "en", course)
     said = capsys.readouterr().out
-    (old,) = (work / "en").glob("01_a.before-update-*.ipynb")
-    assert i18n.text("en", "learner.lost", exercise="01.alpha", old=old.name) in said
+    (old,) = (work / "en" / "before-update").glob("*_01_a.ipynb")
+    assert i18n.text("en", "learner.lost", exercise="01.alpha", old=f"before-update/{old.name}") in said
     assert ("code", ANSWER) in sources(old) and ("code", ANSWER) not in sources(work / "en" / "01_a.ipynb")
     learner.update(work, "en", course)
     assert i18n.text("en", "learner.up_to_date") in capsys.readouterr().out
@@ -608,11 +614,50 @@ def test_an_interrupted_update_loses_nothing_and_runs_again(tmp_path, monkeypatc
         learner.update_course(work, course, languages=("en",))
     monkeypatch.setattr(learner.os, "replace", replace)
     assert (work / "en" / "01_a.ipynb").read_bytes() == before
-    assert [p.read_bytes() for p in (work / "en").glob("01_a.before-update-*")] == [before]
+    assert [p.read_bytes() for p in (work / "en" / "before-update").glob("*_01_a.ipynb")] == [before]
     assert not [p for p in (work / "en").iterdir() if p.name.startswith(".")]
     assert learner.changed_lessons(work, course, ("en",)) == [("en", "01_a.ipynb")]
     learner.update_course(work, course, languages=("en",))
     assert ("code", ANSWER) in sources(work / "en" / "01_a.ipynb")
+
+
+def test_an_update_moves_a_lesson_copied_under_its_old_chinese_name_to_the_new_one(tmp_path, capsys):
+    """A learner who started before the Chinese copies had Chinese names: their work/zh/01_a.ipynb (the
+    English name) holds answers. The launch neither copies the renamed lesson beside it nor keeps the old
+    home; `make update` merges the copy into the lesson's new name (matched by its number), keeps the old
+    file in before-update/ and says so; a notebook of the learner's own with a lesson's number stays."""
+    course, work = tmp_path / "course", tmp_path / "work"
+    for lang in ("en", "zh"):  # the course as it was: both languages under the same names
+        (course / lang).mkdir(parents=True)
+        (course / lang / "01_a.ipynb").write_text(json.dumps(VERSION_1))
+        (course / lang / "index.ipynb").write_text(json.dumps(lesson(cell("markdown", f"home {lang}"))))
+    learner.copy_course(work, course)
+    before = answered(work, "zh")
+    (work / "zh" / "01_my_notes.ipynb").write_text(json.dumps(lesson(cell("markdown", "my notes"))))
+    # the course now: the Chinese lesson and home under Chinese names (the lesson's text unchanged)
+    (course / "zh" / "01_a.ipynb").rename(course / "zh" / "01_甲.ipynb")
+    (course / "zh" / "index.ipynb").unlink()
+    (course / "zh" / HOME_ZH_NAME).write_text(json.dumps(lesson(cell("markdown", "首页"))))
+
+    assert learner.renamed_lessons(work, course) == [("zh", "01_甲.ipynb", "01_a.ipynb")]
+    assert learner.copy_course(work, course) == [work / "zh" / HOME_ZH_NAME]  # the lesson: not beside the old copy
+    assert sorted(p.name for p in (work / "zh").iterdir()) == ["01_a.ipynb", "01_my_notes.ipynb", HOME_ZH_NAME]
+    assert learner.changed_lessons(work, course) == [("zh", "01_甲.ipynb")]
+
+    (done,) = learner.update(work, "zh", course)
+    said = capsys.readouterr().out
+    new, old_copy = work / "zh" / "01_甲.ipynb", done.old
+    assert done.path == new and done.renamed_from == work / "zh" / "01_a.ipynb" and done.kept == ["01.alpha"]
+    assert i18n.text("zh", "learner.renamed", old=work / "zh" / "01_a.ipynb", path="01_甲.ipynb") in said
+    assert f"before-update/{old_copy.name}" in said and old_copy.read_bytes() == before
+    assert old_copy.parent == work / "zh" / "before-update" and old_copy.name.endswith("_01_a.ipynb")
+    assert not (work / "zh" / "01_a.ipynb").exists() and (work / "zh" / "01_my_notes.ipynb").exists()
+    assert ("code", ANSWER) in sources(new) and ("code", "print('scratch')") in sources(new)
+    recorded = json.loads((work / learner.MARKER).read_text())["lessons"]
+    assert set(recorded) == {"en/01_a.ipynb", "zh/01_甲.ipynb"}
+    assert learner.changed_lessons(work, course) == [] and learner.copy_course(work, course) == []
+    learner.update(work, "en", course)
+    assert i18n.text("en", "learner.up_to_date") in capsys.readouterr().out
 
 
 def test_a_copy_made_before_copies_were_recorded_is_adopted_or_merged_against_the_new_stubs(tmp_path):
@@ -670,7 +715,8 @@ def test_make_lab_starts_the_lab_command_with_its_options():
 def test_the_lab_is_rooted_at_the_work_folder_and_opens_the_home():
     line = launch.command("work", "zh", 9999, "0.0.0.0", browser=False)
     assert f"--ServerApp.root_dir={(build.ROOT / 'work').resolve()}" in line or "--ServerApp.root_dir=" in " ".join(line)
-    assert "--LabApp.default_url=/lab/tree/zh/index.ipynb" in line and "--no-browser" in line
+    assert "--LabApp.default_url=/lab/tree/zh/%E9%A6%96%E9%A1%B5.ipynb" in line and "--no-browser" in line  # 首页.ipynb
+    assert "--LabApp.default_url=/lab/tree/en/index.ipynb" in launch.command("work", "en")
     assert "--ServerApp.ip=0.0.0.0" in line and "--ServerApp.port=9999" in line
     assert "--no-browser" not in launch.command("work", "en")
 
@@ -804,13 +850,13 @@ def test_the_lab_command_starts_without_a_browser_prints_its_token_and_serves_th
     try:
         deadline = time.monotonic() + 90
         while token is None and time.monotonic() < deadline and process.poll() is None:
-            found = re.search(rf"http://127\.0\.0\.1:{port}/lab/tree/zh/index\.ipynb\?token=(\w+)", log.read_text())
+            found = re.search(rf"http://127\.0\.0\.1:{port}/lab/tree/zh/{re.escape(HOME_ZH)}\?token=(\w+)", log.read_text())
             token = found and found.group(1)
             time.sleep(0.2)
         assert token, log.read_text()[-3000:]
         # the launch's own words, after JupyterLab's: the one address, with the token
         deadline = time.monotonic() + 60
-        opened = i18n.text("zh", "launch.open", url=f"http://127.0.0.1:{port}/lab/tree/zh/index.ipynb?token={token}")
+        opened = i18n.text("zh", "launch.open", url=f"http://127.0.0.1:{port}/lab/tree/zh/{HOME_ZH}?token={token}")
         while opened not in log.read_text() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert opened in log.read_text() and i18n.text("zh", "launch.address", port=port) in log.read_text()
@@ -821,7 +867,7 @@ def test_the_lab_command_starts_without_a_browser_prints_its_token_and_serves_th
 
         listing = {item["name"] for item in json.loads(get("/api/contents/"))["content"]}
         assert {"en", "zh", "images"} <= listing and not listing & {"notebooks", "course_utils"}
-        assert "glossary.md" in {item["name"] for item in json.loads(get("/api/contents/zh"))["content"]}
+        assert {"术语表.md", "首页.ipynb"} <= {item["name"] for item in json.loads(get("/api/contents/zh"))["content"]}
         # JupyterLab resolves zh/../../images/x.svg, a link above its root, at the root: work/images/x.svg
         assert get("/files/images/01_sdpa_zh.svg") == (build.ROOT / "images" / "01_sdpa_zh.svg").read_bytes()
     finally:

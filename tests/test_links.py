@@ -48,7 +48,7 @@ def test_every_binder_link_is_well_formed_and_opens_a_notebook_that_exists():
         assert (build.ROOT / notebook).is_file(), f"{url} opens {notebook}, which does not exist"
         opened.append(notebook)
     every = [
-        f"notebooks/{lang}/{source.stem}.ipynb" for source in build.lessons().values() for lang in build.LANGUAGES
+        f"notebooks/{lang}/{build.notebook_name(source, lang)}" for source in build.lessons().values() for lang in build.LANGUAGES
     ]
     assert sorted(opened) == sorted(every), "the Binder section must link each lesson once in each language"
 
@@ -74,7 +74,7 @@ def test_every_colab_link_is_well_formed_and_opens_a_notebook_that_exists():
     opened = [_colab_notebook(url, owner, name) for url in urls]
     assert all((build.ROOT / notebook).is_file() for notebook in opened), opened
     # each lesson once in each language, in the same row as its Binder link
-    every = [f"notebooks/{lang}/{source.stem}.ipynb" for source in build.lessons().values() for lang in build.LANGUAGES]
+    every = [f"notebooks/{lang}/{build.notebook_name(source, lang)}" for source in build.lessons().values() for lang in build.LANGUAGES]
     assert sorted(opened) == sorted(every), "the section must give each lesson's Colab link once in each language"
     pairs = 0
     for line in section.splitlines():
@@ -96,7 +96,7 @@ def test_every_lesson_links_its_own_colab_page_at_the_top_and_the_home_links_eac
     for lang in build.LANGUAGES:
         home = "\n".join(cell.source for cell in build.render_home(lang).cells)
         found = [_colab_notebook(url, owner, name) for url in re.findall(r'<a href="([^"]+)">\d\d</a>', home)]
-        assert found == [f"notebooks/{lang}/{path.stem}.ipynb" for path in build.lessons().values()]
+        assert found == [f"notebooks/{lang}/{build.notebook_name(path, lang)}" for path in build.lessons().values()]
 
 
 def test_the_address_is_set_in_one_place():

@@ -45,7 +45,7 @@ def _trimmed(notebook):
 def _renders(lang):
     path = build.lessons(LESSON)[LESSON]
     source = jupytext.read(path)
-    return path.with_suffix(".ipynb").name, _trimmed(build.render(source, lang, True)), _trimmed(build.render(source, lang, False))
+    return build.notebook_name(path, lang), _trimmed(build.render(source, lang, True)), _trimmed(build.render(source, lang, False))
 
 
 def _exercise_cells(notebook):
@@ -96,17 +96,17 @@ def course(tmp_path):
 def test_generate_autograde_and_export_score_each_check(course):
     root, env = course
     renders = {lang: _renders(lang) for lang in build.LANGUAGES}
-    name = renders["en"][0]
-    assignments = {lang: f"l{LESSON}-{lang}" for lang in build.LANGUAGES}  # one per language: same file names
+    names = {lang: renders[lang][0] for lang in build.LANGUAGES}  # each language's file name (01_注意力基础.ipynb)
+    assignments = {lang: f"l{LESSON}-{lang}" for lang in build.LANGUAGES}  # one per language
     for lang, assignment in assignments.items():
         (root / "source" / assignment).mkdir(parents=True)
-        nbformat.write(renders[lang][1], root / "source" / assignment / name)
+        nbformat.write(renders[lang][1], root / "source" / assignment / names[lang])
     _nbgrader(root, env, "generate_assignment", f"l{LESSON}-*")
 
     expected = {}  # (student, assignment) -> {grade_id: score}
     for lang, assignment in assignments.items():
         _, solution, student = renders[lang]
-        release = nbformat.read(root / "release" / assignment / name, as_version=4)
+        release = nbformat.read(root / "release" / assignment / names[lang], as_version=4)
         released, solved = _exercise_cells(release), _exercise_cells(solution)
         exercises = sorted(released)
         assert exercises == sorted(_exercise_cells(student)) and len(exercises) == 4
@@ -135,21 +135,22 @@ def test_generate_autograde_and_export_score_each_check(course):
         for student_id, notebook in submissions.items():
             folder = root / "submitted" / student_id / assignment
             folder.mkdir(parents=True)
-            nbformat.write(notebook, folder / name)
+            nbformat.write(notebook, folder / names[lang])
     _nbgrader(root, env, "autograde", f"l{LESSON}-*")
 
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", "attention") as gradebook:
         for (student_id, assignment), want in expected.items():
-            notebook = gradebook.find_submission_notebook(name.removesuffix(".ipynb"), assignment, student_id)
+            lang = next(lang for lang, name in assignments.items() if name == assignment)
+            notebook = gradebook.find_submission_notebook(names[lang].removesuffix(".ipynb"), assignment, student_id)
             found = {grade.name: grade.score for grade in notebook.grades if grade.cell.max_score > 0}
             assert found == want, (student_id, assignment, found)
             assert {grade.max_score for grade in notebook.grades} == {POINTS}
 
     # a failed check raises its verdict; a passed one prints it, with nothing on stderr
     for lang, assignment in assignments.items():
-        graded = nbformat.read(root / "autograded" / "course" / assignment / name, as_version=4)
+        graded = nbformat.read(root / "autograded" / "course" / assignment / names[lang], as_version=4)
         by_id = {c.metadata["nbgrader"]["grade_id"]: c for c in graded.cells if "nbgrader" in c.metadata}
         assert by_id[wrong].source.startswith(CHECK_IMPORT), "nbgrader puts the locked check cell back"
         assert [o.ename for o in by_id[wrong].outputs if o.output_type == "error"] == ["AssertionError"]

@@ -36,6 +36,11 @@ STEMS = platforms.lessons()
 SAMPLE = {"gradescope": ("00", "en"), "classroom50": ("01", "zh")}
 
 
+def _name(lesson, lang):
+    """The lesson's notebook's file name in `lang` (course_utils.file_names)."""
+    return build.notebook_name(build.lessons()[lesson], lang)
+
+
 def _points(lesson):
     return sum(public.load(e).points for e in public.EXERCISES if e.startswith(lesson + "."))
 
@@ -107,6 +112,7 @@ def test_an_autograder_holds_the_student_package_the_grader_and_data_nothing_els
         settings = json.loads(files["settings.json"])
         assert "seed" not in json.dumps(settings) and str(SEED) not in files["settings.json"].decode()
         assert (settings["lesson"], settings["lang"], settings["stem"]) == (lesson, lang, STEMS[lesson])
+        assert settings["notebook"] == _name(lesson, lang)  # what the student hands in: 01_注意力基础.ipynb in zh
         assert sum(e["points"] for e in settings["exercises"]) == _points(lesson)
         shipped = []
         for name, data in files.items():
@@ -246,7 +252,7 @@ def _valid_classroom50(result, lesson):
 
 def test_classroom50_grades_the_lessons_notebook_of_the_checkout(classroom50, built, tmp_path):
     lesson, lang = SAMPLE["classroom50"]
-    work = checkout(tmp_path / "solved", {f"notebooks/{lang}/{STEMS[lesson]}.ipynb": _notebook(lesson, lang, "solution")})
+    work = checkout(tmp_path / "solved", {f"notebooks/{lang}/{_name(lesson, lang)}": _notebook(lesson, lang, "solution")})
     result, feedback, _ = classroom50.grade(built["classroom50"], work)
     _valid_classroom50(result, lesson)
     assert result["score"] == _points(lesson), feedback
@@ -256,7 +262,7 @@ def test_classroom50_grades_the_lessons_notebook_of_the_checkout(classroom50, bu
 def test_classroom50_replaces_a_committed_result_and_scores_a_stub_0(classroom50, built, tmp_path):
     lesson, lang = SAMPLE["classroom50"]
     forged = json.dumps({"schema": "classroom50/result/v1", "score": 99, "max-score": 99, "tests": []}).encode()
-    work = checkout(tmp_path / "stub", {f"notebooks/{lang}/{STEMS[lesson]}.ipynb": _forged(lesson, lang),
+    work = checkout(tmp_path / "stub", {f"notebooks/{lang}/{_name(lesson, lang)}": _forged(lesson, lang),
                                         "result.json": forged})
     result, _, _ = classroom50.grade(built["classroom50"], work)
     _valid_classroom50(result, lesson)
@@ -268,7 +274,7 @@ def test_classroom50_scores_a_missing_notebook_0_saying_what_it_expected(classro
     result, _, _ = classroom50.grade(built["classroom50"], checkout(tmp_path / "empty", {"README.md": b"hi"}))
     _valid_classroom50(result, lesson)
     assert result["score"] == 0 and all(t["mistake"] == "MISSING" for t in result["tests"])
-    assert f"{STEMS[lesson]}.ipynb" in result["tests"][0]["message"] and "中文" in result["tests"][0]["message"]
+    assert _name(lesson, lang) in result["tests"][0]["message"] and "中文" in result["tests"][0]["message"]
 
 
 # ----------------------------------------------------------------------------- every lesson (make test-platforms)
@@ -308,7 +314,7 @@ def test_every_solution_gets_full_marks_and_every_stub_0(everything, installed, 
             _valid_gradescope(results, lesson)
             score, feedback = results["score"], results["output"]
         else:
-            work = checkout(tmp_path / kind, {f"notebooks/{lang}/{STEMS[lesson]}.ipynb": notebook})
+            work = checkout(tmp_path / kind, {f"notebooks/{lang}/{_name(lesson, lang)}": notebook})
             result, feedback, _ = installed[platform].grade(artifact, work)
             _valid_classroom50(result, lesson)
             score = result["score"]

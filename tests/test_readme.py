@@ -10,7 +10,7 @@ def test_the_readme_maps_every_lesson_to_its_notebooks():
     links = set(re.findall(r"\]\((notebooks/[^)]+\.ipynb)\)", readme))
     for lesson, source in build.lessons().items():
         for lang in ("en", "zh"):
-            link = f"notebooks/{lang}/{source.stem}.ipynb"
+            link = f"notebooks/{lang}/{build.notebook_name(source, lang)}"
             assert link in links, f"README's course map has no {lang} link for lesson {lesson}"
     missing = sorted(link for link in links if not (build.ROOT / link).exists())
     assert not missing, f"README links to notebooks that do not exist: {missing}"

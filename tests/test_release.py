@@ -37,6 +37,20 @@ def _contents(path):
         return {name.removeprefix(_top()): archive.read(name) for name in names}
 
 
+def test_the_zips_carry_the_chinese_names_as_utf8_and_read_back_the_same(zips):
+    """The Chinese notebooks' names (01_注意力基础.ipynb): each entry whose name is not ASCII says it is
+    UTF-8 (the zip's flag 0x800, which Python's zipfile sets), so every unzip reads the same name back."""
+    for path in zips:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+        chinese = [info for info in infos if not info.filename.isascii()]
+        assert chinese and all(info.flag_bits & 0x800 for info in chinese), path.name
+    names = set(_contents(zips[0]))
+    for lang, notebook in build.homes():
+        assert notebook.relative_to(build.ROOT).as_posix() in names
+    assert {f"notebooks/zh/{build.notebook_name(source, 'zh')}" for source in build.lessons().values()} <= names
+
+
 def test_the_zips_are_named_after_the_version(zips):
     student, solutions = zips
     assert student.name == f"attention-course-student-{release.version()}.zip"
@@ -47,9 +61,9 @@ def test_the_student_zip_has_every_lesson_in_both_languages_and_what_make_lab_ne
     files = _contents(zips[0])
     for lesson, source in build.lessons().items():
         for lang in LANGUAGES:
-            assert f"notebooks/{lang}/{source.stem}.ipynb" in files, f"student zip lacks lesson {lesson} ({lang})"
+            assert f"notebooks/{lang}/{build.notebook_name(source, lang)}" in files, f"student zip lacks lesson {lesson} ({lang})"
     for name in ("README.md", "GLOSSARY.md", "LICENSE", "Makefile", "pyproject.toml", "environment.yml", "course_utils/__init__.py",
-                 "notebooks/en/glossary.md", "notebooks/zh/glossary.md", "requirements/lab.lock",
+                 "notebooks/en/glossary.md", "notebooks/zh/术语表.md", "notebooks/zh/首页.ipynb", "requirements/lab.lock",
                  "requirements/torch.lock", "requirements/triton.lock", "postBuild"):
         assert name in files, f"student zip lacks {name}"
     assert b"\nlab:" in files["Makefile"]
@@ -62,7 +76,8 @@ def test_the_student_zip_has_every_lesson_in_both_languages_and_what_make_lab_ne
 def test_the_solutions_zip_has_every_solution_notebook_and_only_those(zips):
     files = _contents(zips[1])
     expected = {
-        f"notebooks/solutions/{lang}/{source.stem}.ipynb" for source in build.lessons().values() for lang in LANGUAGES
+        f"notebooks/solutions/{lang}/{build.notebook_name(source, lang)}" for source in build.lessons().values()
+        for lang in LANGUAGES
     }
     assert set(files) == expected
 
@@ -144,8 +159,8 @@ def _solutions():
     found = []
     for lesson, source in build.lessons().items():
         for lang in LANGUAGES:
-            student = nbformat.read(build.NOTEBOOKS / lang / f"{source.stem}.ipynb", as_version=4)
-            solution = nbformat.read(build.NOTEBOOKS / "solutions" / lang / f"{source.stem}.ipynb", as_version=4)
+            student = nbformat.read(build.NOTEBOOKS / lang / build.notebook_name(source, lang), as_version=4)
+            solution = nbformat.read(build.NOTEBOOKS / "solutions" / lang / build.notebook_name(source, lang), as_version=4)
             stubs = {cell.id: cell for cell in student.cells}
             for cell in solution.cells:
                 if "exercise" not in cell.metadata.get("tags", []):
@@ -255,10 +270,10 @@ def test_the_student_readme_is_the_learners_not_the_repositorys(zips):
     assert readme == release.student_readme()
     assert "make lab" in readme and "make lab LANG=zh" in readme and "LICENSE" in readme
     assert "## Start · 开始" in readme and "GLOSSARY.md" in readme
-    assert all(f"notebooks/{lang}/glossary.md" in readme for lang in LANGUAGES)
+    assert all(f"notebooks/{lang}/{build.GLOSSARIES[lang]}" in readme for lang in LANGUAGES)
     for lesson, source in build.lessons().items():
         for lang in LANGUAGES:
-            assert f"(notebooks/{lang}/{source.stem}.ipynb)" in readme, (lesson, lang)
+            assert f"(notebooks/{lang}/{build.notebook_name(source, lang)})" in readme, (lesson, lang)
     for repository_only in ("solutions/", "make test", "make grade", "course_teacher", "maintainer", "nbgrader",
                             "<!-- course map -->"):
         assert repository_only not in readme, repository_only
@@ -327,12 +342,13 @@ def test_the_student_bundle_installs_from_its_zip_alone_and_runs_a_lesson(zips, 
         "! .venv/bin/python -c 'import course_teacher' 2>/dev/null; "
         ".venv/bin/jupyter lab --version; "
         "for lang in en zh; do .venv/bin/jupyter nbconvert --to notebook --execute --allow-errors "
-        "--ExecutePreprocessor.timeout=300 --output-dir /tmp/ran/$lang work/$lang/01_attention_basics.ipynb; done; "
+        "--ExecutePreprocessor.timeout=300 --output-dir /tmp/ran/$lang work/$lang/01_*.ipynb; done; "
         "cp -r /tmp/ran ."
     )
     run({course: inside}, ["bash", "-c", script], network=False, cwd=inside, timeout=900)
     for lang in LANGUAGES:
-        notebook = nbformat.read(str(course / "ran" / lang / "01_attention_basics.ipynb"), as_version=4)
+        notebook = nbformat.read(str(course / "ran" / lang / build.notebook_name(build.lessons()["01"], lang)),
+                                 as_version=4)
         errors = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
                   if output.get("output_type") == "error"]
         stubs = [cell for cell in notebook.cells if cell.metadata.get("exercise")]

@@ -19,6 +19,7 @@ import pytest
 from course_teacher import links
 from course_teacher.exercises import EXERCISES, TRANSPOSES
 from course_teacher.grade import key, scan, submission
+from course_utils import file_names
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = sorted(path.name for path in (ROOT / "notebooks" / "en").glob("[0-9][0-9]_*.ipynb"))  # not the home, index.ipynb
@@ -27,8 +28,9 @@ CAUSAL = ("course_utils.masks.causal_mask",)  # what 02.causal_mask could forbid
 
 
 def _render(name, lang="en", solutions=False):
+    """A committed render of the lesson `name` names (its English name) in `lang`, under that language's name."""
     folder = ROOT / "notebooks" / ("solutions" if solutions else "") / lang
-    return nbformat.read(str(folder / name), as_version=4)
+    return nbformat.read(str(folder / file_names.lesson_notebook(Path(name).stem, lang)), as_version=4)
 
 
 def _code_cells(notebook):

@@ -54,7 +54,7 @@ from pypdf import PdfReader
 
 from course_teacher.exercises import EXERCISES
 from course_teacher import glossary, slides
-from course_teacher.build import BEGIN, END, lessons
+from course_teacher.build import BEGIN, END, lessons, notebook_name
 from course_teacher.slides import handout, outputs, texhtml
 
 pytestmark = pytest.mark.slow  # left out of `make quick` (the inner loop): see the Makefile
@@ -65,6 +65,11 @@ CHROMIUM = Path("/usr/bin/chromium")
 LESSONS = {path.stem: path for path in lessons(None).values()}
 STEMS = {stem[:2]: stem for stem in LESSONS}  # "01": "01_attention_basics"
 DECKS = [(lang, stem) for stem in LESSONS for lang in slides.LANGUAGES]
+
+
+def _file(lang, stem, suffix):
+    """A lesson's notebook, deck or handout in `lang`, named as its notebook is there (01_注意力基础.html in zh)."""
+    return Path(notebook_name(LESSONS[stem], lang)).with_suffix(suffix).name
 WIDTH, HEIGHT = slides.SLIDE_WIDTH, slides.SLIDE_HEIGHT
 # Hosts that serve libraries to web pages. A link to a project's home page in a licence comment is
 # harmless; a URL to one of these is what a deck would try to fetch.
@@ -182,13 +187,13 @@ def student_decks(decks):
 
 def _prepared(lang, stem, sizes=slides.SIZES["normal"], student=False):
     notebooks = ROOT / "notebooks" if student else ROOT / "notebooks/solutions"
-    notebook = nbformat.read(notebooks / lang / f"{stem}.ipynb", as_version=4)
+    notebook = nbformat.read(notebooks / lang / _file(lang, stem, ".ipynb"), as_version=4)
     return slides.slide_notebook(notebook, lang, sizes, notes=not student)
 
 
 def test_decks_name_no_cdn(decks, dark_decks, hall_decks, student_decks):
     written = [path for path in decks.rglob("*") if path.is_file()]
-    assert {f"{lang}/{stem}.html" for lang, stem in DECKS} <= {path.relative_to(decks).as_posix() for path in written}
+    assert {f"{lang}/{_file(lang, stem, '.html')}" for lang, stem in DECKS} <= {path.relative_to(decks).as_posix() for path in written}
     found = []
     for path in written:
         text = path.read_bytes().decode("utf-8", errors="replace")
@@ -340,7 +345,7 @@ def _problems(deck_name, lang, measured):
 
 @pytest.mark.parametrize(("lang", "stem"), DECKS, ids=[f"{lang}-{stem[:2]}" for lang, stem in DECKS])
 def test_deck_fits_the_screen_in_browser(decks, chromium, lang, stem):
-    deck = decks / lang / f"{stem}.html"
+    deck = decks / lang / _file(lang, stem, ".html")
     expected_slides = slides.count_slides(_prepared(lang, stem))
     browser = Offline(chromium, lang)
     try:
@@ -386,8 +391,8 @@ def test_dark_theme_in_its_own_folder(decks, dark_decks, chromium, lang):
     dark, and so does a light one with ?theme=dark."""
     folder, (before, after) = dark_decks
     assert folder == decks / "dark" and before == after and before
-    for url in ((folder / lang / "01_attention_basics.html").as_uri(),
-                (decks / lang / "01_attention_basics.html").as_uri() + "?theme=dark"):  # fmt: skip
+    for url in ((folder / lang / _file(lang, STEMS["01"], ".html")).as_uri(),
+                (decks / lang / _file(lang, STEMS["01"], ".html")).as_uri() + "?theme=dark"):  # fmt: skip
         browser = Offline(chromium, lang)
         try:
             page = browser.open(url)
@@ -420,7 +425,7 @@ def test_hall_size(decks, hall_decks, chromium, lang):
     assert expected_slides > slides.count_slides(_prepared(lang, stem))  # the hall's slides hold less
     browser = Offline(chromium, lang)
     try:
-        page = browser.open((folder / lang / f"{stem}.html").as_uri())
+        page = browser.open((folder / lang / _file(lang, stem, ".html")).as_uri())
         fonts = page.evaluate(CODE_FONTS_JS)
         measured = page.evaluate(MEASURE_ALL_JS)
     finally:
@@ -457,7 +462,7 @@ def test_speaker_view_shows_math_as_html(decks, chromium):
 def _solution_lines(lang, stem):
     """The lines of the lesson's solutions that say something (over 12 characters), each with its
     spaces taken out: the exercise cells' code between the solution markers."""
-    notebook = nbformat.read(ROOT / "notebooks/solutions" / lang / f"{stem}.ipynb", as_version=4)
+    notebook = nbformat.read(ROOT / "notebooks/solutions" / lang / _file(lang, stem, ".ipynb"), as_version=4)
     lines = set()
     for cell in notebook.cells:
         if cell.cell_type == "code" and "exercise" in cell.metadata:
@@ -486,10 +491,10 @@ def test_student_decks_hold_no_solution(decks, student_decks, lang):
     where they are."""
     with_exercises = 0
     for stem in LESSONS:
-        student = (student_decks / lang / f"{stem}.html").read_text(encoding="utf-8")
+        student = (student_decks / lang / _file(lang, stem, ".html")).read_text(encoding="utf-8")
         assert BEGIN not in student and END not in student and 'class="notes' not in student, stem
         assert "--course-copy:" not in student, stem
-        lecturer_html = (decks / lang / f"{stem}.html").read_text(encoding="utf-8")
+        lecturer_html = (decks / lang / _file(lang, stem, ".html")).read_text(encoding="utf-8")
         assert f'--course-copy: "{slides.LECTURER_COPY[lang]}"' in lecturer_html, stem
         leaks = _leaks(_shown_text(student), lang, stem)
         assert not leaks, f"{lang}/{stem}: {leaks}"
@@ -521,7 +526,7 @@ def test_handouts(decks, student_decks, chromium, tmp_path):
     label, no solution (in the text of the PDF itself)."""
     failures, counts = [], []
     for kind, (lang, stem) in PRINTED.items():
-        deck = (decks if kind == "lecturer" else student_decks) / lang / f"{stem}.html"
+        deck = (decks if kind == "lecturer" else student_decks) / lang / _file(lang, stem, ".html")
         per_sheet = 1 if kind == "lecturer" else 4
         pdf = tmp_path / kind / lang / f"{stem}.pdf"
         pages, overflowing = handout.print_deck(chromium, deck, pdf, per_sheet)

@@ -30,7 +30,7 @@ def student_tree(tmp_path_factory):
     _git("init", "--quiet", "--bare", str(bare))
     commit = release.student_branch(git_dir=bare)
     assert _git("--git-dir", str(bare), "rev-parse", links.STUDENT_BRANCH).strip() == commit
-    listing = _git("--git-dir", str(bare), "ls-tree", "-r", links.STUDENT_BRANCH)
+    listing = _git("--git-dir", str(bare), "-c", "core.quotepath=off", "ls-tree", "-r", links.STUDENT_BRANCH)  # 首页.ipynb
     tree = {line.split("\t", 1)[1]: line.split()[2] for line in listing.splitlines()}
     return bare, tree
 

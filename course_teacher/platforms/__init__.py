@@ -115,7 +115,9 @@ def platform_seed(platform, seed):
 
 def settings(platform, lesson, lang, wheels):
     exercises = [e for e in public.EXERCISES if e.startswith(lesson + ".")]
+    # "notebook": the file name the lesson has in `lang` (the one the student hands in), the source's stem aside
     return {"platform": platform, "lesson": lesson, "lang": lang, "stem": lessons()[lesson],
+            "notebook": build.notebook_name(build.lessons()[lesson], lang),
             "course": release.version(), "wheels": [w.name for w in wheels], "torch_index": TORCH_INDEX,
             "timeout_s": TIMEOUT_S,
             "exercises": [{"id": e, "points": public.load(e).points} for e in exercises]}

@@ -56,7 +56,8 @@ LANGUAGE_NAMES = {"en": {"en": "English", "zh": "Chinese"}, "zh": {"en": "英文
 
 
 def _expected():
-    return f"{SETTINGS['stem']}.ipynb"
+    """The lesson's notebook's file name in the autograder's language (01_注意力基础.ipynb in Chinese)."""
+    return SETTINGS["notebook"]
 
 
 def install(venv):

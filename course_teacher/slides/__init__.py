@@ -57,7 +57,7 @@ import nbformat
 from jinja2 import DictLoader
 from nbconvert import SlidesExporter
 
-from ..build import NOTEBOOKS, ROOT, lessons
+from ..build import NOTEBOOKS, ROOT, lessons, notebook_name
 from .assets import ASSET_FILES, NODE_MODULES, SLIDES, missing_packages, copy_assets
 from .layout import count_slides, slide_notebook
 from .sizes import SETUP_RE, SIZES, SLIDE_HEIGHT, SLIDE_WIDTH, WIDGET_STATE, WIDGET_VIEW
@@ -126,7 +126,7 @@ def build_deck(lesson_path, lang, folder, assets, theme="light", size="normal", 
     """Write one deck into `folder`/lang/, its links to `assets` relative; return (its path, its
     number of slides, its size in bytes). A lecturer's deck shows the solutions and has speaker
     notes; a student's (`student`) comes from the student notebook and has no notes."""
-    name = lesson_path.with_suffix(".ipynb").name
+    name = notebook_name(lesson_path, lang)  # the deck is named as the notebook: 01_注意力基础.html in zh
     source = NOTEBOOKS / lang / name if student else NOTEBOOKS / "solutions" / lang / name
     if not source.exists():
         raise SystemExit(f"slides: {_shown(source)} is missing: run `make notebooks`")
