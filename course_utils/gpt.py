@@ -322,7 +322,7 @@ class GPT(nn.Module):
 
         # the loop stays in this method: lesson 10's generation exercise refuses GPT.generate by its code, and a
         # helper that held the loop would be a way around that
-        with torch.inference_mode():  # no autograd bookkeeping at all: each of a step's ~100 small operations costs less
+        with torch.inference_mode():  # no autograd bookkeeping at all: a step's ~150 small operations each cost less
             tokens, chosen, logits = prompt, [], []
             start = _window_start(prompt.shape[1], C, keep)
             caches = [_GenerationCache(block.attention, C) for block in self.blocks] if cache else None

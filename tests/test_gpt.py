@@ -259,7 +259,7 @@ def test_every_attention_implementation_generates_the_same_with_the_cache_as_wit
 
 
 def test_generation_returns_ordinary_tensors():
-    """generate steps under torch.inference_mode; what it returns may still be changed in place and used with autograd."""
+    """generate steps under torch.inference_mode; what it returns may be changed in place and used with autograd."""
     tokens, logits = _model().eval().generate(_tokens(1, 3), 4, temperature=0)
     assert not tokens.is_inference() and not logits.is_inference()
     logits[0, 0, 0] = 0.0
@@ -292,7 +292,8 @@ def test_a_cached_step_runs_few_operations_per_layer_and_none_that_grow_the_cach
         model = _model(attention=attention, layers=layers, context=40).eval()
         for steps in (10, 30):
             with _Operations() as seen:
-                model.generate(_tokens(1, 4), steps, temperature=0.8, top_k=5, generator=torch.Generator().manual_seed(0))
+                model.generate(_tokens(1, 4), steps, temperature=0.8, top_k=5,
+                               generator=torch.Generator().manual_seed(0))
             counts[layers, steps] = seen.counts
     per_layer = (counts[3, 30] - counts[3, 10]) - (counts[1, 30] - counts[1, 10])  # 2 layers × 20 steps
     assert sum(per_layer.values()) / 40 <= 26, per_layer

@@ -104,7 +104,7 @@ def test_bfloat16_autocast_trains_near_float32():
 
 
 def test_the_runs_model_is_the_gpt_config_of_its_model_fields():
-    """TrainConfig repeats every field of GPTConfig but vocab (MODEL_FIELDS); one added to GPTConfig alone fails here."""
+    """TrainConfig repeats every field of GPTConfig but vocab (MODEL_FIELDS): one added to GPTConfig alone fails."""
     assert set(T.MODEL_FIELDS) == {f.name for f in fields(G.GPTConfig)} - {"vocab"}
     assert set(T.MODEL_FIELDS) <= {f.name for f in fields(T.TrainConfig)}
     config = replace(TINY, d_ff=40, positions="rope", attention="sdpa")
