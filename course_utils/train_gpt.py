@@ -58,6 +58,10 @@ RUN_SETTINGS = ("steps", "stop_at", "eval_every", "save_every", "device", "threa
 #: products in bfloat16, the weights, the optimiser and LayerNorm in float32): a GPU's fast path, and
 #: the dtype lesson 09's kernels are fast in.
 PRECISIONS = ("float32", "bfloat16")
+#: The model's fields, every one of ``gpt.GPTConfig`` but the vocabulary (the corpus gives it). TrainConfig
+#: repeats them flat, with a laptop's defaults rather than GPTConfig's: they are the keyword arguments lesson 10
+#: passes, the command's flags and the keys of the train_config a checkpoint stores (tests hold the two equal).
+MODEL_FIELDS = tuple(f.name for f in fields(gpt.GPTConfig) if f.name != "vocab")
 
 
 @dataclass(frozen=True)
@@ -116,8 +120,9 @@ class TrainConfig:
         self.model_config(vocab=1)  # the model's sizes, checked now rather than after the corpus loads
 
     def model_config(self, vocab):
-        return gpt.GPTConfig(vocab, context=self.context, d_model=self.d_model, heads=self.heads, layers=self.layers,
-                             d_ff=self.d_ff, positions=self.positions, attention=self.attention)
+        """The ``gpt.GPTConfig`` of this run's model, for a corpus of `vocab` characters."""
+        return gpt.GPTConfig(vocab, **{name: getattr(self, name) for name in MODEL_FIELDS})
+
 
 
 def learning_rate(step, config):
@@ -397,8 +402,7 @@ def train(config=None, *, out=None, resume=None, command=None, verbose=True):
 
 
 def _new_model(config, corpus):
-    sizes = {f.name: getattr(config, f.name) for f in fields(gpt.GPTConfig) if f.name != "vocab"}
-    return gpt.make_gpt(corpus.vocab_size, seed=config.seed, **sizes)
+    return gpt.make_gpt(corpus.vocab_size, seed=config.seed, **{name: getattr(config, name) for name in MODEL_FIELDS})
 
 
 def _optimizer_to(optimizer, device):

@@ -6,7 +6,7 @@ checkpoints carry their provenance; bad arguments get named errors."""
 import os
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -101,6 +101,15 @@ def test_bfloat16_autocast_trains_near_float32():
     for a, b in zip(full.history, half.history):
         assert abs(a["train_loss"] - b["train_loss"]) < 0.05 and abs(a["val_loss"] - b["val_loss"]) < 0.05
     assert all(p.dtype == torch.float32 for p in half.model.parameters())
+
+
+def test_the_runs_model_is_the_gpt_config_of_its_model_fields():
+    """TrainConfig repeats every field of GPTConfig but vocab (MODEL_FIELDS): one added to GPTConfig alone fails."""
+    assert set(T.MODEL_FIELDS) == {f.name for f in fields(G.GPTConfig)} - {"vocab"}
+    assert set(T.MODEL_FIELDS) <= {f.name for f in fields(T.TrainConfig)}
+    config = replace(TINY, d_ff=40, positions="rope", attention="sdpa")
+    assert config.model_config(65) == G.GPTConfig(65, context=16, d_model=32, heads=4, layers=1, d_ff=40,
+                                                  positions="rope", attention="sdpa")
 
 
 @pytest.mark.parametrize("given, argument", [
