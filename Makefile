@@ -147,7 +147,10 @@ STUDENT_NOTEBOOKS := notebooks/en notebooks/zh
 # the other and 51 side by side (of which two more pytest workers' start-up: xdist's), where the
 # spinning threads' default (OMP_WAIT_POLICY=ACTIVE) had burnt 96 s in the two kernels alone
 # before 49 of their 68 cells had run; the notebooks' demand for cores was 1.0 one at a time, 1.6 side by side.
-test test-paths: export OMP_WAIT_POLICY = PASSIVE
+# The inner loop too: two test processes of two torch threads each on CI's two cores. Measured on a busy
+# 2-core machine, `make quick`'s tests of four modules (480 tests, -n 2): 49 CPU-seconds with OpenMP's
+# default wait, 38 with PASSIVE.
+test test-paths quick test-platforms: export OMP_WAIT_POLICY = PASSIVE
 # torch picks its CPU kernels by what the CPU can do (AVX2, AVX-512); ATEN_CPU_CAPABILITY=default
 # forces the portable ones. Kernel paths round and sum floats differently, so a fact learned by
 # training or sampling must hold on each path, not just on the one this machine runs natively.
