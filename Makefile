@@ -184,9 +184,11 @@ test: setup
 # grader, nor fuzzes, nor repeats a costly check proved in the loop elsewhere (`slow`: e.g. lesson 09's
 # generic exercise tests, Triton's interpreter), nor grades on a platform (`platforms`, `make
 # test-platforms`); no nbval. `make test` runs all of it again, and the rest but the platforms'.
+# (the two checks side by side, one process each on CI's two cores: measured on a busy 2-core machine, they
+# wanted 1.6 cores together: about 1/1.6 of the time they take one after the other; either failing fails)
 quick: setup
-	$(PY) -m course_teacher.build --check
-	$(PY) -m course_teacher.publish --check
+	$(PY) -m course_teacher.publish --check & publish=$$!; \
+		$(PY) -m course_teacher.build --check; built=$$?; wait $$publish && exit $$built
 	$(PY) -m pytest $(PARALLEL) -m "not trains and not slow and not platforms" tests
 
 # The trains tests and the student notebooks on every kernel path this CPU has (default, avx2,
