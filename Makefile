@@ -144,9 +144,10 @@ STUDENT_NOTEBOOKS := notebooks/en notebooks/zh
 # threads, 7-8 s on two threads that sleep while they wait (PASSIVE). Results do not change.
 # So the solutions, two torch threads each, run $(JOBS) notebooks at a time too: measured on a busy
 # 2-core machine with lessons 03 and 06, both notebooks' processes took 38 CPU-seconds one after
-# the other and 51 side by side (of which two more pytest workers' start-up: xdist's), where the
-# spinning threads' default (OMP_WAIT_POLICY=ACTIVE) had burnt 96 s in the two kernels alone
-# before 49 of their 68 cells had run; the notebooks' demand for cores was 1.0 one at a time, 1.6 side by side.
+# the other and 51 side by side (of which two more pytest workers' start-up: xdist's), where threads
+# that always spin (OMP_WAIT_POLICY=ACTIVE) had burnt 96 s in the two kernels alone before 49 of
+# their 68 cells had run. The cores they wanted ((CPU + run-queue time) / wall time, from
+# /proc/*/schedstat): 1.0 one at a time, 1.6 side by side.
 # The inner loop too: two test processes of two torch threads each on CI's two cores. Measured on a busy
 # 2-core machine, `make quick`'s tests of four modules (480 tests, -n 2): 49 CPU-seconds with OpenMP's
 # default wait, 38 with PASSIVE.
