@@ -137,15 +137,21 @@ update: $(LAB_STAMP)
 PARALLEL := -n $(JOBS) --dist loadfile --no-loadscope-reorder
 # (notebooks: xdist's own order, the notebooks with the most cells first, which is longest first)
 NBVAL := $(PY) -m pytest --nbval --nbval-current-env -n $(JOBS) --dist loadfile
-# (the solutions run with two torch threads each: two notebooks at once would put four busy threads on CI's two
-# cores, and torch's threads wait for each other spinning: measured about six times slower)
-NBVAL_ONE_AT_A_TIME := $(PY) -m pytest --nbval --nbval-current-env
 STUDENT_NOTEBOOKS := notebooks/en notebooks/zh
 # With every core busy, a torch that uses two threads shares a core with another process, and
 # OpenMP threads that spin while they wait for each other then run many times slower. Measured on
 # a busy 2-core machine, one lesson-03 training run: 8 s on one thread, 60-110 s on two spinning
 # threads, 7-8 s on two threads that sleep while they wait (PASSIVE). Results do not change.
-test test-paths: export OMP_WAIT_POLICY = PASSIVE
+# So the solutions, two torch threads each, run $(JOBS) notebooks at a time too: measured on a busy
+# 2-core machine with lessons 03 and 06, both notebooks' processes took 38 CPU-seconds one after
+# the other and 51 side by side (of which two more pytest workers' start-up: xdist's), where threads
+# that always spin (OMP_WAIT_POLICY=ACTIVE) had burnt 96 s in the two kernels alone before 49 of
+# their 68 cells had run. The cores they wanted ((CPU + run-queue time) / wall time, from
+# /proc/*/schedstat): 1.0 one at a time, 1.6 side by side.
+# The inner loop too: two test processes of two torch threads each on CI's two cores. Measured on a busy
+# 2-core machine, `make quick`'s tests of four modules (480 tests, -n 2): 49 CPU-seconds with OpenMP's
+# default wait, 38 with PASSIVE.
+test test-paths quick test-platforms: export OMP_WAIT_POLICY = PASSIVE
 # torch picks its CPU kernels by what the CPU can do (AVX2, AVX-512); ATEN_CPU_CAPABILITY=default
 # forces the portable ones. Kernel paths round and sum floats differently, so a fact learned by
 # training or sampling must hold on each path, not just on the one this machine runs natively.
@@ -171,7 +177,7 @@ KERNEL_PATHS := default $(if $(call cpu_has,avx2 fma),avx2) \
 test: setup
 	$(PY) -m pytest $(PARALLEL) -m "not platforms and not trains" tests
 	ATEN_CPU_CAPABILITY=default $(PY) -m pytest $(PARALLEL) -m trains tests
-	COURSE_THREADS=2 $(NBVAL_ONE_AT_A_TIME) notebooks/solutions
+	COURSE_THREADS=2 $(NBVAL) notebooks/solutions
 	COURSE_THREADS=1 ATEN_CPU_CAPABILITY=default $(NBVAL) $(STUDENT_NOTEBOOKS)
 
 # The inner loop, in under 3 minutes on CI's 2 cores: the build's and the public cases' checks (no
@@ -179,9 +185,11 @@ test: setup
 # grader, nor fuzzes, nor repeats a costly check proved in the loop elsewhere (`slow`: e.g. lesson 09's
 # generic exercise tests, Triton's interpreter), nor grades on a platform (`platforms`, `make
 # test-platforms`); no nbval. `make test` runs all of it again, and the rest but the platforms'.
+# (the two checks side by side, one process each on CI's two cores: measured on a busy 2-core machine, they
+# wanted 1.6 cores together: about 1/1.6 of the time they take one after the other; either failing fails)
 quick: setup
-	$(PY) -m course_teacher.build --check
-	$(PY) -m course_teacher.publish --check
+	$(PY) -m course_teacher.publish --check & publish=$$!; \
+		$(PY) -m course_teacher.build --check; built=$$?; wait $$publish && exit $$built
 	$(PY) -m pytest $(PARALLEL) -m "not trains and not slow and not platforms" tests
 
 # The trains tests and the student notebooks on every kernel path this CPU has (default, avx2,

@@ -160,6 +160,9 @@ def _leaky(folder):
     save(notebook, folder / L01)
 
 
+HONEST = (("honest-00", L00), ("honest-08", L08))  # (student, lesson): solved, graded beside the attacks and alone
+
+
 def _honest(folder, lesson):
     save(solved(lesson, "zh"), folder / lesson)
 
@@ -181,15 +184,17 @@ def graded(tmp_path_factory):
         save(answer(solved(lesson, "en"), exercise, source), root / label / lesson)
     _nested(root / "nested")
     _leaky(root / "leaky")
-    for student, lesson in (("honest-00", L00), ("honest-08", L08)):
+    for student, lesson in HONEST:
         _honest(root / student, lesson)
     code, files = _grade(root, tmp_path_factory.mktemp("out"))
-    alone = {}
-    for student, lesson in (("honest-00", L00), ("honest-08", L08)):
-        single = tmp_path_factory.mktemp(f"alone-{student}")
-        _honest(single / student, lesson)
-        alone[student] = _grade(single, tmp_path_factory.mktemp(f"alone-{student}-out"))[1]
-    return code, files, alone
+    # The honest submissions graded again with no attacker among them: one run for both (each has a
+    # sandbox and a kernel of its own in any run, so an honest neighbour can change nothing; one run
+    # saves a grader's start and grades the two side by side, as test_grade_hostile.py's `alone` does).
+    by_themselves = tmp_path_factory.mktemp("alone")
+    for student, lesson in HONEST:
+        _honest(by_themselves / student, lesson)
+    _, alone_files = _grade(by_themselves, tmp_path_factory.mktemp("alone-out"))
+    return code, files, {student: alone_files for student, _ in HONEST}
 
 
 def _rows(files, student):
