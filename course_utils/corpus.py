@@ -163,8 +163,9 @@ class Corpus:
             check.fail(function, "generator", check.describe(generator),
                        {"en": "a CPU torch.Generator (the windows are drawn on the CPU, the same on every machine)",
                         "zh": "CPU 上的 torch.Generator（窗口在 CPU 上抽取，每台机器都一样）"})
-        starts = torch.randint(len(data) - context, (batch,), generator=generator)  # (B,)
-        offsets = torch.arange(context + 1)  # (T + 1,)
+        # on the data's device (the CPU) whatever torch's default device is: the same windows everywhere
+        starts = torch.randint(len(data) - context, (batch,), generator=generator, device=data.device)  # (B,)
+        offsets = torch.arange(context + 1, device=data.device)  # (T + 1,)
         windows = data[starts[:, None] + offsets]  # (B, T + 1)
         return windows[:, :-1], windows[:, 1:]  # (B, T) each: y is x one character on
 

@@ -151,12 +151,14 @@ def parallel_attention(model, corpus, texts):
         if 1 < len(poem) <= model.config.context and couplets(poem):
             by_length.setdefault(len(poem), []).append(poem)
     parallel, others, pairs = 0.0, 0.0, 0
+    device = next(model.parameters()).device
     for group in by_length.values():  # poems of one length go through the model as one batch
-        maps = model.attention_maps(torch.stack([corpus.encode(poem) for poem in group]))  # (layers, B, H, L, L)
+        tokens = torch.stack([corpus.encode(poem) for poem in group]).to(device)  # (B, L)
+        maps = model.attention_maps(tokens)  # (layers, B, H, L, L)
         for b, poem in enumerate(group):
             for start, n in couplets(poem):
-                queries = torch.arange(start + n + 1, start + 2 * n + 1)  # (n,): the second line's characters
-                first = torch.arange(start, start + n)  # (n,): the first line's
+                queries = torch.arange(start + n + 1, start + 2 * n + 1, device=device)  # (n,): the second line's
+                first = torch.arange(start, start + n, device=device)  # (n,): the first line's characters
                 weights = maps[:, b][:, :, queries][..., first]  # (layers, H, n, n): query k on key i
                 on_parallel = weights.diagonal(dim1=-2, dim2=-1)  # (layers, H, n)
                 parallel = parallel + on_parallel.sum(-1)

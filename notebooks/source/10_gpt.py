@@ -242,11 +242,11 @@ print(block.attention.heads, tuple(block.attention.mha.q_proj.weight.shape), tup
 #
 # The check compares it with `block(x, torch.arange(L))[0]`, the values and the gradients with respect
 # to x and every parameter. It refuses what would do the work for you: `Block.forward`,
-# `CausalSelfAttention.forward`, `gpt.causal_attention`, PyTorch's fused
+# `CausalSelfAttention.forward`, `gpt.causal_attention` (and `gpt._attend`, which it calls), PyTorch's fused
 # `torch.nn.functional.scaled_dot_product_attention`, `nn.MultiheadAttention.forward` and lesson 04's
 # `FusedMultiheadAttention.forward` (the projections' own `nn.Linear` calls are fine).
 
-# %% [markdown] tags=["lang-zh"] en_hash="58f401c0fd"
+# %% [markdown] tags=["lang-zh"] en_hash="635b6b08f9"
 # ### 练习 1：因果解码器块
 #
 # 写出 `causal_block(x, block)`：x 是形状为 $(B, L, E)$ 的浮点张量，`block` 是使用可学习位置嵌入的 `gpt.Block`。用这个块自己的权重依次计算：
@@ -257,7 +257,7 @@ print(block.attention.heads, tuple(block.attention.mha.q_proj.weight.shape), tup
 # 4. 把各个头合并回 $(B, L, E)$，经过 `block.attention.mha.out_proj`，加到 x 上；
 # 5. 返回 `x + block.feed_forward(block.norm2(x))`，形状 $(B, L, E)$。
 #
-# 检查会把它与 `block(x, torch.arange(L))[0]` 对照：比较数值，以及对 x 和每个参数的梯度。能替你完成这项工作的都不接受：`Block.forward`、`CausalSelfAttention.forward`、`gpt.causal_attention`、PyTorch 的融合注意力 `torch.nn.functional.scaled_dot_product_attention`、`nn.MultiheadAttention.forward` 以及第 04 课的 `FusedMultiheadAttention.forward`（投影本身的 `nn.Linear` 调用可以用）。
+# 检查会把它与 `block(x, torch.arange(L))[0]` 对照：比较数值，以及对 x 和每个参数的梯度。能替你完成这项工作的都不接受：`Block.forward`、`CausalSelfAttention.forward`、`gpt.causal_attention`（以及它调用的 `gpt._attend`）、PyTorch 的融合注意力 `torch.nn.functional.scaled_dot_product_attention`、`nn.MultiheadAttention.forward` 以及第 04 课的 `FusedMultiheadAttention.forward`（投影本身的 `nn.Linear` 调用可以用）。
 
 # %% tags=["exercise"] exercise="10.causal_block"
 def causal_block(x, block):
