@@ -221,6 +221,15 @@ def load(name):
     return Corpus(name, read_text(name))
 
 
+def check_corpus(function, argument, value):
+    """`value` when it is a ``Corpus`` (``load``'s), said as `function`'s `argument` otherwise."""
+    if not isinstance(value, Corpus):
+        check.fail(function, argument, check.describe(value),
+                   {"en": "a corpus, e.g. corpus.load('shakespeare') or corpus.load('tang')",
+                    "zh": "语料，例如 corpus.load('shakespeare') 或 corpus.load('tang')"})
+    return value
+
+
 def uniform_loss(vocab_size):
     """ln V: the cross-entropy of a model that gives every character the same probability (an untrained one)."""
     check.positive_int("uniform_loss", "vocab_size", vocab_size)

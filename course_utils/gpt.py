@@ -86,13 +86,7 @@ class GPTConfig:
         check.positive_int(function, "d_ff", self.d_ff)
         check.one_of(function, "positions", self.positions, POSITIONS)
         check.one_of(function, "attention", self.attention, ATTENTIONS)
-        head_dim, rest = divmod(self.d_model, self.heads)
-        if rest or (self.positions == "rope" and head_dim % 2):
-            even = {"en": ", leaving an even head size (RoPE rotates pairs)", "zh": "，且每个头的大小为偶数（RoPE 两两旋转）"} \
-                if self.positions == "rope" else {"en": "", "zh": ""}
-            check.fail(function, "heads", check.describe(self.heads),
-                       {"en": f"a divisor of d_model = {self.d_model}{even['en']}",
-                        "zh": f"d_model = {self.d_model} 的约数{even['zh']}"})
+        _block_sizes(function, self.d_model, self.heads, self.positions == "rope")
         sizes = {"vocab": self.vocab, "context": self.context, "d_model": self.d_model, "layers": self.layers,
                  "d_ff": self.d_ff}
         check.parameters_fit(function, sizes, self.layers * self.d_model * (4 * self.d_model + 2 * self.d_ff)
@@ -175,14 +169,16 @@ def _implementation(function, argument, value):
 
 
 def _block_sizes(function, d_model, heads, rope):
-    """A layer's sizes said as its own (the parts inside would name theirs: embed_dim, num_heads)."""
+    """The sizes of a model or a layer said as `function`'s (the parts inside would name theirs:
+    embed_dim, num_heads): heads divide d_model, leaving an even head size with RoPE."""
     check.positive_int(function, "d_model", d_model)
     check.positive_int(function, "heads", heads)
     check.flag(function, "rope", rope)
     if d_model % heads or (rope and d_model // heads % 2):
+        even = {"en": ", leaving an even head size (RoPE rotates pairs)", "zh": "，且每个头的大小为偶数（RoPE 两两旋转）"} \
+            if rope else {"en": "", "zh": ""}
         check.fail(function, "heads", check.describe(heads),
-                   {"en": f"a divisor of d_model = {d_model}" + (", leaving an even head size" if rope else ""),
-                    "zh": f"d_model = {d_model} 的约数" + ("，且每个头的大小为偶数" if rope else "")})
+                   {"en": f"a divisor of d_model = {d_model}{even['en']}", "zh": f"d_model = {d_model} 的约数{even['zh']}"})
 
 
 class CausalSelfAttention(nn.Module):

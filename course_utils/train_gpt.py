@@ -277,9 +277,7 @@ def _autocast(device, precision):
 def evaluate(model, corpus, split, batch, context, batches, device, precision="float32"):
     """The mean LM loss over `batches` fixed windows of `split` (drawn from EVAL_SEED: the same each time)."""
     check.module("evaluate", "model", model, gpt.GPT)
-    if not isinstance(corpus, corpora.Corpus):
-        check.fail("evaluate", "corpus", check.describe(corpus),
-                   {"en": "a corpus, e.g. corpus.load('shakespeare')", "zh": "语料，例如 corpus.load('shakespeare')"})
+    corpora.check_corpus("evaluate", "corpus", corpus)
     check.positive_int("evaluate", "batches", batches)
     was_training = model.training
     model.eval()

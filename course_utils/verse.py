@@ -31,7 +31,7 @@ import torch
 
 from . import gpt
 from . import validation as check
-from .corpus import Corpus
+from .corpus import check_corpus
 
 #: What a poem's end looks like in the corpus, and so what a sampled poem is started after.
 POEM_END = "。\n\n"
@@ -67,7 +67,7 @@ def sample_poems(model, corpus, count=200, *, temperature=1.0, top_k=None, seed=
     ``torch.Generator`` seeded with `seed`, on the model's device, with ``GPT.generate``'s cache."""
     function = "sample_poems"
     check.module(function, "model", model, gpt.GPT)
-    _corpus(function, corpus)
+    check_corpus(function, "corpus", corpus)
     check.positive_int(function, "count", count)
     check.fits_in_memory(function, "count", count, count * (len(POEM_END) + LONGEST + 2), 8)
     missing = [c for c in POEM_END if c not in corpus.vocab]
@@ -109,7 +109,7 @@ LINE_LENGTHS = (5, 7)
 
 def poems(corpus, split="val"):
     """The poems of `split` of the Tang corpus: the texts between blank lines, in order."""
-    _corpus("poems", corpus)
+    check_corpus("poems", "corpus", corpus)
     check.one_of("poems", "split", split, ("train", "val"))
     text = corpus.text[corpus.boundary:] if split == "val" else corpus.text[:corpus.boundary]
     return [poem for poem in text.split("\n\n") if poem.strip()]
@@ -137,7 +137,7 @@ def parallel_attention(model, corpus, texts):
     `texts` (poems of at most the model's context; longer ones are left out)."""
     function = "parallel_attention"
     check.module(function, "model", model, gpt.GPT)
-    _corpus(function, corpus)
+    check_corpus(function, "corpus", corpus)
     if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
         check.fail(function, "texts", check.describe(texts), {"en": "a list of poems (str)", "zh": "由诗（str）组成的列表"})
     unknown = sorted({c for poem in texts for c in poem if c not in corpus.vocab})
@@ -170,9 +170,3 @@ def parallel_attention(model, corpus, texts):
                           "model's context",
                     "zh": "至少含有一行“A，B。”形式的对句（每边 5 或 7 个字）、且不超过模型上下文长度的诗"})
     return {"parallel": parallel / pairs, "others": others / pairs, "pairs": pairs}
-
-
-def _corpus(function, corpus):
-    if not isinstance(corpus, Corpus):
-        check.fail(function, "corpus", check.describe(corpus),
-                   {"en": "a corpus, e.g. corpus.load('tang')", "zh": "语料，例如 corpus.load('tang')"})
