@@ -13,7 +13,9 @@ apart comes by the fourth character, well inside what a tab shows::
 The build renders to these names (course_teacher.sources), the links between notebooks follow them, and
 the learner's work folder holds its copies under them. A learner's previous copy of an updated lesson goes
 to a folder of its own per language, named with the date first (``zh/before-update/2026-12-07_123005_
-01_注意力基础.ipynb``), so that no tab or row of the browser reads like the live lesson.
+01_注意力基础.ipynb``), so that no tab or row of the browser reads like the live lesson. Updates before that kept
+it beside the lesson (``01_attention_basics.before-update-20261128-073413.ipynb``); ``moved_before_update`` says
+where such a copy goes now (course_utils.learner.move_old_copies moves it).
 
 This module is in the learner's package because the learner's folder needs the homes' and glossaries'
 names (course_utils.learner); the teacher's tools read it through course_teacher.sources.
@@ -48,6 +50,10 @@ ZH_LESSONS = {
 #: an update, and how a copy there is named: the time first, so that it never reads like the live lesson.
 BEFORE_UPDATE = "before-update"
 BEFORE_UPDATE_TIME = "%Y-%m-%d_%H%M%S"
+#: How an update named that copy before (until 2026-12): beside the lesson, the lesson's name then (the Chinese
+#: copies had the English names), then the local time: ``01_attention_basics.before-update-20261128-073413.ipynb``.
+OLD_BEFORE_UPDATE = re.compile(r"(?P<stem>.+?)\.before-update-(?P<time>.*)\.ipynb")
+OLD_BEFORE_UPDATE_TIME = "%Y%m%d-%H%M%S"
 #: A lesson's notebook: its two-digit number, an underscore, its name.
 LESSON = re.compile(r"(\d\d)_.+\.ipynb")
 
@@ -105,4 +111,29 @@ def before_update(name, now=None):
                     "zh": "笔记本的文件名，例如 '01_注意力基础.ipynb'"})
     if now is not None:
         check.number("before_update", "now", now, non_negative=True)
-    return f"{BEFORE_UPDATE}/{time.strftime(BEFORE_UPDATE_TIME, time.localtime(now))}_{name}"
+    return _before_update(name, time.localtime(now))
+
+
+def _before_update(name, when):
+    return f"{BEFORE_UPDATE}/{time.strftime(BEFORE_UPDATE_TIME, when)}_{name}"
+
+
+def moved_before_update(name, mtime):
+    """Where a copy that an earlier update kept beside the lesson (OLD_BEFORE_UPDATE) goes now, relative to its
+    language's folder, else None (`name` is no such copy): ``01_attention_basics.before-update-20261128-073413.ipynb``
+    -> ``before-update/2026-11-28_073413_01_attention_basics.ipynb``, the lesson's name as it was. The time is the
+    one in the name (local time, as written: no clock conversion can shift it), or `mtime` (the file's, seconds
+    since the epoch) where the name's cannot be read."""
+    if not isinstance(name, str) or "/" in name:
+        check.fail("moved_before_update", "name", check.describe(name),
+                   {"en": "a file's name, such as '01_attention_basics.before-update-20261128-073413.ipynb'",
+                    "zh": "文件名，例如 '01_attention_basics.before-update-20261128-073413.ipynb'"})
+    check.number("moved_before_update", "mtime", mtime)
+    found = OLD_BEFORE_UPDATE.fullmatch(name)
+    if found is None:
+        return None
+    try:
+        when = time.strptime(found.group("time"), OLD_BEFORE_UPDATE_TIME)
+    except ValueError:  # renamed by hand, or a time that never was (20261399-…)
+        when = time.localtime(max(mtime, 0))
+    return _before_update(f"{found.group('stem')}.ipynb", when)

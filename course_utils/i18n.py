@@ -790,6 +790,13 @@ MESSAGES = {
     },
     "learner.up_to_date": {"en": "Every lesson you have is the course's latest: nothing to update.",
                            "zh": "你的每一课都已是课程的最新版本：无需更新。"},
+    # a copy an earlier `make update` kept beside its lesson, moved to before-update/ (course_utils.learner.move_old_copies)
+    "learner.old_copy_moved": {
+        "en": "{old}: a copy of your lesson kept by an earlier update, moved to {new} (the folder where updates "
+        "keep your previous copies now, out of the way of your lessons).",
+        "zh": "{old}：这是早先一次更新保存的课程副本，已移到 {new}（更新现在把你之前的副本都放在这个文件夹里，"
+        "不再和课程混在一起）。",
+    },
     # lesson 08: the tile pictures, the memory plot and the tile explorer (viz.tiled, widgets.tiled)
     "l08.plot.full": {"en": "computed, no mask", "zh": "计算，无需掩码"},
     "l08.plot.partial": {"en": "computed, masked", "zh": "计算，需要掩码"},

@@ -8,7 +8,8 @@
    changed since they were copied (``make update`` brings them in).
 2. ``trim_workspace``: JupyterLab reopens what was open when it last closed, and starts a kernel for
    every notebook it reopens. The saved layout is cut to the home and the lesson the learner worked
-   in last, so a relaunch starts two kernels, not one per lesson ever opened.
+   in last, so a relaunch starts two kernels, not one per lesson ever opened. A Chinese lesson the layout
+   names as the Chinese copies were named before (the English name) comes back under its name now.
 3. JupyterLab, rooted at the work folder (the file browser shows the learner's copies, not the
    course's notebooks nor the solutions), opening the home of the language, with a layout of its
    own per language (``work/.workspaces/en``, ``zh``). ``--no-browser`` starts it without opening a
@@ -32,7 +33,7 @@ import time
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-from . import atomic_files, i18n, learner
+from . import atomic_files, file_names, i18n, learner
 
 DEFAULT_PORT, DEFAULT_IP = 8888, "localhost"
 #: The folder of each language's JupyterLab layout, in the work folder.
@@ -76,16 +77,31 @@ def _widgets(area):
     return found
 
 
-def _located(path, work):
+def _located(path, work, course=learner.NOTEBOOKS):
     """`path` as JupyterLab rooted at the work folder names it: as saved, or as a JupyterLab rooted at
-    the repository saved it (before: "work/en/01_x.ipynb"); None where the work folder has no such file."""
+    the repository saved it (before: "work/en/01_x.ipynb"), or a Chinese lesson's under its name now where it
+    was saved under its old one (_renamed); None where the work folder has no such file."""
     work = Path(work)
-    if (work / path).is_file():
-        return path
     prefix = work.resolve().name + "/"
-    if path.startswith(prefix) and (work / path[len(prefix):]).is_file():
-        return path[len(prefix):]
+    for saved in (path, path[len(prefix):] if path.startswith(prefix) else None):
+        for found in (saved, saved and _renamed(saved, course)):
+            if found and (work / found).is_file():
+                return found
     return None
+
+
+def _renamed(path, course):
+    """A Chinese lesson's path under its name now ("zh/01_注意力基础.ipynb") where `path` names it as the
+    Chinese copies were named before they had names of their own, the English one ("zh/01_attention_basics.ipynb",
+    a lesson of `course`'s en/): the rename is by number (course_utils.file_names). Else None."""
+    lang, _, name = path.partition("/")
+    number = file_names.lesson_number(name)
+    if lang != "zh" or number not in file_names.ZH_LESSONS or not (Path(course) / "en" / name).is_file():
+        return None
+    try:
+        return f"zh/{file_names.lesson_notebook(name[:-len('.ipynb')], 'zh')}"
+    except ValueError:  # a name no source could have (file_names' error): nothing it was renamed to
+        return None
 
 
 def keep(open_paths, current, work, lang):
@@ -107,11 +123,11 @@ def keep(open_paths, current, work, lang):
     return [home] + ([last] if last else [])
 
 
-def trim_workspace(work, lang):
+def trim_workspace(work, lang, course=learner.NOTEBOOKS):
     """Cut every saved layout of `lang`'s JupyterLab to the home and the last lesson (see `keep`):
-    its main area becomes one tab area holding them, the last lesson current; what no longer names a
-    file of the work folder is dropped; the side panels are left as they were. Returns the files
-    rewritten."""
+    its main area becomes one tab area holding them, the last lesson current; a Chinese lesson saved under
+    its old name (`course`'s English one) is reopened under its name now; what names no file of the work
+    folder is dropped; the side panels are left as they were. Returns the files rewritten."""
     written = []
     for path in sorted(workspaces(work, lang).glob("*.jupyterlab-workspace")):
         try:
@@ -124,10 +140,10 @@ def trim_workspace(work, lang):
             continue
         if not isinstance(main, dict):
             continue
-        open_paths = [_located(p, work) for p in map(_notebook_path, _widgets(main.get("dock"))) if p]
+        open_paths = [_located(p, work, course) for p in map(_notebook_path, _widgets(main.get("dock"))) if p]
         open_paths = list(dict.fromkeys(p for p in open_paths if p))
         current = _notebook_path(main.get("current"))
-        ids = [f"notebook:{p}" for p in keep(open_paths, current and _located(current, work), work, lang)]
+        ids = [f"notebook:{p}" for p in keep(open_paths, current and _located(current, work, course), work, lang)]
         main["dock"] = {"type": "tab-area", "currentIndex": len(ids) - 1, "widgets": ids}
         main["current"] = ids[-1]
         for key in list(data):  # the state of each widget no longer open (its kernel session with it)
@@ -250,7 +266,7 @@ def announcement(lang, address, browser, remote_hint, port, changed, work):
 def main(args, lang):
     work = Path(args.work)
     changed = learner.prepare(work, lang, args.course, announce=False)  # (announced last, below)
-    trim_workspace(work, lang)
+    trim_workspace(work, lang, args.course)
     remote = args.no_browser or args.ip not in (DEFAULT_IP, "127.0.0.1")
     line = command(work, lang, args.port, args.ip, not args.no_browser, args.jupyter)  # the options it does not know
     return serve(line, lambda address: announcement(lang, address, not args.no_browser, remote, args.port, changed, work),

@@ -41,6 +41,8 @@ kept and where, and the learner's previous copy is kept in a folder of its own,
 A lesson the course renamed (the Chinese copies had the English names before) is a changed lesson: ``copy``
 does not copy it again beside the learner's old-named copy, and ``update`` merges that copy into the lesson under
 its new name (matched by its number, ``renamed_lessons``), the old file kept in ``before-update/``.
+Updates before kept the previous copy beside the lesson (``NN_name.before-update-<time>.ipynb``): ``copy`` and
+``update`` move each into ``before-update/``, named as now (``move_old_copies``), and say so.
 Which cells are the course's is what the copy recorded (each cell's id and a digest of its text). Every file is
 written beside its place and moved over it, the old copy first: an update stopped at any point
 leaves each notebook whole, the learner's answers in one of them at least.
@@ -279,6 +281,49 @@ def _old_names(work, course, lang, lessons):
         if f"{lang}/{path.name}" in lessons or path.name in elsewhere:
             found.setdefault(new, path.name)
     return found
+
+
+def move_old_copies(work, languages=i18n.LANGUAGES):
+    """Move each copy an earlier update kept beside its lesson (``work/zh/01_attention_basics.before-update-
+    20261128-073413.ipynb``) into its language's before-update/ folder, named as an update names it now
+    (file_names.moved_before_update): they cluttered the file browser and read like lessons. A name taken
+    there by another file gets a number (``…_01_attention_basics-2.ipynb``): nothing is overwritten; a copy
+    whose bytes are already there under that name is the same file, moved before, and is removed. Returns
+    [(its old path, its new path)]; a second run finds nothing to move."""
+    _folder("move_old_copies", "work", work)
+    _languages("move_old_copies", languages)
+    moved = []
+    for lang in languages:
+        folder = Path(work) / lang
+        for path in sorted(folder.glob("*.before-update-*.ipynb")) if folder.is_dir() else []:
+            try:
+                if not path.is_file():
+                    continue
+                place = file_names.moved_before_update(path.name, path.stat().st_mtime)
+                if place is None:
+                    continue
+                target, there = _free_place(folder / place, path.read_bytes())
+                if there:
+                    path.unlink()  # the same bytes are there already (put back from a backup?): one is enough
+                else:
+                    target.parent.mkdir(exist_ok=True)
+                    os.rename(path, target)  # (one file system: the file is in one place or the other)
+            except OSError:
+                continue  # a file that cannot be read or moved stays where it is, as it is
+            moved.append((path, target))
+    return moved
+
+
+def _free_place(wanted, data):
+    """(where a file holding `data` goes, whether it is there already): `wanted`, or the first of `wanted`
+    with -2, -3, … after its stem that no file holds, unless one on the way holds `data` already."""
+    for number in range(1, 10_000):
+        place = wanted if number == 1 else wanted.with_name(f"{wanted.stem}-{number}{wanted.suffix}")
+        if not place.exists():
+            return place, False
+        if place.is_file() and place.read_bytes() == data:
+            return place, True
+    raise OSError(f"no free name for {wanted}")
 
 
 def renamed_lessons(work, course=NOTEBOOKS, languages=i18n.LANGUAGES):
@@ -849,6 +894,7 @@ def prepare(work, lang, course=NOTEBOOKS, root=ROOT, announce=True):
     (the launch says it itself, after JupyterLab's log). Returns those lessons."""
     _folder("prepare", "work", work)
     _lang("prepare", lang)
+    _say_moved(lang, move_old_copies(work))
     for path in copy_course(work, course):
         print(i18n.text(lang, "learner.copied", path=path))
     sync_assets(work, root)
@@ -863,10 +909,17 @@ def prepare(work, lang, course=NOTEBOOKS, root=ROOT, announce=True):
     return changed
 
 
+def _say_moved(lang, moved):
+    """Say where each copy move_old_copies moved went (one line each: a learner looking for it finds it)."""
+    for old, new in moved:
+        print(i18n.text(lang, "learner.old_copy_moved", old=old, new=new.relative_to(old.parent).as_posix()))
+
+
 def update(work, lang, course=NOTEBOOKS, only=None):
     """`python -m course_utils update`: print what update_course did."""
     _folder("update", "work", work)
     _lang("update", lang)
+    _say_moved(lang, move_old_copies(work))
     done = update_course(work, course, only=only)
     for lesson in done:
         kept_text = ", ".join(lesson.kept) if lesson.kept else i18n.text(lang, "learner.kept_none")
