@@ -790,7 +790,7 @@ MESSAGES = {
     },
     "learner.up_to_date": {"en": "Every lesson you have is the course's latest: nothing to update.",
                            "zh": "你的每一课都已是课程的最新版本：无需更新。"},
-    # a copy an earlier `make update` kept beside its lesson, moved to before-update/ (course_utils.learner.move_old_copies)
+    # a copy an earlier `make update` kept beside its lesson, moved to before-update/ (learner.move_old_copies)
     "learner.old_copy_moved": {
         "en": "{old}: a copy of your lesson kept by an earlier update, moved to {new} (the folder where updates "
         "keep your previous copies now, out of the way of your lessons).",
