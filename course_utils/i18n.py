@@ -794,8 +794,8 @@ MESSAGES = {
     "learner.old_copy_moved": {
         "en": "{old}: a copy of your lesson kept by an earlier update, moved to {new} (the folder where updates "
         "keep your previous copies now, out of the way of your lessons).",
-        "zh": "{old}：这是早先一次更新保存的课程副本，已移到 {new}（更新现在把你之前的副本都放在这个文件夹里，"
-        "不再和课程混在一起）。",
+        "zh": "{old}：这是早先一次更新保存的你这一课的旧副本，已移到 {new}（更新现在把你之前的副本都放在这个文件夹里，"
+        "不再和课程文件混在一起）。",
     },
     # lesson 08: the tile pictures, the memory plot and the tile explorer (viz.tiled, widgets.tiled)
     "l08.plot.full": {"en": "computed, no mask", "zh": "计算，无需掩码"},
