@@ -132,11 +132,18 @@ def test_copy_and_update_move_old_copies_and_bring_the_layouts_tab_back_under_th
     assert files(work) == settled
 
 
-def test_a_layout_saved_by_the_repository_rooted_lab_or_naming_no_lesson(old_work):
-    """The old name is rewritten also under the repository-rooted JupyterLab's prefix (work/zh/…); a name of the
-    learner's own with a lesson's number, or of no file at all, matches nothing and is dropped as before."""
+def test_a_layout_saved_by_the_repository_rooted_lab_or_naming_no_lesson(old_work, capsys):
+    """`make update` run first moves the old copies too (said in English to an English learner). The old name is
+    rewritten also under the repository-rooted JupyterLab's prefix (work/zh/…); a name of the learner's own with a
+    lesson's number, or of no file at all, matches nothing and is dropped as before."""
     course, work = old_work
-    learner.update(work, "zh", course)
+    before = files(work)
+    learner.update(work, "en", course)
+    said, after = capsys.readouterr().out, files(work)
+    for lang in ("en", "zh"):
+        old = f"{lang}/01_attention_basics.before-update-{STAMP}.ipynb"
+        assert after[f"{lang}/{MOVED}"] == before[old] and old not in after
+        assert i18n.text("en", "learner.old_copy_moved", old=work / old, new=MOVED) in said.splitlines(), said
     path = next(launch.workspaces(work, "zh").glob("*.jupyterlab-workspace"))
     for saved, kept in ((f"work/zh/{EN}", f"zh/{ZH}"), ("zh/01_my_notes.ipynb", None), ("zh/99_gone.ipynb", None),
                         (f"en/{EN}", f"en/{EN}"), (f"zh/{ZH}", f"zh/{ZH}")):
