@@ -52,7 +52,7 @@ BEFORE_UPDATE = "before-update"
 BEFORE_UPDATE_TIME = "%Y-%m-%d_%H%M%S"
 #: How an update named that copy before (until 2026-12): beside the lesson, the lesson's name then (the Chinese
 #: copies had the English names), then the local time: ``01_attention_basics.before-update-20261128-073413.ipynb``.
-OLD_BEFORE_UPDATE = re.compile(r"(?P<stem>.+?)\.before-update-(?P<time>.*)\.ipynb")
+OLD_BEFORE_UPDATE = re.compile(r"(?P<stem>\d\d_.+?)\.before-update-(?P<time>.*)\.ipynb")  # (lessons only)
 OLD_BEFORE_UPDATE_TIME = "%Y%m%d-%H%M%S"
 #: A lesson's notebook: its two-digit number, an underscore, its name.
 LESSON = re.compile(r"(\d\d)_.+\.ipynb")

@@ -179,8 +179,9 @@ def test_a_taken_name_is_never_overwritten_and_a_copy_already_there_is_not_kept_
     assert learner.move_old_copies(work) == [(first, taken.with_name(taken.stem + "-2.ipynb"))]
     assert not first.exists()
     assert sorted(p.name for p in folder.iterdir()) == sorted([taken.name, taken.stem + "-2.ipynb"])
-    # what is not an old copy stays: a lesson, a notes file, a folder with such a name
+    # what is not an old copy stays: a lesson, a notes file, a notebook of the learner's, a folder with such a name
     (work / "en" / EN).write_text("lesson")
+    (work / "en" / "my.before-update-ideas.ipynb").write_text("mine")
     (work / "en" / "notes.before-update.txt").write_text("notes")
     (work / "en" / f"x.before-update-{STAMP}.ipynb").mkdir()
     assert learner.move_old_copies(work) == []
