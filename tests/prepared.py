@@ -5,14 +5,13 @@ prepared once per test process and seed, as the grader prepares its answer key o
 every call: the reference run on every public and hidden case with its gradients, and every known mistake
 run on every case (what names a mistake). That is most of a call's time (measured: three quarters of
 test_exercises' hidden-case sweep), and the same for every function judged on one exercise and seed. Here
-it is done once: ``evaluate`` below is the same judgement, ``grading.judge(reference,
-grading.collect(reference.calls, function))``, on a Reference kept for the next function. A judgement
-leaves its Reference as it was (the grader judges every submission of a class against one), apart from
-the names and labels it sets afresh on each case every time.
+it is done once and handed to ``evaluate`` as its prepared key (``reference=``): the same judgement, on a
+Reference kept for the next function. A judgement leaves its Reference as it was (the grader judges every
+submission of a class against one), apart from the names and labels it sets afresh on each case every time.
 """
 
 from course_teacher.exercises import EXERCISES, prepare
-from course_utils.exercises import grading
+from course_teacher.exercises import evaluate as _evaluate
 
 # {(id of the exercise's registry entry, seed): (the entry, its Reference)}; the entry is kept so that its
 # id is not reused while the Reference is
@@ -29,7 +28,7 @@ def prepared(exercise, hidden_seed=None):
     return _PREPARED[key][1]
 
 
-def evaluate(exercise, function, *, hidden_seed=None):
+def evaluate(exercise, function, *, hidden_seed=None, time_limit=None):
     """course_teacher.exercises.evaluate's Verdict, on the Reference prepared once (``prepared``)."""
-    reference = prepared(exercise, hidden_seed)
-    return grading.judge(reference, grading.collect(reference.calls, function))
+    return _evaluate(exercise, function, hidden_seed=hidden_seed, time_limit=time_limit,
+                     reference=prepared(exercise, hidden_seed))

@@ -196,6 +196,32 @@ def test_the_public_data_is_what_the_teachers_references_give():
 
 
 @pytest.mark.slow  # (the grader's hidden cases, a kernel or a fresh process: not in `make quick`)
+def test_the_teachers_evaluate_on_a_prepared_key_gives_the_verdict_it_gives_alone():
+    """course_teacher.exercises.evaluate(..., reference=key) is how the tests judge many functions against
+    one key (tests/prepared.py): the verdict is the one it prepares itself, and a key of another exercise,
+    or with other cases than the seed asks for, is refused by name."""
+    from course_teacher.exercises import evaluate as teacher_evaluate
+    from course_teacher.exercises import prepare
+
+    spec = EXERCISES["01.scaled_dot"]
+    key = prepare(spec, HIDDEN_SEED)
+    for function in (spec.reference, *(mistake.fn for mistake in spec.mistakes)):
+        alone = teacher_evaluate(spec.id, function, hidden_seed=HIDDEN_SEED)
+        assert teacher_evaluate(spec.id, function, hidden_seed=HIDDEN_SEED, reference=key) == alone
+        assert teacher_evaluate(spec.id, function, hidden_seed=HIDDEN_SEED, reference=key) == alone  # key reused
+    assert {teacher_evaluate(spec.id, m.fn, hidden_seed=HIDDEN_SEED, reference=key).code for m in spec.mistakes} == {
+        m.code for m in spec.mistakes}
+    other = next(exercise for exercise in IDS if exercise.startswith("02."))
+    with pytest.raises(ValueError, match=rf"reference must be the prepared Reference of '01.scaled_dot'.*{other}"):
+        teacher_evaluate(spec.id, spec.reference, reference=prepared(other))
+    with pytest.raises(ValueError, match="hidden_seed"):
+        teacher_evaluate(spec.id, spec.reference, reference=key)  # a key with hidden cases, no seed
+    with pytest.raises(ValueError, match="hidden_seed"):
+        teacher_evaluate(spec.id, spec.reference, hidden_seed=HIDDEN_SEED, reference=prepared(spec.id))
+    with pytest.raises(ValueError, match="got one of 'dict'"):
+        teacher_evaluate(spec.id, spec.reference, reference={})
+
+
 def test_a_table_of_the_public_answers_fails_on_the_hidden_cases():
     """What the student's package holds (the public cases' results) cannot pass the grader."""
     from course_utils.exercises import public
