@@ -162,6 +162,11 @@ cpu_has = $(shell flags=" $$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -
 KERNEL_PATHS := default $(if $(call cpu_has,avx2 fma),avx2) \
 	$(if $(call cpu_has,avx512f avx512bw avx512vl avx512dq),avx512)
 
+# The test files that hold tests marked `trains`: the trains steps collect these alone (collecting the
+# whole suite cost each worker 31 CPU-seconds, these files 11; tests/conftest.py refuses a test marked
+# `trains` in a file that does not spell `mark.trains`, so none is missed).
+TRAINS_FILES := $(shell grep -l 'mark\.trains' tests/test_*.py 2>/dev/null)
+
 # 1. Unit, exercise, build and browser tests, on the CPU's native kernels, less those marked `trains`.
 # 2. The tests marked `trains` (they train models or state facts from sampling, on many seeds) on the
 #    portable kernels. Their facts meet a second kernel path in step 3, where the solutions, which
@@ -176,7 +181,7 @@ KERNEL_PATHS := default $(if $(call cpu_has,avx2 fma),avx2) \
 # should catch it if one does.
 test: setup
 	$(PY) -m pytest $(PARALLEL) -m "not platforms and not trains" tests
-	ATEN_CPU_CAPABILITY=default $(PY) -m pytest $(PARALLEL) -m trains tests
+	ATEN_CPU_CAPABILITY=default $(PY) -m pytest $(PARALLEL) -m trains $(TRAINS_FILES)
 	COURSE_THREADS=2 $(NBVAL) notebooks/solutions
 	COURSE_THREADS=1 ATEN_CPU_CAPABILITY=default $(NBVAL) $(STUDENT_NOTEBOOKS)
 
@@ -198,7 +203,7 @@ quick: setup
 test-paths: setup
 	@set -e; for path in $(KERNEL_PATHS); do \
 		echo "== ATEN_CPU_CAPABILITY=$$path"; \
-		ATEN_CPU_CAPABILITY=$$path $(PY) -m pytest $(PARALLEL) -m trains tests; \
+		ATEN_CPU_CAPABILITY=$$path $(PY) -m pytest $(PARALLEL) -m trains $(TRAINS_FILES); \
 		COURSE_THREADS=1 ATEN_CPU_CAPABILITY=$$path $(NBVAL) $(STUDENT_NOTEBOOKS); \
 	done
 

@@ -10,8 +10,10 @@ Reference kept for the next function. A judgement leaves its Reference as it was
 submission of a class against one), apart from the names and labels it sets afresh on each case every time.
 """
 
+import patience
 from course_teacher.exercises import EXERCISES, prepare
 from course_teacher.exercises import evaluate as _evaluate
+from course_utils.exercises.sandbox import TIME_LIMIT
 
 # {(id of the exercise's registry entry, seed): (the entry, its Reference)}; the entry is kept so that its
 # id is not reused while the Reference is
@@ -29,6 +31,12 @@ def prepared(exercise, hidden_seed=None):
 
 
 def evaluate(exercise, function, *, hidden_seed=None, time_limit=None):
-    """course_teacher.exercises.evaluate's Verdict, on the Reference prepared once (``prepared``)."""
-    return _evaluate(exercise, function, hidden_seed=hidden_seed, time_limit=time_limit,
+    """course_teacher.exercises.evaluate's Verdict, on the Reference prepared once (``prepared``).
+
+    `time_limit` None: the check's own limit for one call (sandbox.TIME_LIMIT) stretched by the machine's
+    slowness (tests/patience.py). A right answer that takes seconds on a quiet machine (lesson 09's kernels
+    under Triton's interpreter) was stopped on a busy one (measured: case 2 of 09.flash_forward_half past
+    10 s at a load of 10 on 2 cores), which would read as a wrong verdict."""
+    limit = patience.seconds(TIME_LIMIT) if time_limit is None else time_limit
+    return _evaluate(exercise, function, hidden_seed=hidden_seed, time_limit=limit,
                      reference=prepared(exercise, hidden_seed))
