@@ -177,13 +177,15 @@ TRAINS_FILES := $(shell grep -l 'mark\.trains' tests/test_*.py 2>/dev/null)
 #    not depend on the number of threads), the student notebooks (what a learner runs) on the
 #    portable kernels with one. The student notebooks run the solutions' code, less the solutions,
 #    so one kernel path each suffices: the facts that depend on the path are proved on both by step 2.
+#    One pytest for both kinds, each notebook's kernel started with its kind's settings
+#    (tests/nbval_env.py): the same workers take every notebook, longest first, with no second start
+#    and no core left idle while the first kind's last notebook ends.
 # No sanitize file: the notebooks print nothing that varies between runs or machines, and nbval
 # should catch it if one does.
 test: setup
 	$(PY) -m pytest $(PARALLEL) -m "not platforms and not trains" tests
 	ATEN_CPU_CAPABILITY=default $(PY) -m pytest $(PARALLEL) -m trains $(TRAINS_FILES)
-	COURSE_THREADS=2 $(NBVAL) notebooks/solutions
-	COURSE_THREADS=1 ATEN_CPU_CAPABILITY=default $(NBVAL) $(STUDENT_NOTEBOOKS)
+	$(NBVAL) -p tests.nbval_env notebooks/solutions $(STUDENT_NOTEBOOKS)
 
 # The inner loop, in under 3 minutes on CI's 2 cores: the build's and the public cases' checks (no
 # execution), then every test that neither trains (`trains`) nor starts a browser, a kernel or the

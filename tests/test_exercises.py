@@ -29,6 +29,29 @@ HIDDEN_SEED = 12345  # a teacher's
 MISTAKES = [(exercise, mistake) for exercise in IDS for mistake in EXERCISES[exercise].mistakes]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def public_data_read_once():
+    """The notebook's check (course_utils.evaluate) reads its exercise's public data from the file at every
+    call: 18 ms of a check's 190 (measured over two known mistakes of every exercise), the same file for the
+    ~1,900 checks here. Read once per exercise in this module instead: judging leaves a Reference as it was
+    (tests/prepared.py), and what the file holds is proved against the teacher's references by
+    test_the_public_data_is_what_the_teachers_references_give (publish.problems, which reads the files
+    itself). A read of another file (the grader's key) goes to the file as before."""
+    read = public.load
+    kept = {}
+
+    def load(exercise, file=None):
+        if file is not None:
+            return read(exercise, file)
+        if exercise not in kept:
+            kept[exercise] = read(exercise)
+        return kept[exercise]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(public, "load", load)
+        yield
+
+
 def test_every_lesson_so_far_has_at_least_three_exercises_with_three_mistakes_each():
     for lesson in build.lessons():
         ours = [e for e in IDS if e.startswith(f"{lesson}.")]
@@ -195,7 +218,6 @@ def test_the_public_data_is_what_the_teachers_references_give():
     assert publish.problems() == []
 
 
-@pytest.mark.slow  # (the grader's hidden cases, a kernel or a fresh process: not in `make quick`)
 def test_the_teachers_evaluate_on_a_prepared_key_gives_the_verdict_it_gives_alone():
     """course_teacher.exercises.evaluate(..., reference=key) is how the tests judge many functions against
     one key (tests/prepared.py): the verdict is the one it prepares itself, and a key of another exercise,
@@ -222,6 +244,7 @@ def test_the_teachers_evaluate_on_a_prepared_key_gives_the_verdict_it_gives_alon
         teacher_evaluate(spec.id, spec.reference, reference={})
 
 
+@pytest.mark.slow  # (the grader's hidden cases, a kernel or a fresh process: not in `make quick`)
 def test_a_table_of_the_public_answers_fails_on_the_hidden_cases():
     """What the student's package holds (the public cases' results) cannot pass the grader."""
     from course_utils.exercises import public
