@@ -5,6 +5,9 @@
     python -m course_teacher.build --check         re-render without executing; fail on drift (and
                                                  when the exercises' public data or the glossary
                                                  is stale)
+    python -m course_teacher.build --check --no-public
+                                                 the same, but for the exercises' public data
+                                                 (`python -m course_teacher.publish --check`)
     python -m course_teacher.build --markdown      re-render the committed notebooks' markdown
                                                  without executing (the lessons' text, the
                                                  glossary's links): for a change that touches no code
@@ -562,13 +565,16 @@ def refresh_markdown(only=None):
     return 1 if failed else 0
 
 
-def check(only=None):
+def check(only=None, public=True):
+    """Every problem --check finds, printed; 1 when there is one. `public=False` leaves out the exercises'
+    public data (publish.problems: half of the check's CPU time), for a caller that checks it apart:
+    `make quick` runs `publish --check` beside this, on the other core."""
     problems = [p for lesson, path in lessons(only).items() for p in check_lesson(lesson, path)]
     problems += check_home()
     problems += check_glossary()
     problems += check_learner_text(only)
     problems += [Problem("exercises", "course_utils/exercises/public", f"{text}: run `make notebooks`")
-                 for text in publish.problems()]
+                 for text in (publish.problems() if public else ())]
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     count = len(lessons(only))
@@ -596,9 +602,13 @@ def main(argv=None):
     mode.add_argument("--stamp-translations", action="store_true", help="mark the Chinese cells as up to date")
     mode.add_argument("--markdown", action="store_true",
                       help="re-render the committed notebooks' markdown without executing (their code must not change)")
+    parser.add_argument("--no-public", action="store_true",
+                        help="--check: leave the exercises' public data to `python -m course_teacher.publish --check`")
     args = parser.parse_args(argv)
+    if args.no_public and not args.check:
+        parser.error("argument --no-public: only with --check")
     if args.check:
-        return check(args.only)
+        return check(args.only, public=not args.no_public)
     if args.markdown:
         return refresh_markdown(args.only)
     if args.stamp_translations:
