@@ -46,6 +46,7 @@ same. Under nbgrader's execution a failed check raises (grading.check): its test
 """
 
 import argparse
+import copy
 import hashlib
 import json
 import os
@@ -53,6 +54,7 @@ import re
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import jupytext
 import nbformat
@@ -266,7 +268,7 @@ def render_home(lang):
     columns = catalogue(lang, "home.columns").split("|")
     rows = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     for lesson, path in lessons().items():
-        source = jupytext.read(path)
+        source = read_source(path)
         title = lesson_title(source, lang, lesson)
         what = teaches.get(lesson, {}).get(lang, "")
         time_needed = duration(lang, sum(times[lesson])) if lesson in times else "?"  # (check_home says so)
@@ -329,7 +331,7 @@ def lesson_outlines(lang):
     in the course's order: what the glossary's pages need of the lessons (glossary.outline)."""
     found = {}
     for lesson, path in lessons().items():
-        source = jupytext.read(path)
+        source = read_source(path)
         found[lesson] = {
             "notebook": notebook_name(path, lang),
             "title": {lang: lesson_title(source, lang, lesson) for lang in LANGUAGES},
@@ -384,8 +386,8 @@ def check_learner_text(only=None):
     English. `only`: just that lesson's source among the lessons."""
     terms, avoid = glossary_source()
     chosen = lessons(only)
-    entries = learner_text.texts(ROOT, chosen, tags, jupytext.read, terms)
-    names = learner_text.code_names(ROOT, lessons(), jupytext.read)
+    entries = learner_text.texts(ROOT, chosen, tags, read_source, terms)
+    names = learner_text.code_names(ROOT, lessons(), read_source)
     return [Problem("glossary", "learner text", text) for text in learner_text.problems(entries, terms, avoid, names)]
 
 
@@ -443,7 +445,7 @@ def _inputs(notebook):
 
 def check_lesson(lesson, lesson_path):
     """Problems with one lesson's source and its committed notebooks (nothing is executed)."""
-    source = jupytext.read(lesson_path)
+    source = read_source(lesson_path)
     problems = validate(lesson, source)
     exercise_cells = [c for c in source.cells if "exercise" in tags(c)]
     secrets = {line.strip() for c in exercise_cells for line in solution_lines(c) if len(line.strip()) >= 8}
@@ -473,6 +475,23 @@ def check_lesson(lesson, lesson_path):
                 if leaked:
                     problems.append(Problem(lesson, f"{label} cell {index}", f"solution text in a student notebook: {leaked[0]!r}"))
     return problems
+
+
+# ----------------------------------------------------------------------------- reading
+
+_parsed = {}  # {(path, its text): the notebook jupytext read from it}
+
+
+def read_source(path):
+    """jupytext.read(path), parsed once per text: --check reads each lesson's source about eight times
+    (the lesson, the homes' titles, the glossary's outlines in each language, the learner's text), and
+    parsing one costs 60 ms, validating every cell. A copy each time: a caller may change what it gets.
+    The key is the file's text, so a source rewritten since (stamp_translations) is read again."""
+    text = Path(path).read_text(encoding="utf-8")
+    key = (str(path), text)
+    if key not in _parsed:
+        _parsed[key] = jupytext.read(path)
+    return copy.deepcopy(_parsed[key])
 
 
 # ----------------------------------------------------------------------------- commands
@@ -505,7 +524,7 @@ def _valid_sources(only=None):
     any was not): each invalid one's problems printed, and left out."""
     sources, failed = {}, False
     for lesson, lesson_path in lessons(only).items():
-        source = jupytext.read(lesson_path)
+        source = read_source(lesson_path)
         problems = validate(lesson, source)
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
