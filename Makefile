@@ -188,7 +188,7 @@ test: setup
 # (the two checks side by side, one process each on CI's two cores: measured on a busy 2-core machine, they
 # wanted 1.6 cores together: about 1/1.6 of the time they take one after the other; either failing fails.
 # `build --check` leaves the public data to `publish --check` (--no-public): it compared them a second time,
-# 33 of its 61 CPU-seconds)
+# 8 of its 29 CPU-seconds, measured on a busy 2-core machine)
 quick: setup
 	$(PY) -m course_teacher.publish --check & publish=$$!; \
 		$(PY) -m course_teacher.build --check --no-public; built=$$?; wait $$publish && exit $$built
