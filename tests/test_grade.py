@@ -415,6 +415,19 @@ def test_a_forged_or_broken_answer_is_refused_not_believed(tmp_path):
         wire.load(tmp_path / "missing.pt")
 
 
+def test_the_answer_key_written_holds_the_submitted_lessons_only(tmp_path):
+    """main writes the key of the lessons its submissions are of (every lesson's references cost a minute
+    of CPU), read as grade_one reads them: from the file name, else the cells; none for a notebook of no
+    lesson, nor for one it cannot read (test_gradebook: a run of such notebooks writes no key at all)."""
+    save(render(LESSON_01, "zh"), tmp_path / "bo" / "week1" / "notes.ipynb")  # lesson 01 by its cells
+    (tmp_path / "cy").mkdir()
+    (tmp_path / "cy" / "notes.ipynb").write_text("{ not JSON", encoding="utf-8")
+    assert grader.submitted_lessons(submission.find(tmp_path)) == ["01"]
+    save(render(LESSON_01, "en"), tmp_path / "al" / LESSON_00)  # lesson 00 by its name (a mismatch)
+    assert grader.submitted_lessons(submission.find(tmp_path)) == ["00", "01"]
+    assert grader.submitted_lessons(submission.find(tmp_path / "cy")) == []
+
+
 def test_student_ids_come_from_the_first_folder_or_the_file_name(tmp_path):
     for path in ("a/00_x.ipynb", "a/week1/01_y.ipynb", "b.ipynb", ".ipynb_checkpoints/c.ipynb",
                  "a/.ipynb_checkpoints/00_x-checkpoint.ipynb", "grades/d/00_x.ipynb"):
