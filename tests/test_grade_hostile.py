@@ -58,6 +58,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import answer_keys
 import patience
 import pytest
 from submissions import answer, exercise_cell, insert, render, save, solved
@@ -1821,7 +1822,7 @@ time.sleep(SECONDS)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a uid per kernel, and its process limit, is the root mode's")
-def test_11_a_fork_bomb_in_one_grader_does_not_stop_another_graders_kernels(tmp_path):
+def test_11_a_fork_bomb_in_one_grader_does_not_stop_another_graders_kernels(tmp_path, tmp_path_factory):
     """Two graders on one machine (two assignments graded at once, or test modules run in parallel):
     RLIMIT_NPROC counts the processes of a uid machine-wide (launch.py), so a fork bomb in one
     grader's kernel must not take the process limit of the other grader's kernels. Each kernel
@@ -1849,7 +1850,8 @@ def test_11_a_fork_bomb_in_one_grader_does_not_stop_another_graders_kernels(tmp_
         (tmp_path / "work").mkdir()
         # (the limits stretched on a busy machine: what is proved is that the bomb takes none of this
         # grading's processes, not how fast it grades)
-        options = grader.Options(time_limit=patience.seconds(2), cell_timeout=patience.seconds(8), cells="own")
+        options = grader.Options(time_limit=patience.seconds(2), cell_timeout=patience.seconds(8), cells="own",
+                                 answers=answer_keys.key(tmp_path_factory, "00"))
         graded = grader.grade_one(tmp_path / "submissions" / "ann" / L00, "ann/00_tensor_shapes", "ann", options,
                                   folder=tmp_path / "work")
         assert held() == [uid], "the bomb let go before the other grading ended"
