@@ -297,8 +297,9 @@ def test_a_cached_step_runs_few_operations_per_layer_and_none_that_grow_the_cach
             counts[layers, steps] = seen.counts
     per_layer = (counts[3, 30] - counts[3, 10]) - (counts[1, 30] - counts[1, 10])  # 2 layers × 20 steps
     assert sum(per_layer.values()) / 40 <= 26, per_layer
-    made = {"cat", "ones", "tril_", "arange", "masked_fill", "empty"} & set(per_layer)
-    assert not made, per_layer  # in place: no concatenation, no mask, no positions made per layer and step
+    made = {"cat", "ones", "tril_", "arange", "masked_fill", "empty", "add"} & set(per_layer)
+    assert not made, per_layer  # in place: no concatenation, no mask, no positions, no new residual per layer and step
+    assert per_layer["add_"] == 2 * 40, per_layer  # the two residuals, added into the step's own tensor
 
 
 def test_a_cached_step_calls_no_module_inside_a_block():
