@@ -317,7 +317,8 @@ def test_a_cached_step_calls_no_module_inside_a_block():
             seen = collections.Counter()
             hook = nn.modules.module.register_module_forward_pre_hook(count)
             try:
-                model.generate(_tokens(1, 4), steps, temperature=0.8, top_k=5, generator=torch.Generator().manual_seed(0))
+                model.generate(_tokens(1, 4), steps, temperature=0.8, top_k=5,
+                               generator=torch.Generator().manual_seed(0))
             finally:
                 hook.remove()
             counts[layers, steps] = seen
