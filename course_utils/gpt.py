@@ -393,12 +393,13 @@ class GPT(nn.Module):
 
 @contextlib.contextmanager
 def _pytorch_gelu():
-    """oneDNN off while generate steps with the cache (``torch.backends.mkldnn.enabled``, a setting of the
-    whole process, put back after). Of what a cached step runs, only GELU goes to oneDNN, and each of its
-    calls sets up a oneDNN primitive: a fixed price of about 10 µs, several times that just after a step
-    has read its 19 MB of weights through the processor's caches, more than PyTorch's own kernel takes
-    to compute the same function (the values differ in the last bits; the characters sampled do not:
-    tests/test_gpt.py). At the lesson's size that was about a tenth of a step."""
+    """oneDNN off while generate steps with the cache (``torch.backends.mkldnn.enabled``: a setting of the
+    whole process, other threads' meanwhile too; put back after). Of what a cached step runs, only GELU
+    goes to oneDNN, and each of its calls sets up a oneDNN primitive: a fixed price of about 10 µs, several
+    times that just after a step has read its 19 MB of weights through the processor's caches, far more
+    than PyTorch's own kernel takes to compute the same function (the values differ in the last bits; the
+    characters sampled do not: tests/test_gpt.py). At the lesson's size, measured on a busy 2-CPU
+    machine, that was about a tenth of a step."""
     enabled = torch.backends.mkldnn.enabled
     torch.backends.mkldnn.enabled = False
     try:
