@@ -580,6 +580,28 @@ def test_a_kernel_that_dies_costs_its_exercise_and_the_next_get_a_fresh_kernel(t
     assert all(row.status == "passed" for exercise, row in rows.items() if exercise != "00.split_heads"), rows
 
 
+@needs_bwrap
+def test_a_kernel_whose_start_was_cut_off_is_replaced_not_used(tmp_path, monkeypatch, tmp_path_factory):
+    """On a machine busy enough, the grader's own start in a fresh kernel (its watcher: torch and the course
+    imported) could be cut off at a learner's cell time: every exercise then came back NO_RESULT ("module
+    'course_utils' has no attribute 'exercises'"). A start that did not finish is the kernel's failure, not the
+    learner's: that kernel is killed and a fresh one started, and the solutions pass."""
+    from course_teacher.grade import grader
+
+    real_run, cut = runner.Kernel.run, []
+
+    def run(kernel, code, timeout, **kwargs):
+        if code == grader._KERNEL_START and not cut:  # the first kernel's start cut off halfway through its imports
+            cut.append(timeout)
+            return real_run(kernel, code, 0.05, **kwargs)
+        return real_run(kernel, code, timeout, **kwargs)
+
+    monkeypatch.setattr(runner.Kernel, "run", run)
+    rows = _unscanned(monkeypatch, tmp_path, "en", "x = 1", answers=answer_keys.key(tmp_path_factory, "00"))
+    assert cut and cut[0] >= grader.KERNEL_START_S - 1, cut  # the start's own time, not a learner cell's 30 s
+    assert rows and all(row.status == "passed" for row in rows.values()), rows
+
+
 def test_a_python_under_tmp_is_bound_onto_the_sandboxs_own_tmp_not_hidden_by_it(monkeypatch):
     """A clone in /tmp has its venv there: the sandbox's /tmp (a capped memory file system) must be
     mounted before the Python folders are bound, or it hides them (bwrap: execvp ... No such file)."""

@@ -153,6 +153,9 @@ class _OutOfTime(Exception):
 
 
 _KERNEL_START = "import course_utils.exercises.kernel\ncourse_utils.exercises.kernel.start()"
+#: Seconds for _KERNEL_START in a fresh kernel (it imports torch and the course): the grader's own code, run
+#: before any of the learner's, so not held to a learner's cell time; a busy machine can take a while.
+KERNEL_START_S = 120.0
 
 
 class _GaveUp(Exception):
@@ -190,7 +193,11 @@ class _Run:
             kernel.start()  # KernelDied when it cannot
             self.kernel = kernel
             # before any cell: the threads alive now are the kernel's (a check fails while another runs)
-            kernel.run(_KERNEL_START, min(self.options.cell_timeout, self.remaining()), history=False)
+            started = kernel.run(_KERNEL_START, min(max(KERNEL_START_S, self.options.cell_timeout), self.remaining()),
+                                 history=False)
+            if not started.ok:  # cut off halfway (a machine too busy): a kernel without its watcher is no use
+                kernel.kill()
+                continue
             for cell in [c for c in self.ok if c.index < index]:  # again, after a death
                 reply = kernel.run(cell.source, min(self.options.cell_timeout, self.remaining()))
                 if not reply.ok:
