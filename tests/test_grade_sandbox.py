@@ -591,7 +591,7 @@ def test_a_kernel_whose_start_was_cut_off_is_replaced_not_used(tmp_path, monkeyp
     real_run, cut = runner.Kernel.run, []
 
     def run(kernel, code, timeout, **kwargs):
-        if code == grader._KERNEL_START and not cut:  # the first kernel's start cut off halfway through its imports
+        if code == grader.KERNEL_START and not cut:  # the first kernel's start cut off halfway through its imports
             cut.append(timeout)
             return real_run(kernel, code, 0.05, **kwargs)
         return real_run(kernel, code, timeout, **kwargs)

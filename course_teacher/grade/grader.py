@@ -152,8 +152,9 @@ class _OutOfTime(Exception):
     pass
 
 
-_KERNEL_START = "import course_utils.exercises.kernel\ncourse_utils.exercises.kernel.start()"
-#: Seconds for _KERNEL_START in a fresh kernel (it imports torch and the course): the grader's own code, run
+#: What the grader runs first in each fresh kernel: the check's watcher set up before any cell of the learner's.
+KERNEL_START = "import course_utils.exercises.kernel\ncourse_utils.exercises.kernel.start()"
+#: Seconds for KERNEL_START in a fresh kernel (it imports torch and the course): the grader's own code, run
 #: before any of the learner's, so not held to a learner's cell time; a busy machine can take a while.
 KERNEL_START_S = 120.0
 
@@ -193,7 +194,7 @@ class _Run:
             kernel.start()  # KernelDied when it cannot
             self.kernel = kernel
             # before any cell: the threads alive now are the kernel's (a check fails while another runs)
-            started = kernel.run(_KERNEL_START, min(max(KERNEL_START_S, self.options.cell_timeout), self.remaining()),
+            started = kernel.run(KERNEL_START, min(max(KERNEL_START_S, self.options.cell_timeout), self.remaining()),
                                  history=False)
             if not started.ok:  # cut off halfway (a machine too busy): a kernel without its watcher is no use
                 kernel.kill()
