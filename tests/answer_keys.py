@@ -17,16 +17,16 @@ from course_teacher.grade import grader
 from course_teacher.grade import key as answer_key
 
 
-def _shared(tmp_path_factory):
+def shared_folder(tmp_path_factory):
     """The folder every xdist worker of this session shares (the session's base temporary folder
-    without xdist)."""
+    without xdist): where what a session makes once is kept (here, and test_grade_hostile's runs)."""
     base = tmp_path_factory.getbasetemp()
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 def key(tmp_path_factory, *lessons):
     """The answer key of `lessons` ("00", ...), public seed, written once per test session."""
-    return _read(_shared(tmp_path_factory) / f"answer-key-{'-'.join(sorted(lessons))}")
+    return _read(shared_folder(tmp_path_factory) / f"answer-key-{'-'.join(sorted(lessons))}")
 
 
 @functools.cache

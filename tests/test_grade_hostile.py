@@ -1053,8 +1053,7 @@ def _once(tmp_path_factory, name, make):
     """make() once per test session, whichever xdist worker asks first; the other waits for it and
     reads its result (pickled in the session's shared temporary folder). A run made only once also
     keeps two graders of this module from sharing the two cores."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    shared = answer_keys.shared_folder(tmp_path_factory)
     done, failed = shared / f"hostile-{RUN}-{name}.pickle", shared / f"hostile-{RUN}-{name}.failed"
     with open(shared / f"hostile-{RUN}-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
