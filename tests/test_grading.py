@@ -14,6 +14,7 @@ import re
 import signal
 import sys
 import time
+import types
 import warnings
 
 import pytest
@@ -191,6 +192,34 @@ def test_swapping_the_body_of_the_packages_reference_is_undone_before_the_next_c
     assert verdict.status == FAILED and "scaled_dot_product_attention.__code__ (replaced)" in verdict.message
     assert course_utils.attention.scaled_dot_product_attention.__code__ is ORIGINAL_SDPA_CODE
     assert evaluate("03.self_attention", matches_the_poison).status == FAILED
+
+
+_SDPA = course_utils.attention.scaled_dot_product_attention
+# every route that sets a function's parts: the sandbox reads the parts again only after CPython's audit event for
+# such a write (audit.attribute_writes), so each route must raise it
+_BODY_SWAPS = {
+    "attribute": lambda body: setattr(_SDPA, "__code__", body.__code__),
+    "object.__setattr__": lambda body: object.__setattr__(_SDPA, "__code__", body.__code__),
+    "the descriptor": lambda body: types.FunctionType.__code__.__set__(_SDPA, body.__code__),
+    "defaults": lambda body: setattr(_SDPA, "__defaults__", (None, 0.0)),
+}
+
+
+@pytest.mark.parametrize("route", _BODY_SWAPS)
+def test_a_swapped_body_or_default_is_seen_and_undone_by_every_route_in_every_call(route):
+    def uniform(query, key, value, keep_mask=None, scale=None):
+        weights = torch.ones(*query.shape[:-1], key.shape[-2], dtype=value.dtype) / key.shape[-2]
+        return weights @ value, weights
+
+    def poisons(query, key, value):
+        _BODY_SWAPS[route](uniform)
+        return uniform(query, key, value)
+
+    defaults = _SDPA.__defaults__
+    for _ in range(2):  # the second call's snapshot reads the parts the first call's restore put back
+        verdict = evaluate("01.scaled_dot", poisons)
+        assert verdict.status == FAILED and "scaled_dot_product_attention.__code__ (replaced)" in verdict.message
+        assert _SDPA.__code__ is ORIGINAL_SDPA_CODE and _SDPA.__defaults__ is defaults
 
 
 def test_swapping_how_a_check_reads_its_data_is_undone():

@@ -353,20 +353,27 @@ def _watched():
 
 
 _ours = [None, []]
-_functions = [None, []]  # (the _ours it was listed for, [(function, namespace name, key)])
+# (the _ours it was listed for, [(function, namespace name, key)], [their (code, defaults, kwdefaults)], and
+# audit.attribute_writes() when those were read)
+_functions = [None, [], [], None]
 
 
 def snapshot():
     """What `restore` puts back."""
     namespaces = [(name, owner, kind, dict(_entries(owner, kind))) for name, owner, kind in _watched()]
     modules = {name: sys.modules.get(name) for name, _, kind, _ in namespaces if kind == "module"}
-    # the Python functions there: a learner's code can swap a function's body without rebinding it
-    if _functions[0] != _ours[0]:  # listed again when modules were loaded
-        _functions[:] = [_ours[0], [
-            (f, name, key) for name, _, _, entries in namespaces
-            for key, f in entries.items() if type(f) is types.FunctionType
-        ]]
-    functions = [(f, f.__code__, f.__defaults__, f.__kwdefaults__) for f, _, _ in _functions[1]]
+    # the Python functions there: a learner's code can swap a function's body without rebinding it. Reading
+    # a function's __code__ raises an audit event, so with hundreds of functions and a snapshot around every
+    # call of a check, their parts are read again only when one was set (audit.attribute_writes) or listed again.
+    writes = audit.attribute_writes()
+    if _functions[0] != _ours[0] or _functions[3] != writes:
+        if _functions[0] != _ours[0]:  # listed again when modules were loaded
+            _functions[:2] = [_ours[0], [
+                (f, name, key) for name, _, _, entries in namespaces
+                for key, f in entries.items() if type(f) is types.FunctionType
+            ]]
+        _functions[2:] = [[(f.__code__, f.__defaults__, f.__kwdefaults__) for f, _, _ in _functions[1]], writes]
+    functions = _functions[1], _functions[2], writes
     settings = [(name, getter()) for name, getter, _ in TORCH_SETTINGS]
     return namespaces, modules, functions, settings
 
@@ -392,7 +399,9 @@ def restore(saved):
             change = "added" if old is _ABSENT else "deleted" if new is _ABSENT else "replaced"
             changed.append((change, f"{owner_name}.{key}"))
             _try(_put, owner, kind, key, old)
-    for (f, code, defaults, kwdefaults), (_, owner_name, key) in zip(functions, _functions[1]):
+    listed, parts, writes = functions
+    for (f, owner_name, key), (code, defaults, kwdefaults) in zip(listed, parts) \
+            if audit.attribute_writes() != writes else ():
         if f.__code__ is not code or f.__defaults__ is not defaults or f.__kwdefaults__ is not kwdefaults:
             changed.append(("replaced", f"{owner_name}.{key}.__code__"))
             _try(setattr, f, "__code__", code)
