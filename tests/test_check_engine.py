@@ -5,6 +5,7 @@ introduces its exercises; the student render's stub speaks the notebook's langua
 not attempted."""
 
 import copy
+import os
 import re
 
 import jupytext
@@ -241,3 +242,33 @@ def test_a_verdict_names_the_returned_value_that_differs():
         finally:
             i18n.set_language("en")
         assert verdict.status == "failed" and expected in verdict.message, verdict.message
+
+
+def test_a_checks_public_data_is_its_own_copy_and_a_changed_file_is_read_again(tmp_path, monkeypatch):
+    """public.load decodes a file once a process and hands each check a deep copy: what one check's data
+    suffers (a learner's function may reach it) never reaches the next, views still share their storage,
+    and a file rewritten on disk (`make check` publishes again) is decoded again."""
+    from course_utils.exercises import public
+
+    exercise = "01.scaled_dot"
+    first, second = public.load(exercise), public.load(exercise)
+    args = first.cases[0].args
+    kept = second.cases[0].args[0].clone()
+    args[0].add_(1.0)
+    first.cases[0].expected[0].zero_()
+    assert torch.equal(public.load(exercise).cases[0].args[0], kept)
+    assert torch.equal(public.load(exercise).cases[0].expected[0], second.cases[0].expected[0])
+    # a file whose tensors share storage: the copy keeps them sharing, as the check's cases need
+    base = torch.arange(6.0)
+    data = torch.load(public.path(exercise), weights_only=True)
+    data["cases"][0]["args"][0] = base.view(2, 3)
+    data["cases"][0]["args"][1] = base.view(3, 2)
+    file = tmp_path / f"{exercise}.pt"
+    torch.save(data, file)
+    monkeypatch.setattr(public, "FOLDER", tmp_path)
+    a, b = public.load(exercise).cases[0].args[:2]
+    assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    data["cases"][0]["args"][0] = torch.full((2, 3), 7.0)
+    torch.save(data, file)
+    os.utime(file, ns=(1, 1))  # another time stamp, whatever the file system's resolution
+    assert torch.equal(public.load(exercise).cases[0].args[0], torch.full((2, 3), 7.0))

@@ -29,29 +29,6 @@ HIDDEN_SEED = 12345  # a teacher's
 MISTAKES = [(exercise, mistake) for exercise in IDS for mistake in EXERCISES[exercise].mistakes]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def public_data_read_once():
-    """The notebook's check (course_utils.evaluate) reads its exercise's public data from the file at every
-    call: 18 ms of a check's 190 (measured over two known mistakes of every exercise), the same file for the
-    ~1,900 checks here. Read once per exercise in this module instead: judging leaves a Reference as it was
-    (tests/prepared.py), and what the file holds is proved against the teacher's references by
-    test_the_public_data_is_what_the_teachers_references_give (publish.problems, which reads the files
-    itself). A read of another file (the grader's key) goes to the file as before."""
-    read = public.load
-    kept = {}
-
-    def load(exercise, file=None):
-        if file is not None:
-            return read(exercise, file)
-        if exercise not in kept:
-            kept[exercise] = read(exercise)
-        return kept[exercise]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(public, "load", load)
-        yield
-
-
 def test_every_lesson_so_far_has_at_least_three_exercises_with_three_mistakes_each():
     for lesson in build.lessons():
         ours = [e for e in IDS if e.startswith(f"{lesson}.")]

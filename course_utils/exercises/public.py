@@ -8,10 +8,15 @@ written by the teacher's side (``python -m course_teacher.publish``, from its re
 implementations), and ``make check`` fails when they no longer match it.
 
 The files are read with ``torch.load(weights_only=True)``: tensors, numbers, strings, lists and
-dicts, no code. Each check reads its file again, so nothing a learner's code does to one check's
-data reaches the next.
+dicts, no code. A file is decoded once a process (again when it changes on disk) and each check gets
+a deep copy of it, so nothing a learner's function does to one check's data reaches the next; the
+copy costs a few milliseconds where decoding costs a tenth of a second, at every check of a notebook,
+a grader's sweep and the test suite's thousands. A grader's answer key (`file`) is read each time and
+never kept: its hidden cases stay in no process longer than their check.
 """
 
+import copy
+import os
 from pathlib import Path
 
 import torch
@@ -34,10 +39,9 @@ def path(exercise):
 def load(exercise, file=None):
     """The Reference (expected.py) of `exercise`'s public cases (or of the cases in `file`, a file of the
     same format: a grader's answer key, course_teacher/grade/key.py)."""
-    file = path(exercise) if file is None else file
-    data = torch.load(file, weights_only=True)
+    data = torch.load(file, weights_only=True) if file is not None else _decoded(path(exercise))
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("exercise") != exercise:
-        raise ValueError(f"{file} is not the data of exercise {exercise!r}: run `make check`")
+        raise ValueError(f"{file or path(exercise)} is not the data of exercise {exercise!r}: run `make check`")
     cases = [Case(number, tuple(case["args"]), case["expected"], list(case["attached"]), list(case["weights"]),
                    dict(case["gradients"]), largest=case.get("largest"), hidden=case.get("hidden") is True)
              for number, case in enumerate(data["cases"], start=1)]
@@ -45,6 +49,19 @@ def load(exercise, file=None):
                      for m in data["mistakes"])
     return Reference(exercise, cases, tuple(data["tolerance"]), mistakes, tuple(data["forbidden"]),
                      list(data["names"]), int(data["points"]), tuple(data.get("returns", ())))
+
+
+def _decoded(file):
+    """A deep copy of `file`'s data (tensors sharing storage still share it, strides and requires_grad kept)."""
+    stat = os.stat(file)
+    seen = (stat.st_mtime_ns, stat.st_size)
+    kept = _kept.get(file)
+    if kept is None or kept[0] != seen:
+        kept = _kept[file] = seen, torch.load(file, weights_only=True)
+    return copy.deepcopy(kept[1])
+
+
+_kept = {}  # path -> ((mtime, size) when decoded, the decoded data): the package's public files only
 
 
 def encode(reference):
