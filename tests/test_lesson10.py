@@ -100,6 +100,17 @@ def test_an_untrained_model_singles_out_no_parallel_place_for_ten_seeds():
         assert found["pairs"] >= 1000 and 0.85 < ratio.min() and ratio.max() < 1.18, (seed, ratio)
 
 
+def test_sample_poems_draws_batch_after_batch_from_one_generator():
+    """More poems than verse.BATCH: every one returned, the first batch the poems a call of BATCH draws
+    (the same seeded generator, used first by that batch), the next batch new ones."""
+    tang = C.load("tang")
+    model = G.make_gpt(tang.vocab_size, seed=0, context=16, d_model=8, heads=2, layers=1).eval()
+    poems = verse.sample_poems(model, tang, verse.BATCH + 3, seed=4)
+    assert len(poems) == verse.BATCH + 3 and all(isinstance(poem, str) for poem in poems)
+    assert poems[:verse.BATCH] == verse.sample_poems(model, tang, verse.BATCH, seed=4)
+    assert poems[verse.BATCH:] != poems[:3]
+
+
 def test_couplets_are_the_lines_written_a_comma_b_full_stop():
     poem = "白日依山尽，黄河入海流。\n欲穷千里目，更上一层楼。"
     assert verse.couplets(poem) == [(0, 5), (13, 5)]
