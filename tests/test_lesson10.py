@@ -65,7 +65,8 @@ def test_the_live_run_beats_the_bigram_with_margin_for_ten_seeds():
 @pytest.mark.slow  # (three draws of 200 poems from the shipped model: 20 s, more on the default kernels)
 def test_the_shipped_tang_model_writes_well_formed_poems_on_three_more_seeds():
     """The notebook claims at least 95 % of 200 poems well formed at its setting (seed 0); the claim is the
-    model's, not one lucky draw's: it holds on seeds 1 to 3 too (98.5 %, 98 %, 97 % when written, on the AVX-512, AVX2 and default kernels alike)."""
+    model's, not one lucky draw's: it holds on seeds 1 to 3 too (98.5 %, 98 %, 97 % when written, the same
+    on the AVX-512, AVX2 and default kernels)."""
     draw = eval(_notebook_assignment("WELL_FORMED_DRAW"))  # the lesson's own count, temperature and top-k
     assert draw["count"] == 200 and draw["top_k"] is not None
     model, tang, _ = pretrained.load("tang")
