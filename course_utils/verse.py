@@ -12,8 +12,8 @@ A poem is **well formed** (``form``) when
 That is the form alone: not the tones (平仄), the rhyme or the parallelism a poet also obeys. A
 character model learns it only from the text, since nothing in it counts characters.
 
-``sample_poems(model, corpus, count)`` draws `count` poems from a trained model at once (one batch,
-KV-cached), each started after a poem's end (``"。\\n\\n"``) and read up to the next blank line;
+``sample_poems(model, corpus, count)`` draws `count` poems from a trained model (batches of
+``BATCH``, KV-cached), each started after a poem's end (``"。\\n\\n"``) and read up to the next blank line;
 ``well_formed_share`` is the share of them ``form`` accepts.
 
 **Parallelism** (对仗: the second line of a couplet answers the first word for word). In a couplet
@@ -37,6 +37,11 @@ from .corpus import check_corpus
 POEM_END = "。\n\n"
 #: The longest poem ``form`` accepts: four couplets of two seven-character lines, "，", "。" and "\n".
 LONGEST = 4 * (2 * 7 + 2 + 1)
+#: Poems drawn per batch. ``GPT.generate`` returns every step's logits, (B, LONGEST + 2, V) float32:
+#: lesson 10's 200 poems of the Tang corpus's 6,656 characters in one batch held 370 MB of them, and as
+#: much again while it stacked them, which took the lesson's kernel from 0.7 GB to 1.5 GB, its budget.
+#: Batches of 50 hold a quarter of that, and cost a few per cent more time in small operations.
+BATCH = 50
 _COUPLET = re.compile(r"^([^，。？！\s]{5}|[^，。？！\s]{7})，([^，。？！\s]{5}|[^，。？！\s]{7})[。？！]$")
 
 
@@ -63,8 +68,9 @@ def form(poem):
 def sample_poems(model, corpus, count=200, *, temperature=1.0, top_k=None, seed=0):
     """`count` poems sampled from `model` (a ``gpt.GPT`` trained on `corpus`, the Tang corpus), each
     begun after ``POEM_END`` and ended at the next blank line; a poem that has not ended within
-    ``LONGEST + 1`` characters is returned as sampled (``form`` refuses it). Drawn in one batch from a
-    ``torch.Generator`` seeded with `seed`, on the model's device, with ``GPT.generate``'s cache."""
+    ``LONGEST + 1`` characters is returned as sampled (``form`` refuses it). Drawn in batches of
+    ``BATCH`` poems, one after another from one ``torch.Generator`` seeded with `seed`, on the model's
+    device, with ``GPT.generate``'s cache."""
     function = "sample_poems"
     check.module(function, "model", model, gpt.GPT)
     check_corpus(function, "corpus", corpus)
@@ -82,14 +88,16 @@ def sample_poems(model, corpus, count=200, *, temperature=1.0, top_k=None, seed=
                     "zh": f"在该语料上训练的 GPT（{corpus.vocab_size} 个字符）"})
     gpt.check_sampling(function, temperature, top_k, None if temperature == 0 else torch.Generator(), model.config.vocab)
     device = next(model.parameters()).device
-    prompt = corpus.encode(POEM_END).to(device).expand(count, -1).contiguous()  # (count, 3)
+    end_of_poem = corpus.encode(POEM_END).to(device)  # (3,)
     generator = torch.Generator(device=device).manual_seed(check.seed(function, "seed", seed))
-    tokens, _ = model.generate(prompt, LONGEST + 2, temperature=temperature, top_k=top_k, generator=generator)
     poems = []
-    for row in tokens.cpu():
-        text = corpus.decode(row)
-        end = text.find("\n\n")
-        poems.append(text if end < 0 else text[:end])
+    for first in range(0, count, BATCH):
+        prompt = end_of_poem.expand(min(BATCH, count - first), -1).contiguous()  # (B, 3)
+        tokens, _ = model.generate(prompt, LONGEST + 2, temperature=temperature, top_k=top_k, generator=generator)
+        for row in tokens.cpu():
+            text = corpus.decode(row)
+            end = text.find("\n\n")
+            poems.append(text if end < 0 else text[:end])
     return poems
 
 

@@ -1,6 +1,7 @@
 """Lesson 10's facts that are cheaper to prove outside the notebook, or that need more seeds than one
 render: the live run's val loss beats the bigram with margin whatever the seed; an untrained model's
-heads do not single out a couplet's parallel place; course_utils.verse finds the couplets and
+heads do not single out a couplet's parallel place; the shipped Tang model's poems are well formed at
+the lesson's setting on seeds the lesson does not draw; course_utils.verse finds the couplets and
 averages the weights it says it does."""
 
 import ast
@@ -14,6 +15,7 @@ import course_utils
 from course_teacher import bilingual_code
 from course_utils import corpus as C
 from course_utils import gpt as G
+from course_utils import pretrained
 from course_utils import train_gpt as T
 from course_utils import verse
 from course_utils.validation import ArgumentError
@@ -56,6 +58,23 @@ def test_the_live_run_beats_the_bigram_with_margin_for_ten_seeds():
     assert all(final < bigram - 0.05 for final in finals.values()), (bigram, finals)
 
 
+# ----------------------------------------------------------------------------- the shipped Tang model's form
+
+
+@pytest.mark.trains
+@pytest.mark.slow  # (three draws of 200 poems from the shipped model: 20 s, more on the default kernels)
+def test_the_shipped_tang_model_writes_well_formed_poems_on_three_more_seeds():
+    """The notebook claims at least 95 % of 200 poems well formed at its setting (seed 0); the claim is the
+    model's, not one lucky draw's: it holds on seeds 1 to 3 too (98.5 %, 98 %, 97 % when written, the same
+    on the AVX-512, AVX2 and default kernels)."""
+    draw = eval(_notebook_assignment("WELL_FORMED_DRAW"))  # the lesson's own count, temperature and top-k
+    assert draw["count"] == 200 and draw["top_k"] is not None
+    model, tang, _ = pretrained.load("tang")
+    shares = {seed: verse.well_formed_share(verse.sample_poems(model, tang, **draw, seed=seed))
+              for seed in (1, 2, 3)}
+    assert all(share >= 0.95 for share in shares.values()), shares
+
+
 # ----------------------------------------------------------------------------- the couplets
 
 
@@ -80,6 +99,17 @@ def test_an_untrained_model_singles_out_no_parallel_place_for_ten_seeds():
         found = verse.parallel_attention(model, tang, chosen)
         ratio = found["parallel"] / found["others"]
         assert found["pairs"] >= 1000 and 0.85 < ratio.min() and ratio.max() < 1.18, (seed, ratio)
+
+
+def test_sample_poems_draws_batch_after_batch_from_one_generator():
+    """More poems than verse.BATCH: every one returned, the first batch the poems a call of BATCH draws
+    (the same seeded generator, used first by that batch), the next batch new ones."""
+    tang = C.load("tang")
+    model = G.make_gpt(tang.vocab_size, seed=0, context=16, d_model=8, heads=2, layers=1).eval()
+    poems = verse.sample_poems(model, tang, verse.BATCH + 3, seed=4)
+    assert len(poems) == verse.BATCH + 3 and all(isinstance(poem, str) for poem in poems)
+    assert poems[:verse.BATCH] == verse.sample_poems(model, tang, verse.BATCH, seed=4)
+    assert poems[verse.BATCH:] != poems[:3]
 
 
 def test_couplets_are_the_lines_written_a_comma_b_full_stop():
