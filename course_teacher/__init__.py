@@ -15,3 +15,12 @@
 It is installed with the course repository (``pip install -e .``), never with the student zip, and
 never mounted in the grading sandbox.
 """
+
+import sys
+
+# nbformat validates notebooks with jsonschema, which loads rfc3987-syntax when it is installed (jupyter-events
+# asks for it) to check the "iri" string format; that module compiles 38 Lark grammars at import, about a second
+# of CPU in every process that reads a notebook: each grader run (twice, with its fork server), every teacher's
+# command, each test process. No schema the course validates uses that format: marked absent, jsonschema leaves
+# the format out. (A Jupyter server, whose events may check it, never imports this package.)
+sys.modules.setdefault("rfc3987_syntax", None)

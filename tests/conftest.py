@@ -22,6 +22,7 @@ runs other kernels; only the paths this CPU has: `make test-paths` lists them)::
 
 import os
 
+import course_teacher  # first: it keeps jsonschema from compiling rfc3987-syntax's grammars (its docstring)
 import patience
 import pytest
 import torch
