@@ -15,6 +15,8 @@ import pytest
 from course_teacher.exercises import EXERCISES
 from course_teacher.grade import copies, grader, submission
 
+pytestmark = pytest.mark.slow  # (the grader and its answer key: `make test`'s, not the inner loop's)
+
 #: The student package's functions that pass an exercise when pasted as its answer.
 PACKAGE = {
     "00.padding_mask": "course_utils.masks.padding_mask",

@@ -15,6 +15,8 @@ from submissions import render
 from course_teacher.grade import copies, grader, messages
 from course_utils import masks
 
+pytestmark = pytest.mark.slow  # (the grader and its answer key: `make test`'s, not the inner loop's)
+
 LESSONS = ("00_tensor_shapes", "01_attention_basics", "02_masking", "03_self_cross_attention",
            "04_multihead_attention", "05_probsparse", "06_transformer", "07_inference_attention",
            "08_flash_attention", "09_flash_triton", "10_gpt")

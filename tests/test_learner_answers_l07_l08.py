@@ -1484,6 +1484,7 @@ def backward_D_summed_over_queries(query, key, value, output, lse, d_output, blo
     return dq, dk, dv, n
 
 
+@pytest.mark.slow  # (a regression corpus of a minute and a half: `make test`'s, not the inner loop's)
 @pytest.mark.parametrize("exercise, function, expected", ANSWERS, ids=ANSWERS.ids)
 def test_a_learners_answer_gets_its_verdict(exercise, function, expected):
     verdict = evaluate(exercise, function)

@@ -2828,6 +2828,7 @@ def _params():
             for exercise, function, expected in ANSWERS]
 
 
+@pytest.mark.slow  # (Triton's interpreter: `make test`'s, not the inner loop's)
 @pytest.mark.parametrize("exercise, function, expected", _params())
 def test_a_learners_answer_gets_its_verdict(exercise, function, expected):
     verdict = evaluate(exercise, function)

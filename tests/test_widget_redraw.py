@@ -54,6 +54,7 @@ def explorers(nets):
 MOST_PNG_BYTES = 96 * 1024
 
 
+@pytest.mark.slow  # (every explorer drawn again: `make test`'s, not the inner loop's)
 def test_every_explorer_keeps_its_figure_and_canvas_lays_out_once_where_it_can_and_sends_a_small_picture(nets):
     for name, build, moves, laid_out_once in explorers(nets):
         box = build()
@@ -73,6 +74,7 @@ def _pixels(png):
     return np.asarray(Image.open(io.BytesIO(png)))
 
 
+@pytest.mark.slow  # (every explorer drawn again: `make test`'s, not the inner loop's)
 @pytest.mark.parametrize("name", ["permute", "broadcast", "scaling", "mask", "attention maps", "heads", "decoding",
                                   "cache", "tiles", "program"])
 def test_an_updated_figure_shows_exactly_what_a_new_one_would(nets, name):
