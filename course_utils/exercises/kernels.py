@@ -10,7 +10,12 @@ course; elsewhere no launch is seen, and the check fails closed). Its refusals, 
 - TORCH_OUTSIDE_KERNEL: outside launches torch did more than allocate, view, copy and read metadata
   (rules.KERNEL_ALLOWED), e.g. ``aten.mm``;
 - FOREIGN_DATA: a copy, or a launch, read data the call cannot account for (not an input, an allocation,
-  a copy of either or a launch's output): a result computed elsewhere (NumPy) and copied in;
+  a copy of either or a launch's output): a result computed elsewhere (NumPy) and copied in; or the memory of a
+  tensor changed where neither torch nor a launch wrote it (detail "memory"): a NumPy or DLPack view of it
+  (``y.numpy()[...] = ...``, ``np.from_dlpack(y)``) written, which no aten operation sees, then "written" by a
+  kernel that stores back what it loads. Judged by content, whatever route wrote it: the bytes of every CPU
+  storage the call touched are kept as torch and the launches left them, and compared before each operation
+  (its arguments), before each launch and once the call returns (all of them);
 - COMPILER_REFUSED: a launched kernel is one the GPU compiler's front end refuses (``break`` ...);
 - INPUT_NOT_READ / OUTPUT_NOT_WRITTEN: an input tensor no launch read (through copies and views), a
   returned tensor no launch wrote (read once the values are right);
@@ -69,6 +74,8 @@ class Ledger:
         self.launches = []
         module = _launches_module()
         self._in_launch = module.in_launch if module is not None else (lambda: False)
+        self.memory = _Memory()
+        self.memory.keep(self.inputs)
 
     def refuse(self, code, detail):
         if [code, detail] not in self.found:
@@ -77,11 +84,33 @@ class Ledger:
     def recording(self):
         """The context that lists this call's launches into ``self.launches``."""
         module = _launches_module()
-        return _Recording(self, module.recording() if module is not None else None)
+        return _Recording(self, module.recording(self) if module is not None else None)
+
+    def _written_elsewhere(self, tensors=None):
+        if self.memory.changed(tensors):
+            self.refuse("FOREIGN_DATA", "memory")
+
+    def before_operation(self, name, args, kwargs):
+        """Before an aten operation runs: its tensors' memory is as torch and the launches left it."""
+        if self.memory.busy or self._in_launch():
+            return
+        self._written_elsewhere(_tensors((args, kwargs), []))
+
+    def before(self, launch):
+        """Before a launch starts (triton_launches.recording's listener): all the call's memory as it was left."""
+        self._written_elsewhere()
+
+    def after(self, launch):
+        """After a launch ended: what it wrote is the memory as it is now."""
+        self.memory.keep(launch.tensors)
 
     def see(self, name, args, kwargs, result, frame):
         """One aten operation (`name`: its overload packet's name; None for another namespace's)."""
+        if self.memory.busy:
+            return  # the ledger's own reading of memory
         shown = f"aten.{name}" if name else "another"
+        if not self._in_launch():
+            self.memory.keep(_tensors((args, kwargs, result), []))
         if self._in_launch():
             if not _triton_side(frame):
                 self.refuse("TORCH_IN_KERNEL", shown)
@@ -105,6 +134,7 @@ class Ledger:
 
     def finish(self, result):
         """After the call returned `result`: the launches' refusals."""
+        self._written_elsewhere()
         if not self.launches:
             self.refuse("NO_LAUNCH", "")
             return
@@ -139,6 +169,58 @@ class Ledger:
                 break
 
     compiler_text = None  # the front end's refusal, in the learner's language (the notebook's verdict quotes it)
+
+
+class _Memory:
+    """The bytes of every CPU storage a call touched, as torch's operations and the launches left them (each kept
+    alive with its copy, so that its address is never another's meanwhile). A GPU's memory is not read: nothing of a
+    learner's reaches it but torch and the kernels."""
+
+    def __init__(self):
+        self.saved = {}  # storage address -> (the storage, its bytes)
+        self.busy = False  # True while the ledger reads memory (its own operations are not the call's)
+
+    def _bytes(self, storage):
+        return torch.empty(0, dtype=torch.uint8).set_(storage).clone()
+
+    def _storages(self, tensors):
+        found = {}
+        for tensor in tensors:
+            try:
+                storage = _storage(tensor)
+                if storage.device.type == "cpu":
+                    found[_data_ptr(storage)] = storage
+            except Exception:  # noqa: BLE001 (a tensor without storage: a meta or nested tensor)
+                continue
+        return found
+
+    def keep(self, tensors):
+        """Remember the bytes of `tensors`' storages as they are now."""
+        self.busy = True
+        try:
+            for address, storage in self._storages(tensors).items():
+                self.saved[address] = (storage, self._bytes(storage))
+        finally:
+            self.busy = False
+
+    def changed(self, tensors=None):
+        """Whether the memory of `tensors` (None: of every storage kept) differs from what was kept (then it is
+        kept as it is now, so that one change is told once)."""
+        self.busy = True
+        try:
+            if tensors is None:
+                storages = {address: storage for address, (storage, _) in self.saved.items()}
+            else:
+                storages = {a: s for a, s in self._storages(tensors).items() if a in self.saved}
+            found = False
+            for address, storage in storages.items():
+                now = self._bytes(storage)
+                if not torch.equal(now, self.saved[address][1]):
+                    found = True
+                    self.saved[address] = (storage, now)
+            return found
+        finally:
+            self.busy = False
 
 
 def _width_rule(exercise, args):
