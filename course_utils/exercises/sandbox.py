@@ -453,7 +453,7 @@ def solver_functions(exercise, forbidden=()):
     return found
 
 
-def _tracer(watcher, solvers, refused, engine=False):
+def _tracer(watcher, solvers, refused, engine=False, own_code=False):
     """The global trace function of a call, or None: it sees every call of a Python function (nothing
     line by line), and records the forbidden functions by name (the watcher's codes) and the functions that
     solve the exercise by code or content (observe.Solvers). The audit hook keeps the learner's code from
@@ -461,12 +461,15 @@ def _tracer(watcher, solvers, refused, engine=False):
 
     engine (the gradient pass): torch calls ``torch.autograd.grad`` inside the watcher's own handler, with the
     watcher off its stack, so the Python that the autograd engine calls back (a custom backward, a hook) would
-    run unwatched by name; the watcher is pushed again for each such call, from its first line to its return."""
+    run unwatched by name; the watcher is pushed again for each such call, from its first line to its return.
+
+    own_code (rules.OWN_CODE): a course function entered from outside the course is SOLVER too, named by its
+    module (rules.course_module), whatever name reached it."""
     codes = watcher.codes if watcher else None
     engine = engine and watcher is not None
-    if not codes and not solvers and not engine:
+    if not codes and not solvers and not engine and not own_code:
         return None
-    if not solvers and not engine:
+    if not solvers and not engine and not own_code:
         return watcher.trace
     name = solvers.name if solvers else (lambda code: None)
 
@@ -474,6 +477,8 @@ def _tracer(watcher, solvers, refused, engine=False):
         if codes and id(frame.f_code) in codes:
             watcher.found.append(codes[id(frame.f_code)][1])
         found = name(frame.f_code)
+        if found is None and own_code:
+            found = _course_entry(frame)
         if found is not None and ["SOLVER", found] not in refused:
             refused.append(["SOLVER", found])
         if engine and frame.f_back is not None and frame.f_back.f_code in _ENGINE_CODES:
@@ -489,6 +494,16 @@ def _tracer(watcher, solvers, refused, engine=False):
         # None: no line-by-line tracing inside the frame
 
     return trace
+
+
+def _course_entry(frame):
+    """The course module whose function `frame` runs, when it was entered from outside the course (the learner's
+    code, torch calling a module's forward); else None."""
+    module = frame.f_globals.get("__name__")
+    if not rules.course_module(module):
+        return None
+    back = frame.f_back
+    return None if back is not None and rules.course_module(back.f_globals.get("__name__")) else module
 
 
 def _full_name(name):
@@ -545,7 +560,8 @@ class Sandbox:
         ledger = kernels.Ledger(self.refused, args, self.exercise) if watch and self.kernel else None
         observer = observe.Observer(self.refused, self._operations, ledger) \
             if self._operations or ledger else None
-        tracer = _tracer(watcher, self._solvers, self.refused, engine=not watch)
+        tracer = _tracer(watcher, self._solvers, self.refused, engine=not watch,
+                         own_code=rules.own_code(self.exercise))
         guard = audit.Guard(self.refused, _CALL_CODE)
         timer = CallTimer(self.seconds)
         with warnings.catch_warnings(record=True) as caught:

@@ -17,11 +17,13 @@ not a dense CPU tensor by its type name, dtype and shape; tuples and lists item 
 numbers and strings as they are; any other object by its type's name.
 """
 
+import functools
 import io
 import os
 import stat
 import tempfile
 import zipfile
+from pathlib import Path
 
 import torch
 
@@ -280,9 +282,23 @@ def _refusal_vocabulary(reference):
         "UNWATCHED": events | {"function_modes", "dispatch_modes", "tracer", "meta_path"},
         rules.LEFT_RUNNING: set(rules.LEFT_RUNNING_DETAILS),
         "OPERATION": aten,
-        "SOLVER": {name for name, _ in solver_functions(reference.exercise, reference.forbidden)},
+        "SOLVER": {name for name, _ in solver_functions(reference.exercise, reference.forbidden)} | (
+            _course_modules() if rules.own_code(reference.exercise) else set()),
         "TORCH_IN_KERNEL": None, "TORCH_OUTSIDE_KERNEL": None, "FOREIGN_DATA": None,  # aten names, checked below
     }
+
+
+@functools.cache
+def _course_modules():
+    """The names of the course's modules (rules.course_module), from its files: what an OWN_CODE refusal names."""
+    root = Path(rules.__file__).resolve().parents[1]
+    found = set()
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        name = ".".join((rules.COURSE_PACKAGE,) + (parts[:-1] if parts[-1] == "__init__" else parts))
+        if rules.course_module(name):
+            found.add(name)
+    return found
 
 
 def _known_refusal(refusal, vocabulary):
@@ -292,7 +308,7 @@ def _known_refusal(refusal, vocabulary):
     allowed = vocabulary.get(code, {""})
     if allowed is None:  # an aten operation torch has, "launch", or "another"
         name = detail[len("aten."):] if detail.startswith("aten.") else None
-        return detail in ("launch", "another") or (name is not None and name.isidentifier()
+        return detail in ("launch", "another", "memory") or (name is not None and name.isidentifier()
                                                      and hasattr(torch.ops.aten, name))
     return detail in allowed
 
