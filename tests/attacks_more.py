@@ -63,4 +63,10 @@ ATTACKS_MORE = {
                                             "def my_causal_mask(L_q, L_k):\n"
                                             "    return probsparse.causal_keep(torch.arange(L_q).clamp(max=L_k - 1), L_k)"},
                     "course_utils.probsparse"),
+    # a table another course function computed at the cell's top level (outside the call: no tracer sees it), sliced
+    # by the answer: a top-left causal mask is the top-left corner of a larger one
+    "precompute-keep-of": (L02, {"02.causal_mask": "from course_utils import tiled\n\n"
+                                                   "BIG = tiled.keep_of(256, 256, causal=True)\n\n\n"
+                                                   "def my_causal_mask(L_q, L_k, table=BIG):\n"
+                                                   "    return table[:L_q, :L_k].clone()"}, "course_utils.tiled.keep_of"),
 }

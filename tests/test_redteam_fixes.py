@@ -8,7 +8,9 @@ each fixed where the routes converge, checked here in the notebook's check and t
 - a course function that computes the answer under another name (``tiled.keep_of(L_q, L_k, causal=True)`` is
   02.causal_mask's causal mask; ``probsparse.causal_keep``): where the exercise is a course function written again
   (rules.OWN_CODE), any course function entered from outside the course is refused (SOLVER), by the module its code
-  belongs to.
+  belongs to; and the scan forbids a course function anywhere such an exercise's function reaches, so that a table
+  computed by one at a cell's top level (outside the call, where no tracer sees it) and sliced by the answer is
+  FORBIDDEN too.
 
 Controls: the lessons' own answers still pass (tests/test_exercises.py runs every solution; one each here)."""
 
@@ -16,6 +18,8 @@ import numpy as np
 import pytest
 import torch
 
+from course_teacher.exercises import EXERCISES
+from course_teacher.grade import scan, submission
 from course_utils import probsparse, tiled, triton_setup
 from course_utils.exercises import FAILED, PASSED, evaluate, rules
 from wired import wired
@@ -52,6 +56,37 @@ def test_only_course_modules_count_as_course_code():
     assert not rules.course_module("course_utils.exercises.sandbox")  # the check's own instruments
     assert not rules.course_module("course_utilsx") and not rules.course_module("__main__")
     assert not rules.course_module(None)
+
+
+def _scan(exercise, source, function, *others):
+    """The scan's verdict on `exercise` with `source` as its cell (the first) and `others` as the learner's next cells."""
+    target = (exercise, 1, tuple(EXERCISES[exercise].forbidden), function)
+    cells = [submission.Cell(1 + i, text) for i, text in enumerate((source,) + others)]
+    return scan.scan(cells, frozenset(), [target]).verdict(exercise)
+
+
+def test_a_table_another_course_function_computed_before_the_call_is_forbidden_by_the_scan():
+    source = ("from course_utils import tiled\n\nBIG = tiled.keep_of(256, 256, causal=True)\n\n\n"
+              "def my_causal_mask(L_q, L_k, table=BIG):\n    return table[:L_q, :L_k].clone()")
+    verdict = _scan("02.causal_mask", source, "my_causal_mask")
+    assert verdict is not None and verdict.mistake == scan.FORBIDDEN, verdict
+    assert [hit.name for hit in verdict.hits] == ["course_utils.tiled.keep_of"]
+
+
+def test_the_scan_leaves_course_code_alone_where_the_exercise_does_not_reach_it_or_hands_it_out():
+    own = "import torch\n\n\ndef my_causal_mask(L_q, L_k):\n    return torch.ones(L_q, L_k, dtype=torch.bool).tril()"
+    assert _scan("02.causal_mask", own, "my_causal_mask") is None
+    elsewhere = "from course_utils import tiled\nshown = tiled.keep_of(4, 4, causal=True)"
+    assert _scan("02.causal_mask", own, "my_causal_mask", elsewhere) is None  # a cell the function never reads
+    checked = own + "\n\n\nfrom course_utils import check\ncheck('02.causal_mask', my_causal_mask)"
+    assert _scan("02.causal_mask", checked, "my_causal_mask") is None  # the check is no course code here
+    # the same table computed in another cell, read by the function: found there
+    table = "from course_utils import tiled\nBIG = tiled.keep_of(256, 256, causal=True)"
+    reads = "def my_causal_mask(L_q, L_k):\n    return BIG[:L_q, :L_k].clone()"
+    assert _scan("02.causal_mask", reads, "my_causal_mask", table).mistake == scan.FORBIDDEN
+    # an exercise that is not a course function written again may use the course's (02.decoder_mask)
+    uses = "from course_utils import masks\n\n\ndef my_decoder_mask(lengths, L):\n    return masks.causal_mask(L)"
+    assert _scan("02.decoder_mask", uses, "my_decoder_mask") is None
 
 
 # ----------------------------------------------------------------------------- lesson 09: memory written outside
