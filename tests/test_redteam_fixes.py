@@ -80,6 +80,10 @@ def test_the_scan_leaves_course_code_alone_where_the_exercise_does_not_reach_it_
     assert _scan("02.causal_mask", own, "my_causal_mask", elsewhere) is None  # a cell the function never reads
     checked = own + "\n\n\nfrom course_utils import check\ncheck('02.causal_mask', my_causal_mask)"
     assert _scan("02.causal_mask", checked, "my_causal_mask") is None  # the check is no course code here
+    look = own + "\n\n\nfrom course_utils import tiled\nprint(tiled.keep_of(3, 5, causal=True))"
+    assert _scan("02.causal_mask", look, "my_causal_mask") is None  # a look in its cell: only shown
+    kept = own + "\n\n\nfrom course_utils import tiled\nT = {}\nT.update(big=tiled.keep_of(256, 256, causal=True))"
+    assert _scan("02.causal_mask", kept, "my_causal_mask").mistake == scan.FORBIDDEN  # kept where code reads it
     # the same table computed in another cell, read by the function: found there
     table = "from course_utils import tiled\nBIG = tiled.keep_of(256, 256, causal=True)"
     reads = "def my_causal_mask(L_q, L_k):\n    return BIG[:L_q, :L_k].clone()"

@@ -384,6 +384,8 @@ def scan(cells, course_cells, exercises):
                     _match(generic, statement, references[id(statement)], analysis, objects, hit, looks[id(statement)])
                 if own_code:
                     for node, name in _course_references(references[id(statement)], objects):
+                        if looks[id(statement)].only_shown(node):
+                            continue  # a look: its result is only shown, kept nowhere the function reads
                         c = owner[id(statement)]
                         number, line = c.where
                         forbidden[exercise.id].setdefault((number, name), Hit(number, line, name, _short(node)))
@@ -494,6 +496,15 @@ class _Look:
             return False
         given = [reference] + call.args + [k.value for k in call.keywords]
         if any(k.arg is None for k in call.keywords) or not all(self._plain(node) for node in given):
+            return False
+        return self.only_shown(reference)
+
+    def only_shown(self, reference):
+        """Whether `reference` is the function of a call whose result goes only to calls that show it (only_looks
+        without its rule on what the call is given): a course function drawing the learner's result
+        (``mask_picture(my_causal_mask(3, 7))``) keeps nothing an exercise's function could read."""
+        call = self.parents.get(id(reference))
+        if not self.ok or not isinstance(call, ast.Call) or call.func is not reference:
             return False
         child, parent = call, self.parents.get(id(call))
         while parent is not self.statement:
