@@ -497,13 +497,15 @@ def _tracer(watcher, solvers, refused, engine=False, own_code=False):
 
 
 def _course_entry(frame):
-    """The course module whose function `frame` runs, when it was entered from outside the course (the learner's
-    code, torch calling a module's forward); else None."""
+    """The course module whose function `frame` runs, when it was entered from outside the course and the check (the
+    learner's code, torch calling a module's forward); else None (the check's own output cap calls i18n)."""
     module = frame.f_globals.get("__name__")
     if not rules.course_module(module):
         return None
     back = frame.f_back
-    return None if back is not None and rules.course_module(back.f_globals.get("__name__")) else module
+    caller = back.f_globals.get("__name__") if back is not None else None
+    inside = type(caller) is str and (caller == rules.COURSE_PACKAGE or caller.startswith(rules.COURSE_PACKAGE + "."))
+    return None if inside else module
 
 
 def _full_name(name):
