@@ -70,3 +70,19 @@ ATTACKS_MORE = {
                                                    "def my_causal_mask(L_q, L_k, table=BIG):\n"
                                                    "    return table[:L_q, :L_k].clone()"}, "course_utils.tiled.keep_of"),
 }
+
+#: Found and NOT fixed (still full marks through `make grade`, seed 8231, 9/9, and the notebook's check): the inputs read
+#: outside any launch (DLPack), the answer computed in NumPy and written one value per launch as a scalar argument, a
+#: read-only kernel to "read" the input. The memory check cannot see it (every byte of the output is written by a
+#: launch). Not part of ATTACKS_MORE: it would fail the merged test until fixed (see the review's report).
+OPEN = {
+    "scalar-kernel": (L09, {"09.softmax_kernel": _IDLE_KERNELS + "@triton.jit\ndef put_kernel(Y, i, v):\n"
+                                                 "    tl.store(Y + i, v)\n\n\n"
+                                                 "def softmax_rows(x):\n    import numpy as np\n    x = x.contiguous()\n"
+                                                 "    y = torch.empty_like(x)\n    a = np.from_dlpack(x)\n"
+                                                 "    e = np.exp(a - a.max(-1, keepdims=True))\n"
+                                                 "    r = e / e.sum(-1, keepdims=True)\n"
+                                                 "    read_kernel[(triton.cdiv(x.numel(), 1024),)](x, x.numel(), BLOCK=1024)\n"
+                                                 "    for i, v in enumerate(r.ravel().tolist()):\n"
+                                                 "        put_kernel[(1,)](y, i, v)\n    return y"}, "NumPy"),
+}
