@@ -162,6 +162,11 @@ cpu_has = $(shell flags=" $$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -
 KERNEL_PATHS := default $(if $(call cpu_has,avx2 fma),avx2) \
 	$(if $(call cpu_has,avx512f avx512bw avx512vl avx512dq),avx512)
 
+# The test files that hold tests marked `trains`: the trains steps collect these alone (collecting the
+# whole suite cost each worker 31 CPU-seconds, these files 11; tests/conftest.py refuses a test marked
+# `trains` in a file that does not spell `mark.trains`, so none is missed).
+TRAINS_FILES := $(shell grep -l 'mark\.trains' tests/test_*.py 2>/dev/null)
+
 # 1. Unit, exercise, build and browser tests, on the CPU's native kernels, less those marked `trains`.
 # 2. The tests marked `trains` (they train models or state facts from sampling, on many seeds) on the
 #    portable kernels. Their facts meet a second kernel path in step 3, where the solutions, which
@@ -172,13 +177,15 @@ KERNEL_PATHS := default $(if $(call cpu_has,avx2 fma),avx2) \
 #    not depend on the number of threads), the student notebooks (what a learner runs) on the
 #    portable kernels with one. The student notebooks run the solutions' code, less the solutions,
 #    so one kernel path each suffices: the facts that depend on the path are proved on both by step 2.
+#    One pytest for both kinds, each notebook's kernel started with its kind's settings
+#    (tests/nbval_env.py): the same workers take every notebook, longest first, with no second start
+#    and no core left idle while the first kind's last notebook ends.
 # No sanitize file: the notebooks print nothing that varies between runs or machines, and nbval
 # should catch it if one does.
 test: setup
 	$(PY) -m pytest $(PARALLEL) -m "not platforms and not trains" tests
-	ATEN_CPU_CAPABILITY=default $(PY) -m pytest $(PARALLEL) -m trains tests
-	COURSE_THREADS=2 $(NBVAL) notebooks/solutions
-	COURSE_THREADS=1 ATEN_CPU_CAPABILITY=default $(NBVAL) $(STUDENT_NOTEBOOKS)
+	ATEN_CPU_CAPABILITY=default $(PY) -m pytest $(PARALLEL) -m trains $(TRAINS_FILES)
+	$(NBVAL) -p tests.nbval_env notebooks/solutions $(STUDENT_NOTEBOOKS)
 
 # The inner loop, in under 3 minutes on CI's 2 cores: the build's and the public cases' checks (no
 # execution), then every test that neither trains (`trains`) nor starts a browser, a kernel or the
@@ -186,10 +193,12 @@ test: setup
 # generic exercise tests, Triton's interpreter), nor grades on a platform (`platforms`, `make
 # test-platforms`); no nbval. `make test` runs all of it again, and the rest but the platforms'.
 # (the two checks side by side, one process each on CI's two cores: measured on a busy 2-core machine, they
-# wanted 1.6 cores together: about 1/1.6 of the time they take one after the other; either failing fails)
+# wanted 1.6 cores together: about 1/1.6 of the time they take one after the other; either failing fails.
+# `build --check` leaves the public data to `publish --check` (--no-public): it compared them a second time,
+# 8 of its 29 CPU-seconds, measured on a busy 2-core machine)
 quick: setup
 	$(PY) -m course_teacher.publish --check & publish=$$!; \
-		$(PY) -m course_teacher.build --check; built=$$?; wait $$publish && exit $$built
+		$(PY) -m course_teacher.build --check --no-public; built=$$?; wait $$publish && exit $$built
 	$(PY) -m pytest $(PARALLEL) -m "not trains and not slow and not platforms" tests
 
 # The trains tests and the student notebooks on every kernel path this CPU has (default, avx2,
@@ -198,7 +207,7 @@ quick: setup
 test-paths: setup
 	@set -e; for path in $(KERNEL_PATHS); do \
 		echo "== ATEN_CPU_CAPABILITY=$$path"; \
-		ATEN_CPU_CAPABILITY=$$path $(PY) -m pytest $(PARALLEL) -m trains tests; \
+		ATEN_CPU_CAPABILITY=$$path $(PY) -m pytest $(PARALLEL) -m trains $(TRAINS_FILES); \
 		COURSE_THREADS=1 ATEN_CPU_CAPABILITY=$$path $(NBVAL) $(STUDENT_NOTEBOOKS); \
 	done
 

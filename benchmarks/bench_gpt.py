@@ -22,12 +22,30 @@ seed) with the KV cache and by recomputing the window at every step; both must c
 characters (checked). The 0.8 M-parameter model with its context of 64 (the window jumps past it,
 ``GPT.generate``'s default keep of 32) and of 512 (the whole text fits), and a model of the lesson's
 shipped size (4.8 M parameters: 6 layers, E = 256, 8 heads, context 128). The figure to read is
-recompute / cache (the course's goal: at least 5). A cached step is about 21 small operations a layer
-(tests/test_gpt.py counts them at the dispatcher) and the sampling's few; at these sizes it costs mostly
-their fixed price and one read of the weights (19 MB in float32 at the lesson's size), which the cache
-does not remove: the ratio grows with the model and the context, and falls on a busy machine, where a
-small operation waits longer than a large one. So on the CPU each time is also given as this thread's
-CPU time, which leaves the waiting for a core out.
+recompute / cache (the course's goal: at least 5).
+
+Where a cached step goes, at the lesson's size on one thread (measured on the 2-CPU machine the course
+is built on, busy, in thread CPU time, so the parts are rough): the matrix-vector products read all 19
+MB of float32 weights once per character, about 1.3 ms when they stream from beyond the processor's
+own caches (about 14 GB/s; 40 GB/s when one (E, 4E) matrix stays in them); the rest is the fixed price
+of the step's ~170 small operations (21 a layer, tests/test_gpt.py counts them at the dispatcher; the
+sampling's ~20, inside torch.multinomial's checks included) and of the Python around them, higher than
+in a loop of one operation because the weights have just pushed everything else out of the caches.
+Three things cost more than their arithmetic and are gone (``gpt._GenerationCache``): oneDNN's GELU,
+which sets up a primitive at every call (about a tenth of a step; PyTorch's own kernel now,
+``gpt._pytorch_gelu``), the calls of the block's nn.LayerNorm and nn.Linear modules (their functions
+are called with the weights gathered once), and a new tensor for each residual: a step about a sixth
+shorter, the same characters. The prefills (the prompt's, then 64 positions at each of the window's
+three jumps) add about 0.2 ms a character. What remains is mostly the weights' reads and the
+operations' fixed price, which the cache does not remove: the ratio grows with the model and the
+context, and falls on a busy machine, where a small operation waits longer than a large one. So on the
+CPU each time is also given as this thread's CPU time, which leaves the waiting for a core out.
+
+The 0.8 M model with a context of 64 has the lowest ratio (about 3) not because of the refill of 32
+positions every 33 characters (7 prefills, a few % of the cached run; keep 16, 32 or 48 give the same
+ratio, 56 a lower one, 64, nanoGPT's crop, 1.4) but because at that size recomputing 32 to 64
+positions costs only about three cached steps: both are mostly the same operations' fixed price, on 32
+to 64 rows or on one. keep stays context // 2: lesson 10's exercise and its checks are written for it.
 
 Timings are not tests: they vary with the machine and its load; compare the figures of one run.
 """

@@ -5,6 +5,9 @@
     python -m course_teacher.build --check         re-render without executing; fail on drift (and
                                                  when the exercises' public data or the glossary
                                                  is stale)
+    python -m course_teacher.build --check --no-public
+                                                 the same, but for the exercises' public data
+                                                 (`python -m course_teacher.publish --check`)
     python -m course_teacher.build --markdown      re-render the committed notebooks' markdown
                                                  without executing (the lessons' text, the
                                                  glossary's links): for a change that touches no code
@@ -43,6 +46,7 @@ same. Under nbgrader's execution a failed check raises (grading.check): its test
 """
 
 import argparse
+import copy
 import hashlib
 import json
 import os
@@ -50,6 +54,7 @@ import re
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import jupytext
 import nbformat
@@ -263,7 +268,7 @@ def render_home(lang):
     columns = catalogue(lang, "home.columns").split("|")
     rows = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     for lesson, path in lessons().items():
-        source = jupytext.read(path)
+        source = read_source(path)
         title = lesson_title(source, lang, lesson)
         what = teaches.get(lesson, {}).get(lang, "")
         time_needed = duration(lang, sum(times[lesson])) if lesson in times else "?"  # (check_home says so)
@@ -326,7 +331,7 @@ def lesson_outlines(lang):
     in the course's order: what the glossary's pages need of the lessons (glossary.outline)."""
     found = {}
     for lesson, path in lessons().items():
-        source = jupytext.read(path)
+        source = read_source(path)
         found[lesson] = {
             "notebook": notebook_name(path, lang),
             "title": {lang: lesson_title(source, lang, lesson) for lang in LANGUAGES},
@@ -381,8 +386,8 @@ def check_learner_text(only=None):
     English. `only`: just that lesson's source among the lessons."""
     terms, avoid = glossary_source()
     chosen = lessons(only)
-    entries = learner_text.texts(ROOT, chosen, tags, jupytext.read, terms)
-    names = learner_text.code_names(ROOT, lessons(), jupytext.read)
+    entries = learner_text.texts(ROOT, chosen, tags, read_source, terms)
+    names = learner_text.code_names(ROOT, lessons(), read_source)
     return [Problem("glossary", "learner text", text) for text in learner_text.problems(entries, terms, avoid, names)]
 
 
@@ -440,7 +445,7 @@ def _inputs(notebook):
 
 def check_lesson(lesson, lesson_path):
     """Problems with one lesson's source and its committed notebooks (nothing is executed)."""
-    source = jupytext.read(lesson_path)
+    source = read_source(lesson_path)
     problems = validate(lesson, source)
     exercise_cells = [c for c in source.cells if "exercise" in tags(c)]
     secrets = {line.strip() for c in exercise_cells for line in solution_lines(c) if len(line.strip()) >= 8}
@@ -470,6 +475,23 @@ def check_lesson(lesson, lesson_path):
                 if leaked:
                     problems.append(Problem(lesson, f"{label} cell {index}", f"solution text in a student notebook: {leaked[0]!r}"))
     return problems
+
+
+# ----------------------------------------------------------------------------- reading
+
+_parsed = {}  # {(path, its text): the notebook jupytext read from it}
+
+
+def read_source(path):
+    """jupytext.read(path), parsed once per text: --check reads each lesson's source about eight times
+    (the lesson, the homes' titles, the glossary's outlines in each language, the learner's text), and
+    parsing one costs 60 ms, validating every cell. A copy each time: a caller may change what it gets.
+    The key is the file's text, so a source rewritten since (stamp_translations) is read again."""
+    text = Path(path).read_text(encoding="utf-8")
+    key = (str(path), text)
+    if key not in _parsed:
+        _parsed[key] = jupytext.read(path)
+    return copy.deepcopy(_parsed[key])
 
 
 # ----------------------------------------------------------------------------- commands
@@ -502,7 +524,7 @@ def _valid_sources(only=None):
     any was not): each invalid one's problems printed, and left out."""
     sources, failed = {}, False
     for lesson, lesson_path in lessons(only).items():
-        source = jupytext.read(lesson_path)
+        source = read_source(lesson_path)
         problems = validate(lesson, source)
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
@@ -562,13 +584,16 @@ def refresh_markdown(only=None):
     return 1 if failed else 0
 
 
-def check(only=None):
+def check(only=None, public=True):
+    """Every problem --check finds, printed; 1 when there is one. `public=False` leaves out the exercises'
+    public data (publish.problems: 8 of the check's 29 CPU-seconds), for a caller that checks it apart:
+    `make quick` runs `publish --check` beside this, on the other core."""
     problems = [p for lesson, path in lessons(only).items() for p in check_lesson(lesson, path)]
     problems += check_home()
     problems += check_glossary()
     problems += check_learner_text(only)
     problems += [Problem("exercises", "course_utils/exercises/public", f"{text}: run `make notebooks`")
-                 for text in publish.problems()]
+                 for text in (publish.problems() if public else ())]
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     count = len(lessons(only))
@@ -596,9 +621,13 @@ def main(argv=None):
     mode.add_argument("--stamp-translations", action="store_true", help="mark the Chinese cells as up to date")
     mode.add_argument("--markdown", action="store_true",
                       help="re-render the committed notebooks' markdown without executing (their code must not change)")
+    parser.add_argument("--no-public", action="store_true",
+                        help="--check: leave the exercises' public data to `python -m course_teacher.publish --check`")
     args = parser.parse_args(argv)
+    if args.no_public and not args.check:
+        parser.error("argument --no-public: only with --check")
     if args.check:
-        return check(args.only)
+        return check(args.only, public=not args.no_public)
     if args.markdown:
         return refresh_markdown(args.only)
     if args.stamp_translations:

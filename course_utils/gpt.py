@@ -35,6 +35,7 @@ is a whole prefill, no faster than recomputing); the default ``context // 2`` ke
 O(context) at the price of a shorter memory just after each jump.
 """
 
+import contextlib
 import contextvars
 import math
 from dataclasses import asdict, dataclass
@@ -196,7 +197,8 @@ class CausalSelfAttention(nn.Module):
         KVCache the earlier positions' keys and values come from it and the new ones go into it."""
         m, H = self.mha, self.heads
         B, L, E = x.size()
-        if isinstance(cache, _GenerationCache):  # generate's: the three projections as one product (its docstring)
+        generating = isinstance(cache, _GenerationCache)  # generate's steps: the same sums, cheaper (its docstring)
+        if generating:  # the three projections as one product
             q, k, v = F.linear(x, cache.qkv_weight).view(B, L, 3, H, E // H).permute(2, 0, 3, 1, 4).unbind(0)
         else:  # lesson 04's split_heads without its checks (this runs once per layer and generated character)
             q = m.q_proj(x).view(B, L, H, E // H).transpose(1, 2)  # (B, H, L, d)
@@ -207,7 +209,8 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:
             k, v, _ = cache.update(k, v)  # (B, H, T + L, d): every key the new queries may see
         out, weights = _attend(q, k, v, implementation, need_weights)  # (B, H, L, d)
-        return m.out_proj(out.transpose(1, 2).reshape(B, L, E)), weights  # (B, L, E): the heads side by side again
+        out = out.transpose(1, 2).reshape(B, L, E)  # (B, L, E): the heads side by side again
+        return (F.linear(out, cache.out_weight) if generating else m.out_proj(out)), weights
 
 
 class Block(nn.Module):
@@ -223,6 +226,12 @@ class Block(nn.Module):
         self.feed_forward = FeedForward(d_model, d_ff, activation="gelu")  # E -> d_ff -> E
 
     def forward(self, x, positions, cache=None, implementation="course", need_weights=False):
+        if isinstance(cache, _GenerationCache):  # generate's steps: the same sums as below, cheaper (its docstring)
+            attended, weights = self.attention(F.layer_norm(x, *cache.norm1), positions, cache, implementation,
+                                               need_weights)
+            x += attended  # in place: x is the step's own (GPT._run made it), and no autograd to keep it for
+            x += F.linear(F.gelu(F.linear(F.layer_norm(x, *cache.norm2), *cache.linear1)), *cache.linear2)
+            return x, weights
         attended, weights = self.attention(self.norm1(x), positions, cache, implementation, need_weights)
         x = x + attended  # the residual stream: each sub-layer adds to it
         # lesson 06's FeedForward, its layers called directly: its forward checks its input at every call,
@@ -355,10 +364,11 @@ class GPT(nn.Module):
 
         # the loop stays in this method: lesson 10's generation exercise refuses GPT.generate by its code, and a
         # helper that held the loop would be a way around that
-        with torch.inference_mode():  # no autograd bookkeeping at all: a step's ~150 small operations each cost less
+        # inference_mode: no autograd bookkeeping at all, so a step's ~150 small operations each cost less
+        with torch.inference_mode(), _pytorch_gelu() if cache else contextlib.nullcontext():
             tokens, chosen, logits = prompt, [], []
             start = _window_start(prompt.shape[1], C, keep)
-            caches = [_GenerationCache(block.attention, C) for block in self.blocks] if cache else None
+            caches = [_GenerationCache(block, C) for block in self.blocks] if cache else None
             step = last_logits(tokens[:, start:], 0, caches)  # the prefill, or the first recomputation
             for i in range(new_tokens):
                 following = _draw(step, temperature, top_k, generator)  # (B,)
@@ -381,8 +391,30 @@ class GPT(nn.Module):
         return torch.stack(chosen, dim=1), torch.stack(logits, dim=1)  # stacked outside: ordinary tensors
 
 
+@contextlib.contextmanager
+def _pytorch_gelu():
+    """oneDNN off while generate steps with the cache (``torch.backends.mkldnn.enabled``: a setting of the
+    whole process, other threads' meanwhile too; put back after). Of what a cached step runs, only GELU
+    goes to oneDNN, and each of its calls sets up a oneDNN primitive: a fixed price of about 10 µs, several
+    times that just after a step has read its 19 MB of weights through the processor's caches, far more
+    than PyTorch's own kernel takes to compute the same function (the values differ in the last bits; the
+    characters sampled do not: tests/test_gpt.py). At the lesson's size, measured on a busy 2-CPU
+    machine, that was about a tenth of a step."""
+    enabled = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = enabled
+
+
 class _GenerationCache:
     """What one block keeps through ``GPT.generate``: lesson 07's KV cache, made cheaper to step.
+
+    A cached step feeds one character through the model: every product is a matrix times a vector, so
+    a step costs one read of the weights plus the fixed price of each operation and of each Python call
+    around it, about as much again at the lesson's size. So when the cache is one of these, ``Block``
+    and ``CausalSelfAttention`` take a shorter road to the same sums:
 
     - The keys and values are written in place into buffers made once for the whole window, (B, H,
       context, d) each, and ``update`` returns views of their first ``seen`` positions. ``KVCache``
@@ -390,13 +422,20 @@ class _GenerationCache:
     - ``qkv_weight`` is the block's q, k and v projections stacked into one (3E, E) matrix (rows: q's,
       then k's, then v's, as ``nn.MultiheadAttention``'s ``in_proj_weight``), stacked once per
       generation: one matrix-vector product per character and layer instead of three, the same numbers.
+    - The block's other weights are gathered here once, as the arguments of ``F.layer_norm`` and
+      ``F.linear``: the step calls those functions directly, not the modules (``nn.LayerNorm``,
+      ``nn.Linear``) around them, whose calls and attribute look-ups cost as much as a small operation.
+    - The residual additions write into the step's own tensor (no new one per addition).
     - ``update`` checks nothing: generate feeds it the keys it made; it empties it (``seen = 0``) when
       the window jumps, the buffers kept.
     """
 
-    def __init__(self, attention, context):
-        m = attention.mha
+    def __init__(self, block, context):
+        m, ff = block.attention.mha, block.feed_forward
         self.qkv_weight = torch.cat([m.q_proj.weight, m.k_proj.weight, m.v_proj.weight])  # (3E, E)
+        self.out_weight = m.out_proj.weight  # (E, E), no bias
+        self.norm1, self.norm2 = ((n.normalized_shape, n.weight, n.bias, n.eps) for n in (block.norm1, block.norm2))
+        self.linear1, self.linear2 = (ff.linear1.weight, ff.linear1.bias), (ff.linear2.weight, ff.linear2.bias)
         self.context, self.seen = context, 0
         self.keys = self.values = None  # (B, H, context, d), made at the first update
 

@@ -1,5 +1,6 @@
 """The authoring pipeline: renders, the --check that catches drift, and execution without noise."""
 
+import functools
 import json
 import re
 import shutil
@@ -101,7 +102,20 @@ def edit_source(path, old, new):
 
 @pytest.mark.slow  # (`make quick` runs `build --check` itself, before its tests)
 def test_the_repository_passes_its_own_check():
-    assert build.main(["--check"]) == 0
+    # the exercises' public data: test_exercises.py compares it (publish.problems), as `make quick`'s
+    # `publish --check` does; here it would be computed a second time (8 of the check's 29 CPU-seconds)
+    assert build.main(["--check", "--no-public"]) == 0
+
+
+def test_the_check_leaves_the_public_data_out_only_when_asked(monkeypatch, capsys):
+    monkeypatch.setattr(build.publish, "problems", lambda: ["01.x.pt is stale: out"])
+    for name in ("check_lesson", "check_home", "check_glossary", "check_learner_text"):
+        monkeypatch.setattr(build, name, lambda *args: [])
+    assert build.main(["--check", "--no-public"]) == 0
+    assert build.main(["--check"]) == 1
+    assert "01.x.pt is stale: out" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build.main(["--no-public"])
 
 
 def test_a_fresh_course_has_no_problems(course):
@@ -232,6 +246,7 @@ def test_stamping_translations_is_idempotent(course):
     assert course.read_text() == before
 
 
+@pytest.mark.slow  # (starts two kernels: not in `make quick`)
 def test_execution_leaves_no_noise(tmp_path):
     """Executing the same notebook twice writes the same bytes: no timings, stable widget ids."""
     code = (
@@ -255,6 +270,7 @@ def test_execution_leaves_no_noise(tmp_path):
     assert executed["metadata"]["widgets"]  # the widget's state is kept, so it renders without a kernel
 
 
+@pytest.mark.slow  # (starts a kernel: not in `make quick`)
 def test_execution_runs_under_fixed_settings_whatever_the_callers_environment(monkeypatch):
     monkeypatch.setenv("COURSE_THREADS", "2")
     code = "import os, torch\nfrom course_utils import setup\nsetup()\nprint(os.environ['PYTHONHASHSEED'], torch.get_num_threads())"
@@ -288,14 +304,20 @@ def test_the_nbgrader_metadata_is_checked_for_drift(course):
     assert any("differs from a fresh render" in p for p in problems(course))
 
 
-def test_every_lessons_exercise_has_one_solution_cell_and_one_test_cell_for_nbgrader():
-    import re
+@functools.cache
+def _lesson_render(lesson, lang, solutions):
+    """A lesson's render as the build writes it (its links too), made once for the tests that read the
+    renders of every lesson (each rendered all 44 itself, 0.2 CPU-s a render). Only read, never changed."""
+    return build.render(build.read_source(build.lessons()[lesson]), lang, solutions, lesson)
 
+
+def test_every_lessons_exercise_has_one_solution_cell_and_one_test_cell_for_nbgrader():
     for lesson, path in build.lessons().items():
-        source = build.jupytext.read(path)
+        source = build.read_source(path)
         exercises = [c.metadata["exercise"] for c in source.cells if "exercise" in build.tags(c)]
         for lang, solutions, _ in build.targets(path):
-            found = [c.metadata["nbgrader"] for c in build.render(source, lang, solutions).cells if "nbgrader" in c.metadata]
+            found = [c.metadata["nbgrader"] for c in _lesson_render(lesson, lang, solutions).cells
+                     if "nbgrader" in c.metadata]
             ids = [meta["grade_id"] for meta in found]
             want = [name for exercise in exercises for name in (build.grade_id(exercise) + "-code", build.grade_id(exercise))]
             assert ids == want, (lesson, lang, solutions, ids)
@@ -316,7 +338,7 @@ def test_every_lesson_links_the_home_first_and_the_next_lesson_last(lang, soluti
     numbers = list(found)
     home = f"../../{lang}/{build.HOMES[lang]}" if solutions else build.HOMES[lang]
     for lesson, path in found.items():
-        notebook = build.render(build.jupytext.read(path), lang, solutions, lesson)
+        notebook = _lesson_render(lesson, lang, solutions)
         first, last = notebook.cells[0], notebook.cells[-1]
         assert build.NAV_TAG in first.metadata["tags"] and build.NAV_TAG in last.metadata["tags"]
         assert _links(first.source) == [home]
@@ -325,7 +347,7 @@ def test_every_lesson_links_the_home_first_and_the_next_lesson_last(lang, soluti
         if following:
             nxt = build.notebook_name(found[following[0]], lang)  # the next lesson's name in this language
             assert _links(last.source) == [nxt, home], (lesson, last.source)
-            title = build.lesson_title(build.jupytext.read(found[following[0]]), lang, following[0])
+            title = build.lesson_title(build.read_source(found[following[0]]), lang, following[0])
             assert f"[{following[0]} · {title}]({nxt})" in last.source
         else:
             assert _links(last.source) == [home]

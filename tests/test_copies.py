@@ -9,6 +9,7 @@ import importlib
 import inspect
 import textwrap
 
+import answer_keys
 import pytest
 
 from course_teacher.exercises import EXERCISES
@@ -28,8 +29,8 @@ PACKAGE = {
 
 
 @pytest.fixture(scope="module")
-def answers():
-    return grader.default_answers()
+def answers(tmp_path_factory):
+    return answer_keys.key(tmp_path_factory, "00", "01", "02", "03", "05", "06", "07", "08")  # (the course's fingerprints are in every lesson's key)
 
 
 def _exercise(answers, exercise):

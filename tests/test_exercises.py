@@ -29,6 +29,29 @@ HIDDEN_SEED = 12345  # a teacher's
 MISTAKES = [(exercise, mistake) for exercise in IDS for mistake in EXERCISES[exercise].mistakes]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def public_data_read_once():
+    """The notebook's check (course_utils.evaluate) reads its exercise's public data from the file at every
+    call: 18 ms of a check's 190 (measured over two known mistakes of every exercise), the same file for the
+    ~1,900 checks here. Read once per exercise in this module instead: judging leaves a Reference as it was
+    (tests/prepared.py), and what the file holds is proved against the teacher's references by
+    test_the_public_data_is_what_the_teachers_references_give (publish.problems, which reads the files
+    itself). A read of another file (the grader's key) goes to the file as before."""
+    read = public.load
+    kept = {}
+
+    def load(exercise, file=None):
+        if file is not None:
+            return read(exercise, file)
+        if exercise not in kept:
+            kept[exercise] = read(exercise)
+        return kept[exercise]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(public, "load", load)
+        yield
+
+
 def test_every_lesson_so_far_has_at_least_three_exercises_with_three_mistakes_each():
     for lesson in build.lessons():
         ours = [e for e in IDS if e.startswith(f"{lesson}.")]
@@ -193,6 +216,32 @@ def test_the_public_data_is_what_the_teachers_references_give():
 
     assert public.EXERCISES == tuple(EXERCISES)  # in the lessons' order, as the registry has them
     assert publish.problems() == []
+
+
+def test_the_teachers_evaluate_on_a_prepared_key_gives_the_verdict_it_gives_alone():
+    """course_teacher.exercises.evaluate(..., reference=key) is how the tests judge many functions against
+    one key (tests/prepared.py): the verdict is the one it prepares itself, and a key of another exercise,
+    or with other cases than the seed asks for, is refused by name."""
+    from course_teacher.exercises import evaluate as teacher_evaluate
+    from course_teacher.exercises import prepare
+
+    spec = EXERCISES["01.scaled_dot"]
+    key = prepare(spec, HIDDEN_SEED)
+    for function in (spec.reference, *(mistake.fn for mistake in spec.mistakes)):
+        alone = teacher_evaluate(spec.id, function, hidden_seed=HIDDEN_SEED)
+        assert teacher_evaluate(spec.id, function, hidden_seed=HIDDEN_SEED, reference=key) == alone
+        assert teacher_evaluate(spec.id, function, hidden_seed=HIDDEN_SEED, reference=key) == alone  # key reused
+    assert {teacher_evaluate(spec.id, m.fn, hidden_seed=HIDDEN_SEED, reference=key).code for m in spec.mistakes} == {
+        m.code for m in spec.mistakes}
+    other = next(exercise for exercise in IDS if exercise.startswith("02."))
+    with pytest.raises(ValueError, match=rf"reference must be the prepared Reference of '01.scaled_dot'.*{other}"):
+        teacher_evaluate(spec.id, spec.reference, reference=prepared(other))
+    with pytest.raises(ValueError, match="hidden_seed"):
+        teacher_evaluate(spec.id, spec.reference, reference=key)  # a key with hidden cases, no seed
+    with pytest.raises(ValueError, match="hidden_seed"):
+        teacher_evaluate(spec.id, spec.reference, hidden_seed=HIDDEN_SEED, reference=prepared(spec.id))
+    with pytest.raises(ValueError, match="got one of 'dict'"):
+        teacher_evaluate(spec.id, spec.reference, reference={})
 
 
 @pytest.mark.slow  # (the grader's hidden cases, a kernel or a fresh process: not in `make quick`)

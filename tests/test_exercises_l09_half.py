@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from course_teacher.exercises import EXERCISES
 from course_teacher.exercises.l09_flash_complete import HALF_ATOL, HALF_RTOL, HALVES
-from course_teacher.exercises.reference import evaluate as evaluate_hidden
+from prepared import evaluate as evaluate_hidden  # the teacher's verdict, each Reference prepared once
 from course_utils import triton_setup
 from course_utils.exercises import FAILED, PASSED
 from cells import run_cell

@@ -420,12 +420,13 @@ def test_an_english_term_left_in_chinese_text_is_found_but_not_a_gloss_code_or_a
     assert found("注意力和自注意力") == []
 
 
+@pytest.mark.slow  # (`make quick` runs `build --check` itself, which reads these texts so: 56 s of quick's tests)
 def test_every_chinese_text_a_learner_reads_keeps_the_glossary():
     """The lessons, the package's messages and widget labels, the hints, the mistakes a check names,
     the slides' notes, the READMEs and the glossary's definitions: no word to avoid, no term left in
     English (build --check runs the same)."""
     terms = build.glossary_source()[0]
-    entries = learner_text.texts(build.ROOT, build.lessons(), build.tags, build.jupytext.read, terms)
+    entries = learner_text.texts(build.ROOT, build.lessons(), build.tags, build.read_source, terms)
     places = {where.split(":")[0].split(",")[0] for where, _text in entries}
     assert {"course_utils/i18n.py", "course_utils/exercises/hints.py", "course_teacher/slides/notes.py",
             "README.md", "README.student.md", "lesson 08", glossary.SOURCE} <= places, places

@@ -297,8 +297,75 @@ def test_a_cached_step_runs_few_operations_per_layer_and_none_that_grow_the_cach
             counts[layers, steps] = seen.counts
     per_layer = (counts[3, 30] - counts[3, 10]) - (counts[1, 30] - counts[1, 10])  # 2 layers × 20 steps
     assert sum(per_layer.values()) / 40 <= 26, per_layer
-    made = {"cat", "ones", "tril_", "arange", "masked_fill", "empty"} & set(per_layer)
-    assert not made, per_layer  # in place: no concatenation, no mask, no positions made per layer and step
+    made = {"cat", "ones", "tril_", "arange", "masked_fill", "empty", "add"} & set(per_layer)
+    assert not made, per_layer  # in place: no concatenation, no mask, no positions, no new residual per layer and step
+    assert per_layer["add_"] == 2 * 40, per_layer  # the two residuals, added into the step's own tensor
+
+
+def test_a_cached_step_calls_no_module_inside_a_block():
+    """At one character a step, calling nn.LayerNorm and nn.Linear costs about as much as their arithmetic: a cached
+    step calls F.layer_norm and F.linear with the weights gathered once (gpt._GenerationCache). Counted per layer and
+    step as above: only the block and its attention are called (before: their five modules too)."""
+    counts = {}
+
+    def count(module, arguments):
+        seen[type(module).__name__] += 1
+
+    for layers in (1, 3):
+        model = _model(layers=layers, context=40).eval()
+        for steps in (10, 30):
+            seen = collections.Counter()
+            hook = nn.modules.module.register_module_forward_pre_hook(count)
+            try:
+                model.generate(_tokens(1, 4), steps, temperature=0.8, top_k=5,
+                               generator=torch.Generator().manual_seed(0))
+            finally:
+                hook.remove()
+            counts[layers, steps] = seen
+    per_layer = (counts[3, 30] - counts[3, 10]) - (counts[1, 30] - counts[1, 10])  # 2 layers × 20 steps
+    assert per_layer == {"Block": 40, "CausalSelfAttention": 40}, per_layer
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_float32_generation_with_the_cache_chooses_recomputations_tokens(seed):
+    """In float32 a cached step's GELU runs PyTorch's kernel, recomputation's oneDNN's (gpt._pytorch_gelu): values a
+    few ulps apart, the same characters, past the context too."""
+    model = G.make_gpt(23, seed=seed, **(SIZES | {"d_model": 64, "d_ff": 256})).eval()
+    runs = [model.generate(_tokens(2, 5, seed=seed), 40, temperature=0.8, top_k=10,
+                           generator=torch.Generator().manual_seed(seed), cache=cache) for cache in (True, False)]
+    assert torch.equal(runs[0][0], runs[1][0])
+    torch.testing.assert_close(runs[0][1], runs[1][1])
+
+
+def test_onednn_is_off_during_cached_steps_only_and_its_setting_is_put_back():
+    """torch.backends.mkldnn.enabled is the process's: off while the cache steps, untouched by recomputation, and put
+    back after, whatever it was, also when a step fails."""
+    seen = []
+
+    def attention(q, k, v, keep):
+        seen.append(torch.backends.mkldnn.enabled)
+        return scaled_dot_product_attention(q, k, v, keep)
+
+    model = _model().eval().use_attention(attention)
+    before = torch.backends.mkldnn.enabled
+    try:
+        for setting in (True, False):
+            torch.backends.mkldnn.enabled = setting
+            for cache in (True, False):
+                seen.clear()
+                model.generate(_tokens(1, 3), 5, temperature=0, cache=cache)
+                assert seen and set(seen) == {setting and not cache}
+                assert torch.backends.mkldnn.enabled is setting
+
+        def failing(q, k, v, keep):
+            raise ValueError("a broken attention")
+
+        torch.backends.mkldnn.enabled = True
+        with pytest.raises(ValueError, match="a broken attention"):
+            model.use_attention(failing).generate(_tokens(1, 3), 5, temperature=0)
+        assert torch.backends.mkldnn.enabled is True
+    finally:
+        torch.backends.mkldnn.enabled = before
 
 
 def test_recomputation_reads_the_window_window_start_says():

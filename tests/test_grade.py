@@ -15,6 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
+import answer_keys
 import nbformat
 import pytest
 import torch
@@ -262,13 +263,13 @@ def test_each_result_json_is_in_classroom_50s_format(graded):
         assert result["max-score"] == sum(t["max-score"] for t in result["tests"])
 
 
-def _evaluated(exercise, source, lang):
-    """The verdict a check prints in the notebook for the function `source` defines."""
+def _evaluated(exercise, source, lang, answers):
+    """The verdict a check prints in the notebook for the function `source` defines (its name from `answers`)."""
     namespace = {"torch": torch}
     exec(source, namespace)  # noqa: S102 (the answers written above)
     i18n.set_language(lang)
     try:
-        name = next(e.function for e in grader.default_answers().plan(exercise[:2], lang)[0] if e.id == exercise)
+        name = next(e.function for e in answers.plan(exercise[:2], lang)[0] if e.id == exercise)
         return evaluate(exercise, namespace[name]).message
     finally:
         i18n.set_language("en")
@@ -277,11 +278,12 @@ def _evaluated(exercise, source, lang):
 @pytest.mark.parametrize("student, answers, lang, key", [
     ("carol", CAROL, "en", "carol/00_tensor_shapes"), ("dan", DAN, "zh", "dan/week1/00_tensor_shapes"),
 ])
-def test_feedback_is_what_the_notebooks_check_says_in_its_language(graded, student, answers, lang, key):
+def test_feedback_is_what_the_notebooks_check_says_in_its_language(graded, student, answers, lang, key,
+                                                                   tmp_path_factory):
     _, out, _, _ = graded
     feedback = _read(out / key / "feedback.md")
     for exercise, source in answers.items():
-        assert _evaluated(exercise, source, lang) in feedback
+        assert _evaluated(exercise, source, lang, answer_keys.key(tmp_path_factory, "00")) in feedback
     assert ("反馈" in feedback and "错误代号" in feedback) if lang == "zh" else ("Diagnosis" in feedback)
 
 
@@ -413,6 +415,19 @@ def test_a_forged_or_broken_answer_is_refused_not_believed(tmp_path):
         wire.load(tmp_path / "missing.pt")
 
 
+def test_the_answer_key_written_holds_the_submitted_lessons_only(tmp_path):
+    """main writes the key of the lessons its submissions are of (every lesson's references cost a minute
+    of CPU), read as grade_one reads them: from the file name, else the cells; none for a notebook of no
+    lesson, nor for one it cannot read (test_gradebook: a run of such notebooks writes no key at all)."""
+    save(render(LESSON_01, "zh"), tmp_path / "bo" / "week1" / "notes.ipynb")  # lesson 01 by its cells
+    (tmp_path / "cy").mkdir()
+    (tmp_path / "cy" / "notes.ipynb").write_text("{ not JSON", encoding="utf-8")
+    assert grader.submitted_lessons(submission.find(tmp_path)) == ["01"]
+    save(render(LESSON_01, "en"), tmp_path / "al" / LESSON_00)  # lesson 00 by its name (a mismatch)
+    assert grader.submitted_lessons(submission.find(tmp_path)) == ["00", "01"]
+    assert grader.submitted_lessons(submission.find(tmp_path / "cy")) == []
+
+
 def test_student_ids_come_from_the_first_folder_or_the_file_name(tmp_path):
     for path in ("a/00_x.ipynb", "a/week1/01_y.ipynb", "b.ipynb", ".ipynb_checkpoints/c.ipynb",
                  "a/.ipynb_checkpoints/00_x-checkpoint.ipynb", "grades/d/00_x.ipynb"):
@@ -444,9 +459,9 @@ def test_every_grade_message_has_both_languages_and_formats():
         assert key in ours
 
 
-def test_the_cells_run_are_every_cell_or_the_learners_own_but_never_a_check_cell():
+def test_the_cells_run_are_every_cell_or_the_learners_own_but_never_a_check_cell(tmp_path_factory):
     found = submission.read(ROOT / "notebooks/en" / LESSON_00, "k", "s")
-    exercises, course_cells = grader.default_answers().plan("00", "en")
+    exercises, course_cells = answer_keys.key(tmp_path_factory, "00").plan("00", "en")
     exercise_cells = {submission.exercise_cell(found, e)[0].index for e in exercises}
     every = grader.cells_to_run(found.cells, exercise_cells, "all", course_cells)
     own = grader.cells_to_run(found.cells, exercise_cells, "own", course_cells)

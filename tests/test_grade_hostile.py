@@ -58,6 +58,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import answer_keys
 import patience
 import pytest
 from submissions import answer, exercise_cell, insert, render, save, solved
@@ -1052,8 +1053,7 @@ def _once(tmp_path_factory, name, make):
     """make() once per test session, whichever xdist worker asks first; the other waits for it and
     reads its result (pickled in the session's shared temporary folder). A run made only once also
     keeps two graders of this module from sharing the two cores."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    shared = answer_keys.shared_folder(tmp_path_factory)
     done, failed = shared / f"hostile-{RUN}-{name}.pickle", shared / f"hostile-{RUN}-{name}.failed"
     with open(shared / f"hostile-{RUN}-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -1821,7 +1821,7 @@ time.sleep(SECONDS)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a uid per kernel, and its process limit, is the root mode's")
-def test_11_a_fork_bomb_in_one_grader_does_not_stop_another_graders_kernels(tmp_path):
+def test_11_a_fork_bomb_in_one_grader_does_not_stop_another_graders_kernels(tmp_path, tmp_path_factory):
     """Two graders on one machine (two assignments graded at once, or test modules run in parallel):
     RLIMIT_NPROC counts the processes of a uid machine-wide (launch.py), so a fork bomb in one
     grader's kernel must not take the process limit of the other grader's kernels. Each kernel
@@ -1849,7 +1849,8 @@ def test_11_a_fork_bomb_in_one_grader_does_not_stop_another_graders_kernels(tmp_
         (tmp_path / "work").mkdir()
         # (the limits stretched on a busy machine: what is proved is that the bomb takes none of this
         # grading's processes, not how fast it grades)
-        options = grader.Options(time_limit=patience.seconds(2), cell_timeout=patience.seconds(8), cells="own")
+        options = grader.Options(time_limit=patience.seconds(2), cell_timeout=patience.seconds(8), cells="own",
+                                 answers=answer_keys.key(tmp_path_factory, "00"))
         graded = grader.grade_one(tmp_path / "submissions" / "ann" / L00, "ann/00_tensor_shapes", "ann", options,
                                   folder=tmp_path / "work")
         assert held() == [uid], "the bomb let go before the other grading ended"

@@ -20,6 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
+import answer_keys
 import patience
 import pytest
 
@@ -521,7 +522,7 @@ def test_without_the_sandbox_the_kernel_still_gets_a_clean_environment(tmp_path,
     assert answer["initial"]["HOME"] == str(kernel.work / "home") and answer["history"] is False
 
 
-def _unscanned(monkeypatch, tmp_path, lang, cell, exercise=None):
+def _unscanned(monkeypatch, tmp_path, lang, cell, exercise=None, answers=None):
     """{exercise: Row} of lesson 00's solutions graded here with the grader's static scan switched off: `cell`
     inserted before the first exercise cell or, given `exercise`, as that exercise's cell. The scan holds every
     such cell for review before any kernel starts; these tests prove the sandbox behind it, for whatever code
@@ -543,35 +544,62 @@ def _unscanned(monkeypatch, tmp_path, lang, cell, exercise=None):
     path = tmp_path / "00_tensor_shapes.ipynb"
     nbformat.write(notebook, str(path))
     # (the limits stretched on a busy machine, tests/patience.py: an honest exercise must not run out of time)
-    options = grader.Options(cells="own", time_limit=patience.seconds(2), cell_timeout=patience.seconds(30))
+    options = grader.Options(cells="own", time_limit=patience.seconds(2), cell_timeout=patience.seconds(30),
+                             answers=answers)
     graded = grader.grade_one(path, "them", "them", options)
     return {row.exercise: row for row in graded.rows}
 
 
 @needs_bwrap
-def test_a_kernel_that_fills_its_own_exchange_folder_gets_no_result_not_a_grader_error(tmp_path, monkeypatch):
+def test_a_kernel_that_fills_its_own_exchange_folder_gets_no_result_not_a_grader_error(tmp_path, monkeypatch,
+                                                                                        tmp_path_factory):
     """The exchange folder is a capped memory file system: a cell that fills it and keeps it full
     leaves no room for the grader's calls. That is the submission's loss alone (NO_RESULT for the
     exercises checked after it), never the grader failing on the notebook (GRADER_ERROR)."""
     fill = ("data = b'x' * 2**20\nwith open('/sandbox/work/full', 'wb') as handle:\n    try:\n"
             "        while True:\n            handle.write(data)\n            handle.flush()\n"
             "    except OSError:\n        pass\n")
-    codes = {exercise: row.code for exercise, row in _unscanned(monkeypatch, tmp_path, "en", fill).items()}
+    rows = _unscanned(monkeypatch, tmp_path, "en", fill, answers=answer_keys.key(tmp_path_factory, "00"))
+    codes = {exercise: row.code for exercise, row in rows.items()}
     assert "GRADER_ERROR" not in codes.values(), codes
     assert set(codes.values()) == {"NO_RESULT"}, codes
 
 
 @needs_bwrap
-def test_a_kernel_that_dies_costs_its_exercise_and_the_next_get_a_fresh_kernel(tmp_path, monkeypatch):
+def test_a_kernel_that_dies_costs_its_exercise_and_the_next_get_a_fresh_kernel(tmp_path, monkeypatch,
+                                                                               tmp_path_factory):
     """A segmentation fault (numpy reading far past its array) kills the kernel while split_heads is checked:
     that exercise crashes with KERNEL_DIED, said in the notebook's language, and the exercises after it are
     graded in a fresh kernel."""
     crash = ("import numpy as np\n\n\ndef split_heads(x, num_heads):\n"
              "    return np.lib.stride_tricks.as_strided(np.zeros(1), shape=(2**30,), strides=(2**20,)).sum()\n")
-    rows = _unscanned(monkeypatch, tmp_path, "zh", crash, exercise="00.split_heads")
+    rows = _unscanned(monkeypatch, tmp_path, "zh", crash, exercise="00.split_heads",
+                      answers=answer_keys.key(tmp_path_factory, "00"))
     assert (rows["00.split_heads"].status, rows["00.split_heads"].code) == ("crashed", "KERNEL_DIED"), rows
     assert "内核崩溃" in rows["00.split_heads"].message, rows["00.split_heads"].message
     assert all(row.status == "passed" for exercise, row in rows.items() if exercise != "00.split_heads"), rows
+
+
+@needs_bwrap
+def test_a_kernel_whose_start_was_cut_off_is_replaced_not_used(tmp_path, monkeypatch, tmp_path_factory):
+    """On a machine busy enough, the grader's own start in a fresh kernel (its watcher: torch and the course
+    imported) could be cut off at a learner's cell time: every exercise then came back NO_RESULT ("module
+    'course_utils' has no attribute 'exercises'"). A start that did not finish is the kernel's failure, not the
+    learner's: that kernel is killed and a fresh one started, and the solutions pass."""
+    from course_teacher.grade import grader
+
+    real_run, cut = runner.Kernel.run, []
+
+    def run(kernel, code, timeout, **kwargs):
+        if code == grader.KERNEL_START and not cut:  # the first kernel's start cut off halfway through its imports
+            cut.append(timeout)
+            return real_run(kernel, code, 0.05, **kwargs)
+        return real_run(kernel, code, timeout, **kwargs)
+
+    monkeypatch.setattr(runner.Kernel, "run", run)
+    rows = _unscanned(monkeypatch, tmp_path, "en", "x = 1", answers=answer_keys.key(tmp_path_factory, "00"))
+    assert cut and cut[0] >= grader.KERNEL_START_S - 1, cut  # the start's own time, not a learner cell's 30 s
+    assert rows and all(row.status == "passed" for row in rows.values()), rows
 
 
 def test_a_python_under_tmp_is_bound_onto_the_sandboxs_own_tmp_not_hidden_by_it(monkeypatch):
@@ -588,7 +616,8 @@ def test_a_python_under_tmp_is_bound_onto_the_sandboxs_own_tmp_not_hidden_by_it(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the uid locks are the root mode's")
-def test_a_uid_folder_made_first_by_someone_else_is_refused_and_grading_never_falls_back(tmp_path, monkeypatch):
+def test_a_uid_folder_made_first_by_someone_else_is_refused_and_grading_never_falls_back(tmp_path, monkeypatch,
+                                                                                         tmp_path_factory):
     """Any user could make the uid-lock folder first when it lived in /tmp: the grader found no uid, and
     graded a single submission without its sandbox, as root. The folder is where only root can make it
     now, a folder that is not root's is refused, and a grader without its sandbox refuses to grade
@@ -610,7 +639,8 @@ def test_a_uid_folder_made_first_by_someone_else_is_refused_and_grading_never_fa
         monkeypatch.setattr(grader, "sandbox_available", sandbox.available)
         notebook = ROOT / "notebooks" / "en" / "00_tensor_shapes.ipynb"
         out = tmp_path / "grades"
-        assert grader.main([str(notebook), "--out", str(out), "--key", str(grader.default_answers().folder)]) \
+        key = answer_keys.key(tmp_path_factory, "00").folder
+        assert grader.main([str(notebook), "--out", str(out), "--key", str(key)]) \
             == grader.NO_SANDBOX
         assert not out.exists(), "nothing is graded without the sandbox unless told --no-sandbox"
     finally:

@@ -1,5 +1,5 @@
 """Lesson 04: the facts its notebook states from training (proved on 10 seeds; `make test` runs
-this module under ATEN_CPU_CAPABILITY=default as well as the native kernels), the heads explorer,
+them under ATEN_CPU_CAPABILITY=default, `make test-paths` on every kernel path the CPU has), the heads explorer,
 the head grid and cost plots, and the neighbours task.
 
 The notebook trains three models on the neighbours task, seed 0, one thread: one head with the

@@ -1,7 +1,7 @@
 """Lesson 05, sections 1-6: the walkthrough explorer and its table, the plots, and the facts the
 notebook states that rest on sampling or float accumulation, proved over at least 10 seeds (the
-tests marked `trains`; `make test` runs them under ATEN_CPU_CAPABILITY=default as well as the
-native kernels)."""
+tests marked `trains`; `make test` runs them under ATEN_CPU_CAPABILITY=default, `make test-paths` on
+every kernel path the CPU has)."""
 
 import math
 

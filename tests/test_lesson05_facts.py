@@ -1,7 +1,7 @@
 """Lesson 05, sections 7-9: every threshold the notebook states about the Informer ProbSparse
 code's defects, about when ProbSparse is accurate and about its memory, proved on many random
 draws (the notebook makes one). `make test` runs the `trains` tests under
-ATEN_CPU_CAPABILITY=default as well as the native kernels.
+ATEN_CPU_CAPABILITY=default, `make test-paths` on every kernel path the CPU has.
 
 The defects are re-created in the lesson itself (code first, for the learner to read); the tests
 take those functions from the lesson source, so the numbers proved here are the numbers of the

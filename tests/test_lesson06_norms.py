@@ -1,6 +1,7 @@
 """Lesson 06, section 3 (post-norm or pre-norm): the facts its notebook states about the gradient in a
-freshly initialised stack of encoder layers (and section 1's one fact from sampling, at the end), proved on 10 seeds with margin (`make test` runs this module
-under ATEN_CPU_CAPABILITY=default as well as the native kernels; both give the same numbers to 3 digits).
+freshly initialised stack of encoder layers (and section 1's one fact from sampling, at the end), proved on
+10 seeds with margin (`make test` runs its `trains` tests under ATEN_CPU_CAPABILITY=default, `make test-paths`
+on every kernel path; default and native give the same numbers to 3 digits).
 
 The notebook measures seed 0, N = 24 and N = 6 layers (course_utils.norm_study's sizes), and states:
 no layer of the pre-norm stack gets less gradient than its top; at x_0 it is more than 1.3 times the top's;

@@ -1,7 +1,7 @@
 """Lesson 06, section 5 (warm-up, measured): the facts its notebook states about training a deeper
 encoder–decoder post-norm and pre-norm, with and without a learning-rate warm-up, proved on 10 seeds
-with margin (`make test` runs this module under ATEN_CPU_CAPABILITY=default as well as the native
-kernels), and the schedule itself.
+with margin (`make test` runs its `trains` tests under ATEN_CPU_CAPABILITY=default, `make test-paths` on
+every kernel path the CPU has), and the schedule itself.
 
 The notebook trains seed 0 at ``norm_study.WARMUP_SETTINGS`` (4 encoder and 4 decoder layers, 100
 steps of 32 sequences, peak learning rate 0.015) three times and states, of the teacher-forced

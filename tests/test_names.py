@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import answer_keys
 import patience
 from course_teacher import build, links, platforms
 from course_teacher.grade import grader, submission
@@ -113,7 +114,7 @@ def test_the_grader_reads_a_chinese_named_submission_as_the_lesson_it_names():
 
 
 @pytest.mark.slow  # (two kernels: left out of `make quick`)
-def test_a_chinese_named_submission_grades_the_same_as_under_the_english_name(tmp_path):
+def test_a_chinese_named_submission_grades_the_same_as_under_the_english_name(tmp_path, tmp_path_factory):
     """The same solved Chinese lesson 00, handed in as 00_张量形状入门.ipynb and as 00_tensor_shapes.ipynb:
     the same verdicts, all passed."""
     from submissions import solved
@@ -121,7 +122,7 @@ def test_a_chinese_named_submission_grades_the_same_as_under_the_english_name(tm
     notebook = solved("00_tensor_shapes.ipynb", "zh")
     # (without the sandbox: the name is what differs here; test_grade_sandbox proves the sandbox)
     options = grader.Options(cells="own", time_limit=patience.seconds(2), cell_timeout=patience.seconds(30),
-                             sandboxed=False)
+                             sandboxed=False, answers=answer_keys.key(tmp_path_factory, "00"))
     rows = {}
     for name in (file_names.lesson_notebook("00_tensor_shapes", "zh"), "00_tensor_shapes.ipynb"):
         path = tmp_path / name.removesuffix(".ipynb") / name

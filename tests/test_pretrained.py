@@ -54,7 +54,9 @@ def test_a_shipped_model_loads_with_its_corpus_and_provenance(name):
     assert history[-1]["val_loss"] == provenance["val_loss_trained"]
     # float16 storage moves the val loss by far less than what separates the model from its baselines
     assert abs(provenance["val_loss"] - provenance["val_loss_trained"]) < 0.01
-    assert provenance["baselines"] == corpus.baselines()
+    # the corpus's baselines, as the training run computed them (its torch threads sum the counts' logs in
+    # another order than this process may: the last bit can differ)
+    assert provenance["baselines"] == pytest.approx(corpus.baselines(), rel=1e-12)
     assert provenance["val_loss"] < provenance["baselines"]["unigram"]
     # the model reads the corpus's characters: a window of val gives logits over its vocabulary
     x, _ = corpus.batch("val", 2, 16, torch.Generator().manual_seed(0))

@@ -1,6 +1,7 @@
 """`make release`: the student zip has what a learner needs to run every lesson and no solution, the
 solutions zip has every solution notebook, and two builds give the same bytes."""
 
+import functools
 import json
 import os
 import re
@@ -153,9 +154,10 @@ def _code(text):
     return "\n".join(line for line in lines if line)
 
 
+@functools.cache  # (two tests read them: 44 notebooks read and validated each time)
 def _solutions():
-    """[(lesson, exercise id, solution code)]: each exercise cell's lines that the solution render has
-    and the student render has not, comments and markers dropped."""
+    """((lesson, exercise id, solution code), ...): each exercise cell's lines that the solution render
+    has and the student render has not, comments and markers dropped."""
     found = []
     for lesson, source in build.lessons().items():
         for lang in LANGUAGES:
@@ -175,7 +177,7 @@ def _solutions():
                 blocks += [block] if block else []
                 code = GAP.join(filter(None, (_code("\n".join(lines)) for lines in blocks)))
                 found.append((lesson, cell.metadata["exercise"], code))
-    return found
+    return tuple(found)
 
 
 GAP = "\n\n"  # between a cell's solution blocks (_code drops blank lines, so no block holds one)

@@ -39,9 +39,9 @@ import torch
 
 from prepared import prepared  # each spec's Reference prepared once per process (tests/prepared.py)
 
-from course_teacher.exercises import EXERCISES, TRANSPOSES
+from course_teacher.exercises import EXERCISES, TRANSPOSES, evaluate
 from course_teacher import build
-from course_utils.exercises import PASSED, grading, rules
+from course_utils.exercises import PASSED, rules
 
 matplotlib.use("Agg")
 
@@ -180,8 +180,7 @@ def _passes(spec, function):
             # course_teacher.exercises.evaluate's judgement, on a Reference prepared once per spec: preparing it
             # (the reference and every known mistake run on every case) was three quarters of the sweep's time,
             # and the same for each of the hundreds of candidates (measured on 10.generate_cached: 421 of 540 s)
-            reference = prepared(spec)
-            return grading.judge(reference, grading.collect(reference.calls, function, CALL_LIMIT)).status == PASSED
+            return evaluate(spec, function, time_limit=CALL_LIMIT, reference=prepared(spec)).status == PASSED
     except Exception:  # noqa: BLE001
         # The judge itself failed on what the candidate returned: no pass. (It happens: grading's
         # own Raised, called with a case's tensors, returns an object the judge takes for a

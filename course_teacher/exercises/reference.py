@@ -135,10 +135,23 @@ def _detached(value):
     return value
 
 
-def evaluate(exercise, function, *, hidden_seed=None, time_limit=None):
+def evaluate(exercise, function, *, hidden_seed=None, time_limit=None, reference=None):
     """The grading.Verdict for `function` on `exercise` (an id or a registry.Exercise), judged in this
     process against the teacher's references: the public cases, and hidden ones when `hidden_seed`
-    is given. What the grader decides, without a kernel (tests, and a teacher trying an answer)."""
+    is given. What the grader decides, without a kernel (tests, and a teacher trying an answer).
+
+    `reference`: the answer key, `prepare(exercise, hidden_seed)` done once for many functions, as the
+    grader prepares its key once for a whole class (preparing runs the reference and every known
+    mistake on every case: most of a call's time). The verdict is the same; judging leaves the key as
+    it was, apart from the names and labels it sets afresh on each case every time."""
     spec = EXERCISES[exercise] if isinstance(exercise, str) else exercise
-    reference = prepare(spec, hidden_seed)
+    if reference is None:
+        reference = prepare(spec, hidden_seed)
+    elif not isinstance(reference, Reference) or reference.exercise != spec.id:
+        got = reference.exercise if isinstance(reference, Reference) else type(reference).__name__
+        raise ValueError(f"evaluate: reference must be the prepared Reference of {spec.id!r} "
+                         f"(prepare({spec.id!r}, hidden_seed)), got one of {got!r}")
+    elif any(case.hidden for case in reference.cases) != (hidden_seed is not None):
+        raise ValueError(f"evaluate: reference must be prepared with the hidden_seed given ({hidden_seed!r}): "
+                         f"got one {'with' if hidden_seed is None else 'without'} hidden cases")
     return grading.judge(reference, grading.collect(reference.calls, function, time_limit))

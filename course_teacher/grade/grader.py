@@ -152,7 +152,11 @@ class _OutOfTime(Exception):
     pass
 
 
-_KERNEL_START = "import course_utils.exercises.kernel\ncourse_utils.exercises.kernel.start()"
+#: What the grader runs first in each fresh kernel: the check's watcher set up before any cell of the learner's.
+KERNEL_START = "import course_utils.exercises.kernel\ncourse_utils.exercises.kernel.start()"
+#: Seconds for KERNEL_START in a fresh kernel (it imports torch and the course): the grader's own code, run
+#: before any of the learner's, so not held to a learner's cell time; a busy machine can take a while.
+KERNEL_START_S = 120.0
 
 
 class _GaveUp(Exception):
@@ -190,7 +194,11 @@ class _Run:
             kernel.start()  # KernelDied when it cannot
             self.kernel = kernel
             # before any cell: the threads alive now are the kernel's (a check fails while another runs)
-            kernel.run(_KERNEL_START, min(self.options.cell_timeout, self.remaining()), history=False)
+            started = kernel.run(KERNEL_START, min(max(KERNEL_START_S, self.options.cell_timeout), self.remaining()),
+                                 history=False)
+            if not started.ok:  # cut off halfway (a machine too busy): a kernel without its watcher is no use
+                kernel.kill()
+                continue
             for cell in [c for c in self.ok if c.index < index]:  # again, after a death
                 reply = kernel.run(cell.source, min(self.options.cell_timeout, self.remaining()))
                 if not reply.ok:
@@ -777,13 +785,25 @@ def main(argv=None):
                   "(make grade SEED=...) so that no student can know them.", file=sys.stderr)
         written = tempfile.mkdtemp(prefix="course-answers-")
         seed = answer_key.DEFAULT_SEED if args.seed is None else args.seed
-        answers = write_answers(written, seed, [lesson] if lesson else None)
+        lessons = [lesson] if lesson else submitted_lessons(found)
+        # no submission of any lesson: nothing is judged, so no reference is computed
+        answers = write_answers(written, seed, lessons) if lessons else answer_key.Key(written, {})
     try:
         return _run(args, found, Options(args.time_limit, args.cell_timeout, args.submission_timeout, args.memory_mb,
                                          args.cells, answers=answers, lesson=lesson, sandboxed=sandboxed))
     finally:
         if written:
             shutil.rmtree(written, ignore_errors=True)
+
+
+def submitted_lessons(found):
+    """The lessons of the submissions `found` as grade_one reads them, in order. Writing the answer
+    key of only these is what `make grade` saves most: the references of every lesson cost a minute
+    of CPU (lesson 10's generation above all), one lesson's a few seconds. The grades are the same:
+    a submission is judged against its own lesson's part of the key alone, and one of no lesson
+    (or unreadable without one) gets a message that names no lesson. (Reading here costs what a
+    child reads again: a bounded file, opened without following a link or blocking, as _lost does.)"""
+    return sorted({reading.read(item.path, item.key, item.student).lesson for item in found} - {None})
 
 
 def _run(args, found, options):
