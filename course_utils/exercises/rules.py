@@ -210,12 +210,12 @@ BENIGN_THREADS = frozenset(("tqdm._monitor.TMonitor",))
 #: "check.refused.<code>" (i18n.py). EVALUATOR ... UNWATCHED: the call did something no answer does.
 REFUSAL_CODES = ("EVALUATOR", "PROCESS", "NATIVE", "SOCKET", "THREAD", "IMPORT", "UNWATCHED", "LEFT_RUNNING",
                  "OPERATION", "SOLVER",
-                 "TORCH_OUTSIDE_KERNEL", "TORCH_IN_KERNEL", "FOREIGN_DATA", "NO_LAUNCH", "COMPILER_REFUSED",
-                 "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN", "BLOCK_IGNORED")
+                 "TORCH_OUTSIDE_KERNEL", "TORCH_IN_KERNEL", "FOREIGN_DATA", "DATA_IN_ARGUMENTS", "NO_LAUNCH",
+                 "COMPILER_REFUSED", "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN", "BLOCK_IGNORED")
 #: Those the judge reads only once the values are right: a wrong answer's own mistake is named first (a plain
 #: torch answer with a known mistake learns its mistake; once right, it learns that the kernel must compute it).
-AFTER_VALUES = ("NO_LAUNCH", "TORCH_IN_KERNEL", "TORCH_OUTSIDE_KERNEL", "FOREIGN_DATA", "COMPILER_REFUSED",
-                "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN", "BLOCK_IGNORED")
+AFTER_VALUES = ("NO_LAUNCH", "TORCH_IN_KERNEL", "TORCH_OUTSIDE_KERNEL", "FOREIGN_DATA", "DATA_IN_ARGUMENTS",
+                "COMPILER_REFUSED", "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN", "BLOCK_IGNORED")
 
 
 def forbidden_operations(exercise):

@@ -522,6 +522,8 @@ class Sandbox:
         self._operations = frozenset(rules.forbidden_operations(exercise))
         self._solvers = observe.Solvers(solver_functions(exercise, forbidden)) if exercise else None
         self.kernel = rules.is_kernel(exercise)
+        self.traced = None  # lesson 09: the last watched call's trace (kernels._Trace.events), None if it raised
+        self._probed = None  # the trace of the call on other values (probe) the next watched call is compared with
         self.compiler_text = None  # the GPU compiler front end's refusal of a launched kernel (COMPILER_REFUSED)
         self.seconds = TIME_LIMIT if seconds is None else seconds
         # characters left; whether the "cut" line is still to come; characters written in all
@@ -560,6 +562,9 @@ class Sandbox:
         targets, measure = (self._targets, self.measure) if watch else (self._gradient_targets, False)
         watcher = _Watch(targets, self.forbidden_calls, measure) if targets or measure else None
         ledger = kernels.Ledger(self.refused, args, self.exercise) if watch and self.kernel else None
+        probed = None
+        if ledger:
+            probed, self._probed, self.traced = self._probed, None, None
         observer = observe.Observer(self.refused, self._operations, ledger) \
             if self._operations or ledger else None
         tracer = _tracer(watcher, self._solvers, self.refused, engine=not watch,
@@ -605,6 +610,10 @@ class Sandbox:
                 if ledger and returned:  # (the launches' kernels asked of the compiler's front end, unguarded)
                     ledger.finish(result)
                     self.compiler_text = self.compiler_text or ledger.compiler_text
+                    self.traced = ledger.trace.events
+                    difference = probed and ("raised" if probed == "raised" else kernels.differs(probed, self.traced))
+                    if difference and ["DATA_IN_ARGUMENTS", difference] not in self.refused:
+                        self.refused.append(["DATA_IN_ARGUMENTS", difference])
                 if returned:
                     self._kept.append(result)
                 return result
@@ -621,6 +630,24 @@ class Sandbox:
                 _set_warn_always(warn_always)
                 self._read(caught)
                 self._left_running()  # (the check's own instruments gone)
+
+    def probe(self, function, args):
+        """Lesson 09: call `function` on `args` with other values (each floating-point tensor a clone, so of the same
+        shape, dtype, strides and device, filled with a fixed draw), so that the next watched call, on `args`
+        themselves, is compared with it (kernels.differs): what a call does besides its kernels' loads must not depend
+        on the input values, or it is DATA_IN_ARGUMENTS. Made before that call, so that the function cannot repeat
+        there what it did on the values it saw last. TimeLimit is raised as from any call; another error is kept as
+        "raised" (the same call on its own arguments returns)."""
+        generator = _Generator().manual_seed(PROBE_SEED)
+        others = tuple(_other_values(arg, generator) for arg in args)
+        try:
+            self.call(function, *others)
+            found = self.traced
+        except (TimeLimit, KeyboardInterrupt):
+            raise
+        except BaseException:  # noqa: BLE001 (judged when the call on the case's own values returns)
+            found = "raised"
+        self._probed = found
 
     def _left_running(self):
         """LEFT_RUNNING for what an earlier cell left beside the call (leftovers.py), looked at as it begins and ends."""
@@ -650,6 +677,21 @@ class Sandbox:
                 self._warnings.add(text)
                 shown = warnings.formatwarning(warning.message, warning.category, warning.filename, warning.lineno)
                 _Output(self.budget, sys.stderr).write(shown)
+
+
+PROBE_SEED = 9091  # the other values' draw (any fixed one: the function sees them before the case's own)
+_Generator, _randn, _clone, _copy = torch.Generator, torch.randn, torch.Tensor.clone, torch.Tensor.copy_
+
+
+def _other_values(arg, generator):
+    """A clone of `arg` (same shape, dtype, strides, device) with other values, when it is a floating-point tensor;
+    else `arg` itself (an integer or boolean tensor can be a shape's part: a length, a mask)."""
+    if type(arg) is not torch.Tensor or not arg.is_floating_point():
+        return arg
+    with torch.no_grad():
+        other = _clone(arg.detach())
+        _copy(other, _randn(tuple(other.shape), generator=generator, dtype=torch.float32))
+    return other.requires_grad_(arg.requires_grad) if arg.requires_grad and other.is_leaf else other
 
 
 _CALL_CODE = Sandbox.call.__code__  # where the audit hook's walk up from an event to the learner's frames stops

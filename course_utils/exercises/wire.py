@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from . import rules
+from . import kernels, rules
 from .grading import on_graph, Raised
 from .sandbox import TORCH_SETTINGS, solver_functions
 
@@ -268,7 +268,7 @@ def decode(data, reference, seconds):
     _expect(type(refused) is list and all(type(r) is list and len(r) == 2 and all(type(p) is str for p in r)
                                           for r in refused), "a malformed list of refusals")
     vocabulary = _refusal_vocabulary(reference)
-    received.refused = [list(r) for r in refused if _known_refusal(r, vocabulary)]
+    received.refused = [list(r) for r in map(_in_grader_words, refused) if _known_refusal(r, vocabulary)]
     return received
 
 
@@ -285,7 +285,17 @@ def _refusal_vocabulary(reference):
         "SOLVER": {name for name, _ in solver_functions(reference.exercise, reference.forbidden)} | (
             _course_modules() if rules.own_code(reference.exercise) else set()),
         "TORCH_IN_KERNEL": None, "TORCH_OUTSIDE_KERNEL": None, "FOREIGN_DATA": None,  # aten names, checked below
+        "DATA_IN_ARGUMENTS": _ANY,  # (made of the grader's words by _in_grader_words)
     }
+
+
+_ANY = type("_Any", (), {"__contains__": lambda self, item: True})()
+
+
+def _in_grader_words(refusal):
+    """A DATA_IN_ARGUMENTS refusal's detail with the learner's names left out (kernels.grader_words)."""
+    code, detail = refusal
+    return [code, kernels.grader_words(detail)] if code == "DATA_IN_ARGUMENTS" else refusal
 
 
 @functools.cache
