@@ -27,6 +27,40 @@ def read_kernel(X, n, BLOCK: tl.constexpr):
 
 '''
 
+_DIGIT_KERNEL = '''@triton.jit
+def digit_kernel(Y, i, unit):
+    tl.atomic_add(Y + i, unit)
+
+
+'''
+
+_COPY_KERNEL = '''@triton.jit
+def copy_kernel(X, Y, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Y + i, tl.load(X + i, mask=i < n, other=0.0), mask=i < n)
+
+
+'''
+
+# A row's softmax whose largest entry comes through a pointer of its own (block-wide loads, as the exercise asks).
+_ROW_MAX_KERNEL = '''@triton.jit
+def given_max(X, TOP, Y, n, BLOCK: tl.constexpr):
+    top = tl.load(TOP)
+    total = 0.0
+    for start in range(0, n, BLOCK):
+        i = start + tl.arange(0, BLOCK)
+        total += tl.sum(tl.exp(tl.load(X + i, mask=i < n, other=float("-inf")) - top), 0)
+    for start in range(0, n, BLOCK):
+        i = start + tl.arange(0, BLOCK)
+        x = tl.load(X + i, mask=i < n, other=0.0)
+        tl.store(Y + i, tl.exp(x - top) / total, mask=i < n)
+
+
+'''
+
+#: What the feedback says of a call whose launches depend on the input values (DATA_IN_ARGUMENTS).
+_VALUES = "depends on the input values"
+
 ATTACKS_MORE = {
     # lesson 09: the answer computed in NumPy and written through a NumPy view of the output (no aten operation
     # sees it), then "written" by a kernel that stores back what it loads; fixed by the kernel ledger's memory check
@@ -63,19 +97,9 @@ ATTACKS_MORE = {
                                             "def my_causal_mask(L_q, L_k):\n"
                                             "    return probsparse.causal_keep(torch.arange(L_q).clamp(max=L_k - 1), L_k)"},
                     "course_utils.probsparse"),
-    # a table another course function computed at the cell's top level (outside the call: no tracer sees it), sliced
-    # by the answer: a top-left causal mask is the top-left corner of a larger one
-    "precompute-keep-of": (L02, {"02.causal_mask": "from course_utils import tiled\n\n"
-                                                   "BIG = tiled.keep_of(256, 256, causal=True)\n\n\n"
-                                                   "def my_causal_mask(L_q, L_k, table=BIG):\n"
-                                                   "    return table[:L_q, :L_k].clone()"}, "course_utils.tiled.keep_of"),
-}
-
-#: Found and NOT fixed (still full marks through `make grade`, seed 8231, 9/9, and the notebook's check): the inputs read
-#: outside any launch (DLPack), the answer computed in NumPy and written one value per launch as a scalar argument, a
-#: read-only kernel to "read" the input. The memory check cannot see it (every byte of the output is written by a
-#: launch). Not part of ATTACKS_MORE: it would fail the merged test until fixed (see the review's report).
-OPEN = {
+    # lesson 09, the answer computed on the host and handed to the launches as data: each value a scalar argument of
+    # its own launch (the input "read" by a kernel that loads it and does nothing); fixed by the kernel ledger's
+    # second call on other values (DATA_IN_ARGUMENTS: the launches' arguments differ)
     "scalar-kernel": (L09, {"09.softmax_kernel": _IDLE_KERNELS + "@triton.jit\ndef put_kernel(Y, i, v):\n"
                                                  "    tl.store(Y + i, v)\n\n\n"
                                                  "def softmax_rows(x):\n    import numpy as np\n    x = x.contiguous()\n"
@@ -84,5 +108,82 @@ OPEN = {
                                                  "    r = e / e.sum(-1, keepdims=True)\n"
                                                  "    read_kernel[(triton.cdiv(x.numel(), 1024),)](x, x.numel(), BLOCK=1024)\n"
                                                  "    for i, v in enumerate(r.ravel().tolist()):\n"
-                                                 "        put_kernel[(1,)](y, i, v)\n    return y"}, "NumPy"),
+                                                 "        put_kernel[(1,)](y, i, v)\n    return y"}, _VALUES),
+    # its neighbours, closed the same way: the values as a global the kernel reads besides its arguments (a
+    # tl.constexpr the host sets before each launch), as a pointer's offset into the input (the row's largest entry,
+    # found on the host, handed to the kernel), as torch's fill values (written with fill_, then "written" by a kernel
+    # that stores back what it loads)
+    "values-in-launches": (L09, {
+        "09.softmax_kernel": _IDLE_KERNELS + "VALUE = tl.constexpr(0.0)\n\n\n@triton.jit\n"
+                                             "def put_global(Y, i):\n    tl.store(Y + i, VALUE)\n\n\n"
+                                             "def softmax_rows(x):\n    global VALUE\n    import numpy as np\n"
+                                             "    x = x.contiguous()\n    y = torch.empty_like(x)\n"
+                                             "    a = np.from_dlpack(x)\n    e = np.exp(a - a.max(-1, keepdims=True))\n"
+                                             "    r = e / e.sum(-1, keepdims=True)\n"
+                                             "    read_kernel[(triton.cdiv(x.numel(), 1024),)](x, x.numel(), BLOCK=1024)\n"
+                                             "    for i, v in enumerate(r.ravel().tolist()):\n"
+                                             "        VALUE = tl.constexpr(v)\n        put_global[(1,)](y, i)\n"
+                                             "    return y",
+        "09.softmax_blocks": _ROW_MAX_KERNEL + "def softmax_blocks(x, block):\n    import numpy as np\n"
+                                               "    x = x.contiguous()\n    y = torch.empty_like(x)\n"
+                                               "    top = np.from_dlpack(x).argmax(-1)\n    flat = x.view(-1)\n"
+                                               "    for row in range(x.shape[0]):\n"
+                                               "        start = row * x.shape[1]\n"
+                                               "        given_max[(1,)](x[row], flat[start + int(top[row]):], y[row], x.shape[1], BLOCK=16)\n"
+                                               "    return y",
+        "09.matmul_kernel": _IDLE_KERNELS + "def matmul(a, b, block_m, block_n, block_k):\n    import numpy as np\n"
+                                            "    a, b = a.contiguous(), b.contiguous()\n"
+                                            "    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype)\n"
+                                            "    r = np.from_dlpack(a) @ np.from_dlpack(b)\n    flat = c.view(-1)\n"
+                                            "    for i, v in enumerate(r.ravel().tolist()):\n        flat[i].fill_(v)\n"
+                                            "    read_kernel[(triton.cdiv(a.numel(), 1024),)](a, a.numel(), BLOCK=1024)\n"
+                                            "    read_kernel[(triton.cdiv(b.numel(), 1024),)](b, b.numel(), BLOCK=1024)\n"
+                                            "    touch_kernel[(triton.cdiv(c.numel(), 1024),)](c, c, c.numel(), BLOCK=1024)\n"
+                                            "    return c",
+    }, _VALUES),
+    # a fresh tensor made from NumPy's answer (torch.from_numpy, torch.as_tensor) copied to the output by a kernel:
+    # FOREIGN_DATA already (the ledger cannot trace the copy's source to the inputs)
+    "numpy-tensor-kernel": (L09, {
+        "09.softmax_kernel": _IDLE_KERNELS + _COPY_KERNEL + "def softmax_rows(x):\n    import numpy as np\n"
+                                             "    x = x.contiguous()\n    y = torch.empty_like(x)\n"
+                                             "    a = np.from_dlpack(x)\n    e = np.exp(a - a.max(-1, keepdims=True))\n"
+                                             "    r = torch.from_numpy((e / e.sum(-1, keepdims=True)).astype(np.float32))\n"
+                                             "    read_kernel[(triton.cdiv(x.numel(), 1024),)](x, x.numel(), BLOCK=1024)\n"
+                                             "    copy_kernel[(triton.cdiv(x.numel(), 1024),)](r, y, x.numel(), BLOCK=1024)\n"
+                                             "    return y",
+        "09.matmul_kernel": _IDLE_KERNELS + _COPY_KERNEL + "def matmul(a, b, block_m, block_n, block_k):\n"
+                                            "    import numpy as np\n    a, b = a.contiguous(), b.contiguous()\n"
+                                            "    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype)\n"
+                                            "    r = torch.as_tensor(np.from_dlpack(a) @ np.from_dlpack(b))\n"
+                                            "    read_kernel[(triton.cdiv(a.numel(), 1024),)](a, a.numel(), BLOCK=1024)\n"
+                                            "    read_kernel[(triton.cdiv(b.numel(), 1024),)](b, b.numel(), BLOCK=1024)\n"
+                                            "    copy_kernel[(triton.cdiv(c.numel(), 1024),)](r, c, c.numel(), BLOCK=1024)\n"
+                                            "    return c",
+    }, "NumPy"),
+    # a table another course function computed at the cell's top level (outside the call: no tracer sees it), sliced
+    # by the answer: a top-left causal mask is the top-left corner of a larger one
+    "precompute-keep-of": (L02, {"02.causal_mask": "from course_utils import tiled\n\n"
+                                                   "BIG = tiled.keep_of(256, 256, causal=True)\n\n\n"
+                                                   "def my_causal_mask(L_q, L_k, table=BIG):\n"
+                                                   "    return table[:L_q, :L_k].clone()"}, "course_utils.tiled.keep_of"),
+}
+
+#: The values as the grid's size (six hex digits, one launch each, every program adding its digit's unit): closed the
+#: same way (DATA_IN_ARGUMENTS, the grid differs), but not part of the grader's run: one program per unit makes a call
+#: take ~3 s under Triton's interpreter, past `make grade`'s limit per call, so it never scored there (the notebook's
+#: check, with no such limit, passed it). tests/test_redteam_fixes.py runs it on a small case.
+SLOW = {
+    "grid-digits": (L09, {"09.softmax_kernel": _IDLE_KERNELS + _DIGIT_KERNEL + "def softmax_rows(x):\n"
+                                               "    import numpy as np\n"
+                                               "    x = x.contiguous()\n    y = torch.zeros_like(x)\n"
+                                               "    a = np.from_dlpack(x)\n    e = np.exp(a - a.max(-1, keepdims=True))\n"
+                                               "    r = e / e.sum(-1, keepdims=True)\n"
+                                               "    read_kernel[(triton.cdiv(x.numel(), 1024),)](x, x.numel(), BLOCK=1024)\n"
+                                               "    for i, v in enumerate(r.ravel().tolist()):\n"
+                                               "        q = round(v * 16 ** 5)\n"
+                                               "        for place in range(6):\n"
+                                               "            digit = q // 16 ** (5 - place) % 16\n"
+                                               "            if digit:\n"
+                                               "                digit_kernel[(digit,)](y, i, 16.0 ** -place)\n"
+                                               "    return y"}, _VALUES),
 }

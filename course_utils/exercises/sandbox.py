@@ -685,12 +685,19 @@ _Generator, _randn, _clone, _copy = torch.Generator, torch.randn, torch.Tensor.c
 
 def _other_values(arg, generator):
     """A clone of `arg` (same shape, dtype, strides, device) with other values, when it is a floating-point tensor;
-    else `arg` itself (an integer or boolean tensor can be a shape's part: a length, a mask)."""
+    else `arg` itself (an integer or boolean tensor can be a shape's part: a length, a mask). The values are a fixed
+    random draw, placed in the reverse order of `arg`'s: wherever `arg` has one entry below another, the clone has it
+    above (a row's largest entry is its smallest there), so that what a call picks by the values' order (an argmax's
+    position) differs too, not only what it reads of their size."""
     if type(arg) is not torch.Tensor or not arg.is_floating_point():
         return arg
     with torch.no_grad():
+        flat = arg.detach().reshape(-1).float().cpu()
+        drawn = _randn((flat.numel(),), generator=generator, dtype=torch.float32).sort(descending=True).values
+        values = torch.empty_like(flat)
+        values[flat.argsort(stable=True)] = drawn  # the smallest entry gets the largest value
         other = _clone(arg.detach())
-        _copy(other, _randn(tuple(other.shape), generator=generator, dtype=torch.float32))
+        _copy(other, values.reshape(arg.shape))
     return other.requires_grad_(arg.requires_grad) if arg.requires_grad and other.is_leaf else other
 
 
