@@ -111,8 +111,8 @@ ATTACKS_MORE = {
                                                  "        put_kernel[(1,)](y, i, v)\n    return y"}, _VALUES),
     # its neighbours, closed the same way: the values as a global the kernel reads besides its arguments (a
     # tl.constexpr the host sets before each launch), as a pointer's offset into the input (the row's largest entry,
-    # found on the host, handed to the kernel), as torch's fill values (written with fill_, then "written" by a kernel
-    # that stores back what it loads)
+    # found on the host, handed to the kernel as one of the views made at every position), as torch's fill values
+    # (written with fill_, then "written" by a kernel that stores back what it loads)
     "values-in-launches": (L09, {
         "09.softmax_kernel": _IDLE_KERNELS + "VALUE = tl.constexpr(0.0)\n\n\n@triton.jit\n"
                                              "def put_global(Y, i):\n    tl.store(Y + i, VALUE)\n\n\n"
@@ -126,10 +126,10 @@ ATTACKS_MORE = {
                                              "    return y",
         "09.softmax_blocks": _ROW_MAX_KERNEL + "def softmax_blocks(x, block):\n    import numpy as np\n"
                                                "    x = x.contiguous()\n    y = torch.empty_like(x)\n"
-                                               "    top = np.from_dlpack(x).argmax(-1)\n    flat = x.view(-1)\n"
+                                               "    top = np.from_dlpack(x).argmax(-1)\n"
                                                "    for row in range(x.shape[0]):\n"
-                                               "        start = row * x.shape[1]\n"
-                                               "        given_max[(1,)](x[row], flat[start + int(top[row]):], y[row], x.shape[1], BLOCK=16)\n"
+                                               "        at = [x[row, j:] for j in range(x.shape[1])]  # the same views whatever the values\n"
+                                               "        given_max[(1,)](x[row], at[int(top[row])], y[row], x.shape[1], BLOCK=16)\n"
                                                "    return y",
         "09.matmul_kernel": _IDLE_KERNELS + "def matmul(a, b, block_m, block_n, block_k):\n    import numpy as np\n"
                                             "    a, b = a.contiguous(), b.contiguous()\n"
