@@ -10,7 +10,11 @@ each fixed where the routes converge, checked here in the notebook's check and t
   (rules.OWN_CODE), any course function entered from outside the course is refused (SOLVER), by the module its code
   belongs to; and the scan forbids a course function anywhere such an exercise's function reaches, so that a table
   computed by one at a cell's top level (outside the call, where no tracer sees it) and sliced by the answer is
-  FORBIDDEN too.
+  FORBIDDEN too;
+- lesson 09, the answer computed on the host and handed to the launches as data (each value a scalar argument of a
+  launch of its own, a global the kernel reads, a pointer's offset, torch's fill values, the grid): the check calls the
+  function once more, first, on inputs of the same shapes but other values, and the two calls' launches and torch
+  operations must be the same in everything but the data (DATA_IN_ARGUMENTS, kernels.differs).
 
 Controls: the lessons' own answers still pass (tests/test_exercises.py runs every solution; one each here)."""
 
@@ -21,7 +25,7 @@ import torch
 from course_teacher.exercises import EXERCISES
 from course_teacher.grade import scan, submission
 from course_utils import probsparse, tiled, triton_setup
-from course_utils.exercises import FAILED, PASSED, evaluate, rules
+from course_utils.exercises import FAILED, PASSED, evaluate, grading, kernels, rules
 from wired import wired
 
 # ----------------------------------------------------------------------------- a course function under another name
@@ -133,3 +137,101 @@ def test_a_result_written_through_a_numpy_view_and_stored_back_by_a_kernel_is_re
     function = _softmax_through(view, *triton)
     for verdict in (evaluate("09.softmax_kernel", function), wired("09.softmax_kernel", function)):
         assert verdict.status == FAILED and verdict.code == "FOREIGN_DATA", verdict.message
+
+
+# ----------------------------------------------------------------------------- lesson 09: the values in the launches
+
+
+def _defined(source, name):
+    """The function `name` that `source` (a lesson 09 cell: Triton kernels and a function that launches them) defines,
+    run as a notebook runs a cell (its text kept where triton.jit reads a kernel's source)."""
+    import linecache
+    import types
+
+    import triton
+    import triton.language as tl
+
+    filename = f"<attack {name} {len(linecache.cache)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    module = types.ModuleType("__main__")
+    module.__dict__.update(torch=torch, triton=triton, tl=tl)
+    exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 (the test's own text)
+    return module.__dict__[name]
+
+
+def _refused(exercise, function, *args):
+    """The DATA_IN_ARGUMENTS refusals of `function` called as `exercise`'s check calls it, on one small case `args`
+    (the check's collect: the same call on other values first)."""
+    calls = {"args": [args], "differentiable": False, "attached": [[]], "weights": [[]],
+             "forbidden": list(EXERCISES[exercise].forbidden), "largest": [None], "exercise": exercise}
+    return [r for r in grading.collect(calls, function, 60).refused if r[0] == "DATA_IN_ARGUMENTS"]
+
+
+# (attack table, label, exercise, the function's name, what the refusal's detail names)
+_VALUE_ROUTES = [
+    ("ATTACKS_MORE", "scalar-kernel", "09.softmax_kernel", "softmax_rows", "launch 2 argument v"),
+    ("ATTACKS_MORE", "values-in-launches", "09.softmax_kernel", "softmax_rows", "launch 2 global VALUE"),
+    ("ATTACKS_MORE", "values-in-launches", "09.softmax_blocks", "softmax_blocks", "launch 1 argument TOP"),
+    ("ATTACKS_MORE", "values-in-launches", "09.matmul_kernel", "matmul", "aten.fill_"),
+    ("SLOW", "grid-digits", "09.softmax_kernel", "softmax_rows", "grid"),
+]
+
+
+def _arguments(exercise):
+    generator = torch.Generator().manual_seed(5)
+    if exercise == "09.matmul_kernel":
+        return torch.randn(5, 7, generator=generator), torch.randn(7, 3, generator=generator), 16, 16, 16
+    x = torch.randn(2, 9, generator=generator)
+    return (x, 16) if exercise == "09.softmax_blocks" else (x,)
+
+
+@pytest.mark.parametrize("table, label, exercise, name, named", _VALUE_ROUTES,
+                         ids=[f"{r[1]}-{r[2]}" for r in _VALUE_ROUTES])
+def test_an_answer_computed_on_the_host_and_handed_to_the_launches_is_refused(triton, table, label, exercise, name,
+                                                                               named):
+    """OPEN's route (each value a scalar argument) and its neighbours: a global the kernel reads, a pointer's offset
+    chosen by the values, fill values, the grid. Every one passes without the second call (its values are right)."""
+    import attacks_more
+
+    function = _defined(getattr(attacks_more, table)[label][1][exercise], name)
+    refused = _refused(exercise, function, *_arguments(exercise))
+    assert len(refused) == 1 and named in refused[0][1], refused
+
+
+def test_the_same_route_is_refused_by_the_notebooks_check_and_through_the_grader(triton):
+    import attacks_more
+
+    function = _defined(attacks_more.ATTACKS_MORE["scalar-kernel"][1]["09.softmax_kernel"], "softmax_rows")
+    notebook, grader = evaluate("09.softmax_kernel", function), wired("09.softmax_kernel", function)
+    for verdict in (notebook, grader):
+        assert verdict.status == FAILED and verdict.code == "DATA_IN_ARGUMENTS", verdict.message
+        assert attacks_more.ATTACKS_MORE["scalar-kernel"][2] in verdict.message
+    assert "`v`" in notebook.message and "`v`" not in grader.message  # (a parameter's name is the learner's)
+
+
+def test_a_real_kernel_launches_the_same_whatever_the_values(triton):
+    """The control: the lesson's own answers (tests/test_exercises.py runs every one) launch what the shapes fix."""
+    from test_exercises import SOLUTIONS
+
+    for exercise in ("09.softmax_kernel", "09.softmax_blocks", "09.matmul_kernel"):
+        assert _refused(exercise, SOLUTIONS[exercise], *_arguments(exercise)) == [], exercise
+
+
+def test_where_two_traces_differ_is_said_in_the_graders_words():
+    code = (lambda: 0).__code__
+    launch = ("launch", code, (1, 1, 1), (("X", (("input", 0),)), ("v", ("float", "0.5"))), (("G", ("int", 1)),))
+    assert kernels.differs([launch], [launch]) is None
+    assert kernels.differs([launch], [launch[:2] + ((2, 1, 1),) + launch[3:]]) == "launch 1 grid"
+    assert kernels.differs([launch], [launch[:3] + ((launch[3][0], ("v", ("float", "0.25"))),) + launch[4:]]) == \
+        "launch 1 argument v"
+    assert kernels.differs([launch], [launch[:4] + ((("G", ("int", 2)),),)]) == "launch 1 global G"
+    assert kernels.differs([launch], [("launch", (lambda: 1).__code__) + launch[2:]]) == "launch 1 kernel"
+    assert kernels.differs([launch], [launch, launch]) == "launch 2 missing"
+    fill = ("operation", "aten.fill_", (("float", "0.5"),), ("dict",), ())
+    assert kernels.differs([fill, launch], [fill[:2] + ((("float", "0.7"),),) + fill[3:], launch]) == \
+        "operation 1 aten.fill_"
+    # the grader keeps its own words only: a parameter's or global's name is the learner's
+    assert kernels.grader_words("launch 3 argument leak_4x4") == "launch 3 argument"
+    assert kernels.grader_words("operation 2 aten.fill_") == "operation 2 aten.fill_"
+    assert kernels.grader_words("operation 2 aten.not_an_op_x") == "operation 2"
+    assert kernels.grader_words("anything else") == "" and kernels.grader_words("raised") == "raised"
