@@ -217,13 +217,16 @@ def test_each_attack_scores_0_for_review_with_its_reason(graded, label):
     reason = ATTACKS[label][2]
     assert rows and all(row["points"] == "0" for row in rows if row["exercise"] in ATTACKS[label][1]
                         or not isinstance(ATTACKS[label][1], dict)), rows
-    assert any(row["mistake"] == "REVIEW" for row in rows), rows
     feedback = files[f"{label}/{ATTACKS[label][0][:-len('.ipynb')]}/feedback.md"].decode()
-    assert "🔎" in feedback
     if label.startswith("copy"):
-        assert reason in feedback and "copy" in feedback
-    else:
-        assert any(row["review"] for row in rows), rows
+        # the copy imports the course's own argument checks (validation), which an exercise that asks for a course
+        # function written again refuses by itself (rules.OWN_CODE: FORBIDDEN, naming the course code it calls)
+        assert any(row["mistake"] in ("REVIEW", "FORBIDDEN") for row in rows), rows
+        assert (reason in feedback and "copy" in feedback) or "course_utils." in feedback
+        return
+    assert any(row["mistake"] == "REVIEW" for row in rows), rows
+    assert "🔎" in feedback
+    assert any(row["review"] for row in rows), rows
 
 
 def test_the_nested_classes_are_graded_in_time_and_the_run_completes(graded):
