@@ -21,7 +21,8 @@ Given the exercise's id, a call also runs under the run-time rules (rules.py, th
 guard (audit.py: no text evaluators, processes, C libraries, sockets, tracer changes or foreign imports,
 one thread), the dispatch mode that sees the aten operations (observe.py), the trace function that
 recognises the functions that solve the exercise by code, and in lesson 09 the kernel ledger
-(kernels.py). What they refuse is kept in ``Sandbox.refused`` as [code, detail] pairs; taking the
+(kernels.py), whose trace of the last case is compared with that of a call on other values made first
+(``probe``: DATA_IN_ARGUMENTS). What they refuse is kept in ``Sandbox.refused`` as [code, detail] pairs; taking the
 check's modes off torch's stacks is refused too (UNWATCHED). The notebook's check and the grader's
 kernel both call through here, so their verdicts agree.
 """

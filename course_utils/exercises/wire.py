@@ -285,11 +285,15 @@ def _refusal_vocabulary(reference):
         "SOLVER": {name for name, _ in solver_functions(reference.exercise, reference.forbidden)} | (
             _course_modules() if rules.own_code(reference.exercise) else set()),
         "TORCH_IN_KERNEL": None, "TORCH_OUTSIDE_KERNEL": None, "FOREIGN_DATA": None,  # aten names, checked below
-        "DATA_IN_ARGUMENTS": _ANY,  # (made of the grader's words by _in_grader_words)
+        "DATA_IN_ARGUMENTS": _GraderWords(),  # (made of them by _in_grader_words first)
     }
 
 
-_ANY = type("_Any", (), {"__contains__": lambda self, item: True})()
+class _GraderWords:
+    """The details of DATA_IN_ARGUMENTS the grader keeps: those made of its own words (kernels.grader_words)."""
+
+    def __contains__(self, detail):
+        return detail == kernels.grader_words(detail)
 
 
 def _in_grader_words(refusal):
