@@ -58,6 +58,13 @@ def given_max(X, TOP, Y, n, BLOCK: tl.constexpr):
 
 '''
 
+# Sixteen values a launch (one a launch takes Triton's interpreter past `make grade`'s 2 s a call on a busy machine):
+# as scalar arguments, and as globals the kernel reads.
+_PUT_KERNEL = ("@triton.jit\ndef put_kernel(Y, i, " + ", ".join(f"v{k}" for k in range(16)) + "):\n"
+               + "".join(f"    tl.store(Y + i + {k}, v{k})\n" for k in range(16)) + "\n\n")
+_GLOBALS_KERNEL = ("".join(f"V{k} = tl.constexpr(0.0)\n" for k in range(16)) + "\n\n@triton.jit\ndef put_globals(Y, i):\n"
+                   + "".join(f"    tl.store(Y + i + {k}, V{k})\n" for k in range(16)) + "\n\n")
+
 #: What the feedback says of a call whose launches depend on the input values (DATA_IN_ARGUMENTS).
 _VALUES = "depends on the input values"
 
@@ -97,33 +104,33 @@ ATTACKS_MORE = {
                                             "def my_causal_mask(L_q, L_k):\n"
                                             "    return probsparse.causal_keep(torch.arange(L_q).clamp(max=L_k - 1), L_k)"},
                     "course_utils.probsparse"),
-    # lesson 09, the answer computed on the host and handed to the launches as data: each value a scalar argument of
-    # its own launch (the input "read" by a kernel that loads it and does nothing); fixed by the kernel ledger's
+    # lesson 09, the answer computed on the host and handed to the launches as data: the values scalar arguments of
+    # the launches, sixteen each (the input "read" by a kernel that loads it and does nothing); fixed by the kernel ledger's
     # second call on other values (DATA_IN_ARGUMENTS: the launches' arguments differ)
-    "scalar-kernel": (L09, {"09.softmax_kernel": _IDLE_KERNELS + "@triton.jit\ndef put_kernel(Y, i, v):\n"
-                                                 "    tl.store(Y + i, v)\n\n\n"
-                                                 "def softmax_rows(x):\n    import numpy as np\n    x = x.contiguous()\n"
-                                                 "    y = torch.empty_like(x)\n    a = np.from_dlpack(x)\n"
-                                                 "    e = np.exp(a - a.max(-1, keepdims=True))\n"
-                                                 "    r = e / e.sum(-1, keepdims=True)\n"
+    "scalar-kernel": (L09, {"09.softmax_kernel": _IDLE_KERNELS + _PUT_KERNEL + "def softmax_rows(x):\n"
+                                                 "    import numpy as np\n    x = x.contiguous()\n"
+                                                 "    out = torch.empty(x.numel() + 16, dtype=x.dtype)\n"
+                                                 "    a = np.from_dlpack(x)\n    e = np.exp(a - a.max(-1, keepdims=True))\n"
+                                                 "    r = (e / e.sum(-1, keepdims=True)).ravel().tolist() + [0.0] * 16\n"
                                                  "    read_kernel[(triton.cdiv(x.numel(), 1024),)](x, x.numel(), BLOCK=1024)\n"
-                                                 "    for i, v in enumerate(r.ravel().tolist()):\n"
-                                                 "        put_kernel[(1,)](y, i, v)\n    return y"}, _VALUES),
-    # its neighbours, closed the same way: the values as a global the kernel reads besides its arguments (a
-    # tl.constexpr the host sets before each launch), as a pointer's offset into the input (the row's largest entry,
+                                                 "    for i in range(0, x.numel(), 16):\n"
+                                                 "        put_kernel[(1,)](out, i, *r[i:i + 16])\n"
+                                                 "    return out[:x.numel()].view(x.shape)"}, _VALUES),
+    # its neighbours, closed the same way: the values as globals the kernel reads besides its arguments
+    # (tl.constexpr the host sets before each launch), as a pointer's offset into the input (the row's largest entry,
     # found on the host, handed to the kernel as one of the views made at every position), as torch's fill values
     # (written with fill_, then "written" by a kernel that stores back what it loads)
     "values-in-launches": (L09, {
-        "09.softmax_kernel": _IDLE_KERNELS + "VALUE = tl.constexpr(0.0)\n\n\n@triton.jit\n"
-                                             "def put_global(Y, i):\n    tl.store(Y + i, VALUE)\n\n\n"
-                                             "def softmax_rows(x):\n    global VALUE\n    import numpy as np\n"
-                                             "    x = x.contiguous()\n    y = torch.empty_like(x)\n"
+        "09.softmax_kernel": _IDLE_KERNELS + _GLOBALS_KERNEL + "def softmax_rows(x):\n    import numpy as np\n"
+                                             "    x = x.contiguous()\n    out = torch.empty(x.numel() + 16, dtype=x.dtype)\n"
                                              "    a = np.from_dlpack(x)\n    e = np.exp(a - a.max(-1, keepdims=True))\n"
-                                             "    r = e / e.sum(-1, keepdims=True)\n"
+                                             "    r = (e / e.sum(-1, keepdims=True)).ravel().tolist() + [0.0] * 16\n"
                                              "    read_kernel[(triton.cdiv(x.numel(), 1024),)](x, x.numel(), BLOCK=1024)\n"
-                                             "    for i, v in enumerate(r.ravel().tolist()):\n"
-                                             "        VALUE = tl.constexpr(v)\n        put_global[(1,)](y, i)\n"
-                                             "    return y",
+                                             "    for i in range(0, x.numel(), 16):\n"
+                                             "        for k in range(16):\n"
+                                             "            globals()[f'V{k}'] = tl.constexpr(r[i + k])\n"
+                                             "        put_globals[(1,)](out, i)\n"
+                                             "    return out[:x.numel()].view(x.shape)",
         "09.softmax_blocks": _ROW_MAX_KERNEL + "def softmax_blocks(x, block):\n    import numpy as np\n"
                                                "    x = x.contiguous()\n    y = torch.empty_like(x)\n"
                                                "    top = np.from_dlpack(x).argmax(-1)\n"

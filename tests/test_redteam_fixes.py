@@ -169,8 +169,8 @@ def _refused(exercise, function, *args):
 
 # (attack table, label, exercise, the function's name, what the refusal's detail names)
 _VALUE_ROUTES = [
-    ("ATTACKS_MORE", "scalar-kernel", "09.softmax_kernel", "softmax_rows", "launch 2 argument v"),
-    ("ATTACKS_MORE", "values-in-launches", "09.softmax_kernel", "softmax_rows", "launch 2 global VALUE"),
+    ("ATTACKS_MORE", "scalar-kernel", "09.softmax_kernel", "softmax_rows", "launch 2 argument v0"),
+    ("ATTACKS_MORE", "values-in-launches", "09.softmax_kernel", "softmax_rows", "launch 2 global V0"),
     ("ATTACKS_MORE", "values-in-launches", "09.softmax_blocks", "softmax_blocks", "launch 1 argument TOP"),
     ("ATTACKS_MORE", "values-in-launches", "09.matmul_kernel", "matmul", "aten.fill_"),
     ("SLOW", "grid-digits", "09.softmax_kernel", "softmax_rows", "grid"),
@@ -206,7 +206,7 @@ def test_the_same_route_is_refused_by_the_notebooks_check_and_through_the_grader
     for verdict in (notebook, grader):
         assert verdict.status == FAILED and verdict.code == "DATA_IN_ARGUMENTS", verdict.message
         assert attacks_more.ATTACKS_MORE["scalar-kernel"][2] in verdict.message
-    assert "`v`" in notebook.message and "`v`" not in grader.message  # (a parameter's name is the learner's)
+    assert "`v0`" in notebook.message and "`v0`" not in grader.message  # (a parameter's name is the learner's)
 
 
 def test_a_real_kernel_launches_the_same_whatever_the_values(triton):
