@@ -62,6 +62,7 @@ def given_max(X, TOP, Y, n, BLOCK: tl.constexpr):
 # as scalar arguments, and as globals the kernel reads.
 _PUT_KERNEL = ("@triton.jit\ndef put_kernel(Y, i, " + ", ".join(f"v{k}" for k in range(16)) + "):\n"
                + "".join(f"    tl.store(Y + i + {k}, v{k})\n" for k in range(16)) + "\n\n")
+_NAMES = ", ".join(f"V{k}" for k in range(16))
 _GLOBALS_KERNEL = ("".join(f"V{k} = tl.constexpr(0.0)\n" for k in range(16)) + "\n\n@triton.jit\ndef put_globals(Y, i):\n"
                    + "".join(f"    tl.store(Y + i + {k}, V{k})\n" for k in range(16)) + "\n\n")
 
@@ -121,14 +122,14 @@ ATTACKS_MORE = {
     # found on the host, handed to the kernel as one of the views made at every position), as torch's fill values
     # (written with fill_, then "written" by a kernel that stores back what it loads)
     "values-in-launches": (L09, {
-        "09.softmax_kernel": _IDLE_KERNELS + _GLOBALS_KERNEL + "def softmax_rows(x):\n    import numpy as np\n"
+        "09.softmax_kernel": _IDLE_KERNELS + _GLOBALS_KERNEL + "def softmax_rows(x):\n    global " + _NAMES + "\n"
+                                             "    import numpy as np\n"
                                              "    x = x.contiguous()\n    out = torch.empty(x.numel() + 16, dtype=x.dtype)\n"
                                              "    a = np.from_dlpack(x)\n    e = np.exp(a - a.max(-1, keepdims=True))\n"
                                              "    r = (e / e.sum(-1, keepdims=True)).ravel().tolist() + [0.0] * 16\n"
                                              "    read_kernel[(triton.cdiv(x.numel(), 1024),)](x, x.numel(), BLOCK=1024)\n"
                                              "    for i in range(0, x.numel(), 16):\n"
-                                             "        for k in range(16):\n"
-                                             "            globals()[f'V{k}'] = tl.constexpr(r[i + k])\n"
+                                             "        " + _NAMES + " = map(tl.constexpr, r[i:i + 16])\n"
                                              "        put_globals[(1,)](out, i)\n"
                                              "    return out[:x.numel()].view(x.shape)",
         "09.softmax_blocks": _ROW_MAX_KERNEL + "def softmax_blocks(x, block):\n    import numpy as np\n"
