@@ -177,6 +177,50 @@ MESSAGES = {
         "（next_power_of_2(n) 大小的块装下了整行，而一行长到 100,000 时，没有哪个程序的寄存器装得下）。"
         "请按每块 `block` 列走过这一行：BLOCK = block，在对起点的循环里用 `columns = start + tl.arange(0, BLOCK)`。",
     },
+    # (redteam branch) lesson 09: what a call did besides its kernels' loads depends on the input values
+    # (course_utils/exercises/kernels.py, DATA_IN_ARGUMENTS); {detail} is one of the check.data.* texts below
+    "check.refused.DATA_IN_ARGUMENTS": {
+        "en": "✘ {exercise}: what your function does besides its kernels' loads depends on the input values: called "
+        "again on inputs of the same shapes, dtypes and strides but other values, {detail} differed. A launch's "
+        "grid, its scalar arguments, the tensors it is given (and where in them) and any value torch fills in "
+        "follow from the shapes alone; the values reach the answer only through what the kernel loads from the "
+        "inputs. An answer computed on the host (NumPy, `.item()`) and passed to a kernel is no kernel's answer: "
+        "compute the result in the kernel.",
+        "zh": "✘ {exercise}：你的函数在核函数加载数据之外所做的事取决于输入的数值：换一组形状、数据类型和步长都相同、"
+        "数值不同的输入再调用一次，{detail}就不一样了。一次启动的网格、标量参数、交给它的张量（以及在张量中的位置），"
+        "还有 torch 填入的任何值，都只应由形状决定；数值只能通过核函数从输入加载的数据影响答案。在主机上算好"
+        "（用 NumPy、`.item()`）再交给核函数的答案不是核函数算出的答案：请在核函数里算出结果。",
+    },
+    "check.data.launch": {"en": "launch {n}", "zh": "第 {n} 次启动"},
+    "check.data.launch_kernel": {"en": "the kernel of launch {n}", "zh": "第 {n} 次启动的核函数"},
+    "check.data.launch_missing": {"en": "launch {n} (made by one call only)", "zh": "第 {n} 次启动（只有一次调用有它）"},
+    "check.data.launch_grid": {"en": "the grid of launch {n}", "zh": "第 {n} 次启动的网格"},
+    "check.data.launch_argument": {"en": "argument `{name}` of launch {n}", "zh": "第 {n} 次启动的参数 `{name}`"},
+    "check.data.launch_argument_any": {"en": "an argument of launch {n}", "zh": "第 {n} 次启动的某个参数"},
+    "check.data.launch_global": {
+        "en": "`{name}`, which the kernel of launch {n} reads besides its arguments",
+        "zh": "第 {n} 次启动的核函数在参数之外读取的 `{name}`",
+    },
+    "check.data.launch_global_any": {
+        "en": "a value the kernel of launch {n} reads besides its arguments",
+        "zh": "第 {n} 次启动的核函数在参数之外读取的某个值",
+    },
+    "check.data.operation": {
+        "en": "the arguments of {operation}, torch's operation {n} outside the launches",
+        "zh": "核函数启动之外的第 {n} 个 torch 运算 {operation} 的参数",
+    },
+    "check.data.operation_any": {
+        "en": "torch's operation {n} outside the launches", "zh": "核函数启动之外的第 {n} 个 torch 运算",
+    },
+    "check.data.operation_missing": {
+        "en": "torch's operation {n} outside the launches (another operation, or one call only)",
+        "zh": "核函数启动之外的第 {n} 个 torch 运算（运算不同，或者只有一次调用有它）",
+    },
+    "check.data.raised": {
+        "en": "the call itself (with the other values your function raised an error)",
+        "zh": "调用本身（换成另一组数值后，你的函数抛出了错误）",
+    },
+    "check.data.unknown": {"en": "what it launched", "zh": "它启动的内容"},
     "check.too_large": {
         "en": "✘ {exercise}: the values and gradients are right, but on test case {case} ({args}) your function made "
         "a tensor of {size:,} elements, and this exercise allows at most {limit:,} at a time (the exercise's text "

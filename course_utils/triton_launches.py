@@ -77,17 +77,27 @@ def in_launch():
 
 
 @contextlib.contextmanager
-def recording():
-    """Collect every launch this thread makes while active: ``with recording() as launches: ...``."""
+def recording(listener=None):
+    """Collect every launch this thread makes while active: ``with recording() as launches: ...``.
+
+    listener: an object whose ``before(launch)`` and ``after(launch)`` run just before each recorded launch starts and
+    just after it ends, outside it (the kernel ledger compares the launch's memory there with what torch left)."""
     launches = []
     stack = getattr(_local, "recordings", None)
     if stack is None:
         stack = _local.recordings = []
+    listeners = getattr(_local, "listeners", None)
+    if listeners is None:
+        listeners = _local.listeners = []
     stack.append(launches)
+    if listener is not None:
+        listeners.append(listener)
     try:
         yield launches
     finally:
         stack.remove(launches)
+        if listener is not None:
+            listeners.remove(listener)
 
 
 def _tensors(kernel, args, kwargs):
@@ -161,6 +171,9 @@ def _wrap(raw, interpreted):
                 if kind in ("store", "atomic"):
                     launch.written.add(index[name])
 
+        listeners = list(getattr(_local, "listeners", ()))
+        for listener in listeners:
+            listener.before(launch)
         _local.depth = getattr(_local, "depth", 0) + 1
         try:
             with quiet(), triton_bounds.listening(heard) if interpreted else contextlib.nullcontext():
@@ -169,6 +182,8 @@ def _wrap(raw, interpreted):
             return result
         finally:
             _local.depth -= 1
+            for listener in listeners:
+                listener.after(launch)
 
     run._course_raw = raw
     return run

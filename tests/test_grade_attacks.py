@@ -15,18 +15,22 @@ time), beside honest submissions whose grades must come out byte-identical to th
 - a function that, on the hidden cases, raises with their inputs in its message, to read them in
   its feedback;
 - 34 nested classes, which made the scan take 2**34 steps: graded now within its limits;
+- routes a second independent review found (tests/attacks_more.py: ATTACKS_MORE), refused at run time: lesson 09's
+  answer computed in NumPy and written through a view, as scalar arguments, a global, a pointer's offset, fill values
+  or a tensor from NumPy; a course function that computes the answer under another name, or a table it computed;
 - an independent review: matplotlib settings that name code (``rcParams['backend']``, ``figure.hooks``),
   ``%config`` (whose text IPython executes), a class that makes numpy read memory at an address, a ``def
   __import__`` that received the grader's own collect call and forged its answer.
 
 Each scores 0 for the teacher's review with its reason named (or, the last two, is graded and shows
-nothing of a hidden case); the run completes."""
+nothing of a hidden case; ATTACKS_MORE's, 0 with the run-time refusal's reason); the run completes."""
 
 import inspect
 import json
 import textwrap
 
 import pytest
+from attacks_more import ATTACKS_MORE
 from submissions import answer, insert, render, save, solved
 
 from course_teacher.grade import grader, sandbox
@@ -130,8 +134,8 @@ OTHER_NAMES = {  # label: (lesson notebook, exercise, its cell's new text, the n
 }
 
 
-def _attack(folder, label):
-    lesson, change, _ = ATTACKS[label]
+def _attack(folder, label, table=ATTACKS):
+    lesson, change, _ = table[label]
     notebook = solved(lesson, "en")
     if isinstance(change, dict):
         for exercise, source in change.items():
@@ -180,6 +184,8 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("class")
     for label in ATTACKS:
         _attack(root / label, label)
+    for label in ATTACKS_MORE:
+        _attack(root / label, label, ATTACKS_MORE)
     for label, (lesson, exercise, source, _) in OTHER_NAMES.items():
         save(answer(solved(lesson, "en"), exercise, source), root / label / lesson)
     _nested(root / "nested")
@@ -211,13 +217,16 @@ def test_each_attack_scores_0_for_review_with_its_reason(graded, label):
     reason = ATTACKS[label][2]
     assert rows and all(row["points"] == "0" for row in rows if row["exercise"] in ATTACKS[label][1]
                         or not isinstance(ATTACKS[label][1], dict)), rows
-    assert any(row["mistake"] == "REVIEW" for row in rows), rows
     feedback = files[f"{label}/{ATTACKS[label][0][:-len('.ipynb')]}/feedback.md"].decode()
-    assert "🔎" in feedback
     if label.startswith("copy"):
-        assert reason in feedback and "copy" in feedback
-    else:
-        assert any(row["review"] for row in rows), rows
+        # the copy imports the course's own argument checks (validation), which an exercise that asks for a course
+        # function written again refuses by itself (rules.OWN_CODE: FORBIDDEN, naming the course code it calls)
+        assert any(row["mistake"] in ("REVIEW", "FORBIDDEN") for row in rows), rows
+        assert (reason in feedback and "copy" in feedback) or "course_utils." in feedback
+        return
+    assert any(row["mistake"] == "REVIEW" for row in rows), rows
+    assert "🔎" in feedback
+    assert any(row["review"] for row in rows), rows
 
 
 def test_the_nested_classes_are_graded_in_time_and_the_run_completes(graded):
@@ -250,6 +259,21 @@ def test_a_reference_under_another_name_scores_0_naming_it(graded, label):
     rows = {row["exercise"]: row for row in _rows(files, label)}
     assert rows[exercise]["points"] == "0" and rows[exercise]["mistake"] == "FORBIDDEN", rows[exercise]
     assert name in files[f"{label}/{lesson[:-len('.ipynb')]}/feedback.md"].decode()
+
+
+@pytest.mark.parametrize("label", sorted(ATTACKS_MORE))
+def test_each_route_an_independent_review_found_scores_0_with_its_reason(graded, label):
+    """tests/attacks_more.py: refused while the learner's function runs (not sent to review), each attacked exercise
+    scores 0 with the refusal's reason in the feedback. (The notebook's other exercises are the lesson's solutions,
+    not judged here: lesson 09's, run by Triton's interpreter, can pass this run's 2 s per call only on a quiet
+    machine.)"""
+    _, files, _ = graded
+    lesson, change, reason = ATTACKS_MORE[label]
+    rows = {row["exercise"]: row for row in _rows(files, label)}
+    assert set(change) <= set(rows), rows
+    for exercise in change:
+        assert rows[exercise]["points"] == "0" and rows[exercise]["mistake"] not in ("", "REVIEW"), rows[exercise]
+    assert reason in files[f"{label}/{lesson[:-len('.ipynb')]}/feedback.md"].decode()
 
 
 def test_no_torch_attribute_the_learner_named_reaches_the_feedback(graded):

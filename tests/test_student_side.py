@@ -155,17 +155,18 @@ def _first_case_only(spec):
 @contextlib.contextmanager
 def _no_run_time_rules(spec):
     """The run-time rules (rules.py) switched off for `spec`'s exercise when `spec` forbids nothing: the
-    operations it forbids, the course functions that solve it, lesson 09's kernel rule. "Nothing forbidden"
-    means none of them, or the sweep would only see what the dispatcher already refuses."""
+    operations it forbids, the course functions that solve it (and any, rules.OWN_CODE), lesson 09's kernel rule.
+    "Nothing forbidden" means none of them, or the sweep would only see what the dispatcher already refuses."""
     if spec.forbidden:
         yield
         return
-    saved = rules.forbidden_operations, rules.solvers, rules.is_kernel
-    rules.forbidden_operations, rules.solvers, rules.is_kernel = (lambda _: ()), (lambda _: ()), (lambda _: False)
+    saved = rules.forbidden_operations, rules.solvers, rules.is_kernel, rules.own_code
+    rules.forbidden_operations, rules.solvers, rules.is_kernel, rules.own_code = (
+        (lambda _: ()), (lambda _: ()), (lambda _: False), (lambda _: False))
     try:
         yield
     finally:
-        rules.forbidden_operations, rules.solvers, rules.is_kernel = saved
+        rules.forbidden_operations, rules.solvers, rules.is_kernel, rules.own_code = saved
 
 
 def _passes(spec, function):

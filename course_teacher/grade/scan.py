@@ -171,6 +171,8 @@ from .names import MARKERS, MISSING, OWN, SPLICED, UNKNOWN, Analysis, Objects, T
 from .policy import (CALLS, DYNAMIC_ATTRIBUTES, DYNAMIC_NAMES, GRADER_NAMES, HISTORY, HISTORY_NAMES, LOOK_BUILTINS,
                      LOOK_DISPLAY, LOOK_MODULES, MAX_DEPTH, SAFE_MAGICS, VISITS_BASE, VISITS_PER_NODE, also_forbidden, importable,
                      named_construct, private, refusal, under)
+from course_utils.exercises import rules as run_time_rules
+
 from . import rcparams
 from .submission import parse
 
@@ -375,9 +377,18 @@ def scan(cells, course_cells, exercises):
         _match(everywhere, statement, references[id(statement)], analysis, objects, hit, looks[id(statement)])
     for exercise in exercises:
         generic = [r for r in rules if r.generic and r.exercise == exercise.id]
-        if generic:
+        own_code = run_time_rules.own_code(exercise.id)
+        if generic or own_code:
             for statement in _reached(exercise, read, analysis):
-                _match(generic, statement, references[id(statement)], analysis, objects, hit, looks[id(statement)])
+                if generic:
+                    _match(generic, statement, references[id(statement)], analysis, objects, hit, looks[id(statement)])
+                if own_code:
+                    for node, name in _course_references(references[id(statement)], objects):
+                        if looks[id(statement)].only_shown(node):
+                            continue  # a look: its result is only shown, kept nowhere the function reads
+                        c = owner[id(statement)]
+                        number, line = c.where
+                        forbidden[exercise.id].setdefault((number, name), Hit(number, line, name, _short(node)))
 
     review = {}
     for cell in deep:
@@ -393,6 +404,25 @@ def scan(cells, course_cells, exercises):
         forbidden={e: tuple(sorted(hits.values())) for e, hits in sorted(forbidden.items()) if hits},
         review=tuple(sorted(review.values())),
     )
+
+
+def _course_references(references, objects):
+    """(node, qualified name) of the references to course code (a function or class of a module that
+    run_time_rules.course_module calls the course's, not the check's) among a statement's: what an exercise of
+    run_time_rules.OWN_CODE may not use anywhere its function reaches, a table computed at a cell's top level by
+    another course function (``tiled.keep_of(256, 256, causal=True)``, sliced by the answer) included, as the
+    kernel's tracer refuses any course function that runs during the call."""
+    found = []
+    for node, values, _, _ in references:
+        for value in sorted(values - MARKERS):
+            obj, canonical = objects.lookup(value)
+            if isinstance(obj, types.ModuleType):
+                continue  # a module named is no code run (``from course_utils import tiled``)
+            module = getattr(obj, "__module__", None) if obj is not MISSING else canonical.rpartition(".")[0]
+            if run_time_rules.course_module(module if isinstance(module, str) else None):
+                found.append((node, canonical))
+                break
+    return found
 
 
 def _callees(statement):
@@ -466,6 +496,15 @@ class _Look:
             return False
         given = [reference] + call.args + [k.value for k in call.keywords]
         if any(k.arg is None for k in call.keywords) or not all(self._plain(node) for node in given):
+            return False
+        return self.only_shown(reference)
+
+    def only_shown(self, reference):
+        """Whether `reference` is the function of a call whose result goes only to calls that show it (only_looks
+        without its rule on what the call is given): a course function drawing the learner's result
+        (``mask_picture(my_causal_mask(3, 7))``) keeps nothing an exercise's function could read."""
+        call = self.parents.get(id(reference))
+        if not self.ok or not isinstance(call, ast.Call) or call.func is not reference:
             return False
         child, parent = call, self.parents.get(id(call))
         while parent is not self.statement:

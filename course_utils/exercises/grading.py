@@ -56,6 +56,7 @@ from . import objects, public
 from .hints import HINTS
 from .compare import difference, gap, tensors
 from .rules import AFTER_VALUES, REFUSAL_CODES
+from .kernels import described
 from .sandbox import Sandbox, TimeLimit
 
 PASSED, FAILED, NOT_ATTEMPTED, CRASHED = "passed", "failed", "not attempted", "crashed"
@@ -244,10 +245,13 @@ def _collect(calls, function, time_limit, eager):
                       exercise=exercise if type(exercise) is str else None)
     device = _kernel_device() if sandbox.kernel else None  # lesson 09 on a GPU: its cases go where kernels compile
     results, inputs, modified, sizes = [], [], [], []  # per case: what the function returned (or Raised), its
-    for args in calls["args"]:  # leaf inputs, the arguments it changed, the largest tensor it made
+    last = len(calls["args"]) - 1
+    for index, args in enumerate(calls["args"]):  # leaf inputs, the arguments it changed, the largest tensor it made
         leaves, fresh = copies(args, grad=calls["differentiable"])
         sandbox.largest = 0
         try:
+            if sandbox.kernel and index == last:  # lesson 09: the last case (the grader's: hidden) on other values
+                sandbox.probe(function, fresh if device is None else _moved(fresh, device))  # first (DATA_IN_ARGUMENTS)
             if device is None:
                 results.append(_returned(objects.call(exercise, sandbox.call, function, fresh)))
             else:
@@ -473,6 +477,8 @@ def _refusal(exercise, outcomes, which):
     code, detail = min(refused, key=lambda r: REFUSAL_CODES.index(r[0]))
     if code == "COMPILER_REFUSED":
         detail = getattr(outcomes, "compiler_text", None) or ""
+    elif code == "DATA_IN_ARGUMENTS":
+        detail = described(detail)
     return FAILED, message(f"check.refused.{code}", exercise=exercise, detail=detail), code
 
 

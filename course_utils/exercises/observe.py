@@ -86,6 +86,7 @@ class Observer(TorchDispatchMode):
             self.refuse("OPERATION", f"aten.{name}")
         if self.ledger is None:
             return func(*args, **kwargs) if kwargs else func(*args)
+        self.ledger.before_operation(name, args, kwargs or {})
         result = func(*args, **(kwargs or {}))
         self.ledger.see(name, args, kwargs or {}, result, _getframe(1))
         return result

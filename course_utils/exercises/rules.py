@@ -18,7 +18,9 @@ no new *name* for a forbidden thing walks around them.
   watched, for an earlier and friendlier message.
 - A course function that solves the exercise is recognised on the stack while any aten operation runs, by
   its code object and by its code's content (a copy made with ``code.replace`` or ``types.FunctionType``
-  is the same code), whatever name reached it.
+  is the same code), whatever name reached it. Where the exercise is a course function written again
+  (OWN_CODE), any course function that runs is refused, by the module its code belongs to: one that computes
+  the answer under another name needs no listing.
 - While the function runs, nothing turns text into code (``compile``, ``eval``, ``exec``, a parser that
   evaluates), starts a process, loads a C library, opens a socket, changes the tracer or the audit hooks,
   reads the garbage collector's object lists, or imports a module outside ``IMPORTS``; no thread starts,
@@ -119,6 +121,20 @@ SOLVERS = {
     "10.generate_cached": ("course_utils.gpt.GPT.generate",),
 }
 
+#: Exercises that ask for a course function written again by the learner (their forbidden names are exactly the
+#: course's own): no course code at all may run while the learner's function runs. A course function entered from
+#: outside the course (the learner's code, torch calling a module's forward) is SOLVER, named by its module and
+#: qualified name, recognised by the module its code belongs to: another course function that computes the same
+#: answer under another name (``tiled.keep_of(L_q, L_k, causal=True)`` is a causal mask) is refused without being
+#: listed. (The check's own modules, ``course_utils.exercises``, are no course code here.)
+OWN_CODE = frozenset((
+    "00.split_heads", "00.merge_heads", "00.padding_mask", "01.scaled_dot", "01.softmax", "01.additive_scores",
+    "02.causal_mask", "02.masked_softmax", "06.sinusoidal_encoding", "06.offset_rotation", "07.apply_rope",
+    "08.merge_states",
+))
+#: The course's package, whose functions OWN_CODE refuses, and its modules that are the check's instruments.
+COURSE_PACKAGE, INSTRUMENT_PACKAGE = "course_utils", "course_utils.exercises"
+
 # ----------------------------------------------------------------------------- lesson 09: the kernel is the answer
 
 #: Lesson 09's exercises (a new one is added here, and its text says that the kernel computes the answer).
@@ -194,12 +210,12 @@ BENIGN_THREADS = frozenset(("tqdm._monitor.TMonitor",))
 #: "check.refused.<code>" (i18n.py). EVALUATOR ... UNWATCHED: the call did something no answer does.
 REFUSAL_CODES = ("EVALUATOR", "PROCESS", "NATIVE", "SOCKET", "THREAD", "IMPORT", "UNWATCHED", "LEFT_RUNNING",
                  "OPERATION", "SOLVER",
-                 "TORCH_OUTSIDE_KERNEL", "TORCH_IN_KERNEL", "FOREIGN_DATA", "NO_LAUNCH", "COMPILER_REFUSED",
-                 "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN", "BLOCK_IGNORED")
+                 "TORCH_OUTSIDE_KERNEL", "TORCH_IN_KERNEL", "FOREIGN_DATA", "DATA_IN_ARGUMENTS", "NO_LAUNCH",
+                 "COMPILER_REFUSED", "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN", "BLOCK_IGNORED")
 #: Those the judge reads only once the values are right: a wrong answer's own mistake is named first (a plain
 #: torch answer with a known mistake learns its mistake; once right, it learns that the kernel must compute it).
-AFTER_VALUES = ("NO_LAUNCH", "TORCH_IN_KERNEL", "TORCH_OUTSIDE_KERNEL", "FOREIGN_DATA", "COMPILER_REFUSED",
-                "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN", "BLOCK_IGNORED")
+AFTER_VALUES = ("NO_LAUNCH", "TORCH_IN_KERNEL", "TORCH_OUTSIDE_KERNEL", "FOREIGN_DATA", "DATA_IN_ARGUMENTS",
+                "COMPILER_REFUSED", "INPUT_NOT_READ", "OUTPUT_NOT_WRITTEN", "BLOCK_IGNORED")
 
 
 def forbidden_operations(exercise):
@@ -210,6 +226,17 @@ def forbidden_operations(exercise):
 def solvers(exercise):
     """The full names of the functions that compute `exercise`'s answer (besides its forbidden names)."""
     return SOLVERS.get(exercise, ())
+
+
+def own_code(exercise):
+    """Whether no course function may run while `exercise`'s function runs (OWN_CODE)."""
+    return exercise in OWN_CODE
+
+
+def course_module(module):
+    """Whether the module named `module` is the course's code (not the check's instruments)."""
+    return type(module) is str and (module == COURSE_PACKAGE or module.startswith(COURSE_PACKAGE + ".")) and not (
+        module == INSTRUMENT_PACKAGE or module.startswith(INSTRUMENT_PACKAGE + "."))
 
 
 def load_width(exercise):

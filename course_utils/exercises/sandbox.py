@@ -21,7 +21,8 @@ Given the exercise's id, a call also runs under the run-time rules (rules.py, th
 guard (audit.py: no text evaluators, processes, C libraries, sockets, tracer changes or foreign imports,
 one thread), the dispatch mode that sees the aten operations (observe.py), the trace function that
 recognises the functions that solve the exercise by code, and in lesson 09 the kernel ledger
-(kernels.py). What they refuse is kept in ``Sandbox.refused`` as [code, detail] pairs; taking the
+(kernels.py), whose trace of the last case is compared with that of a call on other values made first
+(``probe``: DATA_IN_ARGUMENTS). What they refuse is kept in ``Sandbox.refused`` as [code, detail] pairs; taking the
 check's modes off torch's stacks is refused too (UNWATCHED). The notebook's check and the grader's
 kernel both call through here, so their verdicts agree.
 """
@@ -462,7 +463,7 @@ def solver_functions(exercise, forbidden=()):
     return found
 
 
-def _tracer(watcher, solvers, refused, engine=False):
+def _tracer(watcher, solvers, refused, engine=False, own_code=False):
     """The global trace function of a call, or None: it sees every call of a Python function (nothing
     line by line), and records the forbidden functions by name (the watcher's codes) and the functions that
     solve the exercise by code or content (observe.Solvers). The audit hook keeps the learner's code from
@@ -470,12 +471,15 @@ def _tracer(watcher, solvers, refused, engine=False):
 
     engine (the gradient pass): torch calls ``torch.autograd.grad`` inside the watcher's own handler, with the
     watcher off its stack, so the Python that the autograd engine calls back (a custom backward, a hook) would
-    run unwatched by name; the watcher is pushed again for each such call, from its first line to its return."""
+    run unwatched by name; the watcher is pushed again for each such call, from its first line to its return.
+
+    own_code (rules.OWN_CODE): a course function entered from outside the course is SOLVER too, named by its
+    module (rules.course_module), whatever name reached it."""
     codes = watcher.codes if watcher else None
     engine = engine and watcher is not None
-    if not codes and not solvers and not engine:
+    if not codes and not solvers and not engine and not own_code:
         return None
-    if not solvers and not engine:
+    if not solvers and not engine and not own_code:
         return watcher.trace
     name = solvers.name if solvers else (lambda code: None)
 
@@ -483,6 +487,8 @@ def _tracer(watcher, solvers, refused, engine=False):
         if codes and id(frame.f_code) in codes:
             watcher.found.append(codes[id(frame.f_code)][1])
         found = name(frame.f_code)
+        if found is None and own_code:
+            found = _course_entry(frame)
         if found is not None and ["SOLVER", found] not in refused:
             refused.append(["SOLVER", found])
         if engine and frame.f_back is not None and frame.f_back.f_code in _ENGINE_CODES:
@@ -500,6 +506,18 @@ def _tracer(watcher, solvers, refused, engine=False):
     return trace
 
 
+def _course_entry(frame):
+    """The course module whose function `frame` runs, when it was entered from outside the course and the check (the
+    learner's code, torch calling a module's forward); else None (the check's own output cap calls i18n)."""
+    module = frame.f_globals.get("__name__")
+    if not rules.course_module(module):
+        return None
+    back = frame.f_back
+    caller = back.f_globals.get("__name__") if back is not None else None
+    inside = type(caller) is str and (caller == rules.COURSE_PACKAGE or caller.startswith(rules.COURSE_PACKAGE + "."))
+    return None if inside else module
+
+
 def _full_name(name):
     head, _, rest = name.partition(".")
     return {"Tensor": "torch.Tensor", "F": "torch.nn.functional"}.get(head, head) + ("." + rest if rest else "")
@@ -514,6 +532,8 @@ class Sandbox:
         self._operations = frozenset(rules.forbidden_operations(exercise))
         self._solvers = observe.Solvers(solver_functions(exercise, forbidden)) if exercise else None
         self.kernel = rules.is_kernel(exercise)
+        self.traced = None  # lesson 09: the last watched call's trace (kernels._Trace.events), None if it raised
+        self._probed = None  # the trace of the call on other values (probe) the next watched call is compared with
         self.compiler_text = None  # the GPU compiler front end's refusal of a launched kernel (COMPILER_REFUSED)
         self.seconds = TIME_LIMIT if seconds is None else seconds
         # characters left; whether the "cut" line is still to come; characters written in all
@@ -552,9 +572,13 @@ class Sandbox:
         targets, measure = (self._targets, self.measure) if watch else (self._gradient_targets, False)
         watcher = _Watch(targets, self.forbidden_calls, measure) if targets or measure else None
         ledger = kernels.Ledger(self.refused, args, self.exercise) if watch and self.kernel else None
+        probed = None
+        if ledger:
+            probed, self._probed, self.traced = self._probed, None, None
         observer = observe.Observer(self.refused, self._operations, ledger) \
             if self._operations or ledger else None
-        tracer = _tracer(watcher, self._solvers, self.refused, engine=not watch)
+        tracer = _tracer(watcher, self._solvers, self.refused, engine=not watch,
+                         own_code=rules.own_code(self.exercise))
         guard = audit.Guard(self.refused, _CALL_CODE)
         timer = CallTimer(self.seconds)
         with warnings.catch_warnings(record=True) as caught:
@@ -596,6 +620,10 @@ class Sandbox:
                 if ledger and returned:  # (the launches' kernels asked of the compiler's front end, unguarded)
                     ledger.finish(result)
                     self.compiler_text = self.compiler_text or ledger.compiler_text
+                    self.traced = ledger.trace.events
+                    difference = probed and ("raised" if probed == "raised" else kernels.differs(probed, self.traced))
+                    if difference and ["DATA_IN_ARGUMENTS", difference] not in self.refused:
+                        self.refused.append(["DATA_IN_ARGUMENTS", difference])
                 if returned:
                     self._kept.append(result)
                 return result
@@ -612,6 +640,24 @@ class Sandbox:
                 _set_warn_always(warn_always)
                 self._read(caught)
                 self._left_running()  # (the check's own instruments gone)
+
+    def probe(self, function, args):
+        """Lesson 09: call `function` on `args` with other values (each floating-point tensor a clone, so of the same
+        shape, dtype, strides and device, filled with a fixed draw), so that the next watched call, on `args`
+        themselves, is compared with it (kernels.differs): what a call does besides its kernels' loads must not depend
+        on the input values, or it is DATA_IN_ARGUMENTS. Made before that call, so that the function cannot repeat
+        there what it did on the values it saw last. TimeLimit is raised as from any call; another error is kept as
+        "raised" (the same call on its own arguments returns)."""
+        generator = _Generator().manual_seed(PROBE_SEED)
+        others = tuple(_other_values(arg, generator) for arg in args)
+        try:
+            self.call(function, *others)
+            found = self.traced
+        except (TimeLimit, KeyboardInterrupt):
+            raise
+        except BaseException:  # noqa: BLE001 (judged when the call on the case's own values returns)
+            found = "raised"
+        self._probed = found
 
     def _left_running(self):
         """LEFT_RUNNING for what an earlier cell left beside the call (leftovers.py), looked at as it begins and ends."""
@@ -641,6 +687,28 @@ class Sandbox:
                 self._warnings.add(text)
                 shown = warnings.formatwarning(warning.message, warning.category, warning.filename, warning.lineno)
                 _Output(self.budget, sys.stderr).write(shown)
+
+
+PROBE_SEED = 9091  # the other values' draw (any fixed one: the function sees them before the case's own)
+_Generator, _randn, _clone, _copy = torch.Generator, torch.randn, torch.Tensor.clone, torch.Tensor.copy_
+
+
+def _other_values(arg, generator):
+    """A clone of `arg` (same shape, dtype, strides, device) with other values, when it is a floating-point tensor;
+    else `arg` itself (an integer or boolean tensor can be a shape's part: a length, a mask). The values are a fixed
+    random draw, placed in the reverse order of `arg`'s: wherever `arg` has one entry below another, the clone has it
+    above (a row's largest entry is its smallest there), so that what a call picks by the values' order (an argmax's
+    position) differs too, not only what it reads of their size."""
+    if type(arg) is not torch.Tensor or not arg.is_floating_point():
+        return arg
+    with torch.no_grad():
+        flat = arg.detach().reshape(-1).float().cpu()
+        drawn = _randn((flat.numel(),), generator=generator, dtype=torch.float32).sort(descending=True).values
+        values = torch.empty_like(flat)
+        values[flat.argsort(stable=True)] = drawn  # the smallest entry gets the largest value
+        other = _clone(arg.detach())
+        _copy(other, values.reshape(arg.shape))
+    return other.requires_grad_(arg.requires_grad) if arg.requires_grad and other.is_leaf else other
 
 
 _CALL_CODE = Sandbox.call.__code__  # where the audit hook's walk up from an event to the learner's frames stops

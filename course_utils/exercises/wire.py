@@ -17,15 +17,17 @@ not a dense CPU tensor by its type name, dtype and shape; tuples and lists item 
 numbers and strings as they are; any other object by its type's name.
 """
 
+import functools
 import io
 import os
 import stat
 import tempfile
 import zipfile
+from pathlib import Path
 
 import torch
 
-from . import rules
+from . import kernels, rules
 from .grading import on_graph, Raised
 from .sandbox import TORCH_SETTINGS, solver_functions
 
@@ -266,7 +268,7 @@ def decode(data, reference, seconds):
     _expect(type(refused) is list and all(type(r) is list and len(r) == 2 and all(type(p) is str for p in r)
                                           for r in refused), "a malformed list of refusals")
     vocabulary = _refusal_vocabulary(reference)
-    received.refused = [list(r) for r in refused if _known_refusal(r, vocabulary)]
+    received.refused = [list(r) for r in map(_in_grader_words, refused) if _known_refusal(r, vocabulary)]
     return received
 
 
@@ -280,9 +282,37 @@ def _refusal_vocabulary(reference):
         "UNWATCHED": events | {"function_modes", "dispatch_modes", "tracer", "meta_path"},
         rules.LEFT_RUNNING: set(rules.LEFT_RUNNING_DETAILS),
         "OPERATION": aten,
-        "SOLVER": {name for name, _ in solver_functions(reference.exercise, reference.forbidden)},
+        "SOLVER": {name for name, _ in solver_functions(reference.exercise, reference.forbidden)} | (
+            _course_modules() if rules.own_code(reference.exercise) else set()),
         "TORCH_IN_KERNEL": None, "TORCH_OUTSIDE_KERNEL": None, "FOREIGN_DATA": None,  # aten names, checked below
+        "DATA_IN_ARGUMENTS": _GraderWords(),  # (made of them by _in_grader_words first)
     }
+
+
+class _GraderWords:
+    """The details of DATA_IN_ARGUMENTS the grader keeps: those made of its own words (kernels.grader_words)."""
+
+    def __contains__(self, detail):
+        return detail == kernels.grader_words(detail)
+
+
+def _in_grader_words(refusal):
+    """A DATA_IN_ARGUMENTS refusal's detail with the learner's names left out (kernels.grader_words)."""
+    code, detail = refusal
+    return [code, kernels.grader_words(detail)] if code == "DATA_IN_ARGUMENTS" else refusal
+
+
+@functools.cache
+def _course_modules():
+    """The names of the course's modules (rules.course_module), from its files: what an OWN_CODE refusal names."""
+    root = Path(rules.__file__).resolve().parents[1]
+    found = set()
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        name = ".".join((rules.COURSE_PACKAGE,) + (parts[:-1] if parts[-1] == "__init__" else parts))
+        if rules.course_module(name):
+            found.add(name)
+    return found
 
 
 def _known_refusal(refusal, vocabulary):
@@ -292,7 +322,7 @@ def _known_refusal(refusal, vocabulary):
     allowed = vocabulary.get(code, {""})
     if allowed is None:  # an aten operation torch has, "launch", or "another"
         name = detail[len("aten."):] if detail.startswith("aten.") else None
-        return detail in ("launch", "another") or (name is not None and name.isidentifier()
+        return detail in ("launch", "another", "memory") or (name is not None and name.isidentifier()
                                                      and hasattr(torch.ops.aten, name))
     return detail in allowed
 

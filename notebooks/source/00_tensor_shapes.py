@@ -688,6 +688,10 @@ for scores_shape in [(2, 4, 2, 5), (2, 4, 1, 5)]:
 # Return a `torch.bool` mask of shape (B, 1, 1, L_k) that is True where the key position is a
 # real token, that is where position < length (positions count from 0). The check refuses the
 # course's own `masks.padding_mask`, which is this exercise's answer.
+# No course function may be called in your answer at all: while your function runs, the check refuses
+# every function of the course's package `course_utils` (one that computes the same thing under
+# another name too), and the grader also refuses a value one computed beforehand, such as a table
+# built at the top of the cell.
 #
 # One rule holds for this exercise and every later one: an exercise's function never changes
 # its arguments. The check compares each argument, after your function returns, with what it
@@ -698,12 +702,12 @@ for scores_shape in [(2, 4, 2, 5), (2, 4, 1, 5)]:
 # Hint: compare a (L_k,) tensor of positions with a (B, 1) view of the lengths and let
 # broadcasting build the (B, L_k) grid; then add the two size-1 axes.
 
-# %% [markdown] tags=["lang-zh"] en_hash="2a3a307d05"
+# %% [markdown] tags=["lang-zh"] en_hash="433e6c85f5"
 # ### 练习 00.padding_mask
 #
 # 不再手写，而是根据序列长度构造保留掩码，让填充位置为 False。`lengths` 的形状是 (B,)，存放每条序列的真实词元数
 # （整数张量，长度可以为 0）；`max_len` 就是 $L_k$，即填充后的长度，它可以比所有长度都大。
-# 返回一个形状为 (B, 1, 1, L_k)、类型为 `torch.bool` 的掩码：键的位置是真实词元时为 True，即位置 < 长度（位置从 0 开始计数）。检查不接受课程自带的 `masks.padding_mask`（它正是本题的答案）。
+# 返回一个形状为 (B, 1, 1, L_k)、类型为 `torch.bool` 的掩码：键的位置是真实词元时为 True，即位置 < 长度（位置从 0 开始计数）。检查不接受课程自带的 `masks.padding_mask`（它正是本题的答案）。答案里不能调用任何课程函数：你的函数运行期间，检查会拒绝课程包 `course_utils` 里的每一个函数（换了名字、碰巧算出同样结果的函数也一样）；评分程序也不接受事先由课程函数算好的值，比如在单元格顶部构造好的表。
 #
 # 这道练习以及之后的每一道练习都遵守一条规则：练习的函数绝不改动它的参数。你的函数返回之后，检查会把每个参数与它传入时的样子相比较；原地修改了某个参数的函数（例如 `lengths -= 1`，或名字以 `_` 结尾的方法，如 `masked_fill_`）不能通过，检查会指出是哪个参数。需要改动某个值时，请在副本上操作：`lengths = lengths.clone()`。
 #
@@ -887,15 +891,19 @@ plt.show()
 # Write `split_heads(x, num_heads)`: `x` has shape (B, L, H·D) with $H$ = `num_heads`; return
 # (B, H, L, D). The check refuses the course's own `multihead.split_heads`, which is this
 # exercise's answer.
+# No course function may be called in your answer at all: while your function runs, the check refuses
+# every function of the course's package `course_utils` (one that computes the same thing under
+# another name too), and the grader also refuses a value one computed beforehand, such as a table
+# built at the top of the cell.
 
-# %% [markdown] tags=["lang-zh"] en_hash="45e8ef54b2"
+# %% [markdown] tags=["lang-zh"] en_hash="88beee94e7"
 # 分两步完成。先把最后一维拆成 (H, D)，头在前；这只是把一个连续的维度一分为二，所以是视图。
 # 再交换位置维和头维；这仍是视图，但已经不连续了。如果一步 `view` 直接变成 (B, H, L, D)，形状是对的，数却错了：
 # 它把内存切成每块 $L \cdot D$ 个数，每一块横跨好几个位置。
 #
 # ### 练习 00.split_heads
 #
-# 写出 `split_heads(x, num_heads)`：`x` 的形状是 (B, L, H·D)，其中 $H$ = `num_heads`；返回 (B, H, L, D)。检查不接受课程自带的 `multihead.split_heads`（它正是本题的答案）。
+# 写出 `split_heads(x, num_heads)`：`x` 的形状是 (B, L, H·D)，其中 $H$ = `num_heads`；返回 (B, H, L, D)。检查不接受课程自带的 `multihead.split_heads`（它正是本题的答案）。答案里不能调用任何课程函数：你的函数运行期间，检查会拒绝课程包 `course_utils` 里的每一个函数（换了名字、碰巧算出同样结果的函数也一样）；评分程序也不接受事先由课程函数算好的值，比如在单元格顶部构造好的表。
 
 # %% tags=["exercise"] exercise="00.split_heads"
 def split_heads(x, num_heads):
@@ -1004,11 +1012,15 @@ claim("L = 1 时交换后的张量仍然连续，所以 view 可以运行",
 # (B, L, H·D), head 0's $D$ features first. The check also passes an `x` laid out as
 # `split_heads` leaves it (a transposed view, not contiguous), and refuses the course's own
 # `multihead.merge_heads`, which is this exercise's answer.
+# No course function may be called in your answer at all: while your function runs, the check refuses
+# every function of the course's package `course_utils` (one that computes the same thing under
+# another name too), and the grader also refuses a value one computed beforehand, such as a table
+# built at the top of the cell.
 
-# %% [markdown] tags=["lang-zh"] en_hash="3e2c5f6af1"
+# %% [markdown] tags=["lang-zh"] en_hash="be0051efca"
 # ### 练习 00.merge_heads
 #
-# 写出 `merge_heads(x)`，即 `split_heads` 的逆操作：`x` 的形状是 (B, H, L, D)；返回 (B, L, H·D)，第 0 个头的 $D$ 个特征在前。检查也会传入按 `split_heads` 的结果那样排布的 `x`（转置得到的视图，不连续），并且不接受课程自带的 `multihead.merge_heads`（它正是本题的答案）。
+# 写出 `merge_heads(x)`，即 `split_heads` 的逆操作：`x` 的形状是 (B, H, L, D)；返回 (B, L, H·D)，第 0 个头的 $D$ 个特征在前。检查也会传入按 `split_heads` 的结果那样排布的 `x`（转置得到的视图，不连续），并且不接受课程自带的 `multihead.merge_heads`（它正是本题的答案）。答案里不能调用任何课程函数：你的函数运行期间，检查会拒绝课程包 `course_utils` 里的每一个函数（换了名字、碰巧算出同样结果的函数也一样）；评分程序也不接受事先由课程函数算好的值，比如在单元格顶部构造好的表。
 
 # %% tags=["exercise"] exercise="00.merge_heads"
 def merge_heads(x):

@@ -407,8 +407,12 @@ claim("作用在 [q; k] 上的 MLP 给出的正是加性分数", same)
 #
 # The check tries shapes where $L_q \ne L_k$ and $d_q \ne d_k$. It refuses the course's own
 # `attention.additive_scores`, which is this exercise's answer.
+# No course function may be called in your answer at all: while your function runs, the check refuses
+# every function of the course's package `course_utils` (one that computes the same thing under
+# another name too), and the grader also refuses a value one computed beforehand, such as a table
+# built at the top of the cell.
 
-# %% [markdown] tags=["lang-zh"] en_hash="5cdc1900d7"
+# %% [markdown] tags=["lang-zh"] en_hash="26eb00f15d"
 # 拼接后的张量装着 $L_q \cdot L_k$ 个长度为 $d_q + d_k$ 的向量，每个配对一个。拆开后的写法根本不需要构造它：查询只投影一次，键也只投影一次，再借助广播把每个查询的投影与每个键的投影相加。
 #
 # ### 练习 1：加性评分
@@ -420,7 +424,7 @@ claim("作用在 [q; k] 上的 MLP 给出的正是加性分数", same)
 #    $(B, L_q, 1, d_h) + (B, 1, L_k, d_h) \to (B, L_q, L_k, d_h)$；
 # 3. 先做 tanh，再与 `v` 相乘，得到 $(B, L_q, L_k)$。
 #
-# 检查会在 $L_q \ne L_k$、$d_q \ne d_k$ 的形状上测试你的函数，并且不接受课程自带的 `attention.additive_scores`（它正是本题的答案）。
+# 检查会在 $L_q \ne L_k$、$d_q \ne d_k$ 的形状上测试你的函数，并且不接受课程自带的 `attention.additive_scores`（它正是本题的答案）。答案里不能调用任何课程函数：你的函数运行期间，检查会拒绝课程包 `course_utils` 里的每一个函数（换了名字、碰巧算出同样结果的函数也一样）；评分程序也不接受事先由课程函数算好的值，比如在单元格顶部构造好的表。
 
 # %% tags=["exercise"] exercise="01.additive_scores"
 def my_additive_scores(query, key, w_query, w_key, v):
@@ -583,13 +587,17 @@ claim("softmax(big - 1000) = softmax(big)：平移不改变任何结果",
 # also tries a 1-D tensor, rows of length 1, float64 scores, scores that are not contiguous, and
 # scores around +800 and −800, where `exp()` overflows or underflows even in float64 (beyond
 # about +709 and −745): computing in float64 is no way round the shift.
+# No course function may be called in your answer at all: while your function runs, the check refuses
+# every function of the course's package `course_utils` (one that computes the same thing under
+# another name too), and the grader also refuses a value one computed beforehand, such as a table
+# built at the top of the cell.
 
-# %% [markdown] tags=["lang-zh"] en_hash="7fe8e805dd"
+# %% [markdown] tags=["lang-zh"] en_hash="2c9f538bba"
 # PyTorch 的 softmax 没有这个问题，因为它利用了第一条性质：先让每一行减去该行的最大值，再取指数。这样最大的指数项是 $e^0 = 1$，不会上溢；分母至少为 1，也不会除以零（分数非常负时同样适用，否则它们的指数会全部下溢为 0）。
 #
 # ### 练习 2：数值稳定的 softmax
 #
-# 写出 `my_softmax(scores)`：对任意形状 $(\dots, L)$ 的张量沿最后一维做 softmax，分数很大时也不出问题。只用基本运算来写：检查不接受任何现成的 softmax，包括 torch 的 `torch.softmax`、`F.softmax`、`Tensor.softmax` 和 `torch.special.softmax`，它们的对数版本 `torch.log_softmax`、`F.log_softmax`、`Tensor.log_softmax` 和 `torch.special.log_softmax`，以及课程自带的 `masks.masked_softmax`（不传掩码时，它算的就是同一个 softmax）。先减去每一行的最大值（`amax(dim=-1, keepdim=True)`），再取指数，最后除以每一行的和。不加 `keepdim=True` 的话，每行的最大值会丢掉最后一维，于是沿错误的维度广播。检查用例里有 +500 和 −500 左右的分数，还有一个张量，它的各行分别在 +500、−300 和 0 附近，所以整个张量只减一个数是不够的，每一行都要减去自己的最大值。检查还会测试一维张量、长度为 1 的行、float64 分数、不连续的分数，以及 +800 和 −800 左右的分数：即便在 float64 中，`exp()` 也会在指数超过约 +709 时上溢、低于约 −745 时下溢，所以换成 float64 计算也绕不开减去最大值这一步。
+# 写出 `my_softmax(scores)`：对任意形状 $(\dots, L)$ 的张量沿最后一维做 softmax，分数很大时也不出问题。只用基本运算来写：检查不接受任何现成的 softmax，包括 torch 的 `torch.softmax`、`F.softmax`、`Tensor.softmax` 和 `torch.special.softmax`，它们的对数版本 `torch.log_softmax`、`F.log_softmax`、`Tensor.log_softmax` 和 `torch.special.log_softmax`，以及课程自带的 `masks.masked_softmax`（不传掩码时，它算的就是同一个 softmax）。先减去每一行的最大值（`amax(dim=-1, keepdim=True)`），再取指数，最后除以每一行的和。不加 `keepdim=True` 的话，每行的最大值会丢掉最后一维，于是沿错误的维度广播。检查用例里有 +500 和 −500 左右的分数，还有一个张量，它的各行分别在 +500、−300 和 0 附近，所以整个张量只减一个数是不够的，每一行都要减去自己的最大值。检查还会测试一维张量、长度为 1 的行、float64 分数、不连续的分数，以及 +800 和 −800 左右的分数：即便在 float64 中，`exp()` 也会在指数超过约 +709 时上溢、低于约 −745 时下溢，所以换成 float64 计算也绕不开减去最大值这一步。答案里不能调用任何课程函数：你的函数运行期间，检查会拒绝课程包 `course_utils` 里的每一个函数（换了名字、碰巧算出同样结果的函数也一样）；评分程序也不接受事先由课程函数算好的值，比如在单元格顶部构造好的表。
 
 # %% tags=["exercise"] exercise="01.softmax"
 def my_softmax(scores):
@@ -837,8 +845,12 @@ for scaled in (False, True):
 # `attention.scaled_dot_product_attention`: the point is to write it.
 # The check tries $L_q \ne L_k$, $d_k \ne d_v$, sequences of length 1, a batch of one,
 # $d_k = 64$, float64 inputs, and a key and value that are not contiguous in memory.
+# No course function may be called in your answer at all: while your function runs, the check refuses
+# every function of the course's package `course_utils` (one that computes the same thing under
+# another name too), and the grader also refuses a value one computed beforehand, such as a table
+# built at the top of the cell.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="34deb042c8"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="370295e417"
 # ## 5. 从零实现缩放点积注意力
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{d_k}}\Big)\, V$$
@@ -856,7 +868,7 @@ for scaled in (False, True):
 #
 # ### 练习 3：缩放点积注意力
 #
-# 写出 `my_attention(query, key, value)`。可以使用 `torch.softmax`（或者你自己写的 `my_softmax`），但检查不接受 `F.scaled_dot_product_attention` 和课程自带的 `attention.scaled_dot_product_attention`：这道练习就是要你亲手写出它。检查会测试 $L_q \ne L_k$、$d_k \ne d_v$、长度为 1 的序列、只有一个样本的批量、$d_k = 64$、float64 输入，以及在内存中不连续的键和值等情形。
+# 写出 `my_attention(query, key, value)`。可以使用 `torch.softmax`（或者你自己写的 `my_softmax`），但检查不接受 `F.scaled_dot_product_attention` 和课程自带的 `attention.scaled_dot_product_attention`：这道练习就是要你亲手写出它。检查会测试 $L_q \ne L_k$、$d_k \ne d_v$、长度为 1 的序列、只有一个样本的批量、$d_k = 64$、float64 输入，以及在内存中不连续的键和值等情形。答案里不能调用任何课程函数：你的函数运行期间，检查会拒绝课程包 `course_utils` 里的每一个函数（换了名字、碰巧算出同样结果的函数也一样）；评分程序也不接受事先由课程函数算好的值，比如在单元格顶部构造好的表。
 
 # %% tags=["exercise"] exercise="01.scaled_dot"
 def my_attention(query, key, value):

@@ -273,11 +273,15 @@ plt.show()
 # query positions with a row of key positions. The check tries $L_q \ne L_k$ both ways, changes
 # $L_q$ and $L_k$ one at a time, and tries $1 \times 1$. It refuses the course's own
 # `masks.causal_mask`, which is this exercise's answer.
+# No course function may be called in your answer at all: while your function runs, the check refuses
+# every function of the course's package `course_utils` (one that computes the same thing under
+# another name too), and the grader also refuses a value one computed beforehand, such as a table
+# built at the top of the cell.
 
-# %% [markdown] tags=["lang-zh"] en_hash="08f96bd598"
+# %% [markdown] tags=["lang-zh"] en_hash="b01fee10ce"
 # ### 练习 1：因果掩码
 #
-# 写出 `my_causal_mask(L_q, L_k)`：按左上角对齐的因果掩码，也就是 `is_causal=True` 所用的那个。它是一个形状为 (L_q, L_k) 的 bool 张量，键 $j \le$ 查询 $i$ 时为 True。`torch.ones(..., dtype=torch.bool).tril()` 一行就能做到；把一列查询位置与一行键位置相比较也可以。检查会测试 $L_q \ne L_k$ 的两种情形，分别单独改变 $L_q$ 和 $L_k$，还会测试 $1 \times 1$。检查不接受课程自带的 `masks.causal_mask`（它正是本题的答案）。
+# 写出 `my_causal_mask(L_q, L_k)`：按左上角对齐的因果掩码，也就是 `is_causal=True` 所用的那个。它是一个形状为 (L_q, L_k) 的 bool 张量，键 $j \le$ 查询 $i$ 时为 True。`torch.ones(..., dtype=torch.bool).tril()` 一行就能做到；把一列查询位置与一行键位置相比较也可以。检查会测试 $L_q \ne L_k$ 的两种情形，分别单独改变 $L_q$ 和 $L_k$，还会测试 $1 \times 1$。检查不接受课程自带的 `masks.causal_mask`（它正是本题的答案）。答案里不能调用任何课程函数：你的函数运行期间，检查会拒绝课程包 `course_utils` 里的每一个函数（换了名字、碰巧算出同样结果的函数也一样）；评分程序也不接受事先由课程函数算好的值，比如在单元格顶部构造好的表。
 
 # %% tags=["exercise"] exercise="02.causal_mask"
 def my_causal_mask(L_q, L_k):
@@ -1133,15 +1137,19 @@ claim("masked_softmax 给出零，而且仍然是 float16", (ours_half[1] == 0).
 # fine, but the check refuses the course's own `masks.masked_softmax`, which is this exercise's
 # answer (and so every course function that calls it). Among its cases: a hidden key that scores
 # far above the kept ones, and scores that are not contiguous.
+# No course function may be called in your answer at all: while your function runs, the check refuses
+# every function of the course's package `course_utils` (one that computes the same thing under
+# another name too), and the grader also refuses a value one computed beforehand, such as a table
+# built at the top of the cell.
 #
 # 1. find the fully masked rows: `~keep_mask.any(dim=-1, keepdim=True)`;
 # 2. fill the hidden scores with −∞, and the fully masked rows with any finite number;
 # 3. take the softmax, then set the fully masked rows' weights to 0.
 
-# %% [markdown] tags=["lang-zh"] en_hash="7cafb7b50e"
+# %% [markdown] tags=["lang-zh"] en_hash="38638948ba"
 # ### 练习 3：带掩码的 softmax
 #
-# 写出 `my_masked_softmax(scores, keep_mask)`：对 `scores` (..., L_q, L_k) 沿最后一维做 softmax；`keep_mask` 为 False 的键权重必须精确为零；全遮蔽行的权重全为零，绝不能是 NaN。`keep_mask` 可以与 `scores` 广播。检查还会比较梯度，所以全遮蔽行在反向传播时也不能传回 NaN。可以用 `torch.softmax`，但检查不接受课程自带的 `masks.masked_softmax`（它正是本题的答案），因此也不接受调用了它的其他课程函数。检查用例里有分数远高于保留键的被遮住的键，也有不连续的分数。
+# 写出 `my_masked_softmax(scores, keep_mask)`：对 `scores` (..., L_q, L_k) 沿最后一维做 softmax；`keep_mask` 为 False 的键权重必须精确为零；全遮蔽行的权重全为零，绝不能是 NaN。`keep_mask` 可以与 `scores` 广播。检查还会比较梯度，所以全遮蔽行在反向传播时也不能传回 NaN。可以用 `torch.softmax`，但检查不接受课程自带的 `masks.masked_softmax`（它正是本题的答案），因此也不接受调用了它的其他课程函数。检查用例里有分数远高于保留键的被遮住的键，也有不连续的分数。答案里不能调用任何课程函数：你的函数运行期间，检查会拒绝课程包 `course_utils` 里的每一个函数（换了名字、碰巧算出同样结果的函数也一样）；评分程序也不接受事先由课程函数算好的值，比如在单元格顶部构造好的表。
 #
 # 1. 找出全遮蔽行：`~keep_mask.any(dim=-1, keepdim=True)`；
 # 2. 被遮住的分数填入 −∞，全遮蔽行填入任意有限值；

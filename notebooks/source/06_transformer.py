@@ -381,11 +381,15 @@ claim(f"所以键在查询之后 5 个位置时，分数是 {quarter_turn[20, 25
 # float32); return float32. Write it yourself: the check refuses the course's own
 # `transformer.sinusoidal_encoding`, which is this exercise's answer, and
 # `transformer.offset_rotation`, which gives it too.
+# No course function may be called in your answer at all: while your function runs, the check refuses
+# every function of the course's package `course_utils` (one that computes the same thing under
+# another name too), and the grader also refuses a value one computed beforehand, such as a table
+# built at the top of the cell.
 
-# %% [markdown] tags=["lang-zh"] en_hash="c9903adadb"
+# %% [markdown] tags=["lang-zh"] en_hash="b51a777fcd"
 # ### 练习 1：正弦编码表
 #
-# 写出 `my_sinusoidal_encoding(length, d_model)`：返回形状为 $(L, E)$ 的 float32 表，对每个位置 $p = 0 \dots L-1$ 和每一对特征 $i$，$PE[p, 2i] = \sin(p / 10000^{2i/E})$，$PE[p, 2i+1] = \cos(p / 10000^{2i/E})$：偶数号特征放正弦，奇数号特征放余弦，两者交错排列。$E$ 可以是奇数：这时最后一个特征是最后一对的正弦，已经没有位置再放这一对的余弦。用 float64 计算角度、最后只舍入一次是个好习惯（位置越靠后，float32 丢掉的角度有效数字越多）；返回 float32。请自己写出来：检查不接受课程自带的 `transformer.sinusoidal_encoding`（它正是本题的答案），也不接受同样能得出这张表的 `transformer.offset_rotation`。
+# 写出 `my_sinusoidal_encoding(length, d_model)`：返回形状为 $(L, E)$ 的 float32 表，对每个位置 $p = 0 \dots L-1$ 和每一对特征 $i$，$PE[p, 2i] = \sin(p / 10000^{2i/E})$，$PE[p, 2i+1] = \cos(p / 10000^{2i/E})$：偶数号特征放正弦，奇数号特征放余弦，两者交错排列。$E$ 可以是奇数：这时最后一个特征是最后一对的正弦，已经没有位置再放这一对的余弦。用 float64 计算角度、最后只舍入一次是个好习惯（位置越靠后，float32 丢掉的角度有效数字越多）；返回 float32。请自己写出来：检查不接受课程自带的 `transformer.sinusoidal_encoding`（它正是本题的答案），也不接受同样能得出这张表的 `transformer.offset_rotation`。答案里不能调用任何课程函数：你的函数运行期间，检查会拒绝课程包 `course_utils` 里的每一个函数（换了名字、碰巧算出同样结果的函数也一样）；评分程序也不接受事先由课程函数算好的值，比如在单元格顶部构造好的表。
 
 # %% tags=["exercise"] exercise="06.sinusoidal_encoding"
 def my_sinusoidal_encoding(length, d_model):
@@ -450,11 +454,15 @@ check("06.sinusoidal_encoding", my_sinusoidal_encoding)
 # `table[3:]` should be `table[:-3] @ my_offset_rotation(3, 8).T` to within float32's rounding.
 # Write it yourself: the check refuses the course's `transformer.offset_rotation`, which is this
 # exercise's answer.
+# No course function may be called in your answer at all: while your function runs, the check refuses
+# every function of the course's package `course_utils` (one that computes the same thing under
+# another name too), and the grader also refuses a value one computed beforehand, such as a table
+# built at the top of the cell.
 
-# %% [markdown] tags=["lang-zh"] en_hash="b6bccb6681"
+# %% [markdown] tags=["lang-zh"] en_hash="a393c313bf"
 # ### 练习 2：平移就是旋转
 #
-# 写出 `my_offset_rotation(k, d_model)`：返回形状为 $(E, E)$ 的 float64 矩阵 $R_k$，它把每个正弦位置编码向后移动 $k$ 个位置：对每个位置 $p$，都有 $PE[p + k] = PE[p]\,R_k^\top$，与 `transformer.offset_rotation(k, E)` 相同。$R_k$ 是块对角矩阵：第 $i$ 对（第 $2i$、$2i+1$ 行和列）放上面公式里的 $2 \times 2$ 块 $\begin{pmatrix}\cos\varphi_i & \sin\varphi_i\\ -\sin\varphi_i & \cos\varphi_i\end{pmatrix}$，其中 $\varphi_i = k\,\omega_i = k / 10000^{2i/E}$；块以外的元素都是 0。$k$ 可以是任意整数（$k$ 为负时往回移动，$k = 0$ 时是单位矩阵）；$E$ 是偶数。请用 float64 计算，并以 float64 返回：$k$ 很大时，$k\,\omega_i$ 可以达到几千弧度。检查之前，可以先拿练习 1 里你自己的表试一试：令 `table = my_sinusoidal_encoding(40, 8).double()`，那么 `table[3:]` 与 `table[:-3] @ my_offset_rotation(3, 8).T` 应当只差 float32 的舍入误差。请自己写出来：检查不接受课程自带的 `transformer.offset_rotation`，它正是本题的答案。
+# 写出 `my_offset_rotation(k, d_model)`：返回形状为 $(E, E)$ 的 float64 矩阵 $R_k$，它把每个正弦位置编码向后移动 $k$ 个位置：对每个位置 $p$，都有 $PE[p + k] = PE[p]\,R_k^\top$，与 `transformer.offset_rotation(k, E)` 相同。$R_k$ 是块对角矩阵：第 $i$ 对（第 $2i$、$2i+1$ 行和列）放上面公式里的 $2 \times 2$ 块 $\begin{pmatrix}\cos\varphi_i & \sin\varphi_i\\ -\sin\varphi_i & \cos\varphi_i\end{pmatrix}$，其中 $\varphi_i = k\,\omega_i = k / 10000^{2i/E}$；块以外的元素都是 0。$k$ 可以是任意整数（$k$ 为负时往回移动，$k = 0$ 时是单位矩阵）；$E$ 是偶数。请用 float64 计算，并以 float64 返回：$k$ 很大时，$k\,\omega_i$ 可以达到几千弧度。检查之前，可以先拿练习 1 里你自己的表试一试：令 `table = my_sinusoidal_encoding(40, 8).double()`，那么 `table[3:]` 与 `table[:-3] @ my_offset_rotation(3, 8).T` 应当只差 float32 的舍入误差。请自己写出来：检查不接受课程自带的 `transformer.offset_rotation`，它正是本题的答案。答案里不能调用任何课程函数：你的函数运行期间，检查会拒绝课程包 `course_utils` 里的每一个函数（换了名字、碰巧算出同样结果的函数也一样）；评分程序也不接受事先由课程函数算好的值，比如在单元格顶部构造好的表。
 
 # %% tags=["exercise"] exercise="06.offset_rotation"
 def my_offset_rotation(k, d_model):

@@ -924,11 +924,15 @@ claim("把它们的输出特征重排之后，分数就相同了",
 # thousands, and float32 angles lose digits there) and return a tensor of x's dtype. The check
 # compares the values and the gradients with respect to x. Write it yourself: the check refuses the
 # course's `decoding.apply_rope`.
+# No course function may be called in your answer at all: while your function runs, the check refuses
+# every function of the course's package `course_utils` (one that computes the same thing under
+# another name too), and the grader also refuses a value one computed beforehand, such as a table
+# built at the top of the cell.
 
-# %% [markdown] tags=["lang-zh"] en_hash="912bd9c62c"
+# %% [markdown] tags=["lang-zh"] en_hash="2ba2138444"
 # ### 练习 2：`apply_rope`
 #
-# 按交错布局写出 `my_apply_rope(x, positions)`：x 的形状为 $(B, H, L, d)$，$d$ 为偶数；positions 是形状为 $(L,)$ 的 int64 张量，即 $L$ 行各自的绝对位置（不一定从 0 开始，也不一定按顺序）。第 $i$ 对是特征 $2i$ 和 $2i + 1$；把它旋转 $\varphi = p\,\theta_i$，$\theta_i = 10000^{-2i/d}$：$(a, b) \mapsto (a\cos\varphi - b\sin\varphi,\; a\sin\varphi + b\cos\varphi)$，再把两个结果放回特征 $2i$ 和 $2i + 1$。请用 float64 计算角度（位置可以大到几千，float32 的角度在那里会丢失有效数字），返回的张量 dtype 与 x 相同。检查会比较数值和对 x 的梯度。请自己写出来：检查不接受课程自带的 `decoding.apply_rope`。
+# 按交错布局写出 `my_apply_rope(x, positions)`：x 的形状为 $(B, H, L, d)$，$d$ 为偶数；positions 是形状为 $(L,)$ 的 int64 张量，即 $L$ 行各自的绝对位置（不一定从 0 开始，也不一定按顺序）。第 $i$ 对是特征 $2i$ 和 $2i + 1$；把它旋转 $\varphi = p\,\theta_i$，$\theta_i = 10000^{-2i/d}$：$(a, b) \mapsto (a\cos\varphi - b\sin\varphi,\; a\sin\varphi + b\cos\varphi)$，再把两个结果放回特征 $2i$ 和 $2i + 1$。请用 float64 计算角度（位置可以大到几千，float32 的角度在那里会丢失有效数字），返回的张量 dtype 与 x 相同。检查会比较数值和对 x 的梯度。请自己写出来：检查不接受课程自带的 `decoding.apply_rope`。答案里不能调用任何课程函数：你的函数运行期间，检查会拒绝课程包 `course_utils` 里的每一个函数（换了名字、碰巧算出同样结果的函数也一样）；评分程序也不接受事先由课程函数算好的值，比如在单元格顶部构造好的表。
 
 # %% tags=["exercise"] exercise="07.apply_rope"
 def my_apply_rope(x, positions):

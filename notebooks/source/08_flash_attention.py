@@ -229,11 +229,15 @@ claim("全遮蔽行在每一种切法下得到的都是全零权重，从不是 
 # masked: its `m` is $-\infty$, its `ell` and `acc` are 0. Where both pieces of a row are, the result
 # is `m` $= -\infty$, `ell` $= 0$, `acc` $= 0$, never NaN. The check compares values only, not
 # gradients, and refuses the course's `tiled.merge_states`, which is this exercise's answer.
+# No course function may be called in your answer at all: while your function runs, the check refuses
+# every function of the course's package `course_utils` (one that computes the same thing under
+# another name too), and the grader also refuses a value one computed beforehand, such as a table
+# built at the top of the cell.
 
-# %% [markdown] tags=["lang-zh"] en_hash="0bcca0fefa"
+# %% [markdown] tags=["lang-zh"] en_hash="4e51796e7c"
 # ### 练习 1：合并两个部分 softmax
 #
-# 写出 `my_merge_states(m1, ell1, acc1, m2, ell2, acc2)`：由同一批行中两个互不重叠的片段各自的状态，求出它们合起来的状态。`m1`、`ell1`、`m2`、`ell2` 的形状为 $(B, L)$（每行一个数），`acc1`、`acc2` 的形状为 $(B, L, d_v)$。返回 `(m, ell, acc)`，其中 `m = max(m1, m2)`，两段都按上面的公式重新缩放到它，dtype 与输入相同。某一段可能整段被掩码遮住：它的 `m` 是 $-\infty$，`ell` 和 `acc` 都是 0。如果一行的两段都是这样，结果应为 `m` $= -\infty$、`ell` $= 0$、`acc` $= 0$，绝不能是 NaN。检查只比较数值，不比较梯度；检查不接受课程自带的 `tiled.merge_states`，它正是本题的答案。
+# 写出 `my_merge_states(m1, ell1, acc1, m2, ell2, acc2)`：由同一批行中两个互不重叠的片段各自的状态，求出它们合起来的状态。`m1`、`ell1`、`m2`、`ell2` 的形状为 $(B, L)$（每行一个数），`acc1`、`acc2` 的形状为 $(B, L, d_v)$。返回 `(m, ell, acc)`，其中 `m = max(m1, m2)`，两段都按上面的公式重新缩放到它，dtype 与输入相同。某一段可能整段被掩码遮住：它的 `m` 是 $-\infty$，`ell` 和 `acc` 都是 0。如果一行的两段都是这样，结果应为 `m` $= -\infty$、`ell` $= 0$、`acc` $= 0$，绝不能是 NaN。检查只比较数值，不比较梯度；检查不接受课程自带的 `tiled.merge_states`，它正是本题的答案。答案里不能调用任何课程函数：你的函数运行期间，检查会拒绝课程包 `course_utils` 里的每一个函数（换了名字、碰巧算出同样结果的函数也一样）；评分程序也不接受事先由课程函数算好的值，比如在单元格顶部构造好的表。
 
 # %% tags=["exercise"] exercise="08.merge_states"
 def my_merge_states(m1, ell1, acc1, m2, ell2, acc2):

@@ -34,6 +34,13 @@
 # also hand your kernel to the front end of Triton's compiler, on the CPU: what a GPU would refuse is
 # refused here too.
 #
+# The answer must be the kernel's. Outside its launches your function may only allocate, view and copy
+# tensors, and what it hands a launch (the grid, the scalar arguments, the tensors and where in them, the
+# values a kernel reads besides its arguments) follows from the shapes alone. So the checks call your
+# function once more, first, on inputs of the same shapes but other values, and refuse it when anything
+# but the data its kernels load differs between the two calls: an answer computed on the host (with NumPy,
+# or `.item()`) and handed to a kernel is not the kernel's.
+#
 # In this lesson you will
 #
 # 1. see what a Triton program is and what a kernel launch costs;
@@ -51,7 +58,7 @@
 #
 # There are nine exercises, each followed by a check cell.
 
-# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="46d5cfe572"
+# %% [markdown] slideshow={"slide_type": "slide"} tags=["lang-zh"] en_hash="2c16ad317f"
 # # 用 Triton 把 FlashAttention 写成真正的核函数
 #
 # 第 08 课用 Python 循环逐块计算注意力：数值正确，内存为 $O(L \cdot d)$，但在 GPU 上比 `F.scaled_dot_product_attention` 慢了约 60 倍（第 1 节会打印出提交在课程里的 H200 实测数字）。那里的每个分块都是若干个独立的 GPU 核函数，每个都由 Python 启动，每个都从显存（HBM）读入输入、再把结果写回去。本课用 Triton 把同一个算法写成**一个**核函数：负责一块查询的程序，从第一个键到最后一个键，都把自己的分数分块留在芯片上的片上存储（SRAM）里。
@@ -59,6 +66,8 @@
 # 在 GPU 上，Triton 会编译你在这里写的核函数。在 CPU 上则由 Triton 的解释器运行同一份源代码，用 NumPy 一个程序接一个程序地执行：很慢，但足以检查核函数算出的每个数、访问的每个地址，所以本课的每个检查在笔记本电脑上都能做。
 #
 # 不过，解释器并不是 GPU。它从不同时运行两个程序，所以程序之间的数据竞争永远不会暴露；它用 float32 计算 float32 的乘法，而 GPU 可能把乘积舍入到 TF32，或者干脆用 float16 计算；它对 `num_warps` 和 `num_stages` 所分配的寄存器和共享内存一无所知；它还会照常运行编译器拒绝的 Python 写法，比如核函数循环里的 `break`。所以检查还会在 CPU 上把你的核函数交给 Triton 编译器的前端：GPU 上通不过的写法，在这里同样通不过。
+#
+# 答案必须由核函数算出。在核函数启动之外，你的函数只能分配张量、取视图和复制；交给一次启动的东西（网格、标量参数、张量以及在张量中的位置，还有核函数在参数之外读取的值）都只由形状决定。所以检查会先换一组形状相同、数值不同的输入，把你的函数多调用一次：两次调用之间，除了核函数加载的数据，只要还有别的不一样，检查就不接受。在主机上（用 NumPy 或 `.item()`）算好答案再交给核函数，那就不是核函数算出的答案。
 #
 # 本课你将：
 #
