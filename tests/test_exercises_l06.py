@@ -153,8 +153,9 @@ def _rotation_from_a_2x2_loop(k, d_model):
 
 
 def _rotation_from_the_table(k, d_model):
-    """The angles' sines and cosines read off the encoding of position |k| (the package's table,
-    which the exercise allows), and the blocks put together with torch.block_diag."""
+    """The angles' sines and cosines read off the encoding of position |k| (the package's table), and the
+    blocks put together with torch.block_diag: right numbers, but the exercise's text now asks for no course
+    function at all (rules.OWN_CODE), so it is refused as the package's code."""
     row = transformer.sinusoidal_encoding(abs(k) + 1, d_model, dtype=torch.float64)[abs(k)]  # (E,)
     s, c = row[0::2] * (1 if k >= 0 else -1), row[1::2]
     return torch.block_diag(*[torch.stack([torch.stack([ci, si]), torch.stack([-si, ci])]) for si, ci in zip(s, c)])
@@ -169,11 +170,16 @@ def _rotation_by_exp_log_in_float64(k, d_model):
     return R
 
 
-@pytest.mark.parametrize("function", [_rotation_from_a_2x2_loop, _rotation_from_the_table,
-                                      _rotation_by_exp_log_in_float64], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("function", [_rotation_from_a_2x2_loop, _rotation_by_exp_log_in_float64],
+                         ids=lambda f: f.__name__)
 def test_other_right_rotations_pass(function):
     verdict = evaluate("06.offset_rotation", function)
     assert verdict.status == PASSED, verdict.message
+
+
+def test_a_rotation_read_off_the_packages_table_is_refused_as_the_packages_code():
+    verdict = evaluate("06.offset_rotation", _rotation_from_the_table)
+    assert verdict.status == FAILED and "course_utils.transformer" in verdict.message, verdict.message
 
 
 def test_calling_the_packages_rotation_fails_as_forbidden():

@@ -195,7 +195,8 @@ class _Memory:
         self.busy = False  # True while the ledger reads memory (its own operations are not the call's)
 
     def _bytes(self, storage):
-        return torch.empty(0, dtype=torch.uint8).set_(storage).clone()
+        # on the storage's device, whatever torch's default device is
+        return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage).clone()
 
     def _storages(self, tensors):
         found = {}

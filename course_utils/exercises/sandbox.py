@@ -703,7 +703,8 @@ def _other_values(arg, generator):
         return arg
     with torch.no_grad():
         flat = arg.detach().reshape(-1).float().cpu()
-        drawn = _randn((flat.numel(),), generator=generator, dtype=torch.float32).sort(descending=True).values
+        drawn = _randn((flat.numel(),), generator=generator, dtype=torch.float32, device="cpu")
+        drawn = drawn.sort(descending=True).values
         values = torch.empty_like(flat)
         values[flat.argsort(stable=True)] = drawn  # the smallest entry gets the largest value
         other = _clone(arg.detach())
