@@ -194,9 +194,12 @@ class _Memory:
         self.saved = {}  # storage address -> (the storage, its bytes)
         self.busy = False  # True while the ledger reads memory (its own operations are not the call's)
 
+    def _view(self, storage):
+        """The storage's bytes as a tensor (a view: no copy), on its device whatever torch's default device is."""
+        return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+
     def _bytes(self, storage):
-        # on the storage's device, whatever torch's default device is
-        return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage).clone()
+        return self._view(storage).clone()
 
     def _storages(self, tensors):
         found = {}
@@ -229,10 +232,9 @@ class _Memory:
                 storages = {a: s for a, s in self._storages(tensors).items() if a in self.saved}
             found = False
             for address, storage in storages.items():
-                now = self._bytes(storage)
-                if not torch.equal(now, self.saved[address][1]):
+                if not torch.equal(self._view(storage), self.saved[address][1]):  # copied only when it changed
                     found = True
-                    self.saved[address] = (storage, now)
+                    self.saved[address] = (storage, self._bytes(storage))
             return found
         finally:
             self.busy = False
