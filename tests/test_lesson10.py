@@ -67,7 +67,7 @@ def test_the_shipped_tang_model_writes_well_formed_poems_on_three_more_seeds():
     """The notebook claims at least 95 % of 200 poems well formed at its setting (seed 0); the claim is the
     model's, not one lucky draw's: it holds on seeds 1 to 3 too (98.5 %, 98 %, 97 % when written, the same
     on the AVX-512, AVX2 and default kernels)."""
-    draw = eval(_notebook_assignment("WELL_FORMED_DRAW"))  # the lesson's own count, temperature and top-k
+    draw = ast.literal_eval(_notebook_assignment("WELL_FORMED_DRAW"))  # the lesson's own count, temperature and top-k
     assert draw["count"] == 200 and draw["top_k"] is not None
     model, tang, _ = pretrained.load("tang")
     shares = {seed: verse.well_formed_share(verse.sample_poems(model, tang, **draw, seed=seed))
