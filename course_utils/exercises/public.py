@@ -39,9 +39,11 @@ def path(exercise):
 def load(exercise, file=None):
     """The Reference (expected.py) of `exercise`'s public cases (or of the cases in `file`, a file of the
     same format: a grader's answer key, course_teacher/grade/key.py)."""
-    data = torch.load(file, weights_only=True) if file is not None else _decoded(path(exercise))
+    ours = file is None  # the package's own file, decoded once (_decoded); a grader's key is read each time
+    file = path(exercise) if ours else file
+    data = _decoded(file) if ours else torch.load(file, weights_only=True)
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("exercise") != exercise:
-        raise ValueError(f"{file or path(exercise)} is not the data of exercise {exercise!r}: run `make check`")
+        raise ValueError(f"{file} is not the data of exercise {exercise!r}: run `make check`")
     cases = [Case(number, tuple(case["args"]), case["expected"], list(case["attached"]), list(case["weights"]),
                    dict(case["gradients"]), largest=case.get("largest"), hidden=case.get("hidden") is True)
              for number, case in enumerate(data["cases"], start=1)]

@@ -366,13 +366,11 @@ def snapshot():
     # the Python functions there: a learner's code can swap a function's body without rebinding it. Reading
     # a function's __code__ raises an audit event, so with hundreds of functions and a snapshot around every
     # call of a check, their parts are read again only when one was set (audit.attribute_writes) or listed again.
+    if _functions[0] != _ours[0]:  # listed again when modules were loaded
+        _functions[:] = [_ours[0], [(f, name, key) for name, _, _, entries in namespaces
+                                    for key, f in entries.items() if type(f) is types.FunctionType], [], None]
     writes = audit.attribute_writes()
-    if _functions[0] != _ours[0] or _functions[3] != writes:
-        if _functions[0] != _ours[0]:  # listed again when modules were loaded
-            _functions[:2] = [_ours[0], [
-                (f, name, key) for name, _, _, entries in namespaces
-                for key, f in entries.items() if type(f) is types.FunctionType
-            ]]
+    if _functions[3] != writes:
         _functions[2:] = [[(f.__code__, f.__defaults__, f.__kwdefaults__) for f, _, _ in _functions[1]], writes]
     functions = _functions[1], _functions[2], writes
     settings = [(name, getter()) for name, getter, _ in TORCH_SETTINGS]
@@ -401,13 +399,13 @@ def restore(saved):
             changed.append((change, f"{owner_name}.{key}"))
             _try(_put, owner, kind, key, old)
     listed, parts, writes = functions
-    for (f, owner_name, key), (code, defaults, kwdefaults) in zip(listed, parts) \
-            if audit.attribute_writes() != writes else ():
-        if f.__code__ is not code or f.__defaults__ is not defaults or f.__kwdefaults__ is not kwdefaults:
-            changed.append(("replaced", f"{owner_name}.{key}.__code__"))
-            _try(setattr, f, "__code__", code)
-            _try(setattr, f, "__defaults__", defaults)
-            _try(setattr, f, "__kwdefaults__", kwdefaults)
+    if audit.attribute_writes() != writes:  # a function's part was set since the snapshot: find which
+        for (f, owner_name, key), (code, defaults, kwdefaults) in zip(listed, parts):
+            if f.__code__ is not code or f.__defaults__ is not defaults or f.__kwdefaults__ is not kwdefaults:
+                changed.append(("replaced", f"{owner_name}.{key}.__code__"))
+                _try(setattr, f, "__code__", code)
+                _try(setattr, f, "__defaults__", defaults)
+                _try(setattr, f, "__kwdefaults__", kwdefaults)
     for (name, value), (_, getter, setter) in zip(settings, TORCH_SETTINGS):
         if not _same(_try(getter), value):
             changed.append(("setting", name))
