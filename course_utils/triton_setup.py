@@ -21,13 +21,12 @@ raises ``TritonMissing``, an ImportError whose message says so in the notebook's
 to run the lesson instead.
 """
 
-import dataclasses
 import os
 import sys
 
 import torch
 
-from . import triton_bounds, triton_compile, triton_halves, triton_launches
+from . import triton_bounds, triton_compile, triton_halves, triton_interpreter, triton_launches
 from .i18n import pick
 
 #: The float32 precision of ``tl.dot`` where a kernel does not choose one. On a GPU Triton's default is TF32
@@ -97,21 +96,7 @@ def load():
     if interpret:
         triton_bounds.install()
         triton_halves.install()  # bfloat16 computed as a GPU computes it, not as integers
-        _without_overflow_asserts()
-
-
-def _without_overflow_asserts():
-    """The interpreter's integer arithmetic as a compiled kernel's: Triton's interpreter asserts after
-    every int32 add, subtract and multiply that it did not overflow (a GPU build does so only with
-    debug=True), which takes about 45 % of a FlashAttention kernel's time here (measured on lesson 09's
-    cases: 3.0 s against 1.4 s). An offset that overflows still cannot reach memory: the bounds checks
-    stop the pointer it makes."""
-    from triton.runtime import interpreter
-
-    builder = interpreter.interpreter_builder
-    options = getattr(builder, "options", None)
-    if dataclasses.is_dataclass(options) and getattr(options, "sanitize_overflow", False):
-        builder.options = dataclasses.replace(options, sanitize_overflow=False)
+        triton_interpreter.install()  # the interpreter's repeated work done once, its results the same
 
 
 def available():
