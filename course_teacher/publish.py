@@ -16,8 +16,10 @@ to within float rounding (another CPU computes the last bits differently).
 
 import argparse
 import ast
+import hashlib
 import inspect
 import io
+import json
 import os
 import sys
 from pathlib import Path
@@ -26,6 +28,7 @@ import jupytext
 import torch
 
 import course_utils
+from course_utils import atomic_files
 from course_utils.exercises import public
 
 from . import sources
@@ -130,12 +133,49 @@ def write_key(folder, seed, lessons=None):
     return written
 
 
+#: Where course_fingerprints() keeps its table, one file per state of the code it reads (an ignored folder).
+FINGERPRINTS = sources.ROOT / "build" / "fingerprints"
+
+
 def course_fingerprints():
     """{fingerprint: label} of the course's own code a learner could paste as an answer (grade/copies.py):
     every function of the student package ("course_utils.masks.padding_mask"), and each exercise's
     reference and the functions of its module it calls ("reference 00.padding_mask"). Not the solution
     notebooks' answers (nor a reference written as one of them is): they are the lessons' worked
-    solutions, which a teacher hands out when the work is in, and which grade full marks."""
+    solutions, which a teacher hands out when the work is in, and which grade full marks.
+
+    Computed once per state of the code: every answer key carries the table, and it costs 5-7 CPU-seconds
+    (a grader's run writes a key; the tests run the grader some thirty times). Kept in FINGERPRINTS under a
+    digest of everything it reads (the student package, the teacher's package with the references and
+    the fingerprint's own code, the lessons' sources) and of the Python and jupytext that parse them."""
+    digest = _code_digest()
+    kept = FINGERPRINTS / f"{digest}.json"
+    try:
+        return json.loads(kept.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    found = _course_fingerprints()
+    try:
+        FINGERPRINTS.mkdir(parents=True, exist_ok=True)
+        atomic_files.write(kept, json.dumps(found, indent=0, sort_keys=True))
+        for older in set(FINGERPRINTS.glob("*.json")) - {kept}:  # the code changed: they will not be read again
+            older.unlink(missing_ok=True)
+    except OSError:  # a read-only checkout: computed each time, as before
+        pass
+    return found
+
+
+def _code_digest():
+    digest = hashlib.sha256(f"{sys.version}|jupytext {jupytext.__version__}".encode())
+    teacher = Path(__file__).resolve().parent
+    inputs = [*Path(course_utils.__file__).parent.rglob("*.py"), *teacher.rglob("*.py"),
+              *sources.lessons().values()]
+    for path in sorted(set(inputs)):
+        digest.update(f"\0{os.path.relpath(path, sources.ROOT)}\0".encode() + path.read_bytes())
+    return digest.hexdigest()[:32]
+
+
+def _course_fingerprints():
     found = {}
     package = Path(course_utils.__file__).parent
     for path in sorted(package.rglob("*.py")):
