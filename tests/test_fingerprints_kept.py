@@ -16,7 +16,7 @@ def test_the_table_is_computed_once_per_state_of_the_code(tmp_path, monkeypatch)
         computed.append(lesson.read_text())
         return {"statements:a,b": f"course_utils.made_from {lesson.read_text()!r}"}
 
-    monkeypatch.setattr(publish, "_course_fingerprints", compute)
+    monkeypatch.setattr(publish, "compute_course_fingerprints", compute)
     first = publish.course_fingerprints()
     assert publish.course_fingerprints() == first and len(computed) == 1  # read back, not computed again
     lesson.write_text("# another state\n")
@@ -28,7 +28,7 @@ def test_the_table_is_computed_once_per_state_of_the_code(tmp_path, monkeypatch)
 
 def test_an_unreadable_table_is_computed_again(tmp_path, monkeypatch):
     monkeypatch.setattr(publish, "FINGERPRINTS", tmp_path / "kept")
-    monkeypatch.setattr(publish, "_course_fingerprints", lambda: {"statements:c": "course_utils.x"})
+    monkeypatch.setattr(publish, "compute_course_fingerprints", lambda: {"statements:c": "course_utils.x"})
     publish.course_fingerprints()
     (kept,) = (tmp_path / "kept").glob("*.json")
     kept.write_text("{ cut off")
