@@ -177,11 +177,11 @@ SOLUTIONS.update({exercise: f for lesson in sorted(build.lessons()) for exercise
 @pytest.mark.slow  # (the grader's hidden cases, a kernel or a fresh process: not in `make quick`)
 @pytest.mark.parametrize("lesson", sorted(build.lessons()))
 def test_the_lessons_own_solutions_pass_their_checks(lesson):
+    """As the grader judges them: the public cases and hidden ones together. (The notebook's own check, on
+    the public cases alone, passes in every solution notebook nbval runs: `make test`'s last step.)"""
     solutions = _solutions(lesson)
     assert sorted(solutions) == [e for e in IDS if e.startswith(f"{lesson}.")]
     for exercise, function in solutions.items():
-        verdict = evaluate(exercise, function)
-        assert verdict.status == PASSED, verdict.message
         verdict = evaluate_hidden(exercise, function, hidden_seed=HIDDEN_SEED)
         assert verdict.status == PASSED and "passed" in verdict.message, verdict.message
 
