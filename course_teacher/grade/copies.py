@@ -10,22 +10,36 @@ The fingerprint is the set of the function's statements, each normalised and has
 copy changes for free made uniform (`normalise`):
 
 - what runs nothing is dropped: docstrings and other bare constants, ``pass``, annotations, and a
-  store to a local name nothing reads (``unused = 0``), again until none is left;
-- names become positions and definitions: a parameter is its position (``p0``, ``p1``, ...), and a
-  local name is named by what is assigned to it (``n`` and a hash of every value it is given, with
-  the names in those values named the same way), so that renaming a variable or moving the
-  statement that binds it changes nothing; names the function does not bind (``torch``, a helper)
-  stay as they are;
+  store to a local name nothing reads (``unused = 0``), again until none is left; a local name given
+  one constant once (``function = "padding_mask"``) is that constant where it is read;
+- what the function reaches is named by what it is, not by where it lives or what it is called: a
+  name it does not bind as a variable, or a chain of attributes read from one, is its last part
+  when that is a name of the tensor API the lessons teach or of Python (``torch.nn.functional.softmax``,
+  ``F.softmax`` and ``t.softmax`` are ``softmax``; ``isinstance`` stays), and a helper (``·h``)
+  otherwise: ``check.fail`` (the course's module alias), ``checks.fail`` (a class of the learner's),
+  ``fail`` and ``my_fail`` (functions of the cell's) are one thing, and so are the helpers the function
+  defines itself (a def, a class, a name given a lambda), whose own statements are only more statements;
+- the other names become positions and definitions: a parameter is its position (``p0``, ``p1``, ...),
+  and a local name is named by what is assigned to it (``n`` and a hash of every value it is given,
+  with the names in those values named the same way), so that renaming a variable or moving the
+  statement that binds it changes nothing;
+- comparisons are written one way (``a > b`` is ``b < a``), and an ``if``'s condition is the same
+  whichever way round its branches are (``not`` pushed down by De Morgan, the parts of ``and`` and
+  ``or`` in one order, then the condition or its negation, whichever reads first);
 - strings are emptied (messages and argument names in them: a copier edits them freely), numbers
   and attribute names kept, comments and layout are not in the syntax tree at all.
 
 Each statement, at any depth, is hashed on its own (a compound one, ``for`` or ``if``, by its header
 without its body), so that added statements, inside a loop or anywhere, and a changed order leave the
 others' hashes as they were. A learner's function is a copy (`copy_of`) when every statement of a
-course function is among its own. Functions smaller than MIN_NODES (a one-line wrapper,
+course function is among its own, or all but one of a course function of TOLERANT_FROM statements or
+more (a check deleted, a helper's call written out). What still escapes: a copy two statements short,
+one whose helpers are renamed to names of the tensor API, code rewritten beyond these rules (a loop
+for a comprehension). Functions smaller than MIN_NODES (a one-line wrapper,
 ``return tiled_attention(q, k, v)``) are not fingerprinted: there an independent answer and the
 course's code meet by necessity. The answer key carries the fingerprints of the course's code
-(course_teacher.publish writes them), never the code.
+(course_teacher.publish writes them), never the code; the names of the tensor API are read from the
+installed torch, so a key is written and read by the same installation (publish again after an upgrade).
 """
 
 import ast

@@ -28,7 +28,10 @@ import b as c``, ``from a import *``), simple re-bindings (``f = masks.causal_ma
 ``x = a if c else b``, ``a, b = m, n``), ``getattr(obj, "constant")``, the items of lists, tuples
 and dicts, for-loop and with targets, and the function scopes of Python (a parameter or a local
 variable hides a global one; ``global`` is followed). A function's body reads the global names as
-they are when it runs: the scan takes every value the name has from the function's definition on.
+they are when it runs: the scan takes every value the name has from the function's definition on, as
+the grader runs the notebook: a cell it never runs (a check cell, ``check("00.padding_mask", ...)``,
+but for an exercise's own cell) binds its names for its own lines only, so a learner's own ``class
+check`` that their function calls stays theirs after the course's check cell imports the course's.
 A module reached through a package (``course_utils.masks``, ``torch.sys``) is known by its own
 name; a name in a module the grader's process has loaded is compared by identity with the
 forbidden object, so a re-export (``torch._C._nn.scaled_dot_product_attention``, a course module
