@@ -143,6 +143,9 @@ NEXT = {
     "an if turned around": lambda: _source().replace(
         "    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 0:\n",
         "    if isinstance(max_len, int) and not isinstance(max_len, bool) and max_len >= 0:\n        pass\n    else:\n"),
+    "an if turned around, names renamed": lambda: _renamed(_source()).replace(
+        "    if not isinstance(size, int) or isinstance(size, bool) or size < 0:\n",
+        "    if size >= 0 and not isinstance(size, bool) and isinstance(size, int):\n        pass\n    else:\n"),
     "an if with an else turned around": lambda: _source().replace(
         "    if ok:\n", "    if not ok:\n        pass\n    else:\n"),
     "comparisons the other way": lambda: _source().replace("lengths.min() < 0", "0 > lengths.min()")

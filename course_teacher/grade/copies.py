@@ -256,15 +256,21 @@ def _condition(node, negate=False):
     return ast.UnaryOp(op=ast.Not(), operand=node) if negate else node
 
 
-def _canonical(function):
-    """Comparisons written one way, and an ``if``'s condition the same whichever way round its branches are
-    (the condition or its negation, whichever reads first): its header is hashed without its bodies."""
+def _comparisons(function):
+    """Every comparison written one way (before names are given: what a name is given depends on it)."""
     for node in ast.walk(function):
         for field, value in ast.iter_fields(node):
             if isinstance(value, ast.Compare):
                 setattr(node, field, _compare(value))
             elif isinstance(value, list):
                 value[:] = [_compare(v) for v in value]
+    return function
+
+
+def _conditions(function):
+    """An ``if``'s condition the same whichever way round its branches are: the condition or its negation,
+    whichever reads first (after names are given: the order of ``and`` / ``or`` parts must not depend on them);
+    its header is hashed without its bodies."""
     for node in ast.walk(function):
         if isinstance(node, ast.If):
             node.test = min(_condition(node.test), _condition(node.test, True), key=ast.dump)
@@ -286,7 +292,7 @@ def normalise(function):
                                if not all(kind == "def" or (kind == "=" and isinstance(value, ast.Lambda))
                                           for kind, value in ways)}
     function.body = [_Helpers(variables).visit(statement) for statement in function.body]
-    function = _canonical(function)
+    function = _comparisons(function)
     bound = {name: ways for name, ways in _bound_names(function).items()
              if name not in params and not name.startswith(HELPER)}
     memo = {}
@@ -339,7 +345,7 @@ def normalise(function):
             node.annotation = ast.Constant(None)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             node.value = ""
-    return function
+    return _conditions(function)
 
 
 def statements(function):
