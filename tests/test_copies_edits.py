@@ -230,9 +230,12 @@ def test_no_learners_padding_mask_is_a_copy(answers):
 
     collected = [(f, expected) for exercise, f, expected in test_learner_answers.ANSWERS if exercise == "00.padding_mask"]
     assert len(collected) >= 9
+    read = 0
     for function, _ in collected:
         (found,) = copies.functions(textwrap.dedent(inspect.getsource(function))).values()
+        read += copies.statements(found) is not None  # (the one-liners are too small to tell: never a copy)
         assert copies.copy_of(found, answers.copies) is None, function.__name__
+    assert read >= 3
 
 
 def _function(body, name="f"):
@@ -252,3 +255,26 @@ def test_a_copy_may_be_one_statement_short_of_a_large_course_function_only():
         short = _function("\n".join(lines[1:size] + ["print(a)"]), "g")
         assert copies.copy_of(short, table) == ("course" if size >= copies.TOLERANT_FROM else None), size
         assert copies.copy_of(_function("\n".join(lines[2:size] + ["print(a)"]), "g"), table) is None
+
+
+#: More edits of a copier's: a value named once written out where it is read, the parts of an ``and`` reordered, a
+#: statement wrapped in a ``try`` that changes nothing.
+MORE = {
+    "a value written out where it is read": lambda: _source().replace(
+        "    keep = torch.arange(max_len, device=lengths.device) < lengths[:, None]  # (B, L_k)\n"
+        "    return keep[:, None, None, :]",
+        "    return (torch.arange(max_len, device=lengths.device) < lengths[:, None])[:, None, None, :]"),
+    "the parts of an and reordered": lambda: _source().replace(
+        "        and lengths.ndim == 1\n        and not lengths.is_floating_point()\n",
+        "        and not lengths.is_floating_point()\n        and lengths.ndim == 1\n"),
+    "in a try that changes nothing": lambda: _source().replace(
+        "    keep = ", "    try:\n        pass\n    except Exception:\n        raise\n    keep = "),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(MORE))
+def test_padding_mask_after_more_edits_is_a_copy_naming_it(answers, edit):
+    source = MORE[edit]()
+    assert source != _source()
+    function = copies.functions(source)["padding_mask"]
+    assert copies.copy_of(function, answers.copies) == "course_utils.masks.padding_mask"

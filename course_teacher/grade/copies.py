@@ -11,7 +11,8 @@ copy changes for free made uniform (`normalise`):
 
 - what runs nothing is dropped: docstrings and other bare constants, ``pass``, annotations, and a
   store to a local name nothing reads (``unused = 0``), again until none is left; a local name given
-  one constant once (``function = "padding_mask"``) is that constant where it is read;
+  one constant once (``function = "padding_mask"``), or one value once and read once (``keep = ...``
+  then ``return keep[:, None]``), is that value where it is read;
 - what the function reaches is named by what it is, not by where it lives or what it is called: a
   name it does not bind as a variable, or a chain of attributes read from one, is its last part
   when that is a name of the tensor API the lessons teach or of Python (``torch.nn.functional.softmax``,
@@ -23,9 +24,9 @@ copy changes for free made uniform (`normalise`):
   and a local name is named by what is assigned to it (``n`` and a hash of every value it is given,
   with the names in those values named the same way), so that renaming a variable or moving the
   statement that binds it changes nothing;
-- comparisons are written one way (``a > b`` is ``b < a``), and an ``if``'s condition is the same
-  whichever way round its branches are (``not`` pushed down by De Morgan, the parts of ``and`` and
-  ``or`` in one order, then the condition or its negation, whichever reads first);
+- comparisons are written one way (``a > b`` is ``b < a``), the parts of every ``and`` and ``or`` in
+  one order, and an ``if``'s condition is the same whichever way round its branches are (``not``
+  pushed down by De Morgan, then the condition or its negation, whichever reads first);
 - strings are emptied (messages and argument names in them: a copier edits them freely), numbers
   and attribute names kept, comments and layout are not in the syntax tree at all.
 
@@ -33,9 +34,10 @@ Each statement, at any depth, is hashed on its own (a compound one, ``for`` or `
 without its body), so that added statements, inside a loop or anywhere, and a changed order leave the
 others' hashes as they were. A learner's function is a copy (`copy_of`) when every statement of a
 course function is among its own, or all but one of a course function of TOLERANT_FROM statements or
-more (a check deleted, a helper's call written out). What still escapes: a copy two statements short,
-one whose helpers are renamed to names of the tensor API, code rewritten beyond these rules (a loop
-for a comprehension). Functions smaller than MIN_NODES (a one-line wrapper,
+more (a check deleted, a helper's call written out). What still escapes: a copy two statements short
+(two checks deleted, the helper's two calls written out as ``raise``), a changed value of a name
+read several times (``ok = bool(...)``: the name is named by its value, so every statement reading
+it changes), helpers renamed to names of the tensor API, code rewritten beyond these rules. Functions smaller than MIN_NODES (a one-line wrapper,
 ``return tiled_attention(q, k, v)``) are not fingerprinted: there an independent answer and the
 course's code meet by necessity. The answer key carries the fingerprints of the course's code
 (course_teacher.publish writes them), never the code; the names of the tensor API are read from the
@@ -53,8 +55,8 @@ from collections import Counter
 #: The least syntax-tree nodes a function needs (after normalising) to be fingerprinted.
 MIN_NODES = 40
 #: The least statements a course function needs for a copy of it to be told with one of them changed or dropped (a
-#: check deleted, a helper's call inlined): the independent answers come no nearer to a function of this size
-#: than three statements short (tests/test_copies.py); to smaller ones, one short.
+#: check deleted, a helper's call inlined): no independent answer comes nearer to a function of this size than six
+#: statements short, no worked solution nearer than three (tests/test_copies.py); to smaller ones, one short.
 TOLERANT_FROM = 8
 #: Where a fingerprint's text starts: a fingerprint of another kind (an older key's) is never read as one.
 PREFIX = "statements:"
@@ -210,22 +212,31 @@ def _own_scope(function):
             stack.extend(ast.iter_child_nodes(node))
 
 
-def _inline_constants(function, params):
-    """A local name given one constant once and nothing else (``function = "padding_mask"``) replaced by the
-    constant wherever the function's own scope reads it: the store then reads nothing, and `_drop_dead` drops it."""
+def _inline(function, params):
+    """A local name the function's own scope binds once, by a plain ``=``, and reads once (``keep = a < b`` then
+    ``return keep[:, None]``), or binds once to a constant and reads anywhere (``function = "padding_mask"``):
+    its value where it is read, so that a copier who writes the value out, or names it, changes nothing; the store
+    then reads nothing, and `_drop_dead` drops it. Once over: a value inlined is not looked at again."""
     nodes = list(_own_scope(function))
     stores = Counter(n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load))
     stores.update(name for n in nodes if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names)
-    constants = {n.targets[0].id: n.value for n in nodes if isinstance(n, ast.Assign) and len(n.targets) == 1
-                 and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Constant)
-                 and stores[n.targets[0].id] == 1 and n.targets[0].id not in params}
+    loads = Counter(n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+    values = {}
+    for n in nodes:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            name = n.targets[0].id
+            if stores[name] == 1 and name not in params and (isinstance(n.value, ast.Constant) or (
+                    loads[name] == 1 and name not in {m.id for m in ast.walk(n.value) if isinstance(m, ast.Name)})):
+                values[name] = n.value
+    if not values:
+        return function
     for node in [function] + nodes:
         for field, value in ast.iter_fields(node):
-            if isinstance(value, ast.Name) and isinstance(value.ctx, ast.Load) and value.id in constants:
-                setattr(node, field, copy.copy(constants[value.id]))
+            if isinstance(value, ast.Name) and isinstance(value.ctx, ast.Load) and value.id in values:
+                setattr(node, field, copy.deepcopy(values[value.id]))
             elif isinstance(value, list):
-                value[:] = [copy.copy(constants[v.id]) if isinstance(v, ast.Name) and isinstance(v.ctx, ast.Load)
-                            and v.id in constants else v for v in value]
+                value[:] = [copy.deepcopy(values[v.id]) if isinstance(v, ast.Name) and isinstance(v.ctx, ast.Load)
+                            and v.id in values else v for v in value]
     return function
 
 
@@ -256,14 +267,27 @@ def _condition(node, negate=False):
     return ast.UnaryOp(op=ast.Not(), operand=node) if negate else node
 
 
+def _shape(node):
+    """`node`'s syntax tree without its names: an order that renaming cannot change."""
+    node = copy.deepcopy(node)
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name):
+            child.id = ""
+    return ast.dump(node)
+
+
 def _comparisons(function):
-    """Every comparison written one way (before names are given: what a name is given depends on it)."""
+    """Every comparison written one way, and the parts of every ``and`` / ``or`` in one order, by their shape
+    (before names are given: what a name is given depends on them)."""
     for node in ast.walk(function):
         for field, value in ast.iter_fields(node):
             if isinstance(value, ast.Compare):
                 setattr(node, field, _compare(value))
             elif isinstance(value, list):
                 value[:] = [_compare(v) for v in value]
+    for node in ast.walk(function):
+        if isinstance(node, ast.BoolOp):
+            node.values.sort(key=_shape)
     return function
 
 
@@ -287,7 +311,7 @@ def normalise(function):
     arguments = function.args
     params = {a.arg: f"p{at}" for at, a in enumerate(arguments.posonlyargs + arguments.args + arguments.kwonlyargs
                                                      + [a for a in (arguments.vararg, arguments.kwarg) if a])}
-    function = _drop_dead(_inline_constants(function, params))
+    function = _drop_dead(_inline(function, params))
     variables = set(params) | {name for name, ways in _bound_names(function).items()
                                if not all(kind == "def" or (kind == "=" and isinstance(value, ast.Lambda))
                                           for kind, value in ways)}
