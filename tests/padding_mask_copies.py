@@ -61,8 +61,7 @@ def in_a_class(name="checks"):
 def as_functions(rename=None):
     """The copy calling its checks as functions of the cell's (``fail(...)``), each renamed by `rename`."""
     rename = rename or (lambda name: name)
-    functions = textwrap.dedent("\n".join(line[4:] if line.startswith("    ") else line
-                                          for line in CHECKS.split("\n")[4:])).replace("@staticmethod\n", "")
+    functions = "\n".join(line.removeprefix("    ") for line in CHECKS.split("\n")[4:]).replace("@staticmethod\n", "")
     names = ("fail", "describe", "dense", "has_values", "fits_in_memory")
     source = functions + "\n\ndef padding_mask(lens, size):" + body()
     for name in names:

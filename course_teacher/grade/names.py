@@ -347,11 +347,10 @@ class _ModuleState:
 
     def restore(self, kept):
         """The global names as they were at `keep`: what was bound since holds for no later statement and no
-        function's body (None, for `Analysis._round`)."""
+        function's body."""
         pos, self.current = kept
         for name in list(self.events):
             self.events[name] = [(at, values) for at, values in self.events[name] if at <= pos]
-        return None
 
     def bind(self, name, values, strong):
         values = frozenset(values)
@@ -439,8 +438,11 @@ class Analysis:
         self.final = True
         kept = None  # (pos, names bound) before a run of statements the grader never runs
         for statement in statements:
-            if (id(statement) in self.unrun) != (kept is not None):
-                kept = self.module.keep() if kept is None else self.module.restore(kept)
+            if id(statement) in self.unrun and kept is None:
+                kept = self.module.keep()
+            elif id(statement) not in self.unrun and kept is not None:
+                self.module.restore(kept)
+                kept = None
             self.top = statement
             self.module.pos += 1
             self._statement(statement, _Now(self), strong=True)
