@@ -37,9 +37,9 @@ course function is among its own, or all but one of a course function of TOLERAN
 more (a check deleted, a helper's call written out). What still escapes: a copy two statements short
 (two checks deleted, the helper's two calls written out as ``raise``), a changed value of a name
 read several times (``ok = bool(...)``: the name is named by its value, so every statement reading
-it changes), helpers renamed to names of the tensor API, code rewritten beyond these rules. Functions smaller than MIN_NODES (a one-line wrapper,
-``return tiled_attention(q, k, v)``) are not fingerprinted: there an independent answer and the
-course's code meet by necessity. The answer key carries the fingerprints of the course's code
+it changes), helpers renamed to names of the tensor API, code rewritten beyond these rules.
+Functions smaller than MIN_NODES (a one-line wrapper, ``return tiled_attention(q, k, v)``) are not
+fingerprinted: there an independent answer and the course's code meet by necessity. The answer key carries the fingerprints of the course's code
 (course_teacher.publish writes them), never the code; the names of the tensor API are read from the
 installed torch, so a key is written and read by the same installation (publish again after an upgrade).
 """
