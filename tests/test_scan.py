@@ -388,6 +388,25 @@ def test_a_check_cell_the_grader_runs_still_binds_its_names():
     assert "course_utils.validation.describe" in [n for _, n in _names(within.scan(), "00.padding_mask")]
 
 
+def test_in_a_cell_the_grader_never_runs_its_own_names_still_hold():
+    """A check cell's own lines read ``check`` as the course's check (what it imports there); after the cell, and
+    in a function defined before it, the name is what it was: the learner's class."""
+    from course_teacher.grade import names
+
+    learner = ast.parse("class check:\n    pass\n\n\ndef mask(x):\n    return check.lengths(x)").body
+    course = ast.parse('from course_utils import check\ncheck("00.padding_mask", mask)').body
+    after = ast.parse("check").body
+    analysis = names.Analysis(learner + course + after, names.Objects(), unrun={id(s) for s in course})
+    in_cell = course[1].value.func
+    in_function = learner[1].body[0].value.func
+    assert analysis.refs[id(in_cell)] == {"course_utils.check"}
+    assert not {n for n in analysis.refs[id(in_function)] if n.startswith("course_utils")}
+    assert analysis.refs[id(after[0].value)] == {names.OWN}
+    run = names.Analysis(learner + course + after, names.Objects())  # run by the grader: the import holds
+    assert "course_utils.check" in run.refs[id(after[0].value)]
+    assert "course_utils.check.lengths" in run.refs[id(in_function)]
+
+
 def test_a_method_is_reached_through_its_class_a_subclass_and_any_module_path():
     ours, torchs = "course_utils.transformer.EncoderLayer.forward", "torch.nn.TransformerEncoderLayer.forward"
     for source, name in [
