@@ -148,8 +148,9 @@ def _no_op(statement, loaded):
 @functools.cache
 def _api():
     """The names of what the lessons teach, which a copier keeps: Python's builtins, ``math``, and the functions,
-    classes and attributes of ``torch``, ``torch.Tensor``, ``torch.nn`` and ``torch.nn.functional`` (modules
-    aside: which of torch's are loaded depends on what ran before). Any other name a function reaches is a helper."""
+    classes and attributes of ``torch``, ``torch.Tensor``, ``torch.nn`` and ``torch.nn.functional`` (not private
+    ones, ``F._pair``, nor modules: which of torch's are loaded depends on what ran before). Any other name a
+    function reaches is a helper."""
     import math
 
     import torch
@@ -157,7 +158,7 @@ def _api():
 
     spaces = (builtins, math, torch, torch.Tensor, torch.nn, torch.nn.functional)
     return frozenset(name for space in spaces for name, value in vars(space).items()
-                     if not isinstance(value, types.ModuleType))
+                     if not name.startswith("_") and not isinstance(value, types.ModuleType))
 
 
 def _helper(name):
