@@ -58,8 +58,9 @@ MIN_NODES = 40
 #: check deleted, a helper's call inlined): no independent answer comes nearer to a function of this size than six
 #: statements short, no worked solution nearer than three (tests/test_copies.py); to smaller ones, one short.
 TOLERANT_FROM = 8
-#: Where a fingerprint's text starts: a fingerprint of another kind (an older key's) is never read as one.
-PREFIX = "statements:"
+#: Where a fingerprint's text starts: a fingerprint of another kind (an older key's: "statements:", helpers named as
+#: written) is never read as one.
+PREFIX = "statements2:"
 #: A function larger than this (syntax-tree nodes) is not read: no course function comes close.
 MAX_NODES = 20_000
 _BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
