@@ -159,9 +159,10 @@ def _api():
     import torch
     import torch.nn.functional
 
-    spaces = (builtins, math, torch, torch.Tensor, torch.nn, torch.nn.functional)
-    return frozenset(name for space in spaces for name, value in vars(space).items()
-                     if not name.startswith("_") and not isinstance(value, types.ModuleType))
+    spaces = (builtins, math, torch, torch.nn, torch.nn.functional)
+    names = {name for space in spaces for name, value in vars(space).items() if not isinstance(value, types.ModuleType)}
+    names |= set(dir(torch.Tensor))  # its methods, those of its C base included
+    return frozenset(name for name in names if not name.startswith("_"))
 
 
 def _helper(name):
