@@ -77,13 +77,19 @@ def with_local_helpers():
         .strip() + "\n"
 
 
-def with_lambdas():
-    """The copy calling lambdas it binds itself (``describe = lambda value: ...``)."""
-    head = ("    fail = lambda function, argument, got, needed: (_ for _ in ()).throw(ValueError(function))\n"
-            "    describe = lambda value: repr(value)\n"
-            "    dense = has_values = lambda function, argument, value: value\n"
-            "    fits_in_memory = lambda function, argument, value, count, itemsize=1: value\n")
+def with_lambdas(rename=None):
+    """The copy calling lambdas it binds itself (``describe = lambda value: ...``), each renamed by `rename`."""
+    rename = rename or (lambda name: name)
+    head = (f"    {rename('fail')} = lambda function, argument, got, needed: "
+            "(_ for _ in ()).throw(ValueError(function))\n"
+            f"    {rename('describe')} = lambda value: repr(value)\n"
+            f"    {rename('dense')} = {rename('has_values')} = lambda function, argument, value: value\n"
+            f"    {rename('fits_in_memory')} = lambda function, argument, value, count, itemsize=1: value\n")
     text = body()
     for name in ("fail", "describe", "dense", "has_values", "fits_in_memory"):
-        text = text.replace(f"check.{name}(", f"{name}(")
+        text = text.replace(f"check.{name}(", f"{rename(name)}(")
     return "import torch\n\n\ndef padding_mask(lens, size):\n" + head + text.lstrip("\n")
+
+
+#: Names of the tensor API (and Python's) a copier could give the helpers instead.
+API_NAMES = {"fail": "abs", "describe": "repr", "dense": "clone", "has_values": "detach", "fits_in_memory": "zeros"}

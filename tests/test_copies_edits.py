@@ -126,6 +126,8 @@ MOVED = {
     "its checks as functions renamed": lambda: padding_mask_copies.as_functions(lambda name: f"my_{name}"),
     "its checks in a class inside it": padding_mask_copies.with_local_helpers,
     "its checks as lambdas inside it": padding_mask_copies.with_lambdas,
+    "its checks as lambdas inside it, named like torch's": lambda: padding_mask_copies.with_lambdas(
+        padding_mask_copies.API_NAMES.get),
     "the module alias renamed": lambda: _source().replace("check.", "v."),
     "torch under an alias": lambda: _source().replace("torch.", "t."),
 }

@@ -19,7 +19,8 @@ copy changes for free made uniform (`normalise`):
   ``F.softmax`` and ``t.softmax`` are ``softmax``; ``isinstance`` stays), and a helper (``·h``)
   otherwise: ``check.fail`` (the course's module alias), ``checks.fail`` (a class of the learner's),
   ``fail`` and ``my_fail`` (functions of the cell's) are one thing, and so are the helpers the function
-  defines itself (a def, a class, a name given a lambda), whose own statements are only more statements;
+  defines itself (a def, a class, a name given a lambda, whatever their names), whose own statements are
+  only more statements;
 - the other names become positions and definitions: a parameter is its position (``p0``, ``p1``, ...),
   and a local name is named by what is assigned to it (``n`` and a hash of every value it is given,
   with the names in those values named the same way), so that renaming a variable or moving the
@@ -171,37 +172,39 @@ def _helper(name):
     return HELPER + (name if name in _api() else "h")
 
 
-def _reached(node, variables):
+def _reached(node, variables, own):
     """`node` as what it reaches, when it is a name the function does not bind as a variable or a chain of
     attributes read from one (``torch.nn.functional.softmax``, ``check.fail``): a Name, `_helper` of its last
-    part; else None (``lengths.device`` is the parameter's)."""
+    part, or ``·h`` from a helper the function defines itself (in `own`: its name, whatever it is, is the
+    learner's); else None (``lengths.device`` is the parameter's)."""
     root = node
     while isinstance(root, ast.Attribute):
         root = root.value
     if not isinstance(root, ast.Name) or root.id in variables or root.id.startswith(HELPER):
         return None
-    return ast.Name(id=_helper(node.attr if isinstance(node, ast.Attribute) else node.id), ctx=ast.Load())
+    return ast.Name(id=HELPER + "h" if root.id in own else _helper(node.attr if isinstance(node, ast.Attribute)
+                                                                    else node.id), ctx=ast.Load())
 
 
 class _Helpers(ast.NodeTransformer):
     """Every name and chain of attributes the function does not bind as a variable, as `_reached` names it; the
-    helpers the function defines itself (a def, a class, a name given a lambda) likewise."""
+    helpers the function defines itself (a def, a class, a name given a lambda: `own`) all ``·h``."""
 
-    def __init__(self, variables):
-        self.variables = variables
+    def __init__(self, variables, own):
+        self.variables, self.own = variables, own
 
     def visit_Attribute(self, node):
-        return _reached(node, self.variables) or self.generic_visit(node)
+        return _reached(node, self.variables, self.own) or self.generic_visit(node)
 
     def visit_Name(self, node):
-        found = _reached(node, self.variables)
+        found = _reached(node, self.variables, self.own)
         if found is not None:
             found.ctx = node.ctx
         return found or node
 
     def _defined(self, node):
         if node.name not in self.variables:
-            node.name = _helper(node.name)
+            node.name = HELPER + "h"
         return self.generic_visit(node)
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _defined
@@ -317,10 +320,11 @@ def normalise(function):
     params = {a.arg: f"p{at}" for at, a in enumerate(arguments.posonlyargs + arguments.args + arguments.kwonlyargs
                                                      + [a for a in (arguments.vararg, arguments.kwarg) if a])}
     function = _drop_dead(_inline(function, params))
-    variables = set(params) | {name for name, ways in _bound_names(function).items()
-                               if not all(kind == "def" or (kind == "=" and isinstance(value, ast.Lambda))
-                                          for kind, value in ways)}
-    function.body = [_Helpers(variables).visit(statement) for statement in function.body]
+    ways = _bound_names(function)
+    own = {name for name, found in ways.items() if name not in params
+           and all(kind == "def" or (kind == "=" and isinstance(value, ast.Lambda)) for kind, value in found)}
+    variables = set(params) | (set(ways) - own)
+    function.body = [_Helpers(variables, own).visit(statement) for statement in function.body]
     function = _comparisons(function)
     bound = {name: ways for name, ways in _bound_names(function).items()
              if name not in params and not name.startswith(HELPER)}
