@@ -38,9 +38,9 @@ course function is among its own, or all but one of a course function of TOLERAN
 more, all but a fifth from ten on (checks deleted, a helper's calls written out). What still escapes:
 a copy shorter than that, a changed value of a name read several times (``ok = bool(...)``: the name
 is named by its value, so every statement reading it changes), helpers outside the function renamed to
-names of the tensor API (``def clone(...)`` in the cell), code rewritten beyond these rules. Functions smaller than MIN_NODES (a one-line wrapper,
-``return tiled_attention(q, k, v)``) are not fingerprinted: there an independent answer and the
-course's code meet by necessity. The answer key carries the fingerprints of the course's code
+names of the tensor API (``def clone(...)`` in the cell), code rewritten beyond these rules.
+Functions smaller than MIN_NODES (a one-line wrapper, ``return tiled_attention(q, k, v)``) are not
+fingerprinted: there an independent answer and the course's code meet by necessity. The answer key carries the fingerprints of the course's code
 (course_teacher.publish writes them), never the code; the names of the tensor API are read from the
 installed torch, so a key is written and read by the same installation (publish again after an upgrade).
 """
