@@ -40,9 +40,10 @@ a copy shorter than that, a changed value of a name read several times (``ok = b
 is named by its value, so every statement reading it changes), helpers outside the function renamed to
 names of the tensor API (``def clone(...)`` in the cell), code rewritten beyond these rules.
 Functions smaller than MIN_NODES (a one-line wrapper, ``return tiled_attention(q, k, v)``) are not
-fingerprinted: there an independent answer and the course's code meet by necessity. The answer key carries the fingerprints of the course's code
-(course_teacher.publish writes them), never the code; the names of the tensor API are read from the
-installed torch, so a key is written and read by the same installation (publish again after an upgrade).
+fingerprinted: there an independent answer and the course's code meet by necessity. The answer key
+carries the fingerprints of the course's code (course_teacher.publish writes them), never the code;
+the names of the tensor API are read from the installed torch, so a key is written and read by the
+same installation (publish again after an upgrade).
 """
 
 import ast
