@@ -7,8 +7,8 @@ time), beside honest submissions whose grades must come out byte-identical to th
   kernel's watcher; the kernel side's ``collect`` replaced through ``match``;
 - private operators: ``torch._softmax``, ``torch.ops.aten._scaled_dot_product_attention_math``,
   and ``torch._C.DisableTorchFunction`` blinding the watcher for an untiled attention;
-- a copy of the course's own code as an answer (``masks.padding_mask``, renamed and reformatted, and with
-  a line added);
+- a copy of the course's own code as an answer (``masks.padding_mask``, renamed and reformatted, with
+  a line added, and with the course's checks it calls written again as a class of the cell's, ``checks``);
 - issue 37: callables of allowed packages that run text, start processes or open files (sympy,
   ``torch.utils.benchmark``, PIL, ``collect_env``, ``switch_backend``, ``NpzFile``, ``DataLoader``, ``open``),
   the references under other names (FORBIDDEN), torch attributes named after the hidden inputs;
@@ -23,7 +23,8 @@ time), beside honest submissions whose grades must come out byte-identical to th
   __import__`` that received the grader's own collect call and forged its answer.
 
 Each scores 0 for the teacher's review with its reason named (or, the last two, is graded and shows
-nothing of a hidden case; ATTACKS_MORE's, 0 with the run-time refusal's reason); the run completes."""
+nothing of a hidden case; ATTACKS_MORE's, 0 with the run-time refusal's reason); the run completes. Beside
+them, an honest 00 whose helper is a class named ``check`` (OWN_CHECK) gets full marks."""
 
 import inspect
 import json
