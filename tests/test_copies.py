@@ -7,6 +7,7 @@ the course (tests/test_learner_answers*.py) is taken for one."""
 import ast
 import importlib
 import inspect
+import re
 import textwrap
 
 import answer_keys
@@ -63,6 +64,27 @@ def test_a_pasted_course_function_is_a_copy_naming_its_source(answers, exercise)
     spec = _exercise(answers, exercise)
     cell = submission.Cell(3, _disguised(function, spec.function))
     assert grader.copied_from(cell, spec, answers) == PACKAGE[exercise]
+
+
+#: The helpers a pasted course function calls, moved or renamed (issue 37): the module alias ``check`` renamed (a
+#: class of the learner's, ``checks``), its functions called bare (defined in the cell), the module's own private
+#: helpers renamed (``_pair`` as ``own_pair``).
+HELPERS_MOVED = {
+    "alias renamed": lambda source: source.replace("check.", "checks."),
+    "called bare": lambda source: re.sub(r"\bcheck\.", "", source),
+    "private helpers renamed": lambda source: re.sub(r"\b_(\w+)\(", r"own_\1(", source.replace("check.", "v.")),
+}
+
+
+@pytest.mark.parametrize("move", sorted(HELPERS_MOVED))
+@pytest.mark.parametrize("exercise", sorted(PACKAGE))
+def test_a_pasted_course_function_with_its_helpers_moved_is_a_copy_naming_its_source(answers, exercise, move):
+    module, _, name = PACKAGE[exercise].rpartition(".")
+    spec = _exercise(answers, exercise)
+    source = _disguised(getattr(importlib.import_module(module), name), spec.function)
+    moved = HELPERS_MOVED[move](source)
+    assert moved != source or move == "private helpers renamed" and "_" not in source
+    assert grader.copied_from(submission.Cell(3, moved), spec, answers) == PACKAGE[exercise]
 
 
 @pytest.mark.parametrize("exercise", ["03.alignment", "05.top_u_attention", "06.post_norm_decoder", "08.tiled_forward"])

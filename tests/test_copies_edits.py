@@ -6,13 +6,15 @@ taken for a copy (test_copies.py checks the independent answers)."""
 
 import ast
 import inspect
+import re
 import textwrap
 
 import answer_keys
+import padding_mask_copies
 import pytest
 from submissions import render
 
-from course_teacher.grade import copies, grader, messages
+from course_teacher.grade import copies, messages
 from course_utils import masks
 
 pytestmark = pytest.mark.slow  # (the grader and its answer key: `make test`'s, not the inner loop's)
@@ -109,3 +111,178 @@ def test_normalising_is_the_same_whatever_the_order_of_independent_statements():
     three = one.replace("a * 2", "a * 3")  # a constant changed: another statement
     (third,) = copies.functions(three).values()
     assert copies.statements(first) != copies.statements(third)
+
+
+# ----------------------------------------------------------------------------- the helper renamed or moved
+
+#: The copy with the helper its body calls (the course's argument checks, ``check``: course_utils.validation)
+#: renamed or moved into the learner's cell (tests/padding_mask_copies.py): a module alias, a class, functions,
+#: a class or lambdas of the function's own. What the body calls is named by what it does there, not by where it
+#: lives or what it is called.
+MOVED = {
+    "its checks in a class of the cell's": padding_mask_copies.in_a_class,
+    "its checks in a class of another name": lambda: padding_mask_copies.in_a_class("arguments"),
+    "its checks as functions of the cell's": padding_mask_copies.as_functions,
+    "its checks as functions renamed": lambda: padding_mask_copies.as_functions(lambda name: f"my_{name}"),
+    "its checks in a class inside it": padding_mask_copies.with_local_helpers,
+    "its checks as lambdas inside it": padding_mask_copies.with_lambdas,
+    "its checks as lambdas inside it, named like torch's": lambda: padding_mask_copies.with_lambdas(
+        padding_mask_copies.API_NAMES.get),
+    "the module alias renamed": lambda: _source().replace("check.", "v."),
+    "torch under an alias": lambda: _source().replace("torch.", "t."),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(MOVED))
+def test_padding_mask_with_its_helper_renamed_or_moved_is_a_copy_naming_it(answers, edit):
+    function = copies.functions(MOVED[edit]())["padding_mask"]
+    assert copies.copy_of(function, answers.copies) == "course_utils.masks.padding_mask"
+
+
+#: The next edits a copier makes: a constant inlined, an ``if`` turned around, a comparison written the other way.
+NEXT = {
+    "the function's name inlined": lambda: _source().replace('    function = "padding_mask"\n', "")
+    .replace("function,", '"padding_mask",'),
+    "an if turned around": lambda: _source().replace(
+        "    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 0:\n",
+        "    if isinstance(max_len, int) and not isinstance(max_len, bool) and max_len >= 0:\n        pass\n    else:\n"),
+    "an if turned around, names renamed": lambda: _renamed(_source()).replace(
+        "    if not isinstance(size, int) or isinstance(size, bool) or size < 0:\n",
+        "    if size >= 0 and not isinstance(size, bool) and isinstance(size, int):\n        pass\n    else:\n"),
+    "an if with an else turned around": lambda: _source().replace(
+        "    if ok:\n", "    if not ok:\n        pass\n    else:\n"),
+    "comparisons the other way": lambda: _source().replace("lengths.min() < 0", "0 > lengths.min()")
+    .replace("lengths.max() > max_len", "max_len < lengths.max()"),
+    "a check dropped": lambda: _source().replace(
+        '    check.fits_in_memory(function, "max_len", max_len, max_len, 8)  # the positions 0 … max_len - 1, int64\n',
+        ""),
+    "a helper's call written out": lambda: _source().replace('check.describe(max_len)', 'f"{max_len!r}"'),
+    "two checks dropped": lambda: _source().replace(
+        '    check.fits_in_memory(function, "max_len", max_len, max_len, 8)  # the positions 0 … max_len - 1, int64\n',
+        "").replace('        check.has_values(function, "lengths", lengths)\n', ""),
+    "its failures raised": lambda: re.sub(r"check\.fail\(", "raise ValueError(", _source()),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(NEXT))
+def test_padding_mask_after_the_next_trivial_edits_is_a_copy_naming_it(answers, edit):
+    source = NEXT[edit]()
+    assert source != _source()
+    function = copies.functions(source)["padding_mask"]
+    assert copies.copy_of(function, answers.copies) == "course_utils.masks.padding_mask"
+
+
+#: Honest answers that check their arguments with helpers of their own (one a class named ``check``, as the
+#: course's module alias is): the rule that names a helper by what it does must not make them copies.
+HONEST = {
+    "a class named check": '''
+        import torch
+
+        class check:
+            """My own argument checks."""
+
+            @staticmethod
+            def lengths(lengths, max_len):
+                if not isinstance(lengths, torch.Tensor) or lengths.ndim != 1 or lengths.is_floating_point():
+                    raise ValueError(f"padding_mask: lengths must be a 1-D integer tensor, got {lengths!r}")
+                if not isinstance(max_len, int) or max_len < 0:
+                    raise ValueError(f"padding_mask: max_len must be an int >= 0, got {max_len!r}")
+
+        def padding_mask(lengths, max_len):
+            check.lengths(lengths, max_len)
+            positions = torch.arange(max_len, device=lengths.device)
+            return (positions[None, :] < lengths[:, None])[:, None, None, :]
+    ''',
+    "helpers of the cell's": '''
+        import torch
+
+        def need(condition, what):
+            if not condition:
+                raise ValueError(what)
+
+        def padding_mask(lengths, max_len):
+            need(isinstance(max_len, int) and not isinstance(max_len, bool) and max_len >= 0, "max_len: an int >= 0")
+            need(isinstance(lengths, torch.Tensor) and lengths.ndim == 1, "lengths: a (B,) tensor")
+            need(not lengths.is_floating_point() and lengths.dtype != torch.bool, "lengths: integers")
+            if lengths.numel():
+                need(0 <= lengths.min() and lengths.max() <= max_len, "lengths: between 0 and max_len")
+            keep = torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
+            return keep[:, None, None, :]
+    ''',
+    "validation inlined": '''
+        import torch
+
+        def padding_mask(lengths, max_len):
+            if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 0:
+                raise ValueError(f"padding_mask: max_len must be an int >= 0, got {max_len!r}")
+            if not isinstance(lengths, torch.Tensor) or lengths.ndim != 1 or lengths.is_floating_point():
+                raise ValueError(f"padding_mask: lengths must be a (B,) integer tensor, got {lengths!r}")
+            if lengths.numel() and (lengths.min() < 0 or lengths.max() > max_len):
+                raise ValueError(f"padding_mask: lengths must lie between 0 and {max_len}")
+            keep = torch.arange(max_len, device=lengths.device) < lengths[:, None]
+            return keep[:, None, None, :]
+    ''',
+}
+
+
+@pytest.mark.parametrize("answer", sorted(HONEST))
+def test_an_honest_padding_mask_with_checks_of_its_own_is_no_copy(answers, answer):
+    function = copies.functions(textwrap.dedent(HONEST[answer]))["padding_mask"]
+    assert copies.statements(function) and copies.copy_of(function, answers.copies) is None
+
+
+def test_no_learners_padding_mask_is_a_copy(answers):
+    """The independently written answers of 00.padding_mask (tests/test_learner_answers.py), right and wrong."""
+    import test_learner_answers
+
+    collected = [(f, expected) for exercise, f, expected in test_learner_answers.ANSWERS if exercise == "00.padding_mask"]
+    assert len(collected) >= 9
+    read = 0
+    for function, _ in collected:
+        (found,) = copies.functions(textwrap.dedent(inspect.getsource(function))).values()
+        read += copies.statements(found) is not None  # (the one-liners are too small to tell: never a copy)
+        assert copies.copy_of(found, answers.copies) is None, function.__name__
+    assert read >= 3
+
+
+def _function(body, name="f"):
+    (function,) = copies.functions(f"def {name}(a, b):\n" + textwrap.indent(body, "    ")).values()
+    return function
+
+
+def test_a_copy_may_lack_a_few_statements_of_a_large_course_function_only():
+    """Statements changed or dropped still tell a copy of a course function of TOLERANT_FROM statements or more: one,
+    a fifth from ten on (the independent answers and worked solutions come no nearer than three short of eight, two
+    thirds short of ten or more); of a smaller function, every statement must be there."""
+    lines = [f"print(torch.linalg.norm(a[{i}] * b.sum(-1, keepdim=True), dim=-1) + {i})" for i in range(20)]
+    assert [copies.tolerated(size) for size in (7, 8, 9, 10, 14, 15, 20)] == [0, 1, 1, 2, 2, 3, 4]
+    for size in (copies.TOLERANT_FROM - 1, copies.TOLERANT_FROM, 10, 15):
+        course = _function("\n".join(lines[:size]))
+        table = {copies.fingerprint(course): "course"}
+        assert sum(copies.statements(course).values()) == size
+        for short in range(4):
+            copied = _function("\n".join(lines[short:size] + ["print(a)"]), "g")
+            assert copies.copy_of(copied, table) == ("course" if short <= copies.tolerated(size) else None), (size, short)
+
+
+#: More edits of a copier's: a value named once written out where it is read, the parts of an ``and`` reordered, a
+#: statement wrapped in a ``try`` that changes nothing.
+MORE = {
+    "a value written out where it is read": lambda: _source().replace(
+        "    keep = torch.arange(max_len, device=lengths.device) < lengths[:, None]  # (B, L_k)\n"
+        "    return keep[:, None, None, :]",
+        "    return (torch.arange(max_len, device=lengths.device) < lengths[:, None])[:, None, None, :]"),
+    "the parts of an and reordered": lambda: _source().replace(
+        "        and lengths.ndim == 1\n        and not lengths.is_floating_point()\n",
+        "        and not lengths.is_floating_point()\n        and lengths.ndim == 1\n"),
+    "in a try that changes nothing": lambda: _source().replace(
+        "    keep = ", "    try:\n        pass\n    except Exception:\n        raise\n    keep = "),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(MORE))
+def test_padding_mask_after_more_edits_is_a_copy_naming_it(answers, edit):
+    source = MORE[edit]()
+    assert source != _source()
+    function = copies.functions(source)["padding_mask"]
+    assert copies.copy_of(function, answers.copies) == "course_utils.masks.padding_mask"

@@ -7,8 +7,8 @@ time), beside honest submissions whose grades must come out byte-identical to th
   kernel's watcher; the kernel side's ``collect`` replaced through ``match``;
 - private operators: ``torch._softmax``, ``torch.ops.aten._scaled_dot_product_attention_math``,
   and ``torch._C.DisableTorchFunction`` blinding the watcher for an untiled attention;
-- a copy of the course's own code as an answer (``masks.padding_mask``, renamed and reformatted, and with
-  a line added);
+- a copy of the course's own code as an answer (``masks.padding_mask``, renamed and reformatted, with
+  a line added, and with the course's checks it calls written again as a class of the cell's, ``checks``);
 - issue 37: callables of allowed packages that run text, start processes or open files (sympy,
   ``torch.utils.benchmark``, PIL, ``collect_env``, ``switch_backend``, ``NpzFile``, ``DataLoader``, ``open``),
   the references under other names (FORBIDDEN), torch attributes named after the hidden inputs;
@@ -23,12 +23,14 @@ time), beside honest submissions whose grades must come out byte-identical to th
   __import__`` that received the grader's own collect call and forged its answer.
 
 Each scores 0 for the teacher's review with its reason named (or, the last two, is graded and shows
-nothing of a hidden case; ATTACKS_MORE's, 0 with the run-time refusal's reason); the run completes."""
+nothing of a hidden case; ATTACKS_MORE's, 0 with the run-time refusal's reason); the run completes. Beside
+them, an honest 00 whose helper is a class named ``check`` (OWN_CHECK) gets full marks."""
 
 import inspect
 import json
 import textwrap
 
+import padding_mask_copies
 import patience
 import pytest
 from attacks_more import ATTACKS_MORE
@@ -93,6 +95,9 @@ ATTACKS = {  # label: (lesson notebook, {exercise: its cell's new text} or (befo
     "copy-unused": (L00, {"00.padding_mask": _copy_of_padding_mask().replace("def padding_mask(lens, size):",
                                                                              "def padding_mask(lens, size):\n    unused = 0")},
                     "course_utils.masks.padding_mask"),
+    # issue 37: the copy with the course's checks it calls (``check``, course_utils.validation) written again as a class
+    # of the cell's, ``checks`` (tests/padding_mask_copies.py): 4/4 before the fingerprint named helpers by what they are
+    "copy-own-checks": (L00, {"00.padding_mask": padding_mask_copies.in_a_class()}, "course_utils.masks.padding_mask"),
     # an independent review: settings that name code (the scan reads the key they touch, the magic's text)
     "rc-backend": (L00, ("00.padding_mask", "import matplotlib.pyplot as plt\n"
                                             "plt.rcParams['backend'] = 'module://course_utils.tiled'"),
@@ -170,6 +175,29 @@ def _leaky(folder):
 
 HONEST = (("honest-00", L00), ("honest-08", L08))  # (student, lesson): solved, graded beside the attacks and alone
 
+#: An honest 00.padding_mask whose helper is a class of the learner's named ``check``, as the course's check is, and
+#: whose course check cells stay as they are (issue 37: the scan read it as course_utils.check, FORBIDDEN).
+OWN_CHECK = (L00, "00.padding_mask", '''
+    import torch
+
+
+    class check:
+        """My own argument checks."""
+
+        @staticmethod
+        def lengths(lengths, max_len):
+            if not isinstance(lengths, torch.Tensor) or lengths.ndim != 1 or lengths.is_floating_point():
+                raise ValueError(f"padding_mask: lengths must be a (B,) integer tensor, got {lengths!r}")
+            if not isinstance(max_len, int) or max_len < 0:
+                raise ValueError(f"padding_mask: max_len must be an int >= 0, got {max_len!r}")
+
+
+    def padding_mask(lengths, max_len):
+        check.lengths(lengths, max_len)
+        positions = torch.arange(max_len, device=lengths.device)
+        return (positions[None, :] < lengths[:, None])[:, None, None, :]
+''')
+
 
 def _honest(folder, lesson):
     save(solved(lesson, "zh"), folder / lesson)
@@ -196,6 +224,8 @@ def graded(tmp_path_factory):
     _leaky(root / "leaky")
     for student, lesson in HONEST:
         _honest(root / student, lesson)
+    lesson, exercise, source = OWN_CHECK
+    save(answer(solved(lesson, "en"), exercise, source), root / "own-check" / lesson)
     code, files = _grade(root, tmp_path_factory.mktemp("out"))
     # The honest submissions graded again with no attacker among them: one run for both (each has a
     # sandbox and a kernel of its own in any run, so an honest neighbour can change nothing; one run
@@ -284,3 +314,20 @@ def test_no_torch_attribute_the_learner_named_reaches_the_feedback(graded):
     _, files, _ = graded
     written = b"".join(data for name, data in files.items() if name.startswith("leak-attribute/") or name == "grades.csv")
     assert b"leak_" not in written
+
+
+def test_a_copy_with_its_checks_written_again_goes_to_review_naming_its_source(graded):
+    _, files, _ = graded
+    rows = {row["exercise"]: row for row in _rows(files, "copy-own-checks")}
+    assert rows["00.padding_mask"]["points"] == "0" and rows["00.padding_mask"]["mistake"] == "REVIEW", rows
+    feedback = files["copy-own-checks/00_tensor_shapes/feedback.md"].decode()
+    assert "course_utils.masks.padding_mask" in feedback and "copy" in feedback
+    assert "course_utils.masks.padding_mask" in rows["00.padding_mask"]["review"], rows["00.padding_mask"]
+
+
+def test_an_honest_answer_with_a_class_named_check_gets_full_marks(graded):
+    """The learner's own ``class check`` is theirs; the course's check cells, which the grader does not run, change
+    nothing (issue 37: the scan read the class as course_utils.check and gave FORBIDDEN)."""
+    _, files, _ = graded
+    rows = _rows(files, "own-check")
+    assert len(rows) == 4 and all(row["points"] == row["max_points"] and not row["mistake"] for row in rows), rows

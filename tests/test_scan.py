@@ -319,6 +319,94 @@ def test_a_name_the_course_imported_is_the_course_function_until_the_learner_red
     assert not own.scan({"02.causal_mask": CAUSAL})
 
 
+#: An honest 00.padding_mask whose helper the learner named ``check``, as the course's check is named (issue 37):
+#: a class, a function, a name assigned, a module of the learner's imported as ``check``.
+OWN_CHECK = {
+    "class": """
+        class check:
+            @staticmethod
+            def lengths(lengths, max_len):
+                if lengths.ndim != 1 or max_len < 0:
+                    raise ValueError("padding_mask: lengths (B,), max_len >= 0")
+    """,
+    "def": """
+        def check(lengths, max_len):
+            if lengths.ndim != 1 or max_len < 0:
+                raise ValueError("padding_mask: lengths (B,), max_len >= 0")
+    """,
+    "assignment": """
+        check = lambda lengths, max_len: None
+    """,
+    "import as": """
+        import math as check
+    """,
+}
+OWN_CHECK_CALLS = {"class": "check.lengths(lengths, max_len)", "def": "check(lengths, max_len)",
+                   "assignment": "check(lengths, max_len)", "import as": "check.isfinite(max_len)"}
+
+
+@pytest.mark.parametrize("kind", sorted(OWN_CHECK))
+@pytest.mark.parametrize("where", ["the exercise cell", "a cell before"])
+def test_a_learners_own_check_is_theirs_not_the_courses(kind, where):
+    """Names are what the notebook binds them to as the grader runs it: the course's check cells, which the grader
+    never runs (they call check("00.padding_mask", ...)), rebind ``check`` to the course's in the notebook only."""
+    helper = textwrap.dedent(OWN_CHECK[kind]).strip()
+    answer = textwrap.dedent(f"""
+        def padding_mask(lengths, max_len):
+            {OWN_CHECK_CALLS[kind]}
+            positions = torch.arange(max_len, device=lengths.device)
+            return (positions[None, :] < lengths[:, None])[:, None, None, :]
+    """).strip()
+    lesson = Lesson(L00, solved=True)
+    if where == "a cell before":
+        lesson.before("00.padding_mask", helper).answer("00.padding_mask", answer)
+    else:
+        lesson.answer("00.padding_mask", helper + "\n\n\n" + answer)
+    assert any(submission.checked(c.source) == ["00.padding_mask"] for c in lesson.cells)  # the course's check cell
+    assert not lesson.scan()
+
+
+def test_a_check_cell_the_grader_runs_still_binds_its_names():
+    """Only a cell the grader skips binds nothing: a learner's cell that rebinds ``check`` to the course's module
+    after the answer runs (their function reads it then), and so does an exercise cell that calls check(...)."""
+    answer = textwrap.dedent(OWN_CHECK["class"]).strip() + textwrap.dedent("""
+
+
+        def padding_mask(lengths, max_len):
+            check.fail("padding_mask", "lengths", check.describe(lengths), "a tensor")
+            return (torch.arange(max_len)[None, :] < lengths[:, None])[:, None, None, :]
+    """)
+    rebound = "from course_utils import validation as check"
+    later = Lesson(L00, solved=True).answer("00.padding_mask", answer)
+    at = later.cells.index(later.cell("00.padding_mask")) + 1
+    later.cells = [submission.Cell(i, c.source, c.exercise) for i, c in
+                   enumerate(later.cells[:at] + [submission.Cell(0, rebound)] + later.cells[at:])]
+    assert "course_utils.validation.describe" in [n for _, n in _names(later.scan(), "00.padding_mask")]
+    within = Lesson(L00, solved=True).answer("00.padding_mask", f"{answer}\n\n\n{rebound}\n"
+                                                                "check('00.padding_mask', padding_mask)")
+    assert submission.checked(within.cell("00.padding_mask").source) == ["00.padding_mask"]
+    assert "course_utils.validation.describe" in [n for _, n in _names(within.scan(), "00.padding_mask")]
+
+
+def test_in_a_cell_the_grader_never_runs_its_own_names_still_hold():
+    """A check cell's own lines read ``check`` as the course's check (what it imports there); after the cell, and
+    in a function defined before it, the name is what it was: the learner's class."""
+    from course_teacher.grade import names
+
+    learner = ast.parse("class check:\n    pass\n\n\ndef mask(x):\n    return check.lengths(x)").body
+    course = ast.parse('from course_utils import check\ncheck("00.padding_mask", mask)').body
+    after = ast.parse("check").body
+    analysis = names.Analysis(learner + course + after, names.Objects(), unrun={id(s) for s in course})
+    in_cell = course[1].value.func
+    in_function = learner[1].body[0].value.func
+    assert analysis.refs[id(in_cell)] == {"course_utils.check"}
+    assert not {n for n in analysis.refs[id(in_function)] if n.startswith("course_utils")}
+    assert analysis.refs[id(after[0].value)] == {names.OWN}
+    run = names.Analysis(learner + course + after, names.Objects())  # run by the grader: the import holds
+    assert "course_utils.check" in run.refs[id(after[0].value)]
+    assert "course_utils.check.lengths" in run.refs[id(in_function)]
+
+
 def test_a_method_is_reached_through_its_class_a_subclass_and_any_module_path():
     ours, torchs = "course_utils.transformer.EncoderLayer.forward", "torch.nn.TransformerEncoderLayer.forward"
     for source, name in [

@@ -271,6 +271,8 @@ class _From:
         return self.a.module.since(name, self.pos)
 
     def bind(self, name, values, strong):  # `global name` in a function, a walrus in a generator
+        if id(self.a.top) in self.a.unrun:
+            return  # a function a cell the grader never runs defines is never called there
         self.a.sticky[name] |= values
         self.a.binders[name].add(id(self.a.top))
 
@@ -339,6 +341,17 @@ class _ModuleState:
                 later |= values
         return frozenset((then if then is not None else self._fallback(name)) | later | self._extra(name))
 
+    def keep(self):
+        """What `restore` needs to undo the bindings from here on."""
+        return self.pos, dict(self.current)
+
+    def restore(self, kept):
+        """The global names as they were at `keep`: what was bound since holds for no later statement and no
+        function's body."""
+        pos, self.current = kept
+        for name in list(self.events):
+            self.events[name] = [(at, values) for at, values in self.events[name] if at <= pos]
+
     def bind(self, name, values, strong):
         values = frozenset(values)
         if not strong:
@@ -390,8 +403,13 @@ class Analysis:
     """Every Name, Attribute and ``getattr(x, "constant")`` of the notebook, with the qualified names
     it may stand for; what each top-level statement binds and reads at the global level."""
 
-    def __init__(self, statements, objects, per_node=VISITS_PER_NODE, base=VISITS_BASE):
+    def __init__(self, statements, objects, per_node=VISITS_PER_NODE, base=VISITS_BASE, unrun=frozenset()):
+        """`unrun`: id() of the top-level statements the grader never runs (its check cells', but an exercise
+        cell's): what they bind holds in their own cell only, so a name is what the notebook binds it to as the
+        grader runs it (a course check cell's ``from course_utils import check`` does not make a learner's own
+        ``check``, that their function reads, the course's)."""
         self.objects = objects
+        self.unrun = frozenset(unrun)
         # work done, counted: linear in the notebook's size by construction, and bounded here
         self.visits = 0
         self.budget = per_node * sum(1 for s in statements for _ in ast.walk(s)) + base
@@ -418,10 +436,18 @@ class Analysis:
         self.pending = []
         self.module = _ModuleState(self, star)
         self.final = True
+        kept = None  # (pos, names bound) before a run of statements the grader never runs
         for statement in statements:
+            if id(statement) in self.unrun and kept is None:
+                kept = self.module.keep()
+            elif id(statement) not in self.unrun and kept is not None:
+                self.module.restore(kept)
+                kept = None
             self.top = statement
             self.module.pos += 1
             self._statement(statement, _Now(self), strong=True)
+        if kept is not None:
+            self.module.restore(kept)
         while self.pending:
             node, parent, top, method = self.pending.pop(0)
             self.top = top

@@ -28,7 +28,10 @@ import b as c``, ``from a import *``), simple re-bindings (``f = masks.causal_ma
 ``x = a if c else b``, ``a, b = m, n``), ``getattr(obj, "constant")``, the items of lists, tuples
 and dicts, for-loop and with targets, and the function scopes of Python (a parameter or a local
 variable hides a global one; ``global`` is followed). A function's body reads the global names as
-they are when it runs: the scan takes every value the name has from the function's definition on.
+they are when it runs: the scan takes every value the name has from the function's definition on, as
+the grader runs the notebook: a cell it never runs (a check cell, ``check("00.padding_mask", ...)``,
+but for an exercise's own cell) binds its names for its own lines only, so a learner's own ``class
+check`` that their function calls stays theirs after the course's check cell imports the course's.
 A module reached through a package (``course_utils.masks``, ``torch.sys``) is known by its own
 name; a name in a module the grader's process has loaded is compared by identity with the
 forbidden object, so a re-export (``torch._C._nn.scaled_dot_product_attention``, a course module
@@ -174,7 +177,7 @@ from .policy import (CALLS, DYNAMIC_ATTRIBUTES, DYNAMIC_NAMES, GRADER_NAMES, HIS
 from course_utils.exercises import rules as run_time_rules
 
 from . import rcparams
-from .submission import parse
+from .submission import checked, parse
 
 FORBIDDEN = "FORBIDDEN"
 REVIEW = "REVIEW"
@@ -348,8 +351,12 @@ def scan(cells, course_cells, exercises):
         own = [s for s, key in zip(tree.body, keys) if key not in course_statements]
         read.append(_Cell(cell, tree, learner, own))
     statements = [s for c in read for s in c.tree.body]
+    exercises = [Target(*e) for e in exercises]
+    # the cells the grader never runs (grader.cells_to_run): check cells, but for an exercise's own
+    exercise_cells = {e.cell for e in exercises}
+    unrun = {id(s) for c in read if c.cell.index not in exercise_cells and checked(c.cell.source) for s in c.tree.body}
     try:
-        analysis = Analysis(statements, objects, VISITS_PER_NODE, VISITS_BASE)  # read here: a test lowers them
+        analysis = Analysis(statements, objects, VISITS_PER_NODE, VISITS_BASE, unrun)  # read here: a test lowers them
     except TooComplex:  # code written to make reading it slow: the teacher reads it
         first = next((c for c in read if c.own), None) or (read[0] if read else None)
         if first is None:
@@ -360,7 +367,6 @@ def scan(cells, course_cells, exercises):
     owner = {id(s): c for c in read for s in c.tree.body}
     own_statements = [s for c in read for s in c.own]
 
-    exercises = [Target(*e) for e in exercises]
     rules = [_Rule(e.id, name, objects) for e in exercises for name in also_forbidden(e.forbidden)]
     everywhere = [r for r in rules if not r.generic]
 
