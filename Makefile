@@ -192,14 +192,16 @@ test: setup
 # grader, nor fuzzes, nor repeats a costly check proved in the loop elsewhere (`slow`: e.g. lesson 09's
 # generic exercise tests, Triton's interpreter), nor grades on a platform (`platforms`, `make
 # test-platforms`); no nbval. `make test` runs all of it again, and the rest but the platforms'.
-# (the two checks side by side, one process each on CI's two cores: measured on a busy 2-core machine, they
-# wanted 1.6 cores together: about 1/1.6 of the time they take one after the other; either failing fails.
-# `build --check` leaves the public data to `publish --check` (--no-public): it compared them a second time,
-# 8 of its 29 CPU-seconds, measured on a busy 2-core machine)
+# (the two checks run beside the tests, not before them: the tests' first 16 s on each core are pytest
+# collecting them; measured on a quiet 2-core machine, 3:46 one after the other, 3:38 side by side (3:28 with
+# lesson 09's known mistakes `slow`); any of the three failing fails. `build --check` leaves the public data to `publish --check`
+# (--no-public): it compared them a second time, 8 of its 29 CPU-seconds, measured on a busy 2-core machine)
 quick: setup
-	$(PY) -m course_teacher.publish --check & publish=$$!; \
-		$(PY) -m course_teacher.build --check --no-public; built=$$?; wait $$publish && exit $$built
-	$(PY) -m pytest $(PARALLEL) -m "not trains and not slow and not platforms" tests
+	@$(PY) -m course_teacher.publish --check & publish=$$!; \
+		$(PY) -m course_teacher.build --check --no-public & built=$$!; \
+		$(PY) -m pytest $(PARALLEL) -m "not trains and not slow and not platforms" tests; tested=$$?; \
+		wait $$publish; published=$$?; wait $$built; checked=$$?; \
+		test $$tested -eq 0 && test $$published -eq 0 && test $$checked -eq 0
 
 # The trains tests and the student notebooks on every kernel path this CPU has (default, avx2,
 # avx512), one path after another. Not part of `make test`: there the native path and `default`

@@ -55,7 +55,10 @@ def test_every_case_is_plain_data_that_crosses_to_a_kernel(exercise):
 # default device: test_each_check_makes_its_tensors_where_its_cases_are, one check run for both.
 
 
-@pytest.mark.parametrize("exercise, mistake", MISTAKES, ids=[f"{e}-{m.code}" for e, m in MISTAKES])
+# lesson 09's `slow` (Triton's interpreter: 85 check runs, 13 of `make quick`'s 390 CPU-seconds); `make test` runs them
+@pytest.mark.parametrize("exercise, mistake", [
+    pytest.param(e, m, id=f"{e}-{m.code}", marks=[pytest.mark.slow] if e in rules.KERNEL_EXERCISES else [])
+    for e, m in MISTAKES])
 def test_each_known_mistake_fails_and_is_named(exercise, mistake):
     verdict = evaluate(exercise, mistake.fn)
     assert verdict.status == FAILED, verdict.message

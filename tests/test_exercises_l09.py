@@ -154,6 +154,7 @@ def _package_answers():
     return dict(zip(PACKAGE_IDS, (softmax_kernel, forward, causal, dkdv)))
 
 
+@pytest.mark.slow  # (Triton's interpreter on every case: `make test` runs it, not `make quick`)
 @pytest.mark.parametrize("exercise", PACKAGE_IDS)
 def test_the_packages_kernels_give_the_references_numbers_and_are_forbidden(exercise):
     import dataclasses

@@ -125,6 +125,7 @@ def _run(source):
     return namespace
 
 
+@pytest.mark.slow  # (Triton's interpreter on every case: `make test` runs it, not `make quick`)
 @pytest.mark.parametrize("exercise, function", [("09.softmax_blocks", "softmax_blocks"),
                                                 ("09.backward_dq", "backward_dq"),
                                                 ("09.flash_function", "attention_and_gradients")])
