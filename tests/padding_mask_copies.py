@@ -1,7 +1,8 @@
 """The course's ``masks.padding_mask`` as a copier pastes it for 00.padding_mask, with its helper, the course's
 argument checks (``from course_utils import validation as check``), moved out of the course: the checks the body
 calls written again in the cell, in a class, as functions or as lambdas, under another name (issue 37, 5). Shared
-by test_copies_edits.py (the fingerprint) and test_grade_attacks.py (the same copy through ``make grade``).
+by test_copies_edits.py (the fingerprint) and test_grade_attacks.py (the same copy through ``make grade``), with
+an honest answer whose helper is a class named ``check`` (HONEST_CLASS_CHECK), which must stay the learner's own.
 
 Each helper here works (the copies grade 4/4 when not told), and none is the course's code: a learner who pastes
 the function and writes its checks again has still solved nothing."""
@@ -93,3 +94,27 @@ def with_lambdas(rename=None):
 
 #: Names of the tensor API (and Python's) a copier could give the helpers instead.
 API_NAMES = {"fail": "abs", "describe": "repr", "dense": "clone", "has_values": "detach", "fits_in_memory": "zeros"}
+
+
+#: An honest 00.padding_mask that checks its arguments with a class of its own named ``check`` (as the course's
+#: module alias is): neither a copy (the fingerprint) nor the course's check (the scan).
+HONEST_CLASS_CHECK = '''
+import torch
+
+
+class check:
+    """My own argument checks."""
+
+    @staticmethod
+    def lengths(lengths, max_len):
+        if not isinstance(lengths, torch.Tensor) or lengths.ndim != 1 or lengths.is_floating_point():
+            raise ValueError(f"padding_mask: lengths must be a 1-D integer tensor, got {lengths!r}")
+        if not isinstance(max_len, int) or max_len < 0:
+            raise ValueError(f"padding_mask: max_len must be an int >= 0, got {max_len!r}")
+
+
+def padding_mask(lengths, max_len):
+    check.lengths(lengths, max_len)
+    positions = torch.arange(max_len, device=lengths.device)
+    return (positions[None, :] < lengths[:, None])[:, None, None, :]
+'''

@@ -175,24 +175,7 @@ def test_padding_mask_after_the_next_trivial_edits_is_a_copy_naming_it(answers, 
 #: Honest answers that check their arguments with helpers of their own (one a class named ``check``, as the
 #: course's module alias is): the rule that names a helper by what it does must not make them copies.
 HONEST = {
-    "a class named check": '''
-        import torch
-
-        class check:
-            """My own argument checks."""
-
-            @staticmethod
-            def lengths(lengths, max_len):
-                if not isinstance(lengths, torch.Tensor) or lengths.ndim != 1 or lengths.is_floating_point():
-                    raise ValueError(f"padding_mask: lengths must be a 1-D integer tensor, got {lengths!r}")
-                if not isinstance(max_len, int) or max_len < 0:
-                    raise ValueError(f"padding_mask: max_len must be an int >= 0, got {max_len!r}")
-
-        def padding_mask(lengths, max_len):
-            check.lengths(lengths, max_len)
-            positions = torch.arange(max_len, device=lengths.device)
-            return (positions[None, :] < lengths[:, None])[:, None, None, :]
-    ''',
+    "a class named check": padding_mask_copies.HONEST_CLASS_CHECK,
     "helpers of the cell's": '''
         import torch
 

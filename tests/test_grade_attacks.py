@@ -177,26 +177,7 @@ HONEST = (("honest-00", L00), ("honest-08", L08))  # (student, lesson): solved, 
 
 #: An honest 00.padding_mask whose helper is a class of the learner's named ``check``, as the course's check is, and
 #: whose course check cells stay as they are (issue 37: the scan read it as course_utils.check, FORBIDDEN).
-OWN_CHECK = (L00, "00.padding_mask", '''
-    import torch
-
-
-    class check:
-        """My own argument checks."""
-
-        @staticmethod
-        def lengths(lengths, max_len):
-            if not isinstance(lengths, torch.Tensor) or lengths.ndim != 1 or lengths.is_floating_point():
-                raise ValueError(f"padding_mask: lengths must be a (B,) integer tensor, got {lengths!r}")
-            if not isinstance(max_len, int) or max_len < 0:
-                raise ValueError(f"padding_mask: max_len must be an int >= 0, got {max_len!r}")
-
-
-    def padding_mask(lengths, max_len):
-        check.lengths(lengths, max_len)
-        positions = torch.arange(max_len, device=lengths.device)
-        return (positions[None, :] < lengths[:, None])[:, None, None, :]
-''')
+OWN_CHECK = (L00, "00.padding_mask", padding_mask_copies.HONEST_CLASS_CHECK)
 
 
 def _honest(folder, lesson):
