@@ -74,19 +74,21 @@ def _patch_language_once_per_launch(interpreter):
     languages = (tl, tl.core)
     # The language modules patched since the running launch began; None between launches. A launch's own patch
     # is the one whose scope is restored (at its end); a helper's call never restores the patch it made.
-    patched = [None]
+    patched = None
 
     def patch_lang(fn):
+        nonlocal patched
         wanted = {id(value) for value in fn.__globals__.values() if any(value is lang for lang in languages)}
-        if patched[0] is not None and wanted <= patched[0]:
+        if patched is not None and wanted <= patched:
             scope = scope_class()  # all of it in place already: Triton would set the same members again
         else:
             scope = raw(fn)
-            patched[0] = (patched[0] or set()) | wanted
+            patched = (patched or set()) | wanted
         restore = scope.restore
 
         def restore_and_end():
-            patched[0] = None
+            nonlocal patched
+            patched = None
             restore()
 
         scope.restore = restore_and_end
